@@ -1,0 +1,33 @@
+"""POST /emails and POST /sms behind API Gateway: parse, enqueue, answer 201."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdq import api, intake
+from vdq.errors import VdqError
+from vdq.observability import logger, metrics, tracer
+from vdq.runtime import Runtime
+
+_METHODS = {"/emails": "email", "/sms": "sms"}
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    runtime = Runtime.default()
+    try:
+        method = _METHODS.get(event.get("resource") or event.get("path") or "")
+        if method is None or event.get("httpMethod") != "POST":
+            return api.response(404, api.error_body("not_found", "no such route"))
+        who = api.caller(event, runtime.settings)
+        body = api.json_body(event)
+        result = intake.submit(
+            method, body, who, runtime, idempotency_key=api.header(event, "Idempotency-Key")
+        )
+        return api.response(201, result)
+    except VdqError as exc:
+        if exc.status >= 500:
+            logger.error("enqueue failed: %s", exc.message)
+        return api.error_response(exc)

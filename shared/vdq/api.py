@@ -1,0 +1,112 @@
+"""The edge of the REST API: API Gateway proxy events in, JSON responses out.
+
+Shared by every function behind API Gateway: the caller's identity from the Cognito
+authorizer's claims, JSON bodies, and the one error shape
+``{"error": {"code": ..., "message": ...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vdq.errors import BadRequest, Forbidden, Unauthorized, VdqError
+from vdq.settings import Settings
+
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+
+
+@dataclass(frozen=True)
+class Caller:
+    subject: str
+    groups: tuple[str, ...]
+    permissions: frozenset[str]
+
+    def require(self, *permissions: str) -> None:
+        missing = [p for p in permissions if p not in self.permissions]
+        if missing:
+            raise Forbidden(f"this needs the permissions {missing}")
+
+
+def parse_groups(value: Any) -> tuple[str, ...]:
+    """``cognito:groups`` as API Gateway passes it: a list, "a,b", "[a b]" or a JSON list."""
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+            if isinstance(parsed, list):
+                return tuple(str(v) for v in parsed)
+        except ValueError:
+            pass
+        text = text.strip("[]")
+    parts = text.replace(",", " ").split()
+    return tuple(p for p in parts if p)
+
+
+def caller(event: Mapping[str, Any], settings: Settings) -> Caller:
+    """The authenticated caller; Unauthorized when the authorizer passed no identity."""
+    context = event.get("requestContext") or {}
+    claims = (context.get("authorizer") or {}).get("claims") or {}
+    subject = claims.get("sub") or claims.get("client_id") or claims.get("username")
+    if not subject:
+        raise Unauthorized("a valid bearer token is required")
+    groups = parse_groups(claims.get("cognito:groups"))
+    # Machine clients (client credentials) carry scopes instead of groups: "vdq/<group>".
+    scopes = str(claims.get("scope") or "").split()
+    groups += tuple(s.split("/", 1)[1] for s in scopes if s.startswith("vdq/"))
+    return Caller(str(subject), groups, settings.permissions_for(groups))
+
+
+def json_body(event: Mapping[str, Any]) -> Any:
+    raw = event.get("body")
+    if raw is None or raw == "":
+        raise BadRequest("the request needs a JSON body")
+    if event.get("isBase64Encoded"):
+        import base64
+
+        try:
+            raw = base64.b64decode(raw).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequest("the body is not UTF-8 text") from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise BadRequest("the body is too large")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+def header(event: Mapping[str, Any], name: str) -> str | None:
+    headers = event.get("headers") or {}
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def response(status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> dict:
+    out: dict[str, Any] = {"statusCode": status, "headers": dict(headers or {})}
+    if body is not None:
+        out["headers"].setdefault("Content-Type", "application/json")
+        out["body"] = json.dumps(body, separators=(",", ":"))
+    else:
+        out["body"] = ""
+    return out
+
+
+def error_body(code: str, message: str, details: Mapping[str, Any] | None = None) -> dict:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = dict(details)
+    return {"error": error}
+
+
+def error_response(exc: VdqError) -> dict:
+    return response(exc.status, error_body(exc.code, exc.message, exc.details))

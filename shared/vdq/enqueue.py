@@ -1,0 +1,267 @@
+"""Enqueue: one queue item per receiver, written before anything is published.
+
+Items are stored with a publish timer set; the publish follows the write. A publish that SQS
+refuses moves the item to ``errored``; a crash between write and publish leaves the timer, and
+the re-publish sweep sends the item later. Nothing accepted is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from vdq import ids, messages
+from vdq.attachments import store_files
+from vdq.clock import iso
+from vdq.errors import PartiallyEnqueued
+from vdq.messages import Email, Origin, Sms
+from vdq.observability import logger, metrics
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+from vdq.store import (
+    CONTENT_SK,
+    REFS_SK,
+    STATE_SK,
+    ContentRecord,
+    ContentRefsRecord,
+    QueueItemRecord,
+    content_pk,
+    encode_content,
+    item_pk,
+)
+from vdq.transitions import (
+    TIMER_PUBLISH,
+    Step,
+    active_partition,
+    apply,
+    timer_partition,
+)
+from vdq.workflow import INITIAL_STATE
+
+
+def new_item(
+    *,
+    method: str,
+    sender: str,
+    sender_name: str | None,
+    receiver: str,
+    receiver_name: str | None,
+    content_id: str,
+    has_files: bool,
+    origin: Origin | None,
+    created_by: str | None,
+    now: datetime,
+    runtime: Runtime,
+    resent_from: str | None = None,
+) -> QueueItemRecord:
+    """A new ``queued`` item, in the active index, with its publish timer set."""
+    s = runtime.settings
+    item_id = ids.new_id(int(now.timestamp() * 1000))
+    at = iso(now)
+    due = iso(now + timedelta(seconds=s.publish_grace_seconds))
+    return QueueItemRecord(
+        item_pk(item_id),
+        STATE_SK,
+        id=item_id,
+        method=method,
+        state=INITIAL_STATE.value,
+        attempt=1,
+        sender=sender,
+        sender_name=sender_name,
+        receiver=receiver,
+        receiver_name=receiver_name,
+        content_id=content_id,
+        has_files=has_files,
+        retries=0,
+        queued_at=at,
+        updated_at=at,
+        done_since=at,
+        origin_type=origin.type if origin else None,
+        origin_id=origin.id if origin else None,
+        created_by=created_by,
+        resent_from=resent_from,
+        active_pk=active_partition(item_id, s.index_shards),
+        active_sk=f"{at}#{item_id}",
+        timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards),
+        timer_sk=f"{due}#{item_id}",
+    )
+
+
+def store_and_publish(
+    records: list[Any],
+    items: list[QueueItemRecord],
+    runtime: Runtime,
+    *,
+    inline_content: dict[str, Any] | None,
+) -> list[QueueItemRecord]:
+    """Write the records and items, then publish each item's first send."""
+    try:
+        runtime.store.put_new([*records, *items])
+    except Exception as exc:
+        written = set(getattr(exc, "details", {}).get("written", []))
+        stored = [i for i in items if i.pk in written]
+        if not stored:
+            raise
+        _publish(stored, runtime, inline_content)
+        raise PartiallyEnqueued(
+            f"stored {len(stored)} of {len(items)} items before the store failed: {exc}; the "
+            "stored items will be sent, the others were not accepted",
+            details={"accepted": [i.id for i in stored],
+                     "rejected": [i.id for i in items if i.pk not in written]},
+        ) from exc  # fmt: skip
+    _publish(items, runtime, inline_content)
+    metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
+    return items
+
+
+def _publish(
+    items: list[QueueItemRecord], runtime: Runtime, content: dict[str, Any] | None
+) -> None:
+    failed = runtime.send_queue.publish(
+        [SendMessage(i.id, i.attempt, content=content) for i in items]
+    )
+    for item in items:
+        if item.id in failed:
+            logger.error("publish of new item %s failed: %s", item.id, failed[item.id])
+            apply(
+                item,
+                Step("error", actor="vdq", result=failed[item.id], attempt=item.attempt,
+                     late="record"),
+                runtime,
+            )  # fmt: skip
+
+
+def enqueue_email(
+    email: Email, runtime: Runtime | None = None, *, created_by: str | None = None
+) -> list[QueueItemRecord]:
+    runtime = runtime or Runtime.default()
+    now = runtime.clock.now()
+    content_id = ids.new_id()
+    files = store_files(content_id, email.attachments, runtime)
+    content = {**email.content(), "attachments": [f.id for f in files]}
+    receivers = email.receivers()
+    records: list[Any] = [
+        ContentRecord(content_pk(content_id), CONTENT_SK, method="email",
+                      data=encode_content(content), created_at=iso(now)),
+        *files,
+    ]  # fmt: skip
+    if files:
+        records.append(
+            ContentRefsRecord(content_pk(content_id), REFS_SK, open_items=len(receivers))
+        )
+    items = [
+        new_item(
+            method="email",
+            sender=email.sender.email,
+            sender_name=email.sender.name,
+            receiver=r.email,
+            receiver_name=r.name,
+            content_id=content_id,
+            has_files=bool(files),
+            origin=email.origin,
+            created_by=created_by,
+            now=now,
+            runtime=runtime,
+        )
+        for r in receivers
+    ]
+    return store_and_publish(records, items, runtime, inline_content=content)
+
+
+def enqueue_sms(
+    sms: Sms, runtime: Runtime | None = None, *, created_by: str | None = None
+) -> list[QueueItemRecord]:
+    runtime = runtime or Runtime.default()
+    now = runtime.clock.now()
+    content_id = ids.new_id()
+    content = sms.content()
+    record = ContentRecord(content_pk(content_id), CONTENT_SK, method="sms",
+                           data=encode_content(content), created_at=iso(now))  # fmt: skip
+    items = [
+        new_item(
+            method="sms",
+            sender=sms.sender,
+            sender_name=None,
+            receiver=r.cell,
+            receiver_name=r.name,
+            content_id=content_id,
+            has_files=False,
+            origin=sms.origin,
+            created_by=created_by,
+            now=now,
+            runtime=runtime,
+        )
+        for r in sms.receivers()
+    ]
+    return store_and_publish([record], items, runtime, inline_content=content)
+
+
+# ---- the Python API --------------------------------------------------------------------------
+
+
+def _addresses(values: Iterable[Any] | None) -> list[Any]:
+    return [{"email": v} if isinstance(v, str) else v for v in (values or [])]
+
+
+def add_email(
+    sender: str | Mapping[str, str],
+    to: Iterable[str | Mapping[str, str]],
+    subject: str,
+    text: str,
+    *,
+    html: str | None = None,
+    cc: Iterable[str | Mapping[str, str]] | None = None,
+    bcc: Iterable[str | Mapping[str, str]] | None = None,
+    reply_to: Iterable[str | Mapping[str, str]] | None = None,
+    attachments: Iterable[Mapping[str, Any]] | None = None,
+    origin: tuple[str, str] | Mapping[str, str] | None = None,
+    runtime: Runtime | None = None,
+) -> list[QueueItemRecord]:
+    """Queue an email: one item per receiver across to, cc and bcc. Validates all first."""
+    runtime = runtime or Runtime.default()
+    body: dict[str, Any] = {
+        "sender": {"email": sender} if isinstance(sender, str) else dict(sender),
+        "to": _addresses(to),
+        "cc": _addresses(cc),
+        "bcc": _addresses(bcc),
+        "reply_to": _addresses(reply_to),
+        "subject": subject,
+        "text": text,
+    }
+    if html is not None:
+        body["html"] = html
+    if attachments:
+        body["attachments"] = list(attachments)
+    if origin is not None:
+        body["origin"] = {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+    email = messages.parse_email(
+        body,
+        max_receivers=runtime.settings.max_receivers,
+        max_attachment_bytes=runtime.settings.max_attachment_bytes,
+    )
+    return enqueue_email(email, runtime)
+
+
+def add_sms(
+    sender: str,
+    to: Iterable[str | Mapping[str, str]],
+    body: str,
+    *,
+    media_urls: Iterable[str] | None = None,
+    origin: tuple[str, str] | Mapping[str, str] | None = None,
+    runtime: Runtime | None = None,
+) -> list[QueueItemRecord]:
+    """Queue an SMS: one item per receiver (E.164 numbers)."""
+    runtime = runtime or Runtime.default()
+    data: dict[str, Any] = {
+        "sender": {"cell": sender},
+        "to": [{"cell": v} if isinstance(v, str) else v for v in to],
+        "body": body,
+    }
+    if media_urls:
+        data["media_urls"] = list(media_urls)
+    if origin is not None:
+        data["origin"] = {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+    sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers)
+    return enqueue_sms(sms, runtime)

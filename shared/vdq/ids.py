@@ -1,0 +1,26 @@
+"""Random, non-sequential identifiers.
+
+ULIDs: 48 bits of milliseconds then 80 random bits, in Crockford base32. The time prefix keeps
+DynamoDB keys spread and sortable for humans; the random part makes them unguessable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_id(now_ms: int | None = None) -> str:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def is_id(text: str) -> bool:
+    return len(text) == 26 and all(c in _ALPHABET for c in text)

@@ -1,0 +1,100 @@
+"""POST /emails and POST /sms: validate, enqueue, answer with the new items.
+
+An ``Idempotency-Key`` makes the request safe to repeat: the same key and body return the items
+of the first request and create nothing; the same key with another body is refused (422).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from vdq import messages
+from vdq.api import Caller
+from vdq.enqueue import enqueue_email, enqueue_sms
+from vdq.errors import BadRequest, Conflict, ValidationError
+from vdq.runtime import Runtime
+from vdq.views import item_json
+
+ADD_PERMISSION = "vdq.add_queueitem"
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def submit(
+    method: str,
+    body: Any,
+    who: Caller,
+    runtime: Runtime,
+    *,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Enqueue one request; returns the response body ``{"items": [...]}``."""
+    who.require(ADD_PERMISSION)
+    if idempotency_key is None:
+        return _enqueue(method, body, who.subject, runtime)
+    if not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable():
+        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+    # Validate before the idempotency record exists, so bad input never occupies a key.
+    _parse(method, body, runtime)
+    request = {"caller": who.subject, "method": method, "key": idempotency_key, "body": body}
+    return _idempotent(runtime.settings.table_name, runtime.settings.idempotency_seconds)(
+        request=request, runtime=runtime
+    )
+
+
+def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | messages.Sms:
+    s = runtime.settings
+    if method == "email":
+        return messages.parse_email(
+            body, max_receivers=s.max_receivers, max_attachment_bytes=s.max_attachment_bytes
+        )
+    return messages.parse_sms(body, max_receivers=s.max_receivers)
+
+
+def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[str, Any]:
+    parsed = _parse(method, body, runtime)
+    if isinstance(parsed, messages.Email):
+        items = enqueue_email(parsed, runtime, created_by=created_by)
+    else:
+        items = enqueue_sms(parsed, runtime, created_by=created_by)
+    return {"items": [item_json(i) for i in items]}
+
+
+@lru_cache(maxsize=4)
+def _idempotent(table_name: str, seconds: int) -> Any:
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    persistence = DynamoDBPersistenceLayer(table_name=table_name, key_attr="pk",
+                                           sort_key_attr="sk")  # fmt: skip
+    config = IdempotencyConfig(
+        event_key_jmespath="[caller, method, key]",
+        payload_validation_jmespath="body",
+        expires_after_seconds=seconds,
+        raise_on_no_idempotency_key=True,
+    )
+
+    @idempotent_function(data_keyword_argument="request", persistence_store=persistence,
+                         config=config)  # fmt: skip
+    def enqueue_once(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+        return _enqueue(request["method"], request["body"], request["caller"], runtime)
+
+    def call(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+            IdempotencyValidationError,
+        )
+
+        try:
+            return enqueue_once(request=request, runtime=runtime)
+        except IdempotencyValidationError:
+            raise ValidationError(
+                "Idempotency-Key", "was already used with a different request body"
+            ) from None
+        except IdempotencyAlreadyInProgressError:
+            raise Conflict("a request with this Idempotency-Key is still in progress") from None
+
+    return call

@@ -1,0 +1,321 @@
+"""Enqueue input: parsing and validation of emails and SMS, one path for the REST API and the
+Python API. Every error names the field (``to[1].email``) and nothing is written before all of
+the input has passed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vdq.errors import ValidationError
+
+MAX_SUBJECT = 998  # RFC 5322 line length
+MAX_TEXT = 1_000_000
+MAX_SMS_BODY = 1600  # Twilio's limit for one message
+MAX_MEDIA_URLS = 10
+MAX_NAME = 256
+MAX_ORIGIN_PART = 256
+MAX_FILENAME = 255
+
+_E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
+_LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_CONTENT_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
+_CONTENT_ID = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Address:
+    email: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str
+    content_type: str
+    content: bytes
+    inline: bool = False
+    content_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Origin:
+    type: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Email:
+    sender: Address
+    to: tuple[Address, ...]
+    subject: str
+    text: str
+    cc: tuple[Address, ...] = ()
+    bcc: tuple[Address, ...] = ()
+    reply_to: tuple[Address, ...] = ()
+    html: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    origin: Origin | None = None
+
+    def receivers(self) -> list[Address]:
+        """One receiver per distinct address across to, cc and bcc, in that order."""
+        seen: set[str] = set()
+        out = []
+        for address in (*self.to, *self.cc, *self.bcc):
+            key = address.email.lower()
+            if key not in seen:
+                seen.add(key)
+                out.append(address)
+        return out
+
+    def content(self) -> dict[str, Any]:
+        """What the content record stores (attachments by reference, added by enqueue)."""
+        return {
+            "subject": self.subject,
+            "text": self.text,
+            "html": self.html,
+            "to": [_address_json(a) for a in self.to],
+            "cc": [_address_json(a) for a in self.cc],
+            "reply_to": [_address_json(a) for a in self.reply_to],
+        }
+
+
+@dataclass(frozen=True)
+class SmsReceiver:
+    cell: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Sms:
+    sender: str
+    to: tuple[SmsReceiver, ...]
+    body: str
+    media_urls: tuple[str, ...] = field(default=())
+    origin: Origin | None = None
+
+    def receivers(self) -> list[SmsReceiver]:
+        seen: set[str] = set()
+        out = []
+        for receiver in self.to:
+            if receiver.cell not in seen:
+                seen.add(receiver.cell)
+                out.append(receiver)
+        return out
+
+    def content(self) -> dict[str, Any]:
+        return {"body": self.body, "media_urls": list(self.media_urls)}
+
+
+def _address_json(address: Address) -> dict[str, str]:
+    return {"email": address.email, **({"name": address.name} if address.name else {})}
+
+
+# ---- field parsers ---------------------------------------------------------------------------
+
+
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(path, "must be an object")
+    return value
+
+
+def _known_keys(value: Mapping[str, Any], path: str, allowed: set[str]) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        prefix = f"{path}." if path else ""
+        raise ValidationError(f"{prefix}{unknown[0]}", "is not a known field")
+
+
+def _string(
+    value: Any, path: str, *, max_len: int, required: bool = True, single_line: bool = True
+) -> str | None:
+    if value is None:
+        if required:
+            raise ValidationError(path, "is required")
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(path, "must be a string")
+    if required and not value.strip():
+        raise ValidationError(path, "must not be empty")
+    if len(value) > max_len:
+        raise ValidationError(path, f"must be at most {max_len} characters")
+    if single_line and _CONTROL.search(value):
+        raise ValidationError(path, "must not contain line breaks or control characters")
+    if "\x00" in value:
+        raise ValidationError(path, "must not contain NUL characters")
+    return value
+
+
+def email_address(value: Any, path: str) -> str:
+    text = _string(value, path, max_len=254)
+    assert text is not None
+    local, at, domain = text.rpartition("@")
+    labels = domain.split(".")
+    if (
+        not at
+        or not _LOCAL.match(local)
+        or local.startswith(".")
+        or local.endswith(".")
+        or ".." in local
+        or len(labels) < 2
+        or not all(_LABEL.match(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
+        raise ValidationError(path, f"{text!r} is not a valid email address")
+    return text
+
+
+def _address(value: Any, path: str) -> Address:
+    data = _object(value, path)
+    _known_keys(data, path, {"email", "name"})
+    name = _string(data.get("name"), f"{path}.name", max_len=MAX_NAME, required=False)
+    return Address(email_address(data.get("email"), f"{path}.email"), name or None)
+
+
+def _list(value: Any, path: str, *, required: bool, max_items: int) -> list[Any]:
+    if value is None:
+        if required:
+            raise ValidationError(path, "is required")
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(path, "must be a list")
+    if required and not value:
+        raise ValidationError(path, "must name at least one receiver")
+    if len(value) > max_items:
+        raise ValidationError(path, f"must have at most {max_items} entries")
+    return value
+
+
+def _addresses(value: Any, path: str, *, required: bool, max_items: int) -> tuple[Address, ...]:
+    items = _list(value, path, required=required, max_items=max_items)
+    return tuple(_address(v, f"{path}[{i}]") for i, v in enumerate(items))
+
+
+def cell(value: Any, path: str) -> str:
+    text = _string(value, path, max_len=16)
+    assert text is not None
+    if not _E164.match(text):
+        raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)")
+    return text
+
+
+def origin(value: Any, path: str = "origin") -> Origin | None:
+    if value is None:
+        return None
+    data = _object(value, path)
+    _known_keys(data, path, {"type", "id"})
+    kind = _string(data.get("type"), f"{path}.type", max_len=MAX_ORIGIN_PART)
+    ident = data.get("id")
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        ident = str(ident)
+    ident = _string(ident, f"{path}.id", max_len=MAX_ORIGIN_PART)
+    assert kind is not None and ident is not None
+    return Origin(kind, ident)
+
+
+def _attachment(value: Any, path: str) -> Attachment:
+    data = _object(value, path)
+    _known_keys(data, path, {"filename", "content_type", "content_base64", "inline", "content_id"})
+    filename = _string(data.get("filename"), f"{path}.filename", max_len=MAX_FILENAME)
+    assert filename is not None
+    if "/" in filename or "\\" in filename or filename in (".", ".."):
+        raise ValidationError(f"{path}.filename", "must be a file name, not a path")
+    content_type = _string(data.get("content_type"), f"{path}.content_type", max_len=255)
+    assert content_type is not None
+    if not _CONTENT_TYPE.match(content_type):
+        raise ValidationError(f"{path}.content_type", f"{content_type!r} is not a MIME type")
+    encoded = data.get("content_base64")
+    if not isinstance(encoded, str):
+        raise ValidationError(f"{path}.content_base64", "is required and must be a string")
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError(f"{path}.content_base64", "is not valid base64") from None
+    inline = data.get("inline", False)
+    if not isinstance(inline, bool):
+        raise ValidationError(f"{path}.inline", "must be true or false")
+    content_id = _string(data.get("content_id"), f"{path}.content_id", max_len=200, required=False)
+    if content_id is not None and not _CONTENT_ID.match(content_id):
+        raise ValidationError(f"{path}.content_id", "may hold only letters, digits and @.-_")
+    if content_id is not None and not inline:
+        raise ValidationError(f"{path}.content_id", "is only for inline attachments")
+    return Attachment(filename, content_type, content, inline, content_id or None)
+
+
+# ---- documents -------------------------------------------------------------------------------
+
+EMAIL_FIELDS = {"sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "attachments",
+                "origin"}  # fmt: skip
+SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin"}
+
+
+def parse_email(
+    data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000
+) -> Email:
+    body = _object(data, "body")
+    _known_keys(body, "", EMAIL_FIELDS)
+    sender = _address(body.get("sender"), "sender")
+    to = _addresses(body.get("to"), "to", required=True, max_items=max_receivers)
+    cc = _addresses(body.get("cc"), "cc", required=False, max_items=max_receivers)
+    bcc = _addresses(body.get("bcc"), "bcc", required=False, max_items=max_receivers)
+    reply_to = _addresses(body.get("reply_to"), "reply_to", required=False, max_items=50)
+    subject = _string(body.get("subject"), "subject", max_len=MAX_SUBJECT)
+    text = _string(body.get("text"), "text", max_len=MAX_TEXT, single_line=False)
+    html = _string(body.get("html"), "html", max_len=MAX_TEXT, required=False, single_line=False)
+    raw_attachments = _list(body.get("attachments"), "attachments", required=False, max_items=100)
+    attachments = tuple(
+        _attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments)
+    )
+    total = sum(len(a.content) for a in attachments)
+    if total > max_attachment_bytes:
+        raise ValidationError(
+            "attachments", f"total {total} bytes is over the limit of {max_attachment_bytes}"
+        )
+    email = Email(
+        sender=sender,
+        to=to,
+        cc=cc,
+        bcc=bcc,
+        reply_to=reply_to,
+        subject=subject or "",
+        text=text or "",
+        html=html,
+        attachments=attachments,
+        origin=origin(body.get("origin")),
+    )
+    if len(email.receivers()) > max_receivers:
+        raise ValidationError("to", f"at most {max_receivers} receivers in one request")
+    return email
+
+
+def parse_sms(data: Any, *, max_receivers: int = 1000) -> Sms:
+    body = _object(data, "body")
+    _known_keys(body, "", SMS_FIELDS)
+    sender_data = _object(body.get("sender"), "sender")
+    _known_keys(sender_data, "sender", {"cell"})
+    sender = cell(sender_data.get("cell"), "sender.cell")
+    receivers = []
+    for i, value in enumerate(_list(body.get("to"), "to", required=True, max_items=max_receivers)):
+        entry = _object(value, f"to[{i}]")
+        _known_keys(entry, f"to[{i}]", {"cell", "name"})
+        name = _string(entry.get("name"), f"to[{i}].name", max_len=MAX_NAME, required=False)
+        receivers.append(SmsReceiver(cell(entry.get("cell"), f"to[{i}].cell"), name or None))
+    text = _string(body.get("body"), "body", max_len=MAX_SMS_BODY, single_line=False)
+    urls = []
+    for i, url in enumerate(
+        _list(body.get("media_urls"), "media_urls", required=False, max_items=MAX_MEDIA_URLS)
+    ):
+        value = _string(url, f"media_urls[{i}]", max_len=2048)
+        assert value is not None
+        if not value.startswith("https://"):
+            raise ValidationError(f"media_urls[{i}]", "must be an https:// URL")
+        urls.append(value)
+    return Sms(sender, tuple(receivers), text or "", tuple(urls), origin(body.get("origin")))

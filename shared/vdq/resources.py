@@ -1,0 +1,82 @@
+"""The shape of VDQ's AWS resources, as plain data.
+
+The CDK app (infra/) and the local stack both build their table, queues and indexes from these
+definitions, so the two cannot drift apart. Pure data: importing it costs nothing at cold start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# One table holds every record kind; keys are prefixed by kind (see vdq.store).
+TABLE_PARTITION_KEY = "pk"
+TABLE_SORT_KEY = "sk"
+# The TTL attribute, shared with Powertools idempotency records (its default name).
+TABLE_TTL_ATTRIBUTE = "expiration"
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A sparse, write-sharded, keys-only global secondary index."""
+
+    name: str
+    partition_key: str
+    sort_key: str
+    purpose: str
+
+
+ACTIVE_INDEX = IndexSpec(
+    "active", "active_pk", "active_sk", "items not in a done state, oldest first"
+)
+SENT_INDEX = IndexSpec("sent", "sent_pk", "sent_sk", "items in a done state, newest first")
+TIMERS_INDEX = IndexSpec(
+    "timers",
+    "timer_pk",
+    "timer_sk",
+    "what a schedule must look at by time: unclaimed publishes, sending leases, awaiting SMS",
+)
+PURGE_INDEX = IndexSpec(
+    "purge",
+    "purge_pk",
+    "purge_sk",
+    "attachment sets whose items are all done, for the file-age purge",
+)
+INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX)
+
+# Queues: name suffix -> properties both deployments share.
+SEND_QUEUE = "send"
+RESULTS_QUEUE = "results"
+MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
+SEND_BATCH_SIZE = 10
+RESULTS_BATCH_SIZE = 10
+SEND_FUNCTION_TIMEOUT_SECONDS = 60
+RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
+
+
+def table_definition(table_name: str) -> dict:
+    """CreateTable arguments (boto3 shape) for the table and its indexes."""
+    attributes = {TABLE_PARTITION_KEY, TABLE_SORT_KEY}
+    for index in INDEXES:
+        attributes.update((index.partition_key, index.sort_key))
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [
+            {"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": TABLE_SORT_KEY, "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"} for name in sorted(attributes)
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+            for index in INDEXES
+        ],
+    }

@@ -1,0 +1,254 @@
+"""Every setting of VDQ, read once from the environment into one typed, frozen object.
+
+A bad value fails at start with a message that names the variable; nothing else in the code
+reads ``os.environ``. The README lists each setting with its default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from vdq.errors import SettingsError
+
+DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    "vdq-senders": ("vdq.add_queueitem",),
+    "vdq-viewers": ("vdq.list_queueitem", "vdq.read_queueitem", "vdq.read_workflow"),
+    "vdq-operators": (
+        "vdq.list_queueitem",
+        "vdq.read_queueitem",
+        "vdq.read_workflow",
+        "vdq.can_retry",
+        "vdq.can_cancel",
+        "vdq.can_resend",
+    ),
+    "vdq-admins": (
+        "vdq.add_queueitem",
+        "vdq.list_queueitem",
+        "vdq.read_queueitem",
+        "vdq.read_workflow",
+        "vdq.can_retry",
+        "vdq.can_cancel",
+        "vdq.can_resend",
+    ),
+}
+
+ALL_PERMISSIONS = frozenset(p for perms in DEFAULT_GROUP_PERMISSIONS.values() for p in perms)
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+def _optional_text(value: str) -> str | None:
+    return value.strip() or None
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be a whole number of at least 0")
+    return number
+
+
+def _optional_non_negative_int(value: str) -> int | None:
+    return _non_negative_int(value) if value.strip() else None
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("must be a number greater than 0")
+    return number
+
+
+def _state_events(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in ("default", "all", "none"):
+        raise ValueError("must be one of: default, all, none")
+    return choice
+
+
+def _group_permissions(value: str) -> dict[str, tuple[str, ...]]:
+    data = json.loads(value)
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object of group -> list of permissions")
+    parsed: dict[str, tuple[str, ...]] = {}
+    for group, perms in data.items():
+        if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
+            raise ValueError(f"group {group!r} must map to a list of permission names")
+        unknown = sorted(set(perms) - ALL_PERMISSIONS)
+        if unknown:
+            raise ValueError(f"group {group!r} names unknown permissions {unknown}")
+        parsed[group] = tuple(perms)
+    return parsed
+
+
+def _setting(env: str, default: Any, parse: Callable[[str], Any] = _text, doc: str = "") -> Any:
+    metadata = {"env": env, "parse": parse, "doc": doc, "default": default}
+    if isinstance(default, Mapping):
+        return field(default_factory=lambda: default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Resources (the CDK app and the local stack set these).
+    table_name: str = _setting("VDQ_TABLE_NAME", "vdq", doc="DynamoDB table of queue items")
+    attachments_bucket: str = _setting(
+        "VDQ_ATTACHMENTS_BUCKET", "vdq-attachments", doc="S3 bucket of attachment files"
+    )
+    send_queue_url: str = _setting("VDQ_SEND_QUEUE_URL", "", doc="SQS queue of send messages")
+    results_queue_url: str = _setting(
+        "VDQ_RESULTS_QUEUE_URL", "", doc="SQS queue of SES events and deferred lookups"
+    )
+    event_bus_name: str = _setting(
+        "VDQ_EVENT_BUS_NAME", "", doc="EventBridge bus for state-change events (empty: off)"
+    )
+    state_events: str = _setting(
+        "VDQ_STATE_EVENTS",
+        "default",
+        _state_events,
+        "default (errored and done states), all, or none",
+    )
+    # Email.
+    ses_configuration_set: str | None = _setting(
+        "VDQ_SES_CONFIGURATION_SET", None, _optional_text, "SES configuration set for events"
+    )
+    email_tracking_strategy: str = _setting(
+        "VDQ_EMAIL_TRACKING_STRATEGY",
+        "vdq.tracking.TagEmailTrackingStrategy",
+        doc="dotted path of the email tracking strategy class",
+    )
+    max_attachment_bytes: int = _setting(
+        "VDQ_MAX_ATTACHMENT_BYTES",
+        7_000_000,
+        _positive_int,
+        "total decoded attachment size per email",
+    )
+    max_files_age_seconds: int | None = _setting(
+        "VDQ_MAX_FILES_AGE_IN_SECONDS",
+        None,
+        _optional_non_negative_int,
+        "0: delete files when all their items are done; N: daily purge after N s; unset: keep",
+    )
+    # SMS.
+    twilio_account_sid: str | None = _setting(
+        "TWILIO_ACCOUNT_SID", None, _optional_text, "Twilio account (enables the SMS checks)"
+    )
+    twilio_auth_token: str | None = _setting(
+        "TWILIO_AUTH_TOKEN", None, _optional_text, "Twilio auth token (or the secret below)"
+    )
+    twilio_secret_name: str | None = _setting(
+        "VDQ_TWILIO_SECRET_NAME",
+        None,
+        _optional_text,
+        "Secrets Manager secret with account_sid and auth_token",
+    )
+    twilio_webhook_url: str | None = _setting(
+        "TWILIO_WEBHOOK_URL", None, _optional_text, "status callback URL; empty selects polling"
+    )
+    twilio_api_url: str | None = _setting(
+        "VDQ_TWILIO_API_URL", None, _optional_text, "Twilio API base URL (the local sandbox)"
+    )
+    twilio_sms_timeout_hours: float = _setting(
+        "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, _positive_float, "awaiting SMS -> unconfirmed after"
+    )
+    sms_poll_batch: int = _setting(
+        "VDQ_SMS_POLL_BATCH", 100, _positive_int, "awaiting SMS fetched per polling run"
+    )
+    # Workflow timing.
+    max_retries: int = _setting(
+        "VDQ_MAX_RETRIES", 12, _non_negative_int, "automatic retries of a transient email error"
+    )
+    retry_backoff_seconds: int = _setting(
+        "VDQ_RETRY_BACKOFF_SECONDS", 16, _positive_int, "first retry delay (doubles each time)"
+    )
+    retry_backoff_max_seconds: int = _setting(
+        "VDQ_RETRY_BACKOFF_MAX_SECONDS", 600, _positive_int, "longest retry delay"
+    )
+    lease_seconds: int = _setting(
+        "VDQ_LEASE_SECONDS", 300, _positive_int, "how long a send attempt may stay in sending"
+    )
+    publish_grace_seconds: int = _setting(
+        "VDQ_PUBLISH_GRACE_SECONDS",
+        900,
+        _positive_int,
+        "a queued item not claimed this long after its publish is published again",
+    )
+    index_shards: int = _setting(
+        "VDQ_INDEX_SHARDS", 4, _positive_int, "write shards of each sparse index"
+    )
+    max_receivers: int = _setting(
+        "VDQ_MAX_RECEIVERS", 1000, _positive_int, "receivers per enqueue request"
+    )
+    # Operator API.
+    group_permissions: Mapping[str, tuple[str, ...]] = _setting(
+        "VDQ_GROUP_PERMISSIONS",
+        MappingProxyType(DEFAULT_GROUP_PERMISSIONS),
+        _group_permissions,
+        "JSON: group -> permissions",
+    )
+    attachment_url_seconds: int = _setting(
+        "VDQ_ATTACHMENT_URL_SECONDS", 300, _positive_int, "lifetime of a presigned download URL"
+    )
+    idempotency_seconds: int = _setting(
+        "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = f.metadata["env"]
+            raw = env.get(name)
+            if raw is None:
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except (ValueError, TypeError) as exc:
+                raise SettingsError(f"setting {name}={raw!r} is invalid: {exc}") from exc
+        return cls(**values)
+
+    @classmethod
+    def documented(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, meaning) for each setting, as the README lists them."""
+        rows = []
+        for f in fields(cls):
+            default = f.metadata["default"] if f.metadata["default"] is not None else ""
+            if isinstance(default, Mapping):
+                default = "the four default groups"
+            rows.append((f.metadata["env"], str(default), f.metadata["doc"]))
+        return rows
+
+    @property
+    def sms_checks_enabled(self) -> bool:
+        return self.twilio_account_sid is not None
+
+    @property
+    def twilio_polling(self) -> bool:
+        return self.twilio_webhook_url is None
+
+    def permissions_for(self, groups: list[str] | tuple[str, ...]) -> frozenset[str]:
+        return frozenset(p for g in groups for p in self.group_permissions.get(g, ()))
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read on first use (a Lambda reads them once per container)."""
+    return Settings.from_env()
+
+

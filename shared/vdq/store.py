@@ -1,0 +1,526 @@
+"""The store: the only code that touches DynamoDB.
+
+One table, every record kind under a prefixed key:
+
+| record          | pk                | sk          | what                                          |
+|-----------------|-------------------|-------------|-----------------------------------------------|
+| queue item      | ``QI#<id>``       | ``STATE``   | the small, often-written state of one receiver |
+| history entry   | ``QI#<id>``       | ``H#<at>#…`` | the "why" timeline, one record per entry      |
+| content         | ``CT#<id>``       | ``CONTENT`` | subject, bodies, recipients lists; written once |
+| content refs    | ``CT#<id>``       | ``REFS``    | open items of a content that has attachments  |
+| attachment      | ``AT#<id>``       | ``FILE``    | one file's metadata; the bytes live in S3     |
+| provider ID     | ``PID#<id>``      | ``MAP``     | SES message ID / Twilio SID -> item; orphans   |
+
+Every state change is one conditional write whose condition is the (state, attempt) the writer
+read. A failed condition comes back as ``Moved`` carrying the item as it now is (DynamoDB returns
+it with the failure), so the caller decides again without another read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pynamodb.attributes import (
+    BinaryAttribute,
+    BooleanAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+)
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from vdq import resources
+from vdq.errors import VdqError
+
+STATE_SK = "STATE"
+CONTENT_SK = "CONTENT"
+REFS_SK = "REFS"
+FILE_SK = "FILE"
+MAP_SK = "MAP"
+
+
+def item_pk(item_id: str) -> str:
+    return f"QI#{item_id}"
+
+
+def content_pk(content_id: str) -> str:
+    return f"CT#{content_id}"
+
+
+def attachment_pk(attachment_id: str) -> str:
+    return f"AT#{attachment_id}"
+
+
+def provider_pk(provider_id: str) -> str:
+    return f"PID#{provider_id}"
+
+
+class _Table(Model):
+    """Keys shared by every record kind. Meta is filled in by ``bind``."""
+
+    class Meta:
+        table_name = "vdq"
+        region: str | None = None
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class _ActiveIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.ACTIVE_INDEX.name
+        projection = KeysOnlyProjection()
+
+    active_pk = UnicodeAttribute(hash_key=True)
+    active_sk = UnicodeAttribute(range_key=True)
+
+
+class _SentIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.SENT_INDEX.name
+        projection = KeysOnlyProjection()
+
+    sent_pk = UnicodeAttribute(hash_key=True)
+    sent_sk = UnicodeAttribute(range_key=True)
+
+
+class _TimersIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.TIMERS_INDEX.name
+        projection = KeysOnlyProjection()
+
+    timer_pk = UnicodeAttribute(hash_key=True)
+    timer_sk = UnicodeAttribute(range_key=True)
+
+
+class _PurgeIndex(GlobalSecondaryIndex["ContentRefsRecord"]):
+    class Meta:
+        index_name = resources.PURGE_INDEX.name
+        projection = KeysOnlyProjection()
+
+    purge_pk = UnicodeAttribute(hash_key=True)
+    purge_sk = UnicodeAttribute(range_key=True)
+
+
+class QueueItemRecord(_Table):
+    """The state of one queue item (one receiver). Kept small: every transition rewrites it."""
+
+    id = UnicodeAttribute()
+    method = UnicodeAttribute()  # "email" | "sms"
+    state = UnicodeAttribute()
+    attempt = NumberAttribute()
+    sender = UnicodeAttribute()
+    sender_name = UnicodeAttribute(null=True)
+    receiver = UnicodeAttribute()
+    receiver_name = UnicodeAttribute(null=True)
+    content_id = UnicodeAttribute()
+    has_files = BooleanAttribute(default=False)
+    result = UnicodeAttribute(null=True)
+    retries = NumberAttribute(default=0)  # automatic retries of the current operator attempt
+    retry_delay = NumberAttribute(null=True)
+    queued_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+    done_since = UnicodeAttribute()  # set at creation, never changed (the SMS timeout window)
+    done_at = UnicodeAttribute(null=True)
+    claimed_at = UnicodeAttribute(null=True)
+    provider_id = UnicodeAttribute(null=True)
+    origin_type = UnicodeAttribute(null=True)
+    origin_id = UnicodeAttribute(null=True)
+    created_by = UnicodeAttribute(null=True)
+    resent_from = UnicodeAttribute(null=True)
+    # Sparse index keys: present only while the item belongs to the index.
+    active_pk = UnicodeAttribute(null=True)
+    active_sk = UnicodeAttribute(null=True)
+    sent_pk = UnicodeAttribute(null=True)
+    sent_sk = UnicodeAttribute(null=True)
+    timer_pk = UnicodeAttribute(null=True)
+    timer_sk = UnicodeAttribute(null=True)
+
+    active_index = _ActiveIndex()
+    sent_index = _SentIndex()
+    timers_index = _TimersIndex()
+
+
+class HistoryRecord(_Table):
+    at = UnicodeAttribute()
+    actor = UnicodeAttribute()
+    source = UnicodeAttribute()  # "server" | "provider" | "operator" | "schedule"
+    kind = UnicodeAttribute()  # "transition" | "ignored" | "late" | "event" | "action"
+    name = UnicodeAttribute()  # transition or event name
+    from_state = UnicodeAttribute(null=True)
+    to_state = UnicodeAttribute(null=True)
+    attempt = NumberAttribute(null=True)
+    text = UnicodeAttribute(null=True)
+
+
+class ContentRecord(_Table):
+    method = UnicodeAttribute()
+    data = BinaryAttribute(legacy_encoding=False)  # zlib-compressed JSON
+    created_at = UnicodeAttribute()
+
+
+class ContentRefsRecord(_Table):
+    open_items = NumberAttribute(default=0)
+    purged_at = UnicodeAttribute(null=True)
+    idle_since = UnicodeAttribute(null=True)
+    purge_pk = UnicodeAttribute(null=True)
+    purge_sk = UnicodeAttribute(null=True)
+
+    purge_index = _PurgeIndex()
+
+
+class AttachmentRecord(_Table):
+    id = UnicodeAttribute()
+    content_id = UnicodeAttribute()
+    filename = UnicodeAttribute()
+    content_type = UnicodeAttribute()
+    size = NumberAttribute()
+    s3_key = UnicodeAttribute()
+    inline = BooleanAttribute(default=False)
+    cid = UnicodeAttribute(null=True)
+    purged_at = UnicodeAttribute(null=True)
+
+
+class ProviderRecord(_Table):
+    item_id = UnicodeAttribute(null=True)
+    # Provider events that arrived before any item stored this ID (JSON list), with a TTL.
+    orphans = UnicodeAttribute(null=True)
+    expiration = NumberAttribute(null=True)
+
+
+MODELS: tuple[type[_Table], ...] = (
+    QueueItemRecord,
+    HistoryRecord,
+    ContentRecord,
+    ContentRefsRecord,
+    AttachmentRecord,
+    ProviderRecord,
+)
+
+
+def bind(table_name: str, region: str | None = None) -> None:
+    """Point every model at ``table_name``. Called once per process (and per test)."""
+    for model in (_Table, *MODELS):
+        model.Meta.table_name = table_name
+        model.Meta.region = region
+        model._connection = None
+
+
+def encode_content(data: dict[str, Any]) -> bytes:
+    return zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)
+
+
+def decode_content(blob: bytes) -> dict[str, Any]:
+    return json.loads(zlib.decompress(blob))
+
+
+# ---- state changes ---------------------------------------------------------------------------
+
+
+@dataclass
+class Moved(Exception):
+    """The item was not in the (state, attempt) the writer read. ``current`` is how it is now."""
+
+    current: QueueItemRecord | None
+
+    def __str__(self) -> str:
+        if self.current is None:
+            return "the queue item does not exist"
+        return f"queue item {self.current.id} is now {self.current.state}/{self.current.attempt}"
+
+
+class ProviderIdTaken(VdqError):
+    """Another item already stores this provider ID."""
+
+    code = "provider_id_taken"
+
+    def __init__(self, provider_id: str, owner: ProviderRecord | None) -> None:
+        super().__init__(f"provider ID {provider_id} is stored by another queue item")
+        self.provider_id = provider_id
+        self.owner = owner
+
+
+@dataclass
+class StateWrite:
+    """One conditional change of a queue item: SET and REMOVE of named attributes."""
+
+    set: dict[str, Any] = field(default_factory=dict)
+    remove: set[str] = field(default_factory=builtins.set)
+    add: dict[str, int] = field(default_factory=dict)
+
+    def actions(self) -> list[Any]:
+        actions: list[Any] = []
+        for name, value in self.set.items():
+            attr = getattr(QueueItemRecord, name)
+            actions.append(attr.remove() if value is None else attr.set(value))
+        actions.extend(getattr(QueueItemRecord, name).remove() for name in sorted(self.remove))
+        actions.extend(getattr(QueueItemRecord, name).add(n) for name, n in self.add.items())
+        return actions
+
+
+def _expected(item: QueueItemRecord) -> Any:
+    return (QueueItemRecord.state == item.state) & (QueueItemRecord.attempt == item.attempt)
+
+
+def _current_from(reason: Any) -> QueueItemRecord | None:
+    raw = getattr(reason, "raw_item", None)
+    return QueueItemRecord.from_raw_data(raw) if raw else None
+
+
+class Store:
+    """Reads and conditional writes of VDQ's records."""
+
+    # ---- creation --------------------------------------------------------------------------
+
+    def put_new(self, records: Sequence[_Table]) -> list[_Table]:
+        """Write new records with BatchWriteItem (25 a request), retrying unprocessed ones.
+
+        Returns the records that were written before any failure; raises on a failure, with
+        ``written`` on the exception so the caller can say which were stored.
+        """
+        written: list[_Table] = []
+        connection = QueueItemRecord._get_connection()
+        for start in range(0, len(records), 25):
+            chunk = list(records[start : start + 25])
+            pending = [r.serialize() for r in chunk]
+            delay = 0.05
+            for _ in range(8):
+                response = connection.batch_write_item(put_items=pending)
+                unprocessed = response.get("UnprocessedItems", {}).get(
+                    QueueItemRecord.Meta.table_name, []
+                )
+                if not unprocessed:
+                    break
+                pending = [u["PutRequest"]["Item"] for u in unprocessed]
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            else:
+                exc = VdqError("DynamoDB left items unprocessed after 8 tries")
+                exc.details["written"] = [r.pk for r in written]
+                raise exc
+            written.extend(chunk)
+        return written
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def get_item(self, item_id: str) -> QueueItemRecord | None:
+        try:
+            return QueueItemRecord.get(item_pk(item_id), STATE_SK, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def get_items(self, item_ids: Iterable[str]) -> dict[str, QueueItemRecord]:
+        keys = [(item_pk(i), STATE_SK) for i in dict.fromkeys(item_ids)]
+        found = QueueItemRecord.batch_get(keys, consistent_read=True) if keys else []
+        return {r.id: r for r in found}
+
+    def get_content(self, content_id: str) -> dict[str, Any] | None:
+        try:
+            record = ContentRecord.get(content_pk(content_id), CONTENT_SK, consistent_read=True)
+        except DoesNotExist:
+            return None
+        return decode_content(record.data)
+
+    def history(self, item_id: str) -> list[HistoryRecord]:
+        return list(
+            HistoryRecord.query(
+                item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
+            )
+        )
+
+    def get_attachment(self, attachment_id: str) -> AttachmentRecord | None:
+        try:
+            return AttachmentRecord.get(attachment_pk(attachment_id), FILE_SK)
+        except DoesNotExist:
+            return None
+
+    def get_attachments(self, attachment_ids: Iterable[str]) -> list[AttachmentRecord]:
+        keys = [(attachment_pk(a), FILE_SK) for a in dict.fromkeys(attachment_ids)]
+        return list(AttachmentRecord.batch_get(keys)) if keys else []
+
+    def get_refs(self, content_id: str) -> ContentRefsRecord | None:
+        try:
+            return ContentRefsRecord.get(content_pk(content_id), REFS_SK, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def find_by_provider_id(self, provider_id: str) -> ProviderRecord | None:
+        try:
+            return ProviderRecord.get(provider_pk(provider_id), MAP_SK, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def query_index(
+        self,
+        index: resources.IndexSpec,
+        partition: str,
+        *,
+        start_after: str | None = None,
+        below: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+    ) -> list[tuple[str, str]]:
+        """(item id, sort key) pairs of one index partition, in sort-key order.
+
+        Sort keys end in the item id, so they are unique and ``start_after`` (exclusive, in the
+        order of reading) is a cursor. ``below`` bounds an ascending read from above.
+        """
+        if start_after is not None and below is not None:
+            raise ValueError("query_index takes start_after or below, not both")
+        gsi = {
+            resources.ACTIVE_INDEX.name: QueueItemRecord.active_index,
+            resources.SENT_INDEX.name: QueueItemRecord.sent_index,
+            resources.TIMERS_INDEX.name: QueueItemRecord.timers_index,
+        }[index.name]
+        sort_attr = getattr(QueueItemRecord, index.sort_key)
+        condition = None
+        if start_after is not None:
+            condition = sort_attr < start_after if descending else sort_attr > start_after
+        elif below is not None:
+            condition = sort_attr < below
+        rows = gsi.query(
+            partition, condition, scan_index_forward=not descending, limit=limit, page_size=limit
+        )
+        return [(row.pk.removeprefix("QI#"), getattr(row, index.sort_key)) for row in rows]
+
+    # ---- state changes ---------------------------------------------------------------------
+
+    def claim(
+        self, item_id: str, attempt: int, sources: Iterable[str], write: StateWrite
+    ) -> QueueItemRecord:
+        """Move an item whose state is one of ``sources`` and whose attempt is ``attempt``.
+
+        One UpdateItem returning the new item; ``Moved`` when the condition fails.
+        """
+        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
+        condition = QueueItemRecord.state.is_in(*sources) & (QueueItemRecord.attempt == attempt)
+        try:
+            probe.update(actions=write.actions(), condition=condition)
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                raise Moved(self.get_item(item_id)) from None
+            raise
+        return probe
+
+    def commit(
+        self,
+        item: QueueItemRecord,
+        write: StateWrite,
+        history: Sequence[HistoryRecord] = (),
+        *,
+        provider_id: str | None = None,
+        extra: Sequence[_Table] = (),
+    ) -> None:
+        """Apply ``write`` to ``item`` if it is still in the (state, attempt) read, with its
+        history entries (and the provider-ID mapping) in the same transaction.
+
+        ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists.
+        """
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in history]
+        puts.extend((r, None) for r in extra)
+        if provider_id is not None:
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id)
+            puts.append((mapping, ProviderRecord.item_id.does_not_exist()))
+        try:
+            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
+                for record, condition in puts:
+                    tx.save(record, condition=condition, return_values="ALL_OLD")
+                tx.update(item, write.actions(), condition=_expected(item), return_values="ALL_OLD")
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons or []
+            state_reason = reasons[len(puts)] if len(reasons) > len(puts) else None
+            if state_reason is not None and state_reason.code == "ConditionalCheckFailed":
+                raise Moved(_current_from(state_reason) or self.get_item(item.id)) from None
+            if provider_id is not None and len(reasons) >= len(puts):
+                mapping_reason = reasons[len(puts) - 1]
+                if mapping_reason is not None and mapping_reason.code == "ConditionalCheckFailed":
+                    raw = mapping_reason.raw_item
+                    owner = ProviderRecord.from_raw_data(raw) if raw else None
+                    raise ProviderIdTaken(provider_id, owner) from None
+            raise
+        for name, value in write.set.items():
+            setattr(item, name, value)
+        for name in write.remove:
+            setattr(item, name, None)
+        for name, n in write.add.items():
+            setattr(item, name, (getattr(item, name) or 0) + n)
+
+    def append_history(self, entries: Sequence[HistoryRecord]) -> None:
+        """History entries that change no state (events that leave an item as it is)."""
+        if len(entries) == 1:
+            entries[0].save()
+        elif entries:
+            self.put_new(entries)
+
+    # ---- content references (attachment cleanup) -------------------------------------------
+
+    def release_content(self, content_id: str, now_iso: str, shard: str) -> ContentRefsRecord:
+        """One item of the content entered a done state: count it; mark the set idle at 0."""
+        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        refs.update(actions=[ContentRefsRecord.open_items.add(-1)])
+        if refs.open_items <= 0 and refs.idle_since is None:
+            try:
+                refs.update(
+                    actions=[
+                        ContentRefsRecord.idle_since.set(now_iso),
+                        ContentRefsRecord.purge_pk.set(shard),
+                        ContentRefsRecord.purge_sk.set(f"{now_iso}#{content_id}"),
+                    ],
+                    condition=ContentRefsRecord.open_items <= 0,
+                )
+            except UpdateError as exc:
+                if exc.cause_response_code != "ConditionalCheckFailedException":
+                    raise
+        return refs
+
+    def reserve_content(self, content_id: str, count: int) -> bool:
+        """Count ``count`` new items of a content; False if its files were purged."""
+        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        try:
+            refs.update(
+                actions=[
+                    ContentRefsRecord.open_items.add(count),
+                    ContentRefsRecord.idle_since.remove(),
+                    ContentRefsRecord.purge_pk.remove(),
+                    ContentRefsRecord.purge_sk.remove(),
+                ],
+                condition=ContentRefsRecord.purged_at.does_not_exist(),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def mark_purged(self, content_id: str, now_iso: str) -> bool:
+        """Mark a content's files purged, if no item of it is open. True if this call did."""
+        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        try:
+            refs.update(
+                actions=[
+                    ContentRefsRecord.purged_at.set(now_iso),
+                    ContentRefsRecord.purge_pk.remove(),
+                    ContentRefsRecord.purge_sk.remove(),
+                ],
+                condition=(ContentRefsRecord.open_items <= 0)
+                & ContentRefsRecord.purged_at.does_not_exist(),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def idle_contents(self, shard: str, before: str, limit: int) -> Iterator[str]:
+        for row in ContentRefsRecord.purge_index.query(
+            shard, ContentRefsRecord.purge_sk < before, limit=limit
+        ):
+            yield row.pk.removeprefix("CT#")

@@ -1,0 +1,313 @@
+"""Applying transitions to stored queue items, and their side effects.
+
+Every path (worker, provider results, schedules, operators) changes an item's state through
+``apply``: read, decide with the workflow table, write conditionally on the (state, attempt)
+read, and when someone moved the item first, decide again from what they wrote, a bounded number
+of times. The side effects of a transition (publish a new send, clean up files, announce the
+change) live here, beside the workflow, not in the callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from vdq import resources, workflow
+from vdq.clock import iso
+from vdq.errors import ContentionError, InvalidTransition, NotFound
+from vdq.observability import logger
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite, item_pk
+from vdq.workflow import DONE_STATES, Decision, State
+
+MAX_TRIES = 5
+MAX_RESULT = 500  # characters of result kept on the state item; history keeps the whole text
+MAX_HISTORY_TEXT = 16_000
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()  # "leave result as it is"
+
+
+@dataclass(frozen=True)
+class Step:
+    """A request to apply one transition to one item."""
+
+    transition: str
+    actor: str
+    source: str = "server"  # server | provider | operator | schedule
+    text: str | None = None  # history text; defaults to the new result
+    result: Any = KEEP  # new result text, None to clear, KEEP to leave
+    attempt: int | None = None  # act only if the item is still at this attempt
+    retry_delay: int | None = None  # delay: seconds until the new publish
+    provider_id: str | None = None  # also store this provider ID (and its mapping)
+    dry_run: bool = False
+    late: Literal["raise", "record"] = "raise"  # no source: raise, or record it in history
+
+
+@dataclass
+class Outcome:
+    kind: Literal["moved", "ignored", "stale", "late", "dry_run"]
+    item: QueueItemRecord
+    before: State
+    decision: Decision | None = None
+
+    @property
+    def changed_state(self) -> bool:
+        return self.kind == "moved"
+
+
+def shard(item_id: str, shards: int) -> int:
+    return int(hashlib.blake2b(item_id.encode(), digest_size=4).hexdigest(), 16) % shards
+
+
+def active_partition(item_id: str, shards: int) -> str:
+    return f"A#{shard(item_id, shards)}"
+
+
+def sent_partition(item_id: str, shards: int) -> str:
+    return f"S#{shard(item_id, shards)}"
+
+
+def timer_partition(kind: str, item_id: str, shards: int) -> str:
+    return f"{kind}#{shard(item_id, shards)}"
+
+
+TIMER_PUBLISH = "publish"
+TIMER_LEASE = "lease"
+TIMER_AWAIT = "await"
+
+
+def clip_result(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_RESULT:
+        return text
+    return text[:200] + " … " + text[-(MAX_RESULT - 203) :]
+
+
+def history_entry(
+    item_id: str,
+    now: datetime,
+    *,
+    actor: str,
+    source: str,
+    kind: str,
+    name: str,
+    from_state: str | None = None,
+    to_state: str | None = None,
+    attempt: int | None = None,
+    text: str | None = None,
+    key: str | None = None,
+) -> HistoryRecord:
+    at = iso(now)
+    return HistoryRecord(
+        item_pk(item_id),
+        f"H#{at}#{key or os.urandom(3).hex()}",
+        at=at,
+        actor=actor,
+        source=source,
+        kind=kind,
+        name=name,
+        from_state=from_state,
+        to_state=to_state,
+        attempt=attempt,
+        text=text[:MAX_HISTORY_TEXT] if text else None,
+    )
+
+
+def timer_write(
+    write: StateWrite, item_id: str, kind: str | None, due: str | None, shards: int
+) -> None:
+    if kind is None:
+        write.set["timer_pk"] = None
+        write.set["timer_sk"] = None
+    else:
+        write.set["timer_pk"] = timer_partition(kind, item_id, shards)
+        write.set["timer_sk"] = f"{due}#{item_id}"
+
+
+def claim_write(item_id: str, now: datetime, runtime: Runtime) -> StateWrite:
+    """The ``send`` transition's write, which the worker makes without reading first."""
+    s = runtime.settings
+    write = StateWrite(set={"state": State.SENDING.value, "updated_at": iso(now),
+                            "claimed_at": iso(now)})  # fmt: skip
+    lease_until = iso(now + timedelta(seconds=s.lease_seconds))
+    timer_write(write, item_id, TIMER_LEASE, lease_until, s.index_shards)
+    return write
+
+
+def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: datetime,
+                runtime: Runtime) -> StateWrite:  # fmt: skip
+    """The attribute changes of applying ``decision`` to ``item``."""
+    s = runtime.settings
+    write = StateWrite(set={"updated_at": iso(now)})
+    if step.result is not KEEP:
+        write.set["result"] = clip_result(step.result)
+    if step.provider_id is not None:
+        write.set["provider_id"] = step.provider_id
+    if decision.ignored:
+        return write
+    name, target = decision.transition.name, decision.target
+    write.set["state"] = target.value
+    if name in workflow.NEW_ATTEMPT_TRANSITIONS:
+        write.add["attempt"] = 1
+    if name == "retry":
+        write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None)
+    elif name == "cancel":
+        write.set["retry_delay"] = None
+    elif name == "delay":
+        write.set["retry_delay"] = step.retry_delay
+        write.add["retries"] = 1
+    elif name == "send":
+        write.set["claimed_at"] = iso(now)
+
+    if target is State.QUEUED:
+        due = now + timedelta(seconds=s.publish_grace_seconds)
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards)
+    elif target is State.DELAYED:
+        due = now + timedelta(seconds=(step.retry_delay or 0) + s.publish_grace_seconds)
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards)
+    elif target is State.SENDING:
+        due = now + timedelta(seconds=s.lease_seconds)
+        timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards)
+    elif target is State.AWAITING and item.method == "sms":
+        timer_write(write, item.id, TIMER_AWAIT, item.done_since, s.index_shards)
+    else:
+        timer_write(write, item.id, None, None, s.index_shards)
+
+    if target in DONE_STATES and decision.source not in DONE_STATES:
+        write.set.update(active_pk=None, active_sk=None, done_at=iso(now))
+        write.set["sent_pk"] = sent_partition(item.id, s.index_shards)
+        write.set["sent_sk"] = f"{iso(now)}#{item.id}"
+    return write
+
+
+def apply(
+    item: QueueItemRecord | str,
+    step: Step,
+    runtime: Runtime | None = None,
+    *,
+    history: list[HistoryRecord] | None = None,
+) -> Outcome:
+    """Apply ``step`` to an item (a record just read, or an id to read).
+
+    ``history`` adds entries written in the same transaction (the worker's deferred ``send``
+    entry). Returns what happened; raises InvalidTransition (unless ``step.late`` is "record"),
+    NotFound, or ContentionError after MAX_TRIES lost races.
+    """
+    runtime = runtime or Runtime.default()
+    store = runtime.store
+    current = store.get_item(item) if isinstance(item, str) else item
+    item_id = item if isinstance(item, str) else item.id
+    for _ in range(MAX_TRIES):
+        if current is None:
+            raise NotFound(f"queue item {item_id} does not exist")
+        before = State(current.state)
+        if step.attempt is not None and current.attempt != step.attempt:
+            return Outcome("stale", current, before)
+        now = runtime.clock.now()
+        try:
+            decision = workflow.decide(step.transition, before, current.id)
+        except InvalidTransition:
+            if step.late == "raise":
+                raise
+            store.append_history([_entry(current, step, now, "late", None)])
+            logger.info("late %s for %s in %s recorded", step.transition, current.id, before)
+            return Outcome("late", current, before)
+        if step.dry_run:
+            return Outcome("dry_run", current, before, decision)
+        write = state_write(current, decision, step, now, runtime)
+        kind = "ignored" if decision.ignored else "transition"
+        entries = [*(history or []), _entry(current, step, now, kind, decision)]
+        try:
+            store.commit(current, write, entries, provider_id=step.provider_id)
+        except Moved as moved:
+            current = moved.current
+            continue
+        outcome = Outcome("ignored" if decision.ignored else "moved", current, before, decision)
+        if not decision.ignored:
+            after_transition(outcome, step, runtime)
+        return outcome
+    raise ContentionError(item_id, MAX_TRIES)
+
+
+def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,
+           decision: Decision | None) -> HistoryRecord:  # fmt: skip
+    text = step.text if step.text is not None else (
+        step.result if step.result is not KEEP else None
+    )
+    return history_entry(
+        item.id,
+        now,
+        actor=step.actor,
+        source=step.source,
+        kind=kind,
+        name=step.transition,
+        from_state=item.state,
+        to_state=decision.target.value if decision else item.state,
+        attempt=item.attempt,
+        text=text,
+    )
+
+
+# ---- side effects ----------------------------------------------------------------------------
+
+
+def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
+    """What follows a transition that was written: publish, clean up, announce."""
+    item, decision = outcome.item, outcome.decision
+    assert decision is not None
+    name = decision.transition.name
+    if name in ("retry", "delay"):
+        publish_send(item, runtime, delay_seconds=step.retry_delay or 0)
+    if decision.enters_done and item.has_files:
+        from vdq.attachments import release_files
+
+        release_files(item, runtime)
+    events = runtime.state_events
+    if events.enabled_for(decision.target.value):
+        try:
+            events.emit(state_event(item, outcome, name))
+        except Exception:
+            # The change is stored; a lost announcement must not undo or repeat it.
+            logger.exception("state event for %s not published", item.id)
+
+
+def state_event(item: QueueItemRecord, outcome: Outcome, transition: str) -> dict[str, Any]:
+    origin = (
+        {"type": item.origin_type, "id": item.origin_id} if item.origin_type is not None else None
+    )
+    return {
+        "id": item.id,
+        "method": item.method,
+        "transition": transition,
+        "from": outcome.before.value,
+        "to": item.state,
+        "attempt": item.attempt,
+        "origin": origin,
+        "result": item.result,
+        "provider_id": item.provider_id,
+        "at": item.updated_at,
+    }
+
+
+def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:
+    """Publish the item's current attempt; a refused publish moves the item to ``errored``."""
+    failed = runtime.send_queue.publish([SendMessage(item.id, item.attempt, delay_seconds)])
+    if not failed:
+        return True
+    error = failed[item.id]
+    logger.error("publish of %s failed: %s", item.id, error)
+    apply(item, Step("error", actor="vdq", result=error, attempt=item.attempt, late="record"),
+          runtime)  # fmt: skip
+    return False
+
+
+__all__ = ["KEEP", "Outcome", "Step", "apply", "publish_send", "resources"]

@@ -1,0 +1,219 @@
+"""Enqueue through the Python API and the handler, against moto."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+
+import pytest
+from functions.enqueue import handler as enqueue_handler
+
+import vdq
+from tests.support.aws import drain
+from tests.support.events import api_event
+from vdq import store as st
+from vdq.errors import ValidationError
+from vdq.transitions import Step, apply
+
+
+class LambdaContext:
+    function_name = "vdq-enqueue"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-enqueue"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def post(name, body, groups=("vdq-senders",), headers=None):
+    event = api_event(name, body=body, groups=list(groups), headers=headers)
+    response = enqueue_handler.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"]) if response["body"] else None
+
+
+def test_add_email_stores_one_small_item_per_receiver_and_publishes(aws, runtime):
+    items = vdq.add_email(
+        {"email": "shop@example.com", "name": "Shop"},
+        ["a@example.org"],
+        "Hello",
+        "Text body",
+        cc=["c@example.org"],
+        bcc=["d@example.org"],
+        reply_to=["help@example.com"],
+        origin=("shop.order", "77"),
+        runtime=runtime,
+    )
+    assert [i.receiver for i in items] == ["a@example.org", "c@example.org", "d@example.org"]
+    stored = runtime.store.get_item(items[0].id)
+    assert stored.state == "queued" and stored.attempt == 1
+    assert stored.done_since == stored.queued_at
+    assert (stored.origin_type, stored.origin_id) == ("shop.order", "77")
+    assert stored.active_pk and stored.timer_pk.startswith("publish#")
+    assert len(json.dumps(stored.serialize())) < 1024
+    content = runtime.store.get_content(stored.content_id)
+    assert content["subject"] == "Hello" and content["reply_to"] == [{"email": "help@example.com"}]
+    assert content["cc"] == [{"email": "c@example.org"}]
+    # All receivers share one content record.
+    assert {i.content_id for i in items} == {stored.content_id}
+    sent = drain(aws)
+    assert sorted(m["id"] for m in sent) == sorted(i.id for i in items)
+    assert all(m["attempt"] == 1 and m["content"]["subject"] == "Hello" for m in sent)
+
+
+def test_add_sms_validates_every_receiver_before_writing(aws, runtime):
+    with pytest.raises(ValidationError) as err:
+        vdq.add_sms("+15005550006", ["+14155550100", "555-0101"], "hi", runtime=runtime)
+    assert err.value.field == "to[1].cell"
+    assert drain(aws) == []
+    assert list(st.QueueItemRecord.active_index.query("A#0")) == []
+
+
+def test_post_emails_creates_items_and_answers_201(aws, runtime):
+    status, body = post("apigw_post_emails", None)
+    assert status == 201, body
+    assert [i["receiver"]["email"] for i in body["items"]] == ["ada@example.org", "grace@example.org"]
+    item = body["items"][0]
+    assert item["state"] == "queued" and item["origin"] == {"type": "shop.order", "id": "1042"}
+    assert set(item) >= {"id", "method", "state", "sender", "receiver", "result", "attempt",
+                         "retry_delay", "queued_at", "updated_at", "done_since", "origin",
+                         "provider_id"}  # fmt: skip
+    assert len(drain(aws)) == 2
+
+
+def test_post_sms_creates_items(aws, runtime):
+    status, body = post("apigw_post_sms", None)
+    assert status == 201
+    assert body["items"][0]["receiver"]["cell"] == "+14155550100"
+    assert body["items"][0]["method"] == "sms"
+
+
+@pytest.mark.parametrize(
+    "body,status,field",
+    [
+        ("{not json", 400, None),
+        ({"sender": {"email": "x@example.com"}, "to": [{"email": "a@example.org"}],
+          "text": "no subject"}, 422, "subject"),
+        ({"sender": {"email": "x@example.com"}, "to": [{"email": "a@example.org"}],
+          "subject": "a\nBcc: b@example.org", "text": "t"}, 422, "subject"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(aws, runtime, body, status, field):
+    got, answer = post("apigw_post_emails", body)
+    assert got == status
+    if field:
+        assert answer["error"]["details"]["field"] == field
+        assert field in answer["error"]["message"]
+    assert drain(aws) == []
+
+
+def test_a_caller_without_add_permission_is_refused(aws, runtime):
+    status, body = post("apigw_post_emails", None, groups=("vdq-viewers",))
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    event = api_event("apigw_post_emails")
+    event["requestContext"]["authorizer"] = None
+    assert enqueue_handler.handler(event, LambdaContext())["statusCode"] == 401
+
+
+def test_idempotency_key_returns_the_same_items_and_refuses_another_body(aws, runtime):
+    headers = {"Idempotency-Key": "order-1042-shipped"}
+    first_status, first = post("apigw_post_emails", None, headers=headers)
+    again_status, again = post("apigw_post_emails", None, headers=headers)
+    assert first_status == again_status == 201
+    assert [i["id"] for i in again["items"]] == [i["id"] for i in first["items"]]
+    assert len(drain(aws)) == 2  # the repeat created and published nothing
+    other = api_event("apigw_post_emails")
+    other_body = json.loads(other["body"])
+    other_body["subject"] = "Something else"
+    status, body = post("apigw_post_emails", other_body, headers=headers)
+    assert status == 422 and body["error"]["details"]["field"] == "Idempotency-Key"
+    assert drain(aws) == []
+
+
+def test_a_refused_publish_moves_the_item_to_errored(aws, runtime):
+    class RefusingQueue:
+        def publish(self, messages):
+            return {m.item_id: "publishing the send failed: throttled" for m in messages}
+
+    runtime.overrides["send_queue"] = RefusingQueue()
+    runtime.__dict__.pop("send_queue", None)
+    items = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
+    stored = runtime.store.get_item(items[0].id)
+    assert stored.state == "errored"
+    assert "throttled" in stored.result
+    assert stored.timer_pk is None  # nothing left for the re-publish sweep
+    history = runtime.store.history(items[0].id)
+    assert [(h.name, h.from_state, h.to_state) for h in history] == [
+        ("error", "queued", "errored")
+    ]
+
+
+def test_an_item_stored_but_not_published_is_on_the_publish_timer(aws, runtime, clock):
+    class CrashingQueue:
+        def publish(self, messages):
+            raise SystemExit("the function died between write and publish")
+
+    runtime.overrides["send_queue"] = CrashingQueue()
+    runtime.__dict__.pop("send_queue", None)
+    with pytest.raises(SystemExit):
+        vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    from vdq.clock import iso
+    from vdq.resources import TIMERS_INDEX
+    from vdq.transitions import shard
+
+    due = []
+    for k in range(runtime.settings.index_shards):
+        due += runtime.store.query_index(TIMERS_INDEX, f"publish#{k}", below=iso(clock.now()))
+    assert len(due) == 1
+    assert shard(due[0][0], runtime.settings.index_shards) in range(runtime.settings.index_shards)
+
+
+def test_attachments_are_stored_in_s3_under_random_keys(aws, runtime):
+    att = {"filename": "invoice.pdf", "content_type": "application/pdf",
+           "content_base64": base64.b64encode(b"%PDF-1.4 test").decode()}  # fmt: skip
+    items = vdq.add_email("shop@example.com", ["a@example.org", "b@example.org"], "Invoice",
+                          "attached", attachments=[att], runtime=runtime)  # fmt: skip
+    content = runtime.store.get_content(items[0].content_id)
+    [record] = runtime.store.get_attachments(content["attachments"])
+    assert record.filename == "invoice.pdf" and record.size == 13
+    assert record.id not in ("1", "2") and len(record.id) == 26
+    assert runtime.files.get(record.s3_key) == b"%PDF-1.4 test"
+    assert runtime.store.get_refs(items[0].content_id).open_items == 2
+
+
+def test_two_concurrent_writers_on_one_item_never_lose_an_update(aws, runtime):
+    """Cancel and error race on one queued item: exactly one wins, the other re-decides."""
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
+    stale = runtime.store.get_item(item.id)
+    results = {}
+
+    def run(name, step):
+        try:
+            results[name] = apply(runtime.store.get_item(item.id), step, runtime).kind
+        except Exception as exc:
+            results[name] = type(exc).__name__
+
+    threads = [
+        threading.Thread(target=run, args=("cancel", Step("cancel", actor="op", source="operator"))),
+        threading.Thread(target=run, args=("error", Step("error", actor="vdq", result="boom",
+                                                          late="record"))),
+    ]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = runtime.store.get_item(item.id)
+    history = runtime.store.history(item.id)
+    moved = [h for h in history if h.kind == "transition"]
+    # Whatever the order, the stored state is the last transition written, and a stale
+    # writer's condition fails: the state from `stale` is never written over a newer one.
+    assert final.state == moved[-1].to_state
+    assert len(moved) in (1, 2)
+    if len(moved) == 2:
+        assert moved[0].to_state == moved[1].from_state
+    from vdq.store import Moved
+
+    with pytest.raises(Moved):
+        runtime.store.commit(stale, st.StateWrite(set={"state": "sending"}))

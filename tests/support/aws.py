@@ -1,0 +1,80 @@
+"""Fixtures for tests under moto: the table, queues, bucket and bus, and a Runtime on them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from vdq import resources
+from vdq.clock import FakeClock
+from vdq.runtime import Runtime
+from vdq.settings import Settings
+
+TABLE = "vdq-test"
+BUCKET = "vdq-test-attachments"
+BUS = "vdq-test-bus"
+
+
+@pytest.fixture
+def aws() -> Iterator[dict[str, Any]]:
+    """Fresh moto AWS with VDQ's resources, built from the same definitions as the CDK app."""
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(**resources.table_definition(TABLE))
+        sqs = boto3.client("sqs")
+        urls = {
+            name: sqs.create_queue(QueueName=f"vdq-test-{name}")["QueueUrl"]
+            for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
+        }
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        events = boto3.client("events")
+        events.create_event_bus(Name=BUS)
+        yield {"table": TABLE, "bucket": BUCKET, "bus": BUS, "queues": urls, "sqs": sqs}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(aws: dict[str, Any]) -> Settings:
+    return replace(
+        Settings(),
+        table_name=aws["table"],
+        attachments_bucket=aws["bucket"],
+        send_queue_url=aws["queues"][resources.SEND_QUEUE],
+        results_queue_url=aws["queues"][resources.RESULTS_QUEUE],
+        event_bus_name="",
+    )
+
+
+@pytest.fixture
+def runtime(settings: Settings, clock: FakeClock) -> Iterator[Runtime]:
+    rt = Runtime(settings=settings, clock=clock)
+    Runtime.reset_default()
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    yield rt
+    Runtime.reset_default()
+
+
+def drain(aws: dict[str, Any], queue: str = resources.SEND_QUEUE) -> list[dict[str, Any]]:
+    """Every message waiting on a queue (received and deleted), bodies parsed."""
+    sqs, url = aws["sqs"], aws["queues"][queue]
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        messages = got.get("Messages", [])
+        if not messages:
+            return out
+        for m in messages:
+            out.append(json.loads(m["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])

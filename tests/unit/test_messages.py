@@ -1,0 +1,115 @@
+"""Enqueue input validation: each bad field is named, and good input parses whole."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from vdq import messages
+from vdq.errors import ValidationError
+
+
+def email_body(**changes):
+    body = {
+        "sender": {"email": "shop@example.com", "name": "Shop"},
+        "to": [{"email": "a@example.org"}, {"email": "b@example.org"}],
+        "cc": [{"email": "c@example.org"}, {"email": "A@example.org"}],
+        "bcc": [{"email": "d@example.org"}],
+        "reply_to": [{"email": "help@example.com"}],
+        "subject": "Hello",
+        "text": "Line one\nLine two",
+    }
+    body.update(changes)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def sms_body(**changes):
+    body = {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550100"}], "body": "hi"}
+    body.update(changes)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def test_one_receiver_per_distinct_address_across_to_cc_and_bcc():
+    email = messages.parse_email(email_body())
+    assert [r.email for r in email.receivers()] == [
+        "a@example.org", "b@example.org", "c@example.org", "d@example.org",
+    ]  # fmt: skip
+    assert email.content()["reply_to"] == [{"email": "help@example.com"}]
+    assert "bcc" not in email.content()  # bcc receivers are never shown to others
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"subject": None}, "subject"),
+        ({"subject": "  "}, "subject"),
+        ({"text": None}, "text"),
+        ({"subject": "Hi\r\nBcc: victim@example.org"}, "subject"),
+        ({"sender": {"email": "not-an-address"}}, "sender.email"),
+        ({"sender": {"email": "a@example.com\r\nBcc: x@example.org"}}, "sender.email"),
+        ({"sender": {"email": "a@example.com", "name": "Evil\nBcc: x@y.org"}}, "sender.name"),
+        ({"to": []}, "to"),
+        ({"to": "a@example.org"}, "to"),
+        ({"to": [{"email": "a@example.org"}, {"email": "b@@example.org"}]}, "to[1].email"),
+        ({"cc": [{"email": "x@localhost"}]}, "cc[0].email"),
+        ({"to": [{"email": "a@example.org", "nick": "x"}]}, "to[0].nick"),
+        ({"priority": "high"}, "priority"),
+        ({"origin": {"type": "order"}}, "origin.id"),
+        ({"origin": {"type": "order", "id": "1", "extra": 1}}, "origin.extra"),
+        ({"origin": "order:1"}, "origin"),
+        ({"attachments": [{"filename": "a.txt", "content_type": "text/plain",
+                           "content_base64": "!!"}]}, "attachments[0].content_base64"),
+        ({"attachments": [{"filename": "../a.txt", "content_type": "text/plain",
+                           "content_base64": "aGk="}]}, "attachments[0].filename"),
+        ({"attachments": [{"filename": "a.txt", "content_type": "text",
+                           "content_base64": "aGk="}]}, "attachments[0].content_type"),
+    ],
+)
+def test_bad_email_input_names_the_field(changes, field):
+    with pytest.raises(ValidationError) as err:
+        messages.parse_email(email_body(**changes))
+    assert err.value.field == field
+    assert field in str(err.value)
+
+
+def test_attachments_over_the_size_limit_are_refused():
+    data = base64.b64encode(b"x" * 2000).decode()
+    att = {"filename": "a.bin", "content_type": "application/octet-stream", "content_base64": data}
+    with pytest.raises(ValidationError) as err:
+        messages.parse_email(email_body(attachments=[att]), max_attachment_bytes=1000)
+    assert err.value.field == "attachments"
+
+
+def test_inline_attachments_keep_their_content_id():
+    att = {"filename": "logo.png", "content_type": "image/png", "content_base64": "iVBORw==",
+           "inline": True, "content_id": "logo@shop"}  # fmt: skip
+    email = messages.parse_email(email_body(attachments=[att]))
+    assert email.attachments[0].content_id == "logo@shop" and email.attachments[0].inline
+
+
+def test_origin_is_a_string_pair_of_any_key_type():
+    email = messages.parse_email(email_body(origin={"type": "order", "id": 99999999}))
+    assert email.origin == messages.Origin("order", "99999999")
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"sender": {"cell": "5005550006"}}, "sender.cell"),
+        ({"to": [{"cell": "+1 415 555 0100"}]}, "to[0].cell"),
+        ({"to": [{"cell": "+0123"}]}, "to[0].cell"),
+        ({"body": "x" * 1601}, "body"),
+        ({"body": ""}, "body"),
+        ({"media_urls": ["http://example.com/a.png"]}, "media_urls[0]"),
+        ({"to": []}, "to"),
+    ],
+)
+def test_bad_sms_input_names_the_field(changes, field):
+    with pytest.raises(ValidationError) as err:
+        messages.parse_sms(sms_body(**changes))
+    assert err.value.field == field
+
+
+def test_an_sms_body_of_1600_characters_is_accepted():
+    assert len(messages.parse_sms(sms_body(body="x" * 1600)).body) == 1600

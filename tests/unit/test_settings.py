@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vdq.errors import SettingsError
+from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
+
+
+def test_defaults_match_the_seed():
+    s = Settings.from_env({})
+    assert s.twilio_sms_timeout_hours == 2.0
+    assert s.max_retries == 12
+    assert s.retry_backoff_seconds == 16
+    assert s.retry_backoff_max_seconds == 600
+    assert s.max_files_age_seconds is None
+    assert s.email_tracking_strategy == "vdq.tracking.TagEmailTrackingStrategy"
+    assert s.group_permissions == DEFAULT_GROUP_PERMISSIONS
+    assert not s.sms_checks_enabled and s.twilio_polling
+
+
+def test_values_are_parsed_and_typed():
+    s = Settings.from_env(
+        {
+            "VDQ_TWILIO_SMS_TIMEOUT_HOURS": "0.25",
+            "VDQ_MAX_FILES_AGE_IN_SECONDS": "0",
+            "TWILIO_ACCOUNT_SID": "AC123",
+            "TWILIO_WEBHOOK_URL": "https://example.com/twilio",
+            "VDQ_GROUP_PERMISSIONS": json.dumps({"ops": ["vdq.can_retry"]}),
+            "VDQ_STATE_EVENTS": "ALL",
+        }
+    )
+    assert s.twilio_sms_timeout_hours == 0.25
+    assert s.max_files_age_seconds == 0
+    assert s.sms_checks_enabled and not s.twilio_polling
+    assert s.permissions_for(["ops", "nobody"]) == {"vdq.can_retry"}
+    assert s.state_events == "all"
+
+
+def test_an_empty_webhook_url_selects_polling():
+    assert Settings.from_env({"TWILIO_WEBHOOK_URL": ""}).twilio_polling
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("VDQ_TWILIO_SMS_TIMEOUT_HOURS", "soon"),
+        ("VDQ_TWILIO_SMS_TIMEOUT_HOURS", "-1"),
+        ("VDQ_MAX_FILES_AGE_IN_SECONDS", "-5"),
+        ("VDQ_MAX_RETRIES", "many"),
+        ("VDQ_GROUP_PERMISSIONS", "not json"),
+        ("VDQ_GROUP_PERMISSIONS", json.dumps({"ops": ["vdq.fly"]})),
+        ("VDQ_GROUP_PERMISSIONS", json.dumps(["ops"])),
+        ("VDQ_STATE_EVENTS", "some"),
+        ("VDQ_INDEX_SHARDS", "0"),
+    ],
+)
+def test_a_bad_value_fails_naming_the_setting(name, value):
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({name: value})
+    assert name in str(err.value)
+
+
+def test_every_setting_is_documented_in_the_readme():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for env, _default, doc in Settings.documented():
+        assert f"`{env}`" in readme, env
+        assert doc
