@@ -119,14 +119,14 @@ def _publish(
     items: list[QueueItemRecord], runtime: Runtime, content: dict[str, Any] | None
 ) -> None:
     failed = runtime.send_queue.publish(
-        [SendMessage(i.id, i.attempt, content=content) for i in items]
+        [SendMessage(i.id, int(i.attempt), content=content) for i in items]
     )
     for item in items:
         if item.id in failed:
             logger.error("publish of new item %s failed: %s", item.id, failed[item.id])
             apply(
                 item,
-                Step("error", actor="vdq", result=failed[item.id], attempt=item.attempt,
+                Step("error", actor="vdq", result=failed[item.id], attempt=int(item.attempt),
                      late="record"),
                 runtime,
             )  # fmt: skip
@@ -200,6 +200,10 @@ def enqueue_sms(
 # ---- the Python API --------------------------------------------------------------------------
 
 
+def _origin(origin: tuple[str, str] | Mapping[str, str]) -> Any:
+    return {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+
+
 def _addresses(values: Iterable[Any] | None) -> list[Any]:
     return [{"email": v} if isinstance(v, str) else v for v in (values or [])]
 
@@ -234,7 +238,7 @@ def add_email(
     if attachments:
         body["attachments"] = list(attachments)
     if origin is not None:
-        body["origin"] = {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+        body["origin"] = _origin(origin)
     email = messages.parse_email(
         body,
         max_receivers=runtime.settings.max_receivers,
@@ -262,6 +266,6 @@ def add_sms(
     if media_urls:
         data["media_urls"] = list(media_urls)
     if origin is not None:
-        data["origin"] = {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+        data["origin"] = _origin(origin)
     sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers)
     return enqueue_sms(sms, runtime)

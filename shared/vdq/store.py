@@ -2,14 +2,14 @@
 
 One table, every record kind under a prefixed key:
 
-| record          | pk                | sk          | what                                          |
-|-----------------|-------------------|-------------|-----------------------------------------------|
-| queue item      | ``QI#<id>``       | ``STATE``   | the small, often-written state of one receiver |
-| history entry   | ``QI#<id>``       | ``H#<at>#…`` | the "why" timeline, one record per entry      |
-| content         | ``CT#<id>``       | ``CONTENT`` | subject, bodies, recipients lists; written once |
-| content refs    | ``CT#<id>``       | ``REFS``    | open items of a content that has attachments  |
-| attachment      | ``AT#<id>``       | ``FILE``    | one file's metadata; the bytes live in S3     |
-| provider ID     | ``PID#<id>``      | ``MAP``     | SES message ID / Twilio SID -> item; orphans   |
+| record        | pk           | sk          | what                                            |
+|---------------|--------------|-------------|-------------------------------------------------|
+| queue item    | ``QI#<id>``  | ``STATE``   | the small, often-written state of one receiver  |
+| history entry | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per entry       |
+| content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
+| content refs  | ``CT#<id>``  | ``REFS``    | open items of a content that has attachments    |
+| attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
+| provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 
 Every state change is one conditional write whose condition is the (state, attempt) the writer
 read. A failed condition comes back as ``Moved`` carrying the item as it now is (DynamoDB returns
@@ -208,7 +208,8 @@ MODELS: tuple[type[_Table], ...] = (
 
 def bind(table_name: str, region: str | None = None) -> None:
     """Point every model at ``table_name``. Called once per process (and per test)."""
-    for model in (_Table, *MODELS):
+    models: tuple[type[_Table], ...] = (_Table, *MODELS)
+    for model in models:
         model.Meta.table_name = table_name
         model.Meta.region = region
         model._connection = None
@@ -253,7 +254,7 @@ class StateWrite:
     """One conditional change of a queue item: SET and REMOVE of named attributes."""
 
     set: dict[str, Any] = field(default_factory=dict)
-    remove: set[str] = field(default_factory=builtins.set)
+    remove: builtins.set[str] = field(default_factory=builtins.set)
     add: dict[str, int] = field(default_factory=dict)
 
     def actions(self) -> list[Any]:

@@ -252,7 +252,7 @@ def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,
         name=step.transition,
         from_state=item.state,
         to_state=decision.target.value if decision else item.state,
-        attempt=item.attempt,
+        attempt=int(item.attempt),
         text=text,
     )
 
@@ -300,12 +300,12 @@ def state_event(item: QueueItemRecord, outcome: Outcome, transition: str) -> dic
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:
     """Publish the item's current attempt; a refused publish moves the item to ``errored``."""
-    failed = runtime.send_queue.publish([SendMessage(item.id, item.attempt, delay_seconds)])
+    failed = runtime.send_queue.publish([SendMessage(item.id, int(item.attempt), delay_seconds)])
     if not failed:
         return True
     error = failed[item.id]
     logger.error("publish of %s failed: %s", item.id, error)
-    apply(item, Step("error", actor="vdq", result=error, attempt=item.attempt, late="record"),
+    apply(item, Step("error", actor="vdq", result=error, attempt=int(item.attempt), late="record"),
           runtime)  # fmt: skip
     return False
 

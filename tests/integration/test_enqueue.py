@@ -73,7 +73,8 @@ def test_add_sms_validates_every_receiver_before_writing(aws, runtime):
 def test_post_emails_creates_items_and_answers_201(aws, runtime):
     status, body = post("apigw_post_emails", None)
     assert status == 201, body
-    assert [i["receiver"]["email"] for i in body["items"]] == ["ada@example.org", "grace@example.org"]
+    receivers = [i["receiver"]["email"] for i in body["items"]]
+    assert receivers == ["ada@example.org", "grace@example.org"]
     item = body["items"][0]
     assert item["state"] == "queued" and item["origin"] == {"type": "shop.order", "id": "1042"}
     assert set(item) >= {"id", "method", "state", "sender", "receiver", "result", "attempt",
@@ -195,11 +196,12 @@ def test_two_concurrent_writers_on_one_item_never_lose_an_update(aws, runtime):
         except Exception as exc:
             results[name] = type(exc).__name__
 
+    cancel = Step("cancel", actor="op", source="operator")
+    error = Step("error", actor="vdq", result="boom", late="record")
     threads = [
-        threading.Thread(target=run, args=("cancel", Step("cancel", actor="op", source="operator"))),
-        threading.Thread(target=run, args=("error", Step("error", actor="vdq", result="boom",
-                                                          late="record"))),
-    ]  # fmt: skip
+        threading.Thread(target=run, args=("cancel", cancel)),
+        threading.Thread(target=run, args=("error", error)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
