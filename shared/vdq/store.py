@@ -32,7 +32,7 @@ from pynamodb.attributes import (
     NumberAttribute,
     UnicodeAttribute,
 )
-from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -196,9 +196,20 @@ class ProviderRecord(_Table):
     expiration = NumberAttribute(null=True)
 
 
+class EventMarkRecord(_Table):
+    """pk ``QI#<id>``, sk ``EV#<event digest>``: a provider event already recorded on the item.
+
+    Written in the same transaction as the event's effect, conditional on not existing, so a
+    duplicate delivery is detected without a read (vdq.results).
+    """
+
+    expiration = NumberAttribute(null=True)
+
+
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
+    EventMarkRecord,
     ContentRecord,
     ContentRefsRecord,
     AttachmentRecord,
@@ -249,6 +260,12 @@ class ProviderIdTaken(VdqError):
         self.owner = owner
 
 
+class Duplicate(VdqError):
+    """This provider event was recorded on the item before (its event mark exists)."""
+
+    code = "duplicate_event"
+
+
 @dataclass
 class StateWrite:
     """One conditional change of a queue item: SET and REMOVE of named attributes."""
@@ -269,6 +286,10 @@ class StateWrite:
 
 def _expected(item: QueueItemRecord) -> Any:
     return (QueueItemRecord.state == item.state) & (QueueItemRecord.attempt == item.attempt)
+
+
+def _failed(reason: Any) -> bool:
+    return reason is not None and reason.code == "ConditionalCheckFailed"
 
 
 def _current_from(reason: Any) -> QueueItemRecord | None:
@@ -359,6 +380,62 @@ class Store:
         except DoesNotExist:
             return None
 
+    # ---- provider-ID mapping: orphans (events that arrived before any item stored the ID) --
+
+    def add_orphan(self, provider_id: str, seen: ProviderRecord | None, orphan: dict[str, Any],
+                   expiration: int, limit: int) -> bool:  # fmt: skip
+        """Keep ``orphan`` on the mapping of ``provider_id``, which no item holds yet.
+
+        Conditional on the mapping being as ``seen`` (one read-modify-write of the JSON list);
+        False when it changed meanwhile (an item stored the ID, or another orphan came first).
+        """
+        old = seen.orphans if seen is not None else None
+        orphans = json.loads(old) if old else []
+        if any(o.get("event_id") == orphan.get("event_id") for o in orphans):
+            return True
+        orphans = [*orphans, orphan][-limit:]
+        record = ProviderRecord(provider_pk(provider_id), MAP_SK,
+                                orphans=json.dumps(orphans, separators=(",", ":")),
+                                expiration=expiration)  # fmt: skip
+        unchanged = (
+            ProviderRecord.pk.does_not_exist() if seen is None else ProviderRecord.orphans == old
+        )
+        try:
+            record.save(condition=ProviderRecord.item_id.does_not_exist() & unchanged)
+        except PutError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def adopt_orphans(self, provider_id: str, item_id: str) -> list[dict[str, Any]]:
+        """Give the mapping of ``provider_id`` its item and drop its TTL; returns the orphans it
+        holds (they stay until ``clear_orphans``, so a crash in between loses none).
+
+        ``ProviderIdTaken`` when another item holds the mapping.
+        """
+        record = ProviderRecord(provider_pk(provider_id), MAP_SK)
+        condition = ProviderRecord.item_id.does_not_exist() | (ProviderRecord.item_id == item_id)
+        try:
+            record.update(
+                actions=[ProviderRecord.item_id.set(item_id), ProviderRecord.expiration.remove()],
+                condition=condition,
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                raise ProviderIdTaken(provider_id, self.find_by_provider_id(provider_id)) from None
+            raise
+        return json.loads(record.orphans) if record.orphans else []
+
+    def clear_orphans(self, provider_id: str, item_id: str) -> None:
+        record = ProviderRecord(provider_pk(provider_id), MAP_SK)
+        try:
+            record.update(actions=[ProviderRecord.orphans.remove()],
+                          condition=ProviderRecord.item_id == item_id)  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+
     def query_index(
         self,
         index: resources.IndexSpec,
@@ -419,17 +496,22 @@ class Store:
         *,
         provider_id: str | None = None,
         extra: Sequence[_Table] = (),
+        mark: EventMarkRecord | None = None,
     ) -> None:
         """Apply ``write`` to ``item`` if it is still in the (state, attempt) read, with its
-        history entries (and the provider-ID mapping) in the same transaction.
+        history entries (and the provider-ID mapping, and an event mark) in one transaction.
 
-        ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists.
+        ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
+        when it holds only orphans: vdq.results adopts them); ``Duplicate`` when ``mark`` exists.
         """
-        puts: list[tuple[_Table, Any]] = [(h, None) for h in history]
+        puts: list[tuple[_Table, Any]] = []
+        if mark is not None:
+            puts.append((mark, EventMarkRecord.sk.does_not_exist()))
+        puts.extend((h, None) for h in history)
         puts.extend((r, None) for r in extra)
         if provider_id is not None:
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id)
-            puts.append((mapping, ProviderRecord.item_id.does_not_exist()))
+            puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         try:
             with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
                 for record, condition in puts:
@@ -437,6 +519,8 @@ class Store:
                 tx.update(item, write.actions(), condition=_expected(item), return_values="ALL_OLD")
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
+            if mark is not None and reasons and _failed(reasons[0]):
+                raise Duplicate(f"event {mark.sk} of {mark.pk} was recorded before") from None
             state_reason = reasons[len(puts)] if len(reasons) > len(puts) else None
             if state_reason is not None and state_reason.code == "ConditionalCheckFailed":
                 raise Moved(_current_from(state_reason) or self.get_item(item.id)) from None
@@ -454,12 +538,49 @@ class Store:
         for name, n in write.add.items():
             setattr(item, name, (getattr(item, name) or 0) + n)
 
-    def append_history(self, entries: Sequence[HistoryRecord]) -> None:
-        """History entries that change no state (events that leave an item as it is)."""
+    def append_history(
+        self, entries: Sequence[HistoryRecord], *, mark: EventMarkRecord | None = None
+    ) -> None:
+        """History entries that change no state (events that leave an item as it is).
+
+        With ``mark``, one transaction conditional on the mark not existing (``Duplicate``).
+        """
+        if mark is not None:
+            try:
+                with TransactWrite(connection=HistoryRecord._get_connection().connection) as tx:
+                    tx.save(mark, condition=EventMarkRecord.sk.does_not_exist())
+                    for entry in entries:
+                        tx.save(entry)
+            except TransactWriteError as exc:
+                reasons = exc.cancellation_reasons or []
+                if reasons and _failed(reasons[0]):
+                    raise Duplicate(f"event {mark.sk} of {mark.pk} was recorded before") from None
+                raise
+            return
         if len(entries) == 1:
             entries[0].save()
         elif entries:
             self.put_new(entries)
+
+    def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
+        """Push an item's timer on, if the item is still in the (state, attempt, timer) read.
+
+        One UpdateItem; False when someone moved the item or its timer first.
+        """
+        probe = QueueItemRecord(item_pk(item.id), STATE_SK)
+        condition = _expected(item) & (QueueItemRecord.timer_sk == item.timer_sk)
+        try:
+            probe.update(
+                actions=[QueueItemRecord.timer_pk.set(timer_pk),
+                         QueueItemRecord.timer_sk.set(timer_sk)],
+                condition=condition,
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        item.timer_pk, item.timer_sk = timer_pk, timer_sk
+        return True
 
     # ---- content references (attachment cleanup) -------------------------------------------
 

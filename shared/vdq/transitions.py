@@ -21,7 +21,15 @@ from vdq.errors import ContentionError, InvalidTransition, NotFound
 from vdq.observability import logger
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
-from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite, item_pk
+from vdq.store import (
+    Duplicate,
+    EventMarkRecord,
+    HistoryRecord,
+    Moved,
+    QueueItemRecord,
+    StateWrite,
+    item_pk,
+)
 from vdq.workflow import DONE_STATES, Decision, State
 
 MAX_TRIES = 5
@@ -51,11 +59,18 @@ class Step:
     provider_id: str | None = None  # also store this provider ID (and its mapping)
     dry_run: bool = False
     late: Literal["raise", "record"] = "raise"  # no source: raise, or record it in history
+    # Act only from these states; any other state is handled as "no source" (see ``late``).
+    expect: frozenset[str] | None = None
+    # A provider event's id: its effect is written once (an event mark in the same write);
+    # a second delivery comes back as Outcome "duplicate" and changes nothing.
+    event_id: str | None = None
+    # False: store provider_id on the item only (its mapping was written already: orphans).
+    map_provider_id: bool = True
 
 
 @dataclass
 class Outcome:
-    kind: Literal["moved", "ignored", "stale", "late", "dry_run"]
+    kind: Literal["moved", "ignored", "stale", "late", "dry_run", "duplicate"]
     item: QueueItemRecord
     before: State
     decision: Decision | None = None
@@ -213,12 +228,18 @@ def apply(
         if step.attempt is not None and current.attempt != step.attempt:
             return Outcome("stale", current, before)
         now = runtime.clock.now()
+        mark = event_mark(current.id, step.event_id, now) if step.event_id else None
         try:
+            if step.expect is not None and before.value not in step.expect:
+                raise InvalidTransition(current.id, step.transition, before.value)
             decision = workflow.decide(step.transition, before, current.id)
         except InvalidTransition:
             if step.late == "raise":
                 raise
-            store.append_history([_entry(current, step, now, "late", None)])
+            try:
+                store.append_history([_entry(current, step, now, "late", None)], mark=mark)
+            except Duplicate:
+                return Outcome("duplicate", current, before)
             logger.info("late %s for %s in %s recorded", step.transition, current.id, before)
             return Outcome("late", current, before)
         if step.dry_run:
@@ -226,8 +247,11 @@ def apply(
         write = state_write(current, decision, step, now, runtime)
         kind = "ignored" if decision.ignored else "transition"
         entries = [*(history or []), _entry(current, step, now, kind, decision)]
+        mapped_id = step.provider_id if step.map_provider_id else None
         try:
-            store.commit(current, write, entries, provider_id=step.provider_id)
+            store.commit(current, write, entries, provider_id=mapped_id, mark=mark)
+        except Duplicate:
+            return Outcome("duplicate", current, before, decision)
         except Moved as moved:
             current = moved.current
             continue
@@ -236,6 +260,15 @@ def apply(
             after_transition(outcome, step, runtime)
         return outcome
     raise ContentionError(item_id, MAX_TRIES)
+
+
+EVENT_MARK_SECONDS = 30 * 86_400  # how long a provider event's duplicate is recognised
+
+
+def event_mark(item_id: str, event_id: str, now: datetime) -> EventMarkRecord:
+    digest = hashlib.blake2b(event_id.encode(), digest_size=12).hexdigest()
+    return EventMarkRecord(item_pk(item_id), f"EV#{digest}",
+                           expiration=int(now.timestamp()) + EVENT_MARK_SECONDS)  # fmt: skip
 
 
 def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,
