@@ -1,15 +1,37 @@
 """Attachment files: stored once per content under random S3 keys, shared by every item of the
-content (receivers and resends), and deleted when cleanup is on and all those items are done.
+content (receivers and resends), served through short-lived presigned URLs, and deleted when
+cleanup is on and all those items are done.
+
+Cleanup follows ``VDQ_MAX_FILES_AGE_IN_SECONDS``: 0 deletes a content's files as its last open
+item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which deletes the files
+of contents idle (all items done) for longer than N seconds; unset keeps every file. A content's
+REFS record counts its open items; a resend counts its copies there before they exist, so the
+files of a content being resent are never deleted under it.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from vdq import ids
+from vdq.api import Caller
 from vdq.clock import iso
+from vdq.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger
 from vdq.runtime import Runtime
 from vdq.store import FILE_SK, AttachmentRecord, QueueItemRecord, attachment_pk
+
+READ_PERMISSION = "vdq.read_queueitem"
+PURGE_BATCH = 100  # idle contents read per shard and query
+MAX_PURGE_PER_RUN = 2000  # contents purged by one run; the next run goes on
+
+
+class FilesPurged(VdqError):
+    """The attachment's file was deleted by cleanup; its metadata stays."""
+
+    status = 410
+    code = "purged"
 
 
 def store_files(
@@ -38,6 +60,40 @@ def store_files(
     return records
 
 
+# ---- downloads -------------------------------------------------------------------------------
+
+
+def download_url(attachment_id: str, who: Caller, runtime: Runtime) -> str:
+    """A presigned URL of the file, for a caller who may read an item it belongs to.
+
+    Read permission is global (``vdq.read_queueitem`` reads every item), so "may read an item
+    the attachment belongs to" is: the caller holds it, and the attachment's content has items.
+    The content's REFS record is written with its first items and exists exactly for contents
+    with files that were queued; an attachment without one belongs to no item and is refused.
+    """
+    who.require(READ_PERMISSION)
+    store = runtime.store
+    record = store.get_attachment(attachment_id) if ids.is_id(attachment_id) else None
+    if record is None:
+        raise NotFound(f"attachment {attachment_id} does not exist", details={"id": attachment_id})
+    refs = store.get_refs(record.content_id)
+    if refs is None:
+        raise Forbidden(f"attachment {attachment_id} belongs to no queue item")
+    if record.purged_at is not None or refs.purged_at is not None:
+        raise FilesPurged(
+            f"the file of attachment {attachment_id} was deleted by cleanup "
+            f"at {record.purged_at or refs.purged_at}",
+            details={"id": attachment_id},
+        )
+    return runtime.files.download_url(
+        record.s3_key, record.filename, record.content_type,
+        runtime.settings.attachment_url_seconds,
+    )  # fmt: skip
+
+
+# ---- cleanup ---------------------------------------------------------------------------------
+
+
 def purge_content_files(content_id: str, runtime: Runtime) -> int:
     """Delete a content's files if none of its items is open; returns files deleted."""
     now = iso(runtime.clock.now())
@@ -52,12 +108,50 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     return len(records)
 
 
-def release_files(item: QueueItemRecord, runtime: Runtime) -> None:
-    """An item with files entered a done state: count it, and purge when cleanup is immediate."""
+def _purge_partition(content_id: str, runtime: Runtime) -> str:
     from vdq.transitions import shard
 
-    settings = runtime.settings
-    partition = f"P#{shard(item.content_id, settings.index_shards)}"
-    refs = runtime.store.release_content(item.content_id, iso(runtime.clock.now()), partition)
-    if settings.max_files_age_seconds == 0 and refs.open_items <= 0:
-        purge_content_files(item.content_id, runtime)
+    return f"P#{shard(content_id, runtime.settings.index_shards)}"
+
+
+def release(content_id: str, count: int, runtime: Runtime) -> None:
+    """``count`` items of a content with files are done (or were never created): count them,
+    and delete the files at once when cleanup is immediate and no item is open."""
+    refs = runtime.store.release_content(
+        content_id, iso(runtime.clock.now()), _purge_partition(content_id, runtime), count
+    )
+    if runtime.settings.max_files_age_seconds == 0 and refs.open_items <= 0:
+        purge_content_files(content_id, runtime)
+
+
+def release_files(item: QueueItemRecord, runtime: Runtime) -> None:
+    """An item with files entered a done state (called by the transition's side effects)."""
+    release(item.content_id, 1, runtime)
+
+
+def purge_idle(runtime: Runtime) -> int:
+    """The daily purge: delete the files of contents idle for longer than the files age.
+
+    Does nothing with the setting unset. With 0 it catches contents whose immediate purge was
+    interrupted. Each purge is conditional on the content still having no open item, so a
+    resend that counted itself in first keeps the files. Returns the files deleted.
+    """
+    age = runtime.settings.max_files_age_seconds
+    if age is None:
+        return 0
+    before = iso(runtime.clock.now() - timedelta(seconds=age))
+    deleted = purged = 0
+    for k in range(runtime.settings.index_shards):
+        seen: set[str] = set()
+        while purged < MAX_PURGE_PER_RUN:
+            batch = [c for c in runtime.store.idle_contents(f"P#{k}", before, PURGE_BATCH)
+                     if c not in seen]  # fmt: skip
+            if not batch:
+                break
+            for content_id in batch:
+                seen.add(content_id)
+                deleted += purge_content_files(content_id, runtime)
+                purged += 1
+    if deleted:
+        logger.info("file-age purge deleted %d files", deleted)
+    return deleted

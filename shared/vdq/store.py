@@ -538,6 +538,43 @@ class Store:
         for name, n in write.add.items():
             setattr(item, name, (getattr(item, name) or 0) + n)
 
+    def store_provider_id(
+        self,
+        item_id: str,
+        provider_id: str,
+        history: Sequence[HistoryRecord] = (),
+        *,
+        map_provider_id: bool = True,
+    ) -> bool:
+        """Store ``provider_id`` (with its mapping and ``history``) on an item that stores none,
+        changing nothing else: the send worker's record after a status update moved the item.
+
+        One transaction. False when the item already stores a provider ID (nothing written);
+        ``ProviderIdTaken`` when the mapping exists (also when it holds only orphans).
+        """
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in history]
+        if map_provider_id:
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id)
+            puts.append((mapping, ProviderRecord.pk.does_not_exist()))
+        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
+        condition = QueueItemRecord.id.exists() & QueueItemRecord.provider_id.does_not_exist()
+        try:
+            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
+                for record, put_condition in puts:
+                    tx.save(record, condition=put_condition, return_values="ALL_OLD")
+                tx.update(probe, [QueueItemRecord.provider_id.set(provider_id)],
+                          condition=condition)  # fmt: skip
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons or []
+            if len(reasons) > len(puts) and _failed(reasons[len(puts)]):
+                return False
+            if map_provider_id and len(reasons) >= len(puts) and _failed(reasons[len(puts) - 1]):
+                raw = reasons[len(puts) - 1].raw_item
+                owner = ProviderRecord.from_raw_data(raw) if raw else None
+                raise ProviderIdTaken(provider_id, owner) from None
+            raise
+        return True
+
     def append_history(
         self, entries: Sequence[HistoryRecord], *, mark: EventMarkRecord | None = None
     ) -> None:
@@ -584,10 +621,13 @@ class Store:
 
     # ---- content references (attachment cleanup) -------------------------------------------
 
-    def release_content(self, content_id: str, now_iso: str, shard: str) -> ContentRefsRecord:
-        """One item of the content entered a done state: count it; mark the set idle at 0."""
+    def release_content(
+        self, content_id: str, now_iso: str, shard: str, count: int = 1
+    ) -> ContentRefsRecord:
+        """``count`` items of the content are done (or were reserved and never created): count
+        them; mark the set idle at 0."""
         refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
-        refs.update(actions=[ContentRefsRecord.open_items.add(-1)])
+        refs.update(actions=[ContentRefsRecord.open_items.add(-count)])
         if refs.open_items <= 0 and refs.idle_since is None:
             try:
                 refs.update(

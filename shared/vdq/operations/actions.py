@@ -1,0 +1,101 @@
+"""Operator actions: transitions through the one workflow, and resends of sent items."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from vdq import attachments, ids, workflow
+from vdq.api import Caller
+from vdq.enqueue import new_item, store_and_publish
+from vdq.errors import Conflict, NotFound
+from vdq.operations.detail import find_item
+from vdq.runtime import Runtime
+from vdq.store import QueueItemRecord
+from vdq.transitions import Step, apply, history_entry
+from vdq.views import item_json
+
+RESEND_PERMISSION = "vdq.can_resend"
+
+
+def run_transition(
+    item_id: str, name: str, who: Caller, runtime: Runtime, *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Apply operator transition ``name``: permission first (404 for an unknown name, 403 for
+    a server transition or a missing permission), then the item (404) and its state (409)."""
+    workflow.authorize(name, who.permissions)
+    item = find_item(item_id, runtime)
+    step = Step(name, actor=who.subject, source="operator", dry_run=dry_run)
+    outcome = apply(item, step, runtime)
+    assert outcome.decision is not None
+    return {
+        "transition": name,
+        "dry_run": dry_run,
+        "from_state": outcome.before.value,
+        "to_state": outcome.decision.target.value,
+        "item": item_json(outcome.item),
+    }
+
+
+def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:
+    """Copy each sent item into a new queued item and publish it; all or nothing.
+
+    Every id is checked first (unknown or not done: 404 naming them); then the copies of
+    emails with files are counted on their content, which fails when cleanup deleted the files
+    (409, and the counts taken are given back). Copies share the content and its files.
+    """
+    who.require(RESEND_PERMISSION)
+    wanted = list(dict.fromkeys(item_ids))
+    found = runtime.store.get_items(i for i in wanted if ids.is_id(i))
+    missing = [i for i in wanted if i not in found or not workflow.is_done(found[i].state)]
+    if missing:
+        raise NotFound(f"not sent items (unknown or not done): {', '.join(missing)}",
+                       details={"ids": missing})  # fmt: skip
+    originals = [found[i] for i in wanted]
+    _reserve(Counter(o.content_id for o in originals if o.has_files), originals, runtime)
+    now = runtime.clock.now()
+    copies = [
+        new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,
+                 receiver=o.receiver, receiver_name=o.receiver_name, content_id=o.content_id,
+                 has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
+                 runtime=runtime, resent_from=o.id)
+        for o in originals
+    ]  # fmt: skip
+    try:
+        store_and_publish([], copies, runtime, inline_content=None)
+    except Exception as exc:
+        accepted = set((getattr(exc, "details", None) or {}).get("accepted", []))
+        _give_back(Counter(c.content_id for c in copies if c.has_files and c.id not in accepted),
+                   runtime)  # fmt: skip
+        raise
+    runtime.store.append_history([
+        history_entry(o.id, now, actor=who.subject, source="operator", kind="action",
+                      name="resend", from_state=o.state, to_state=o.state,
+                      attempt=int(o.attempt), text=f"resent as {c.id}")
+        for o, c in zip(originals, copies, strict=True)
+    ])  # fmt: skip
+    return copies
+
+
+def _reserve(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
+    reserved: Counter[str] = Counter()
+    purged = []
+    for content_id, n in counts.items():
+        if runtime.store.reserve_content(content_id, n):
+            reserved[content_id] = n
+        else:
+            purged.append(content_id)
+    if purged:
+        _give_back(reserved, runtime)
+        refused = [o.id for o in originals if o.content_id in purged]
+        raise Conflict(
+            f"the attachment files of {', '.join(refused)} were deleted by cleanup, so they "
+            "cannot be resent; queue a new email with the attachments instead",
+            details={"ids": refused, "reason": "attachments_purged"},
+        )
+
+
+def _give_back(counts: Counter[str], runtime: Runtime) -> None:
+    for content_id, n in counts.items():
+        if n:
+            attachments.release(content_id, n, runtime)

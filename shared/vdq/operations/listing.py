@@ -1,0 +1,105 @@
+"""The active queue and the sent items, page by page, from the sharded sparse indexes.
+
+Each shard is read from the cursor's position in it; the rows are merged by sort key (time,
+then id, so the order is total across shards), and the items of the page are read in one batch.
+A page never skips or repeats an item: a shard's position moves only past rows examined. The
+method and state filters apply to the items read, in a bounded number of rounds; a page may then
+hold fewer items than asked, with a cursor to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vdq.operations import cursor as cursors
+from vdq.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
+from vdq.runtime import Runtime
+from vdq.store import QueueItemRecord
+from vdq.views import item_json
+from vdq.workflow import is_done
+
+MAX_ROUNDS = 4
+LIST_PERMISSION = "vdq.list_queueitem"
+
+
+@dataclass(frozen=True)
+class _List:
+    index: IndexSpec
+    prefix: str
+    descending: bool
+    done: bool  # which side of the done/active split the list shows
+
+
+ACTIVE = _List(ACTIVE_INDEX, "A", descending=False, done=False)
+SENT = _List(SENT_INDEX, "S", descending=True, done=True)
+
+
+def list_items(
+    which: _List,
+    runtime: Runtime,
+    *,
+    limit: int,
+    method: str | None = None,
+    state: str | None = None,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """``{"items": [...], "cursor": str | None}``: one page of the list, in its order."""
+    settings = runtime.settings
+    shards = settings.index_shards
+    key = cursors.ListKey(which.index.name, (method, state), shards)
+    positions = (
+        cursors.decode(cursor, key, settings.table_name) if cursor else [None] * shards
+    )
+
+    def wanted(item: QueueItemRecord) -> bool:
+        return (
+            is_done(item.state) == which.done
+            and (method is None or item.method == method)
+            and (state is None or item.state == state)
+        )
+
+    page: list[QueueItemRecord] = []
+    more = True
+    for _ in range(MAX_ROUNDS):
+        more = _round(which, runtime, positions, limit, page, wanted)
+        if len(page) >= limit or not more:
+            break
+    next_cursor = cursors.encode(positions, key, settings.table_name) if more else None
+    return {"items": [item_json(i) for i in page], "cursor": next_cursor}
+
+
+def _round(
+    which: _List,
+    runtime: Runtime,
+    positions: list[str | None],
+    limit: int,
+    page: list[QueueItemRecord],
+    wanted: Callable[[QueueItemRecord], bool],
+) -> bool:
+    """Read up to ``limit`` candidates past the positions, fill ``page``; True if more remain."""
+    store = runtime.store
+    candidates: list[tuple[str, str, int]] = []  # (sort key, item id, shard)
+    full_shards = set()
+    for k, position in enumerate(positions):
+        rows = store.query_index(which.index, f"{which.prefix}#{k}", start_after=position,
+                                 descending=which.descending, limit=limit)  # fmt: skip
+        if len(rows) >= limit:
+            full_shards.add(k)
+        candidates.extend((sort_key, item_id, k) for item_id, sort_key in rows)
+    candidates.sort(reverse=which.descending)
+    taken = candidates[:limit]
+    records = store.get_items(item_id for _, item_id, _ in taken)
+    examined = 0
+    for sort_key, item_id, k in taken:
+        if len(page) >= limit:
+            break
+        examined += 1
+        positions[k] = sort_key
+        record = records.get(item_id)
+        # The index is eventually consistent: an item may have crossed the done line since.
+        if record is not None and wanted(record):
+            page.append(record)
+    # A shard that filled its read may hold more rows than were read.
+    return examined < len(candidates) or bool(full_shards)
