@@ -1,0 +1,85 @@
+"""The Lambda handlers the local stack runs, imported lazily from ``functions/<name>/handler.py``.
+
+A handler whose module is not there (yet) is reported as missing; one lock per function keeps
+each to one invocation at a time, as a function with a reserved concurrency of one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vdq.local.serving import log
+
+REPO = Path(__file__).resolve().parents[3]
+NAMES = ("enqueue", "operator", "webhook", "send", "schedule")
+
+
+@dataclass
+class LambdaContext:
+    """The attributes Powertools and handlers read from a Lambda context."""
+
+    function_name: str
+    memory_limit_in_mb: int = 256
+    function_version: str = "$LATEST"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class Functions:
+    def __init__(self) -> None:
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))
+        self._locks = {name: threading.Lock() for name in NAMES}
+        self._handlers: dict[str, Any] = {}
+        self._broken: dict[str, str] = {}
+
+    def path(self, name: str) -> Path:
+        return REPO / "functions" / name / "handler.py"
+
+    def available(self, name: str) -> bool:
+        return self._load(name) is not None
+
+    def status(self) -> dict[str, str]:
+        out = {}
+        for name in NAMES:
+            handler = self._load(name)
+            out[name] = "ready" if handler else self._broken.get(name, "missing")
+        return out
+
+    def _load(self, name: str) -> Any:
+        if name in self._handlers:
+            return self._handlers[name]
+        if not self.path(name).exists():
+            return None
+        try:
+            module = importlib.import_module(f"functions.{name}.handler")
+        except Exception as exc:  # a half-written handler must not stop the stack
+            if self._broken.get(name) != f"broken: {exc}":
+                log.error("functions/%s/handler.py does not import: %s", name, exc)
+            self._broken[name] = f"broken: {exc}"
+            return None
+        self._broken.pop(name, None)
+        self._handlers[name] = module.handler
+        return module.handler
+
+    def invoke(self, name: str, event: dict[str, Any]) -> Any:
+        """Run the handler as Lambda would; LookupError when it is not there."""
+        handler = self._load(name)
+        if handler is None:
+            raise LookupError(f"functions/{name}/handler.py is {self._broken.get(name, 'missing')}")
+        with self._locks[name]:
+            return handler(event, LambdaContext(f"vdq-local-{name}"))

@@ -1,0 +1,230 @@
+"""The local stack: moto as AWS, the front, the pollers, the schedules and both sandboxes.
+
+Everything runs in this one process (threads), so one Ctrl-C stops all of it. The environment is
+composed before any AWS client or ``get_settings()`` exists: AWS_ENDPOINT_URL points every client
+at moto, AWS_ENDPOINT_URL_SESV2 points SES at the SES sandbox, and the VDQ settings name the
+resources created here and the Twilio sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vdq import resources as definitions
+from vdq.settings import Settings
+
+DEFAULT_PORT = 8765
+GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+    "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "VDQ",
+    "POWERTOOLS_SERVICE_NAME": "vdq", "POWERTOOLS_DEV": "false",
+}  # fmt: skip
+
+
+@dataclass
+class Options:
+    port: int = DEFAULT_PORT
+    polling: bool = False  # empty TWILIO_WEBHOOK_URL: the schedules poll Twilio
+    visibility_seconds: int = definitions.SEND_FUNCTION_TIMEOUT_SECONDS
+    faults: str | None = None  # None: VDQ_LOCAL_FAULTS
+    log_level: str = "WARNING"
+
+
+class LocalStack:
+    def __init__(self, options: Options, env: dict[str, str] | None = None) -> None:
+        self.options = options
+        self.env = os.environ if env is None else env
+        self.local = Settings.from_env(self.env)  # the local-stack settings, read before the rest
+        self.secret = self.local.local_jwt_secret or secrets.token_urlsafe(32)
+        self.secret_generated = self.local.local_jwt_secret is None
+        self.ready = threading.Event()
+        self._parts: list[Any] = []
+        self.pollers: list[Any] = []
+
+    # Start and stop.
+    def start(self) -> LocalStack:
+        from vdq.local.faults import Faults
+        from vdq.local.serving import free_port
+
+        level = getattr(logging, self.options.log_level.upper(), logging.WARNING)
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        self.env.update(_AWS_ENV, POWERTOOLS_LOG_LEVEL=logging.getLevelName(level))
+        warnings.filterwarnings("ignore", module="aws_lambda_powertools")
+        fault_text = self.options.faults if self.options.faults is not None else (
+            self.local.local_faults)  # fmt: skip
+        self.faults = Faults.parse(fault_text, self.local.local_fault_rate,
+                                   self.local.local_fault_delay_seconds)  # fmt: skip
+
+        from moto.server import ThreadedMotoServer
+
+        moto_port = free_port()
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+        self.moto.start()
+        self._parts.append(self.moto)
+        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.env["AWS_ENDPOINT_URL"] = self.moto_url
+
+        import boto3
+
+        session = boto3.session.Session()
+        from vdq.local import resources
+
+        self.resources = resources.create(session, self.options.visibility_seconds)
+        self.sqs = session.client("sqs")
+
+        from vdq.local.ses_sandbox import SesSandbox
+        from vdq.local.twilio_sandbox import TwilioSandbox
+
+        self.ses = SesSandbox(session.client("sns"), self.resources.topic_arn, self.faults).start()
+        self._parts.append(self.ses)
+        account = self.env.get("TWILIO_ACCOUNT_SID") or "AC" + secrets.token_hex(16)
+        token = self.env.get("TWILIO_AUTH_TOKEN") or secrets.token_hex(16)
+        self.twilio = TwilioSandbox(account, token, self.faults).start()
+        self._parts.append(self.twilio)
+
+        from vdq.local.front import Front
+        from vdq.local.functions import Functions
+
+        self.functions = Functions()
+        self.front = Front(self.functions, self.secret, self.options.port, self.status)
+        polling = self.options.polling or self.env.get("TWILIO_WEBHOOK_URL", None) == ""
+        self.env.update(
+            self.resources.env(),
+            AWS_ENDPOINT_URL_SESV2=self.ses.url,
+            TWILIO_ACCOUNT_SID=account,
+            TWILIO_AUTH_TOKEN=token,
+            TWILIO_WEBHOOK_URL="" if polling else f"{self.front.url}/twilio/status-callback",
+            VDQ_TWILIO_API_URL=self.twilio.url,
+        )
+        self.env.pop("VDQ_TWILIO_SECRET_NAME", None)
+        from vdq import settings
+
+        settings.get_settings.cache_clear()
+        self.settings = settings.get_settings()
+        self.front.start()
+        self._parts.append(self.front)
+
+        from vdq.local.pollers import Poller
+        from vdq.local.schedules import Schedules
+
+        self.pollers = [
+            Poller(self.sqs, self.resources.queues[definitions.SEND_QUEUE], "send",
+                   self.functions, definitions.SEND_BATCH_SIZE).start(),
+            Poller(self.sqs, self.resources.queues[definitions.RESULTS_QUEUE], "webhook",
+                   self.functions, definitions.RESULTS_BATCH_SIZE).start(),
+        ]  # fmt: skip
+        self._parts.extend(self.pollers)
+        self.schedules = Schedules(self.functions, self.local.schedule_seconds).start()
+        self._parts.append(self.schedules)
+        self.front.ready = True
+        self.ready.set()
+        return self
+
+    def stop(self) -> None:
+        self.ready.clear()
+        if hasattr(self, "front"):
+            self.front.ready = False
+        for part in reversed(self._parts):
+            try:
+                part.stop()
+            except Exception as exc:
+                logging.getLogger("vdq.local").warning("stopping %s: %s", part, exc)
+        self._parts.clear()
+
+    # What the front's /_local/status and /health report.
+    def status(self) -> dict[str, Any]:
+        queues = {}
+        for name, url in self.resources.queues.items():
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed"])["Attributes"]  # fmt: skip
+            queues[name] = {
+                "visible": int(attrs.get("ApproximateNumberOfMessages", 0)),
+                "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+                "delayed": int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+            }
+        return {
+            "functions": self.functions.status(),
+            "queues": queues,
+            "busy": any(p.busy for p in self.pollers),
+            "schedule_runs": self.schedules.runs if hasattr(self, "schedules") else 0,
+            "twilio_mode": "polling" if self.settings.twilio_polling else "webhook",
+            "faults": self.faults.describe(),
+            "sandboxes": {
+                "ses": {"sent": len(self.ses.sent), "events_published": self.ses.events_published,
+                        "pending": self.ses.pending()},
+                "twilio": {"messages": len(self.twilio.messages),
+                           "callbacks_posted": self.twilio.callbacks_posted,
+                           "pending": self.twilio.pending()},
+            },  # fmt: skip
+        }
+
+    # The banner.
+    def banner(self) -> str:
+        from vdq.local.front import make_token
+
+        tokens = {g: make_token(self.secret, [g]) for g in GROUPS}
+        vdq = shutil.which("vdq") or str(Path(sys.executable).with_name("vdq"))
+        admin = make_token(self.secret, ["vdq-admins"])
+        env = f"VDQ_API_URL={self.front.url} VDQ_TOKEN={admin}"
+        lines = [
+            "VDQ local stack is up (Ctrl-C stops everything)",
+            "",
+            f"  API            {self.front.url}   (GET /health, /openapi.json, /_local/status)",
+            f"  AWS (moto)     {self.moto_url}",
+            f"  SES sandbox    {self.ses.url}/_sandbox/emails",
+            f"  Twilio sandbox {self.twilio.url}/_sandbox/messages",
+            f"  Twilio mode    {'polling' if self.settings.twilio_polling else 'status callbacks'}",
+            f"  schedules      every {self.local.schedule_seconds:g} s;  faults: "
+            f"{self.faults.describe()}",
+            "",
+            "JWT secret" + (" (random; set VDQ_LOCAL_JWT_SECRET to keep one)"
+                            if self.secret_generated else "") + ":",
+            f"  export VDQ_LOCAL_JWT_SECRET={self.secret}",
+            "",
+            "Tokens (12 h; `vdq token --groups a,b` makes more):",
+            *(f"  {g:<14} {t}" for g, t in tokens.items()),
+            "",
+            "Try, in another shell:",
+            f"  {env} {vdq} send-email --from shop@example.com "
+            "--to success@simulator.amazonses.com --subject Hello --text 'Hello from VDQ'",
+            f"  {env} {vdq} send-sms --from +15005550006 --to +14155550100 "
+            "--body 'Your code is 493021'",
+            f"  {env} {vdq} list --sent",
+        ]  # fmt: skip
+        return "\n".join(lines)
+
+
+def run(options: Options) -> int:
+    """``vdq local``: start, print the banner, serve until Ctrl-C (or SIGTERM), stop."""
+    stack = LocalStack(options)
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        stack.start()
+        print(stack.banner(), flush=True)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("\nstopping the local stack ...", flush=True)
+    except OSError as exc:
+        print(f"vdq local: cannot start: {exc}", file=sys.stderr)
+        stack.stop()
+        return 3
+    stack.stop()
+    print("stopped", flush=True)
+    return 0
