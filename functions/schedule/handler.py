@@ -1,0 +1,34 @@
+"""EventBridge schedules: SMS polling and timeouts, the lease and re-publish sweeps, the purge.
+
+The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
+``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
+and ``sweep``; the daily rule sends ``{"task": "purge"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdq import schedules
+from vdq.observability import logger, metrics, tracer
+from vdq.runtime import Runtime
+
+
+def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
+    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+    for source in (event, detail):
+        if isinstance(source.get("tasks"), list):
+            return tuple(str(t) for t in source["tasks"])
+        if isinstance(source.get("task"), str):
+            return (source["task"],)
+    return schedules.MINUTE
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    counts = schedules.run(tasks_of(event), Runtime.default())
+    for name, n in counts.items():
+        metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)
+    return counts

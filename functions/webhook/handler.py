@@ -1,0 +1,66 @@
+"""Provider results: the Twilio status callback (API Gateway) and the results queue (SQS:
+SES events from the configuration set via SNS, and deferred Twilio lookups).
+
+A well-formed, authentic event is always answered 2xx, also when it is late or a duplicate;
+a malformed one is logged and dropped (retrying cannot fix it). Only a failure that a retry can
+fix (contention, an AWS error) fails the SQS record, so SQS delivers it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vdq import api, results
+from vdq.errors import VdqError
+from vdq.observability import logger, metrics, tracer
+from vdq.runtime import Runtime
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    runtime = Runtime.default()
+    if "httpMethod" in event:
+        return twilio_callback(event, runtime)
+    return results_batch(event.get("Records") or [], runtime)
+
+
+def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    from vdq import twilio_signature
+
+    if event.get("httpMethod") != "POST":
+        return api.response(405, api.error_body("method_not_allowed", "use POST"))
+    try:
+        params = twilio_signature.form_params(event)
+    except (ValueError, UnicodeDecodeError):
+        return api.response(400, api.error_body("bad_request", "the body is not a form"))
+    if not twilio_signature.is_authentic(event, params, runtime.settings):
+        logger.warning("Twilio callback with a missing or bad signature refused")
+        return api.response(403, api.error_body("forbidden", "the Twilio signature is not valid"))
+    item_key = (event.get("queryStringParameters") or {}).get("queue_item")
+    try:
+        outcome = results.handle_twilio_callback(params, item_key, runtime)
+    except results.BadEvent as exc:
+        logger.warning("Twilio callback dropped: %s", exc.message)
+        return api.response(204)
+    except VdqError as exc:  # contention: Twilio retries a callback that failed
+        logger.error("Twilio callback not applied: %s", exc.message)
+        return api.error_response(exc)
+    logger.info("Twilio callback %s: %s", params.get("MessageSid"), outcome)
+    return api.response(204)
+
+
+def results_batch(records: list[dict[str, Any]], runtime: Runtime) -> dict[str, Any]:
+    failures = []
+    for record in records:
+        try:
+            outcome = results.handle_results_message(record.get("body") or "", runtime)
+            logger.info("results message %s: %s", record.get("messageId"), outcome)
+        except results.BadEvent as exc:
+            logger.error("results message %s dropped: %s", record.get("messageId"), exc.message)
+        except Exception:
+            logger.exception("results message %s failed; SQS will retry it",
+                             record.get("messageId"))  # fmt: skip
+            failures.append({"itemIdentifier": record["messageId"]})
+    return {"batchItemFailures": failures}

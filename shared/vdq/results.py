@@ -1,0 +1,473 @@
+"""Provider results: SES events and Twilio statuses, matched to their queue item and applied.
+
+Every result becomes a ``ProviderUpdate`` (provider, message ID, normalised status, text, a
+deterministic event id). Matching, cheapest first:
+
+1. the item the provider returned the key of (SES tag, Twilio ``queue_item``) when it stores
+   this provider ID: the mapping would name the same item (ID and mapping are written in one
+   transaction), so this costs one GetItem;
+2. the provider-ID mapping (strongly consistent);
+3. the keyed item when it stores no provider ID yet: the ID is stored with the result; an item
+   that stores another ID is logged and left alone;
+4. nothing: an SES event is kept as an orphan on the mapping record (TTL) and applied when an
+   item stores that ID; a Twilio status becomes a deferred lookup on the results queue.
+
+Each update is written with an event mark in the same transaction, so a duplicate or replayed
+delivery changes nothing the second time and costs no extra request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from vdq.clock import iso, parse_iso
+from vdq.errors import VdqError
+from vdq.observability import logger
+from vdq.runtime import Runtime
+from vdq.store import Duplicate, Moved, ProviderIdTaken, ProviderRecord, QueueItemRecord, StateWrite
+from vdq.transitions import (
+    KEEP,
+    MAX_TRIES,
+    Outcome,
+    Step,
+    apply,
+    clip_result,
+    event_mark,
+    history_entry,
+)
+from vdq.workflow import State
+
+SES = "ses"
+TWILIO = "twilio"
+
+# Normalised statuses (the seed's Anymail and Twilio words) -> the transition they apply.
+TRANSITION_FOR = {
+    "delivered": "succeed",
+    "bounced": "error",
+    "rejected": "error",
+    "failed": "error",
+    "undelivered": "error",
+    "queued": "await",
+    "sending": "await",
+    "sent": "await",
+    "deferred": "await",
+}
+# A final result changes an item only while a provider result can be due; from any other state
+# (queued or delayed for a new attempt, errored, succeeded, unconfirmed) it is a late event,
+# recorded in history. Cancelled is the workflow's ignored source: state kept, result written.
+PROVIDER_SOURCES = frozenset({State.SENDING.value, State.AWAITING.value, State.CANCELLED.value})
+
+ORPHAN_TTL_SECONDS = 7 * 86_400
+MAX_ORPHANS = 25
+LOOKUP_FIRST_DELAY = 30
+LOOKUP_MAX_DELAY = 900  # SQS's longest DelaySeconds
+LOOKUP_KIND = "vdq.deferred_lookup"
+
+
+@dataclass(frozen=True)
+class ProviderUpdate:
+    provider: str  # ses | twilio
+    provider_id: str  # SES message ID or Twilio message SID
+    status: str  # normalised: delivered, bounced, deferred, sent, complained, ...
+    name: str  # the provider's own word (SES eventType, Twilio MessageStatus)
+    text: str  # what happened, for history (and result where the status writes it)
+    event_id: str  # deterministic: the same event delivered twice has the same id
+    at: str | None = None  # when the provider says it happened
+    item_hint: str | None = None  # the queue item key the provider returned
+    attempt_hint: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProviderUpdate:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+
+    @property
+    def writes_result(self) -> bool:
+        return self.status != "queued" and self.status != "sending" and self.status != "sent"
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+_SES_STATUS = {
+    "Send": "sent",
+    "Delivery": "delivered",
+    "Bounce": "bounced",
+    "Reject": "rejected",
+    "Rendering Failure": "failed",
+    "DeliveryDelay": "deferred",
+    "Complaint": "complained",
+}
+# Where each SES event type keeps its details (and its own timestamp).
+_SES_DETAIL = {
+    "Send": "send",
+    "Delivery": "delivery",
+    "Bounce": "bounce",
+    "Reject": "reject",
+    "Rendering Failure": "failure",
+    "DeliveryDelay": "deliveryDelay",
+    "Complaint": "complaint",
+    "Open": "open",
+    "Click": "click",
+    "Subscription": "subscription",
+}
+
+
+class BadEvent(VdqError):
+    """A provider payload that is not a well-formed event; dropped with a log line."""
+
+    status = 400
+    code = "bad_event"
+
+
+def ses_event_type(event: dict[str, Any]) -> str:
+    return str(event.get("eventType") or event.get("notificationType") or "")
+
+
+def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
+    """The update an SES event (configuration-set event publishing) reports."""
+    kind = ses_event_type(event)
+    mail = event.get("mail")
+    if not kind or not isinstance(mail, dict) or not mail.get("messageId"):
+        raise BadEvent("an SES event needs eventType and mail.messageId")
+    message_id = str(mail["messageId"])
+    detail = event.get(_SES_DETAIL.get(kind, ""), {}) or {}
+    at = detail.get("timestamp") or mail.get("timestamp")
+    text = _ses_text(kind, detail)
+    return ProviderUpdate(SES, message_id, _SES_STATUS.get(kind, "other"), kind, text,
+                          f"ses:{kind}:{message_id}:{at}", at=at)  # fmt: skip
+
+
+def _recipients(detail: dict[str, Any], key: str) -> str:
+    parts = []
+    for r in detail.get(key) or []:
+        code = r.get("diagnosticCode") or r.get("status") or ""
+        parts.append(f"{r.get('emailAddress', '?')}: {code}".rstrip(": "))
+    return "; ".join(parts)
+
+
+def _ses_text(kind: str, d: dict[str, Any]) -> str:
+    if kind == "Delivery":
+        return f"SES delivered the message: {d.get('smtpResponse') or 'no SMTP response'}"
+    if kind == "Bounce":
+        who = _recipients(d, "bouncedRecipients")
+        return f"SES bounce ({d.get('bounceType')}/{d.get('bounceSubType')}): {who}".rstrip(": ")
+    if kind == "Reject":
+        return f"SES rejected the message: {d.get('reason') or 'no reason given'}"
+    if kind == "Rendering Failure":
+        return f"SES could not render the template: {d.get('errorMessage') or 'no message'}"
+    if kind == "DeliveryDelay":
+        who = _recipients(d, "delayedRecipients")
+        return f"SES delivery delayed ({d.get('delayType')}): {who}".rstrip(": ")
+    if kind == "Complaint":
+        feedback = d.get("complaintFeedbackType") or "unspecified"
+        return f"SES complaint ({feedback}) from {_recipients(d, 'complainedRecipients')}"
+    if kind == "Send":
+        return "SES accepted the message"
+    return f"SES {kind} event"
+
+
+_TWILIO_STATUS = {
+    "delivered": "delivered",
+    "undelivered": "undelivered",
+    "failed": "failed",
+    "queued": "queued",
+    "sending": "sending",
+    "sent": "sent",
+}
+
+
+def twilio_update(sid: str, status: str, error_code: Any = None, error_message: str | None = None,
+                  item_hint: str | None = None) -> ProviderUpdate:  # fmt: skip
+    """The update of one Twilio message status (from a callback or a fetch)."""
+    text = f"Twilio reported {status}"
+    if error_code not in (None, ""):
+        text += f", error {error_code}"
+        if error_message:
+            text += f": {error_message}"
+    normalised = _TWILIO_STATUS.get(status, "other")
+    return ProviderUpdate(TWILIO, sid, normalised, status, text, f"twilio:{sid}:{status}",
+                          item_hint=item_hint)  # fmt: skip
+
+
+def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> ProviderUpdate:
+    sid = params.get("MessageSid") or params.get("SmsSid")
+    status = params.get("MessageStatus") or params.get("SmsStatus")
+    if not sid or not status:
+        raise BadEvent("a Twilio status callback needs MessageSid and MessageStatus")
+    return twilio_update(sid, status, params.get("ErrorCode"), params.get("ErrorMessage"),
+                         item_key or None)  # fmt: skip
+
+
+# ---- applying an update to a matched item ----------------------------------------------------
+
+
+def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
+                 store_id: bool = False) -> str:  # fmt: skip
+    """Apply ``update`` to ``item``; returns what happened (moved, ignored, late, event,
+    duplicate). ``store_id``: the item stores no provider ID yet; store the update's."""
+    provider_id = update.provider_id if store_id else None
+    transition = TRANSITION_FOR.get(update.status)
+    if _older_attempt(item, update):
+        transition = None  # the key names an attempt the item has left: history only
+    if transition == "await" and item.state != State.SENDING.value:
+        transition = None  # in flight, but the item is past sending: an event in history
+    if transition is None:
+        return _storing_id(item.id, provider_id, runtime,
+                           lambda mapped: _record_event(item, update, runtime, provider_id,
+                                                        mapped))  # fmt: skip
+    step = Step(
+        transition,
+        actor=update.provider,
+        source="provider",
+        text=update.text,
+        result=update.text if update.writes_result else KEEP,
+        late="record",
+        expect=frozenset({State.SENDING.value}) if transition == "await" else PROVIDER_SOURCES,
+        event_id=update.event_id,
+        provider_id=provider_id,
+    )
+    outcome = _storing_id(item.id, provider_id, runtime,
+                          lambda mapped: apply(item, replace(step, map_provider_id=mapped),
+                                               runtime))  # fmt: skip
+    logger.info("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
+    return outcome.kind
+
+
+def _older_attempt(item: QueueItemRecord, update: ProviderUpdate) -> bool:
+    return (
+        update.attempt_hint is not None
+        and update.item_hint == item.id
+        and int(update.attempt_hint) != int(item.attempt)
+    )
+
+
+def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
+                  provider_id: str | None, mapped: bool) -> str:  # fmt: skip
+    """An update that moves no state: history (and, for a delay, the result) only."""
+    store = runtime.store
+    current: QueueItemRecord | None = item
+    for _ in range(MAX_TRIES):
+        if current is None:
+            return "event"
+        now = runtime.clock.now()
+        mark = event_mark(current.id, update.event_id, now)
+        entry = history_entry(current.id, now, actor=update.provider, source="provider",
+                              kind="event", name=update.name, from_state=current.state,
+                              to_state=current.state, attempt=current.attempt,
+                              text=update.text)  # fmt: skip
+        write = StateWrite(set={"updated_at": iso(now)})
+        if update.status == "deferred" and current.state in (State.SENDING, State.AWAITING):
+            write.set["result"] = clip_result(update.text)
+        if provider_id is not None:
+            write.set["provider_id"] = provider_id
+        try:
+            if len(write.set) == 1:
+                store.append_history([entry], mark=mark)
+            else:
+                store.commit(current, write, [entry], mark=mark,
+                             provider_id=provider_id if mapped else None)  # fmt: skip
+        except Duplicate:
+            return "duplicate"
+        except Moved as moved:
+            current = moved.current
+            continue
+        return "event"
+    return "event"
+
+
+T = TypeVar("T")
+
+
+def _storing_id(item_id: str, provider_id: str | None, runtime: Runtime,
+                attempt: Callable[[bool], T]) -> T:  # fmt: skip
+    """Run ``attempt(True)`` (which also writes the provider-ID mapping); when the mapping
+    exists and holds only orphans (or already names this item), adopt it, run
+    ``attempt(False)`` and apply the orphans to the item."""
+    if provider_id is None:
+        return attempt(False)
+    try:
+        return attempt(True)
+    except ProviderIdTaken as taken:
+        owner = taken.owner or runtime.store.find_by_provider_id(provider_id)
+        if owner is not None and owner.item_id not in (None, item_id):
+            raise
+    orphans = runtime.store.adopt_orphans(provider_id, item_id)
+    result = attempt(False)
+    replay_orphans(item_id, provider_id, orphans, runtime)
+    return result
+
+
+def apply_storing_provider_id(item: QueueItemRecord | str, step: Step,
+                              runtime: Runtime | None = None, *,
+                              history: list[Any] | None = None) -> Outcome:  # fmt: skip
+    """``apply`` for a step that stores ``step.provider_id`` (the send worker's record step).
+
+    When provider events arrived before the ID was stored, the mapping holds them as orphans
+    (``Store.commit`` then raises ``ProviderIdTaken`` with an orphan-only owner): the mapping is
+    given to this item, the step is applied and the orphans after it. Raises ProviderIdTaken
+    only when another item stores the ID.
+    """
+    runtime = runtime or Runtime.default()
+    item_id = item if isinstance(item, str) else item.id
+    return _storing_id(item_id, step.provider_id, runtime,
+                       lambda mapped: apply(item, replace(step, map_provider_id=mapped), runtime,
+                                            history=history))  # fmt: skip
+
+
+def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
+                   runtime: Runtime) -> None:  # fmt: skip
+    """Apply the orphans of ``provider_id`` to the item that now stores it, oldest first."""
+    if not orphans:
+        return
+    failed = False
+    for data in sorted(orphans, key=lambda o: o.get("at") or ""):
+        item = runtime.store.get_item(item_id)
+        if item is None:
+            return
+        try:
+            apply_update(item, ProviderUpdate.from_json(data), runtime)
+        except Exception:
+            failed = True  # kept on the mapping; the event mark makes a replay harmless
+            logger.exception("orphan %s of %s not applied", data.get("event_id"), item_id)
+    if not failed:
+        runtime.store.clear_orphans(provider_id, item_id)
+    logger.info("applied %d orphan events of %s to %s", len(orphans), provider_id, item_id)
+
+
+# ---- matching --------------------------------------------------------------------------------
+
+Miss = Callable[[ProviderUpdate, ProviderRecord | None], "str | None"]
+
+
+def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> str:
+    """Find the update's item (see the module docstring) and apply it; ``on_miss`` handles an
+    update no item matches and returns None when it lost a race (then matching runs again)."""
+    store = runtime.store
+    for _ in range(MAX_TRIES):
+        keyed = store.get_item(update.item_hint) if update.item_hint else None
+        if keyed is not None and keyed.provider_id == update.provider_id:
+            return apply_update(keyed, update, runtime)
+        mapping = store.find_by_provider_id(update.provider_id)
+        if mapping is not None and mapping.item_id:
+            item = keyed if keyed is not None and keyed.id == mapping.item_id else (
+                store.get_item(mapping.item_id)
+            )
+            if item is None:
+                logger.error("provider ID %s maps to missing item %s", update.provider_id,
+                             mapping.item_id)  # fmt: skip
+                return "dropped"
+            return apply_update(item, update, runtime)
+        if keyed is not None:
+            if keyed.provider_id is not None:
+                logger.warning(
+                    "%s %s names item %s, which stores provider ID %s: not applied",
+                    update.provider, update.provider_id, keyed.id, keyed.provider_id,
+                )
+                return "refused"
+            try:
+                return apply_update(keyed, update, runtime, store_id=True)
+            except ProviderIdTaken:
+                continue  # another item stored the ID meanwhile: match again
+        outcome = on_miss(update, mapping)
+        if outcome is not None:
+            return outcome
+    raise VdqError(f"{update.provider} update {update.event_id}: matching kept losing races")
+
+
+def _strategy(runtime: Runtime) -> Any:
+    strategy = runtime.overrides.get("email_tracking")
+    if strategy is None:
+        from vdq.tracking import load_strategy
+
+        strategy = load_strategy(runtime.settings.email_tracking_strategy)
+        runtime.overrides["email_tracking"] = strategy
+    return strategy
+
+
+def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
+    """One SES event (the JSON SNS delivers raw to the results queue)."""
+    update = parse_ses_event(event)
+    found = _strategy(runtime).find_queue_item(event)
+    if found:
+        item_id, attempt = found
+        update = replace(update, item_hint=item_id,
+                         attempt_hint=int(attempt) if attempt is not None else None)  # fmt: skip
+    return match_and_apply(update, runtime, lambda u, seen: keep_orphan(u, seen, runtime))
+
+
+def keep_orphan(update: ProviderUpdate, seen: ProviderRecord | None,
+                runtime: Runtime) -> str | None:  # fmt: skip
+    expiration = int(runtime.clock.now().timestamp()) + ORPHAN_TTL_SECONDS
+    if not runtime.store.add_orphan(update.provider_id, seen, update.to_json(), expiration,
+                                    MAX_ORPHANS):  # fmt: skip
+        return None
+    logger.warning("%s %s for %s matches no item yet: kept as an orphan", update.provider,
+                   update.name, update.provider_id)  # fmt: skip
+    return "orphan"
+
+
+# ---- Twilio: callbacks and deferred lookups --------------------------------------------------
+
+
+def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime: Runtime) -> str:
+    """One authentic Twilio status callback (the signature was checked by the caller)."""
+    update = parse_twilio_callback(params, item_key)
+    now = iso(runtime.clock.now())
+    return match_and_apply(update, runtime,
+                           lambda u, _seen: defer_lookup(u, runtime, 0, now))  # fmt: skip
+
+
+def lookup_message(update: ProviderUpdate, tries: int, first_seen: str) -> dict[str, Any]:
+    return {"kind": LOOKUP_KIND, "update": update.to_json(), "tries": tries,
+            "first_seen": first_seen}  # fmt: skip
+
+
+def defer_lookup(update: ProviderUpdate, runtime: Runtime, tries: int, first_seen: str) -> str:
+    """Look again later (a delayed message on the results queue), until the SMS timeout window
+    has passed; then give up with an error in the log."""
+    s = runtime.settings
+    deadline = parse_iso(first_seen) + timedelta(hours=s.twilio_sms_timeout_hours)
+    if runtime.clock.now() >= deadline:
+        logger.error("Twilio %s %s matched no queue item within %s hours: dropped",
+                     update.provider_id, update.name, s.twilio_sms_timeout_hours)  # fmt: skip
+        return "dropped"
+    delay = min(LOOKUP_MAX_DELAY, LOOKUP_FIRST_DELAY * 2**tries)
+    runtime.client("sqs").send_message(
+        QueueUrl=s.results_queue_url,
+        MessageBody=json.dumps(lookup_message(update, tries + 1, first_seen)),
+        DelaySeconds=delay,
+    )
+    logger.info("Twilio %s %s matches no item yet: lookup %d in %d s", update.provider_id,
+                update.name, tries + 1, delay)  # fmt: skip
+    return "deferred"
+
+
+def handle_deferred_lookup(message: dict[str, Any], runtime: Runtime) -> str:
+    update = ProviderUpdate.from_json(message["update"])
+    tries, first_seen = int(message.get("tries") or 0), str(message["first_seen"])
+    def again(u: ProviderUpdate, _seen: ProviderRecord | None) -> str | None:
+        return defer_lookup(u, runtime, tries, first_seen)
+
+    return match_and_apply(update, runtime, again)
+
+
+def handle_results_message(body: str, runtime: Runtime) -> str:
+    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
+    deferred lookup."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise BadEvent("the message is not JSON") from None
+    if not isinstance(data, dict):
+        raise BadEvent("the message is not a JSON object")
+    if data.get("kind") == LOOKUP_KIND:
+        return handle_deferred_lookup(data, runtime)
+    if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
+        return handle_results_message(data["Message"], runtime)
+    return handle_ses_event(data, runtime)

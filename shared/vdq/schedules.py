@@ -1,0 +1,232 @@
+"""What the schedules run: SMS polling and timeouts, the lease and re-publish sweeps, the purge.
+
+Each check reads the timers index (sparse, sharded, keys only) for timers that passed, reads
+each item strongly consistent and acts only if the item is still as the timer says: the index
+is eventually consistent, so an entry can be stale. One item's failure (a Twilio error, a lost
+race) is logged and the run goes on.
+
+- SMS (only with ``TWILIO_ACCOUNT_SID``): awaiting SMS carry an ``await`` timer keyed on
+  ``done_since``, which never changes, so a retried item keeps its window. The timeout check
+  fetches the status one last time and applies ``timeout`` when it is still not final. Polling
+  mode (no ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at
+  most ``VDQ_SMS_POLL_BATCH`` a run.
+- Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
+  took the message is unknown, and a later provider event still finds the item by its key.
+- Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
+  was never claimed) is published again, after pushing the timer on conditionally, so two
+  sweeps never publish the same item twice.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from vdq import resources, results
+from vdq.clock import iso
+from vdq.errors import InvalidTransition, VdqError
+from vdq.observability import logger
+from vdq.runtime import Runtime
+from vdq.store import QueueItemRecord
+from vdq.transitions import (
+    TIMER_AWAIT,
+    TIMER_LEASE,
+    TIMER_PUBLISH,
+    Step,
+    apply,
+    publish_send,
+    timer_partition,
+)
+from vdq.workflow import State
+
+ACTOR = "schedule"
+SWEEP_BATCH = 200  # items per timer kind per run
+LEASE_RESULT = (
+    "outcome unknown: the send attempt did not finish within its lease of {s} s; "
+    "the provider may have accepted the message, so a retry may send it twice"
+)
+TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of queueing (last status: {last})"
+
+# Tasks by name; a plain EventBridge "Scheduled Event" without one runs MINUTE.
+MINUTE = ("sms", "sweep")
+
+
+@dataclass
+class Report:
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+
+def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
+    report = Report()
+    for task in tasks:
+        if task == "sms":
+            sms_checks(runtime, report)
+        elif task == "sweep":
+            lease_sweep(runtime, report)
+            republish_sweep(runtime, report)
+        elif task == "purge":
+            purge(runtime, report)
+        else:
+            raise VdqError(f"unknown schedule task {task!r}")
+    logger.info("schedule %s: %s", ",".join(tasks), report.counts)
+    return report.counts
+
+
+def due(kind: str, before: str, runtime: Runtime, limit: int) -> list[str]:
+    """Ids of items whose ``kind`` timer is below ``before``, oldest first, across shards."""
+    store, shards = runtime.store, runtime.settings.index_shards
+    rows = []
+    for k in range(shards):
+        rows.extend(store.query_index(resources.TIMERS_INDEX, f"{kind}#{k}", below=before,
+                                      limit=limit))  # fmt: skip
+    return [item_id for item_id, _ in heapq.nsmallest(limit, rows, key=lambda r: r[1])]
+
+
+def _timer_due(item: QueueItemRecord, kind: str, before: str, runtime: Runtime) -> bool:
+    """The item (read consistently) still has a ``kind`` timer below ``before``."""
+    expected = timer_partition(kind, item.id, runtime.settings.index_shards)
+    return item.timer_pk == expected and (item.timer_sk or "") < before
+
+
+# ---- SMS -------------------------------------------------------------------------------------
+
+
+def sms_checks(runtime: Runtime, report: Report) -> None:
+    s = runtime.settings
+    if not s.sms_checks_enabled:
+        return
+    from vdq.providers.twilio import get_twilio
+
+    twilio = get_twilio(runtime)
+    now = runtime.clock.now()
+    window_start = iso(now - timedelta(hours=s.twilio_sms_timeout_hours))
+    timed_out = due(TIMER_AWAIT, window_start, runtime, s.sms_poll_batch)
+    for item_id in timed_out:
+        _guard(report, item_id, lambda i=item_id: timeout_item(i, twilio, window_start, runtime,
+                                                              report))  # fmt: skip
+    if s.twilio_polling:
+        done = set(timed_out)
+        for item_id in due(TIMER_AWAIT, iso(now), runtime, s.sms_poll_batch):
+            if item_id not in done:
+                _guard(report, item_id, lambda i=item_id: poll_item(i, twilio, runtime, report))
+
+
+def _guard(report: Report, item_id: str, work: Any) -> None:
+    try:
+        work()
+    except Exception:
+        report.add("failed")
+        logger.exception("schedule step for %s failed; the next run tries again", item_id)
+
+
+def _fetch(item: QueueItemRecord, twilio: Any) -> results.ProviderUpdate:
+    status = twilio.fetch(item.provider_id)
+    return results.twilio_update(item.provider_id or "", status.status, status.error_code,
+                                 status.error_message, item_hint=item.id)  # fmt: skip
+
+
+def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> None:
+    item = runtime.store.get_item(item_id)
+    if item is None or item.state != State.AWAITING.value or not item.provider_id:
+        return
+    update = _fetch(item, twilio)
+    report.add("polled")
+    if results.TRANSITION_FOR.get(update.status) not in ("succeed", "error"):
+        return  # still in flight: nothing new to record on an awaiting item
+    report.add(f"poll_{results.apply_update(item, update, runtime)}")
+
+
+def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
+                 report: Report) -> None:  # fmt: skip
+    item = runtime.store.get_item(item_id)
+    if item is None or item.state != State.AWAITING.value or item.done_since >= window_start:
+        return
+    last = "unknown"
+    if item.provider_id:
+        try:
+            update = _fetch(item, twilio)
+        except Exception as exc:  # the window passed either way; say why it is unconfirmed
+            logger.warning("last status fetch of %s failed: %s", item.id, exc)
+            last = f"unknown, the last fetch failed: {exc}"
+        else:
+            last = update.name
+            if results.TRANSITION_FOR.get(update.status) in ("succeed", "error"):
+                report.add(f"final_{results.apply_update(item, update, runtime)}")
+                return
+    hours = runtime.settings.twilio_sms_timeout_hours
+    step = Step("timeout", actor=ACTOR, source="schedule", attempt=item.attempt,
+                result=TIMEOUT_RESULT.format(h=hours, last=last),
+                expect=frozenset({State.AWAITING.value}))  # fmt: skip
+    try:
+        outcome = apply(item, step, runtime)
+    except InvalidTransition:
+        return  # moved on meanwhile
+    report.add(f"timeout_{outcome.kind}")
+
+
+# ---- sweeps ----------------------------------------------------------------------------------
+
+
+def lease_sweep(runtime: Runtime, report: Report) -> None:
+    now = iso(runtime.clock.now())
+    for item_id in due(TIMER_LEASE, now, runtime, SWEEP_BATCH):
+        _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
+
+
+def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> None:
+    from vdq.send import send_entry
+
+    item = runtime.store.get_item(item_id)
+    if item is None or item.state != State.SENDING.value:
+        return
+    if not _timer_due(item, TIMER_LEASE, now, runtime):
+        return
+    result = LEASE_RESULT.format(s=runtime.settings.lease_seconds)
+    step = Step("error", actor=ACTOR, source="schedule", attempt=item.attempt, result=result,
+                expect=frozenset({State.SENDING.value}))  # fmt: skip
+    history = [send_entry(item)] if item.claimed_at else []
+    try:
+        outcome = apply(item, step, runtime, history=history)
+    except InvalidTransition:
+        return  # the worker recorded its outcome first
+    report.add(f"lease_{outcome.kind}")
+
+
+def republish_sweep(runtime: Runtime, report: Report) -> None:
+    now = iso(runtime.clock.now())
+    for item_id in due(TIMER_PUBLISH, now, runtime, SWEEP_BATCH):
+        _guard(report, item_id, lambda i=item_id: republish(i, now, runtime, report))
+
+
+def republish(item_id: str, now: str, runtime: Runtime, report: Report) -> None:
+    item = runtime.store.get_item(item_id)
+    if item is None or item.state not in (State.QUEUED.value, State.DELAYED.value):
+        return
+    if not _timer_due(item, TIMER_PUBLISH, now, runtime):
+        return
+    s = runtime.settings
+    next_due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))
+    assert item.timer_pk is not None
+    if not runtime.store.move_timer(item, item.timer_pk, f"{next_due}#{item.id}"):
+        return  # claimed, moved or re-published by another sweep first
+    if publish_send(item, runtime):
+        report.add("republished")
+        logger.info("re-published %s (attempt %s): its send was not claimed in time", item.id,
+                    item.attempt)  # fmt: skip
+
+
+# ---- purge -----------------------------------------------------------------------------------
+
+
+def purge(runtime: Runtime, report: Report) -> None:
+    """The daily file-age purge (vdq.attachments.purge_idle), when the files age is set."""
+    if runtime.settings.max_files_age_seconds is None:
+        return
+    from vdq.attachments import purge_idle
+
+    report.add("files_purged", purge_idle(runtime))

@@ -1,0 +1,53 @@
+"""The Twilio status callback's signature, checked against the public URL Twilio posted to.
+
+Twilio signs the URL it was given (``TWILIO_WEBHOOK_URL`` with ``queue_item`` added) plus the
+sorted form parameters. Behind API Gateway the function sees neither that host nor the raw
+query string, so the URL is rebuilt from the setting and the query parameters received, in the
+order received: any change to ``queue_item`` changes the URL and fails the check.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from vdq import api
+from vdq.settings import Settings
+
+
+def public_url(webhook_url: str, event: dict[str, Any]) -> str:
+    """The URL Twilio signed: the webhook URL and the query parameters it was given."""
+    own = set(parse_qsl(urlsplit(webhook_url).query, keep_blank_values=True))
+    received = event.get("multiValueQueryStringParameters") or {
+        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
+    }
+    added = [(k, v) for k, values in received.items() for v in values if (k, v) not in own]
+    if not added:
+        return webhook_url
+    separator = "&" if urlsplit(webhook_url).query else ("" if webhook_url.endswith("?") else "?")
+    return f"{webhook_url}{separator}{urlencode(added)}"
+
+
+def form_params(event: dict[str, Any]) -> dict[str, str]:
+    raw = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        raw = base64.b64decode(raw).decode("utf-8")
+    return dict(parse_qsl(raw, keep_blank_values=True))
+
+
+def auth_token(settings: Settings) -> str:
+    """The auth token, from the same source as the provider's (settings or the secret)."""
+    from vdq.providers.twilio import settings_credentials
+
+    return settings_credentials(settings)()[1]
+
+
+def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings) -> bool:
+    signature = api.header(event, "X-Twilio-Signature")
+    if not signature or not settings.twilio_webhook_url:
+        return False
+    from twilio.request_validator import RequestValidator
+
+    url = public_url(settings.twilio_webhook_url, event)
+    return bool(RequestValidator(auth_token(settings)).validate(url, params, signature))

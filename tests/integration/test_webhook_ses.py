@@ -1,0 +1,270 @@
+"""SES events through the results queue (SNS raw delivery -> SQS -> functions/webhook)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from functions.webhook import handler as webhook
+
+from tests.support.operator import dynamodb_requests
+from tests.support.results import (
+    LambdaContext,
+    kinds,
+    new_email,
+    ses_event,
+    sqs_event,
+    to_awaiting,
+    to_sending,
+)
+from vdq import results
+from vdq.store import ProviderRecord, provider_pk
+from vdq.transitions import Step, apply
+
+MSG = "010001927b2d6c1e-test-message-000000"
+
+
+def deliver(*bodies):
+    answer = webhook.handler(sqs_event(*bodies), LambdaContext())
+    assert answer == {"batchItemFailures": []}, answer
+    return answer
+
+
+def mapping(provider_id: str) -> ProviderRecord | None:
+    try:
+        return ProviderRecord.get(provider_pk(provider_id), "MAP", consistent_read=True)
+    except ProviderRecord.DoesNotExist:
+        return None
+
+
+def test_delivery_event_succeeds_the_item_in_two_dynamodb_requests(aws, runtime, monkeypatch):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    with dynamodb_requests(monkeypatch) as counts:
+        deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    assert counts == {"GetItem": 1, "TransactWriteItems": 1}
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "succeeded"
+    assert "250 2.0.0 OK" in stored.result
+    assert ("transition", "succeed") in kinds(runtime, item.id)
+
+
+@pytest.mark.parametrize(
+    ("sample", "state", "in_result"),
+    [
+        ("delivery", "succeeded", "250 2.0.0 OK"),
+        ("bounce_permanent", "errored", "550 5.1.1 user unknown"),
+        ("bounce_transient", "errored", "552 5.2.2 mailbox full"),
+        ("reject", "errored", "Bad content"),
+        ("rendering_failure", "errored", "Attribute 'name' is not present"),
+        ("delivery_delay", "awaiting", "over quota"),
+    ],
+)
+def test_each_ses_event_type_applies_its_status_to_an_awaiting_email(
+    aws, runtime, sample, state, in_result
+):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event(sample, message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == state
+    assert in_result in stored.result
+
+
+def test_send_and_complaint_events_are_recorded_without_changing_state(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("send", message_id=MSG, item_id=item.id))
+    assert runtime.store.get_item(item.id).state == "awaiting"
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    deliver(ses_event("complaint", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "succeeded"
+    assert ("event", "Send") in kinds(runtime, item.id)
+    assert ("event", "Complaint") in kinds(runtime, item.id)
+    complaint = [h for h in runtime.store.history(item.id) if h.name == "Complaint"][0]
+    assert "abuse" in complaint.text
+
+
+def test_in_flight_event_moves_a_sending_item_to_awaiting_and_stores_the_message_id(aws, runtime):
+    # The event came before the worker stored the ID: the tag finds the item.
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("send", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", MSG)
+    assert mapping(MSG).item_id == item.id
+
+
+def test_delivery_delay_applies_await_from_sending_and_writes_its_text(aws, runtime):
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("delivery_delay", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "awaiting"
+    assert "MailboxFull" in stored.result and "over quota" in stored.result
+
+
+def test_final_event_for_a_sending_item_found_by_its_tag_applies_and_stores_the_id(aws, runtime):
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("bounce_permanent", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("errored", MSG)
+    assert "user unknown" in stored.result
+
+
+def test_event_without_tags_matches_by_message_id(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("delivery", message_id=MSG, item_id=None))
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_tag_of_an_item_that_stores_another_id_changes_nothing(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, "OTHER-MESSAGE")
+    before = runtime.store.get_item(item.id)
+    deliver(ses_event("bounce_permanent", message_id=MSG, item_id=item.id))
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.result, after.updated_at) == (
+        before.state, before.result, before.updated_at)
+    assert mapping(MSG) is None
+
+
+def test_message_id_wins_over_a_tag_naming_another_item(aws, runtime):
+    owner = to_awaiting(new_email(runtime, "a@example.org"), runtime, MSG)
+    other = to_sending(new_email(runtime, "b@example.org"), runtime)
+    deliver(ses_event("delivery", message_id=MSG, item_id=other.id))
+    assert runtime.store.get_item(owner.id).state == "succeeded"
+    assert runtime.store.get_item(other.id).state == "sending"
+
+
+def test_event_of_an_older_attempt_is_history_only(aws, runtime, clock):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    apply(item, Step("error", actor="test", result="x"), runtime)
+    apply(item.id, Step("retry", actor="ops", source="operator"), runtime)  # attempt 2
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=1))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.attempt) == ("queued", 2)
+    assert ("event", "Delivery") in kinds(runtime, item.id)
+
+
+def test_final_event_for_a_cancelled_item_keeps_it_cancelled_and_writes_result(aws, runtime):
+    item = new_email(runtime)
+    apply(item, Step("cancel", actor="ops", source="operator"), runtime)
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=None))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "cancelled"
+    assert "250 2.0.0 OK" in stored.result
+    assert ("ignored", "succeed") in kinds(runtime, item.id)
+
+
+def test_late_failure_after_success_is_recorded_and_answered_without_failure(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    result = runtime.store.get_item(item.id).result
+    deliver(ses_event("bounce_permanent", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.result) == ("succeeded", result)
+    late = [h for h in runtime.store.history(item.id) if h.kind == "late"]
+    assert [h.name for h in late] == ["error"] and "user unknown" in late[0].text
+
+
+def test_duplicate_and_out_of_order_deliveries_change_nothing_the_second_time(aws, runtime, clock):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    delivery = ses_event("delivery", message_id=MSG, item_id=item.id)
+    bounce = ses_event("bounce_transient", message_id=MSG, item_id=item.id)
+    deliver(delivery)
+    deliver(bounce)  # out of order: late, recorded once
+    first = runtime.store.get_item(item.id)
+    history = kinds(runtime, item.id)
+    clock.advance(60)
+    deliver(delivery, bounce, delivery)
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.result, after.updated_at) == (
+        first.state, first.result, first.updated_at)
+    assert kinds(runtime, item.id) == history
+
+
+def test_duplicate_delivery_to_a_cancelled_item_writes_nothing_again(aws, runtime, clock):
+    item = new_email(runtime)
+    apply(item, Step("cancel", actor="ops", source="operator"), runtime)
+    event = ses_event("bounce_permanent", message_id=MSG, item_id=item.id, attempt=None)
+    deliver(event)
+    history = kinds(runtime, item.id)
+    clock.advance(5)
+    deliver(event)
+    assert kinds(runtime, item.id) == history
+
+
+def test_unmatched_event_is_kept_as_an_orphan_with_a_ttl(aws, runtime, clock):
+    deliver(ses_event("delivery", message_id=MSG, item_id=None))
+    deliver(ses_event("delivery", message_id=MSG, item_id=None))  # duplicate: kept once
+    record = mapping(MSG)
+    assert record.item_id is None
+    orphans = json.loads(record.orphans)
+    assert [o["name"] for o in orphans] == ["Delivery"]
+    assert record.expiration == int(clock.now().timestamp()) + results.ORPHAN_TTL_SECONDS
+
+
+def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime, clock):
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("send", message_id=MSG, item_id=None))
+    deliver(ses_event("delivery", message_id=MSG, item_id=None))
+    clock.advance(1)
+    outcome = results.apply_storing_provider_id(
+        item, Step("await", actor="worker", attempt=item.attempt, provider_id=MSG), runtime)
+    assert outcome.kind == "moved"
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("succeeded", MSG)
+    record = mapping(MSG)
+    assert (record.item_id, record.orphans, record.expiration) == (item.id, None, None)
+    assert ("event", "Send") in kinds(runtime, item.id)
+
+
+def test_orphans_are_applied_through_the_send_workers_record_step(aws, runtime, clock):
+    send = pytest.importorskip("vdq.send")
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("bounce_permanent", message_id=MSG, item_id=None))
+    send.record_accepted(item, send.send_entry(item), MSG, runtime)
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("errored", MSG)
+    assert mapping(MSG).item_id == item.id
+
+
+def test_orphan_adopted_by_a_tagged_event_for_an_item_without_id(aws, runtime):
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("delivery_delay", message_id=MSG, item_id=None))  # orphan
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))  # tag: stores the ID
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("succeeded", MSG)
+    assert mapping(MSG).orphans is None
+    assert ("event", "DeliveryDelay") in kinds(runtime, item.id)
+
+
+def test_sns_envelope_is_accepted_too(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    envelope = {"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:x",
+                "Message": json.dumps(ses_event("delivery", message_id=MSG, item_id=item.id))}
+    deliver(envelope)
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_malformed_message_is_dropped_without_a_retry(aws, runtime):
+    deliver("not json", {"eventType": "Delivery", "mail": {}})
+
+
+def test_a_failure_a_retry_can_fix_fails_only_its_record(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError("DynamoDB is unavailable")
+
+    good = ses_event("delivery", message_id=MSG, item_id=item.id)
+    real = runtime.store
+    calls = {"n": 0}
+
+    class FlakyStore:
+        def __getattr__(self, name):
+            calls["n"] += 1
+            return getattr(Broken() if calls["n"] == 1 else real, name)
+
+    runtime.__dict__["store"] = FlakyStore()
+    answer = webhook.handler(sqs_event(good, good), LambdaContext())
+    runtime.__dict__["store"] = real
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "msg-0"}]}
+    assert runtime.store.get_item(item.id).state == "succeeded"
