@@ -79,7 +79,7 @@ def test_send_and_complaint_events_are_recorded_without_changing_state(aws, runt
     assert stored.state == "succeeded"
     assert ("event", "Send") in kinds(runtime, item.id)
     assert ("event", "Complaint") in kinds(runtime, item.id)
-    complaint = [h for h in runtime.store.history(item.id) if h.name == "Complaint"][0]
+    complaint = next(h for h in runtime.store.history(item.id) if h.name == "Complaint")
     assert "abuse" in complaint.text
 
 
