@@ -1,0 +1,80 @@
+"""The MIME message of one email queue item.
+
+The headers show the request as its author wrote it (To and Cc list every addressee; Bcc is
+never written); the envelope, set by the SES call, names only the item's receiver. Text and
+HTML are alternatives; inline files (images referenced by ``cid:``) sit beside the HTML in a
+related part; other files are attachments. Output is 7-bit ASCII with CRLF line ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import format_datetime
+from typing import Any
+
+POLICY = SMTP.clone(cte_type="7bit")
+
+
+@dataclass(frozen=True)
+class File:
+    filename: str
+    content_type: str
+    data: bytes
+    inline: bool = False
+    content_id: str | None = None
+
+
+def _address(value: Mapping[str, Any]) -> Address:
+    return Address(display_name=value.get("name") or "", addr_spec=value["email"])
+
+
+def _addresses(values: Sequence[Mapping[str, Any]] | None) -> list[Address]:
+    return [_address(v) for v in values or ()]
+
+
+def build_email(
+    *,
+    sender: str,
+    sender_name: str | None,
+    content: Mapping[str, Any],
+    files: Sequence[File] = (),
+    date: datetime | None = None,
+) -> bytes:
+    """The raw message for ``content`` (as enqueue stores it) and its files."""
+    msg = EmailMessage(policy=POLICY)
+    msg["Subject"] = content.get("subject") or ""
+    msg["From"] = Address(display_name=sender_name or "", addr_spec=sender)
+    for header, key in (("To", "to"), ("Cc", "cc"), ("Reply-To", "reply_to")):
+        addresses = _addresses(content.get(key))
+        if addresses:
+            msg[header] = addresses
+    if date is not None:
+        msg["Date"] = format_datetime(date)
+    msg.set_content(content.get("text") or "")
+    html = content.get("html")
+    if html:
+        msg.add_alternative(html, subtype="html")
+    inline = [f for f in files if f.inline]
+    for f in inline:
+        maintype, _, subtype = f.content_type.partition("/")
+        cid = f"<{f.content_id}>" if f.content_id else None
+        if html:
+            # Beside the HTML part, which refers to it as cid:<content_id>.
+            html_part = msg.get_payload()[1]  # type: ignore[index]
+            html_part.add_related(  # type: ignore[union-attr]
+                f.data, maintype, subtype, cid=cid, filename=f.filename, disposition="inline"
+            )
+        else:
+            msg.add_attachment(
+                f.data, maintype, subtype, cid=cid, filename=f.filename, disposition="inline"
+            )
+    for f in files:
+        if not f.inline:
+            maintype, _, subtype = f.content_type.partition("/")
+            msg.add_attachment(f.data, maintype, subtype, filename=f.filename)
+    return msg.as_bytes(policy=POLICY)

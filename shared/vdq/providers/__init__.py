@@ -1,0 +1,59 @@
+"""Provider adapters: the only code that talks to SES and Twilio.
+
+Every failure of a provider call is turned into one of the errors below at the adapter's edge,
+so the worker decides on a class (retry, give up, warn about a possible double send) and never
+matches error text.
+"""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """A provider call failed. ``code`` is the provider's error code, when it gave one."""
+
+    kind = "failed"
+
+    def __init__(self, provider: str, message: str, *, code: str | int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        code = f" ({self.code})" if self.code is not None else ""
+        return f"{self.provider}{code}: {self.message}"
+
+
+class TransientProviderError(ProviderError):
+    """The provider did not take the message and may take it later (throttling, 5xx, no
+    connection). Nothing was sent, so a retry cannot send twice."""
+
+    kind = "transient"
+
+
+class PermanentProviderError(ProviderError):
+    """The provider refused the message; sending it again as it is will fail again."""
+
+    kind = "permanent"
+
+
+class RejectedByProvider(PermanentProviderError):
+    """The provider answered the request with a rejection of this message (Twilio's 4xx)."""
+
+    kind = "rejected"
+
+
+class AmbiguousProviderError(ProviderError):
+    """The request reached the provider but no answer came back (read timeout, connection
+    dropped): the provider may have accepted the message, so a retry may send it twice."""
+
+    kind = "ambiguous"
+
+
+__all__ = [
+    "AmbiguousProviderError",
+    "PermanentProviderError",
+    "ProviderError",
+    "RejectedByProvider",
+    "TransientProviderError",
+]

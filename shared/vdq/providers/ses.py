@@ -1,0 +1,113 @@
+"""Email through Amazon SES v2: SendEmail with raw MIME content.
+
+The client makes no retries of its own: botocore's standard mode retries read timeouts, and a
+SendEmail retried after SES accepted the first request sends the email twice. Throttling and
+5xx answers come back to the worker as TransientProviderError, which retries on its own
+schedule (delay, new publish), without that risk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    ProxyConnectionError,
+)
+
+from vdq.providers import (
+    AmbiguousProviderError,
+    PermanentProviderError,
+    ProviderError,
+    TransientProviderError,
+)
+
+PROVIDER = "SES"
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=3,
+                        read_timeout=20)  # fmt: skip
+
+# SES v2 SendEmail errors that say "not now": the same request can succeed later.
+TRANSIENT_CODES = frozenset({
+    "TooManyRequestsException", "Throttling", "ThrottlingException", "LimitExceededException",
+    "ServiceUnavailable", "ServiceUnavailableException", "InternalFailure", "InternalError",
+    "InternalServiceError", "RequestTimeout", "RequestTimeoutException",
+})  # fmt: skip
+# HTTP statuses the seed treats as transient besides 5xx.
+TRANSIENT_STATUSES = frozenset({408, 423, 429})
+# Connection failures raised before the request was sent: SES cannot have seen it.
+NOT_SENT_ERRORS = (ConnectTimeoutError, EndpointConnectionError, ProxyConnectionError)
+
+
+def classify(exc: ClientError | BotoCoreError) -> ProviderError:
+    """The provider error for an exception raised by a SendEmail call."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code") or "Unknown"
+        message = error.get("Message") or str(exc)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code in TRANSIENT_CODES or status >= 500 or status in TRANSIENT_STATUSES:
+            return TransientProviderError(PROVIDER, message, code=code)
+        # MessageRejected, MailFromDomainNotVerifiedException, AccountSuspendedException,
+        # SendingPausedException, NotFoundException, BadRequestException, ...
+        return PermanentProviderError(PROVIDER, message, code=code)
+    if isinstance(exc, NOT_SENT_ERRORS):
+        return TransientProviderError(PROVIDER, f"no connection to SES: {exc}")
+    if isinstance(exc, HTTPClientError):  # ReadTimeoutError, ConnectionClosedError, ...
+        return AmbiguousProviderError(PROVIDER, f"no answer from SES: {exc}")
+    if isinstance(exc, ParamValidationError):  # raised while building the request
+        return PermanentProviderError(PROVIDER, str(exc))
+    if isinstance(exc, NoCredentialsError | CredentialRetrievalError):  # before sending
+        return TransientProviderError(PROVIDER, str(exc))
+    # Any other failure may have happened after SES received the request.
+    return AmbiguousProviderError(PROVIDER, str(exc))
+
+
+class SesProvider:
+    def __init__(self, client: Any, configuration_set: str | None = None) -> None:
+        self.client = client
+        self.configuration_set = configuration_set
+
+    @classmethod
+    def from_settings(cls, configuration_set: str | None) -> SesProvider:
+        return cls(boto3.client("sesv2", config=_CLIENT_CONFIG), configuration_set)
+
+    def send_raw(
+        self, *, sender: str, receiver: str, raw: bytes, tags: Sequence[dict[str, str]] = ()
+    ) -> str:
+        """Send ``raw`` to ``receiver`` only (the headers may name others); the message ID."""
+        request: dict[str, Any] = {
+            "FromEmailAddress": sender,
+            "Destination": {"ToAddresses": [receiver]},
+            "Content": {"Raw": {"Data": raw}},
+        }
+        if tags:
+            request["EmailTags"] = [{"Name": t["Name"], "Value": t["Value"]} for t in tags]
+        if self.configuration_set:
+            request["ConfigurationSetName"] = self.configuration_set
+        try:
+            response = self.client.send_email(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise classify(exc) from exc
+        message_id = response.get("MessageId")
+        if not message_id:
+            raise AmbiguousProviderError(PROVIDER, "SES answered without a message ID")
+        return message_id
+
+
+def get_ses(runtime: Any) -> SesProvider:
+    """The runtime's SES provider (``runtime.overrides["ses_provider"]`` when a test sets one)."""
+    provider = runtime.overrides.get("ses_provider")
+    if provider is None:
+        provider = SesProvider.from_settings(runtime.settings.ses_configuration_set)
+        runtime.overrides["ses_provider"] = provider
+    return provider

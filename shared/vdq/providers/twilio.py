@@ -1,0 +1,174 @@
+"""SMS through the ``twilio`` client: send a message, fetch one message's status.
+
+Imported only on SMS paths (the email-only functions never pay for the twilio import). The
+credentials come from settings or from a Secrets Manager secret read through Powertools
+parameters (cached, so a rotated token is picked up within ``SECRET_MAX_AGE`` seconds).
+``settings.twilio_api_url`` points the client at another base URL (the local sandbox).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from twilio.base.exceptions import TwilioException, TwilioRestException
+from twilio.http.http_client import TwilioHttpClient
+from twilio.rest import Client
+from urllib3.exceptions import NewConnectionError
+
+import requests
+from vdq.errors import SettingsError
+from vdq.providers import (
+    AmbiguousProviderError,
+    ProviderError,
+    RejectedByProvider,
+    TransientProviderError,
+)
+from vdq.settings import Settings
+
+PROVIDER = "Twilio"
+SECRET_MAX_AGE = 300
+REQUEST_TIMEOUT = 15.0
+_API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
+
+Credentials = tuple[str, str]  # (account SID, auth token)
+
+
+@dataclass(frozen=True)
+class TwilioStatus:
+    """One message's status as Twilio reports it (``queued``, ``sent``, ``delivered``, ...)."""
+
+    status: str
+    error_code: int | None = None
+    error_message: str | None = None
+
+
+class BaseUrlHttpClient(TwilioHttpClient):
+    """The standard client, with Twilio's API host replaced by another base URL."""
+
+    def __init__(self, base_url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base_url = base_url.rstrip("/") if base_url else None
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.base_url:
+            url = _API_HOST.sub(self.base_url, url, count=1)
+        return super().request(method, url, *args, **kwargs)
+
+
+def classify(exc: Exception) -> ProviderError:
+    """The provider error for an exception raised by a Twilio API call."""
+    if isinstance(exc, TwilioRestException):
+        message = exc.msg or str(exc)
+        if exc.status >= 500 or exc.status == 429:
+            return TransientProviderError(PROVIDER, message, code=exc.code or exc.status)
+        return RejectedByProvider(PROVIDER, message, code=exc.code or exc.status)
+    if isinstance(exc, requests.ConnectTimeout):
+        return TransientProviderError(PROVIDER, f"no connection to Twilio: {exc}")
+    if isinstance(exc, requests.ConnectionError):
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        if isinstance(reason, NewConnectionError):  # refused or unresolved: never sent
+            return TransientProviderError(PROVIDER, f"no connection to Twilio: {exc}")
+        return AmbiguousProviderError(PROVIDER, f"connection to Twilio dropped: {exc}")
+    if isinstance(exc, requests.Timeout):
+        return AmbiguousProviderError(PROVIDER, f"no answer from Twilio: {exc}")
+    if isinstance(exc, requests.RequestException):
+        return AmbiguousProviderError(PROVIDER, str(exc))
+    return AmbiguousProviderError(PROVIDER, f"unreadable answer from Twilio: {exc}")
+
+
+def settings_credentials(settings: Settings) -> Callable[[], Credentials]:
+    """Where the credentials come from: the settings, else the Secrets Manager secret."""
+    sid, token, secret = (settings.twilio_account_sid, settings.twilio_auth_token,
+                          settings.twilio_secret_name)  # fmt: skip
+    if sid and token:
+        return lambda: (sid, token)
+    if not secret:
+        raise SettingsError(
+            "Twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN, or VDQ_TWILIO_SECRET_NAME"
+        )
+
+    def from_secret() -> Credentials:
+        from aws_lambda_powertools.utilities import parameters
+
+        data = parameters.get_secret(secret, transform="json", max_age=SECRET_MAX_AGE)
+        if not isinstance(data, dict) or not data.get("auth_token"):
+            raise SettingsError(f"secret {secret} must be JSON with account_sid and auth_token")
+        account = data.get("account_sid") or sid
+        if not account:
+            raise SettingsError(f"secret {secret} names no account_sid and none is set")
+        return str(account), str(data["auth_token"])
+
+    return from_secret
+
+
+class TwilioProvider:
+    def __init__(
+        self,
+        credentials: Callable[[], Credentials],
+        *,
+        api_url: str | None = None,
+        http_client: Any = None,
+    ) -> None:
+        self._credentials = credentials
+        self._http = http_client or BaseUrlHttpClient(api_url, timeout=REQUEST_TIMEOUT)
+        self._client: Client | None = None
+        self._client_for: Credentials | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, http_client: Any = None) -> TwilioProvider:
+        return cls(settings_credentials(settings), api_url=settings.twilio_api_url,
+                   http_client=http_client)  # fmt: skip
+
+    def client(self) -> Client:
+        credentials = self._credentials()
+        if self._client is None or credentials != self._client_for:
+            sid, token = credentials
+            self._client = Client(sid, token, http_client=self._http, environment={})
+            self._client_for = credentials
+        return self._client
+
+    def send(
+        self,
+        from_: str,
+        to: str,
+        body: str,
+        media_urls: Sequence[str] = (),
+        status_callback: str | None = None,
+    ) -> str:
+        """Create the message; Twilio's message SID."""
+        params: dict[str, Any] = {"from_": from_, "to": to, "body": body}
+        if media_urls:
+            params["media_url"] = list(media_urls)
+        if status_callback:
+            params["status_callback"] = status_callback
+        try:
+            message = self.client().messages.create(**params)
+        except (TwilioException, requests.RequestException, ValueError) as exc:
+            raise classify(exc) from exc
+        if not message.sid:
+            raise AmbiguousProviderError(PROVIDER, "Twilio answered without a message SID")
+        return message.sid
+
+    def fetch(self, sid: str) -> TwilioStatus:
+        """The message's current status (polling mode)."""
+        try:
+            message = self.client().messages(sid).fetch()
+        except (TwilioException, requests.RequestException, ValueError) as exc:
+            raise classify(exc) from exc
+        return TwilioStatus(
+            status=str(message.status or ""),
+            error_code=message.error_code,
+            error_message=message.error_message,
+        )
+
+
+def get_twilio(runtime: Any) -> Any:
+    """``runtime.overrides["twilio"]`` when set (a fake), else the runtime's real provider."""
+    provider = runtime.overrides.get("twilio")
+    if provider is None:
+        provider = TwilioProvider.from_settings(runtime.settings)
+        runtime.overrides["twilio"] = provider
+    return provider

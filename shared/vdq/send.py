@@ -1,0 +1,359 @@
+"""The send worker: claim a queue item, send it through SES or Twilio, record the outcome.
+
+One send message is one attempt. The claim is one conditional write (``queued``/``delayed`` ->
+``sending`` at the message's attempt); a message for an older attempt, a cancelled item or a
+duplicate delivery fails it and drops itself before any provider is called. The provider is
+called without holding anything; the outcome is then recorded in one transaction with the
+``send`` history entry the claim deferred (key ``send<attempt>`` at the claim time, so the lease
+sweep writing the same entry cannot duplicate it).
+
+Requests on the happy path of an email whose content rides in the message: the claim
+(UpdateItem) and the record (TransactWriteItems of state, provider-ID mapping and history).
+Files add one BatchGetItem of their metadata and one S3 read each.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from vdq import mime, transitions
+from vdq.clock import parse_iso
+from vdq.errors import InvalidTransition
+from vdq.observability import bind_item, logger, metrics
+from vdq.providers import (
+    AmbiguousProviderError,
+    PermanentProviderError,
+    ProviderError,
+    TransientProviderError,
+)
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
+from vdq.tracking import load_strategy
+from vdq.transitions import Step, history_entry
+from vdq.workflow import State
+
+CLAIM_SOURCES = (State.QUEUED.value, State.DELAYED.value)
+ACTOR = "worker"
+
+# What ``process`` did with a message.
+DROPPED = "dropped"  # claim failed: older attempt, cancelled, duplicate delivery, unknown item
+ACCEPTED = "accepted"  # the provider took it; the item awaits its delivery status
+DELAYED = "delayed"  # transient email error: a new attempt is published with a delay
+ERRORED = "errored"  # the item moved to errored
+KEPT = "kept"  # a status update or an operator moved the item first; its state was kept
+
+
+class MissingContent(Exception):
+    """The content or a file the message needs is gone; sending cannot succeed."""
+
+
+def process_body(body: str, runtime: Runtime | None = None) -> str:
+    """Handle one SQS send message body. Raises only when nothing could be recorded."""
+    return process(SendMessage.parse(body), runtime or Runtime.default())
+
+
+def process(message: SendMessage, runtime: Runtime) -> str:
+    bind_item(message.item_id)
+    item = claim(message, runtime)
+    if item is None:
+        metrics.add_metric(name="SendsDropped", unit="Count", value=1)
+        return DROPPED
+    entry = send_entry(item)
+    try:
+        content = message.content or read_content(item, runtime)
+        if item.method == "email":
+            provider_id = send_email(item, content, runtime)
+        else:
+            provider_id = send_sms(item, content, runtime)
+    except TransientProviderError as exc:
+        if item.method == "email":
+            return retry_later(item, entry, exc, runtime)
+        return fail(item, entry, f"{exc}; not sent, and SMS has no automatic retry", runtime)
+    except AmbiguousProviderError as exc:
+        return fail(item, entry, ambiguous_result(exc), runtime)
+    except (PermanentProviderError, MissingContent) as exc:
+        return fail(item, entry, str(exc), runtime)
+    except Exception:
+        logger.exception("send of %s failed", item.id)
+        text = traceback.format_exc()
+        result = f"{item.result}\n{text}" if item.result else text
+        return fail(item, entry, result, runtime)
+    return record_accepted(item, entry, provider_id, runtime)
+
+
+# ---- claim -----------------------------------------------------------------------------------
+
+
+def claim(message: SendMessage, runtime: Runtime) -> QueueItemRecord | None:
+    """The item, moved to ``sending`` for this message's attempt; None to drop the message."""
+    now = runtime.clock.now()
+    write = transitions.claim_write(message.item_id, now, runtime)
+    try:
+        return runtime.store.claim(message.item_id, message.attempt, CLAIM_SOURCES, write)
+    except Moved as moved:
+        logger.info("send message dropped: %s", why_dropped(message, moved.current))
+        return None
+
+
+def why_dropped(message: SendMessage, current: QueueItemRecord | None) -> str:
+    if current is None:
+        return f"queue item {message.item_id} does not exist"
+    if current.attempt != message.attempt:
+        return (f"message for attempt {message.attempt}, the item is at attempt "
+                f"{current.attempt} ({current.state})")  # fmt: skip
+    if current.state == State.CANCELLED:
+        return f"queue item {current.id} is cancelled"
+    return (f"attempt {message.attempt} of {current.id} was claimed before (duplicate "
+            f"delivery); the item is {current.state}")  # fmt: skip
+
+
+def send_entry(item: QueueItemRecord) -> HistoryRecord:
+    """The ``send`` history entry of the claim, written with the outcome.
+
+    The claim's UpdateItem does not return the state it replaced. It is implied: an item enters
+    ``delayed`` only through ``delay``, which counts a retry, and ``queued`` only at creation or
+    through ``retry``, which resets the count; so the claimed item came from ``delayed`` exactly
+    when its retries are above 0.
+    """
+    assert item.claimed_at is not None
+    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
+    return history_entry(
+        item.id,
+        parse_iso(item.claimed_at),
+        actor=ACTOR,
+        source="server",
+        kind="transition",
+        name="send",
+        from_state=source.value,
+        to_state=State.SENDING.value,
+        attempt=int(item.attempt),
+        key=f"send{item.attempt}",
+    )
+
+
+# ---- content and dispatch --------------------------------------------------------------------
+
+
+def read_content(item: QueueItemRecord, runtime: Runtime) -> dict[str, Any]:
+    content = runtime.store.get_content(item.content_id)
+    if content is None:
+        raise MissingContent(f"the content {item.content_id} of this item no longer exists")
+    return content
+
+
+def read_files(content: dict[str, Any], runtime: Runtime) -> list[mime.File]:
+    attachment_ids = content.get("attachments") or []
+    if not attachment_ids:
+        return []
+    records = {r.id: r for r in runtime.store.get_attachments(attachment_ids)}
+    files: list[mime.File] = []
+    for attachment_id in attachment_ids:
+        record = records.get(attachment_id)
+        if record is None or record.purged_at is not None:
+            name = record.filename if record else attachment_id
+            raise MissingContent(f"the file of attachment {name} was deleted; cannot send")
+        try:
+            data = runtime.files.get(record.s3_key)
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise MissingContent(f"the file of attachment {record.filename} is gone") from exc
+            raise
+        files.append(mime.File(record.filename, record.content_type, data, bool(record.inline),
+                               record.cid))  # fmt: skip
+    return files
+
+
+def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -> str:
+    from vdq.providers.ses import get_ses
+
+    raw = mime.build_email(
+        sender=item.sender,
+        sender_name=item.sender_name,
+        content=content,
+        files=read_files(content, runtime),
+        date=runtime.clock.now(),
+    )
+    tags: list[dict[str, str]] = []
+    tracking_strategy(runtime).attach(tags, item)
+    message_id = get_ses(runtime).send_raw(sender=item.sender, receiver=item.receiver, raw=raw,
+                                           tags=tags)  # fmt: skip
+    metrics.add_metric(name="EmailsSent", unit="Count", value=1)
+    return message_id
+
+
+def tracking_strategy(runtime: Runtime) -> Any:
+    """``runtime.overrides["email_tracking"]`` (as the results code reads it) or the setting's."""
+    return runtime.overrides.get("email_tracking") or load_strategy(
+        runtime.settings.email_tracking_strategy
+    )
+
+
+def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -> str:
+    from vdq.providers.twilio import get_twilio
+
+    webhook = runtime.settings.twilio_webhook_url
+    sid = get_twilio(runtime).send(
+        item.sender,
+        item.receiver,
+        content.get("body") or "",
+        list(content.get("media_urls") or ()),
+        status_callback_url(webhook, item.id) if webhook else None,
+    )
+    metrics.add_metric(name="SmsSent", unit="Count", value=1)
+    return sid
+
+
+def status_callback_url(webhook_url: str, item_id: str) -> str:
+    """``webhook_url`` with ``queue_item=<id>``, replacing any ``queue_item`` it has."""
+    parts = urlsplit(webhook_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "queue_item"]
+    query.append(("queue_item", item_id))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+# ---- recording the outcome -------------------------------------------------------------------
+
+
+def ambiguous_result(exc: ProviderError) -> str:
+    return (f"outcome unknown: {exc}. {exc.provider} may have accepted the message; a retry "
+            "may send it twice")  # fmt: skip
+
+
+def retry_delay(retries: int, runtime: Runtime) -> int:
+    """Seconds before automatic retry ``retries`` (0-based): 16 s doubling, capped at 600 s."""
+    s = runtime.settings
+    return min(s.retry_backoff_max_seconds, s.retry_backoff_seconds * 2**retries)
+
+
+def retry_later(item: QueueItemRecord, entry: HistoryRecord, exc: ProviderError,
+                runtime: Runtime) -> str:  # fmt: skip
+    retries = int(item.retries or 0)
+    limit = runtime.settings.max_retries
+    if retries >= limit:
+        return fail(item, entry, f"{exc}; gave up after {retries} retries", runtime)
+    delay = retry_delay(retries, runtime)
+    result = f"{exc}; retry {retries + 1} of {limit} in {delay} s"
+    step = Step("delay", actor=ACTOR, attempt=int(item.attempt), retry_delay=delay, result=result)
+    metrics.add_metric(name="SendRetries", unit="Count", value=1)
+    return DELAYED if record(item, step, entry, runtime) else KEPT
+
+
+def fail(item: QueueItemRecord, entry: HistoryRecord, result: str, runtime: Runtime) -> str:
+    logger.warning("send of %s failed: %s", item.id, result.splitlines()[0] if result else "")
+    metrics.add_metric(name="SendErrors", unit="Count", value=1)
+    step = Step("error", actor=ACTOR, attempt=int(item.attempt), result=result)
+    return ERRORED if record(item, step, entry, runtime) else KEPT
+
+
+def record(item: QueueItemRecord, step: Step, entry: HistoryRecord, runtime: Runtime) -> bool:
+    """Apply ``step`` with the send entry; False when someone moved the item first (the state
+    they set is kept, and the send entry and this outcome go to history)."""
+    try:
+        outcome = transitions.apply(item, step, runtime, history=[entry])
+    except InvalidTransition as exc:
+        state = exc.state
+    else:
+        if outcome.kind != "stale":
+            return True
+        state = outcome.item.state
+    logger.info("%s of %s not applied: the item is now %s", step.transition, item.id, state)
+    note = history_entry(item.id, runtime.clock.now(), actor=ACTOR, source="server", kind="late",
+                         name=step.transition, from_state=state, to_state=state,
+                         attempt=int(item.attempt), text=step.result)  # fmt: skip
+    runtime.store.append_history([entry, note])
+    return False
+
+
+def record_accepted(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
+                    runtime: Runtime, *, map_provider_id: bool = True) -> str:  # fmt: skip
+    """Store the provider's ID (with its mapping) and apply ``await``; when a status update
+    moved the item out of ``sending`` first, store only the ID and keep what it set."""
+    text = f"accepted by {provider_label(item)} as {provider_id}"
+    # The result of an earlier try (a transient error) no longer describes the item.
+    step = Step("await", actor=ACTOR, attempt=int(item.attempt), provider_id=provider_id, text=text,
+                result=None, map_provider_id=map_provider_id)  # fmt: skip
+    try:
+        outcome = transitions.apply(item, step, runtime, history=[entry])
+        if outcome.kind != "stale":
+            return ACCEPTED
+        state = outcome.item.state
+    except InvalidTransition as exc:
+        state = exc.state
+    except ProviderIdTaken as exc:
+        return provider_id_taken(item, entry, provider_id, exc, runtime)
+    note = history_entry(item.id, runtime.clock.now(), actor=ACTOR, source="server", kind="late",
+                         name="await", from_state=state, to_state=state, attempt=int(item.attempt),
+                         text=f"{text} after a status update moved the item to {state}; "
+                              "state kept")  # fmt: skip
+    try:
+        stored = runtime.store.store_provider_id(item.id, provider_id, [entry, note],
+                                                 map_provider_id=map_provider_id)  # fmt: skip
+    except ProviderIdTaken as exc:
+        return provider_id_taken(item, entry, provider_id, exc, runtime, state=state)
+    if not stored:  # the update stored the ID itself (or another): keep it
+        runtime.store.append_history([entry, note])
+    logger.info("%s of %s stored; the item stays %s", provider_id, item.id, state)
+    return KEPT
+
+
+def provider_id_taken(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
+                      exc: ProviderIdTaken, runtime: Runtime, *,
+                      state: str | None = None) -> str:  # fmt: skip
+    owner = exc.owner.item_id if exc.owner is not None else None
+    if owner == item.id:
+        # A status update found the item by its key and stored the ID (and its mapping) first.
+        if state is None:
+            return record_accepted(item, entry, provider_id, runtime, map_provider_id=False)
+        runtime.store.append_history([entry])
+        return KEPT
+    if owner is None and exc.owner is not None:
+        return adopt_orphans(item, entry, provider_id, runtime, state=state)
+    logger.error("%s returned %s for %s, but queue item %s stores that ID; state kept",
+                 provider_label(item), provider_id, item.id, owner)  # fmt: skip
+    note = history_entry(item.id, runtime.clock.now(), actor=ACTOR, source="server", kind="late",
+                         name="await", attempt=int(item.attempt),
+                         text=f"accepted as {provider_id}, which queue item {owner} stores; "
+                              "the ID was not stored")  # fmt: skip
+    runtime.store.append_history([entry, note])
+    return KEPT
+
+
+def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
+                  runtime: Runtime, *, state: str | None) -> str:  # fmt: skip
+    """Events that arrived before any item stored the ID wait on its mapping: point the mapping
+    at this item, store the ID on the item, then hand the events to the results code, which
+    applies them and clears them (until it does they stay on the mapping: none is lost)."""
+    orphans = runtime.store.adopt_orphans(provider_id, item.id)
+    if state is None:
+        outcome = record_accepted(item, entry, provider_id, runtime, map_provider_id=False)
+    else:
+        note = history_entry(item.id, runtime.clock.now(), actor=ACTOR, source="server",
+                             kind="late", name="await", from_state=state, to_state=state,
+                             attempt=int(item.attempt),
+                             text=f"accepted as {provider_id}; state kept")  # fmt: skip
+        if not runtime.store.store_provider_id(item.id, provider_id, [entry, note],
+                                               map_provider_id=False):  # fmt: skip
+            runtime.store.append_history([entry, note])
+        outcome = KEPT
+    if orphans:
+        replay_orphans(item.id, provider_id, orphans, runtime)
+    return outcome
+
+
+def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
+                   runtime: Runtime) -> None:  # fmt: skip
+    """Apply the adopted events (the results code owns what an event means); one that fails
+    stays on the mapping for a later match."""
+    from vdq import results
+
+    try:
+        results.replay_orphans(item_id, provider_id, orphans, runtime)
+    except Exception:
+        logger.exception("early events of %s not applied to %s", provider_id, item_id)
+
+
+def provider_label(item: QueueItemRecord) -> str:
+    return "SES" if item.method == "email" else "Twilio"

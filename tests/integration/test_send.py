@@ -1,0 +1,487 @@
+"""The send worker against moto: SES v2 from moto, Twilio through a fake HTTP client."""
+
+from __future__ import annotations
+
+import base64
+import email
+import json
+from dataclasses import replace
+from email import policy
+
+import boto3
+import pytest
+from functions.send import handler as send_handler
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ses.models import ses_backends
+
+import vdq
+from tests.support.aws import drain
+from tests.support.events import load_event
+from tests.support.fake_twilio import fake_twilio
+from vdq import send
+from vdq.providers import TransientProviderError
+from vdq.providers.ses import get_ses
+from vdq.transitions import Step, apply
+
+SENDER = "shop@example.com"
+WEBHOOK = "https://hooks.example.com/twilio/status?tenant=7&queue_item=stale"
+
+
+class LambdaContext:
+    function_name = "vdq-send"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-send"
+    aws_request_id = "req-send-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def rt(aws, runtime, clock):
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    runtime.settings = replace(runtime.settings, ses_configuration_set="vdq-events",
+                               twilio_webhook_url=WEBHOOK)  # fmt: skip
+    # A provider call takes time: the record is written after the claim, as in production.
+    get_ses(runtime).client.meta.events.register(
+        "provide-client-params.sesv2.SendEmail", lambda **_: clock.advance(0.05)
+    )
+    return runtime
+
+
+@pytest.fixture
+def ses_requests(rt):
+    """The parameters of every SES SendEmail call the worker makes."""
+    calls = []
+    client = get_ses(rt).client
+    client.meta.events.register(
+        "provide-client-params.sesv2.SendEmail", lambda params, **_: calls.append(dict(params))
+    )
+    return calls
+
+
+def sent_emails():
+    return ses_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].sent_messages
+
+
+def email_items(rt, **kwargs):
+    defaults = dict(to=[{"email": "ada@example.org", "name": "Ada Lovelace"}],
+                    cc=["grace@example.org"], bcc=["hidden@example.org"],
+                    reply_to=["help@example.com"], html="<p>Hello <b>Ada</b></p>")  # fmt: skip
+    defaults.update(kwargs)
+    to = defaults.pop("to")
+    return vdq.add_email({"email": SENDER, "name": "Shop"}, to, "Your order shipped",
+                         "Hello Ada", runtime=rt, **defaults)  # fmt: skip
+
+
+def bodies(aws):
+    return {m["id"]: json.dumps(m) for m in drain(aws)}
+
+
+def history(rt, item_id):
+    return [(h.name, h.from_state, h.to_state) for h in rt.store.history(item_id)]
+
+
+# ---- email ------------------------------------------------------------------------------------
+
+
+def test_email_is_sent_through_ses_and_awaits_its_delivery(aws, rt, ses_requests):
+    items = email_items(rt)
+    messages = bodies(aws)
+    ada = items[0]
+    for item in items:
+        assert send.process_body(messages[item.id], rt) == send.ACCEPTED
+
+    stored = rt.store.get_item(ada.id)
+    assert stored.state == "awaiting" and stored.attempt == 1
+    assert stored.provider_id and stored.timer_pk is None  # no lease left; email has no timer
+    assert rt.store.find_by_provider_id(stored.provider_id).item_id == ada.id
+    assert history(rt, ada.id) == [("send", "queued", "sending"), ("await", "sending", "awaiting")]
+
+    # Each item's envelope names only its receiver; the headers show the request.
+    assert [m.destinations[0] for m in sent_emails()] == [
+        "ada@example.org", "grace@example.org", "hidden@example.org"]  # fmt: skip
+    assert [r["Destination"] for r in ses_requests] == [
+        {"ToAddresses": [i.receiver]} for i in items]  # fmt: skip
+    raw = sent_emails()[2].raw_data
+    message = email.message_from_string(raw, policy=policy.default)
+    assert message["To"] == "Ada Lovelace <ada@example.org>"
+    assert message["Cc"] == "grace@example.org"
+    assert message["Reply-To"] == "help@example.com"
+    assert message["From"] == "Shop <shop@example.com>"
+    assert "Bcc" not in message and "hidden@example.org" not in raw
+    assert message.get_body(("plain",)).get_content().strip() == "Hello Ada"
+    assert "<b>Ada</b>" in message.get_body(("html",)).get_content()
+
+
+def test_the_ses_call_carries_the_tracking_tags_and_configuration_set(aws, rt, ses_requests):
+    [item] = email_items(rt, cc=[], bcc=[])
+    send.process_body(bodies(aws)[item.id], rt)
+    [request] = ses_requests
+    assert request["ConfigurationSetName"] == "vdq-events"
+    assert request["EmailTags"] == [{"Name": "vdq_item", "Value": item.id},
+                                    {"Name": "vdq_attempt", "Value": "1"}]  # fmt: skip
+    assert request["FromEmailAddress"] == SENDER
+
+
+def test_the_no_op_tracking_strategy_sends_no_tags(aws, rt, ses_requests):
+    rt.settings = replace(rt.settings, email_tracking_strategy="vdq.tracking.EmailTrackingStrategy")
+    [item] = email_items(rt, cc=[], bcc=[])
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    assert "EmailTags" not in ses_requests[0]
+
+
+def test_attachments_and_inline_images_are_built_into_the_message(aws, rt):
+    files = [
+        {"filename": "invoice.pdf", "content_type": "application/pdf",
+         "content_base64": base64.b64encode(b"%PDF-1.4 invoice").decode()},
+        {"filename": "logo.png", "content_type": "image/png", "inline": True,
+         "content_id": "logo@shop", "content_base64": base64.b64encode(b"\x89PNG logo").decode()},
+    ]  # fmt: skip
+    [item] = email_items(rt, cc=[], bcc=[], attachments=files,
+                         html='<p>Hi <img src="cid:logo@shop"></p>')  # fmt: skip
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    message = email.message_from_string(sent_emails()[0].raw_data, policy=policy.default)
+    parts = {p.get_filename(): p for p in message.walk() if p.get_filename()}
+    assert parts["invoice.pdf"].get_content() == b"%PDF-1.4 invoice"
+    assert parts["invoice.pdf"].get_content_disposition() == "attachment"
+    logo = parts["logo.png"]
+    assert logo["Content-ID"] == "<logo@shop>" and logo.get_content_disposition() == "inline"
+    assert logo.get_content() == b"\x89PNG logo"
+    related = next(p for p in message.walk() if p.get_content_type() == "multipart/related")
+    assert [p.get_content_type() for p in related.iter_parts()] == ["text/html", "image/png"]
+
+
+def test_an_attachment_whose_file_was_purged_errors_with_a_clear_result(aws, rt):
+    files = [{"filename": "invoice.pdf", "content_type": "application/pdf",
+              "content_base64": base64.b64encode(b"%PDF").decode()}]  # fmt: skip
+    [item] = email_items(rt, cc=[], bcc=[], attachments=files)
+    content = rt.store.get_content(item.content_id)
+    [record] = rt.store.get_attachments(content["attachments"])
+    record.update(actions=[type(record).purged_at.set("2026-01-01T00:00:00.000000Z")])
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored" and "invoice.pdf was deleted" in stored.result
+    assert sent_emails() == []
+
+
+def test_content_is_read_when_the_message_does_not_carry_it(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    bare = json.dumps({"id": item.id, "attempt": 1})
+    assert send.process_body(bare, rt) == send.ACCEPTED
+    assert "Your order shipped" in sent_emails()[0].raw_data
+
+
+def test_missing_content_errors_the_item_without_calling_ses(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    from vdq.store import CONTENT_SK, ContentRecord, content_pk
+
+    ContentRecord(content_pk(item.content_id), CONTENT_SK).delete()
+    assert send.process_body(json.dumps({"id": item.id, "attempt": 1}), rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert "content" in stored.result and "no longer exists" in stored.result
+    assert sent_emails() == []
+
+
+def test_ses_permanent_rejection_errors_the_item_with_the_ses_text(aws, rt):
+    items = vdq.add_email("unverified@example.com", ["ada@example.org"], "Hi", "Hello",
+                          runtime=rt)  # fmt: skip
+    assert send.process_body(bodies(aws)[items[0].id], rt) == send.ERRORED
+    stored = rt.store.get_item(items[0].id)
+    assert stored.state == "errored" and stored.retries == 0
+    assert stored.result.startswith("SES (MessageRejected): ")
+    assert "unverified@example.com" in stored.result
+    assert drain(aws) == []  # no retry is published
+
+
+# ---- duplicates and old attempts ---------------------------------------------------------------
+
+
+def test_a_duplicate_delivery_calls_the_provider_once(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    body = bodies(aws)[item.id]
+    assert send.process_body(body, rt) == send.ACCEPTED
+    assert send.process_body(body, rt) == send.DROPPED
+    assert len(sent_emails()) == 1
+    assert rt.store.get_item(item.id).state == "awaiting"
+
+
+def test_a_message_for_an_older_attempt_is_dropped(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    old = bodies(aws)[item.id]
+    apply(item.id, Step("error", actor="vdq", result="publish failed"), rt)
+    apply(item.id, Step("retry", actor="op", source="operator"), rt)
+    new = bodies(aws)[item.id]
+    assert json.loads(new)["attempt"] == 2
+    assert send.process_body(old, rt) == send.DROPPED
+    assert sent_emails() == []
+    assert send.process_body(new, rt) == send.ACCEPTED
+    assert len(sent_emails()) == 1
+
+
+def test_a_message_for_a_cancelled_item_is_dropped(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    body = bodies(aws)[item.id]
+    apply(item.id, Step("cancel", actor="op", source="operator"), rt)
+    assert send.process_body(body, rt) == send.DROPPED
+    assert rt.store.get_item(item.id).state == "cancelled"
+    assert sent_emails() == []
+
+
+def test_a_message_for_an_unknown_item_is_dropped(aws, rt):
+    assert send.process_body(json.dumps({"id": "01JDZ7K3M4N5P6Q7R8S9T0V1W2", "attempt": 1}),
+                             rt) == send.DROPPED  # fmt: skip
+
+
+# ---- transient errors and the retry schedule -----------------------------------------------------
+
+
+class FailingSes:
+    def __init__(self, error, clock=None):
+        self.error, self.clock = error, clock
+        self.calls = 0
+
+    def send_raw(self, **_):
+        self.calls += 1
+        if self.clock is not None:
+            self.clock.advance(0.05)
+        raise self.error
+
+
+class RecordingQueue:
+    def __init__(self):
+        self.messages = []
+
+    def publish(self, messages):
+        self.messages.extend(messages)
+        return {}
+
+
+def test_transient_errors_retry_on_the_celery_schedule_then_error_after_12(aws, rt, clock):
+    [item] = email_items(rt, cc=[], bcc=[])
+    body = bodies(aws)[item.id]
+    ses = FailingSes(TransientProviderError("SES", "Maximum sending rate exceeded.",
+                                            code="TooManyRequestsException"), clock)  # fmt: skip
+    rt.overrides["ses_provider"] = ses
+    queue = RecordingQueue()
+    rt.overrides["send_queue"] = queue
+    rt.__dict__.pop("send_queue", None)
+
+    delays = []
+    while True:
+        outcome = send.process_body(body, rt)
+        stored = rt.store.get_item(item.id)
+        if outcome != send.DELAYED:
+            break
+        assert stored.state == "delayed" and stored.retry_delay == queue.messages[-1].delay_seconds
+        message = queue.messages[-1]
+        assert message.attempt == stored.attempt == len(delays) + 2
+        delays.append(message.delay_seconds)
+        clock.advance(message.delay_seconds)
+        body = message.body()
+
+    assert delays == [16, 32, 64, 128, 256, 512, 600, 600, 600, 600, 600, 600]
+    assert outcome == send.ERRORED and ses.calls == 13
+    assert stored.state == "errored" and stored.retries == 12
+    assert "gave up after 12 retries" in stored.result and "TooManyRequests" in stored.result
+    assert len(queue.messages) == 12  # no publish after the last failure
+    steps = history(rt, item.id)
+    assert steps[:3] == [("send", "queued", "sending"), ("delay", "sending", "delayed"),
+                         ("send", "delayed", "sending")]  # fmt: skip
+    assert steps[-1] == ("error", "sending", "errored")
+    assert len(steps) == 26
+
+
+def test_a_delayed_item_that_is_sent_on_retry_awaits(aws, rt, clock):
+    [item] = email_items(rt, cc=[], bcc=[])
+    body = bodies(aws)[item.id]
+    rt.overrides["ses_provider"] = FailingSes(TransientProviderError("SES", "503", code=503))
+    assert send.process_body(body, rt) == send.DELAYED
+    del rt.overrides["ses_provider"]
+    clock.advance(16)
+    # The published retry (moto holds it for 16 real seconds): the item's new attempt.
+    retry = {"id": item.id, "attempt": 2}
+    assert send.process_body(json.dumps(retry), rt) == send.ACCEPTED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.attempt == 2 and stored.result is None
+
+
+# ---- ambiguous and unexpected failures ---------------------------------------------------------
+
+
+def test_a_read_timeout_errors_the_item_and_warns_of_a_double_send(aws, rt):
+    from botocore.exceptions import ReadTimeoutError
+
+    [item] = email_items(rt, cc=[], bcc=[])
+    client = get_ses(rt).client
+
+    def timeout(**_):
+        raise ReadTimeoutError(endpoint_url="https://email.us-east-1.amazonaws.com")
+
+    client.meta.events.register("before-send.sesv2.SendEmail", timeout)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored"
+    assert "may have accepted" in stored.result and "may send it twice" in stored.result
+    assert drain(aws) == []
+
+
+def test_an_unexpected_exception_appends_its_traceback_to_result(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    rt.overrides["ses_provider"] = FailingSes(RuntimeError("the MIME library broke"))
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored"
+    assert stored.result.startswith("Traceback") and "RuntimeError: the MIME library broke" in \
+        stored.result  # fmt: skip
+    [entry] = [h for h in rt.store.history(item.id) if h.name == "error"]
+    assert "send_email" in entry.text  # history keeps the whole traceback
+
+
+# ---- SMS ------------------------------------------------------------------------------------
+
+
+def test_sms_is_sent_through_twilio_with_the_status_callback_and_awaits(aws, rt):
+    http = fake_twilio(rt)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "Your code is 493021",
+                         media_urls=["https://cdn.example.com/a.png"], runtime=rt)  # fmt: skip
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    [request] = http.requests
+    assert request.method == "POST" and request.url.endswith("/Messages.json")
+    assert request.data["From"] == "+15005550006" and request.data["To"] == "+14155550100"
+    assert request.data["Body"] == "Your code is 493021"
+    assert request.data["MediaUrl"] == ["https://cdn.example.com/a.png"]
+    assert request.data["StatusCallback"] == (
+        f"https://hooks.example.com/twilio/status?tenant=7&queue_item={item.id}")
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.provider_id.startswith("SM")
+    assert stored.timer_pk.startswith("await#")
+    assert rt.store.find_by_provider_id(stored.provider_id).item_id == item.id
+
+
+def test_sms_without_a_webhook_url_sends_no_status_callback(aws, rt):
+    rt.settings = replace(rt.settings, twilio_webhook_url=None)
+    http = fake_twilio(rt)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    send.process_body(bodies(aws)[item.id], rt)
+    assert "StatusCallback" not in http.requests[0].data
+
+
+@pytest.mark.parametrize("status", [400, 503])
+def test_a_twilio_error_errors_the_sms_without_a_retry(aws, rt, status):
+    http = fake_twilio(rt)
+    http.answer(status, {"code": 21211 if status == 400 else 20500, "status": status,
+                         "message": "The 'To' number +14155550100 is not valid."})  # fmt: skip
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored" and stored.retries == 0
+    assert "is not valid" in stored.result
+    assert ("21211" in stored.result) == (status == 400)
+    assert drain(aws) == [] and len(http.requests) == 1
+
+
+# ---- a status update that arrives before the ID is stored ---------------------------------------
+
+
+class CallbackFirst:
+    """Twilio whose status callback is processed before its create call returns."""
+
+    def __init__(self, runtime, step_for):
+        self.runtime, self.step_for = runtime, step_for
+
+    def send(self, from_, to, body, media_urls, status_callback):
+        self.runtime.clock.advance(0.05)
+        item_id = status_callback.rsplit("queue_item=", 1)[1]
+        apply(item_id, self.step_for("SM" + "f" * 32), self.runtime)
+        return "SM" + "f" * 32
+
+
+def test_an_early_final_status_keeps_its_state_and_result_and_the_id_is_stored(aws, rt):
+    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
+        "error", actor="twilio", source="provider", result="undelivered (30003)"))
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.KEPT
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored" and stored.result == "undelivered (30003)"
+    assert stored.provider_id == "SM" + "f" * 32
+    assert rt.store.find_by_provider_id(stored.provider_id).item_id == item.id
+    names = [(h.name, h.kind) for h in rt.store.history(item.id)]
+    assert ("send", "transition") in names and ("await", "late") in names
+
+
+def test_an_early_status_that_stored_the_id_itself_is_kept(aws, rt):
+    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
+        "await", actor="twilio", source="provider", provider_id=sid, result="sent"))
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.KEPT
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.result == "sent"
+    assert ("send", "queued", "sending") in history(rt, item.id)
+
+
+def test_an_id_stored_by_an_update_that_kept_sending_still_awaits(aws, rt):
+    class StoresIdFirst:
+        def send(self, from_, to, body, media_urls, status_callback):
+            item_id = status_callback.rsplit("queue_item=", 1)[1]
+            assert rt.store.store_provider_id(item_id, "SM" + "e" * 32)
+            return "SM" + "e" * 32
+
+    rt.overrides["twilio"] = StoresIdFirst()
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    assert rt.store.get_item(item.id).state == "awaiting"
+
+
+# ---- the handler and the request budget ---------------------------------------------------------
+
+
+def test_the_handler_processes_an_sqs_batch_and_reports_bad_records(aws, rt):
+    [item] = email_items(rt, cc=[], bcc=[])
+    event = load_event("sqs_send_message")
+    good = event["Records"][0]
+    good["body"] = bodies(aws)[item.id]
+    bad = {**good, "messageId": "bad-1", "body": "{not json"}
+    event["Records"] = [good, bad]
+    response = send_handler.handler(event, LambdaContext())
+    assert response == {"batchItemFailures": [{"itemIdentifier": "bad-1"}]}
+    assert rt.store.get_item(item.id).state == "awaiting"
+
+
+def test_one_email_send_costs_two_dynamodb_requests(aws, rt):
+    from vdq.store import QueueItemRecord
+
+    [item] = email_items(rt, cc=[], bcc=[])
+    body = bodies(aws)[item.id]
+    calls = []
+    events = QueueItemRecord._get_connection().connection.client.meta.events
+    handler = lambda model, **_: calls.append(model.name)  # noqa: E731
+    events.register("before-call.dynamodb", handler)
+    try:
+        assert send.process_body(body, rt) == send.ACCEPTED
+    finally:
+        events.unregister("before-call.dynamodb", handler)
+    assert calls == ["UpdateItem", "TransactWriteItems"]
+
+
+def test_ses_events_that_arrived_before_the_id_are_applied_when_it_is_stored(aws, rt):
+    from vdq import results
+
+    message_id = "010001927b2d6c1e-early-000000"
+
+    class FixedIdSes:
+        def send_raw(self, **_):
+            rt.clock.advance(0.05)
+            return message_id
+
+    rt.overrides["ses_provider"] = FixedIdSes()
+    [item] = email_items(rt, cc=[], bcc=[])
+    delivered = results.ProviderUpdate("ses", message_id, "delivered", "Delivery",
+                                       "delivered to ada@example.org", f"ses:Delivery:{message_id}",
+                                       at="2026-01-01T00:00:01.000Z")  # fmt: skip
+    assert results.keep_orphan(delivered, None, rt) == "orphan"
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    stored = rt.store.get_item(item.id)
+    assert stored.provider_id == message_id and stored.state == "succeeded"
+    mapping = rt.store.find_by_provider_id(message_id)
+    assert mapping.item_id == item.id and not mapping.orphans
