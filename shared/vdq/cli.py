@@ -170,7 +170,7 @@ def print_item(item: dict[str, Any]) -> None:
         print(f"{'body':>12}  {content['body']}")
     for attachment in item.get("attachments") or []:
         print(f"{'attachment':>12}  {attachment.get('filename')} "
-              f"({attachment.get('content_type')}) {attachment.get('download') or ''}")
+              f"({attachment.get('content_type')}) {attachment.get('download_path') or ''}")
     history = item.get("history") or []
     if history:
         print("\nhistory")
@@ -314,13 +314,10 @@ def _transition(name: str):
         result = _client(args).call("POST", f"/queue-items/{args.id}/transitions/{name}",
                                     params=params)  # fmt: skip
         def human(r: Any) -> None:
-            item = (r or {}).get("item", r) if isinstance(r, dict) else None
-            if args.dry_run:
-                print(f"{args.id}: {name} is possible (dry run, nothing changed)")
-            elif isinstance(item, dict) and item.get("state"):
-                print(f"{args.id}: {name} -> {item['state']}")
-            else:
-                print(f"{args.id}: {name} done")
+            r = r if isinstance(r, dict) else {}
+            move = f"{r.get('from_state', '?')} -> {r.get('to_state', '?')}"
+            note = " (dry run: possible, nothing changed)" if args.dry_run else ""
+            print(f"{args.id}: {name} {move}{note}")
         emit(args, result, human)
         return EXIT_OK
     return command
