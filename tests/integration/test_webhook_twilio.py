@@ -1,0 +1,259 @@
+"""The Twilio status callback (POST /twilio/status-callback?queue_item=<id>) and deferred
+lookups, against moto."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import replace
+
+import boto3
+import pytest
+from functions.webhook import handler as webhook
+
+from tests.support.aws import drain
+from tests.support.events import load_event
+from tests.support.operator import dynamodb_requests
+from tests.support.results import (
+    SAMPLE_ACCOUNT_SID,
+    SAMPLE_AUTH_TOKEN,
+    SAMPLE_ITEM,
+    SAMPLE_WEBHOOK_URL,
+    LambdaContext,
+    kinds,
+    new_sms,
+    sqs_event,
+    to_awaiting,
+    to_sending,
+    twilio_event,
+)
+from vdq import resources, results
+from vdq.runtime import Runtime
+
+SID = "SM" + "a" * 32
+
+
+@pytest.fixture
+def runtime(settings, clock):
+    rt = Runtime(settings=replace(settings, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                                  twilio_auth_token=SAMPLE_AUTH_TOKEN,
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL), clock=clock)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    yield rt
+    Runtime.reset_default()
+
+
+class SpySqs:
+    """The real (moto) SQS client, with each send_message recorded (SQS delays are real time)."""
+
+    def __init__(self, client):
+        self._client = client
+        self.sent = []
+
+    def send_message(self, **kwargs):
+        self.sent.append(kwargs)
+        return self._client.send_message(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+@pytest.fixture
+def sqs(runtime):
+    spy = SpySqs(boto3.client("sqs"))
+    runtime.overrides["sqs"] = spy
+    return spy
+
+
+def call(event):
+    answer = webhook.handler(event, LambdaContext())
+    return answer["statusCode"]
+
+
+def snapshot(runtime, item_id):
+    item = runtime.store.get_item(item_id)
+    return item.state, item.result, item.provider_id, item.updated_at, len(kinds(runtime, item_id))
+
+
+def test_the_sample_callbacks_carry_a_valid_signature(aws, runtime, sqs):
+    for status in ("sent", "delivered", "undelivered", "failed"):
+        event = load_event(f"twilio_status_{status}")
+        assert event["queryStringParameters"] == {"queue_item": SAMPLE_ITEM}
+        assert call(event) == 204  # no such item: a deferred lookup, not a 403
+    assert len(sqs.sent) == 4
+
+
+def test_delivered_callback_succeeds_the_item_in_two_dynamodb_requests(aws, runtime, monkeypatch):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=item.id)
+    with dynamodb_requests(monkeypatch) as counts:
+        assert call(event) == 204
+    assert counts == {"GetItem": 1, "TransactWriteItems": 1}
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_undelivered_callback_errors_the_item_with_the_error_code(aws, runtime):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event("undelivered", sid=SID, item_id=item.id, ErrorCode="30003")) == 204
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "errored" and "30003" in stored.result
+
+
+def test_tampered_body_is_refused_with_nothing_changed(aws, runtime, sqs):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    before = snapshot(runtime, item.id)
+    event = twilio_event("delivered", sid=SID, item_id=item.id)
+    event["body"] = event["body"].replace("delivered", "failed")
+    assert call(event) == 403
+    assert snapshot(runtime, item.id) == before
+    assert sqs.sent == []
+
+
+def test_changed_queue_item_key_is_refused(aws, runtime):
+    target = to_sending(new_sms(runtime, "+14155550101"), runtime)
+    other = to_awaiting(new_sms(runtime), runtime, SID)
+    before = snapshot(runtime, target.id)
+    event = twilio_event("failed", sid=SID, item_id=other.id)
+    event["queryStringParameters"] = {"queue_item": target.id}
+    event["multiValueQueryStringParameters"] = {"queue_item": [target.id]}
+    assert call(event) == 403
+    assert snapshot(runtime, target.id) == before
+    assert runtime.store.get_item(other.id).state == "awaiting"
+
+
+def test_missing_signature_or_another_token_is_refused(aws, runtime):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event("delivered", sid=SID, item_id=item.id, sign=False)) == 403
+    assert call(twilio_event("delivered", sid=SID, item_id=item.id, token="other")) == 403
+    assert runtime.store.get_item(item.id).state == "awaiting"
+
+
+def test_signature_of_a_webhook_url_with_its_own_query_is_checked(aws, runtime):
+    url = SAMPLE_WEBHOOK_URL + "?env=prod"
+    runtime.settings = replace(runtime.settings, twilio_webhook_url=url)
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=None, url=url + "&queue_item=" + item.id)
+    event["queryStringParameters"] = {"env": "prod", "queue_item": item.id}
+    event["multiValueQueryStringParameters"] = {"env": ["prod"], "queue_item": [item.id]}
+    assert call(event) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_base64_encoded_form_body_is_read(aws, runtime):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=item.id)
+    event["body"] = base64.b64encode(event["body"].encode()).decode()
+    event["isBase64Encoded"] = True
+    assert call(event) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_auth_token_from_secrets_manager(aws, settings, clock):
+    boto3.client("secretsmanager").create_secret(
+        Name="vdq/twilio-test", SecretString=json.dumps(
+            {"account_sid": SAMPLE_ACCOUNT_SID, "auth_token": SAMPLE_AUTH_TOKEN}))
+    rt = Runtime(settings=replace(settings, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                                  twilio_secret_name="vdq/twilio-test",
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL), clock=clock)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    try:
+        item = to_awaiting(new_sms(rt), rt, SID)
+        assert call(twilio_event("delivered", sid=SID, item_id=item.id, token="wrong")) == 403
+        assert call(twilio_event("delivered", sid=SID, item_id=item.id)) == 204
+        assert rt.store.get_item(item.id).state == "succeeded"
+    finally:
+        Runtime.reset_default()
+
+
+def test_callback_without_key_matches_by_message_sid(aws, runtime):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event("delivered", sid=SID, item_id=None)) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+@pytest.mark.parametrize(("status", "state"), [("sent", "awaiting"), ("delivered", "succeeded"),
+                                               ("failed", "errored")])
+def test_key_finds_a_sending_item_without_sid_which_then_stores_it(aws, runtime, status, state):
+    item = to_sending(new_sms(runtime), runtime)
+    assert call(twilio_event(status, sid=SID, item_id=item.id)) == 204
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == (state, SID)
+    assert runtime.store.find_by_provider_id(SID).item_id == item.id
+
+
+def test_key_of_an_item_that_stores_another_sid_changes_nothing(aws, runtime, sqs):
+    item = to_awaiting(new_sms(runtime), runtime, "SM" + "b" * 32)
+    before = snapshot(runtime, item.id)
+    assert call(twilio_event("failed", sid=SID, item_id=item.id)) == 204
+    assert snapshot(runtime, item.id) == before
+    assert sqs.sent == []
+
+
+def test_late_failure_after_delivery_is_recorded_with_2xx(aws, runtime):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event("delivered", sid=SID, item_id=item.id)) == 204
+    assert call(twilio_event("failed", sid=SID, item_id=item.id, ErrorCode="30008")) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+    assert ("late", "error") in kinds(runtime, item.id)
+
+
+def test_duplicate_callback_changes_nothing_the_second_time(aws, runtime, clock):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=item.id)
+    assert call(event) == 204
+    before = snapshot(runtime, item.id)
+    clock.advance(30)
+    assert call(event) == 204
+    assert snapshot(runtime, item.id) == before
+
+
+def test_callback_for_a_cancelled_item_keeps_it_cancelled(aws, runtime):
+    from vdq.transitions import Step, apply
+
+    item = new_sms(runtime)
+    apply(item, Step("cancel", actor="ops", source="operator"), runtime)
+    assert call(twilio_event("undelivered", sid=SID, item_id=item.id, ErrorCode="30003")) == 204
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "cancelled" and "30003" in stored.result
+
+
+# ---- deferred lookups ------------------------------------------------------------------------
+
+
+def test_unmatched_callback_queues_a_delayed_lookup_that_applies_once_the_sid_is_stored(
+    aws, runtime, sqs, clock
+):
+    assert call(twilio_event("delivered", sid=SID, item_id=None)) == 204
+    (sent,) = sqs.sent
+    assert sent["QueueUrl"] == runtime.settings.results_queue_url
+    assert sent["DelaySeconds"] == results.LOOKUP_FIRST_DELAY
+    body = json.loads(sent["MessageBody"])
+    assert body["kind"] == results.LOOKUP_KIND and body["tries"] == 1
+
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    clock.advance(30)
+    answer = webhook.handler(sqs_event(sent["MessageBody"]), LambdaContext())
+    assert answer == {"batchItemFailures": []}
+    assert runtime.store.get_item(item.id).state == "succeeded"
+    assert len(sqs.sent) == 1
+
+
+def test_deferred_lookup_backs_off_then_gives_up_after_the_sms_timeout(aws, runtime, sqs, clock):
+    assert call(twilio_event("delivered", sid=SID, item_id=None)) == 204
+    message = sqs.sent[-1]["MessageBody"]
+    delays = [sqs.sent[-1]["DelaySeconds"]]
+    for _ in range(5):
+        clock.advance(delays[-1])
+        webhook.handler(sqs_event(message), LambdaContext())
+        message = sqs.sent[-1]["MessageBody"]
+        delays.append(sqs.sent[-1]["DelaySeconds"])
+    assert delays == [30, 60, 120, 240, 480, 900]
+    count = len(sqs.sent)
+    clock.advance(runtime.settings.twilio_sms_timeout_hours * 3600)
+    assert webhook.handler(sqs_event(message), LambdaContext()) == {"batchItemFailures": []}
+    assert len(sqs.sent) == count  # dropped with an error in the log
+    drain(aws, resources.RESULTS_QUEUE)
