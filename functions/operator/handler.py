@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from vdq import api, attachments, openapi
 from vdq.errors import ValidationError, VdqError
-from vdq.observability import logger, metrics, tracer
+from vdq.observability import logger, tracer
 from vdq.operations import actions, detail, listing, spec
 from vdq.runtime import Runtime
 from vdq.views import item_json
@@ -126,6 +126,12 @@ def domain_error(exc: VdqError) -> Response:
     return _json(exc.status, api.error_body(exc.code, exc.message, exc.details))
 
 
+@app.exception_handler(Exception)
+def unexpected_error(exc: Exception) -> Response:
+    logger.exception("operator request failed")
+    return _json(500, api.error_body("internal_error", "the request failed; try again"))
+
+
 @app.not_found
 def no_route(_: Exception) -> Response:
     return _json(404, api.error_body("not_found", "no such route"))
@@ -133,6 +139,5 @@ def no_route(_: Exception) -> Response:
 
 @logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

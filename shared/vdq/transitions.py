@@ -303,7 +303,11 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
     if decision.enters_done and item.has_files:
         from vdq.attachments import release_files
 
-        release_files(item, runtime)
+        try:
+            release_files(item, runtime)
+        except Exception:
+            # The transition is stored; a lost release keeps the files, never deletes early.
+            logger.exception("attachment release of %s failed; its files are kept", item.id)
     events = runtime.state_events
     if events.enabled_for(decision.target.value):
         try:

@@ -1,0 +1,160 @@
+"""GET /attachments/{id} and the cleanup rules of attachment files."""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import replace
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.support.operator import call, email, succeed
+from vdq import attachments
+from vdq.store import FILE_SK, AttachmentRecord, attachment_pk
+
+PDF = {"filename": "report 1.pdf", "content_type": "application/pdf",
+       "content_base64": base64.b64encode(b"%PDF-1.4 data").decode()}  # fmt: skip
+
+
+def _files(runtime, item):
+    content = runtime.store.get_content(item.content_id)
+    return runtime.store.get_attachments(content["attachments"])
+
+
+def _exists(runtime, record):
+    try:
+        runtime.files.get(record.s3_key)
+    except Exception:
+        return False
+    return True
+
+
+def _cleanup(runtime, seconds):
+    runtime.settings = replace(runtime.settings, max_files_age_seconds=seconds)
+
+
+def test_a_reader_is_redirected_to_a_short_lived_presigned_url(aws, runtime):
+    [item, _] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, item)
+    answer = call("attachment", params={"id": record.id}, groups=["vdq-viewers"])
+    assert answer.status == 302
+    url = urlparse(answer.headers["Location"])
+    query = parse_qs(url.query)
+    assert record.s3_key in url.path
+    if "X-Amz-Expires" in query:  # SigV4
+        assert int(query["X-Amz-Expires"][0]) == runtime.settings.attachment_url_seconds
+    else:  # SigV2: an absolute expiry
+        assert int(query["Expires"][0]) - time.time() <= runtime.settings.attachment_url_seconds
+    assert "report%201.pdf" in query["response-content-disposition"][0]
+
+
+def test_attachment_access_needs_read_permission_and_a_known_id(aws, runtime):
+    [item, _] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, item)
+    assert call("attachment", params={"id": record.id}, groups=["vdq-senders"]).status == 403
+    assert call("attachment", params={"id": record.id}, anonymous=True).status == 401
+    assert call("attachment", params={"id": "01JDQ5V7X3K9Q2M4N6P8R0S2T4"}).status == 404
+    assert call("attachment", params={"id": "1"}).status == 404
+
+
+def test_an_attachment_that_belongs_to_no_queue_item_is_refused(aws, runtime):
+    stray = AttachmentRecord(attachment_pk("01JDQ5V7X3K9Q2M4N6P8R0S2T9"), FILE_SK,
+                             id="01JDQ5V7X3K9Q2M4N6P8R0S2T9", content_id="01JDQ5V7X3K9Q2M4N6P8R0S2T8",
+                             filename="x.txt", content_type="text/plain", size=1, s3_key="k")  # fmt: skip
+    stray.save()
+    answer = call("attachment", params={"id": stray.id}, groups=["vdq-admins"])
+    assert answer.status == 403 and "no queue item" in answer.body["error"]["message"]
+
+
+def test_with_immediate_cleanup_files_go_when_the_last_linked_item_is_done(aws, runtime):
+    _cleanup(runtime, 0)
+    [first, second] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, first)
+    succeed(runtime, first.id)
+    assert _exists(runtime, record)  # the other receiver still needs it
+    assert call("attachment", params={"id": record.id}).status == 302
+    call("transition", params={"id": second.id, "name": "cancel"}, query={})
+    assert not _exists(runtime, record)
+    [after] = _files(runtime, first)
+    assert after.purged_at is not None  # the record stays, marked purged
+    answer = call("attachment", params={"id": record.id})
+    assert answer.status == 410 and answer.code == "purged"
+    detail = call("get_sent_item", params={"id": first.id}).body
+    assert detail["attachments"][0]["purged"] is True
+
+
+def test_a_dry_run_cancel_deletes_nothing(aws, runtime):
+    _cleanup(runtime, 0)
+    [item] = email(runtime, "solo@example.org", attachments=[PDF])
+    [record] = _files(runtime, item)
+    answer = call("transition", params={"id": item.id, "name": "cancel"},
+                  query={"dry_run": "true"})  # fmt: skip
+    assert answer.status == 200 and answer.body["dry_run"] is True
+    assert _exists(runtime, record)
+    assert runtime.store.get_refs(item.content_id).open_items == 1
+
+
+@pytest.mark.parametrize("seconds", [None, 3600])
+def test_other_settings_keep_the_files_when_items_are_done(aws, runtime, seconds):
+    _cleanup(runtime, seconds)
+    [a, b] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, a)
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    assert _exists(runtime, record)
+    assert call("attachment", params={"id": record.id}).status == 302
+
+
+def test_the_daily_purge_deletes_files_idle_longer_than_the_age(aws, runtime, clock):
+    _cleanup(runtime, 3600)
+    [a, b] = email(runtime, attachments=[PDF])
+    [open_one] = email(runtime, "open@example.org", attachments=[PDF])
+    [record] = _files(runtime, a)
+    [kept] = _files(runtime, open_one)
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    clock.advance(1800)
+    assert attachments.purge_idle(runtime) == 0  # idle, but not long enough
+    clock.advance(1801)
+    assert attachments.purge_idle(runtime) == 1
+    assert not _exists(runtime, record) and _exists(runtime, kept)
+    assert attachments.purge_idle(runtime) == 0  # nothing left to do
+    # A resend of the purged email is now refused.
+    assert call("resend", params={"id": a.id}).status == 409
+
+
+def test_a_resend_before_the_purge_keeps_the_files(aws, runtime, clock):
+    _cleanup(runtime, 60)
+    [a, b] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, a)
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    assert call("resend", params={"id": a.id}).status == 201
+    clock.advance(120)
+    assert attachments.purge_idle(runtime) == 0
+    assert _exists(runtime, record)
+
+
+def test_the_purge_does_nothing_with_cleanup_unset(aws, runtime, clock):
+    _cleanup(runtime, None)
+    [a, b] = email(runtime, attachments=[PDF])
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    clock.advance(10**7)
+    assert attachments.purge_idle(runtime) == 0
+
+
+def test_a_failed_release_keeps_the_files_and_the_transition(aws, runtime, monkeypatch):
+    _cleanup(runtime, 0)
+    [item] = email(runtime, "solo@example.org", attachments=[PDF])
+    [record] = _files(runtime, item)
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("DynamoDB is unavailable")
+
+    monkeypatch.setattr(runtime.store, "release_content", failing)
+    answer = call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    assert answer.status == 200
+    assert runtime.store.get_item(item.id).state == "cancelled"
+    assert _exists(runtime, record)

@@ -1,0 +1,64 @@
+"""The OpenAPI document: valid OpenAPI 3, up to date, and the routes the handlers serve."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from functions.operator import handler
+from openapi_spec_validator import validate
+
+from tests.support.operator import call
+from vdq import openapi
+from vdq.operations import spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_committed_document_is_what_the_generator_builds_now():
+    assert openapi.DOCUMENT.read_text() == openapi.render(openapi.build()), (
+        "shared/vdq/openapi.json is out of date: run python -m vdq.openapi"
+    )
+
+
+def test_the_document_validates_as_openapi_3():
+    document = json.loads(openapi.DOCUMENT.read_text())
+    validate(document)
+    assert document["openapi"].startswith("3.")
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_the_document_has_every_path_of_the_contract_with_parameters_and_bodies():
+    paths = json.loads(openapi.DOCUMENT.read_text())["paths"]
+    documented = {(m.upper(), p) for p, ops in paths.items() for m in ops}
+    assert documented == {(op.method, op.path) for op in spec.OPERATIONS}
+    listing = paths["/queue-items"]["get"]
+    assert {p["name"] for p in listing["parameters"]} == {"method", "state", "limit", "cursor"}
+    assert paths["/emails"]["post"]["requestBody"]["content"]["application/json"]
+    assert paths["/sent-items/resend"]["post"]["requestBody"]
+    assert paths["/attachments/{id}"]["get"]["responses"]["302"]["headers"]["Location"]
+    assert paths["/health"]["get"]["security"] == []
+    assert paths["/queue-items/{id}/transitions/{name}"]["post"]["security"] == [{"bearer": []}]
+
+
+def test_the_operator_function_serves_exactly_its_operations():
+    served = {(r.method.upper(), r.path) for r in handler.app._static_routes
+              + handler.app._dynamic_routes}  # fmt: skip
+    wanted = {(op.method, op.rule) for op in spec.OPERATIONS if op.function == "operator"}
+    assert served == wanted
+
+
+def test_the_document_is_served_without_a_token(aws, runtime):
+    answer = call("openapi")
+    assert answer.status == 200
+    assert answer.body == json.loads(openapi.DOCUMENT.read_text())
+
+
+def test_the_operator_function_does_not_import_pydantic():
+    code = ("import sys; import functions.operator.handler; "
+            "print('pydantic' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert out.stdout.strip() == "False"

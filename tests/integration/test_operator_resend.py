@@ -1,0 +1,139 @@
+"""POST /sent-items/{id}/resend and POST /sent-items/resend: copies, all or nothing."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+
+import pytest
+
+from tests.support.aws import drain
+from tests.support.operator import call, dynamodb_requests, email, move, sms, succeed
+from vdq.errors import VdqError
+
+PDF = {"filename": "a.pdf", "content_type": "application/pdf",
+       "content_base64": base64.b64encode(b"%PDF").decode()}  # fmt: skip
+
+
+def _active_ids(runtime):
+    answer = call("list_queue_items", query={"limit": "100"})
+    return [i["id"] for i in answer.body["items"]]
+
+
+def test_a_resent_email_is_a_new_queued_copy_without_origin_sharing_the_content(aws, runtime):
+    [item, cc] = email(runtime, attachments=[PDF])
+    succeed(runtime, item.id)
+    drain(aws)
+    answer = call("resend", params={"id": item.id})
+    assert answer.status == 201, answer.body
+    [copy] = answer.body["items"]
+    stored = runtime.store.get_item(copy["id"])
+    original = runtime.store.get_item(item.id)
+    assert copy["id"] != item.id and copy["state"] == "queued" and copy["attempt"] == 1
+    assert copy["origin"] is None and copy["resent_from"] == item.id
+    assert (stored.sender, stored.sender_name, stored.receiver, stored.method) == (
+        original.sender, original.sender_name, original.receiver, original.method)
+    assert stored.content_id == original.content_id and stored.has_files
+    assert drain(aws) == [{"id": copy["id"], "attempt": 1}]
+    detail = call("get_queue_item", params={"id": copy["id"]}).body
+    assert detail["content"]["cc"] == [{"email": "cc@example.org"}]
+    assert detail["content"]["reply_to"] == [{"email": "help@example.com"}]
+    assert [a["filename"] for a in detail["attachments"]] == ["a.pdf"]
+    assert detail["history"][0]["text"] == f"resent from {item.id}"
+    # The files are shared, not copied: the copy counts as one more open item of the content.
+    assert runtime.store.get_refs(original.content_id).open_items == 2  # cc + the copy
+    last = runtime.store.history(item.id)[-1]
+    assert (last.name, last.kind, last.text) == ("resend", "action", f"resent as {copy['id']}")
+
+
+def test_bulk_resend_copies_every_item(aws, runtime):
+    items = sms(runtime, "+14155550100", "+14155550101") + email(runtime, "x@example.org")
+    for item in items:
+        succeed(runtime, item.id)
+    drain(aws)
+    ids = [i.id for i in items]
+    answer = call("bulk_resend", body={"ids": [*ids, ids[0]]})  # a repeated id counts once
+    assert answer.status == 201
+    assert [c["resent_from"] for c in answer.body["items"]] == ids
+    assert sorted(m["id"] for m in drain(aws)) == sorted(c["id"] for c in answer.body["items"])
+
+
+def test_bulk_resend_checks_every_id_first_and_creates_nothing_on_a_404(aws, runtime):
+    [done, active] = sms(runtime, "+14155550100", "+14155550101")
+    succeed(runtime, done.id)
+    drain(aws)
+    unknown = "01JDQ5V7X3K9Q2M4N6P8R0S2T4"
+    answer = call("bulk_resend", body={"ids": [done.id, active.id, unknown]})
+    assert answer.status == 404
+    assert answer.body["error"]["details"]["ids"] == [active.id, unknown]
+    assert _active_ids(runtime) == [active.id]  # nothing created
+    assert drain(aws) == []
+    assert call("resend", params={"id": active.id}).status == 404
+
+
+def test_an_email_whose_files_were_cleaned_up_is_refused_with_409(aws, runtime):
+    runtime.settings = replace(runtime.settings, max_files_age_seconds=0)
+    [purged] = email(runtime, "p@example.org", attachments=[PDF])
+    [plain] = sms(runtime)
+    succeed(runtime, purged.id)
+    succeed(runtime, plain.id)
+    assert runtime.store.get_refs(purged.content_id).purged_at is not None
+    [kept, other] = email(runtime, "k@example.org", "o@example.org", attachments=[PDF])
+    succeed(runtime, kept.id)  # other stays open: these files are kept
+    drain(aws)
+    answer = call("bulk_resend", body={"ids": [plain.id, kept.id, purged.id]})
+    assert answer.status == 409
+    assert "cleanup" in answer.body["error"]["message"]
+    assert answer.body["error"]["details"]["ids"] == [purged.id]
+    assert _active_ids(runtime) == [other.id] and drain(aws) == []
+    # The count taken for the kept content was given back.
+    assert runtime.store.get_refs(kept.content_id).open_items == 1
+    assert call("resend", params={"id": purged.id}).status == 409
+
+
+def test_a_failed_store_gives_back_the_counts_it_took(aws, runtime, monkeypatch):
+    [item, cc] = email(runtime, attachments=[PDF])
+    succeed(runtime, item.id)
+    succeed(runtime, cc.id)
+    assert runtime.store.get_refs(item.content_id).open_items == 0
+
+    def failing(records):
+        raise VdqError("DynamoDB is unavailable")
+
+    monkeypatch.setattr(runtime.store, "put_new", failing)
+    answer = call("bulk_resend", body={"ids": [item.id, cc.id]})
+    assert answer.status == 500
+    assert runtime.store.get_refs(item.content_id).open_items == 0
+    monkeypatch.undo()
+    assert call("bulk_resend", body={"ids": [item.id, cc.id]}).status == 201
+
+
+@pytest.mark.parametrize("body,status", [
+    ({"ids": []}, 422), ({"ids": "x"}, 422), ({"ids": [1]}, 422), ({"other": 1}, 422),
+    ({"ids": ["01JDQ5V7X3K9Q2M4N6P8R0S2T4"] * 101}, 422), ("[1]", 422), ("{bad", 400),
+])  # fmt: skip
+def test_bad_bulk_bodies_are_refused(aws, runtime, body, status):
+    assert call("bulk_resend", body=body).status == status
+
+
+def test_resend_needs_can_resend(aws, runtime):
+    [item] = sms(runtime)
+    succeed(runtime, item.id)
+    assert call("resend", params={"id": item.id}, groups=["vdq-viewers"]).status == 403
+    assert call("bulk_resend", body={"ids": [item.id]}, groups=["vdq-viewers"]).status == 403
+    assert call("resend", params={"id": item.id}, anonymous=True).status == 401
+
+
+def test_resend_request_counts(aws, runtime, monkeypatch):
+    [text] = sms(runtime)
+    [mail, cc] = email(runtime, attachments=[PDF])
+    for item in (text, mail):
+        succeed(runtime, item.id)
+    with dynamodb_requests(monkeypatch) as counts:
+        assert call("resend", params={"id": text.id}).status == 201
+    # read the original, write the copy, note the resend on the original
+    assert counts == {"BatchGetItem": 1, "BatchWriteItem": 1, "PutItem": 1}
+    with dynamodb_requests(monkeypatch) as counts:
+        assert call("resend", params={"id": mail.id}).status == 201
+    assert counts == {"BatchGetItem": 1, "UpdateItem": 1, "BatchWriteItem": 1, "PutItem": 1}
+    move(runtime, cc.id, "send", "error")

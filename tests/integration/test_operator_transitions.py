@@ -1,0 +1,165 @@
+"""POST /queue-items/{id}/transitions/{name}: gates, sources, dry runs, attempts, history."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.aws import drain
+from tests.support.operator import (
+    allow_any_permission_set,
+    call,
+    dynamodb_requests,
+    groups_for,
+    move,
+    sms,
+)
+from vdq import transitions, workflow
+from vdq.store import Moved
+
+OPERATOR_SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample event's caller
+SERVER_TRANSITIONS = sorted(n for n, t in workflow.TRANSITIONS.items() if t.permission is None)
+
+
+def _transition(item_id, name, dry_run=None, groups=("vdq-operators",)):
+    query = {} if dry_run is None else {"dry_run": "true" if dry_run else "false"}
+    return call("transition", params={"id": item_id, "name": name}, query=query, groups=groups)
+
+
+def _errored(runtime):
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    return runtime.store.get_item(item.id)
+
+
+@pytest.mark.parametrize("name", ["retry", "cancel"])
+def test_each_required_permission_removed_in_turn_is_a_403(aws, runtime, name):
+    allow_any_permission_set(runtime)
+    item = _errored(runtime)
+    required = {*workflow.TRANSITION_GATES, workflow.TRANSITIONS[name].permission}
+    assert len(required) == 4
+    for missing in sorted(required):
+        answer = _transition(item.id, name, groups=groups_for(required - {missing}))
+        assert answer.status == 403, (missing, answer.body)
+        assert missing in answer.body["error"]["message"]
+        assert runtime.store.get_item(item.id).state == "errored"
+    answer = _transition(item.id, name, groups=groups_for(required))
+    assert answer.status == 200, answer.body
+    assert answer.body["item"]["state"] == workflow.TRANSITIONS[name].target.value
+
+
+@pytest.mark.parametrize("name", SERVER_TRANSITIONS)
+def test_the_six_server_transitions_are_refused_to_every_user(aws, runtime, name):
+    assert len(SERVER_TRANSITIONS) == 6
+    [item] = sms(runtime)  # queued: a source of send and error
+    for groups in (["vdq-admins"], ["vdq-operators", "vdq-admins", "vdq-viewers"]):
+        answer = _transition(item.id, name, groups=groups)
+        assert answer.status == 403 and answer.code == "forbidden"
+    assert runtime.store.get_item(item.id).state == "queued"
+
+
+def test_no_identity_is_401_unknown_item_or_transition_is_404(aws, runtime):
+    item = _errored(runtime)
+    answer = call("transition", params={"id": item.id, "name": "retry"}, query={},
+                  anonymous=True)  # fmt: skip
+    assert answer.status == 401
+    assert _transition("01JDQ5V7X3K9Q2M4N6P8R0S2T4", "retry").status == 404
+    answer = _transition(item.id, "explode")
+    assert answer.status == 404 and "explode" in answer.body["error"]["message"]
+
+
+@pytest.mark.parametrize("name,setup,state", [
+    ("retry", "queued", "queued"),
+    ("cancel", "succeeded", "succeeded"),
+    ("retry", "sending", "sending"),
+    ("cancel", "awaiting", "awaiting"),
+])  # fmt: skip
+def test_a_transition_with_no_source_in_the_state_is_a_409_naming_it(
+    aws, runtime, name, setup, state
+):
+    [item] = sms(runtime)
+    steps = {"queued": (), "succeeded": ("send", "succeed"), "sending": ("send",),
+             "awaiting": ("send", "await")}[setup]  # fmt: skip
+    move(runtime, item.id, *steps)
+    for dry_run in (None, True):
+        answer = _transition(item.id, name, dry_run=dry_run)
+        assert answer.status == 409 and answer.code == "invalid_transition"
+        assert answer.body["error"]["details"]["state"] == state
+        assert repr(state) in answer.body["error"]["message"]
+
+
+def test_retry_starts_a_new_attempt_clears_delay_and_result_and_publishes(aws, runtime):
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "delay", result="throttled")
+    drain(aws)
+    before = runtime.store.get_item(item.id)
+    assert before.state == "delayed" and before.retry_delay == 30 and before.result
+    answer = _transition(item.id, "retry")
+    assert answer.status == 200
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.attempt) == ("queued", before.attempt + 1)
+    assert after.retry_delay is None and after.result is None
+    assert answer.body["item"]["attempt"] == after.attempt
+    assert drain(aws) == [{"id": item.id, "attempt": after.attempt}]
+    # A send message of the older attempt drops itself: its claim fails.
+    with pytest.raises(Moved):
+        runtime.store.claim(item.id, before.attempt, ("queued", "delayed"),
+                            transitions.claim_write(item.id, runtime.clock.now(), runtime))
+    entry = runtime.store.history(item.id)[-1]
+    assert (entry.name, entry.actor, entry.source) == ("retry", OPERATOR_SUBJECT, "operator")
+    assert (entry.from_state, entry.to_state) == ("delayed", "queued")
+
+
+def test_retry_from_errored_clears_the_result(aws, runtime):
+    item = _errored(runtime)
+    assert item.result
+    assert _transition(item.id, "retry").status == 200
+    assert runtime.store.get_item(item.id).result is None
+
+
+@pytest.mark.parametrize("steps", [(), ("send", "delay"), ("send", "error")])
+def test_cancel_starts_a_new_attempt_so_a_pending_send_is_dropped(aws, runtime, steps):
+    [item] = sms(runtime)
+    move(runtime, item.id, *steps)
+    drain(aws)
+    before = runtime.store.get_item(item.id)
+    answer = _transition(item.id, "cancel")
+    assert answer.status == 200 and answer.body["from_state"] == before.state
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.attempt) == ("cancelled", before.attempt + 1)
+    assert after.retry_delay is None and after.timer_pk is None and after.active_pk is None
+    assert drain(aws) == []  # cancel publishes nothing
+    with pytest.raises(Moved):  # the send published at enqueue (or by delay) drops itself
+        runtime.store.claim(item.id, before.attempt, ("queued", "delayed"),
+                            transitions.claim_write(item.id, runtime.clock.now(), runtime))
+    entry = runtime.store.history(item.id)[-1]
+    assert (entry.name, entry.actor) == ("cancel", OPERATOR_SUBJECT)
+
+
+@pytest.mark.parametrize("name", ["retry", "cancel"])
+def test_a_dry_run_checks_and_changes_nothing(aws, runtime, name):
+    item = _errored(runtime)
+    drain(aws)
+    history = len(runtime.store.history(item.id))
+    answer = _transition(item.id, name, dry_run=True)
+    assert answer.status == 200
+    assert answer.body["dry_run"] is True
+    assert answer.body["to_state"] == workflow.TRANSITIONS[name].target.value
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.attempt, after.result) == (item.state, item.attempt, item.result)
+    assert len(runtime.store.history(item.id)) == history
+    assert drain(aws) == []
+    assert _transition(item.id, name, dry_run=True, groups=["vdq-viewers"]).status == 403
+
+
+def test_a_retry_costs_two_dynamodb_requests(aws, runtime, monkeypatch):
+    item = _errored(runtime)
+    with dynamodb_requests(monkeypatch) as counts:
+        assert _transition(item.id, "retry").status == 200
+    assert counts == {"GetItem": 1, "TransactWriteItems": 1}
+
+
+def test_a_cancelled_item_stays_cancelled_when_a_late_result_arrives(aws, runtime):
+    [item] = sms(runtime)
+    assert _transition(item.id, "cancel").status == 200
+    outcome = move(runtime, item.id, "succeed")
+    assert outcome.kind == "ignored" and runtime.store.get_item(item.id).state == "cancelled"

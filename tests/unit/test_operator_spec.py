@@ -1,0 +1,45 @@
+"""Query strings are validated against the operation table, with defaults and bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from vdq.errors import ValidationError
+from vdq.operations import spec
+
+
+def test_defaults_apply_when_a_parameter_is_absent():
+    assert spec.query("listQueueItems", None) == {
+        "method": None, "state": None, "limit": spec.DEFAULT_LIMIT, "cursor": None
+    }  # fmt: skip
+    assert spec.query("runTransition", {"dry_run": "true"}) == {"dry_run": True}
+
+
+@pytest.mark.parametrize(
+    "raw,field",
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": str(spec.MAX_LIMIT + 1)}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"method": "fax"}, "method"),
+        ({"state": "succeeded"}, "state"),  # a done state is not in the active list
+        ({"sort": "desc"}, "sort"),
+    ],
+)
+def test_bad_query_values_name_the_parameter(raw, field):
+    with pytest.raises(ValidationError) as err:
+        spec.query("listQueueItems", raw)
+    assert err.value.field == field and err.value.status == 422
+
+
+def test_the_sent_list_takes_only_done_states():
+    assert spec.query("listSentItems", {"state": "cancelled"})["state"] == "cancelled"
+    with pytest.raises(ValidationError):
+        spec.query("listSentItems", {"state": "queued"})
+
+
+def test_every_operation_of_the_contract_is_listed_once():
+    paths = {(op.method, op.path) for op in spec.OPERATIONS}
+    assert len(paths) == len(spec.OPERATIONS) == len(spec.BY_ID)
+    assert {("POST", "/emails"), ("POST", "/sms"), ("POST", "/twilio/status-callback"),
+            ("GET", "/health"), ("GET", "/openapi.json")} <= paths  # fmt: skip
