@@ -113,6 +113,7 @@ def move(runtime: Runtime, item_id: str, *steps: str, **step_args: Any) -> Any:
         if name == "error":
             args.setdefault("result", "the provider refused it")
         outcome = apply(item_id, Step(name, actor="vdq", **args), runtime)
+        runtime.clock.advance(0.001)  # type: ignore[attr-defined]  # history in order
     return outcome
 
 
