@@ -1,0 +1,264 @@
+"""The schedules against moto with a fake clock: SMS polling and timeouts, sweeps, purge."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from functions.schedule import handler as schedule_handler
+from functions.webhook import handler as webhook
+
+from tests.support.aws import drain
+from tests.support.events import load_event
+from tests.support.results import (
+    SAMPLE_ACCOUNT_SID,
+    SAMPLE_AUTH_TOKEN,
+    FakeTwilio,
+    LambdaContext,
+    Status,
+    kinds,
+    new_email,
+    new_sms,
+    ses_event,
+    sqs_event,
+    to_awaiting,
+    to_sending,
+)
+from vdq import schedules
+from vdq.clock import iso
+from vdq.runtime import Runtime
+from vdq.transitions import Step, apply
+
+HOUR = 3600
+
+
+def make_runtime(settings, clock, **changes):
+    rt = Runtime(settings=replace(settings, **changes), clock=clock)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    return rt
+
+
+@pytest.fixture
+def twilio():
+    return FakeTwilio()
+
+
+@pytest.fixture
+def polling(aws, settings, clock, twilio):
+    rt = make_runtime(settings, clock, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                      twilio_auth_token=SAMPLE_AUTH_TOKEN, twilio_webhook_url=None)
+    rt.overrides["twilio"] = twilio
+    yield rt
+    Runtime.reset_default()
+
+
+@pytest.fixture
+def callback_mode(aws, settings, clock, twilio):
+    rt = make_runtime(settings, clock, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                      twilio_auth_token=SAMPLE_AUTH_TOKEN,
+                      twilio_webhook_url="https://example.com/twilio/status-callback")
+    rt.overrides["twilio"] = twilio
+    yield rt
+    Runtime.reset_default()
+
+
+def awaiting_sms(rt, clock, n):
+    items = []
+    for i in range(n):
+        items.append(to_awaiting(new_sms(rt, f"+1415555010{i}"), rt, f"SM{i:032d}"))
+        clock.advance(10)
+    return items
+
+
+def state(rt, item):
+    return rt.store.get_item(item.id).state
+
+
+# ---- SMS -------------------------------------------------------------------------------------
+
+
+def test_sms_checks_run_only_with_a_twilio_account(aws, runtime, clock, twilio):
+    runtime.overrides["twilio"] = twilio
+    (item,) = awaiting_sms(runtime, clock, 1)
+    clock.advance(3 * HOUR)
+    schedules.run(["sms"], runtime)
+    assert twilio.fetched == []
+    assert state(runtime, item) == "awaiting"
+
+
+def test_polling_fetches_each_awaiting_sms_by_sid_oldest_first(polling, clock, twilio):
+    a, b, c = awaiting_sms(polling, clock, 3)
+    twilio.statuses = {a.provider_id: Status("delivered"),
+                       b.provider_id: Status("undelivered", 30003, "Unreachable destination"),
+                       c.provider_id: Status("sent")}
+    schedules.run(["sms"], polling)
+    assert twilio.fetched == [a.provider_id, b.provider_id, c.provider_id]
+    assert [state(polling, i) for i in (a, b, c)] == ["succeeded", "errored", "awaiting"]
+    assert "30003: Unreachable destination" in polling.store.get_item(b.id).result
+
+
+def test_polling_is_bounded_per_run(polling, clock, twilio):
+    polling.settings = replace(polling.settings, sms_poll_batch=2)
+    a, b, _c = awaiting_sms(polling, clock, 3)
+    schedules.run(["sms"], polling)
+    assert twilio.fetched == [a.provider_id, b.provider_id]
+
+
+def test_a_twilio_error_on_one_item_does_not_stop_the_run(polling, clock, twilio):
+    a, b = awaiting_sms(polling, clock, 2)
+    twilio.statuses = {a.provider_id: RuntimeError("Twilio 500"),
+                       b.provider_id: Status("delivered")}
+    counts = schedules.run(["sms"], polling)
+    assert counts["failed"] == 1
+    assert (state(polling, a), state(polling, b)) == ("awaiting", "succeeded")
+
+
+def test_callback_mode_fetches_nothing_before_the_timeout(callback_mode, clock, twilio):
+    (item,) = awaiting_sms(callback_mode, clock, 1)
+    clock.advance(HOUR)
+    schedules.run(["sms"], callback_mode)
+    assert twilio.fetched == []
+    assert state(callback_mode, item) == "awaiting"
+
+
+def test_timeout_after_one_last_fetch_moves_to_unconfirmed(callback_mode, clock, twilio):
+    (item,) = awaiting_sms(callback_mode, clock, 1)
+    clock.advance(2 * HOUR)
+    schedules.run(["sms"], callback_mode)
+    assert twilio.fetched == [item.provider_id]
+    stored = callback_mode.store.get_item(item.id)
+    assert stored.state == "unconfirmed"
+    assert stored.result == (
+        "no final status from Twilio within 2 hours of queueing (last status: sent)")
+    assert ("transition", "timeout") in kinds(callback_mode, item.id)
+
+
+def test_last_fetch_with_a_final_status_applies_it_instead_of_the_timeout(callback_mode, clock,
+                                                                           twilio):  # fmt: skip
+    (item,) = awaiting_sms(callback_mode, clock, 1)
+    twilio.statuses = {item.provider_id: Status("delivered")}
+    clock.advance(3 * HOUR)
+    schedules.run(["sms"], callback_mode)
+    assert state(callback_mode, item) == "succeeded"
+
+
+def test_timeout_when_the_last_fetch_fails(callback_mode, clock, twilio):
+    (item,) = awaiting_sms(callback_mode, clock, 1)
+    twilio.statuses = {item.provider_id: RuntimeError("Twilio unreachable")}
+    clock.advance(3 * HOUR)
+    schedules.run(["sms"], callback_mode)
+    stored = callback_mode.store.get_item(item.id)
+    assert stored.state == "unconfirmed" and "last fetch failed" in stored.result
+
+
+def test_timeout_counts_from_done_since_so_a_retried_item_keeps_its_window(polling, clock, twilio):
+    item = to_awaiting(new_sms(polling), polling, "SM" + "1" * 32)
+    queued_at = polling.store.get_item(item.id).done_since
+    apply(item.id, Step("error", actor="test", result="undelivered"), polling)
+    clock.advance(1.5 * HOUR)
+    apply(item.id, Step("retry", actor="ops", source="operator"), polling)
+    item = to_awaiting(polling.store.get_item(item.id), polling, "SM" + "2" * 32)
+    assert item.done_since == queued_at and item.attempt == 2
+    clock.advance(0.5 * HOUR - 1)
+    schedules.run(["sms"], polling)
+    assert state(polling, item) == "awaiting"
+    clock.advance(2)
+    schedules.run(["sms"], polling)
+    assert state(polling, item) == "unconfirmed"
+
+
+# ---- lease sweep -----------------------------------------------------------------------------
+
+
+def test_lease_sweep_errors_an_expired_sending_item_with_an_unknown_outcome(aws, runtime, clock):
+    item = to_sending(new_email(runtime), runtime)
+    claimed_at = item.claimed_at
+    clock.advance(runtime.settings.lease_seconds - 1)
+    schedules.run(["sweep"], runtime)
+    assert state(runtime, item) == "sending"
+    clock.advance(2)
+    counts = schedules.run(["sweep"], runtime)
+    assert counts == {"lease_moved": 1}
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    send = next(h for h in runtime.store.history(item.id) if h.name == "send")
+    assert (send.at, send.sk) == (claimed_at, f"H#{claimed_at}#send1")
+    assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "error")]
+    # A later provider event still finds the item by its key and records what happened.
+    clock.advance(1)
+    answer = webhook.handler(sqs_event(ses_event("delivery", message_id="M-1", item_id=item.id)),
+                             LambdaContext())  # fmt: skip
+    assert answer == {"batchItemFailures": []}
+    assert state(runtime, item) == "errored"
+    assert kinds(runtime, item.id)[-1] == ("late", "succeed")
+
+
+def test_lease_sweep_leaves_an_item_the_worker_recorded(aws, runtime, clock):
+    item = to_awaiting(new_email(runtime), runtime, "M-2")
+    clock.advance(runtime.settings.lease_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {}
+    assert state(runtime, item) == "awaiting"
+
+
+# ---- re-publish sweep ------------------------------------------------------------------------
+
+
+def test_republish_sweep_publishes_an_unclaimed_item_again_once(aws, runtime, clock):
+    item = new_email(runtime)
+    drain(aws)  # the first publish was lost
+    clock.advance(runtime.settings.publish_grace_seconds - 1)
+    schedules.run(["sweep"], runtime)
+    assert drain(aws) == []
+    clock.advance(2)
+    assert schedules.run(["sweep"], runtime) == {"republished": 1}
+    assert drain(aws) == [{"id": item.id, "attempt": 1}]
+    stored = runtime.store.get_item(item.id)
+    next_due = iso(clock.now() + timedelta(seconds=runtime.settings.publish_grace_seconds))
+    assert stored.timer_sk == f"{next_due}#{item.id}"
+    assert schedules.run(["sweep"], runtime) == {}
+    assert drain(aws) == []
+
+
+def test_republish_sweep_leaves_claimed_items(aws, runtime, clock):
+    item = new_email(runtime)
+    to_sending(item, runtime)
+    drain(aws)
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], runtime)
+    assert drain(aws) == []
+
+
+# ---- purge and the handler -------------------------------------------------------------------
+
+
+def test_purge_calls_the_file_age_purge_only_when_the_age_is_set(aws, runtime, monkeypatch):
+    import vdq.attachments
+
+    calls = []
+    monkeypatch.setattr(vdq.attachments, "purge_idle", lambda rt: calls.append(rt) or 3)
+    assert schedules.run(["purge"], runtime) == {}
+    assert calls == []
+    runtime.settings = replace(runtime.settings, max_files_age_seconds=86_400)
+    assert schedules.run(["purge"], runtime) == {"files_purged": 3}
+    assert calls == [runtime]
+
+
+@pytest.mark.parametrize(("sample", "tasks"), [
+    ("eventbridge_schedule_minute", ("sms", "sweep")),
+    ("eventbridge_schedule_sms", ("sms",)),
+    ("eventbridge_schedule_sweep", ("sweep",)),
+    ("eventbridge_schedule_purge", ("purge",)),
+])  # fmt: skip
+def test_schedule_events_name_their_tasks(sample, tasks):
+    assert schedule_handler.tasks_of(load_event(sample)) == tasks
+
+
+def test_schedule_handler_runs_the_minute_tasks(aws, runtime, clock):
+    item = to_sending(new_email(runtime), runtime)
+    clock.advance(runtime.settings.lease_seconds + 1)
+    counts = schedule_handler.handler(load_event("eventbridge_schedule_minute"), LambdaContext())
+    assert counts == {"lease_moved": 1}
+    assert state(runtime, item) == "errored"
