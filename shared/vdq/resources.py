@@ -51,6 +51,16 @@ SEND_BATCH_SIZE = 10
 RESULTS_BATCH_SIZE = 10
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
+# Each queue's dead-letter queue is named "<queue>-dlq"; SES events reach the results queue
+# through this SNS topic (raw message delivery).
+DEAD_LETTER_SUFFIX = "-dlq"
+SES_EVENTS_TOPIC = "ses-events"
+API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
+SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
+
+# Metrics (Powertools, namespace observability.NAMESPACE) that the deployed alarms watch.
+METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered the errored state
+METRIC_LEASES_EXPIRED = "LeasesExpired"  # the lease sweep moved a stuck sending item on
 
 
 def table_definition(table_name: str) -> dict:

@@ -1,0 +1,225 @@
+"""The REST API and its users: Cognito user pool, groups, machine clients, the routes."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import DeployConfig
+from infra.functions import retention
+from infra.nag import suppress
+from vdq.settings import DEFAULT_GROUP_PERMISSIONS
+
+STAGE = "v1"
+TWILIO_CALLBACK_PATH = "twilio/status-callback"
+GROUPS = tuple(DEFAULT_GROUP_PERMISSIONS)  # vdq-senders, vdq-viewers, vdq-operators, vdq-admins
+RESOURCE_SERVER = "vdq"  # scopes "vdq/<group>": vdq.api.caller reads them as groups
+USER_SCOPE = "aws.cognito.signin.user.admin"  # the scope of a signed-in user's access token
+
+# Public paths: Twilio signs its callback; health and the OpenAPI document are open.
+PUBLIC_ROUTES = {("POST", TWILIO_CALLBACK_PATH), ("GET", "health"), ("GET", "openapi.json")}
+ENQUEUE_ROUTES = (("POST", "emails"), ("POST", "sms"))
+OPERATOR_ROUTES = (
+    ("GET", "queue-items"),
+    ("GET", "queue-items/{id}"),
+    ("POST", "queue-items/{id}/transitions/{name}"),
+    ("GET", "sent-items"),
+    ("GET", "sent-items/{id}"),
+    ("POST", "sent-items/{id}/resend"),
+    ("POST", "sent-items/resend"),
+    ("GET", "attachments/{id}"),
+    ("GET", "health"),
+    ("GET", "openapi.json"),
+)
+WEBHOOK_ROUTES = (("POST", TWILIO_CALLBACK_PATH),)
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        enqueue: lambda_.IFunction,
+        operator: lambda_.IFunction,
+        webhook: lambda_.IFunction,
+    ) -> None:
+        super().__init__(scope, id)
+        self._users(config)
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=retention(config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="VDQ: outbound email and SMS dispatch queue",
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                throttling_rate_limit=config.api_throttle_rate,
+                throttling_burst_limit=config.api_throttle_burst,
+                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,
+                tracing_enabled=True,
+                metrics_enabled=True,
+            ),
+        )
+        self.authorizer = apigw.CognitoUserPoolsAuthorizer(
+            self, "Authorizer", cognito_user_pools=[self.user_pool]
+        )
+        self.validator = self.rest_api.add_request_validator(
+            "Validator", validate_request_parameters=True, validate_request_body=True
+        )
+        self.methods: dict[tuple[str, str], apigw.Method] = {}
+        for routes, function in (
+            (ENQUEUE_ROUTES, enqueue),
+            (OPERATOR_ROUTES, operator),
+            (WEBHOOK_ROUTES, webhook),
+        ):
+            integration = apigw.LambdaIntegration(function)
+            for method, path in routes:
+                self.methods[(method, path)] = self._route(method, path, integration)
+        suppress(
+            self.rest_api,
+            "APIG3",
+            "WAF is left to the deployer (cost, rules depend on the producers); the API is "
+            "throttled per stage and every private path needs a Cognito token",
+        )
+        suppress(
+            self.rest_api,
+            "IAM4",
+            "API Gateway's account-level logging role uses the AWS managed push-to-logs policy",
+            findings=[
+                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs"
+            ],
+        )
+
+    @property
+    def url(self) -> str:
+        """The stage URL, built without referring to the stage (functions behind it read it)."""
+        return (
+            f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
+            f"/{STAGE}/"
+        )
+
+    def _route(self, method: str, path: str, integration: apigw.Integration) -> apigw.Method:
+        resource = self.rest_api.root.resource_for_path(path)
+        if (method, path) in PUBLIC_ROUTES:
+            added = resource.add_method(
+                method,
+                integration,
+                authorization_type=apigw.AuthorizationType.NONE,
+                request_validator=self.validator,
+            )
+            reason = (
+                "Twilio cannot send a Cognito token; the webhook checks the Twilio signature"
+                if path == TWILIO_CALLBACK_PATH
+                else "readiness and the OpenAPI document are public by the REST contract"
+            )
+            suppress(added, "APIG4", reason)
+            suppress(added, "COG4", reason)
+            return added
+        return resource.add_method(
+            method,
+            integration,
+            authorizer=self.authorizer,
+            authorization_type=apigw.AuthorizationType.COGNITO,
+            authorization_scopes=[USER_SCOPE, *self.scopes],
+            request_validator=self.validator,
+        )
+
+    def _users(self, config: DeployConfig) -> None:
+        self.user_pool = cognito.UserPool(
+            self,
+            "Users",
+            self_sign_up_enabled=False,
+            sign_in_aliases=cognito.SignInAliases(email=True, username=False),
+            auto_verify=cognito.AutoVerifiedAttrs(email=True),
+            account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
+            mfa=cognito.Mfa.REQUIRED,
+            mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
+            password_policy=cognito.PasswordPolicy(
+                min_length=12,
+                require_digits=True,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_symbols=True,
+            ),
+            removal_policy=RemovalPolicy.RETAIN,
+            deletion_protection=config.deletion_protection,
+        )
+        for rule in ("COG3", "COG8"):
+            suppress(
+                self.user_pool,
+                rule,
+                "threat protection (the Plus feature plan) is a paid add-on the deployer opts "
+                "into; sign-up is closed, MFA is required and passwords are strong",
+            )
+        for group in GROUPS:
+            cognito.CfnUserPoolGroup(
+                self,
+                f"Group{group.title().replace('-', '')}",
+                user_pool_id=self.user_pool.user_pool_id,
+                group_name=group,
+                description=f"VDQ permissions of {group} (VDQ_GROUP_PERMISSIONS)",
+            )
+        unknown = sorted(set(config.machine_scopes) - set(GROUPS))
+        if unknown:
+            raise ValueError(f"vdq:machineScopes names unknown groups {unknown}")
+        group_scopes = [
+            cognito.ResourceServerScope(scope_name=g, scope_description=f"act as {g}")
+            for g in GROUPS
+        ]
+        self.resource_server = self.user_pool.add_resource_server(
+            "ResourceServer", identifier=RESOURCE_SERVER, scopes=group_scopes
+        )
+        self.scopes = [f"{RESOURCE_SERVER}/{g}" for g in GROUPS]
+        self.domain = self.user_pool.add_domain(
+            "Domain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"vdq-{Aws.ACCOUNT_ID}"),
+        )
+        self.machine_client = self.user_pool.add_client(
+            "MachineClient",
+            generate_secret=True,
+            auth_flows=cognito.AuthFlow(),
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(client_credentials=True),
+                scopes=[
+                    cognito.OAuthScope.custom(f"{RESOURCE_SERVER}/{g}")
+                    for g in GROUPS
+                    if g in config.machine_scopes
+                ],
+            ),
+            prevent_user_existence_errors=True,
+        )
+        self.operator_client = self.user_pool.add_client(
+            "OperatorClient",
+            generate_secret=False,
+            auth_flows=cognito.AuthFlow(user_srp=True),
+            disable_o_auth=True,
+            prevent_user_existence_errors=True,
+        )
+        self.machine_client.node.add_dependency(self.resource_server)

@@ -1,0 +1,124 @@
+"""Deployment choices, read once from CDK context (cdk.json or ``-c key=value``).
+
+Infrastructure knobs are ``vdq:*`` keys; every product setting (the README settings table) is a
+context key of its own name, e.g. ``-c VDQ_MAX_RETRIES=5``, passed to the functions as their
+environment. A product setting left out keeps the product's default.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from constructs import Node
+
+from vdq import resources
+from vdq.settings import Settings
+
+FUNCTIONS = ("enqueue", "send", "webhook", "operator", "schedule")
+# Settings the stack itself sets from the resources it creates.
+STACK_SETTINGS = frozenset(
+    {
+        "VDQ_TABLE_NAME",
+        "VDQ_ATTACHMENTS_BUCKET",
+        "VDQ_SEND_QUEUE_URL",
+        "VDQ_RESULTS_QUEUE_URL",
+        "VDQ_EVENT_BUS_NAME",
+        "VDQ_SES_CONFIGURATION_SET",
+        "VDQ_TWILIO_SECRET_NAME",
+    }
+)
+# Secrets never enter a template: the Twilio token comes from Secrets Manager at run time.
+REFUSED_SETTINGS = frozenset({"TWILIO_AUTH_TOKEN"})
+# Settings of the local stack (vdq local) only; a deployment has no use for them.
+LOCAL_SETTINGS = frozenset({"VDQ_SCHEDULE_SECONDS", "VDQ_TWILIO_API_URL"})
+SETTING_NAMES = tuple(f.metadata["env"] for f in fields(Settings))
+
+DEFAULT_MEMORY_MB = {"enqueue": 512, "send": 512, "webhook": 512, "operator": 512, "schedule": 512}
+DEFAULT_TIMEOUT_SECONDS = {
+    "enqueue": resources.API_FUNCTION_TIMEOUT_SECONDS,
+    "operator": resources.API_FUNCTION_TIMEOUT_SECONDS,
+    "send": resources.SEND_FUNCTION_TIMEOUT_SECONDS,
+    "webhook": resources.RESULTS_FUNCTION_TIMEOUT_SECONDS,
+    "schedule": resources.SCHEDULE_FUNCTION_TIMEOUT_SECONDS,
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _get(node: Node, key: str, default: Any) -> Any:
+    value = node.try_get_context(key)
+    return default if value is None else value
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"not a boolean: {value!r}")
+
+
+def _as_map(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    deletion_protection: bool = True
+    log_retention_days: int = 30
+    memory_mb: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MEMORY_MB))
+    timeout_seconds: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUT_SECONDS))
+    send_max_concurrency: int = 2
+    api_throttle_rate: float = 50.0
+    api_throttle_burst: int = 100
+    twilio_secret_name: str = "vdq/twilio"
+    twilio_webhook_url: str | None = None
+    alarm_email: str | None = None
+    machine_scopes: tuple[str, ...] = ("vdq-senders",)
+    files_noncurrent_days: int = 1
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_context(cls, node: Node) -> DeployConfig:
+        memory = {**DEFAULT_MEMORY_MB, **_as_map(_get(node, "vdq:memoryMb", {}))}
+        timeouts = {**DEFAULT_TIMEOUT_SECONDS, **_as_map(_get(node, "vdq:timeoutSeconds", {}))}
+        unknown = sorted((set(memory) | set(timeouts)) - set(FUNCTIONS))
+        if unknown:
+            raise ConfigError(f"vdq:memoryMb / vdq:timeoutSeconds name unknown functions {unknown}")
+        settings = {}
+        for name in SETTING_NAMES:
+            value = node.try_get_context(name)
+            if value is None:
+                continue
+            if name in REFUSED_SETTINGS:
+                raise ConfigError(f"{name} must not be a template value; use the Twilio secret")
+            if name in LOCAL_SETTINGS or name.startswith("VDQ_LOCAL_"):
+                raise ConfigError(f"{name} is a setting of the local stack only")
+            if name in STACK_SETTINGS:
+                raise ConfigError(f"{name} is set by the stack from the resources it creates")
+            settings[name] = value if isinstance(value, str) else json.dumps(value)
+        webhook_url = settings.pop("TWILIO_WEBHOOK_URL", None)
+        Settings.from_env(settings)  # a bad value fails the synth, naming the setting
+        scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
+        return cls(
+            deletion_protection=_as_bool(_get(node, "vdq:deletionProtection", True)),
+            log_retention_days=int(_get(node, "vdq:logRetentionDays", 30)),
+            memory_mb={k: int(v) for k, v in memory.items()},
+            timeout_seconds={k: int(v) for k, v in timeouts.items()},
+            send_max_concurrency=int(_get(node, "vdq:sendMaxConcurrency", 2)),
+            api_throttle_rate=float(_get(node, "vdq:apiThrottleRate", 50)),
+            api_throttle_burst=int(_get(node, "vdq:apiThrottleBurst", 100)),
+            twilio_secret_name=str(_get(node, "vdq:twilioSecretName", "vdq/twilio")),
+            twilio_webhook_url=webhook_url,
+            alarm_email=_get(node, "vdq:alarmEmail", None) or None,
+            machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
+            files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),
+            settings=settings,
+        )

@@ -1,0 +1,47 @@
+"""The queues between the functions and the bus that carries state-change events."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from vdq import resources
+
+VISIBILITY_FACTOR = 6  # AWS's advice for SQS event sources: six times the function timeout
+
+
+class WorkQueue(Construct):
+    """A queue with its dead-letter queue, encrypted, TLS only."""
+
+    def __init__(self, scope: Construct, id: str, *, consumer_timeout_seconds: int) -> None:
+        super().__init__(scope, id)
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(VISIBILITY_FACTOR * consumer_timeout_seconds),
+            retention_period=Duration.days(4),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=resources.MAX_RECEIVE_COUNT, queue=self.dead_letters
+            ),
+        )
+
+
+class Messaging(Construct):
+    def __init__(
+        self, scope: Construct, id: str, *, send_timeout_seconds: int, results_timeout_seconds: int
+    ) -> None:
+        super().__init__(scope, id)
+        self.send = WorkQueue(self, "Send", consumer_timeout_seconds=send_timeout_seconds)
+        self.results = WorkQueue(self, "Results", consumer_timeout_seconds=results_timeout_seconds)
+        self.bus = events.EventBus(self, "StateEvents")

@@ -1,0 +1,263 @@
+"""The VDQ stack: wires the constructs and grants each function only what it does."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, CfnOutput, CfnParameter, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.api import TWILIO_CALLBACK_PATH, Api
+from infra.config import DeployConfig
+from infra.data import Data
+from infra.email_events import EmailEvents
+from infra.functions import Functions
+from infra.messaging import Messaging
+from infra.monitoring import Monitoring
+from infra.nag import logical_id, suppress
+from infra.schedules import Schedules
+from vdq import resources
+
+# DynamoDB actions per role. TransactWriteItems is authorised per contained action.
+READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
+QUERY = ("dynamodb:Query",)
+TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")
+# Powertools idempotency records of enqueue live under this partition key prefix only.
+IDEMPOTENCY_PREFIX = "idempotency#"
+
+
+class VdqStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, **kwargs) -> None:
+        super().__init__(
+            scope, id, description="VDQ: outbound email and SMS dispatch queue", **kwargs
+        )
+        twilio_credentials = CfnParameter(
+            self,
+            "TwilioCredentialsName",
+            type="String",
+            default=config.twilio_secret_name,
+            description="Secrets Manager secret (JSON: account_sid, auth_token) of the Twilio "
+            "account; the token never enters the template",
+            min_length=1,
+        )
+        data = Data(
+            self,
+            "Data",
+            deletion_protection=config.deletion_protection,
+            noncurrent_days=config.files_noncurrent_days,
+        )
+        messaging = Messaging(
+            self,
+            "Messaging",
+            send_timeout_seconds=config.timeout_seconds["send"],
+            results_timeout_seconds=config.timeout_seconds["webhook"],
+        )
+        email_events = EmailEvents(self, "EmailEvents", results_queue=messaging.results.queue)
+        environment = {
+            **config.settings,
+            "VDQ_TABLE_NAME": data.table.table_name,
+            "VDQ_ATTACHMENTS_BUCKET": data.bucket.bucket_name,
+            "VDQ_SEND_QUEUE_URL": messaging.send.queue.queue_url,
+            "VDQ_RESULTS_QUEUE_URL": messaging.results.queue.queue_url,
+            "VDQ_EVENT_BUS_NAME": messaging.bus.event_bus_name,
+            "VDQ_SES_CONFIGURATION_SET": email_events.configuration_set.configuration_set_name,
+            "VDQ_TWILIO_SECRET_NAME": twilio_credentials.value_as_string,
+        }
+        functions = Functions(self, "Functions", config=config, environment=environment)
+        functions.consume(
+            functions.send,
+            messaging.send.queue,
+            batch_size=resources.SEND_BATCH_SIZE,
+            max_concurrency=config.send_max_concurrency,
+        )
+        functions.consume(
+            functions.webhook, messaging.results.queue, batch_size=resources.RESULTS_BATCH_SIZE
+        )
+        api = Api(
+            self,
+            "Api",
+            config=config,
+            enqueue=functions.enqueue,
+            operator=functions.operator,
+            webhook=functions.webhook,
+        )
+        webhook_url = config.twilio_webhook_url or f"{api.url}{TWILIO_CALLBACK_PATH}"
+        for function in (functions.send, functions.webhook, functions.schedule):
+            function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
+        schedules = Schedules(
+            self,
+            "Schedules",
+            function=functions.schedule,
+            dead_letters=messaging.results.dead_letters,
+        )
+        monitoring = Monitoring(
+            self,
+            "Monitoring",
+            functions=functions.by_name,
+            dead_letter_queues={
+                "Send": messaging.send.dead_letters,
+                "Results": messaging.results.dead_letters,
+            },
+            rest_api=api.rest_api,
+            alarm_email=config.alarm_email,
+        )
+        self.data, self.messaging, self.email_events = data, messaging, email_events
+        self.functions, self.api, self.schedules, self.monitoring = (
+            functions,
+            api,
+            schedules,
+            monitoring,
+        )
+
+        self._grant(functions, data, messaging, email_events, twilio_credentials)
+        for name, value, description in (
+            ("ApiUrl", api.url, "REST API base URL"),
+            ("TwilioWebhookUrl", webhook_url, "Twilio status callback URL"),
+            ("UserPoolId", api.user_pool.user_pool_id, "Cognito user pool of operators"),
+            ("OperatorClientId", api.operator_client.user_pool_client_id, "operators' client"),
+            ("MachineClientId", api.machine_client.user_pool_client_id, "producers' client"),
+            (
+                "TokenUrl",
+                f"{api.domain.base_url()}/oauth2/token",
+                "client-credentials token endpoint of machine clients",
+            ),
+            ("TableName", data.table.table_name, "DynamoDB table"),
+            ("AttachmentsBucket", data.bucket.bucket_name, "S3 bucket of attachments"),
+            (
+                "ConfigurationSet",
+                email_events.configuration_set.configuration_set_name,
+                "SES configuration set VDQ sends with",
+            ),
+            ("SendDeadLetterQueue", messaging.send.dead_letters.queue_url, "send DLQ"),
+            ("ResultsDeadLetterQueue", messaging.results.dead_letters.queue_url, "results DLQ"),
+            ("Dashboard", monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+        ):
+            CfnOutput(self, name, value=value, description=description)
+
+    def _grant(
+        self,
+        functions: Functions,
+        data: Data,
+        messaging: Messaging,
+        email_events: EmailEvents,
+        twilio_credentials: CfnParameter,
+    ) -> None:
+        table = data.table
+        objects = data.bucket.arn_for_objects("*")
+        bus = messaging.bus
+        secret_arn = self.format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{twilio_credentials.value_as_string}-??????",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+        # enqueue: new records in one BatchWriteItem, its idempotency records, attachments in,
+        # send messages out. No UpdateItem outside the idempotency keys: no transitions.
+        _allow(functions.enqueue, ["dynamodb:BatchWriteItem"], [table.table_arn])
+        _allow(
+            functions.enqueue,
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{IDEMPOTENCY_PREFIX}*"]}
+            },
+        )
+        _allow(functions.enqueue, ["s3:PutObject"], [objects])
+        messaging.send.queue.grant_send_messages(functions.enqueue)
+
+        # send: claim and record (transitions), read content and attachments, call SES/Twilio.
+        _allow(functions.send, [*READ, *TRANSITION], [table.table_arn])
+        _allow(functions.send, ["s3:GetObject"], [objects])
+        messaging.send.queue.grant_send_messages(functions.send)
+        _allow(
+            functions.send,
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            [
+                self.format_arn(service="ses", resource="identity", resource_name="*"),
+                self.format_arn(
+                    service="ses",
+                    resource="configuration-set",
+                    resource_name=email_events.configuration_set.configuration_set_name,
+                ),
+            ],
+        )
+
+        # webhook: provider events -> transitions; deferred lookups go back on the results queue.
+        # It is public (Twilio callback) and never reads attachments: no s3:GetObject.
+        _allow(functions.webhook, [*READ, *TRANSITION], [table.table_arn])
+        messaging.results.queue.grant_send_messages(functions.webhook)
+
+        # operator: lists (indexes), single items, operator transitions, resends, downloads.
+        _allow(
+            functions.operator,
+            [*READ, *QUERY, *TRANSITION, "dynamodb:BatchWriteItem"],
+            [table.table_arn, f"{table.table_arn}/index/*"],
+        )
+        _allow(functions.operator, ["s3:GetObject"], [objects])
+        messaging.send.queue.grant_send_messages(functions.operator)
+
+        # schedule: timers and purge indexes, sweeps (transitions), purge of records and files.
+        _allow(
+            functions.schedule,
+            [*READ, *QUERY, *TRANSITION, "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"],
+            [table.table_arn, f"{table.table_arn}/index/*"],
+        )
+        messaging.send.queue.grant_send_messages(functions.schedule)
+
+        # Transitions may clean up files once every item of a set is done (files age 0).
+        for function in (functions.send, functions.webhook, functions.operator, functions.schedule):
+            _allow(function, ["s3:DeleteObject"], [objects])
+        for function in functions.by_name.values():
+            bus.grant_put_events_to(function)
+        for function in (functions.send, functions.webhook, functions.schedule):
+            _allow(function, ["secretsmanager:GetSecretValue"], [secret_arn])
+        self._acknowledge(functions, table)
+
+    def _acknowledge(self, functions: Functions, table: dynamodb.Table) -> None:
+        for name, function in functions.by_name.items():
+            role = function.role
+            assert role is not None
+            suppress(
+                role,
+                "IAM4",
+                "AWSLambdaBasicExecutionRole only lets the function write its own logs",
+                findings=[
+                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AWSLambdaBasicExecutionRole"
+                ],
+            )
+            wildcards = [
+                "Resource::*",  # X-Ray segments have no resource ARN
+                f"Resource::<{logical_id(self.data.bucket)}.Arn>/*",
+            ]
+            if name in ("operator", "schedule"):
+                wildcards.append(f"Resource::<{logical_id(table)}.Arn>/index/*")
+            if name == "send":
+                wildcards.append(
+                    "Resource::arn:<AWS::Partition>:ses:<AWS::Region>:<AWS::AccountId>:identity/*"
+                )
+            if name in ("send", "webhook", "schedule"):
+                wildcards.append(
+                    "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+                    "<AWS::AccountId>:secret:<TwilioCredentialsName>-??????"
+                )
+            suppress(
+                role,
+                "IAM5",
+                "object keys are random per attachment, the indexes are the table's own, SES "
+                "identities are the deployer's, the secret suffix is AWS's, X-Ray has no ARN",
+                findings=wildcards,
+            )
+
+
+def _allow(
+    function: lambda_.Function,
+    actions: list[str] | tuple[str, ...],
+    resources_: list[str],
+    conditions: dict | None = None,
+) -> None:
+    function.add_to_role_policy(
+        iam.PolicyStatement(actions=list(actions), resources=resources_, conditions=conditions)
+    )

@@ -1,0 +1,337 @@
+"""The deployed resources have the properties the design needs (not just the right count)."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk.assertions import Match
+
+from vdq import resources
+
+pytestmark = pytest.mark.infra
+
+
+def test_table_has_the_keys_and_four_keys_only_indexes_of_vdq_resources(synth):
+    definition = resources.table_definition("x")
+    synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": definition["KeySchema"],
+            "BillingMode": "PAY_PER_REQUEST",
+            "GlobalSecondaryIndexes": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "IndexName": index.name,
+                            "KeySchema": [
+                                {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                                {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "KEYS_ONLY"},
+                        }
+                    )
+                    for index in resources.INDEXES
+                ]
+            ),
+        },
+    )
+
+
+def test_table_keeps_point_in_time_recovery_ttl_and_deletion_protection(synth):
+    synth.template.has_resource(
+        "AWS::DynamoDB::Table",
+        {
+            "Properties": Match.object_like(
+                {
+                    "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                    "TimeToLiveSpecification": {
+                        "AttributeName": resources.TABLE_TTL_ATTRIBUTE,
+                        "Enabled": True,
+                    },
+                    "DeletionProtectionEnabled": True,
+                }
+            ),
+            "DeletionPolicy": "Retain",
+        },
+    )
+
+
+def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_versions(synth):
+    bucket_id = synth.logical_id(synth.stack.data.bucket)
+    synth.template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "BucketEncryption": Match.any_value(),
+            "LifecycleConfiguration": {
+                "Rules": [
+                    Match.object_like(
+                        {"NoncurrentVersionExpiration": {"NoncurrentDays": 1}, "Status": "Enabled"}
+                    )
+                ]
+            },
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": bucket_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+@pytest.mark.parametrize(("queue", "consumer"), [("send", "send"), ("results", "webhook")])
+def test_each_queue_redrives_to_its_dlq_and_outlasts_its_consumer_sixfold(synth, queue, consumer):
+    work = getattr(synth.stack.messaging, queue)
+    properties = synth.template_json["Resources"][synth.logical_id(work.queue)]["Properties"]
+    assert properties["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [synth.logical_id(work.dead_letters), "Arn"]},
+        "maxReceiveCount": resources.MAX_RECEIVE_COUNT,
+    }
+    assert properties["SqsManagedSseEnabled"] is True
+    function = synth.template_json["Resources"][
+        synth.logical_id(synth.stack.functions.by_name[consumer])
+    ]
+    assert properties["VisibilityTimeout"] >= 6 * function["Properties"]["Timeout"]
+
+
+def test_every_queue_refuses_plain_http(synth):
+    queues = synth.resources("AWS::SQS::Queue")
+    policies = synth.resources("AWS::SQS::QueuePolicy").values()
+    guarded = set()
+    for policy in policies:
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}:
+                guarded.update(q["Ref"] for q in policy["Properties"]["Queues"])
+    assert guarded == set(queues)
+
+
+def test_sqs_event_sources_report_batch_item_failures(synth):
+    for queue, function, batch in (
+        (synth.stack.messaging.send.queue, synth.stack.functions.send, resources.SEND_BATCH_SIZE),
+        (
+            synth.stack.messaging.results.queue,
+            synth.stack.functions.webhook,
+            resources.RESULTS_BATCH_SIZE,
+        ),
+    ):
+        synth.template.has_resource_properties(
+            "AWS::Lambda::EventSourceMapping",
+            {
+                "EventSourceArn": {"Fn::GetAtt": [synth.logical_id(queue), "Arn"]},
+                "FunctionName": {"Ref": synth.logical_id(function)},
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "BatchSize": batch,
+            },
+        )
+
+
+def test_send_concurrency_is_capped_to_respect_the_ses_rate(synth):
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionName": {"Ref": synth.logical_id(synth.stack.functions.send)},
+            "ScalingConfig": {"MaximumConcurrency": 2},
+        },
+    )
+
+
+def test_every_function_is_arm64_python_traced_and_runs_its_own_handler(synth):
+    for name, function in synth.stack.functions.by_name.items():
+        properties = synth.template_json["Resources"][synth.logical_id(function)]["Properties"]
+        assert properties["Architectures"] == ["arm64"]
+        assert properties["Runtime"] in ("python3.12", "python3.13")
+        assert properties["TracingConfig"] == {"Mode": "Active"}
+        assert properties["Handler"] == f"functions.{name}.handler.handler"
+        assert properties["Layers"] == [{"Ref": synth.logical_id(synth.stack.functions.layer)}]
+        log_group = synth.template_json["Resources"][properties["LoggingConfig"]["LogGroup"]["Ref"]]
+        assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_functions_get_settings_by_their_vdq_names_and_never_the_twilio_token(synth):
+    from vdq.settings import Settings
+
+    names = {f.metadata["env"] for f in Settings.__dataclass_fields__.values()}
+    for function in synth.stack.functions.by_name.values():
+        properties = synth.template_json["Resources"][synth.logical_id(function)]["Properties"]
+        variables = properties["Environment"]["Variables"]
+        vdq_names = {v for v in variables if not v.startswith("POWERTOOLS_")}
+        assert vdq_names <= names
+        assert "TWILIO_AUTH_TOKEN" not in variables
+        assert variables["VDQ_TABLE_NAME"] == {"Ref": synth.logical_id(synth.stack.data.table)}
+        assert variables["VDQ_TWILIO_SECRET_NAME"] == {"Ref": "TwilioCredentialsName"}
+    assert synth.template_json["Parameters"]["TwilioCredentialsName"]["Default"] == "vdq/twilio"
+
+
+def test_twilio_webhook_url_is_derived_from_the_api_url(synth):
+    variables = synth.template_json["Resources"][synth.logical_id(synth.stack.functions.send)][
+        "Properties"
+    ]["Environment"]["Variables"]
+    url = variables["TWILIO_WEBHOOK_URL"]["Fn::Join"][1]
+    assert {"Ref": synth.logical_id(synth.stack.api.rest_api)} in url
+    assert url[-1].endswith("/v1/twilio/status-callback")
+
+
+def test_ses_events_reach_the_results_queue_through_a_topic_only_this_accounts_ses_may_use(synth):
+    synth.template.has_resource_properties(
+        "AWS::SES::ConfigurationSetEventDestination",
+        {
+            "EventDestination": Match.object_like(
+                {
+                    "Enabled": True,
+                    "MatchingEventTypes": Match.array_with(
+                        [
+                            "send",
+                            "reject",
+                            "bounce",
+                            "complaint",
+                            "delivery",
+                            "renderingFailure",
+                            "deliveryDelay",
+                        ]
+                    ),
+                    "SnsDestination": {
+                        "TopicARN": {"Ref": synth.logical_id(synth.stack.email_events.topic)}
+                    },
+                }
+            )
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::SNS::Subscription",
+        {
+            "Protocol": "sqs",
+            "RawMessageDelivery": True,
+            "Endpoint": {
+                "Fn::GetAtt": [synth.logical_id(synth.stack.messaging.results.queue), "Arn"]
+            },
+        },
+    )
+    for policy in synth.resources("AWS::SNS::TopicPolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Allow" and "sns:Publish" in statement["Action"]:
+                assert statement["Principal"] == {"Service": "ses.amazonaws.com"}
+                condition = statement["Condition"]["StringEquals"]
+                # IAM condition keys are case-insensitive; CDK's own statement says "AWS:".
+                assert {k.lower() for k in condition} == {"aws:sourceaccount", "aws:sourcearn"}
+                assert condition[
+                    next(k for k in condition if k.lower() == "aws:sourceaccount")
+                ] == {"Ref": "AWS::AccountId"}
+
+
+def test_the_twilio_callback_health_and_openapi_are_the_only_paths_without_an_authorizer(synth):
+    open_paths = set()
+    for (method, path), construct in synth.stack.api.methods.items():
+        properties = synth.template_json["Resources"][synth.logical_id(construct)]["Properties"]
+        if properties["AuthorizationType"] == "NONE":
+            open_paths.add((method, path))
+        else:
+            assert properties["AuthorizationType"] == "COGNITO_USER_POOLS"
+            assert "vdq/vdq-senders" in properties["AuthorizationScopes"]
+    assert open_paths == {
+        ("POST", "twilio/status-callback"),
+        ("GET", "health"),
+        ("GET", "openapi.json"),
+    }
+
+
+def test_stage_is_throttled_and_writes_access_logs(synth):
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": "v1",
+            "AccessLogSetting": {
+                "DestinationArn": Match.any_value(),
+                "Format": Match.string_like_regexp("requestId"),
+            },
+            "MethodSettings": Match.array_with(
+                [Match.object_like({"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100})]
+            ),
+            "TracingEnabled": True,
+        },
+    )
+
+
+def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth):
+    groups = {
+        g["Properties"]["GroupName"]
+        for g in synth.resources("AWS::Cognito::UserPoolGroup").values()
+    }
+    assert groups == {"vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins"}
+    synth.template.has_resource_properties(
+        "AWS::Cognito::UserPoolResourceServer",
+        {
+            "Identifier": "vdq",
+            "Scopes": Match.array_with(
+                [
+                    Match.object_like({"ScopeName": g})
+                    for g in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+                ]
+            ),
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient",
+        {
+            "AllowedOAuthFlows": ["client_credentials"],
+            "GenerateSecret": True,
+            "AllowedOAuthScopes": ["vdq/vdq-senders"],
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::Cognito::UserPool", {"AdminCreateUserConfig": {"AllowAdminCreateUserOnly": True}}
+    )
+
+
+def test_schedules_invoke_the_schedule_function_with_each_task(synth):
+    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.functions.schedule), "Arn"]}
+    for task, expression in (
+        ("sms", "rate(1 minute)"),
+        ("sweep", "rate(1 minute)"),
+        ("purge", "rate(1 day)"),
+    ):
+        synth.template.has_resource_properties(
+            "AWS::Scheduler::Schedule",
+            {
+                "ScheduleExpression": expression,
+                "State": "ENABLED",
+                "Target": Match.object_like({"Arn": function_arn, "Input": f'{{"task":"{task}"}}'}),
+            },
+        )
+
+
+def test_alarms_watch_dead_letters_errored_items_stuck_sends_functions_and_api(synth):
+    alarms = synth.resources("AWS::CloudWatch::Alarm").values()
+    metrics = {
+        (a["Properties"].get("Namespace"), a["Properties"].get("MetricName")) for a in alarms
+    }
+    assert ("VDQ", resources.METRIC_ITEMS_ERRORED) in metrics
+    assert ("VDQ", resources.METRIC_LEASES_EXPIRED) in metrics
+    assert ("AWS/SQS", "ApproximateNumberOfMessagesVisible") in metrics
+    assert ("AWS/Lambda", "Errors") in metrics
+    assert ("AWS/Lambda", "Throttles") in metrics
+    assert ("AWS/ApiGateway", "5XXError") in metrics
+    dead_letter_alarms = [
+        a
+        for a in alarms
+        if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    ]
+    assert len(dead_letter_alarms) == 2
+    assert all(a["Properties"]["AlarmActions"] for a in alarms)
+    assert synth.resources("AWS::CloudWatch::Dashboard")
