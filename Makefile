@@ -3,17 +3,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: venv test lint run bench synth soak clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(NODE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,cdk]'
+	# aarch64 wheels of the runtime dependencies: Lambda bundles build offline from them.
+	$(BIN)/python -m infra.bundling download
 	touch $(STAMP)
+
+# The CDK CLI pinned in package-lock.json, for `npx cdk ...` (skipped where npm is missing).
+$(NODE_STAMP): package-lock.json
+	if command -v npm >/dev/null; then npm ci --no-audit --no-fund -s && touch $(NODE_STAMP); \
+	else echo "npm not found: install Node.js to use npx cdk"; fi
 
 test: venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -28,5 +36,8 @@ run: venv
 bench: venv
 	$(BIN)/python -m bench
 
+synth: venv
+	npx cdk synth -q
+
 clean:
-	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) cdk.out build node_modules .pytest_cache .mypy_cache .ruff_cache
