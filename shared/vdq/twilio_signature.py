@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from vdq import api
 from vdq.settings import Settings
@@ -18,15 +18,19 @@ from vdq.settings import Settings
 
 def public_url(webhook_url: str, event: dict[str, Any]) -> str:
     """The URL Twilio signed: the webhook URL and the query parameters it was given."""
-    own = set(parse_qsl(urlsplit(webhook_url).query, keep_blank_values=True))
+    parts = urlsplit(webhook_url)
+    own = parse_qsl(parts.query, keep_blank_values=True)
     received = event.get("multiValueQueryStringParameters") or {
         k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
     }
     added = [(k, v) for k, values in received.items() for v in values if (k, v) not in own]
     if not added:
         return webhook_url
-    separator = "&" if urlsplit(webhook_url).query else ("" if webhook_url.endswith("?") else "?")
-    return f"{webhook_url}{separator}{urlencode(added)}"
+    # As the send worker builds it (vdq.send.status_callback_url): the webhook URL's own
+    # parameters, less any it replaced, then the added ones, encoded by urlencode.
+    replaced = {k for k, _ in added}
+    query = [(k, v) for k, v in own if k not in replaced] + added
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def form_params(event: dict[str, Any]) -> dict[str, str]:

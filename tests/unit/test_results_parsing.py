@@ -1,0 +1,95 @@
+"""Provider payloads to updates, statuses to transitions, the signed URL: pure, offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.events import load_event
+from tests.support.results import SAMPLE_ITEM, SAMPLE_WEBHOOK_URL, ses_body
+from vdq import results
+from vdq.results import TRANSITION_FOR, BadEvent, parse_ses_event, parse_twilio_callback
+from vdq.twilio_signature import form_params, public_url
+
+
+@pytest.mark.parametrize(("sample", "status", "transition", "in_text"), [
+    ("send", "sent", "await", "accepted"),
+    ("delivery", "delivered", "succeed", "250 2.0.0 OK"),
+    ("bounce_permanent", "bounced", "error", "Permanent/General"),
+    ("bounce_transient", "bounced", "error", "Transient/MailboxFull"),
+    ("complaint", "complained", None, "abuse"),
+    ("reject", "rejected", "error", "Bad content"),
+    ("delivery_delay", "deferred", "await", "4.2.2"),
+    ("rendering_failure", "failed", "error", "not present in the rendering data"),
+])  # fmt: skip
+def test_each_ses_event_type_maps_to_the_seeds_status(sample, status, transition, in_text):
+    update = parse_ses_event(ses_body(sample))
+    assert update.provider == "ses"
+    assert update.provider_id.endswith("-000000")
+    assert (update.status, TRANSITION_FOR.get(update.status)) == (status, transition)
+    assert in_text in update.text
+
+
+def test_ses_event_ids_tell_events_apart_and_repeat_for_a_redelivery():
+    ids = {parse_ses_event(ses_body(s)).event_id
+           for s in ("send", "delivery", "bounce_permanent", "bounce_transient", "complaint",
+                     "reject", "delivery_delay", "rendering_failure")}  # fmt: skip
+    assert len(ids) == 8
+    assert parse_ses_event(ses_body("delivery")).event_id == (
+        parse_ses_event(ses_body("delivery")).event_id)
+    body = ses_body("delivery_delay")
+    later = ses_body("delivery_delay")
+    later["deliveryDelay"]["timestamp"] = "2026-12-02T15:00:00.000Z"
+    assert parse_ses_event(body).event_id != parse_ses_event(later).event_id
+
+
+def test_ses_event_without_a_message_id_is_refused():
+    with pytest.raises(BadEvent):
+        parse_ses_event({"eventType": "Delivery", "mail": {}})
+
+
+@pytest.mark.parametrize(("status", "transition"), [
+    ("delivered", "succeed"), ("undelivered", "error"), ("failed", "error"),
+    ("queued", "await"), ("sending", "await"), ("sent", "await"),
+    ("accepted", None), ("scheduled", None), ("read", None),
+])  # fmt: skip
+def test_twilio_statuses_map_as_the_seed_says(status, transition):
+    update = results.twilio_update("SM1", status)
+    assert TRANSITION_FOR.get(update.status) == transition
+    assert update.event_id == f"twilio:SM1:{status}"
+
+
+def test_twilio_callback_carries_the_error_code_and_key():
+    params = form_params(load_event("twilio_status_undelivered"))
+    update = parse_twilio_callback(params, SAMPLE_ITEM)
+    assert (update.status, update.item_hint) == ("undelivered", SAMPLE_ITEM)
+    assert "error 30003" in update.text
+    with pytest.raises(BadEvent):
+        parse_twilio_callback({"MessageStatus": "sent"}, None)
+
+
+def test_update_round_trips_through_json():
+    update = parse_ses_event(ses_body("bounce_permanent"))
+    assert results.ProviderUpdate.from_json(update.to_json()) == update
+
+
+def test_public_url_is_the_webhook_url_with_the_query_twilio_was_given():
+    event = load_event("twilio_status_delivered")
+    assert public_url(SAMPLE_WEBHOOK_URL, event) == f"{SAMPLE_WEBHOOK_URL}?queue_item={SAMPLE_ITEM}"
+    own = SAMPLE_WEBHOOK_URL + "?env=prod"
+    event["multiValueQueryStringParameters"] = {"env": ["prod"], "queue_item": ["X"]}
+    assert public_url(own, event) == own + "&queue_item=X"
+    event["multiValueQueryStringParameters"] = None
+    event["queryStringParameters"] = None
+    assert public_url(SAMPLE_WEBHOOK_URL, event) == SAMPLE_WEBHOOK_URL
+
+
+def test_public_url_is_the_url_the_send_worker_gives_twilio():
+    send = pytest.importorskip("vdq.send")
+    for webhook in (SAMPLE_WEBHOOK_URL, SAMPLE_WEBHOOK_URL + "?env=prod&x=a%20b"):
+        given = send.status_callback_url(webhook, SAMPLE_ITEM)
+        event = {"multiValueQueryStringParameters": {}}
+        from urllib.parse import parse_qsl, urlsplit
+
+        for k, v in parse_qsl(urlsplit(given).query):
+            event["multiValueQueryStringParameters"].setdefault(k, []).append(v)
+        assert public_url(webhook, event) == given
