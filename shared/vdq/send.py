@@ -81,7 +81,13 @@ def process(message: SendMessage, runtime: Runtime) -> str:
         text = traceback.format_exc()
         result = f"{item.result}\n{text}" if item.result else text
         return fail(item, entry, result, runtime)
-    return record_accepted(item, entry, provider_id, runtime)
+    try:
+        return record_accepted(item, entry, provider_id, runtime)
+    except Exception:
+        # The lease sweep moves the item on later; the ID in the log lets an operator match it.
+        logger.exception("%s accepted %s as %s, but the outcome was not recorded",
+                         provider_label(item), item.id, provider_id)  # fmt: skip
+        raise
 
 
 # ---- claim -----------------------------------------------------------------------------------

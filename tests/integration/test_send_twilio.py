@@ -1,0 +1,129 @@
+"""The Twilio provider: credentials (settings or Secrets Manager), base URL, send and fetch."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities import parameters
+
+from tests.support.fake_twilio import ACCOUNT_SID, FakeTwilioHttp
+from vdq.errors import SettingsError
+from vdq.providers import RejectedByProvider
+from vdq.providers.twilio import TwilioProvider, TwilioStatus, get_twilio
+from vdq.runtime import Runtime
+from vdq.settings import Settings
+
+
+@pytest.fixture
+def sandbox():
+    """A loopback HTTP server that answers as Twilio's Messages API does."""
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            seen.append(("POST", self.path, form, self.headers.get("Authorization")))
+            if form["To"] == ["+15005550001"]:
+                self._answer(400, {"code": 21211, "status": 400,
+                                   "message": "The 'To' number +15005550001 is not valid."})
+            else:
+                self._answer(201, {"sid": "SM" + "1" * 32, "status": "queued"})
+
+        def do_GET(self):
+            seen.append(("GET", self.path, None, self.headers.get("Authorization")))
+            self._answer(200, {"sid": "SM" + "1" * 32, "status": "undelivered",
+                               "error_code": 30003,
+                               "error_message": "Unreachable destination handset"})
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def settings_for(**changes):
+    return replace(Settings(), **changes)
+
+
+def test_the_client_talks_to_the_configured_base_url(sandbox):
+    base, seen = sandbox
+    provider = TwilioProvider.from_settings(settings_for(
+        twilio_account_sid=ACCOUNT_SID, twilio_auth_token="tok", twilio_api_url=base + "/"))
+    sid = provider.send("+15005550006", "+14155550100", "hi", ["https://cdn.example.com/a.png"],
+                        "https://hooks.example.com/cb?queue_item=X")  # fmt: skip
+    assert sid == "SM" + "1" * 32
+    method, path, form, auth = seen[0]
+    assert method == "POST"
+    assert path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages.json"
+    assert form["StatusCallback"] == ["https://hooks.example.com/cb?queue_item=X"]
+    assert form["MediaUrl"] == ["https://cdn.example.com/a.png"] and auth.startswith("Basic ")
+
+    status = provider.fetch(sid)
+    assert status == TwilioStatus("undelivered", 30003, "Unreachable destination handset")
+    assert seen[1][:2] == ("GET", f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json")
+
+
+def test_a_rejection_carries_twilios_code_and_message(sandbox):
+    base, _ = sandbox
+    provider = TwilioProvider.from_settings(settings_for(
+        twilio_account_sid=ACCOUNT_SID, twilio_auth_token="tok", twilio_api_url=base))
+    with pytest.raises(RejectedByProvider) as err:
+        provider.send("+15005550006", "+15005550001", "hi")
+    assert err.value.code == 21211 and "is not valid" in err.value.message
+
+
+def test_credentials_come_from_the_secrets_manager_secret(aws):
+    parameters.clear_caches()
+    boto3.client("secretsmanager").create_secret(
+        Name="vdq/twilio", SecretString=json.dumps({"account_sid": ACCOUNT_SID,
+                                                    "auth_token": "from-secret"}))
+    http = FakeTwilioHttp()
+    provider = TwilioProvider.from_settings(settings_for(twilio_secret_name="vdq/twilio"),
+                                            http_client=http)  # fmt: skip
+    provider.send("+15005550006", "+14155550100", "hi")
+    assert http.requests[0].auth == (ACCOUNT_SID, "from-secret")
+    assert ACCOUNT_SID in http.requests[0].url
+
+
+def test_a_secret_without_a_token_is_a_settings_error(aws):
+    parameters.clear_caches()
+    boto3.client("secretsmanager").create_secret(
+        Name="vdq/bad", SecretString=json.dumps({"account_sid": ACCOUNT_SID}))
+    provider = TwilioProvider.from_settings(settings_for(twilio_secret_name="vdq/bad"),
+                                            http_client=FakeTwilioHttp())  # fmt: skip
+    with pytest.raises(SettingsError, match="auth_token"):
+        provider.send("+15005550006", "+14155550100", "hi")
+
+
+def test_no_credentials_at_all_is_a_settings_error():
+    with pytest.raises(SettingsError, match="TWILIO_ACCOUNT_SID"):
+        TwilioProvider.from_settings(settings_for())
+
+
+def test_get_twilio_prefers_the_override_and_caches_the_real_provider(settings):
+    runtime = Runtime(settings=replace(settings, twilio_account_sid=ACCOUNT_SID,
+                                       twilio_auth_token="tok"))  # fmt: skip
+    real = get_twilio(runtime)
+    assert isinstance(real, TwilioProvider) and get_twilio(runtime) is real
+    fake = object()
+    other = Runtime(settings=runtime.settings, overrides={"twilio": fake})
+    assert get_twilio(other) is fake

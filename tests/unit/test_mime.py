@@ -1,0 +1,77 @@
+"""The MIME message of an email item: headers, alternatives, files, encoding."""
+
+from __future__ import annotations
+
+import email
+from datetime import UTC, datetime
+from email import policy
+
+from vdq.mime import File, build_email
+
+CONTENT = {
+    "subject": "Grüße aus Zürich",
+    "text": "Hallo Jürgen",
+    "html": "<p>Hallo <b>Jürgen</b> <img src='cid:logo@shop'></p>",
+    "to": [{"email": "juergen@example.org", "name": "Jürgen Müller"},
+           {"email": "ada@example.org"}],
+    "cc": [{"email": "grace@example.org", "name": "Grace"}],
+    "reply_to": [{"email": "help@example.com", "name": "Help"}],
+}  # fmt: skip
+
+
+def parse(raw: bytes) -> email.message.EmailMessage:
+    return email.message_from_bytes(raw, policy=policy.default)
+
+
+def test_the_message_is_7bit_ascii_with_crlf_line_ends_and_decodes_back():
+    raw = build_email(sender="shop@example.com", sender_name="Shöp", content=CONTENT,
+                      date=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))  # fmt: skip
+    raw.decode("ascii")
+    assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")
+    message = parse(raw)
+    assert message["Subject"] == "Grüße aus Zürich"
+    assert message["From"] == "Shöp <shop@example.com>"
+    assert message["To"] == "Jürgen Müller <juergen@example.org>, ada@example.org"
+    assert message["Cc"] == "Grace <grace@example.org>"
+    assert message["Reply-To"] == "Help <help@example.com>"
+    assert message["Date"] == "Fri, 02 Jan 2026 03:04:05 +0000"
+    assert message.get_body(("plain",)).get_content().strip() == "Hallo Jürgen"
+    assert "<b>Jürgen</b>" in message.get_body(("html",)).get_content()
+    assert message.get_content_type() == "multipart/alternative"
+
+
+def test_text_only_email_is_a_single_part():
+    content = {**CONTENT, "html": None}
+    message = parse(build_email(sender="shop@example.com", sender_name=None, content=content))
+    assert message.get_content_type() == "text/plain"
+    assert message["From"] == "shop@example.com"
+
+
+def test_inline_images_sit_beside_the_html_and_files_are_attachments():
+    files = [File("logo.png", "image/png", b"\x89PNG", inline=True, content_id="logo@shop"),
+             File("Rechnung März.pdf", "application/pdf", b"%PDF")]  # fmt: skip
+    message = parse(build_email(sender="shop@example.com", sender_name=None, content=CONTENT,
+                                files=files))  # fmt: skip
+    assert message.get_content_type() == "multipart/mixed"
+    tree = [p.get_content_type() for p in message.walk()]
+    assert tree == ["multipart/mixed", "multipart/alternative", "text/plain",
+                    "multipart/related", "text/html", "image/png", "application/pdf"]  # fmt: skip
+    logo = next(p for p in message.walk() if p.get_content_type() == "image/png")
+    assert logo["Content-ID"] == "<logo@shop>" and logo.get_content_disposition() == "inline"
+    pdf = next(p for p in message.walk() if p.get_content_type() == "application/pdf")
+    assert pdf.get_filename() == "Rechnung März.pdf" and pdf.get_content() == b"%PDF"
+
+
+def test_inline_files_of_a_text_only_email_are_inline_parts():
+    files = [File("logo.png", "image/png", b"\x89PNG", inline=True, content_id="logo@shop")]
+    content = {**CONTENT, "html": None}
+    message = parse(build_email(sender="shop@example.com", sender_name=None, content=content,
+                                files=files))  # fmt: skip
+    logo = next(p for p in message.walk() if p.get_content_type() == "image/png")
+    assert logo.get_content_disposition() == "inline" and logo["Content-ID"] == "<logo@shop>"
+
+
+def test_no_bcc_header_is_ever_written():
+    content = {**CONTENT, "bcc": [{"email": "hidden@example.org"}]}
+    raw = build_email(sender="shop@example.com", sender_name=None, content=content)
+    assert b"hidden@example.org" not in raw and b"Bcc" not in raw

@@ -1,0 +1,99 @@
+"""Provider failures are classified at the adapters: transient, permanent, ambiguous."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+from twilio.base.exceptions import TwilioRestException
+from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
+
+import requests
+from vdq.providers import (
+    AmbiguousProviderError,
+    PermanentProviderError,
+    RejectedByProvider,
+    TransientProviderError,
+    ses,
+    twilio,
+)
+from vdq.send import status_callback_url
+
+URL = "https://email.us-east-1.amazonaws.com"
+
+
+def client_error(code, status, message="m"):
+    return ClientError({"Error": {"Code": code, "Message": message},
+                        "ResponseMetadata": {"HTTPStatusCode": status}}, "SendEmail")  # fmt: skip
+
+
+@pytest.mark.parametrize("exc,kind", [
+    (client_error("TooManyRequestsException", 429), TransientProviderError),
+    (client_error("LimitExceededException", 400), TransientProviderError),
+    (client_error("Throttling", 400), TransientProviderError),
+    (client_error("InternalFailure", 500), TransientProviderError),
+    (client_error("Whatever", 503), TransientProviderError),
+    (client_error("Whatever", 408), TransientProviderError),
+    (client_error("MessageRejected", 400), PermanentProviderError),
+    (client_error("MailFromDomainNotVerifiedException", 400), PermanentProviderError),
+    (client_error("AccountSuspendedException", 400), PermanentProviderError),
+    (client_error("SendingPausedException", 400), PermanentProviderError),
+    (client_error("NotFoundException", 404), PermanentProviderError),
+    (ConnectTimeoutError(endpoint_url=URL), TransientProviderError),
+    (EndpointConnectionError(endpoint_url=URL), TransientProviderError),
+    (ReadTimeoutError(endpoint_url=URL), AmbiguousProviderError),
+    (ConnectionClosedError(endpoint_url=URL), AmbiguousProviderError),
+    (ParamValidationError(report="bad"), PermanentProviderError),
+])  # fmt: skip
+def test_ses_errors_are_classified(exc, kind):
+    error = ses.classify(exc)
+    assert type(error) is kind
+    assert error.provider == "SES"
+
+
+def test_an_ses_error_keeps_the_code_and_the_text():
+    error = ses.classify(client_error("MessageRejected", 400, "Email address is not verified."))
+    assert str(error) == "SES (MessageRejected): Email address is not verified."
+
+
+def refused():
+    reason = NewConnectionError(None, "Connection refused")
+    return requests.ConnectionError(MaxRetryError(None, "/", reason))
+
+
+@pytest.mark.parametrize("exc,kind", [
+    (TwilioRestException(400, "/Messages.json", "The 'To' number is not valid.", 21211),
+     RejectedByProvider),
+    (TwilioRestException(401, "/Messages.json", "Authenticate", 20003), RejectedByProvider),
+    (TwilioRestException(503, "/Messages.json", "Service unavailable", 20503),
+     TransientProviderError),
+    (TwilioRestException(429, "/Messages.json", "Too many requests", 20429),
+     TransientProviderError),
+    (requests.ConnectTimeout("connect timed out"), TransientProviderError),
+    (refused(), TransientProviderError),
+    (requests.ConnectionError(ProtocolError("Connection aborted.")), AmbiguousProviderError),
+    (requests.ReadTimeout("read timed out"), AmbiguousProviderError),
+    (ValueError("Expecting value"), AmbiguousProviderError),
+])  # fmt: skip
+def test_twilio_errors_are_classified(exc, kind):
+    assert type(twilio.classify(exc)) is kind
+
+
+def test_a_twilio_rejection_keeps_twilios_code_and_text():
+    exc = TwilioRestException(400, "/Messages.json", "The 'To' number is not valid.", 21211)
+    assert str(twilio.classify(exc)) == "Twilio (21211): The 'To' number is not valid."
+
+
+@pytest.mark.parametrize("webhook,expected", [
+    ("https://h.example.com/cb", "https://h.example.com/cb?queue_item=ID"),
+    ("https://h.example.com/cb?a=1&queue_item=old&b=", "https://h.example.com/cb?a=1&b=&queue_item=ID"),
+    ("https://h.example.com/cb?queue_item=x&queue_item=y", "https://h.example.com/cb?queue_item=ID"),
+])  # fmt: skip
+def test_the_status_callback_url_carries_the_item_key_once(webhook, expected):
+    assert status_callback_url(webhook, "ID") == expected
