@@ -168,7 +168,9 @@ class Api(Construct):
                 require_uppercase=True,
                 require_symbols=True,
             ),
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=(
+                RemovalPolicy.RETAIN if config.deletion_protection else RemovalPolicy.DESTROY
+            ),
             deletion_protection=config.deletion_protection,
         )
         for rule in ("COG3", "COG8"):

@@ -79,7 +79,7 @@ class DeployConfig:
     api_throttle_rate: float = 50.0
     api_throttle_burst: int = 100
     twilio_secret_name: str = "vdq/twilio"
-    twilio_webhook_url: str | None = None
+    twilio_webhook_url: str | None = None  # None: derived from the API URL; "": polling
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
     files_noncurrent_days: int = 1
@@ -105,6 +105,8 @@ class DeployConfig:
                 raise ConfigError(f"{name} is set by the stack from the resources it creates")
             settings[name] = value if isinstance(value, str) else json.dumps(value)
         webhook_url = settings.pop("TWILIO_WEBHOOK_URL", None)
+        if webhook_url is not None:
+            webhook_url = webhook_url.strip()
         Settings.from_env(settings)  # a bad value fails the synth, naming the setting
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
         return cls(

@@ -82,9 +82,14 @@ class VdqStack(Stack):
             operator=functions.operator,
             webhook=functions.webhook,
         )
-        webhook_url = config.twilio_webhook_url or f"{api.url}{TWILIO_CALLBACK_PATH}"
-        for function in (functions.send, functions.webhook, functions.schedule):
-            function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
+        # Unset: the API's own callback path. Set empty: no callback, the schedule polls Twilio.
+        if config.twilio_webhook_url is None:
+            webhook_url = f"{api.url}{TWILIO_CALLBACK_PATH}"
+        else:
+            webhook_url = config.twilio_webhook_url or "(none: polling)"
+        if config.twilio_webhook_url != "":
+            for function in (functions.send, functions.webhook, functions.schedule):
+                function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
         schedules = Schedules(
             self,
             "Schedules",

@@ -1,0 +1,47 @@
+"""Deployment context: product settings pass through checked; secrets never enter a template."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.infra
+
+
+def _config(context: dict):
+    import aws_cdk as cdk
+    from infra.config import DeployConfig
+
+    return DeployConfig.from_context(cdk.App(context=context).node)
+
+
+def test_a_product_setting_in_context_reaches_the_functions_unchanged():
+    config = _config({"VDQ_MAX_RETRIES": "5", "VDQ_STATE_EVENTS": "all"})
+    assert config.settings == {"VDQ_MAX_RETRIES": "5", "VDQ_STATE_EVENTS": "all"}
+
+
+def test_a_bad_setting_value_fails_the_synth_naming_it():
+    from vdq.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="VDQ_MAX_RETRIES"):
+        _config({"VDQ_MAX_RETRIES": "-1"})
+
+
+@pytest.mark.parametrize("name", ["TWILIO_AUTH_TOKEN"])
+def test_the_twilio_token_is_refused_as_a_template_value(name):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="secret"):
+        _config({name: "shh"})
+
+
+def test_resource_settings_are_the_stacks_own():
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="set by the stack"):
+        _config({"VDQ_TABLE_NAME": "other"})
+
+
+def test_webhook_url_unset_derives_empty_selects_polling():
+    assert _config({}).twilio_webhook_url is None
+    assert _config({"TWILIO_WEBHOOK_URL": ""}).twilio_webhook_url == ""
+    assert "TWILIO_WEBHOOK_URL" not in _config({"TWILIO_WEBHOOK_URL": "https://x/y"}).settings
