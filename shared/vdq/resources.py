@@ -59,8 +59,9 @@ API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 
 # Metrics (Powertools, namespace observability.NAMESPACE) that the deployed alarms watch.
-METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered the errored state
-METRIC_LEASES_EXPIRED = "LeasesExpired"  # the lease sweep moved a stuck sending item on
+METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.transitions emits it)
+# The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".
+METRIC_LEASES_EXPIRED = "Schedule_lease_moved"
 
 
 def table_definition(table_name: str) -> dict:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from vdq import resources, workflow
 from vdq.clock import iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
-from vdq.observability import logger
+from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import (
@@ -300,6 +300,9 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
     name = decision.transition.name
     if name in ("retry", "delay"):
         publish_send(item, runtime, delay_seconds=step.retry_delay or 0)
+    if decision.target is State.ERRORED:
+        # The deployed "errored items" alarm watches this count (infra/monitoring.py).
+        metrics.add_metric(name=resources.METRIC_ITEMS_ERRORED, unit="Count", value=1)
     if decision.enters_done and item.has_files:
         from vdq.attachments import release_files
 
