@@ -1,0 +1,275 @@
+"""The in-process AWS every benchmark runs against: moto, with VDQ's resources and a Runtime.
+
+Set up like the test fixtures (``tests/support/aws.py``): dummy credentials, one region, the
+table built from ``vdq.resources``. A figure whose code has not landed reports itself as not
+measured instead of guessing (``missing``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+ENV = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_NAMESPACE": "VDQ",
+    "POWERTOOLS_DEV": "false",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_METRICS_DISABLED": "true",  # no EMF lines in the table's output
+}
+TABLE = "vdq-bench"
+BUCKET = "vdq-bench-attachments"
+BUS = "vdq-bench-bus"
+WEBHOOK_URL = "https://abc123.execute-api.us-east-1.amazonaws.com/prod/twilio/status-callback"
+TWILIO_SID = "AC" + "0" * 32
+TWILIO_TOKEN = "bench-auth-token"
+SENDER = "shop@example.com"
+
+
+def prepare_process() -> None:
+    """Dummy credentials and a region, before anything makes a client."""
+    import warnings
+
+    os.environ.update(ENV)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        os.environ.pop(name, None)
+
+
+class Missing(Exception):
+    """A module a figure needs has not been written yet."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(f"{module} missing")
+        self.module = module
+
+
+def need(module: str, attribute: str | None = None) -> Any:
+    """Import ``module`` (and get ``attribute``), or raise Missing naming it."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise Missing(module)
+    loaded = importlib.import_module(module)
+    if attribute is None:
+        return loaded
+    if not hasattr(loaded, attribute):
+        raise Missing(f"{module}.{attribute}")
+    return getattr(loaded, attribute)
+
+
+def lean_moto_transactions() -> None:
+    """Make moto's TransactWriteItems snapshot only the items it touches.
+
+    moto backs every transaction up by deep-copying the whole table, once per item in it, so a
+    transaction's cost grows with the table and a run of thousands of them is quadratic: an
+    artefact of the emulator, not of DynamoDB or VDQ. This keeps moto's semantics (all or
+    nothing) with a snapshot of the touched items only. Benchmarks only; tests use plain moto.
+    """
+    import copy
+
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    original = DynamoDBBackend.transact_write_items
+    if getattr(original, "_bench_lean", False):
+        return
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved = []
+        for entry in transact_items:
+            _, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            source = op.get("Item") or op.get("Key") or {}
+            if table.hash_key_attr not in source or table.range_key_attr not in source:
+                continue
+            hk = DynamoType(source[table.hash_key_attr])
+            rk = DynamoType(source[table.range_key_attr])
+            current = table.items.get(hk, {}).get(rk)
+            saved.append((table, hk, rk, copy.deepcopy(current)))
+        had = Table.__dict__.get("__deepcopy__")
+        Table.__deepcopy__ = lambda table, memo: table  # type: ignore[method-assign]
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table, hk, rk, item in reversed(saved):
+                if item is None:
+                    table.items.get(hk, {}).pop(rk, None)
+                else:
+                    table.items[hk][rk] = item
+            raise
+        finally:
+            if had is None:
+                del Table.__deepcopy__
+            else:
+                Table.__deepcopy__ = had  # type: ignore[method-assign]
+
+    transact_write_items._bench_lean = True  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+@dataclass
+class Stack:
+    runtime: Any
+    clock: Any
+    queues: dict[str, str]
+    sqs: Any  # a client for the harness's own work (the Lambda event source mapping)
+
+
+@contextmanager
+def stack(**settings_changes: Any) -> Iterator[Stack]:
+    """moto with VDQ's table, queues, bucket and a verified SES sender; a Runtime on them."""
+    prepare_process()
+    import boto3
+    from moto import mock_aws
+
+    from vdq import resources
+    from vdq import runtime as runtime_module
+    from vdq.clock import FakeClock
+    from vdq.runtime import Runtime
+    from vdq.settings import Settings
+
+    lean_moto_transactions()
+    with mock_aws():
+        boto3.client("dynamodb").create_table(**resources.table_definition(TABLE))
+        sqs = boto3.client("sqs")
+        queues = {
+            name: sqs.create_queue(QueueName=f"vdq-bench-{name}")["QueueUrl"]
+            for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
+        }
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        boto3.client("sesv2").create_email_identity(EmailIdentity=SENDER)
+        boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+        boto3.client("events").create_event_bus(Name=BUS)
+        settings = replace(
+            Settings(),
+            table_name=TABLE,
+            attachments_bucket=BUCKET,
+            send_queue_url=queues[resources.SEND_QUEUE],
+            results_queue_url=queues[resources.RESULTS_QUEUE],
+            event_bus_name=BUS,
+            twilio_account_sid=TWILIO_SID,
+            twilio_auth_token=TWILIO_TOKEN,
+            twilio_webhook_url=WEBHOOK_URL,
+        )
+        if settings_changes:
+            settings = replace(settings, **settings_changes)
+        clock = FakeClock()
+        rt = Runtime(settings=settings, clock=clock)
+        rt.overrides["twilio"] = FakeTwilio()
+        runtime_module._DEFAULT = rt
+        try:
+            yield Stack(rt, clock, queues, sqs)
+        finally:
+            Runtime.reset_default()
+
+
+class FakeTwilio:
+    """Twilio's API in-process: accepts every message (no AWS request, so nothing counted)."""
+
+    def __init__(self, status: str = "delivered") -> None:
+        self.sent: list[tuple[str, str]] = []  # (sid, receiver)
+        self.status = status  # what a status fetch answers
+
+    def send(self, from_: str, to: str, body: str, media_urls: Any = (),
+             status_callback: str | None = None) -> str:  # fmt: skip
+        sid = "SM" + os.urandom(16).hex()
+        self.sent.append((sid, to))
+        return sid
+
+    def fetch(self, sid: str) -> Any:
+        from vdq.providers.twilio import TwilioStatus
+
+        return TwilioStatus(status=self.status)
+
+
+class LambdaContext:
+    """What the Powertools decorators read from a Lambda context."""
+
+    def __init__(self, name: str, memory_mb: int = 256) -> None:
+        self.function_name = name
+        self.memory_limit_in_mb = memory_mb
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+        self.aws_request_id = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """A Lambda SQS event of messages as ReceiveMessage returned them."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1796219110000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1796219110000",
+                },
+                "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
+
+
+def receive(sqs: Any, url: str, limit: int = 10) -> list[dict[str, Any]]:
+    """What the event source mapping would hand to one invocation (received and deleted)."""
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=limit, WaitTimeSeconds=0)
+    messages = got.get("Messages", [])
+    if messages:
+        sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                     for i, m in enumerate(messages)],
+        )  # fmt: skip
+    return messages
+
+
+def queue_arn(url: str) -> str:
+    return f"arn:aws:sqs:us-east-1:123456789012:{url.rsplit('/', 1)[-1]}"
+
+
+@functools.lru_cache(maxsize=4)
+def html_body(size: int = 10_000) -> str:
+    """An HTML order mail of about ``size`` bytes, varied like a real one (zlib gets ~3x)."""
+    words = ("order", "shipped", "parcel", "invoice", "tracking", "warehouse", "delivery",
+             "customer", "account", "return", "voucher", "summary", "address", "express")
+    rng = random.Random(size)
+    parts, length, n = ["<html><body><h1>Your order shipped</h1><table>"], 0, 0
+    while length < size - 120:
+        n += 1
+        name = " ".join(rng.choice(words) for _ in range(rng.randint(2, 5))).title()
+        row = (f'<tr><td class="item">{name} #{rng.randint(10_000, 99_999)}</td>'
+               f"<td>{rng.randint(1, 9)}</td><td>US$ {rng.randint(1, 999)}.{rng.randint(0, 99):02d}"
+               "</td></tr>\n")
+        parts.append(row)
+        length += len(row)
+    parts.append("</table><p>Thank you for shopping with us.</p></body></html>")
+    return "".join(parts)

@@ -1,0 +1,186 @@
+"""The measurements turned into the table's rows: figure, target, measured, holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import cost, requests
+
+
+class Row:
+    def __init__(self, figure: str, target: str, measured: str, holds: bool | None,
+                 detail: Any = None) -> None:  # fmt: skip
+        self.figure, self.target, self.measured, self.holds = figure, target, measured, holds
+        self.detail = detail
+
+    def as_json(self) -> dict[str, Any]:
+        return {"figure": self.figure, "target": self.target, "measured": self.measured,
+                "holds": self.holds, "detail": self.detail}  # fmt: skip
+
+
+EMAIL_DDB_MAX = 5
+STATE_ITEM_MAX = 1024
+BULK_DDB_PER_ITEM = 0.2
+BULK_SQS_PER_ITEM = 0.15
+COST_MAX = 5.0
+IMPORT_RATIO_MAX = 1.5
+VDQ_SHARE_MAX = 0.20
+
+REQUEST_FIGURES = [
+    ("email delivered: DynamoDB requests", f"<= {EMAIL_DDB_MAX}"),
+    ("email delivered: state item size", f"< {STATE_ITEM_MAX} B"),
+    ("email delivered: all requests", "(reported)"),
+    ("SMS delivered: all requests", "(reported)"),
+    ("POST /emails x100: DynamoDB per item", f"<= {BULK_DDB_PER_ITEM}"),
+    ("POST /emails x100: SQS per item", f"<= {BULK_SQS_PER_ITEM}"),
+    ("retry (operator): all requests", "(reported)"),
+    ("resend (operator): all requests", "(reported)"),
+]
+COST_FIGURES = [
+    ("cost per 1M emails, behind the API", f"<= US${COST_MAX:.2f}"),
+    ("cost per 1M SMS, behind the API", "(reported)"),
+    ("API Gateway per 1M messages", "(reported)"),
+]
+COLDSTART_FIGURES = [
+    ("cold start: handler import / boto3", f"<= {IMPORT_RATIO_MAX}x"),
+    ("cold start: twilio in non-SMS functions", "none"),
+]
+THROUGHPUT_FIGURES = [
+    ("throughput: 2,000 emails to terminal", "(reported)"),
+    ("throughput: time in vdq code", f"< {VDQ_SHARE_MAX:.0%}"),
+]
+SCALE_FIGURES = [
+    ("scale: list active (100k done + 50 active)", "<= 1 page read"),
+    ("scale: SMS timeout (10k awaiting, 100 expired)", "<= expired + 1 page"),
+]
+
+
+def ops(tally: dict[str, Any]) -> str:
+    return ", ".join(f"{op} {n}" for op, n in tally["requests"].items())
+
+
+def _guard(figures: list[tuple[str, str]], work: Any) -> Any:
+    """Run ``work``; Missing becomes "not measured" rows for ``figures``."""
+    from bench.env import Missing
+
+    try:
+        return work(), None
+    except Missing as missing:
+        return None, [Row(f, t, f"not measured: {missing}", None) for f, t in figures]
+
+
+def request_rows(journeys: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    email, missing = _guard(REQUEST_FIGURES[:3], requests.email_delivered)
+    if missing:
+        rows += missing
+    else:
+        journeys["email"] = email
+        total = email.total().as_json()
+        ddb = total["by_service"].get("dynamodb", 0)
+        per_phase = "; ".join(f"{f} {t.by_service().get('dynamodb', 0)}"
+                              for f, t, _, _ in email.phases)  # fmt: skip
+        rows.append(Row(REQUEST_FIGURES[0][0], REQUEST_FIGURES[0][1],
+                        f"{ddb} ({per_phase})", ddb <= EMAIL_DDB_MAX, email.as_json()))  # fmt: skip
+        size = total["item_sizes"].get("state", 0)
+        rows.append(Row(REQUEST_FIGURES[1][0], REQUEST_FIGURES[1][1], f"{size} B (largest)",
+                        0 < size < STATE_ITEM_MAX, total["item_sizes"]))  # fmt: skip
+        rows.append(Row(REQUEST_FIGURES[2][0], REQUEST_FIGURES[2][1],
+                        f"{ops(total)} -> {email.final_state}", None))  # fmt: skip
+    sms, missing = _guard(REQUEST_FIGURES[3:4], requests.sms_delivered)
+    if missing:
+        rows += missing
+    else:
+        journeys["sms"] = sms
+        total = sms.total().as_json()
+        rows.append(Row(REQUEST_FIGURES[3][0], REQUEST_FIGURES[3][1],
+                        f"{ops(total)} -> {sms.final_state}", None, sms.as_json()))  # fmt: skip
+    bulk = requests.enqueue_many(100)
+    ddb, sqs = bulk["by_service"].get("dynamodb", 0) / 100, bulk["by_service"].get("sqs", 0) / 100
+    rows.append(Row(REQUEST_FIGURES[4][0], REQUEST_FIGURES[4][1], f"{ddb:.2f} ({ops(bulk)})",
+                    ddb <= BULK_DDB_PER_ITEM, bulk))  # fmt: skip
+    rows.append(Row(REQUEST_FIGURES[5][0], REQUEST_FIGURES[5][1], f"{sqs:.2f}",
+                    sqs <= BULK_SQS_PER_ITEM))  # fmt: skip
+    for (figure, target), run in zip(REQUEST_FIGURES[6:], (requests.retry_one,
+                                                           requests.resend_one), strict=True):
+        tally, missing = _guard([(figure, target)], run)
+        rows += missing or [Row(figure, target, ops(tally), None, tally)]
+    return rows
+
+
+def cost_rows(journeys: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    table = cost.prices()
+    for (figure, target), key in zip(COST_FIGURES[:2], ("email", "sms"), strict=True):
+        journey = journeys.get(key)
+        if journey is None:
+            module = "functions.send.handler / functions.webhook.handler"
+            rows.append(Row(figure, target, f"not measured: {module} missing", None))
+            continue
+        dollars = cost.journey_cost(journey.invocations(), journey.messages, table)
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in dollars.items()
+                          if not k.startswith("_") and k != "total")  # fmt: skip
+        holds = dollars["total"] <= COST_MAX if key == "email" else None
+        rows.append(Row(figure, target, f"US${dollars['total']:.2f} ({parts})", holds,
+                        {**dollars, "prices_checked": table["checked"]}))  # fmt: skip
+    one, hundred = cost.api_gateway_per_million(1, table), cost.api_gateway_per_million(100, table)
+    rows.append(Row(COST_FIGURES[2][0], COST_FIGURES[2][1],
+                    f"US${one:.2f} at 1 msg/request, US${hundred:.3f} at 100", None))  # fmt: skip
+    return rows
+
+
+def coldstart_rows(result: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    figure, target = COLDSTART_FIGURES[0]
+    for name, got in result["functions"].items():
+        label = f"{figure} ({name})"
+        if "missing" in got:
+            rows.append(Row(label, target, f"not measured: {got['missing']} missing", None))
+        elif "error" in got:
+            rows.append(Row(label, target, f"not measured: {got['error']}"[:160], None))
+        else:
+            text = f"{got['ms']:.0f} ms / {result['boto3_ms']:.0f} ms = {got['ratio']:.2f}x"
+            rows.append(Row(label, target, text, got["ratio"] <= IMPORT_RATIO_MAX, got))
+    measured = {n: g for n, g in result["functions"].items() if "ms" in g}
+    offenders = [n for n, g in measured.items() if g["imports_twilio"] and not g["may_use_sms"]]
+    non_sms = [n for n, g in measured.items() if not g["may_use_sms"]]
+    figure, target = COLDSTART_FIGURES[1]
+    text = (f"imported by {', '.join(offenders)}" if offenders
+            else f"none (checked: {', '.join(non_sms) or '-'})")
+    rows.append(Row(figure, target, text, not offenders if non_sms else None))
+    return rows
+
+
+def throughput_rows(result: dict[str, Any]) -> list[Row]:
+    (f1, t1), (f2, t2) = THROUGHPUT_FIGURES
+    split = result["split"]
+    return [
+        Row(f1, t1, f"{result['messages_per_second']:.0f} msg/s ({result['emails']} in "
+            f"{result['seconds']:.1f} s, states {result['states']})", None, result),
+        Row(f2, t2, f"vdq {split['vdq']:.0%}, botocore {split['botocore']:.0%}, "
+            f"moto {split['moto']:.0%}, pynamodb {split['pynamodb']:.0%}, "
+            f"other {split['other']:.0%}", split["vdq"] < VDQ_SHARE_MAX),
+    ]  # fmt: skip
+
+
+def scale_rows(result: dict[str, Any]) -> list[Row]:
+    rows = []
+    listing = result.get("listing")
+    figure, target = SCALE_FIGURES[0]
+    if isinstance(listing, str):
+        rows.append(Row(figure, target, f"not measured: {listing}", None))
+    else:
+        rows.append(Row(figure, target,
+                        f"{listing['items_read']} items + {listing['index_rows']} index rows read "
+                        f"for a page of {listing['page']} ({listing['requests']})",
+                        listing["holds"], listing))  # fmt: skip
+    timeout = result.get("timeout")
+    figure, target = SCALE_FIGURES[1]
+    if isinstance(timeout, str):
+        rows.append(Row(figure, target, f"not measured: {timeout}", None))
+    else:
+        rows.append(Row(figure, target,
+                        f"{timeout['items_read']} items + {timeout['index_rows']} index rows read, "
+                        f"{timeout['timed_out']} timed out ({timeout['requests']})",
+                        timeout["holds"], timeout))  # fmt: skip
+    return rows

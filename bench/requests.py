@@ -1,0 +1,554 @@
+"""AWS requests per message, counted per service and operation with botocore events.
+
+``Counter.install()`` wraps ``botocore.session.Session.create_client`` so every client made
+afterwards (boto3's and PynamoDB's own: PynamoDB builds its client from a botocore session) gets
+a ``provide-client-params`` handler (it sees the call's parameters) that counts one request
+per API call, and an ``after-call`` handler that prices DynamoDB calls. With ``units=True``
+the DynamoDB calls are also priced in write and read units from the item sizes moto holds before
+and after each write (1 KB write rounding, 4 KB read rounding, 2 units a transactional item,
+index writes for every changed sparse-index key).
+
+Scenarios drive the real handlers; the harness's own SQS receive/delete (what Lambda's event
+source mapping does) is not counted here, the cost model adds it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter as _Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import botocore.session
+
+from bench import env
+
+# ---- DynamoDB item size (the rules DynamoDB bills by) ---------------------------------------
+
+
+def value_size(value: dict[str, Any]) -> int:
+    (kind, v), = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        digits = str(Decimal(v)).lstrip("-").replace(".", "").lstrip("0") or "0"
+        return math.ceil(len(digits) / 2) + 1
+    if kind == "B":
+        return len(v)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS"):
+        return sum(value_size({kind[0]: x}) for x in v)
+    if kind == "L":
+        return 3 + sum(1 + value_size(x) for x in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + value_size(x) for k, x in v.items())
+    raise ValueError(f"unknown DynamoDB type {kind}")
+
+
+def item_size(item: dict[str, dict[str, Any]]) -> int:
+    """Bytes of a DynamoDB item in the wire shape: names plus values."""
+    return sum(len(k.encode()) + value_size(v) for k, v in item.items())
+
+
+def stored_item(table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The item moto holds (wire shape), read without a request."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    try:
+        found = backend.get_item(table, key)
+    except Exception:
+        return None
+    return None if found is None else _wire(found.to_json()["Attributes"])
+
+
+def _wire(item: dict[str, Any]) -> dict[str, Any]:
+    import base64
+
+    out = {}
+    for k, v in item.items():
+        (kind, x), = v.items()
+        out[k] = {"B": base64.b64decode(x)} if kind == "B" and isinstance(x, str) else v
+    return out
+
+
+# ---- the counter -----------------------------------------------------------------------------
+
+INDEX_KEYS = (("active_pk", "active_sk"), ("sent_pk", "sent_sk"), ("timer_pk", "timer_sk"),
+              ("purge_pk", "purge_sk"))  # fmt: skip
+INDEX_ENTRY_OVERHEAD = 100  # bytes DynamoDB adds to each index entry
+
+
+@dataclass
+class Tally:
+    requests: _Counter = field(default_factory=_Counter)  # (service, operation) -> n
+    wru: float = 0.0  # table write units
+    gsi_wru: float = 0.0  # index write units
+    rru: float = 0.0
+    sizes: dict[str, int] = field(default_factory=dict)  # record kind -> largest size
+    billed: _Counter = field(default_factory=_Counter)  # service -> billed units (64 KB chunks)
+    rows: _Counter = field(default_factory=_Counter)  # "items" / "index" -> DynamoDB rows read
+
+    def by_service(self) -> dict[str, int]:
+        out: _Counter = _Counter()
+        for (service, _), n in self.requests.items():
+            out[service] += n
+        return dict(out)
+
+    def operations(self) -> dict[str, int]:
+        return {f"{s}.{o}": n for (s, o), n in sorted(self.requests.items())}
+
+    def as_json(self) -> dict[str, Any]:
+        return {"requests": self.operations(), "by_service": self.by_service(),
+                "dynamodb_write_units": self.wru, "dynamodb_index_write_units": self.gsi_wru,
+                "dynamodb_read_units": self.rru, "item_sizes": self.sizes,
+                "billed": dict(self.billed)}  # fmt: skip
+
+    def add(self, other: Tally) -> None:
+        self.requests.update(other.requests)
+        self.billed.update(other.billed)
+        self.wru += other.wru
+        self.gsi_wru += other.gsi_wru
+        self.rru += other.rru
+        for kind, size in other.sizes.items():
+            self.sizes[kind] = max(self.sizes.get(kind, 0), size)
+
+
+class Counter:
+    """Counts every AWS API call made by a client created after ``install()``."""
+
+    def __init__(self) -> None:
+        self.tally: Tally | None = None
+        self.units = False
+        self._pending: dict[int, list[tuple[str, dict, dict | None, int]]] = {}
+
+    def install(self) -> Counter:
+        original = botocore.session.Session.create_client
+        if getattr(original, "_bench_counter", None) is self:
+            return self
+        counter = self
+
+        def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
+            client = original(session, *args, **kwargs)
+            client.meta.events.register("provide-client-params", counter._before_call)
+            client.meta.events.register("after-call", counter._after_call)
+            return client
+
+        create_client._bench_counter = self  # type: ignore[attr-defined]
+        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+        return self
+
+    @contextmanager
+    def measure(self, *, units: bool = False) -> Iterator[Tally]:
+        tally, outer = Tally(), (self.tally, self.units)
+        self.tally, self.units = tally, units
+        try:
+            yield tally
+        finally:
+            self.tally, self.units = outer
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        tally, units = self.tally, self.units
+        self.tally = None
+        try:
+            yield
+        finally:
+            self.tally, self.units = tally, units
+
+    # ---- handlers ----------------------------------------------------------------------------
+
+    def _before_call(self, model: Any, params: dict[str, Any], context: Any = None,
+                     **_: Any) -> None:  # fmt: skip
+        if self.tally is None:
+            return
+        service = model.service_model.service_name
+        self.tally.requests[(service, model.name)] += 1
+        self.tally.billed[service] += billed_units(service, model.name, params)
+        if self.units and service == "dynamodb":
+            writes = _writes(model.name, params)
+            self._pending[id(params)] = [
+                (table, key, stored_item(table, key), factor) for table, key, factor in writes
+            ]
+            if context is not None:
+                context["bench_params_id"] = id(params)
+
+    def _after_call(self, model: Any, parsed: dict[str, Any], context: Any = None,
+                    **_: Any) -> None:  # fmt: skip
+        tally = self.tally
+        if tally is None or model.service_model.service_name != "dynamodb":
+            return
+        _count_rows(tally, model.name, parsed)
+        if not self.units:
+            return
+        pid = (context or {}).get("bench_params_id")
+        for table, key, before, factor in self._pending.pop(pid, []):
+            after = stored_item(table, key)
+            size = max(item_size(before or {}), item_size(after or {}))
+            if before is None and after is None:
+                continue
+            tally.wru += factor * max(1, math.ceil(size / 1024))
+            tally.gsi_wru += _index_writes(before, after)
+            _note_size(tally, after or before)
+        tally.rru += _read_units(model.name, parsed)
+
+
+CHUNK = 65_536
+
+
+def billed_units(service: str, operation: str, params: dict[str, Any]) -> int:
+    """What a request bills as: SQS and SNS per 64 KiB of payload, EventBridge per entry."""
+    if service == "sqs" and operation == "SendMessageBatch":
+        size = sum(len(e["MessageBody"].encode()) for e in params.get("Entries", []))
+        return max(1, math.ceil(size / CHUNK))
+    if service == "sqs" and operation == "SendMessage":
+        return max(1, math.ceil(len(params["MessageBody"].encode()) / CHUNK))
+    if service == "sns" and operation == "Publish":
+        return max(1, math.ceil(len(params["Message"].encode()) / CHUNK))
+    if service == "events" and operation == "PutEvents":
+        return sum(max(1, math.ceil(len(e.get("Detail", "").encode()) / CHUNK))
+                   for e in params.get("Entries", []))  # fmt: skip
+    return 1
+
+
+def _count_rows(tally: Tally, operation: str, parsed: dict[str, Any]) -> None:
+    if operation == "GetItem" and parsed.get("Item"):
+        tally.rows["items"] += 1
+    elif operation == "BatchGetItem":
+        tally.rows["items"] += sum(len(v) for v in parsed.get("Responses", {}).values())
+    elif operation in ("Query", "Scan"):
+        # VDQ's queries are of keys-only indexes; a Scan would be of the table.
+        tally.rows["index" if operation == "Query" else "items"] += parsed.get("ScannedCount",
+                                                                           parsed.get("Count", 0))
+
+
+def _key_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {"pk": item["pk"], "sk": item["sk"]}
+
+
+def _writes(operation: str, params: dict[str, Any]) -> list[tuple[str, dict, int]]:
+    """(table, key, unit factor) of every item a write request touches."""
+    if operation == "PutItem":
+        return [(params["TableName"], _key_of(params["Item"]), 1)]
+    if operation in ("UpdateItem", "DeleteItem"):
+        return [(params["TableName"], params["Key"], 1)]
+    if operation == "BatchWriteItem":
+        out = []
+        for table, requests in params["RequestItems"].items():
+            for r in requests:
+                if "PutRequest" in r:
+                    out.append((table, _key_of(r["PutRequest"]["Item"]), 1))
+                else:
+                    out.append((table, r["DeleteRequest"]["Key"], 1))
+        return out
+    if operation == "TransactWriteItems":
+        out = []
+        for entry in params["TransactItems"]:
+            (kind, body), = entry.items()
+            key = _key_of(body["Item"]) if kind == "Put" else body["Key"]
+            out.append((body["TableName"], key, 2))
+        return out
+    return []
+
+
+def _index_writes(before: dict | None, after: dict | None) -> float:
+    units = 0.0
+    for pk, sk in INDEX_KEYS:
+        old = (before or {}).get(pk), (before or {}).get(sk)
+        new = (after or {}).get(pk), (after or {}).get(sk)
+        had, has = None not in old, None not in new
+        if had and has and old != new:
+            units += 2  # delete the old entry, put the new one
+        elif had != has:
+            units += 1
+    return units
+
+
+def _read_units(operation: str, parsed: dict[str, Any]) -> float:
+    if operation == "GetItem":
+        item = parsed.get("Item")
+        return math.ceil(item_size(item) / 4096) if item else 1  # a miss still costs a unit
+    if operation == "BatchGetItem":
+        return sum(max(1, math.ceil(item_size(i) / 4096))
+                   for items in parsed.get("Responses", {}).values() for i in items)  # fmt: skip
+    if operation == "Query":
+        total = sum(item_size(i) + INDEX_ENTRY_OVERHEAD for i in parsed.get("Items", []))
+        return max(1, math.ceil(total / 4096)) * 0.5  # index reads are eventually consistent
+    return 0.0
+
+
+def _note_size(tally: Tally, item: dict[str, Any]) -> None:
+    kind = {"STATE": "state", "CONTENT": "content", "MAP": "provider_map",
+            "REFS": "content_refs", "FILE": "attachment"}.get(item["sk"]["S"])  # fmt: skip
+    if kind is None and item["sk"]["S"].startswith("H#"):
+        kind = "history"
+    if kind is None:
+        kind = "other"
+    tally.sizes[kind] = max(tally.sizes.get(kind, 0), item_size(item))
+
+
+COUNTER = Counter()
+
+
+# ---- scenarios -------------------------------------------------------------------------------
+
+
+def email_body(receivers: int = 1, html_bytes: int = 10_000) -> dict[str, Any]:
+    return {
+        "sender": {"email": env.SENDER, "name": "Shop"},
+        "to": [{"email": f"customer{n}@example.org"} for n in range(receivers)],
+        "subject": "Your order shipped",
+        "text": "Your order shipped. Thank you for shopping with us.",
+        "html": env.html_body(html_bytes),
+        "origin": {"type": "shop.order", "id": "1042"},
+    }
+
+
+def sms_body(receivers: int = 1) -> dict[str, Any]:
+    return {
+        "sender": {"cell": "+15005550006"},
+        "to": [{"cell": f"+1415555{n:04d}"} for n in range(receivers)],
+        "body": "Your code is 493021",
+    }
+
+
+def post(name: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict:
+    """POST through the enqueue handler as API Gateway would call it; the response body."""
+    import json
+
+    from functions.enqueue import handler as enqueue_handler
+    from tests.support.events import api_event
+
+    event = api_event(name, body=body, groups=["vdq-senders"], headers=headers)
+    response = enqueue_handler.handler(event, env.LambdaContext("vdq-enqueue"))
+    if response["statusCode"] != 201:
+        raise RuntimeError(f"enqueue answered {response['statusCode']}: {response['body']}")
+    return json.loads(response["body"])
+
+
+def run_send(stack: env.Stack, limit: int = 10) -> int:
+    """One send-function invocation on what the send queue holds; messages handled."""
+    send_handler = env.need("functions.send.handler", "handler")
+    from vdq import resources
+
+    url = stack.queues[resources.SEND_QUEUE]
+    with COUNTER.paused():
+        messages = env.receive(stack.sqs, url, limit)
+    if messages:
+        answer = send_handler(env.sqs_event(messages, env.queue_arn(url)),
+                              env.LambdaContext("vdq-send"))  # fmt: skip
+        failures = (answer or {}).get("batchItemFailures") or []
+        if failures:
+            raise RuntimeError(f"send reported failures: {failures}")
+    return len(messages)
+
+
+def state_of(stack: env.Stack, item_id: str) -> Any:
+    with COUNTER.paused():
+        return stack.runtime.store.get_item(item_id)
+
+
+def enqueue_many(receivers: int) -> dict[str, Any]:
+    """One POST /emails to ``receivers`` receivers: requests per item."""
+    with env.stack() as stack, COUNTER.measure(units=True) as tally:
+        body = post("apigw_post_emails", email_body(receivers))
+        assert len(body["items"]) == receivers
+        del stack
+    return tally.as_json()
+
+
+def operator(name: str, *, path: str, path_parameters: dict[str, str] | None = None,
+             query: dict[str, str] | None = None, body: Any = None,
+             groups: tuple[str, ...] = ("vdq-operators", "vdq-admins"),
+             ) -> tuple[int, Any]:  # fmt: skip
+    """One operator API request through its handler; (status, parsed body)."""
+    import json
+
+    handler = env.need("functions.operator.handler", "handler")
+    from tests.support.events import api_event
+
+    event = api_event(name, body=body, groups=list(groups), path=path,
+                      pathParameters=path_parameters, queryStringParameters=query)  # fmt: skip
+    event["requestContext"]["path"] = f"/prod{path}"
+    response = handler(event, env.LambdaContext("vdq-operator"))
+    text = response.get("body")
+    return response["statusCode"], json.loads(text) if text else None
+
+
+def _enqueued_email(stack: env.Stack) -> str:
+    with COUNTER.paused():
+        body = post("apigw_post_emails", email_body(1))
+        env.receive(stack.sqs, stack.queues["send"])  # the first publish is not this figure's
+    return body["items"][0]["id"]
+
+
+def _move(stack: env.Stack, item_id: str, *transitions: str) -> None:
+    from vdq.transitions import Step, apply
+
+    with COUNTER.paused():
+        for name in transitions:
+            apply(item_id, Step(name, actor="bench", result=f"bench {name}", late="record"),
+                  stack.runtime)  # fmt: skip
+
+
+def retry_one() -> dict[str, Any]:
+    """An operator's retry of an errored email: the operator request and its publish."""
+    with env.stack() as stack:
+        item_id = _enqueued_email(stack)
+        _move(stack, item_id, "error")
+        with COUNTER.measure(units=True) as tally:
+            status, body = operator(
+                "apigw_operator_transition",
+                path=f"/queue-items/{item_id}/transitions/retry",
+                path_parameters={"id": item_id, "name": "retry"},
+                query={"dry_run": "false"},
+            )
+        if status != 200:
+            raise RuntimeError(f"retry answered {status}: {body}")
+    return tally.as_json()
+
+
+def resend_one() -> dict[str, Any]:
+    """An operator's resend of a sent (cancelled) email: the copy and its publish."""
+    with env.stack() as stack:
+        item_id = _enqueued_email(stack)
+        _move(stack, item_id, "error", "cancel")
+        with COUNTER.measure(units=True) as tally:
+            status, body = operator(
+                "apigw_operator_resend",
+                path=f"/sent-items/{item_id}/resend",
+                path_parameters={"id": item_id},
+            )
+        if status != 201:
+            raise RuntimeError(f"resend answered {status}: {body}")
+    return tally.as_json()
+
+
+def ses_event_record(stack: env.Stack, item_id: str, event_type: str = "Delivery") -> dict:
+    """The SQS record an SES event reaches the results queue as (SES -> SNS -> SQS)."""
+    import json
+
+    with COUNTER.paused():
+        item = stack.runtime.store.get_item(item_id)
+    at = "2026-12-02T13:45:11.000Z"
+    ses_event = {
+        "eventType": event_type,
+        "mail": {"timestamp": at, "source": item.sender, "messageId": item.provider_id,
+                 "destination": [item.receiver], "sendingAccountId": "123456789012",
+                 "tags": {"vdq_item": [item.id], "vdq_attempt": [str(item.attempt)]}},
+        "delivery": {"timestamp": at, "processingTimeMillis": 812,
+                     "recipients": [item.receiver], "smtpResponse": "250 2.0.0 OK",
+                     "reportingMTA": "a8-1.smtp-out.amazonses.com"},
+    }  # fmt: skip
+    notification = {"Type": "Notification", "MessageId": "bench-sns-1",
+                    "TopicArn": "arn:aws:sns:us-east-1:123456789012:vdq-ses-events",
+                    "Message": json.dumps(ses_event), "Timestamp": at}  # fmt: skip
+    message = {"MessageId": "bench-sqs-1", "ReceiptHandle": "bench",
+               "Body": json.dumps(notification)}  # fmt: skip
+    return env.sqs_event([message], env.queue_arn(stack.queues["results"]))
+
+
+def run_webhook(event: dict[str, Any]) -> dict[str, Any]:
+    handler = env.need("functions.webhook.handler", "handler")
+    return handler(event, env.LambdaContext("vdq-webhook"))
+
+
+def twilio_callback_event(item_id: str, sid: str, status: str) -> dict[str, Any]:
+    """The status callback Twilio posts, signed with the auth token as Twilio signs it."""
+    from urllib.parse import urlencode
+
+    from twilio.request_validator import RequestValidator
+
+    params = {"MessageSid": sid, "SmsSid": sid, "MessageStatus": status, "SmsStatus": status,
+              "AccountSid": env.TWILIO_SID, "From": "+15005550006", "To": "+14155550000",
+              "ApiVersion": "2010-04-01"}  # fmt: skip
+    url = f"{env.WEBHOOK_URL}?{urlencode({'queue_item': item_id})}"
+    signature = RequestValidator(env.TWILIO_TOKEN).compute_signature(url, params)
+    return {
+        "resource": "/twilio/status-callback", "path": "/twilio/status-callback",
+        "httpMethod": "POST",
+        "headers": {"Content-Type": "application/x-www-form-urlencoded",
+                    "X-Twilio-Signature": signature,
+                    "Host": "abc123.execute-api.us-east-1.amazonaws.com"},
+        "multiValueHeaders": {}, "queryStringParameters": {"queue_item": item_id},
+        "multiValueQueryStringParameters": {"queue_item": [item_id]}, "pathParameters": None,
+        "requestContext": {"resourcePath": "/twilio/status-callback", "httpMethod": "POST",
+                           "stage": "prod", "path": "/prod/twilio/status-callback"},
+        "body": urlencode(params), "isBase64Encoded": False,
+    }  # fmt: skip
+
+
+@dataclass
+class Journey:
+    """What one message cost, phase by phase (one phase = one Lambda invocation)."""
+
+    phases: list[tuple[str, Tally, str | None, int]] = field(default_factory=list)
+    final_state: str | None = None
+    messages: int = 1
+
+    def total(self) -> Tally:
+        out = Tally()
+        for _, tally, _, _ in self.phases:
+            out.add(tally)
+        return out
+
+    def invocations(self) -> list[Any]:
+        from bench.cost import Invocation
+
+        return [Invocation(function, tally.as_json(), queue, sns,
+                           {"twilio": 1} if function == "send" and self.sms else {})
+                for function, tally, queue, sns in self.phases]  # fmt: skip
+
+    sms: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {"final_state": self.final_state, "total": self.total().as_json(),
+                "phases": [{"function": f, "queue": q, **t.as_json()}
+                           for f, t, q, _ in self.phases]}  # fmt: skip
+
+
+def email_delivered() -> Journey:
+    """One email, one receiver, 10 KB HTML, no Idempotency-Key: enqueue, send, Delivery."""
+    journey = Journey()
+    with env.stack() as stack:
+        with COUNTER.measure(units=True) as tally:
+            [item] = post("apigw_post_emails", email_body(1))["items"]
+        journey.phases.append(("enqueue", tally, None, 0))
+        with COUNTER.measure(units=True) as tally:
+            assert run_send(stack) == 1
+        journey.phases.append(("send", tally, "send", 0))
+        event = ses_event_record(stack, item["id"])
+        with COUNTER.measure(units=True) as tally:
+            answer = run_webhook(event)
+        if answer.get("batchItemFailures"):
+            raise RuntimeError(f"webhook failed the Delivery event: {answer}")
+        journey.phases.append(("webhook", tally, "results", 1))
+        journey.final_state = state_of(stack, item["id"]).state
+    return journey
+
+
+def sms_delivered() -> Journey:
+    """One SMS to one receiver: enqueue, send, Twilio's "sent" and "delivered" callbacks."""
+    journey = Journey(sms=True)
+    with env.stack() as stack:
+        with COUNTER.measure(units=True) as tally:
+            [item] = post("apigw_post_sms", sms_body(1))["items"]
+        journey.phases.append(("enqueue", tally, None, 0))
+        with COUNTER.measure(units=True) as tally:
+            assert run_send(stack) == 1
+        journey.phases.append(("send", tally, "send", 0))
+        sid = state_of(stack, item["id"]).provider_id
+        for status in ("sent", "delivered"):
+            event = twilio_callback_event(item["id"], sid, status)
+            with COUNTER.measure(units=True) as tally:
+                answer = run_webhook(event)
+            if answer["statusCode"] >= 300:
+                raise RuntimeError(f"callback {status} answered {answer}")
+            journey.phases.append(("webhook", tally, None, 0))
+        journey.final_state = state_of(stack, item["id"]).state
+    return journey

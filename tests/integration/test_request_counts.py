@@ -1,0 +1,80 @@
+"""The AWS requests of the hot paths, pinned: a change that adds a request fails here.
+
+Counted per service and operation with botocore events on every client (boto3's and
+PynamoDB's), by the same scenarios ``make bench`` reports (``bench.requests``). If a change
+removes a request, lower the pin in the same change; if it adds one, it needs a reason that
+beats the issue's budget (a delivered email: at most 5 DynamoDB requests).
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench import requests as rq
+
+
+@pytest.fixture(autouse=True)
+def counter():
+    rq.COUNTER.install()
+    yield rq.COUNTER
+
+
+def by_phase(journey):
+    return [(function, tally.operations()) for function, tally, _, _ in journey.phases]
+
+
+def test_a_delivered_email_costs_five_dynamodb_requests():
+    journey = rq.email_delivered()
+    assert journey.final_state == "succeeded"
+    assert by_phase(journey) == [
+        ("enqueue", {"dynamodb.BatchWriteItem": 1, "sqs.SendMessageBatch": 1}),
+        ("send", {"dynamodb.TransactWriteItems": 1, "dynamodb.UpdateItem": 1,
+                  "sesv2.SendEmail": 1}),
+        ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1,
+                     "events.PutEvents": 1}),
+    ]  # fmt: skip
+    total = journey.total()
+    assert total.by_service()["dynamodb"] <= 5
+    assert 0 < total.sizes["state"] < 1024
+
+
+def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
+    journey = rq.sms_delivered()
+    assert journey.final_state == "succeeded"
+    assert by_phase(journey) == [
+        ("enqueue", {"dynamodb.BatchWriteItem": 1, "sqs.SendMessageBatch": 1}),
+        ("send", {"dynamodb.TransactWriteItems": 1, "dynamodb.UpdateItem": 1}),
+        ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}),
+        ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1,
+                     "events.PutEvents": 1}),
+    ]  # fmt: skip
+
+
+def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
+    tally = rq.enqueue_many(100)
+    assert tally["requests"] == {"dynamodb.BatchWriteItem": 5, "sqs.SendMessageBatch": 10}
+    assert tally["by_service"]["dynamodb"] / 100 <= 0.2
+    assert tally["by_service"]["sqs"] / 100 <= 0.15
+
+
+def test_an_operator_retry_reads_once_writes_once_and_publishes_once():
+    assert rq.retry_one()["requests"] == {
+        "dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1, "sqs.SendMessageBatch": 1,
+    }  # fmt: skip
+
+
+def test_a_resend_reads_the_original_writes_the_copy_and_publishes_it():
+    assert rq.resend_one()["requests"] == {
+        "dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 1, "dynamodb.PutItem": 1,
+        "sqs.SendMessageBatch": 1,
+    }  # fmt: skip
+
+
+def test_the_counter_sees_pynamodb_and_boto3_clients():
+    """The pin is only as good as the counter: a request it cannot see would pass unnoticed."""
+    import boto3
+    from bench import env
+
+    with env.stack() as stack, rq.COUNTER.measure() as tally:
+        stack.runtime.store.get_item("01KDVDNA00XJBJSC1S48FA1XNB")  # PynamoDB's own client
+        boto3.client("sqs").list_queues()
+    assert tally.operations() == {"dynamodb.GetItem": 1, "sqs.ListQueues": 1}
