@@ -59,9 +59,9 @@ def test_attachment_access_needs_read_permission_and_a_known_id(aws, runtime):
 
 
 def test_an_attachment_that_belongs_to_no_queue_item_is_refused(aws, runtime):
-    stray = AttachmentRecord(attachment_pk("01JDQ5V7X3K9Q2M4N6P8R0S2T9"), FILE_SK,
-                             id="01JDQ5V7X3K9Q2M4N6P8R0S2T9", content_id="01JDQ5V7X3K9Q2M4N6P8R0S2T8",
-                             filename="x.txt", content_type="text/plain", size=1, s3_key="k")  # fmt: skip
+    stray_id, content_id = "01JDQ5V7X3K9Q2M4N6P8R0S2T9", "01JDQ5V7X3K9Q2M4N6P8R0S2T8"
+    stray = AttachmentRecord(attachment_pk(stray_id), FILE_SK, id=stray_id, content_id=content_id,
+                             filename="x.txt", content_type="text/plain", size=1, s3_key="k")
     stray.save()
     answer = call("attachment", params={"id": stray.id}, groups=["vdq-admins"])
     assert answer.status == 403 and "no queue item" in answer.body["error"]["message"]

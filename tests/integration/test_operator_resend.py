@@ -21,7 +21,7 @@ def _active_ids(runtime):
 
 
 def test_a_resent_email_is_a_new_queued_copy_without_origin_sharing_the_content(aws, runtime):
-    [item, cc] = email(runtime, attachments=[PDF])
+    [item, _cc] = email(runtime, attachments=[PDF])
     succeed(runtime, item.id)
     drain(aws)
     answer = call("resend", params={"id": item.id})

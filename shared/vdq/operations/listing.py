@@ -49,7 +49,7 @@ def list_items(
     settings = runtime.settings
     shards = settings.index_shards
     key = cursors.ListKey(which.index.name, (method, state), shards)
-    positions = (
+    positions: list[str | None] = (
         cursors.decode(cursor, key, settings.table_name) if cursor else [None] * shards
     )
 
