@@ -30,8 +30,8 @@ lint: venv
 	$(BIN)/ruff check shared functions infra tests bench
 	$(BIN)/mypy
 
-run: venv
-	$(BIN)/python -m vdq.demo
+run: venv  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
+	$(BIN)/vdq local --port $(or $(PORT),8765)
 
 bench: venv
 	$(BIN)/python -m bench

@@ -151,7 +151,8 @@ def print_items(items: list[dict[str, Any]]) -> None:
 def print_item(item: dict[str, Any]) -> None:
     fields = [("id", item.get("id")), ("method", item.get("method")),
               ("state", _colour(str(item.get("state")), str(item.get("state")))),
-              ("sender", _address(item.get("sender"))), ("receiver", _address(item.get("receiver"))),
+              ("sender", _address(item.get("sender"))),
+              ("receiver", _address(item.get("receiver"))),
               ("attempt", item.get("attempt")), ("provider id", item.get("provider_id")),
               ("queued at", item.get("queued_at")), ("updated at", item.get("updated_at")),
               ("result", item.get("result"))]  # fmt: skip
@@ -243,7 +244,8 @@ def _emails(values: list[str] | None) -> list[dict[str, str]]:
 
 def cmd_send_email(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {
-        "sender": {"email": args.sender, **({"name": args.sender_name} if args.sender_name else {})},
+        "sender": {"email": args.sender,
+                   **({"name": args.sender_name} if args.sender_name else {})},
         "to": _emails(args.to), "subject": args.subject, "text": args.text,
     }  # fmt: skip
     for key in ("cc", "bcc", "reply_to"):

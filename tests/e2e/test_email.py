@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-import requests
 
+import requests
 from tests.e2e.conftest import requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]

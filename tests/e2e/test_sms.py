@@ -4,9 +4,9 @@ SMS timeout with a short window, and polling mode."""
 from __future__ import annotations
 
 import pytest
-import requests
 from twilio.request_validator import RequestValidator
 
+import requests
 from tests.e2e.conftest import SMS_TIMEOUT_HOURS, TWILIO_SID, TWILIO_TOKEN, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]

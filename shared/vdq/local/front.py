@@ -106,7 +106,7 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     for name, value in request.headers.items():
         headers.setdefault(name, []).append(value)
     headers.setdefault("X-Forwarded-Proto", ["http"])
-    headers.setdefault("X-Forwarded-Port", [str(request.server.server_address[1])])
+    headers.setdefault("X-Forwarded-Port", [str(getattr(request.server, "server_port", ""))])
     content_type = request.headers.get("Content-Type") or ""
     text = not body or any(content_type.startswith(t) for t in TEXT_TYPES)
     now = datetime.now(UTC)

@@ -1,4 +1,4 @@
-"""Small pieces the local servers share: a threaded loopback HTTP server and a delayed-call queue."""
+"""What the local servers share: a threaded loopback HTTP server and a delayed-call queue."""
 
 from __future__ import annotations
 

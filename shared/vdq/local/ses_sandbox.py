@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import email
 import email.policy
+import functools
 import json
 import secrets
 import threading
@@ -171,7 +172,7 @@ class SesSandbox:
                 delay += self.faults.delay_seconds
             copies = 2 if self.faults.hit("duplicate") else 1
             for n in range(copies):
-                self._later.call(delay + 0.1 * n, lambda e=event: self._publish(e))
+                self._later.call(delay + 0.1 * n, functools.partial(self._publish, event))
 
     def _results(self, mail: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
         by_outcome: dict[str, list[str]] = {}

@@ -30,6 +30,7 @@ _AWS_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
     "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "VDQ",
     "POWERTOOLS_SERVICE_NAME": "vdq", "POWERTOOLS_DEV": "false",
+    "POWERTOOLS_METRICS_DISABLED": "true",
 }  # fmt: skip
 
 
@@ -62,6 +63,7 @@ class LocalStack:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         self.env.update(_AWS_ENV, POWERTOOLS_LOG_LEVEL=logging.getLevelName(level))
         warnings.filterwarnings("ignore", module="aws_lambda_powertools")
+        logging.getLogger("werkzeug").setLevel(max(level, logging.WARNING))
         fault_text = self.options.faults if self.options.faults is not None else (
             self.local.local_faults)  # fmt: skip
         self.faults = Faults.parse(fault_text, self.local.local_fault_rate,
@@ -168,8 +170,8 @@ class LocalStack:
                 "twilio": {"messages": len(self.twilio.messages),
                            "callbacks_posted": self.twilio.callbacks_posted,
                            "pending": self.twilio.pending()},
-            },  # fmt: skip
-        }
+            },
+        }  # fmt: skip
 
     # The banner.
     def banner(self) -> str:
@@ -214,6 +216,8 @@ def run(options: Options) -> int:
     def terminate(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
+    # Install both explicitly: a shell starting us in the background leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, terminate)
     try:
         stack.start()

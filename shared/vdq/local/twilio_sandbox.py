@@ -9,6 +9,7 @@ there, signed with the auth token as Twilio signs it (``X-Twilio-Signature``).
 from __future__ import annotations
 
 import base64
+import functools
 import secrets
 import threading
 import time
@@ -115,6 +116,8 @@ class TwilioSandbox:
         return self._later.pending()
 
     def _route(self, request: QuietHandler, method: str) -> None:
+        # Read the body first, whatever the answer: a keep-alive connection must not keep it.
+        body = request.read_body()
         path = request.path.split("?")[0]
         if method == "GET" and path.rstrip("/") == "/_sandbox/messages":
             with self._lock:
@@ -138,7 +141,7 @@ class TwilioSandbox:
             self._error(request, 500, 20500, "Internal Server Error (injected)")
             return
         if method == "POST" and parts[3:] == ["Messages.json"]:
-            self._create(request)
+            self._create(request, body)
         elif method == "GET" and len(parts) == 5 and parts[3] == "Messages":
             with self._lock:
                 message = self.messages.get(parts[4].removesuffix(".json"))
@@ -164,11 +167,11 @@ class TwilioSandbox:
         request.answer(status, {"code": code, "message": message, "status": status,
                                 "more_info": f"https://www.twilio.com/docs/errors/{code}"})
 
-    def _create(self, request: QuietHandler) -> None:
-        form = {k: v for k, v in parse_qs(request.read_body().decode(), True).items()}
+    def _create(self, request: QuietHandler, body: bytes) -> None:
+        form = dict(parse_qs(body.decode(), keep_blank_values=True))
         to = (form.get("To") or [""])[0]
         sender = (form.get("From") or [""])[0]
-        body = (form.get("Body") or [""])[0]
+        text = (form.get("Body") or [""])[0]
         if not to:
             self._error(request, 400, 21604, "A 'To' phone number is required.")
             return
@@ -181,8 +184,8 @@ class TwilioSandbox:
             return
         message = Message(
             sid="SM" + secrets.token_hex(16), account_sid=self.account_sid, to=to,
-            from_=sender, body=body, media=form.get("MediaUrl", []),
-            callback=(form.get("StatusCallback") or [None])[0],
+            from_=sender, body=text, media=form.get("MediaUrl", []),
+            callback=next(iter(form.get("StatusCallback") or []), None),
         )  # fmt: skip
         with self._lock:
             self.messages[message.sid] = message
@@ -206,7 +209,7 @@ class TwilioSandbox:
             copies = 2 if self.faults.hit("duplicate") else 1
             for n in range(copies):
                 self._later.call(delay + 0.1 * n,
-                                 lambda s=status, c=code: self._post_callback(message, s, c))
+                                 functools.partial(self._post_callback, message, status, code))
 
     def callback_params(self, message: Message, status: str, code: int | None) -> dict[str, str]:
         params = {
