@@ -207,6 +207,28 @@ class Settings:
     idempotency_seconds: int = _setting(
         "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"
     )
+    # Local stack only (vdq local); a deployment ignores these.
+    local_jwt_secret: str | None = _setting(
+        "VDQ_LOCAL_JWT_SECRET",
+        None,
+        _optional_text,
+        "HS256 secret the local front verifies tokens with (random and printed when unset)",
+    )
+    schedule_seconds: float = _setting(
+        "VDQ_SCHEDULE_SECONDS", 10.0, _positive_float, "how often the local schedules run"
+    )
+    local_faults: str = _setting(
+        "VDQ_LOCAL_FAULTS",
+        "",
+        doc="sandbox faults, comma-separated: duplicate, late, reordered, missing, throttle, "
+        "5xx, slow",
+    )
+    local_fault_rate: float = _setting(
+        "VDQ_LOCAL_FAULT_RATE", 0.3, _positive_float, "share of sandbox answers a fault hits"
+    )
+    local_fault_delay_seconds: float = _setting(
+        "VDQ_LOCAL_FAULT_DELAY_SECONDS", 2.0, _positive_float, "delay of late and slow faults"
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
