@@ -33,6 +33,9 @@ lint: venv
 run: venv  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
 	$(BIN)/vdq local --port $(or $(PORT),8765)
 
+soak: venv
+	VDQ_SOAK=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability $(PYTEST_ARGS)
+
 bench: venv
 	$(BIN)/python -m bench
 

@@ -1,0 +1,229 @@
+"""What the reliability suite shares: one moto AWS per module, fake providers that count every
+call per (item, attempt), a send queue that keeps every published message for redelivery, the
+reference workflow written independently of ``vdq.workflow``, and the figures it prints."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from vdq import resources
+from vdq.clock import FakeClock, parse_iso
+from vdq.providers import (
+    AmbiguousProviderError,
+    PermanentProviderError,
+    TransientProviderError,
+)
+from vdq.runtime import Runtime
+from vdq.settings import Settings
+from vdq.store import Store
+
+TABLE = "vdq-reliability"
+BUCKET = "vdq-reliability-attachments"
+SENDER = "shop@example.com"
+
+# Figures the session prints at the end (see conftest.py).
+FIGURES: Counter[str] = Counter()
+
+# ---- the reference model: the seed's workflow table, written out again ----------------------
+
+# (from state, transition) -> to state
+ALLOWED: dict[tuple[str, str], str] = {
+    ("queued", "send"): "sending",
+    ("delayed", "send"): "sending",
+    ("sending", "await"): "awaiting",
+    ("sending", "delay"): "delayed",
+    ("awaiting", "delay"): "delayed",
+    ("queued", "error"): "errored",
+    ("sending", "error"): "errored",
+    ("awaiting", "error"): "errored",
+    ("delayed", "error"): "errored",
+    ("sending", "succeed"): "succeeded",
+    ("awaiting", "succeed"): "succeeded",
+    ("awaiting", "timeout"): "unconfirmed",
+    ("delayed", "retry"): "queued",
+    ("errored", "retry"): "queued",
+    ("queued", "cancel"): "cancelled",
+    ("delayed", "cancel"): "cancelled",
+    ("errored", "cancel"): "cancelled",
+}
+# The seed's ignored transitions: a late result on a cancelled item keeps it cancelled.
+IGNORED = {("cancelled", "error"), ("cancelled", "succeed")}
+DONE = {"cancelled", "succeeded", "unconfirmed"}
+NEW_ATTEMPT = {"retry", "cancel", "delay"}
+
+
+def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = True) -> list[str]:
+    """Violations of the reference model in one item's stored history (empty when none)."""
+    problems: list[str] = []
+    keys = [h.sk for h in history]
+    if keys != sorted(keys):
+        problems.append("history not in key order")
+    ats = [h.at for h in history]
+    if ats != sorted(ats):
+        problems.append(f"history times out of order: {ats}")
+    state, attempt = "queued", 1
+    for h in history:
+        if h.kind == "transition":
+            if h.from_state != state:
+                problems.append(f"{h.name}: from {h.from_state}, but the item was {state}")
+            target = ALLOWED.get((h.from_state, h.name))
+            if target is None or target != h.to_state:
+                problems.append(f"{h.name} {h.from_state}->{h.to_state} is not in the workflow")
+            state = h.to_state
+            if h.name in NEW_ATTEMPT:
+                attempt += 1
+        elif h.kind == "ignored":
+            if (h.from_state, h.name) not in IGNORED or h.from_state != h.to_state:
+                problems.append(f"ignored {h.name} {h.from_state}->{h.to_state}")
+            if h.from_state != state:
+                problems.append(f"ignored {h.name} from {h.from_state}, the item was {state}")
+        elif h.from_state is not None and h.from_state != h.to_state:
+            problems.append(f"{h.kind} {h.name} changed state {h.from_state}->{h.to_state}")
+    pending_claim = (
+        claim_pending_ok
+        and item.state == "sending"
+        and state in ("queued", "delayed")
+        and item.claimed_at is not None
+    )
+    if item.state != state and not pending_claim:
+        problems.append(f"item is {item.state}, its history ends in {state}")
+    if int(item.attempt) != attempt:
+        problems.append(f"item at attempt {item.attempt}, history implies {attempt}")
+    return problems
+
+
+# ---- AWS and the runtime ---------------------------------------------------------------------
+
+
+def create_resources() -> dict[str, str]:
+    boto3.client("dynamodb").create_table(**resources.table_definition(TABLE))
+    sqs = boto3.client("sqs")
+    urls = {
+        name: sqs.create_queue(QueueName=f"vdq-rel-{name}")["QueueUrl"]
+        for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
+    }
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    return urls
+
+
+def make_settings(urls: dict[str, str], **changes: Any) -> Settings:
+    return replace(
+        Settings(),
+        table_name=TABLE,
+        attachments_bucket=BUCKET,
+        send_queue_url=urls[resources.SEND_QUEUE],
+        results_queue_url=urls[resources.RESULTS_QUEUE],
+        event_bus_name="",
+        **changes,
+    )
+
+
+@contextmanager
+def moto_aws() -> Iterator[dict[str, str]]:
+    with mock_aws():
+        yield create_resources()
+
+
+class TickingClock(FakeClock):
+    """A fake clock that moves on a microsecond each time it is read, as real time does between
+    two steps; tests move it further by hand."""
+
+    def now(self) -> datetime:
+        self._now += timedelta(microseconds=1)
+        return self._now
+
+
+_EPOCHS = itertools.count()
+
+
+def fresh_clock() -> TickingClock:
+    """A clock for one example, ten days before the previous example's: the timers of every
+    earlier example's items lie in this one's future, so its sweeps see only its own items."""
+    return TickingClock(datetime(2030, 1, 1, tzinfo=UTC) - timedelta(days=10 * next(_EPOCHS)))
+
+
+# ---- fakes -----------------------------------------------------------------------------------
+
+
+class Crash(BaseException):
+    """The worker process died here (a Lambda timeout, an out-of-memory kill): no handler runs."""
+
+
+class FakeSes:
+    """Stands in for ``SesProvider``; counts calls per (item, attempt) from the tracking tags.
+
+    ``plan`` says what the next call does: ok, transient, permanent, ambiguous (SES took the
+    message, the answer was lost), crash (SES took it, then the worker died).
+    """
+
+    def __init__(self) -> None:
+        self.calls: Counter[tuple[str, int]] = Counter()
+        self.accepted: dict[str, tuple[str, int]] = {}  # message ID -> (item, attempt)
+        self.plan = "ok"
+        self._ids = (f"0100019a-{n:08d}-rel" for n in itertools.count(1))
+
+    def send_raw(self, *, sender: str, receiver: str, raw: bytes, tags: Any = ()) -> str:
+        named = {t["Name"]: t["Value"] for t in tags}
+        key = (named["vdq_item"], int(named["vdq_attempt"]))
+        self.calls[key] += 1
+        FIGURES["provider calls"] += 1
+        if self.plan == "transient":
+            raise TransientProviderError("SES", "Maximum sending rate exceeded",
+                                         code="TooManyRequestsException")  # fmt: skip
+        if self.plan == "permanent":
+            raise PermanentProviderError("SES", "Email address is not verified",
+                                         code="MessageRejected")  # fmt: skip
+        message_id = next(self._ids)
+        self.accepted[message_id] = key
+        if self.plan == "ambiguous":
+            raise AmbiguousProviderError("SES", "Read timeout on endpoint URL")
+        if self.plan == "crash":
+            raise Crash()
+        return message_id
+
+    def double_calls(self) -> dict[tuple[str, int], int]:
+        return {k: n for k, n in self.calls.items() if n > 1}
+
+
+class RecordingQueue:
+    """The send queue: every published body is kept, so a test can deliver it again."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        self.fail = False
+
+    def publish(self, messages: Any) -> dict[str, str]:
+        if self.fail:
+            return {m.item_id: "publishing the send failed: ServiceUnavailable" for m in messages}
+        self.bodies.extend(m.body() for m in messages)
+        return {}
+
+
+def runtime_for(settings: Settings, clock: FakeClock | None = None, **overrides: Any) -> Runtime:
+    rt = Runtime(settings=settings, clock=clock or fresh_clock())
+    rt.overrides.update(overrides)
+    return rt
+
+
+def lease_passed(item: Any, settings: Settings, at: datetime) -> bool:
+    return item.claimed_at is not None and (
+        parse_iso(item.claimed_at) + timedelta(seconds=settings.lease_seconds) < at
+    )
+
+
+def message_item(body: str) -> tuple[str, int]:
+    data = json.loads(body)
+    return data["id"], data["attempt"]
+
+
+__all__ = ["ALLOWED", "FIGURES", "Crash", "FakeSes", "RecordingQueue", "Store"]

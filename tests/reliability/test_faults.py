@@ -1,0 +1,272 @@
+"""Faults injected at the AWS and provider calls of the send and result paths, each with the
+outcome VDQ promises: the item is never lost, SES/Twilio is never called twice for one attempt,
+and the item ends where the seed (improved by DESIGN.md) says."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+from functions.send import handler as send_handler
+
+import requests
+import vdq
+from tests.reliability.support import (
+    FIGURES,
+    Crash,
+    FakeSes,
+    RecordingQueue,
+    check_history,
+    make_settings,
+    moto_aws,
+    runtime_for,
+)
+from tests.support.events import load_event
+from tests.support.fake_twilio import fake_twilio
+from tests.support.results import LambdaContext, ses_event
+from vdq import results, schedules, send
+from vdq.providers.ses import SesProvider
+from vdq.sendqueue import SendMessage, SendQueue
+from vdq.store import QueueItemRecord
+
+
+@pytest.fixture
+def env() -> Iterator[dict[str, Any]]:
+    with moto_aws() as urls:
+        ses, queue = FakeSes(), RecordingQueue()
+        rt = runtime_for(make_settings(urls), ses_provider=ses, send_queue=queue)
+        yield {"rt": rt, "ses": ses, "queue": queue, "urls": urls}
+
+
+def aws_error(client: Any, operation: str, code: str, status: int = 400, times: int = 1) -> list:
+    """Make the next ``times`` calls of ``operation`` on ``client`` answer ``code``."""
+    left = [times]
+
+    def answer(**_: Any) -> Any:
+        if left[0] <= 0:
+            return None
+        left[0] -= 1
+        FIGURES["faults injected"] += 1
+        body = {"Error": {"Code": code, "Message": f"injected {code}"},
+                "ResponseMetadata": {"HTTPStatusCode": status}}  # fmt: skip
+        return AWSResponse("https://injected", status, {}, None), body
+
+    service = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register(f"before-call.{service}.{operation}", answer)
+    return left
+
+
+def dynamodb_client() -> Any:
+    return QueueItemRecord._get_connection().connection.client
+
+
+def email(rt: Any) -> QueueItemRecord:
+    (item,) = vdq.add_email({"email": "shop@example.com"}, ["ada@example.org"], "Hi", "Text",
+                            runtime=rt)  # fmt: skip
+    return item
+
+
+def first(queue: RecordingQueue) -> SendMessage:
+    return SendMessage.parse(queue.bodies[0])
+
+
+def assert_sound(rt: Any, item_id: str) -> QueueItemRecord:
+    item = rt.store.get_item(item_id)
+    assert item is not None, "the accepted item was lost"
+    assert check_history(item, rt.store.history(item_id)) == []
+    return item
+
+
+def test_sqs_publish_failure_at_enqueue_moves_the_item_to_errored_with_the_reason(env):
+    rt = env["rt"]
+    rt.overrides.pop("send_queue")
+    import boto3
+
+    sqs = boto3.client("sqs")
+    rt.overrides["send_queue"] = SendQueue(sqs, rt.settings.send_queue_url)
+    aws_error(sqs, "SendMessageBatch", "ServiceUnavailable", 503)
+    item = email(rt)
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "errored" and "ServiceUnavailable" in stored.result
+
+
+def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_no_provider(env):
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException")
+    with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
+        send.process(first(queue), rt)
+    assert not ses.calls
+    # SQS delivers it again once the table answers: sent once.
+    assert send.process(first(queue), rt) == send.ACCEPTED
+    assert assert_sound(rt, item.id).state == "awaiting" and sum(ses.calls.values()) == 1
+
+
+def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env):
+    """SES took the email, then the record failed: redelivery drops itself, and the lease sweep
+    marks the outcome unknown instead of sending again."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
+    with pytest.raises(Exception, match="transaction"):
+        send.process(first(queue), rt)
+    assert send.process(first(queue), rt) == send.DROPPED
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], rt)
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    assert sum(ses.calls.values()) == 1
+
+
+def test_a_status_update_that_moves_the_item_first_is_kept(env):
+    """A conditional failure of the record: the SES Delivery event won the race."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    original = ses.send_raw
+
+    def accept_then_deliver(**kwargs: Any) -> str:
+        message_id = original(**kwargs)
+        results.handle_ses_event(ses_event("delivery", message_id=message_id, item_id=item.id),
+                                 rt)  # fmt: skip
+        FIGURES["faults injected"] += 1
+        return message_id
+
+    ses.send_raw = accept_then_deliver  # type: ignore[method-assign]
+    assert send.process(first(queue), rt) == send.KEPT
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "succeeded" and stored.provider_id in ses.accepted
+
+
+@pytest.mark.parametrize(("code", "status"), [("TooManyRequestsException", 429),
+                                              ("InternalFailure", 500),
+                                              ("ServiceUnavailable", 503)])  # fmt: skip
+def test_ses_throttling_and_5xx_delay_the_email_and_publish_a_new_attempt(env, code, status):
+    rt, queue = env["rt"], env["queue"]
+    import boto3
+
+    client = boto3.client("sesv2")
+    rt.overrides["ses_provider"] = SesProvider(client)
+    aws_error(client, "SendEmail", code, status)
+    item = email(rt)
+    assert send.process(first(queue), rt) == send.DELAYED
+    stored = assert_sound(rt, item.id)
+    assert (stored.state, stored.attempt, stored.retry_delay) == ("delayed", 2, 16)
+    assert [json.loads(b)["attempt"] for b in queue.bodies] == [1, 2]
+    assert send.process(first(queue), rt) == send.DROPPED  # the old attempt revoked
+
+
+def test_an_ses_read_timeout_is_an_unknown_outcome_not_a_retry(env):
+    rt, queue = env["rt"], env["queue"]
+    import boto3
+
+    client = boto3.client("sesv2")
+    rt.overrides["ses_provider"] = SesProvider(client)
+
+    def timeout(**_: Any) -> None:
+        FIGURES["faults injected"] += 1
+        raise ReadTimeoutError(endpoint_url="https://email.us-east-1.amazonaws.com")
+
+    client.meta.events.register("before-call.sesv2.SendEmail", timeout)
+    item = email(rt)
+    assert send.process(first(queue), rt) == send.ERRORED
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    assert len(queue.bodies) == 1  # not resent on its own
+
+
+def sms(rt: Any) -> QueueItemRecord:
+    (item,) = vdq.add_sms("+15005550006", ["+14155550100"], "Your code", runtime=rt)
+    return item
+
+
+@pytest.mark.parametrize("fault", ["500", "503", "read_timeout", "connect_timeout"])
+def test_twilio_5xx_and_timeouts(env, fault):
+    rt, queue = env["rt"], env["queue"]
+    http = fake_twilio(rt)
+    if fault in ("500", "503"):
+        http.answer(int(fault), {"code": 20500, "message": "Internal Server Error",
+                                 "status": int(fault)})  # fmt: skip
+    elif fault == "read_timeout":
+        http.answers.append(requests.ReadTimeout("read timed out"))
+    else:
+        http.answers.append(requests.ConnectTimeout("connect timed out"))
+    FIGURES["faults injected"] += 1
+    item = sms(rt)
+    assert send.process(first(queue), rt) == send.ERRORED
+    stored = assert_sound(rt, item.id)
+    expected = "outcome unknown" if fault == "read_timeout" else "SMS has no automatic retry"
+    assert stored.state == "errored" and expected in stored.result
+    assert len(http.requests) == 1
+
+
+def test_lambda_timeout_after_the_claim_is_recovered_by_the_lease_sweep(env):
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    ses.plan = "crash"
+    with pytest.raises(Crash):
+        send.process(first(queue), rt)
+    FIGURES["faults injected"] += 1
+    ses.plan = "ok"
+    assert send.process(first(queue), rt) == send.DROPPED  # redelivered: no second send
+    schedules.run(["sweep"], rt)
+    assert rt.store.get_item(item.id).state == "sending"  # lease not over yet
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], rt)
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    assert sum(ses.calls.values()) == 1
+    # SES's own events still find the item by its tag, and are recorded, not lost.
+    (message_id,) = ses.accepted
+    assert results.handle_ses_event(ses_event("delivery", message_id=message_id,
+                                              item_id=item.id), rt) == "late"  # fmt: skip
+    assert rt.store.get_item(item.id).state == "errored"
+
+
+def test_a_poison_send_message_fails_only_its_record_so_sqs_moves_it_to_the_dlq(env):
+    rt, queue = env["rt"], env["queue"]
+    item = email(rt)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    try:
+        event = load_event("sqs_send_message")
+        good = dict(event["Records"][0], messageId="good", body=queue.bodies[0])
+        poison = dict(event["Records"][0], messageId="poison", body='{"id": 7, "attempt": "x"')
+        FIGURES["faults injected"] += 1
+        answer = send_handler.handler({"Records": [poison, good]}, LambdaContext())
+    finally:
+        runtime_module._DEFAULT = None
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    assert assert_sound(rt, item.id).state == "awaiting"
+
+
+def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env):
+    rt = env["rt"]
+    from functions.webhook import handler as webhook
+
+    item = email(rt)
+    send.process(first(env["queue"]), rt)
+    (message_id,) = env["ses"].accepted
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    try:
+        template = load_event("sqs_ses_delivery")["Records"][0]
+        bad = dict(template, messageId="bad", body="{not json")
+        good = dict(template, messageId="good",
+                    body=json.dumps(ses_event("delivery", message_id=message_id,
+                                              item_id=item.id)))  # fmt: skip
+        aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
+        FIGURES["faults injected"] += 1
+        answer = webhook.handler({"Records": [bad, good]}, LambdaContext())
+        assert answer == {"batchItemFailures": [{"itemIdentifier": "good"}]}
+        assert webhook.handler({"Records": [good]}, LambdaContext()) == {"batchItemFailures": []}
+    finally:
+        runtime_module._DEFAULT = None
+    assert assert_sound(rt, item.id).state == "succeeded"
+
+
