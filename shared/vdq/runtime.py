@@ -33,7 +33,11 @@ class Runtime:
 
     def client(self, service: str) -> Any:
         if service not in self.overrides:
-            self.overrides[service] = boto3.client(service, config=_BOTO_CONFIG)
+            config = _BOTO_CONFIG
+            if service == "s3":
+                # Presigned download URLs must be SigV4: SigV2 is refused in newer regions.
+                config = config.merge(Config(signature_version="s3v4"))
+            self.overrides[service] = boto3.client(service, config=config)
         return self.overrides[service]
 
     @cached_property

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from vdq import resources, workflow
-from vdq.clock import iso
+from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
@@ -227,7 +227,7 @@ def apply(
         before = State(current.state)
         if step.attempt is not None and current.attempt != step.attempt:
             return Outcome("stale", current, before)
-        now = runtime.clock.now()
+        now = item_now(current, runtime)
         mark = event_mark(current.id, step.event_id, now) if step.event_id else None
         try:
             if step.expect is not None and before.value not in step.expect:
@@ -260,6 +260,17 @@ def apply(
             after_transition(outcome, step, runtime)
         return outcome
     raise ContentionError(item_id, MAX_TRIES)
+
+
+def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
+    """The time of a change to ``item``: the clock, but always after the item's last change.
+
+    Functions' clocks differ a little, and several changes can fall in one clock tick; history
+    is ordered by time, so each item's own timeline must only move forward.
+    """
+    now = runtime.clock.now()
+    last = parse_iso(item.updated_at) + timedelta(microseconds=1)
+    return max(now, last)
 
 
 EVENT_MARK_SECONDS = 30 * 86_400  # how long a provider event's duplicate is recognised
