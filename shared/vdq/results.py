@@ -38,6 +38,7 @@ from vdq.transitions import (
     clip_result,
     event_mark,
     history_entry,
+    item_now,
 )
 from vdq.workflow import State
 
@@ -85,7 +86,7 @@ class ProviderUpdate:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProviderUpdate:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
     @property
     def writes_result(self) -> bool:
@@ -232,11 +233,24 @@ def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime
         event_id=update.event_id,
         provider_id=provider_id,
     )
+    history = _deferred_send_entry(item)
     outcome = _storing_id(item.id, provider_id, runtime,
                           lambda mapped: apply(item, replace(step, map_provider_id=mapped),
-                                               runtime))  # fmt: skip
+                                               runtime, history=history))  # fmt: skip
     logger.info("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
     return outcome.kind
+
+
+def _deferred_send_entry(item: QueueItemRecord) -> list[Any] | None:
+    """The claim's ``send`` entry, for an update that moves a ``sending`` item: a worker that
+    died after the provider took the message never writes it, and the lease sweep skips an
+    item that left ``sending``. Its key is deterministic, so the worker writing it too is
+    harmless."""
+    if item.state != State.SENDING.value or not item.claimed_at:
+        return None
+    from vdq.send import send_entry
+
+    return [send_entry(item)]
 
 
 def _older_attempt(item: QueueItemRecord, update: ProviderUpdate) -> bool:
@@ -255,11 +269,11 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
     for _ in range(MAX_TRIES):
         if current is None:
             return "event"
-        now = runtime.clock.now()
+        now = item_now(current, runtime)
         mark = event_mark(current.id, update.event_id, now)
         entry = history_entry(current.id, now, actor=update.provider, source="provider",
                               kind="event", name=update.name, from_state=current.state,
-                              to_state=current.state, attempt=current.attempt,
+                              to_state=current.state, attempt=int(current.attempt),
                               text=update.text)  # fmt: skip
         write = StateWrite(set={"updated_at": iso(now)})
         if update.status == "deferred" and current.state in (State.SENDING, State.AWAITING):

@@ -270,3 +270,21 @@ def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env):
     assert assert_sound(rt, item.id).state == "succeeded"
 
 
+
+
+@pytest.mark.parametrize("kind", ["delivery", "bounce_permanent", "send"])
+def test_an_event_for_an_item_whose_worker_died_after_ses_took_it_records_the_send(env, kind):
+    """Regression (found by test_model): the worker dies after SES accepted, then SES's event
+    moves the item out of ``sending``; the deferred ``send`` entry must not be lost."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    ses.plan = "crash"
+    with pytest.raises(Crash):
+        send.process(first(queue), rt)
+    (message_id,) = ses.accepted
+    event = ses_event(kind, message_id=message_id, item_id=item.id)
+    assert results.handle_ses_event(event, rt) == "moved"
+    stored = assert_sound(rt, item.id)
+    assert stored.provider_id == message_id
+    names = [(h.kind, h.name) for h in rt.store.history(item.id)]
+    assert names[0] == ("transition", "send")
