@@ -44,8 +44,11 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
              "sns": 0.0, "events": 0.0, "s3_put": 0.0, "s3_get": 0.0}  # fmt: skip
     for inv in journey:
         t = inv.tally
-        usage["lambda_requests"] += 1
-        ms = a["lambda_base_ms"]
+        # An invocation fed by a queue handles ``fill`` messages: its request and base time
+        # are shared by them; each message's own AWS requests are not.
+        share = 1 / fill if inv.queue is not None else 1
+        usage["lambda_requests"] += share
+        ms = a["lambda_base_ms"] * share
         for op, n in t["requests"].items():
             service = op.split(".", 1)[0]
             ms += n * latency.get(service, latency["default"])
@@ -81,6 +84,13 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
     dollars["total"] = round(sum(dollars.values()), 4)
     dollars["_usage_per_message"] = {k: round(v / messages, 6) for k, v in usage.items()}  # type: ignore[assignment]
     return dollars
+
+
+def batched(table: dict[str, Any], fill: int) -> dict[str, Any]:
+    """The price table with every SQS-fed invocation handling ``fill`` messages."""
+    out = json.loads(json.dumps(table))
+    out["assumptions"]["event_source_batch_fill"] = fill
+    return out
 
 
 def api_gateway_per_million(messages_per_request: int,

@@ -55,8 +55,16 @@ SCALE_FIGURES = [
 ]
 
 
+SHORT = {"dynamodb": "ddb", "sesv2": "ses", "events": "eb"}
+
+
 def ops(tally: dict[str, Any]) -> str:
-    return ", ".join(f"{op} {n}" for op, n in tally["requests"].items())
+    """``ddb.GetItem 1, sqs.SendMessageBatch 1``: the requests, services abbreviated."""
+    out = []
+    for op, n in tally["requests"].items():
+        service, name = op.split(".", 1)
+        out.append(f"{SHORT.get(service, service)}.{name} {n}")
+    return ", ".join(out)
 
 
 def _guard(figures: list[tuple[str, str]], work: Any) -> Any:
@@ -121,8 +129,11 @@ def cost_rows(journeys: dict[str, Any]) -> list[Row]:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in dollars.items()
                           if not k.startswith("_") and k != "total")  # fmt: skip
         holds = dollars["total"] <= COST_MAX if key == "email" else None
-        rows.append(Row(figure, target, f"US${dollars['total']:.2f} ({parts})", holds,
-                        {**dollars, "prices_checked": table["checked"]}))  # fmt: skip
+        full = cost.journey_cost(journey.invocations(), journey.messages, cost.batched(table, 10))
+        text = (f"US${dollars['total']:.2f} ({parts}); US${full['total']:.2f} if every SQS "
+                "batch held 10")
+        detail = {**dollars, "full_batches": full, "prices_checked": table["checked"]}
+        rows.append(Row(figure, target, text, holds, detail))
     one, hundred = cost.api_gateway_per_million(1, table), cost.api_gateway_per_million(100, table)
     rows.append(Row(COST_FIGURES[2][0], COST_FIGURES[2][1],
                     f"US${one:.2f} at 1 msg/request, US${hundred:.3f} at 100", None))  # fmt: skip
@@ -155,11 +166,13 @@ def throughput_rows(result: dict[str, Any]) -> list[Row]:
     (f1, t1), (f2, t2) = THROUGHPUT_FIGURES
     split = result["split"]
     return [
-        Row(f1, t1, f"{result['messages_per_second']:.0f} msg/s ({result['emails']} in "
-            f"{result['seconds']:.1f} s, states {result['states']})", None, result),
+        Row(f1, t1, f"{result['messages_per_second']:.0f} msg/s wall, "
+            f"{result['messages_per_cpu_second']:.0f} msg/s CPU ({result['emails']} in "
+            f"{result['seconds']:.0f} s, {result['states']})", None, result),
         Row(f2, t2, f"vdq {split['vdq']:.0%}, botocore {split['botocore']:.0%}, "
             f"moto {split['moto']:.0%}, pynamodb {split['pynamodb']:.0%}, "
-            f"other {split['other']:.0%}", split["vdq"] < VDQ_SHARE_MAX),
+            f"powertools {split['powertools']:.0%}, harness {split['harness']:.0%}, "
+            f"other {split['other']:.0%}", split["vdq"] < VDQ_SHARE_MAX, split),
     ]  # fmt: skip
 
 
@@ -172,7 +185,8 @@ def scale_rows(result: dict[str, Any]) -> list[Row]:
     else:
         rows.append(Row(figure, target,
                         f"{listing['items_read']} items + {listing['index_rows']} index rows read "
-                        f"for a page of {listing['page']} ({listing['requests']})",
+                        f"for a page of {listing['page']} ({listing['requests']})"
+                        .replace("dynamodb.", "ddb."),
                         listing["holds"], listing))  # fmt: skip
     timeout = result.get("timeout")
     figure, target = SCALE_FIGURES[1]
@@ -181,6 +195,7 @@ def scale_rows(result: dict[str, Any]) -> list[Row]:
     else:
         rows.append(Row(figure, target,
                         f"{timeout['items_read']} items + {timeout['index_rows']} index rows read, "
-                        f"{timeout['timed_out']} timed out ({timeout['requests']})",
+                        f"{timeout['timed_out']} timed out ({timeout['requests']})"
+                        .replace("dynamodb.", "ddb."),
                         timeout["holds"], timeout))  # fmt: skip
     return rows
