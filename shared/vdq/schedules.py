@@ -159,7 +159,7 @@ def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
                 report.add(f"final_{results.apply_update(item, update, runtime)}")
                 return
     hours = runtime.settings.twilio_sms_timeout_hours
-    step = Step("timeout", actor=ACTOR, source="schedule", attempt=item.attempt,
+    step = Step("timeout", actor=ACTOR, source="schedule", attempt=int(item.attempt),
                 result=TIMEOUT_RESULT.format(h=hours, last=last),
                 expect=frozenset({State.AWAITING.value}))  # fmt: skip
     try:
@@ -187,7 +187,7 @@ def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> No
     if not _timer_due(item, TIMER_LEASE, now, runtime):
         return
     result = LEASE_RESULT.format(s=runtime.settings.lease_seconds)
-    step = Step("error", actor=ACTOR, source="schedule", attempt=item.attempt, result=result,
+    step = Step("error", actor=ACTOR, source="schedule", attempt=int(item.attempt), result=result,
                 expect=frozenset({State.SENDING.value}))  # fmt: skip
     history = [send_entry(item)] if item.claimed_at else []
     try:
