@@ -98,7 +98,10 @@ class Api(Construct):
             (OPERATOR_ROUTES, operator),
             (WEBHOOK_ROUTES, webhook),
         ):
-            integration = apigw.LambdaIntegration(function)
+            # One invoke permission per function for this API (not two per method).
+            integration = apigw.LambdaIntegration(
+                function, allow_test_invoke=False, scope_permission_to_method=False
+            )
             for method, path in routes:
                 self.methods[(method, path)] = self._route(method, path, integration)
         suppress(

@@ -13,10 +13,12 @@ copies nothing and hashes a few files. ``python -m infra.bundling download`` fil
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,23 +94,31 @@ def _digest(parts: list[bytes]) -> str:
 
 
 def _source_files(*dirs: Path) -> list[Path]:
+    """Every file of the package (code and data such as openapi.json), no bytecode."""
     files: list[Path] = []
     for d in dirs:
-        files += [p for p in d.rglob("*.py") if "__pycache__" not in p.parts]
+        files += [
+            p for p in d.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        ]  # fmt: skip
     return sorted(files)
 
 
-def _cached(name: str, digest: str, build: callable) -> Bundle:  # type: ignore[valid-type]
+def _cached(name: str, digest: str, build: Callable[[Path], None]) -> Bundle:
     target = BUILD / f"{name}-{digest}"
     if not target.is_dir():
-        for stale in BUILD.glob(f"{name}-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        work = BUILD / f".{name}-{digest}.tmp"
+        work = BUILD / f".{name}-{digest}.{os.getpid()}.tmp"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         build(work)
         _refuse_forbidden(name, work)
-        work.rename(target)
+        try:
+            work.rename(target)
+        except OSError:  # a concurrent synth built the same inputs first
+            shutil.rmtree(work, ignore_errors=True)
+        for stale in BUILD.glob(f"{name}-*"):
+            if stale != target:
+                shutil.rmtree(stale, ignore_errors=True)
     bundle = Bundle(name, target, digest)
     print(
         f"vdq bundle {name:<12} {bundle.size_bytes / 1e6:6.1f} MB  {target.relative_to(ROOT)}",

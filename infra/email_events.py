@@ -40,14 +40,8 @@ class EmailEvents(Construct):
             )
         )
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)
-        self.topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("ses.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[self.topic.topic_arn],
-                conditions={"StringEquals": source},
-            )
-        )
+        # The destination adds the topic policy: sns:Publish for ses.amazonaws.com on the
+        # conditions aws:SourceAccount (this account) and aws:SourceArn (this configuration set).
         self.configuration_set.add_event_destination(
             "ToTopic",
             destination=ses.EventDestination.sns_topic(self.topic),
