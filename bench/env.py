@@ -73,13 +73,14 @@ def need(module: str, attribute: str | None = None) -> Any:
     return getattr(loaded, attribute)
 
 
-def lean_moto_transactions() -> None:
+def lean_moto_transactions() -> Any:
     """Make moto's TransactWriteItems snapshot only the items it touches.
 
     moto backs every transaction up by deep-copying the whole table, once per item in it, so a
     transaction's cost grows with the table and a run of thousands of them is quadratic: an
     artefact of the emulator, not of DynamoDB or VDQ. This keeps moto's semantics (all or
-    nothing) with a snapshot of the touched items only. Benchmarks only; tests use plain moto.
+    nothing) with a snapshot of the touched items only. Benchmarks only: returns the original,
+    which ``stack`` puts back, so tests in the same process keep plain moto.
     """
     import copy
 
@@ -89,7 +90,7 @@ def lean_moto_transactions() -> None:
 
     original = DynamoDBBackend.transact_write_items
     if getattr(original, "_bench_lean", False):
-        return
+        return original._bench_original  # type: ignore[attr-defined]
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         saved = []
@@ -123,7 +124,9 @@ def lean_moto_transactions() -> None:
                 Table.__deepcopy__ = had  # type: ignore[method-assign]
 
     transact_write_items._bench_lean = True  # type: ignore[attr-defined]
+    transact_write_items._bench_original = original  # type: ignore[attr-defined]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    return original
 
 
 @dataclass
@@ -140,6 +143,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     prepare_process()
     import boto3
     from moto import mock_aws
+    from moto.dynamodb.models import DynamoDBBackend
 
     from vdq import resources
     from vdq import runtime as runtime_module
@@ -147,7 +151,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     from vdq.runtime import Runtime
     from vdq.settings import Settings
 
-    lean_moto_transactions()
+    plain = lean_moto_transactions()
     with mock_aws():
         boto3.client("dynamodb").create_table(**resources.table_definition(TABLE))
         sqs = boto3.client("sqs")
@@ -180,6 +184,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
             yield Stack(rt, clock, queues, sqs)
         finally:
             Runtime.reset_default()
+            DynamoDBBackend.transact_write_items = plain  # type: ignore[method-assign]
 
 
 class FakeTwilio:
