@@ -99,9 +99,7 @@ class Api(Construct):
             (WEBHOOK_ROUTES, webhook),
         ):
             # One invoke permission per function for this API (not two per method).
-            integration = apigw.LambdaIntegration(
-                function, allow_test_invoke=False, scope_permission_to_method=False
-            )
+            integration = apigw.LambdaIntegration(function, scope_permission_to_method=False)
             for method, path in routes:
                 self.methods[(method, path)] = self._route(method, path, integration)
         suppress(
