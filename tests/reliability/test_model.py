@@ -74,6 +74,7 @@ class Workflow(RuleBasedStateMachine):
         self.items: list[str] = []
         self.events: list[dict[str, Any]] = []
         self.last_sweep = None
+        self.last_body: str | None = None
         FIGURES["schedules explored"] += 1
 
     def _pick(self, n: int) -> str | None:
@@ -113,6 +114,16 @@ class Workflow(RuleBasedStateMachine):
         if not self.queue.bodies:
             return
         body = self.queue.bodies[n % len(self.queue.bodies)]
+        self._deliver(body, plan)
+
+    @rule(plan=st.sampled_from(PLANS))
+    @precondition(lambda self: self.last_body is not None)
+    def deliver_again(self, plan: str) -> None:
+        """SQS delivers the message just handled once more (at-least-once delivery)."""
+        self._deliver(self.last_body, plan)
+
+    def _deliver(self, body: str, plan: str) -> None:
+        self.last_body = body
         self.ses.plan = plan
         FIGURES["send deliveries"] += 1
         try:
