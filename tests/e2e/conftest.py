@@ -160,21 +160,22 @@ def _admin_token() -> str:
     return make_token(SECRET, ["vdq-admins"])
 
 
-@pytest.fixture(scope="session")
+# Package scope: each stack stops when the e2e tests end, not idling through the rest.
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s = Stack(tmp_path_factory.mktemp("stack") / "vdq-local.log")
     yield s
     s.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def polling_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s = Stack(tmp_path_factory.mktemp("polling") / "vdq-local.log", "--polling")
     yield s
     s.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def faulty_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s = Stack(tmp_path_factory.mktemp("faults") / "vdq-local.log",
               "--faults", "duplicate,late,reordered,missing,throttle,5xx,slow",

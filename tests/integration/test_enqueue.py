@@ -12,19 +12,10 @@ from functions.enqueue import handler as enqueue_handler
 import vdq
 from tests.support.aws import drain
 from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
 from vdq import store as st
 from vdq.errors import ValidationError
 from vdq.transitions import Step, apply
-
-
-class LambdaContext:
-    function_name = "vdq-enqueue"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-enqueue"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def post(name, body, groups=("vdq-senders",), headers=None):

@@ -18,6 +18,7 @@ import vdq
 from tests.support.aws import drain
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
+from tests.support.lambda_context import LambdaContext
 from vdq import send
 from vdq.providers import TransientProviderError
 from vdq.providers.ses import get_ses
@@ -27,14 +28,6 @@ SENDER = "shop@example.com"
 WEBHOOK = "https://hooks.example.com/twilio/status?tenant=7&queue_item=stale"
 
 
-class LambdaContext:
-    function_name = "vdq-send"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-send"
-    aws_request_id = "req-send-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 @pytest.fixture

@@ -13,19 +13,10 @@ from functions.operator import handler as operator_handler
 
 import vdq
 from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
 from vdq.runtime import Runtime
 from vdq.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.transitions import Step, apply
-
-
-class LambdaContext:
-    function_name = "vdq-operator"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-operator"
-    aws_request_id = "req-operator"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 @dataclass

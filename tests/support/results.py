@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import vdq
 from tests.support.events import load_event
+from tests.support.lambda_context import LambdaContext  # noqa: F401 (re-exported)
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.transitions import Step, apply, claim_write
@@ -141,11 +142,3 @@ class FakeTwilio:
         return answer
 
 
-class LambdaContext:
-    function_name = "vdq-test"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:vdq-test"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
