@@ -23,8 +23,15 @@ $(NODE_STAMP): package-lock.json
 	if command -v npm >/dev/null; then npm ci --no-audit --no-fund -s && touch $(NODE_STAMP); \
 	else echo "npm not found: install Node.js to use npx cdk"; fi
 
+# Two pytest runs side by side, one per core: the long, CPU-bound model-based reliability suite
+# (2,000 schedules) and everything else. Each prints its own summary; either failing fails.
 test: venv
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@rel=$$(mktemp); \
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability $(PYTEST_ARGS) >$$rel 2>&1 & \
+	pid=$$!; status=0; \
+	$(BIN)/python -m pytest -q --ignore=tests/reliability $(PYTEST_ARGS) || status=$$?; \
+	wait $$pid || status=$$?; \
+	echo; echo "== tests/reliability"; cat $$rel; rm -f $$rel; exit $$status
 
 lint: venv
 	$(BIN)/ruff check shared functions infra tests bench

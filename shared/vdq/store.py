@@ -218,9 +218,15 @@ MODELS: tuple[type[_Table], ...] = (
 
 
 def bind(table_name: str, region: str | None = None) -> None:
-    """Point every model at ``table_name``. Called once per process (and per test)."""
+    """Point every model at ``table_name``. Called once per process (and per test).
+
+    A model keeps its connection when nothing changed: each new connection builds a botocore
+    session and loads the DynamoDB service model again (tens of milliseconds).
+    """
     models: tuple[type[_Table], ...] = (_Table, *MODELS)
     for model in models:
+        if model.Meta.table_name == table_name and model.Meta.region == region:
+            continue
         model.Meta.table_name = table_name
         model.Meta.region = region
         model._connection = None

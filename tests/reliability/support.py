@@ -128,6 +128,18 @@ def make_settings(urls: dict[str, str], **changes: Any) -> Settings:
     )
 
 
+def empty_table() -> None:
+    """Forget every item of the test table, in moto's own backend.
+
+    An example's items are of no use to the next, and moto answers each index query by sorting
+    every item of the table: a table that keeps growing makes a long run quadratic.
+    """
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE].items.clear()
+
+
 @contextmanager
 def moto_aws() -> Iterator[dict[str, str]]:
     with mock_aws():

@@ -30,6 +30,7 @@ from tests.reliability.support import (
     FakeSes,
     RecordingQueue,
     check_history,
+    empty_table,
     lease_passed,
     make_settings,
     moto_aws,
@@ -44,8 +45,8 @@ from vdq.sendqueue import SendMessage
 from vdq.transitions import Step, apply
 
 SOAK = os.environ.get("VDQ_SOAK") == "1"
-# About 0.6 s of CPU per schedule under in-process moto.
-EXAMPLES = int(os.environ.get("VDQ_MODEL_EXAMPLES", 5_000 if SOAK else 150))
+# About 0.2 s of CPU per schedule under in-process moto.
+EXAMPLES = int(os.environ.get("VDQ_MODEL_EXAMPLES", 20_000 if SOAK else 2_000))
 STEPS = 20 if SOAK else 10
 MAX_ITEMS = 3
 OPERATOR = Caller("op-1", ("vdq-operators",),
@@ -67,6 +68,7 @@ class Workflow(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        empty_table()
         self.ses = FakeSes()
         self.queue = RecordingQueue()
         self.rt = runtime_for(self.settings_, ses_provider=self.ses, send_queue=self.queue)
