@@ -152,7 +152,12 @@ class Front:
             def do_GET(self) -> None:
                 front.handle(self)
 
-            do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
+            def __getattr__(self, name: str) -> Any:
+                # Every method reaches the router, which answers 405 for one a route lacks (as
+                # API Gateway does), instead of http.server's 501 for a method it has no do_ for.
+                if name.startswith("do_"):
+                    return self.do_GET
+                raise AttributeError(name)
 
         self.server = Server("front", Handler, port)
         self.url = self.server.url
