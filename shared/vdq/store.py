@@ -574,8 +574,9 @@ class Store:
             reasons = exc.cancellation_reasons or []
             if len(reasons) > len(puts) and _failed(reasons[len(puts)]):
                 return False
-            if map_provider_id and len(reasons) >= len(puts) and _failed(reasons[len(puts) - 1]):
-                raw = reasons[len(puts) - 1].raw_item
+            mapping_reason = reasons[len(puts) - 1] if len(reasons) >= len(puts) else None
+            if map_provider_id and mapping_reason is not None and _failed(mapping_reason):
+                raw = mapping_reason.raw_item
                 owner = ProviderRecord.from_raw_data(raw) if raw else None
                 raise ProviderIdTaken(provider_id, owner) from None
             raise
