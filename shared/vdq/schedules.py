@@ -22,9 +22,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vdq import resources, results
+from vdq import resources
 from vdq.clock import iso
 from vdq.errors import InvalidTransition, VdqError
 from vdq.observability import logger
@@ -40,6 +40,9 @@ from vdq.transitions import (
     timer_partition,
 )
 from vdq.workflow import State
+
+if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the SMS checks
+    from vdq import results
 
 ACTOR = "schedule"
 SWEEP_BATCH = 200  # items per timer kind per run
@@ -125,12 +128,16 @@ def _guard(report: Report, item_id: str, work: Any) -> None:
 
 
 def _fetch(item: QueueItemRecord, twilio: Any) -> results.ProviderUpdate:
+    from vdq import results
+
     status = twilio.fetch(item.provider_id)
     return results.twilio_update(item.provider_id or "", status.status, status.error_code,
                                  status.error_message, item_hint=item.id)  # fmt: skip
 
 
 def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> None:
+    from vdq import results
+
     item = runtime.store.get_item(item_id)
     if item is None or item.state != State.AWAITING.value or not item.provider_id:
         return
@@ -143,6 +150,8 @@ def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> No
 
 def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
                  report: Report) -> None:  # fmt: skip
+    from vdq import results
+
     item = runtime.store.get_item(item_id)
     if item is None or item.state != State.AWAITING.value or item.done_since >= window_start:
         return
