@@ -175,7 +175,7 @@ def test_attachments_are_stored_in_s3_under_random_keys(aws, runtime):
     assert runtime.store.get_refs(items[0].content_id).open_items == 2
 
 
-def test_two_concurrent_writers_on_one_item_never_lose_an_update(aws, runtime):
+def test_two_concurrent_writers_on_one_item_never_lose_an_update(aws, runtime, atomic_requests):
     """Cancel and error race on one queued item: exactly one wins, the other re-decides."""
     [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
     stale = runtime.store.get_item(item.id)

@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
-from moto.core.botocore_stubber import BotocoreStubber
 
 import vdq
 from tests.reliability.support import (
@@ -72,18 +71,6 @@ class ThreadSafeQueue(RecordingQueue):
     def publish(self, messages):  # type: ignore[no-untyped-def]
         with self._lock:
             return super().publish(messages)
-
-
-@pytest.fixture
-def atomic_requests(monkeypatch):
-    lock = threading.RLock()
-    original = BotocoreStubber.__call__
-
-    def atomic(self, event_name, request, **kwargs):  # type: ignore[no-untyped-def]
-        with lock:
-            return original(self, event_name, request, **kwargs)
-
-    monkeypatch.setattr(BotocoreStubber, "__call__", atomic)
 
 
 @pytest.fixture

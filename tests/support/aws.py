@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -36,6 +37,26 @@ def aws() -> Iterator[dict[str, Any]]:
         events = boto3.client("events")
         events.create_event_bus(Name=BUS)
         yield {"table": TABLE, "bucket": BUCKET, "bus": BUS, "queues": urls, "sqs": sqs}
+
+
+@pytest.fixture
+def atomic_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make each AWS request atomic under threads, as DynamoDB makes each request.
+
+    In-process moto checks a write's condition and makes the write without a lock, so two
+    threads can both pass the same condition: a race no real table allows. One lock around
+    moto's dispatch restores it; our code still interleaves freely between requests.
+    """
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    original = BotocoreStubber.__call__
+
+    def atomic(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, event_name, request, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", atomic)
 
 
 @pytest.fixture
