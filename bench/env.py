@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vdq.local.pollers import sqs_event  # noqa: F401 (the event the local pollers build)
+
 ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
@@ -217,31 +219,6 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
-
-
-def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """A Lambda SQS event of messages as ReceiveMessage returned them."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1796219110000",
-                    "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1796219110000",
-                },
-                "messageAttributes": {},
-                "md5OfBody": m.get("MD5OfBody", ""),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
 
 
 def receive(sqs: Any, url: str, limit: int = 10) -> list[dict[str, Any]]:
