@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from vdq import tracking
 from vdq.clock import iso, parse_iso
 from vdq.errors import VdqError
 from vdq.observability import logger
@@ -270,7 +271,7 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
         if current is None:
             return "event"
         now = item_now(current, runtime)
-        mark = event_mark(current.id, update.event_id, now)
+        mark = event_mark(current.id, update.event_id)
         entry = history_entry(current.id, now, actor=update.provider, source="provider",
                               kind="event", name=update.name, from_state=current.state,
                               to_state=current.state, attempt=int(current.attempt),
@@ -394,20 +395,10 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
     raise VdqError(f"{update.provider} update {update.event_id}: matching kept losing races")
 
 
-def _strategy(runtime: Runtime) -> Any:
-    strategy = runtime.overrides.get("email_tracking")
-    if strategy is None:
-        from vdq.tracking import load_strategy
-
-        strategy = load_strategy(runtime.settings.email_tracking_strategy)
-        runtime.overrides["email_tracking"] = strategy
-    return strategy
-
-
 def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
     """One SES event (the JSON SNS delivers raw to the results queue)."""
     update = parse_ses_event(event)
-    found = _strategy(runtime).find_queue_item(event)
+    found = tracking.strategy_for(runtime).find_queue_item(event)
     if found:
         item_id, attempt = found
         update = replace(update, item_hint=item_id,

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, transitions
+from vdq import mime, tracking, transitions
 from vdq.clock import parse_iso
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
@@ -31,7 +31,6 @@ from vdq.providers import (
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
-from vdq.tracking import load_strategy
 from vdq.transitions import Step, history_entry
 from vdq.workflow import State
 
@@ -82,7 +81,8 @@ def process(message: SendMessage, runtime: Runtime) -> str:
         result = f"{item.result}\n{text}" if item.result else text
         return fail(item, entry, result, runtime)
     try:
-        return record_accepted(item, entry, provider_id, runtime)
+        mapped = tracking.maps_provider_id(item, runtime)
+        return record_accepted(item, entry, provider_id, runtime, map_provider_id=mapped)
     except Exception:
         # The lease sweep moves the item on later; the ID in the log lets an operator match it.
         logger.exception("%s accepted %s as %s, but the outcome was not recorded",
@@ -183,18 +183,11 @@ def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime)
         date=runtime.clock.now(),
     )
     tags: list[dict[str, str]] = []
-    tracking_strategy(runtime).attach(tags, item)
+    tracking.strategy_for(runtime).attach(tags, item)
     message_id = get_ses(runtime).send_raw(sender=item.sender, receiver=item.receiver, raw=raw,
                                            tags=tags)  # fmt: skip
     metrics.add_metric(name="EmailsSent", unit="Count", value=1)
     return message_id
-
-
-def tracking_strategy(runtime: Runtime) -> Any:
-    """``runtime.overrides["email_tracking"]`` (as the results code reads it) or the setting's."""
-    return runtime.overrides.get("email_tracking") or load_strategy(
-        runtime.settings.email_tracking_strategy
-    )
 
 
 def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -> str:

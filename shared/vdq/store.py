@@ -5,7 +5,7 @@ One table, every record kind under a prefixed key:
 | record        | pk           | sk          | what                                            |
 |---------------|--------------|-------------|-------------------------------------------------|
 | queue item    | ``QI#<id>``  | ``STATE``   | the small, often-written state of one receiver  |
-| history entry | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per entry       |
+| history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per write       |
 | content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content that has attachments    |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
@@ -14,11 +14,16 @@ One table, every record kind under a prefixed key:
 Every state change is one conditional write whose condition is the (state, attempt) the writer
 read. A failed condition comes back as ``Moved`` carrying the item as it now is (DynamoDB returns
 it with the failure), so the caller decides again without another read.
+
+A transactional item costs two write units however small it is, so the history entries of one
+write share one record, and a provider event's mark (its duplicate check) is a member of the
+state item's ``seen`` set rather than a record of its own.
 """
 
 from __future__ import annotations
 
 import builtins
+import bz2
 import json
 import time
 import zlib
@@ -31,6 +36,7 @@ from pynamodb.attributes import (
     BooleanAttribute,
     NumberAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
 )
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
@@ -136,6 +142,7 @@ class QueueItemRecord(_Table):
     origin_id = UnicodeAttribute(null=True)
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
+    seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
     # Sparse index keys: present only while the item belongs to the index.
     active_pk = UnicodeAttribute(null=True)
     active_sk = UnicodeAttribute(null=True)
@@ -150,6 +157,9 @@ class QueueItemRecord(_Table):
 
 
 class HistoryRecord(_Table):
+    """One history entry. Stored, it also carries the entries written before it in the same
+    write (``more``, JSON): see ``Store.history``."""
+
     at = UnicodeAttribute()
     actor = UnicodeAttribute()
     source = UnicodeAttribute()  # "server" | "provider" | "operator" | "schedule"
@@ -159,11 +169,61 @@ class HistoryRecord(_Table):
     to_state = UnicodeAttribute(null=True)
     attempt = NumberAttribute(null=True)
     text = UnicodeAttribute(null=True)
+    more = UnicodeAttribute(null=True)
+
+
+ENTRY_FIELDS = ("at", "actor", "source", "kind", "name", "from_state", "to_state", "attempt",
+                "text")  # fmt: skip
+
+
+def _entry_json(entry: HistoryRecord) -> dict[str, Any]:
+    data = {"sk": entry.sk, **{f: getattr(entry, f) for f in ENTRY_FIELDS}}
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def pack_history(entries: Sequence[HistoryRecord]) -> list[HistoryRecord]:
+    """The records that store ``entries``: one per item, holding that item's entries of this
+    write (the last one's key, the earlier ones in ``more``). The caller's entries are not
+    changed; a writer may store the same entry again with another companion."""
+    groups: dict[str, list[HistoryRecord]] = {}
+    for entry in entries:
+        groups.setdefault(entry.pk, []).append(entry)
+    out = []
+    for group in groups.values():
+        last = group[-1]
+        record = HistoryRecord(last.pk, last.sk, **{f: getattr(last, f) for f in ENTRY_FIELDS})
+        if len(group) > 1:
+            record.more = json.dumps([_entry_json(e) for e in group[:-1]], separators=(",", ":"))
+        out.append(record)
+    return out
+
+
+def unpack_history(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
+    """The entries stored in ``records``, in time order, each once: an entry with a fixed key
+    (the claim's ``send``) may be stored by two writers."""
+    entries: dict[str, HistoryRecord] = {}
+    for record in records:
+        for data in json.loads(record.more) if record.more else []:
+            sk = data.pop("sk")
+            entries.setdefault(sk, HistoryRecord(record.pk, sk, **data))
+        record.more = None
+        entries.setdefault(record.sk, record)
+    return [entries[sk] for sk in sorted(entries)]
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """A provider event recorded on an item: its digest joins the item's ``seen`` set in the
+    write that records the event, conditional on not being there, so a duplicate delivery is
+    detected without a read or a record of its own."""
+
+    item_id: str
+    digest: str
 
 
 class ContentRecord(_Table):
     method = UnicodeAttribute()
-    data = BinaryAttribute(legacy_encoding=False)  # zlib-compressed JSON
+    data = BinaryAttribute(legacy_encoding=False)  # compressed JSON (encode_content)
     created_at = UnicodeAttribute()
 
 
@@ -196,20 +256,9 @@ class ProviderRecord(_Table):
     expiration = NumberAttribute(null=True)
 
 
-class EventMarkRecord(_Table):
-    """pk ``QI#<id>``, sk ``EV#<event digest>``: a provider event already recorded on the item.
-
-    Written in the same transaction as the event's effect, conditional on not existing, so a
-    duplicate delivery is detected without a read (vdq.results).
-    """
-
-    expiration = NumberAttribute(null=True)
-
-
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
-    EventMarkRecord,
     ContentRecord,
     ContentRefsRecord,
     AttachmentRecord,
@@ -233,11 +282,18 @@ def bind(table_name: str, region: str | None = None) -> None:
 
 
 def encode_content(data: dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)
+    """The content as stored: the smaller of deflate and bzip2 (each KB written is a write
+    unit; bzip2 often wins on long, repetitive HTML, deflate on short texts)."""
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    deflated = zlib.compress(raw, 9)
+    if len(raw) < 2048:
+        return deflated
+    return min(deflated, bz2.compress(raw, 9), key=len)
 
 
 def decode_content(blob: bytes) -> dict[str, Any]:
-    return json.loads(zlib.decompress(blob))
+    # bzip2 streams start with "BZh"; a zlib stream never does (its first byte is 0x78).
+    return json.loads(bz2.decompress(blob) if blob[:3] == b"BZh" else zlib.decompress(blob))
 
 
 # ---- state changes ---------------------------------------------------------------------------
@@ -358,7 +414,8 @@ class Store:
         return decode_content(record.data)
 
     def history(self, item_id: str) -> list[HistoryRecord]:
-        return list(
+        """The item's history entries, oldest first."""
+        return unpack_history(
             HistoryRecord.query(
                 item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
             )
@@ -502,37 +559,40 @@ class Store:
         *,
         provider_id: str | None = None,
         extra: Sequence[_Table] = (),
-        mark: EventMarkRecord | None = None,
+        mark: EventMark | None = None,
     ) -> None:
         """Apply ``write`` to ``item`` if it is still in the (state, attempt) read, with its
         history entries (and the provider-ID mapping, and an event mark) in one transaction.
 
         ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
-        when it holds only orphans: vdq.results adopts them); ``Duplicate`` when ``mark`` exists.
+        when it holds only orphans: vdq.results adopts them); ``Duplicate`` when the event of
+        ``mark`` was recorded on the item before.
         """
-        puts: list[tuple[_Table, Any]] = []
-        if mark is not None:
-            puts.append((mark, EventMarkRecord.sk.does_not_exist()))
-        puts.extend((h, None) for h in history)
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
         puts.extend((r, None) for r in extra)
         if provider_id is not None:
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
+        actions, condition = write.actions(), _expected(item)
+        if mark is not None:
+            actions.append(QueueItemRecord.seen.add({mark.digest}))
+            condition = condition & ~QueueItemRecord.seen.contains(mark.digest)
         try:
             with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
-                for record, condition in puts:
-                    tx.save(record, condition=condition, return_values="ALL_OLD")
-                tx.update(item, write.actions(), condition=_expected(item), return_values="ALL_OLD")
+                for record, put_condition in puts:
+                    tx.save(record, condition=put_condition, return_values="ALL_OLD")
+                tx.update(item, actions, condition=condition, return_values="ALL_OLD")
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
-            if mark is not None and reasons and _failed(reasons[0]):
-                raise Duplicate(f"event {mark.sk} of {mark.pk} was recorded before") from None
             state_reason = reasons[len(puts)] if len(reasons) > len(puts) else None
-            if state_reason is not None and state_reason.code == "ConditionalCheckFailed":
-                raise Moved(_current_from(state_reason) or self.get_item(item.id)) from None
+            if _failed(state_reason):
+                current = _current_from(state_reason) or self.get_item(item.id)
+                if mark is not None and current is not None and mark.digest in (current.seen or ()):
+                    raise Duplicate(f"event {mark.digest} of {item.id} was seen") from exc
+                raise Moved(current) from None
             if provider_id is not None and len(reasons) >= len(puts):
                 mapping_reason = reasons[len(puts) - 1]
-                if mapping_reason is not None and mapping_reason.code == "ConditionalCheckFailed":
+                if mapping_reason is not None and _failed(mapping_reason):
                     raw = mapping_reason.raw_item
                     owner = ProviderRecord.from_raw_data(raw) if raw else None
                     raise ProviderIdTaken(provider_id, owner) from None
@@ -543,6 +603,8 @@ class Store:
             setattr(item, name, None)
         for name, n in write.add.items():
             setattr(item, name, (getattr(item, name) or 0) + n)
+        if mark is not None:
+            item.seen = {*(item.seen or ()), mark.digest}
 
     def store_provider_id(
         self,
@@ -558,7 +620,7 @@ class Store:
         One transaction. False when the item already stores a provider ID (nothing written);
         ``ProviderIdTaken`` when the mapping exists (also when it holds only orphans).
         """
-        puts: list[tuple[_Table, Any]] = [(h, None) for h in history]
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
         if map_provider_id:
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
@@ -583,28 +645,38 @@ class Store:
         return True
 
     def append_history(
-        self, entries: Sequence[HistoryRecord], *, mark: EventMarkRecord | None = None
+        self, entries: Sequence[HistoryRecord], *, mark: EventMark | None = None
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
-        With ``mark``, one transaction conditional on the mark not existing (``Duplicate``).
+        With ``mark``, one transaction that adds the mark to the item, conditional on its not
+        being there (``Duplicate``).
         """
-        if mark is not None:
-            try:
-                with TransactWrite(connection=HistoryRecord._get_connection().connection) as tx:
-                    tx.save(mark, condition=EventMarkRecord.sk.does_not_exist())
-                    for entry in entries:
-                        tx.save(entry)
-            except TransactWriteError as exc:
-                reasons = exc.cancellation_reasons or []
-                if reasons and _failed(reasons[0]):
-                    raise Duplicate(f"event {mark.sk} of {mark.pk} was recorded before") from None
-                raise
+        records = pack_history(entries)
+        if mark is None:
+            if len(records) == 1:
+                records[0].save()
+            elif records:
+                self.put_new(records)
             return
-        if len(entries) == 1:
-            entries[0].save()
-        elif entries:
-            self.put_new(entries)
+        probe = QueueItemRecord(item_pk(mark.item_id), STATE_SK)
+        try:
+            with TransactWrite(connection=HistoryRecord._get_connection().connection) as tx:
+                tx.update(probe, [QueueItemRecord.seen.add({mark.digest})],
+                          condition=QueueItemRecord.id.exists()
+                          & ~QueueItemRecord.seen.contains(mark.digest),
+                          return_values="ALL_OLD")  # fmt: skip
+                for record in records:
+                    tx.save(record)
+        except TransactWriteError as exc:
+            # PynamoDB sends a transaction's puts before its updates.
+            reasons = exc.cancellation_reasons or []
+            reason = reasons[len(records)] if len(reasons) > len(records) else None
+            if _failed(reason):
+                if _current_from(reason) is None:
+                    raise Moved(None) from None
+                raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
+            raise
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Push an item's timer on, if the item is still in the (state, attempt, timer) read.

@@ -25,6 +25,10 @@ ATTEMPT_TAG = "vdq_attempt"
 class EmailTrackingStrategy:
     """Attaches nothing and finds nothing."""
 
+    # True when every SES event of an email it sent names the email's queue item: such events
+    # are matched by the item's key, and the item's SES message ID needs no mapping record.
+    keyed = False
+
     def attach(self, tags: list[dict[str, str]], item: Any) -> None:
         """Add tracking data for ``item`` to the SES message tags (``{"Name", "Value"}``)."""
 
@@ -35,6 +39,8 @@ class EmailTrackingStrategy:
 
 class TagEmailTrackingStrategy(EmailTrackingStrategy):
     """The item's id and attempt as the SES message tags ``vdq_item`` and ``vdq_attempt``."""
+
+    keyed = True  # SES puts a message's tags on every event it publishes for it
 
     def attach(self, tags: list[dict[str, str]], item: Any) -> None:
         tags.append({"Name": ITEM_TAG, "Value": item.id})
@@ -57,6 +63,22 @@ def _first(values: Any) -> str | None:
     if isinstance(values, list) and values and isinstance(values[0], str):
         return values[0]
     return values if isinstance(values, str) else None
+
+
+def strategy_for(runtime: Any) -> EmailTrackingStrategy:
+    """The runtime's strategy: ``runtime.overrides["email_tracking"]`` (tests) or the setting's."""
+    override = runtime.overrides.get("email_tracking")
+    return override or load_strategy(runtime.settings.email_tracking_strategy)
+
+
+def maps_provider_id(item: Any, runtime: Any) -> bool:
+    """Whether the send worker writes a mapping record for the provider ID of ``item`` (in the
+    transaction that stores the ID). Results that name no item are found through it. A keyed
+    email's events always name theirs, so there the mapping would be two write units spent on
+    a record never read. SMS keeps it: a status can reach VDQ without ``queue_item`` (an
+    account-level callback). An event that stores the ID itself (it came first) still writes
+    the mapping: that path is rare, and it adopts any orphans of the ID."""
+    return item.method != "email" or not strategy_for(runtime).keyed
 
 
 @lru_cache(maxsize=8)

@@ -23,7 +23,7 @@ from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import (
     Duplicate,
-    EventMarkRecord,
+    EventMark,
     HistoryRecord,
     Moved,
     QueueItemRecord,
@@ -228,7 +228,7 @@ def apply(
         if step.attempt is not None and current.attempt != step.attempt:
             return Outcome("stale", current, before)
         now = item_now(current, runtime)
-        mark = event_mark(current.id, step.event_id, now) if step.event_id else None
+        mark = event_mark(current.id, step.event_id) if step.event_id else None
         try:
             if step.expect is not None and before.value not in step.expect:
                 raise InvalidTransition(current.id, step.transition, before.value)
@@ -273,13 +273,11 @@ def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
     return max(now, last)
 
 
-EVENT_MARK_SECONDS = 30 * 86_400  # how long a provider event's duplicate is recognised
-
-
-def event_mark(item_id: str, event_id: str, now: datetime) -> EventMarkRecord:
-    digest = hashlib.blake2b(event_id.encode(), digest_size=12).hexdigest()
-    return EventMarkRecord(item_pk(item_id), f"EV#{digest}",
-                           expiration=int(now.timestamp()) + EVENT_MARK_SECONDS)  # fmt: skip
+def event_mark(item_id: str, event_id: str) -> EventMark:
+    """The mark of a provider event on its item: 64 bits of digest, unique among one item's
+    events (a handful) by a wide margin."""
+    digest = hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
+    return EventMark(item_id, digest)
 
 
 def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,

@@ -37,6 +37,17 @@ def test_a_delivered_email_costs_five_dynamodb_requests():
     assert 0 < total.sizes["state"] < 1024
 
 
+def test_a_delivered_email_writes_nineteen_dynamodb_units():
+    # Table units, then index units, per phase: enqueue puts the content (10 KB of HTML in
+    # 2 KB) and the state; the worker's transaction holds the state and one history record (the
+    # send entry rides with the outcome's; a tagged email has no mapping record); the Delivery's
+    # holds the state (with the event's mark) and one history record. Index moves: active and
+    # publish timer in, timer to lease, lease out, active out and sent in.
+    journey = rq.email_delivered()
+    units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
+    assert units == [("enqueue", 3, 2), ("send", 5, 3), ("webhook", 4, 2)]
+
+
 def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
     journey = rq.sms_delivered()
     assert journey.final_state == "succeeded"
