@@ -5,7 +5,11 @@ A journey is the list of Lambda invocations one message causes, each with the re
 behalf is added here: the event source mapping's ReceiveMessage and DeleteMessageBatch for an
 invocation fed by a queue, and for SES events the SNS publish plus SNS's SendMessage into the
 results queue. Lambda duration is modelled as a base time plus a latency per AWS request
-(``prices.json`` assumptions): in-process moto times say nothing about AWS's.
+(``prices.json`` assumptions): in-process moto times say nothing about AWS's. Each function is
+billed at the memory a deployment gives it by default (``infra.config.DEFAULT_MEMORY_MB``).
+
+How full SQS batches are decides what an invocation and a receive cost each message: ``fill``
+is messages per SQS-fed invocation (``assumptions.batch_fill``: full at volume, one at a trickle).
 """
 
 from __future__ import annotations
@@ -31,14 +35,22 @@ class Invocation:
     provider_calls: dict[str, int] = field(default_factory=dict)  # e.g. {"twilio": 1}
 
 
+def memory_mb() -> dict[str, int]:
+    from infra.config import DEFAULT_MEMORY_MB
+
+    return dict(DEFAULT_MEMORY_MB)
+
+
 def journey_cost(journey: list[Invocation], messages: int = 1,
-                 table: dict[str, Any] | None = None) -> dict[str, float]:  # fmt: skip
-    """US$ per million messages, by service, for a journey that moved ``messages`` messages."""
+                 table: dict[str, Any] | None = None, *,
+                 fill: int | None = None) -> dict[str, float]:  # fmt: skip
+    """US$ per million messages, by service, for a journey that moved ``messages`` messages,
+    with ``fill`` messages in each SQS batch (default: the table's volume case)."""
     p = table or prices()
     a = p["assumptions"]
     latency = a["request_latency_ms"]
-    fill = a["event_source_batch_fill"]
-    gb = a["lambda_memory_mb"] / 1024
+    fill = fill or a["batch_fill"]["volume"]
+    memory = memory_mb()
     per_gbs = p["lambda"][f"per_gb_second_{a['lambda_architecture']}"]
     usage = {"lambda_requests": 0.0, "lambda_gbs": 0.0, "wru": 0.0, "rru": 0.0, "sqs": 0.0,
              "sns": 0.0, "events": 0.0, "s3_put": 0.0, "s3_get": 0.0}  # fmt: skip
@@ -56,7 +68,7 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
                 usage["s3_get" if "Get" in op or "Head" in op else "s3_put"] += n
         for provider, n in inv.provider_calls.items():
             ms += n * latency.get(provider, latency["default"])
-        usage["lambda_gbs"] += gb * ms / 1000
+        usage["lambda_gbs"] += memory[inv.function] / 1024 * ms / 1000
         usage["wru"] += t["dynamodb_write_units"] + t["dynamodb_index_write_units"]
         usage["rru"] += t["dynamodb_read_units"]
         billed = t.get("billed", {})
@@ -84,13 +96,6 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
     dollars["total"] = round(sum(dollars.values()), 4)
     dollars["_usage_per_message"] = {k: round(v / messages, 6) for k, v in usage.items()}  # type: ignore[assignment]
     return dollars
-
-
-def batched(table: dict[str, Any], fill: int) -> dict[str, Any]:
-    """The price table with every SQS-fed invocation handling ``fill`` messages."""
-    out = json.loads(json.dumps(table))
-    out["assumptions"]["event_source_batch_fill"] = fill
-    return out
 
 
 def api_gateway_per_million(messages_per_request: int,

@@ -125,14 +125,17 @@ def cost_rows(journeys: dict[str, Any]) -> list[Row]:
             module = "functions.send.handler / functions.webhook.handler"
             rows.append(Row(figure, target, f"not measured: {module} missing", None))
             continue
-        dollars = cost.journey_cost(journey.invocations(), journey.messages, table)
+        fills = table["assumptions"]["batch_fill"]
+        dollars = cost.journey_cost(journey.invocations(), journey.messages, table,
+                                    fill=fills["volume"])  # fmt: skip
         parts = ", ".join(f"{k} {v:.2f}" for k, v in dollars.items()
                           if not k.startswith("_") and k != "total")  # fmt: skip
         holds = dollars["total"] <= COST_MAX if key == "email" else None
-        full = cost.journey_cost(journey.invocations(), journey.messages, cost.batched(table, 10))
-        text = (f"US${dollars['total']:.2f} ({parts}); US${full['total']:.2f} if every SQS "
-                "batch held 10")
-        detail = {**dollars, "full_batches": full, "prices_checked": table["checked"]}
+        trickle = cost.journey_cost(journey.invocations(), journey.messages, table,
+                                    fill=fills["trickle"])  # fmt: skip
+        text = (f"US${dollars['total']:.2f} at volume, SQS batches of {fills['volume']} ({parts}); "
+                f"US${trickle['total']:.2f} at a trickle, one message a batch")
+        detail = {**dollars, "trickle": trickle, "prices_checked": table["checked"]}
         rows.append(Row(figure, target, text, holds, detail))
     one, hundred = cost.api_gateway_per_million(1, table), cost.api_gateway_per_million(100, table)
     rows.append(Row(COST_FIGURES[2][0], COST_FIGURES[2][1],

@@ -96,6 +96,7 @@ class Functions(Construct):
         queue: sqs.IQueue,
         *,
         batch_size: int,
+        batching_window_seconds: int,
         max_concurrency: int | None = None,
     ) -> None:
         """An SQS event source that reports batch item failures (one bad message, one retry)."""
@@ -103,6 +104,7 @@ class Functions(Construct):
             sources.SqsEventSource(
                 queue,
                 batch_size=batch_size,
+                max_batching_window=Duration.seconds(batching_window_seconds),
                 report_batch_item_failures=True,
                 max_concurrency=max_concurrency,
             )

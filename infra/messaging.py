@@ -9,14 +9,17 @@ from constructs import Construct
 
 from vdq import resources
 
-VISIBILITY_FACTOR = 6  # AWS's advice for SQS event sources: six times the function timeout
+# AWS's advice for SQS event sources: six times the function timeout plus the batching window.
+VISIBILITY_FACTOR = 6
 
 
 class WorkQueue(Construct):
     """A queue with its dead-letter queue, encrypted, TLS only."""
 
-    def __init__(self, scope: Construct, id: str, *, consumer_timeout_seconds: int) -> None:
+    def __init__(self, scope: Construct, id: str, *, consumer_timeout_seconds: int,
+                 batching_window_seconds: int) -> None:  # fmt: skip
         super().__init__(scope, id)
+        visibility = VISIBILITY_FACTOR * consumer_timeout_seconds + batching_window_seconds
         self.dead_letters = sqs.Queue(
             self,
             "DeadLetters",
@@ -29,7 +32,7 @@ class WorkQueue(Construct):
             "Queue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            visibility_timeout=Duration.seconds(VISIBILITY_FACTOR * consumer_timeout_seconds),
+            visibility_timeout=Duration.seconds(visibility),
             retention_period=Duration.days(4),
             dead_letter_queue=sqs.DeadLetterQueue(
                 max_receive_count=resources.MAX_RECEIVE_COUNT, queue=self.dead_letters
@@ -42,6 +45,8 @@ class Messaging(Construct):
         self, scope: Construct, id: str, *, send_timeout_seconds: int, results_timeout_seconds: int
     ) -> None:
         super().__init__(scope, id)
-        self.send = WorkQueue(self, "Send", consumer_timeout_seconds=send_timeout_seconds)
-        self.results = WorkQueue(self, "Results", consumer_timeout_seconds=results_timeout_seconds)
+        self.send = WorkQueue(self, "Send", consumer_timeout_seconds=send_timeout_seconds,
+                              batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS)
+        self.results = WorkQueue(self, "Results", consumer_timeout_seconds=results_timeout_seconds,
+                                 batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS)
         self.bus = events.EventBus(self, "StateEvents")

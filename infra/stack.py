@@ -69,10 +69,14 @@ class VdqStack(Stack):
             functions.send,
             messaging.send.queue,
             batch_size=resources.SEND_BATCH_SIZE,
+            batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS,
             max_concurrency=config.send_max_concurrency,
         )
         functions.consume(
-            functions.webhook, messaging.results.queue, batch_size=resources.RESULTS_BATCH_SIZE
+            functions.webhook,
+            messaging.results.queue,
+            batch_size=resources.RESULTS_BATCH_SIZE,
+            batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS,
         )
         api = Api(
             self,

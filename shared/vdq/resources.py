@@ -49,6 +49,10 @@ RESULTS_QUEUE = "results"
 MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
 SEND_BATCH_SIZE = 10
 RESULTS_BATCH_SIZE = 10
+# How long Lambda may wait to fill a batch: a full batch shares one invocation and one receive
+# between ten messages. Sends wait at most a second; provider results are not urgent.
+SEND_BATCHING_WINDOW_SECONDS = 1
+RESULTS_BATCHING_WINDOW_SECONDS = 10
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
 # Each queue's dead-letter queue is named "<queue>-dlq"; SES events reach the results queue

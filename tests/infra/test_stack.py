@@ -122,13 +122,15 @@ def test_every_queue_refuses_plain_http(synth):
     assert guarded == set(queues)
 
 
-def test_sqs_event_sources_report_batch_item_failures(synth):
-    for queue, function, batch in (
-        (synth.stack.messaging.send.queue, synth.stack.functions.send, resources.SEND_BATCH_SIZE),
+def test_sqs_event_sources_report_batch_item_failures_and_wait_to_fill_batches(synth):
+    for queue, function, batch, window in (
+        (synth.stack.messaging.send.queue, synth.stack.functions.send, resources.SEND_BATCH_SIZE,
+         resources.SEND_BATCHING_WINDOW_SECONDS),
         (
             synth.stack.messaging.results.queue,
             synth.stack.functions.webhook,
             resources.RESULTS_BATCH_SIZE,
+            resources.RESULTS_BATCHING_WINDOW_SECONDS,
         ),
     ):
         synth.template.has_resource_properties(
@@ -138,6 +140,7 @@ def test_sqs_event_sources_report_batch_item_failures(synth):
                 "FunctionName": {"Ref": synth.logical_id(function)},
                 "FunctionResponseTypes": ["ReportBatchItemFailures"],
                 "BatchSize": batch,
+                "MaximumBatchingWindowInSeconds": window,
             },
         )
 
