@@ -72,3 +72,10 @@ class SendQueue:
                     f"publishing the send failed: {failure.get('Code')}: {failure.get('Message')}"
                 )
         return failed
+
+    def backlog(self) -> int:
+        """Messages waiting for a consumer: SQS's approximate count of visible messages."""
+        answer = self._sqs.get_queue_attributes(
+            QueueUrl=self._url, AttributeNames=["ApproximateNumberOfMessages"]
+        )
+        return int(answer["Attributes"]["ApproximateNumberOfMessages"])

@@ -222,6 +222,17 @@ def test_republish_sweep_publishes_an_unclaimed_item_again_once(aws, runtime, cl
     assert drain(aws) == []
 
 
+def test_republish_sweep_waits_while_the_send_queue_has_a_backlog(aws, runtime, clock):
+    lost = new_email(runtime)
+    drain(aws)  # this publish was lost
+    waiting = new_email(runtime)  # this one waits in the queue behind a slow consumer
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"republish_waiting": 2}
+    assert [m["id"] for m in drain(aws)] == [waiting.id]  # no copies were added
+    assert schedules.run(["sweep"], runtime) == {"republished": 2}  # the queue drained
+    assert sorted(m["id"] for m in drain(aws)) == sorted([lost.id, waiting.id])
+
+
 def test_republish_sweep_leaves_claimed_items(aws, runtime, clock):
     item = new_email(runtime)
     to_sending(item, runtime)

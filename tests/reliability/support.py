@@ -220,6 +220,9 @@ class RecordingQueue:
         self.bodies.extend(m.body() for m in messages)
         return {}
 
+    def backlog(self) -> int:
+        return 0  # the model delivers any body at any time: none is waiting in a queue
+
 
 def runtime_for(settings: Settings, clock: FakeClock | None = None, **overrides: Any) -> Runtime:
     rt = Runtime(settings=settings, clock=clock or fresh_clock())
