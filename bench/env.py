@@ -32,9 +32,7 @@ ENV = {
     "POWERTOOLS_LOG_LEVEL": "WARNING",
     "POWERTOOLS_METRICS_DISABLED": "true",  # no EMF lines in the table's output
 }
-TABLE = "vdq-bench"
-BUCKET = "vdq-bench-attachments"
-BUS = "vdq-bench-bus"
+TABLE = "vdq-bench"  # also the prefix of the bucket's, queues' and bus's names
 WEBHOOK_URL = "https://abc123.execute-api.us-east-1.amazonaws.com/prod/twilio/status-callback"
 TWILIO_SID = "AC" + "0" * 32
 TWILIO_TOKEN = "bench-auth-token"
@@ -150,28 +148,24 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     from vdq import resources
     from vdq import runtime as runtime_module
     from vdq.clock import FakeClock
+    from vdq.local import resources as local_resources
     from vdq.runtime import Runtime
     from vdq.settings import Settings
 
     plain = lean_moto_transactions()
     with mock_aws():
-        boto3.client("dynamodb").create_table(**resources.table_definition(TABLE))
-        sqs = boto3.client("sqs")
-        queues = {
-            name: sqs.create_queue(QueueName=f"vdq-bench-{name}")["QueueUrl"]
-            for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
-        }
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        created = local_resources.create(
+            boto3, prefix=TABLE, table=TABLE, dead_letters_and_topic=False
+        )
         boto3.client("sesv2").create_email_identity(EmailIdentity=SENDER)
         boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-        boto3.client("events").create_event_bus(Name=BUS)
         settings = replace(
             Settings(),
-            table_name=TABLE,
-            attachments_bucket=BUCKET,
-            send_queue_url=queues[resources.SEND_QUEUE],
-            results_queue_url=queues[resources.RESULTS_QUEUE],
-            event_bus_name=BUS,
+            table_name=created.table,
+            attachments_bucket=created.bucket,
+            send_queue_url=created.queues[resources.SEND_QUEUE],
+            results_queue_url=created.queues[resources.RESULTS_QUEUE],
+            event_bus_name=created.bus,
             twilio_account_sid=TWILIO_SID,
             twilio_auth_token=TWILIO_TOKEN,
             twilio_webhook_url=WEBHOOK_URL,
@@ -183,7 +177,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
         rt.overrides["twilio"] = FakeTwilio()
         runtime_module._DEFAULT = rt
         try:
-            yield Stack(rt, clock, queues, sqs)
+            yield Stack(rt, clock, created.queues, boto3.client("sqs"))
         finally:
             Runtime.reset_default()
             DynamoDBBackend.transact_write_items = plain  # type: ignore[method-assign]

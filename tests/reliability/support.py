@@ -18,6 +18,8 @@ from moto import mock_aws
 
 from vdq import resources
 from vdq.clock import FakeClock, parse_iso
+from vdq.local import resources as local_resources
+from vdq.local.resources import LocalResources
 from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
@@ -27,8 +29,7 @@ from vdq.runtime import Runtime
 from vdq.settings import Settings
 from vdq.store import Store
 
-TABLE = "vdq-reliability"
-BUCKET = "vdq-reliability-attachments"
+TABLE = "vdq-reliability"  # also the prefix of the bucket's and queues' names
 SENDER = "shop@example.com"
 
 # Figures the session prints at the end (see conftest.py).
@@ -105,24 +106,13 @@ def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = Tru
 # ---- AWS and the runtime ---------------------------------------------------------------------
 
 
-def create_resources() -> dict[str, str]:
-    boto3.client("dynamodb").create_table(**resources.table_definition(TABLE))
-    sqs = boto3.client("sqs")
-    urls = {
-        name: sqs.create_queue(QueueName=f"vdq-rel-{name}")["QueueUrl"]
-        for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
-    }
-    boto3.client("s3").create_bucket(Bucket=BUCKET)
-    return urls
-
-
-def make_settings(urls: dict[str, str], **changes: Any) -> Settings:
+def make_settings(created: LocalResources, **changes: Any) -> Settings:
     return replace(
         Settings(),
-        table_name=TABLE,
-        attachments_bucket=BUCKET,
-        send_queue_url=urls[resources.SEND_QUEUE],
-        results_queue_url=urls[resources.RESULTS_QUEUE],
+        table_name=created.table,
+        attachments_bucket=created.bucket,
+        send_queue_url=created.queues[resources.SEND_QUEUE],
+        results_queue_url=created.queues[resources.RESULTS_QUEUE],
         event_bus_name="",
         **changes,
     )
@@ -141,9 +131,9 @@ def empty_table() -> None:
 
 
 @contextmanager
-def moto_aws() -> Iterator[dict[str, str]]:
+def moto_aws() -> Iterator[LocalResources]:
     with mock_aws():
-        yield create_resources()
+        yield local_resources.create(boto3, prefix=TABLE, table=TABLE, dead_letters_and_topic=False)
 
 
 class TickingClock(FakeClock):

@@ -14,29 +14,27 @@ from moto import mock_aws
 
 from vdq import resources
 from vdq.clock import FakeClock
+from vdq.local import resources as local_resources
 from vdq.runtime import Runtime
 from vdq.settings import Settings
 
-TABLE = "vdq-test"
-BUCKET = "vdq-test-attachments"
-BUS = "vdq-test-bus"
+TABLE = "vdq-test"  # also the prefix of the bucket's, queues' and bus's names
 
 
 @pytest.fixture
 def aws() -> Iterator[dict[str, Any]]:
     """Fresh moto AWS with VDQ's resources, built from the same definitions as the CDK app."""
     with mock_aws():
-        dynamodb = boto3.client("dynamodb")
-        dynamodb.create_table(**resources.table_definition(TABLE))
-        sqs = boto3.client("sqs")
-        urls = {
-            name: sqs.create_queue(QueueName=f"vdq-test-{name}")["QueueUrl"]
-            for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE)
+        created = local_resources.create(
+            boto3, prefix=TABLE, table=TABLE, dead_letters_and_topic=False
+        )
+        yield {
+            "table": created.table,
+            "bucket": created.bucket,
+            "bus": created.bus,
+            "queues": created.queues,
+            "sqs": boto3.client("sqs"),
         }
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
-        events = boto3.client("events")
-        events.create_event_bus(Name=BUS)
-        yield {"table": TABLE, "bucket": BUCKET, "bus": BUS, "queues": urls, "sqs": sqs}
 
 
 @pytest.fixture

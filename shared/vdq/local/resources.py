@@ -1,8 +1,9 @@
-"""Every table, queue, bucket, topic and bus of VDQ, created in moto from ``vdq.resources``.
+"""VDQ's table, queues, bucket, bus and topic, created in moto from ``vdq.resources``.
 
-The same definitions the CDK app deploys, so the local stack cannot drift from AWS: the table and
-its indexes, each queue with its dead-letter queue (redrive after ``MAX_RECEIVE_COUNT``), the SES
-events topic delivering raw to the results queue, the attachments bucket and the event bus.
+The one place that builds them outside the CDK app: the local stack, the test fixtures, the
+reliability suite and the benchmarks all call ``create``, so none can drift from what is deployed.
+Every name starts with a prefix; the extras only the local stack wants (dead-letter queues, the
+SES events topic) can be left out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class LocalResources:
     bucket: str
     bus: str
     configuration_set: str
-    topic_arn: str
+    topic_arn: str  # "" without the SES events topic
     queues: dict[str, str]  # name ("send", "results", "send-dlq", ...) -> URL
 
     def env(self) -> dict[str, str]:
@@ -37,53 +38,65 @@ class LocalResources:
         }
 
 
-def create(session: Any, visibility_seconds: int) -> LocalResources:
-    """Create everything in the moto server the session's clients point at."""
-    table = f"{PREFIX}-items"
-    session.client("dynamodb").create_table(**resources.table_definition(table))
-    _enable_ttl(session.client("dynamodb"), table)
+def create(
+    session: Any,
+    visibility_seconds: int | None = None,
+    *,
+    prefix: str = PREFIX,
+    table: str | None = None,
+    dead_letters_and_topic: bool = True,
+) -> LocalResources:
+    """Create everything in the moto the session's clients reach, every name under ``prefix``.
 
-    sqs = session.client("sqs")
-    queues: dict[str, str] = {}
-    for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE):
-        dlq_name = f"{name}{resources.DEAD_LETTER_SUFFIX}"
-        dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-{dlq_name}")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        queues[dlq_name] = dlq_url
-        queues[name] = sqs.create_queue(
-            QueueName=f"{PREFIX}-{name}",
-            Attributes={
-                "VisibilityTimeout": str(visibility_seconds),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": resources.MAX_RECEIVE_COUNT}
-                ),
-            },
-        )["QueueUrl"]
-
-    bucket = f"{PREFIX}-attachments"
-    session.client("s3").create_bucket(Bucket=bucket)
-    bus = f"{PREFIX}-bus"
-    session.client("events").create_event_bus(Name=bus)
-
-    sns = session.client("sns")
-    topic_arn = sns.create_topic(Name=f"{PREFIX}-{resources.SES_EVENTS_TOPIC}")["TopicArn"]
-    results_arn = sqs.get_queue_attributes(
-        QueueUrl=queues[resources.RESULTS_QUEUE], AttributeNames=["QueueArn"]
-    )["Attributes"]["QueueArn"]
-    sns.subscribe(
-        TopicArn=topic_arn,
-        Protocol="sqs",
-        Endpoint=results_arn,
-        Attributes={"RawMessageDelivery": "true"},
-    )
-    configuration_set = f"{PREFIX}-events"
-    return LocalResources(table, bucket, bus, configuration_set, topic_arn, queues)
-
-
-def _enable_ttl(dynamodb: Any, table: str) -> None:
+    ``session`` is a boto3 Session, or the ``boto3`` module itself for its default session (moto
+    in-process). The table is ``table``, else "<prefix>-items". With ``dead_letters_and_topic``
+    (the local stack) each queue has its dead-letter queue and redrive policy as deployed, and
+    the SES events topic delivers raw to the results queue; the in-process fixtures leave both
+    out. TTL is on as deployed (moto never expires an item).
+    """
+    table = table or f"{prefix}-items"
+    dynamodb = session.client("dynamodb")
+    dynamodb.create_table(**resources.table_definition(table))
     dynamodb.update_time_to_live(
         TableName=table,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": resources.TABLE_TTL_ATTRIBUTE},
     )
+
+    sqs = session.client("sqs")
+    queues: dict[str, str] = {}
+    for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE):
+        attributes: dict[str, str] = {}
+        if visibility_seconds is not None:
+            attributes["VisibilityTimeout"] = str(visibility_seconds)
+        if dead_letters_and_topic:
+            dlq_name = f"{name}{resources.DEAD_LETTER_SUFFIX}"
+            queues[dlq_name] = sqs.create_queue(QueueName=f"{prefix}-{dlq_name}")["QueueUrl"]
+            redrive = {
+                "deadLetterTargetArn": _queue_arn(sqs, queues[dlq_name]),
+                "maxReceiveCount": resources.MAX_RECEIVE_COUNT,
+            }
+            attributes["RedrivePolicy"] = json.dumps(redrive)
+        made = sqs.create_queue(QueueName=f"{prefix}-{name}", Attributes=attributes)
+        queues[name] = made["QueueUrl"]
+
+    bucket = f"{prefix}-attachments"
+    session.client("s3").create_bucket(Bucket=bucket)
+    bus = f"{prefix}-bus"
+    session.client("events").create_event_bus(Name=bus)
+
+    topic_arn = ""
+    if dead_letters_and_topic:
+        sns = session.client("sns")
+        topic_arn = sns.create_topic(Name=f"{prefix}-{resources.SES_EVENTS_TOPIC}")["TopicArn"]
+        sns.subscribe(
+            TopicArn=topic_arn,
+            Protocol="sqs",
+            Endpoint=_queue_arn(sqs, queues[resources.RESULTS_QUEUE]),
+            Attributes={"RawMessageDelivery": "true"},
+        )
+    return LocalResources(table, bucket, bus, f"{prefix}-events", topic_arn, queues)
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    return str(attributes["Attributes"]["QueueArn"])
