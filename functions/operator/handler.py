@@ -1,8 +1,12 @@
 """The operator API behind API Gateway: queue and sent items, transitions, resend, attachments.
 
-Routing by Powertools' REST resolver; query strings are validated against the operation table
-(vdq.operations.spec) and the OpenAPI document served is the one generated from it at build time
-(vdq.openapi), so this function never imports pydantic.
+Routing by the operation table (vdq.operations.router over vdq.operations.spec), which also
+validates query strings; the OpenAPI document served is the one generated from it at build
+time (vdq.openapi), so this function never imports pydantic.
+
+The reads (lists, details) are what most requests are; the modules only a change (transitions
+and resend: vdq.operations.actions, with enqueue and the transitions), an attachment download
+or the document need are imported by their routes, so a read's cold start does not pay for them.
 """
 
 from __future__ import annotations
@@ -10,16 +14,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+# boto3 first, from the handler itself: under CPython 3.11 a hot loop whose frames sit at a
+# frame-stack chunk boundary maps and unmaps that chunk on every call, and boto3's dependencies
+# (urllib3's regexes) hit it when imported nested deep under vdq (10,000 mmap/munmap calls,
+# ~60 ms, under vdq.send). The same modules, imported at a shallow depth, without that.
+import boto3  # noqa: F401
 
-from vdq import api, attachments, openapi
+from vdq import api
 from vdq.errors import ValidationError, VdqError
 from vdq.observability import logger, tracer
-from vdq.operations import actions, detail, listing, spec
+from vdq.operations import detail, listing, spec
+from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
 from vdq.views import item_json
 
-app = APIGatewayRestResolver()
+app = Router()
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -27,80 +36,84 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
                     headers)  # fmt: skip
 
 
-def _route(operation_id: str) -> Any:
-    op = spec.BY_ID[operation_id]
-    register = app.get if op.method == "GET" else app.post
-    return register(op.rule, operation_id=op.id)
+def _caller(event: Event) -> api.Caller:
+    return api.caller(event, Runtime.default().settings)
 
 
-def _caller() -> api.Caller:
-    return api.caller(app.current_event.raw_event, Runtime.default().settings)
+def _query(operation_id: str, event: Event) -> dict[str, Any]:
+    return spec.query(operation_id, event.get("queryStringParameters"))
 
 
-def _query(operation_id: str) -> dict[str, Any]:
-    return spec.query(operation_id, app.current_event.query_string_parameters)
-
-
-@_route("health")
-def health() -> Response:
+@app.operation("health")
+def health(event: Event) -> Response:
     return _json(200, {"status": "ok"})
 
 
-@_route("openapi")
-def openapi_document() -> Response:
+@app.operation("openapi")
+def openapi_document(event: Event) -> Response:
+    from vdq import openapi
+
     return Response(200, "application/json", openapi.document_text())
 
 
-@_route("listQueueItems")
-def list_queue_items() -> Response:
-    _caller().require(listing.LIST_PERMISSION)
-    q = _query("listQueueItems")
+@app.operation("listQueueItems")
+def list_queue_items(event: Event) -> Response:
+    _caller(event).require(listing.LIST_PERMISSION)
+    q = _query("listQueueItems", event)
     return _json(200, listing.list_items(listing.ACTIVE, Runtime.default(), **q))
 
 
-@_route("getQueueItem")
-def get_queue_item(id: str) -> Response:
-    _caller().require(detail.READ_PERMISSION)
+@app.operation("getQueueItem")
+def get_queue_item(event: Event, id: str) -> Response:
+    _caller(event).require(detail.READ_PERMISSION)
     return _json(200, detail.item_detail(id, Runtime.default()))
 
 
-@_route("runTransition")
-def run_transition(id: str, name: str) -> Response:
-    who = _caller()
-    q = _query("runTransition")
+@app.operation("runTransition")
+def run_transition(event: Event, id: str, name: str) -> Response:
+    from vdq.operations import actions
+
+    who = _caller(event)
+    q = _query("runTransition", event)
     return _json(200, actions.run_transition(id, name, who, Runtime.default(), **q))
 
 
-@_route("listSentItems")
-def list_sent_items() -> Response:
-    _caller().require(listing.LIST_PERMISSION)
-    q = _query("listSentItems")
+@app.operation("listSentItems")
+def list_sent_items(event: Event) -> Response:
+    _caller(event).require(listing.LIST_PERMISSION)
+    q = _query("listSentItems", event)
     return _json(200, listing.list_items(listing.SENT, Runtime.default(), **q))
 
 
-@_route("getSentItem")
-def get_sent_item(id: str) -> Response:
-    _caller().require(detail.READ_PERMISSION)
+@app.operation("getSentItem")
+def get_sent_item(event: Event, id: str) -> Response:
+    _caller(event).require(detail.READ_PERMISSION)
     return _json(200, detail.item_detail(id, Runtime.default(), sent_only=True))
 
 
-@_route("resendSentItem")
-def resend_sent_item(id: str) -> Response:
-    copies = actions.resend([id], _caller(), Runtime.default())
+@app.operation("resendSentItem")
+def resend_sent_item(event: Event, id: str) -> Response:
+    from vdq.operations import actions
+
+    copies = actions.resend([id], _caller(event), Runtime.default())
     return _json(201, {"items": [item_json(c) for c in copies]})
 
 
-@_route("resendSentItems")
-def resend_sent_items() -> Response:
-    who = _caller()
-    item_ids = _resend_ids(api.json_body(app.current_event.raw_event))
+@app.operation("resendSentItems")
+def resend_sent_items(event: Event) -> Response:
+    from vdq.operations import actions
+
+    who = _caller(event)
+    item_ids = _resend_ids(api.json_body(event))
     copies = actions.resend(item_ids, who, Runtime.default())
     return _json(201, {"items": [item_json(c) for c in copies]})
 
 
-@_route("getAttachment")
-def get_attachment(id: str) -> Response:
-    url = attachments.download_url(id, _caller(), Runtime.default())
+@app.operation("getAttachment")
+def get_attachment(event: Event, id: str) -> Response:
+    from vdq import attachments
+
+    url = attachments.download_url(id, _caller(event), Runtime.default())
     return Response(302, None, "", {"Location": url, "Cache-Control": "no-store"})
 
 
@@ -119,25 +132,25 @@ def _resend_ids(body: Any) -> list[str]:
     return ids
 
 
-@app.exception_handler(VdqError)
+@app.error(VdqError)
 def domain_error(exc: VdqError) -> Response:
     if exc.status >= 500:
         logger.error("operator request failed: %s", exc.message)
     return _json(exc.status, api.error_body(exc.code, exc.message, exc.details))
 
 
-@app.exception_handler(Exception)
+@app.error(Exception)
 def unexpected_error(exc: Exception) -> Response:
     logger.exception("operator request failed")
     return _json(500, api.error_body("internal_error", "the request failed; try again"))
 
 
 @app.not_found
-def no_route(_: Exception) -> Response:
+def no_route() -> Response:
     return _json(404, api.error_body("not_found", "no such route"))
 
 
 @logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return app.resolve(event)

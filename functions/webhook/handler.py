@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import api, results
+# boto3 first, from the handler itself: under CPython 3.11 a hot loop whose frames sit at a
+# frame-stack chunk boundary maps and unmaps that chunk on every call, and boto3's dependencies
+# (urllib3's regexes) hit it when imported nested deep under vdq (10,000 mmap/munmap calls,
+# ~60 ms, under vdq.send). The same modules, imported at a shallow depth, without that.
+import boto3  # noqa: F401
+
+from vdq import results
 from vdq.errors import VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
@@ -27,7 +33,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-    from vdq import twilio_signature
+    # SMS only: the SES events, most of what this function gets, need neither.
+    from vdq import api, twilio_signature
 
     if event.get("httpMethod") != "POST":
         return api.response(405, api.error_body("method_not_allowed", "use POST"))

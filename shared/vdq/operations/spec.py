@@ -9,8 +9,7 @@ importing it costs nothing at cold start.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vdq.errors import ValidationError
 from vdq.workflow import DONE_STATES, State
@@ -23,8 +22,8 @@ DEFAULT_LIMIT = 50
 MAX_RESEND_IDS = 100
 
 
-@dataclass(frozen=True)
-class Param:
+# NamedTuples, not frozen dataclasses: as immutable, and about a tenth of the import work.
+class Param(NamedTuple):
     name: str
     where: str  # "path" | "query" | "header"
     type: str  # "string" | "integer" | "boolean"
@@ -36,8 +35,7 @@ class Param:
     required: bool = False
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     id: str
     method: str
     path: str  # OpenAPI form, /queue-items/{id}
@@ -53,7 +51,7 @@ class Operation:
 
     @property
     def rule(self) -> str:
-        """The path as Powertools' resolver spells it."""
+        """The path as the operator function's router spells it (vdq.operations.router)."""
         return self.path.replace("{", "<").replace("}", ">")
 
 
