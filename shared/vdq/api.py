@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vdq.errors import BadRequest, Forbidden, Unauthorized, VdqError
 from vdq.settings import Settings
@@ -18,8 +17,7 @@ from vdq.settings import Settings
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(NamedTuple):  # immutable, and cheaper to define than a frozen dataclass
     subject: str
     groups: tuple[str, ...]
     permissions: frozenset[str]
