@@ -13,11 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# boto3 first, from the handler itself: under CPython 3.11 a hot loop whose frames sit at a
-# frame-stack chunk boundary maps and unmaps that chunk on every call, and boto3's dependencies
-# (urllib3's regexes) hit it when imported nested deep under vdq (10,000 mmap/munmap calls,
-# ~60 ms, under vdq.send). The same modules, imported at a shallow depth, without that.
-import boto3  # noqa: F401
+import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
 from vdq import send
 from vdq.observability import logger, metrics, tracer
