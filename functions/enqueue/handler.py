@@ -33,3 +33,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if exc.status >= 500:
             logger.error("enqueue failed: %s", exc.message)
         return api.error_response(exc)
+    except Exception:
+        # Never a bare 502 from Lambda: the client gets the Error shape and a status to act on.
+        logger.exception("enqueue failed")
+        return api.error_response(VdqError("an internal error stopped the request; sending it "
+                                           "again with the same Idempotency-Key is safe"))

@@ -41,9 +41,10 @@ def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     if not twilio_signature.is_authentic(event, params, runtime.settings):
         logger.warning("Twilio callback with a missing or bad signature refused")
         return api.response(403, api.error_body("forbidden", "the Twilio signature is not valid"))
-    item_key = (event.get("queryStringParameters") or {}).get("queue_item")
+    query = event.get("queryStringParameters") or {}
     try:
-        outcome = results.handle_twilio_callback(params, item_key, runtime)
+        outcome = results.handle_twilio_callback(params, query.get("queue_item"), runtime,
+                                                 attempt=query.get("attempt"))  # fmt: skip
     except results.BadEvent as exc:
         logger.warning("Twilio callback dropped: %s", exc.message)
         return api.response(204)

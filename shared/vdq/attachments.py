@@ -20,7 +20,15 @@ from vdq.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger
 from vdq.runtime import Runtime
-from vdq.store import FILE_SK, AttachmentRecord, QueueItemRecord, attachment_pk
+from vdq.store import (
+    FILE_SK,
+    AttachmentRecord,
+    QueueItemRecord,
+    Release,
+    WriteFailed,
+    attachment_pk,
+    shard,
+)
 
 READ_PERMISSION = "vdq.read_queueitem"
 PURGE_BATCH = 100  # idle contents read per shard and query
@@ -37,12 +45,22 @@ class FilesPurged(VdqError):
 def store_files(
     content_id: str, attachments: tuple[Attachment, ...], runtime: Runtime
 ) -> list[AttachmentRecord]:
-    """Upload each file under a random key; returns the records to write with the content."""
-    records = []
+    """Upload each file under a random key; returns the records to write with the content.
+    A failed upload removes the files this call uploaded before it (503: nothing stored)."""
+    records: list[AttachmentRecord] = []
     for attachment in attachments:
         attachment_id = ids.new_id()
         key = f"files/{content_id}/{attachment_id}"
-        runtime.files.put(key, attachment.content, attachment.content_type)
+        try:
+            runtime.files.put(key, attachment.content, attachment.content_type)
+        except Exception as exc:
+            uploaded = [r.s3_key for r in records]
+            try:
+                runtime.files.delete(uploaded)
+            except Exception:
+                logger.exception("%d uploaded files of a refused request left", len(uploaded))
+            raise WriteFailed([], f"storing attachment {attachment.filename!r} failed: "
+                              f"{exc}; nothing was stored") from exc  # fmt: skip
         records.append(
             AttachmentRecord(
                 attachment_pk(attachment_id),
@@ -95,38 +113,54 @@ def download_url(attachment_id: str, who: Caller, runtime: Runtime) -> str:
 
 
 def purge_content_files(content_id: str, runtime: Runtime) -> int:
-    """Delete a content's files if none of its items is open; returns files deleted."""
+    """Delete a content's files if none of its items is open; returns files deleted.
+
+    Marked first, deleted, then taken out of the purge index: a purge that dies on the way is
+    finished by the next run, and a content with open items again just leaves the index."""
+    store = runtime.store
     now = iso(runtime.clock.now())
-    if not runtime.store.mark_purged(content_id, now):
+    if not store.mark_purged(content_id, now):
+        store.unqueue_purge(content_id)
         return 0
-    content = runtime.store.get_content(content_id) or {}
-    records = runtime.store.get_attachments(content.get("attachments", []))
+    content = store.get_content(content_id) or {}
+    records = store.get_attachments(content.get("attachments", []))
     runtime.files.delete([r.s3_key for r in records])
     for record in records:
-        record.update(actions=[AttachmentRecord.purged_at.set(now)])
+        if record.purged_at is None:
+            record.update(actions=[AttachmentRecord.purged_at.set(now)])
+    store.unqueue_purge(content_id)
     logger.info("purged %d files of content %s", len(records), content_id)
     return len(records)
 
 
-def _purge_partition(content_id: str, runtime: Runtime) -> str:
-    from vdq.transitions import shard
-
+def purge_partition(content_id: str, runtime: Runtime) -> str:
     return f"P#{shard(content_id, runtime.settings.index_shards)}"
 
 
+def release_for(item: QueueItemRecord, now_iso: str, runtime: Runtime) -> Release | None:
+    """The file release that an item entering a done state writes with its transition."""
+    if not item.has_files:
+        return None
+    return Release(item.content_id, purge_partition(item.content_id, runtime), now_iso)
+
+
 def release(content_id: str, count: int, runtime: Runtime) -> None:
-    """``count`` items of a content with files are done (or were never created): count them,
+    """``count`` reserved items of a content with files were never created: count them off,
     and delete the files at once when cleanup is immediate and no item is open."""
-    refs = runtime.store.release_content(
-        content_id, iso(runtime.clock.now()), _purge_partition(content_id, runtime), count
+    runtime.store.release_content(
+        content_id, iso(runtime.clock.now()), purge_partition(content_id, runtime), count
     )
-    if runtime.settings.max_files_age_seconds == 0 and refs.open_items <= 0:
+    purge_if_idle(content_id, runtime)
+
+
+def purge_if_idle(content_id: str, runtime: Runtime) -> None:
+    """After a release: with immediate cleanup, delete the files if no item is open. A crash
+    before this leaves the content in the purge index, where the next purge run finds it."""
+    if runtime.settings.max_files_age_seconds != 0:
+        return
+    refs = runtime.store.get_refs(content_id)
+    if refs is not None and refs.open_items <= 0 and refs.purged_at is None:
         purge_content_files(content_id, runtime)
-
-
-def release_files(item: QueueItemRecord, runtime: Runtime) -> None:
-    """An item with files entered a done state (called by the transition's side effects)."""
-    release(item.content_id, 1, runtime)
 
 
 def purge_idle(runtime: Runtime) -> int:

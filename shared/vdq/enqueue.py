@@ -26,6 +26,7 @@ from vdq.store import (
     ContentRecord,
     ContentRefsRecord,
     QueueItemRecord,
+    WriteFailed,
     content_pk,
     encode_content,
     item_pk,
@@ -94,25 +95,68 @@ def store_and_publish(
     runtime: Runtime,
     *,
     inline_content: dict[str, Any] | None,
+    file_keys: list[str] | None = None,
 ) -> list[QueueItemRecord]:
-    """Write the records and items, then publish each item's first send."""
+    """Write the records (content, files, refs), then the items, then publish each item's
+    first send.
+
+    The records go first and alone: an item is accepted only once everything it needs is
+    stored. When the store fails part-way, the answer names exactly the items stored (each is
+    published and sent once) and the receivers that were not; when it stores no item, what
+    the request wrote (records, uploaded ``file_keys``) is removed and nothing was accepted.
+    """
+    store = runtime.store
     try:
-        runtime.store.put_new([*records, *items])
-    except Exception as exc:
-        written = set(getattr(exc, "details", {}).get("written", []))
+        store.put_new(records)
+        store.put_new(items)
+    except WriteFailed as exc:
+        written = {r.pk for r in exc.written}
         stored = [i for i in items if i.pk in written]
         if not stored:
-            raise
+            _discard(records, file_keys or [], runtime)
+            raise WriteFailed([], f"{exc.message.removeprefix('the store refused the write: ')}; "
+                              "nothing was stored, the request can be sent again") from exc
         _publish(stored, runtime, inline_content)
+        kept = {i.id for i in stored}
+        rejected = [i for i in items if i.id not in kept]
+        _release_unborn(rejected, runtime)
+        metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(stored))
         raise PartiallyEnqueued(
-            f"stored {len(stored)} of {len(items)} items before the store failed: {exc}; the "
-            "stored items will be sent, the others were not accepted",
+            f"stored {len(stored)} of {len(items)} items before the store failed: the stored "
+            "items will be sent; send the rejected receivers again",
             details={"accepted": [i.id for i in stored],
-                     "rejected": [i.id for i in items if i.pk not in written]},
+                     "rejected": [i.receiver for i in rejected]},
         ) from exc  # fmt: skip
     _publish(items, runtime, inline_content)
     metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
     return items
+
+
+def _discard(records: list[Any], file_keys: list[str], runtime: Runtime) -> None:
+    """Remove what a request that stored no item wrote: no file outlives the request that
+    failed to reference it. Best effort: a failure is logged (the bucket's lifecycle rule is
+    the backstop)."""
+    try:
+        runtime.store.delete_new(records)
+        if file_keys:
+            runtime.files.delete(file_keys)
+    except Exception:
+        logger.exception("cleanup of a refused request failed: %d records, %d files left",
+                         len(records), len(file_keys))  # fmt: skip
+
+
+def _release_unborn(rejected: list[QueueItemRecord], runtime: Runtime) -> None:
+    """The content's open count included the items that were not stored: count them off."""
+    with_files = [i for i in rejected if i.has_files]
+    if not with_files:
+        return
+    from vdq.attachments import release
+
+    try:
+        release(with_files[0].content_id, len(with_files), runtime)
+    except Exception:  # the files are kept (never deleted early); the count stays high
+        logger.exception("release of %d unstored items of %s failed", len(with_files),
+                         with_files[0].content_id)  # fmt: skip
 
 
 def _publish(
@@ -166,7 +210,8 @@ def enqueue_email(
         )
         for r in receivers
     ]
-    return store_and_publish(records, items, runtime, inline_content=content)
+    return store_and_publish(records, items, runtime, inline_content=content,
+                             file_keys=[f.s3_key for f in files])
 
 
 def enqueue_sms(

@@ -60,9 +60,11 @@ class InvalidTransition(Conflict):
 
     code = "invalid_transition"
 
-    def __init__(self, item_id: str, transition: str, state: str) -> None:
+    def __init__(self, item_id: str, transition: str, state: str, *, hint: str = "") -> None:
+        message = (f"queue item {item_id}: transition {transition!r} is not possible from "
+                   f"state {state!r}")  # fmt: skip
         super().__init__(
-            f"queue item {item_id}: transition {transition!r} is not possible from state {state!r}",
+            f"{message}; {hint}" if hint else message,
             details={"id": item_id, "transition": transition, "state": state},
         )
         self.item_id = item_id

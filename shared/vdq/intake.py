@@ -1,7 +1,9 @@
 """POST /emails and POST /sms: validate, enqueue, answer with the new items.
 
 An ``Idempotency-Key`` makes the request safe to repeat: the same key and body return the items
-of the first request and create nothing; the same key with another body is refused (422).
+of the first request and create nothing; the same key with another body is refused (422). A
+first request that stored only some of its items (503 ``partially_enqueued``) is answered the
+same way again: its stored items are sent once, and the rejected receivers need a new request.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Any
 from vdq import messages
 from vdq.api import Caller
 from vdq.enqueue import enqueue_email, enqueue_sms
-from vdq.errors import BadRequest, Conflict, ValidationError
+from vdq.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
 from vdq.runtime import Runtime
 from vdq.views import item_json
 
 ADD_PERMISSION = "vdq.add_queueitem"
 MAX_IDEMPOTENCY_KEY = 255
+PARTIAL = "partially_enqueued"  # how a partial answer is kept under its Idempotency-Key
 
 
 def submit(
@@ -80,7 +83,11 @@ def _idempotent(table_name: str, seconds: int) -> Any:
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence,
                          config=config)  # fmt: skip
     def enqueue_once(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-        return _enqueue(request["method"], request["body"], request["caller"], runtime)
+        try:
+            return _enqueue(request["method"], request["body"], request["caller"], runtime)
+        except PartiallyEnqueued as exc:
+            # Kept as the key's answer: a retry must not store the stored items again.
+            return {PARTIAL: {"message": exc.message, "details": exc.details}}
 
     def call(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -89,12 +96,15 @@ def _idempotent(table_name: str, seconds: int) -> Any:
         )
 
         try:
-            return enqueue_once(request=request, runtime=runtime)
+            answer = enqueue_once(request=request, runtime=runtime)
         except IdempotencyValidationError:
             raise ValidationError(
                 "Idempotency-Key", "was already used with a different request body"
             ) from None
         except IdempotencyAlreadyInProgressError:
             raise Conflict("a request with this Idempotency-Key is still in progress") from None
+        if PARTIAL in answer:
+            raise PartiallyEnqueued(answer[PARTIAL]["message"], details=answer[PARTIAL]["details"])
+        return answer
 
     return call

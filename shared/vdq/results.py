@@ -33,13 +33,13 @@ from vdq.store import Duplicate, Moved, ProviderIdTaken, ProviderRecord, QueueIt
 from vdq.transitions import (
     KEEP,
     MAX_TRIES,
-    Outcome,
     Step,
     apply,
     clip_result,
     event_mark,
     history_entry,
     item_now,
+    send_entry,
 )
 from vdq.workflow import State
 
@@ -210,32 +210,60 @@ def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> Provi
 
 
 def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
-                 store_id: bool = False) -> str:  # fmt: skip
+                 store_id: bool = False, attempt: int | None = None) -> str:  # fmt: skip
     """Apply ``update`` to ``item``; returns what happened (moved, ignored, late, event,
-    duplicate). ``store_id``: the item stores no provider ID yet; store the update's."""
-    provider_id = update.provider_id if store_id else None
-    transition = TRANSITION_FOR.get(update.status)
-    if _older_attempt(item, update):
-        transition = None  # the key names an attempt the item has left: history only
+    duplicate, refused). ``store_id``: the item stores no provider ID yet; store the update's.
+    ``attempt``: the item's attempt that the provider took the message for, when the match
+    says (the mapping, the tags, the callback URL); otherwise the item's current one."""
+    for _ in range(MAX_TRIES):
+        event_attempt = _event_attempt(item, update, attempt)
+        outcome = _apply_once(item, update, runtime, store_id=store_id, attempt=event_attempt)
+        if outcome != "stale":
+            return outcome
+        # The item moved on to another attempt between the read and the write: decide again.
+        fresh = runtime.store.get_item(item.id)
+        if fresh is None:
+            return "dropped"
+        item, attempt, store_id = fresh, event_attempt, False
+    raise VdqError(f"{update.provider} update {update.event_id}: the item kept changing")
+
+
+def _event_attempt(item: QueueItemRecord, update: ProviderUpdate, attempt: int | None) -> int:
+    if update.attempt_hint is not None and update.item_hint == item.id:
+        return int(update.attempt_hint)
+    if attempt is not None:
+        return int(attempt)
+    return int(item.attempt)
+
+
+def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
+                store_id: bool, attempt: int) -> str:  # fmt: skip
+    # A cancelled item absorbs the results of the attempts before its cancel (the seed's
+    # ignored sources: state kept, result written); any other item takes results only for
+    # its current attempt, and keeps those of older attempts in history.
+    older = attempt != int(item.attempt) and item.state != State.CANCELLED.value
+    provider_id = update.provider_id if store_id and not older else None
+    transition = None if older else TRANSITION_FOR.get(update.status)
     if transition == "await" and item.state != State.SENDING.value:
         transition = None  # in flight, but the item is past sending: an event in history
     if transition is None:
-        return _storing_id(item.id, provider_id, runtime,
+        return _storing_id(item.id, int(item.attempt), provider_id, runtime,
                            lambda mapped: _record_event(item, update, runtime, provider_id,
-                                                        mapped))  # fmt: skip
+                                                        mapped, older=older))  # fmt: skip
     step = Step(
         transition,
         actor=update.provider,
         source="provider",
         text=update.text,
         result=update.text if update.writes_result else KEEP,
+        attempt=int(item.attempt),
         late="record",
         expect=frozenset({State.SENDING.value}) if transition == "await" else PROVIDER_SOURCES,
         event_id=update.event_id,
         provider_id=provider_id,
     )
     history = _deferred_send_entry(item)
-    outcome = _storing_id(item.id, provider_id, runtime,
+    outcome = _storing_id(item.id, int(item.attempt), provider_id, runtime,
                           lambda mapped: apply(item, replace(step, map_provider_id=mapped),
                                                runtime, history=history))  # fmt: skip
     logger.info("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
@@ -249,22 +277,14 @@ def _deferred_send_entry(item: QueueItemRecord) -> list[Any] | None:
     harmless."""
     if item.state != State.SENDING.value or not item.claimed_at:
         return None
-    from vdq.send import send_entry
-
     return [send_entry(item)]
 
 
-def _older_attempt(item: QueueItemRecord, update: ProviderUpdate) -> bool:
-    return (
-        update.attempt_hint is not None
-        and update.item_hint == item.id
-        and int(update.attempt_hint) != int(item.attempt)
-    )
-
-
 def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
-                  provider_id: str | None, mapped: bool) -> str:  # fmt: skip
-    """An update that moves no state: history (and, for a delay, the result) only."""
+                  provider_id: str | None, mapped: bool, *,
+                  older: bool = False) -> str:  # fmt: skip
+    """An update that moves no state: history (and, for a delay of the current attempt, the
+    result) only. ``older``: the update belongs to an attempt the item has left."""
     store = runtime.store
     current: QueueItemRecord | None = item
     for _ in range(MAX_TRIES):
@@ -273,11 +293,14 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
         now = item_now(current, runtime)
         mark = event_mark(current.id, update.event_id)
         entry = history_entry(current.id, now, actor=update.provider, source="provider",
-                              kind="event", name=update.name, from_state=current.state,
+                              kind="late" if older else "event", name=update.name,
+                              from_state=current.state,
                               to_state=current.state, attempt=int(current.attempt),
                               text=update.text)  # fmt: skip
         write = StateWrite(set={"updated_at": iso(now)})
-        if update.status == "deferred" and current.state in (State.SENDING, State.AWAITING):
+        current_attempt = not older and int(current.attempt) == int(item.attempt)
+        if (update.status == "deferred" and current_attempt
+                and current.state in (State.SENDING, State.AWAITING)):  # fmt: skip
             write.set["result"] = clip_result(update.text)
         if provider_id is not None:
             write.set["provider_id"] = provider_id
@@ -299,7 +322,7 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
 T = TypeVar("T")
 
 
-def _storing_id(item_id: str, provider_id: str | None, runtime: Runtime,
+def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtime: Runtime,
                 attempt: Callable[[bool], T]) -> T:  # fmt: skip
     """Run ``attempt(True)`` (which also writes the provider-ID mapping); when the mapping
     exists and holds only orphans (or already names this item), adopt it, run
@@ -312,27 +335,10 @@ def _storing_id(item_id: str, provider_id: str | None, runtime: Runtime,
         owner = taken.owner or runtime.store.find_by_provider_id(provider_id)
         if owner is not None and owner.item_id not in (None, item_id):
             raise
-    orphans = runtime.store.adopt_orphans(provider_id, item_id)
+    orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt)
     result = attempt(False)
     replay_orphans(item_id, provider_id, orphans, runtime)
     return result
-
-
-def apply_storing_provider_id(item: QueueItemRecord | str, step: Step,
-                              runtime: Runtime | None = None, *,
-                              history: list[Any] | None = None) -> Outcome:  # fmt: skip
-    """``apply`` for a step that stores ``step.provider_id`` (the send worker's record step).
-
-    When provider events arrived before the ID was stored, the mapping holds them as orphans
-    (``Store.commit`` then raises ``ProviderIdTaken`` with an orphan-only owner): the mapping is
-    given to this item, the step is applied and the orphans after it. Raises ProviderIdTaken
-    only when another item stores the ID.
-    """
-    runtime = runtime or Runtime.default()
-    item_id = item if isinstance(item, str) else item.id
-    return _storing_id(item_id, step.provider_id, runtime,
-                       lambda mapped: apply(item, replace(step, map_provider_id=mapped), runtime,
-                                            history=history))  # fmt: skip
 
 
 def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
@@ -377,7 +383,8 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
                 logger.error("provider ID %s maps to missing item %s", update.provider_id,
                              mapping.item_id)  # fmt: skip
                 return "dropped"
-            return apply_update(item, update, runtime)
+            mapped_attempt = int(mapping.attempt) if mapping.attempt is not None else None
+            return apply_update(item, update, runtime, attempt=mapped_attempt)
         if keyed is not None:
             if keyed.provider_id is not None:
                 logger.warning(
@@ -420,9 +427,13 @@ def keep_orphan(update: ProviderUpdate, seen: ProviderRecord | None,
 # ---- Twilio: callbacks and deferred lookups --------------------------------------------------
 
 
-def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime: Runtime) -> str:
-    """One authentic Twilio status callback (the signature was checked by the caller)."""
+def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime: Runtime, *,
+                           attempt: str | None = None) -> str:  # fmt: skip
+    """One authentic Twilio status callback (the signature was checked by the caller, and
+    covers ``item_key`` and ``attempt``, the status callback URL's query)."""
     update = parse_twilio_callback(params, item_key)
+    if item_key and attempt is not None and attempt.isascii() and attempt.isdigit():
+        update = replace(update, attempt_hint=int(attempt))
     now = iso(runtime.clock.now())
     return match_and_apply(update, runtime,
                            lambda u, _seen: defer_lookup(u, runtime, 0, now))  # fmt: skip

@@ -34,11 +34,13 @@ from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.transitions import (
     TIMER_AWAIT,
+    TIMER_EMAIL_AWAIT,
     TIMER_LEASE,
     TIMER_PUBLISH,
     Step,
     apply,
     publish_send,
+    send_entry,
     timer_partition,
 )
 from vdq.workflow import State
@@ -53,6 +55,10 @@ LEASE_RESULT = (
     "the provider may have accepted the message, so a retry may send it twice"
 )
 TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of queueing (last status: {last})"
+EMAIL_TIMEOUT_RESULT = (
+    "no final event from SES within {h:g} hours of accepting the message (its events may be "
+    "lost: check the configuration set's event destination); delivery is not confirmed"
+)
 
 # Tasks by name; a plain EventBridge "Scheduled Event" without one runs MINUTE.
 MINUTE = ("sms", "sweep")
@@ -74,6 +80,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
         elif task == "sweep":
             lease_sweep(runtime, report)
             republish_sweep(runtime, report)
+            email_timeouts(runtime, report)
         elif task == "purge":
             purge(runtime, report)
         else:
@@ -180,6 +187,34 @@ def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
     report.add(f"timeout_{outcome.kind}")
 
 
+# ---- email timeout ----------------------------------------------------------------------------
+
+
+def email_timeouts(runtime: Runtime, report: Report) -> None:
+    """Awaiting emails whose window (from SES's acceptance) passed with no final event."""
+    hours = runtime.settings.email_timeout_hours
+    window_start = iso(runtime.clock.now() - timedelta(hours=hours))
+    for item_id in due(TIMER_EMAIL_AWAIT, window_start, runtime, SWEEP_BATCH):
+        _guard(report, item_id, lambda i=item_id: timeout_email(i, window_start, runtime, report))
+
+
+def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Report) -> None:
+    item = runtime.store.get_item(item_id)
+    if item is None or item.state != State.AWAITING.value:
+        return
+    if not _timer_due(item, TIMER_EMAIL_AWAIT, window_start, runtime):
+        return
+    hours = runtime.settings.email_timeout_hours
+    step = Step("timeout", actor=ACTOR, source="schedule", attempt=int(item.attempt),
+                result=EMAIL_TIMEOUT_RESULT.format(h=hours),
+                expect=frozenset({State.AWAITING.value}))  # fmt: skip
+    try:
+        outcome = apply(item, step, runtime)
+    except InvalidTransition:
+        return  # a final event came first
+    report.add(f"email_timeout_{outcome.kind}")
+
+
 # ---- sweeps ----------------------------------------------------------------------------------
 
 
@@ -190,8 +225,6 @@ def lease_sweep(runtime: Runtime, report: Report) -> None:
 
 
 def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> None:
-    from vdq.send import send_entry
-
     item = runtime.store.get_item(item_id)
     if item is None or item.state != State.SENDING.value:
         return

@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from vdq import mime, tracking, transitions
-from vdq.clock import parse_iso
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.providers import (
@@ -31,7 +30,7 @@ from vdq.providers import (
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
-from vdq.transitions import Step, history_entry
+from vdq.transitions import Step, history_entry, send_entry
 from vdq.workflow import State
 
 CLAIM_SOURCES = (State.QUEUED.value, State.DELAYED.value)
@@ -116,30 +115,6 @@ def why_dropped(message: SendMessage, current: QueueItemRecord | None) -> str:
             f"delivery); the item is {current.state}")  # fmt: skip
 
 
-def send_entry(item: QueueItemRecord) -> HistoryRecord:
-    """The ``send`` history entry of the claim, written with the outcome.
-
-    The claim's UpdateItem does not return the state it replaced. It is implied: an item enters
-    ``delayed`` only through ``delay``, which counts a retry, and ``queued`` only at creation or
-    through ``retry``, which resets the count; so the claimed item came from ``delayed`` exactly
-    when its retries are above 0.
-    """
-    assert item.claimed_at is not None
-    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
-    return history_entry(
-        item.id,
-        parse_iso(item.claimed_at),
-        actor=ACTOR,
-        source="server",
-        kind="transition",
-        name="send",
-        from_state=source.value,
-        to_state=State.SENDING.value,
-        attempt=int(item.attempt),
-        key=f"send{item.attempt}",
-    )
-
-
 # ---- content and dispatch --------------------------------------------------------------------
 
 
@@ -199,17 +174,23 @@ def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -
         item.receiver,
         content.get("body") or "",
         list(content.get("media_urls") or ()),
-        status_callback_url(webhook, item.id) if webhook else None,
+        status_callback_url(webhook, item.id, int(item.attempt)) if webhook else None,
     )
     metrics.add_metric(name="SmsSent", unit="Count", value=1)
     return sid
 
 
-def status_callback_url(webhook_url: str, item_id: str) -> str:
-    """``webhook_url`` with ``queue_item=<id>``, replacing any ``queue_item`` it has."""
+def status_callback_url(webhook_url: str, item_id: str, attempt: int | None = None) -> str:
+    """``webhook_url`` with ``queue_item=<id>`` and ``attempt=<n>``, replacing any it has.
+
+    Twilio signs the whole URL, so the attempt a status names is as authentic as the key: a
+    late status of an earlier attempt never moves a later one."""
     parts = urlsplit(webhook_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "queue_item"]
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k not in ("queue_item", "attempt")]  # fmt: skip
     query.append(("queue_item", item_id))
+    if attempt is not None:
+        query.append(("attempt", str(attempt)))
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -276,7 +257,7 @@ def record_accepted(item: QueueItemRecord, entry: HistoryRecord, provider_id: st
                 result=None, map_provider_id=map_provider_id)  # fmt: skip
     try:
         outcome = transitions.apply(item, step, runtime, history=[entry])
-        if outcome.kind != "stale":
+        if outcome.kind not in ("stale", "refused"):
             return ACCEPTED
         state = outcome.item.state
     except InvalidTransition as exc:
@@ -289,6 +270,7 @@ def record_accepted(item: QueueItemRecord, entry: HistoryRecord, provider_id: st
                               "state kept")  # fmt: skip
     try:
         stored = runtime.store.store_provider_id(item.id, provider_id, [entry, note],
+                                                 attempt=int(item.attempt),
                                                  map_provider_id=map_provider_id)  # fmt: skip
     except ProviderIdTaken as exc:
         return provider_id_taken(item, entry, provider_id, exc, runtime, state=state)
@@ -325,7 +307,7 @@ def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
     """Events that arrived before any item stored the ID wait on its mapping: point the mapping
     at this item, store the ID on the item, then hand the events to the results code, which
     applies them and clears them (until it does they stay on the mapping: none is lost)."""
-    orphans = runtime.store.adopt_orphans(provider_id, item.id)
+    orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt))
     if state is None:
         outcome = record_accepted(item, entry, provider_id, runtime, map_provider_id=False)
     else:
@@ -334,6 +316,7 @@ def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
                              attempt=int(item.attempt),
                              text=f"accepted as {provider_id}; state kept")  # fmt: skip
         if not runtime.store.store_provider_id(item.id, provider_id, [entry, note],
+                                               attempt=int(item.attempt),
                                                map_provider_id=False):  # fmt: skip
             runtime.store.append_history([entry, note])
         outcome = KEPT

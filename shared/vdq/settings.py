@@ -173,6 +173,12 @@ class Settings:
     twilio_sms_timeout_hours: float = _setting(
         "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, _positive_float, "awaiting SMS -> unconfirmed after"
     )
+    email_timeout_hours: float = _setting(
+        "VDQ_EMAIL_TIMEOUT_HOURS",
+        72.0,
+        _positive_float,
+        "awaiting email -> unconfirmed this long after SES accepted it with no final event",
+    )
     sms_poll_batch: int = _setting(
         "VDQ_SMS_POLL_BATCH", 100, _positive_int, "awaiting SMS fetched per polling run"
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import bz2
+import hashlib
 import json
 import time
 import zlib
@@ -51,6 +52,11 @@ CONTENT_SK = "CONTENT"
 REFS_SK = "REFS"
 FILE_SK = "FILE"
 MAP_SK = "MAP"
+
+
+def shard(key: str, shards: int) -> int:
+    """The write shard of a sparse index entry: a stable hash of the item (or content) id."""
+    return int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16) % shards
 
 
 def item_pk(item_id: str) -> str:
@@ -220,6 +226,37 @@ class EventMark:
     item_id: str
     digest: str
 
+    def record(self) -> EventMarkRecord:
+        return EventMarkRecord(item_pk(self.item_id), f"EV#{self.digest}")
+
+
+# Marks kept in the state item's ``seen`` set; an item's further marks are records of their
+# own, so no flood of events (opens, clicks, delays) can grow the state item.
+SEEN_LIMIT = 12
+
+
+class EventMarkRecord(_Table):
+    """A provider event recorded on an item, when its ``seen`` set is full (or the event
+    changed no state): the record's existence is the mark."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One item of a content with files entered a done state: its open count goes down and
+    the content joins the purge index (the purge checks the count before deleting)."""
+
+    content_id: str
+    shard: str
+    now_iso: str
+
+    def actions(self) -> list[Any]:
+        return [
+            ContentRefsRecord.open_items.add(-1),
+            ContentRefsRecord.idle_since.set(self.now_iso),
+            ContentRefsRecord.purge_pk.set(self.shard),
+            ContentRefsRecord.purge_sk.set(f"{self.now_iso}#{self.content_id}"),
+        ]
+
 
 class ContentRecord(_Table):
     method = UnicodeAttribute()
@@ -251,6 +288,9 @@ class AttachmentRecord(_Table):
 
 class ProviderRecord(_Table):
     item_id = UnicodeAttribute(null=True)
+    # The item's attempt that the provider took this message for: an event of this message
+    # never moves a later attempt of the item (after retry, cancel or an automatic retry).
+    attempt = NumberAttribute(null=True)
     # Provider events that arrived before any item stored this ID (JSON list), with a TTL.
     orphans = UnicodeAttribute(null=True)
     expiration = NumberAttribute(null=True)
@@ -263,6 +303,7 @@ MODELS: tuple[type[_Table], ...] = (
     ContentRefsRecord,
     AttachmentRecord,
     ProviderRecord,
+    EventMarkRecord,
 )
 
 
@@ -328,6 +369,23 @@ class Duplicate(VdqError):
     code = "duplicate_event"
 
 
+class WriteFailed(VdqError):
+    """A batch of new records was not (wholly) stored. ``written`` holds exactly the records
+    that were; nothing else was."""
+
+    status = 503
+    code = "store_unavailable"
+
+    def __init__(self, written: Sequence[_Table], why: str) -> None:
+        super().__init__(f"the store refused the write: {why}")
+        self.written = list(written)
+
+
+def _key_of(raw: dict[str, Any]) -> tuple[str, str]:
+    """(pk, sk) of a record as BatchWriteItem takes it (PynamoDB's serialized form)."""
+    return (raw["pk"]["S"], raw["sk"]["S"])
+
+
 @dataclass
 class StateWrite:
     """One conditional change of a queue item: SET and REMOVE of named attributes."""
@@ -347,7 +405,15 @@ class StateWrite:
 
 
 def _expected(item: QueueItemRecord) -> Any:
-    return (QueueItemRecord.state == item.state) & (QueueItemRecord.attempt == item.attempt)
+    """The item is as read: state, attempt and provider ID (a write that applies a provider
+    result assumed the ID it read; a stale read must never replace another attempt's ID)."""
+    same_id = (
+        QueueItemRecord.provider_id.does_not_exist()
+        if item.provider_id is None
+        else QueueItemRecord.provider_id == item.provider_id
+    )
+    same_state = QueueItemRecord.state == item.state
+    return same_state & (QueueItemRecord.attempt == item.attempt) & same_id
 
 
 def _failed(reason: Any) -> bool:
@@ -367,31 +433,49 @@ class Store:
     def put_new(self, records: Sequence[_Table]) -> list[_Table]:
         """Write new records with BatchWriteItem (25 a request), retrying unprocessed ones.
 
-        Returns the records that were written before any failure; raises on a failure, with
-        ``written`` on the exception so the caller can say which were stored.
+        Returns the records written. On any failure (a throttled request, items still
+        unprocessed after the retries, an error answer) raises ``WriteFailed`` naming exactly
+        the records that were written before it: a half-applied batch leaves some records of
+        a request stored and others not, and the caller must say which.
         """
         written: list[_Table] = []
         connection = QueueItemRecord._get_connection()
         for start in range(0, len(records), 25):
-            chunk = list(records[start : start + 25])
-            pending = [r.serialize() for r in chunk]
+            chunk = {_key_of(r.serialize()): r for r in records[start : start + 25]}
+            pending = [r.serialize() for r in chunk.values()]
             delay = 0.05
             for _ in range(8):
-                response = connection.batch_write_item(put_items=pending)
-                unprocessed = response.get("UnprocessedItems", {}).get(
-                    QueueItemRecord.Meta.table_name, []
-                )
+                try:
+                    response = connection.batch_write_item(put_items=pending)
+                except Exception as exc:
+                    # Nothing of this request was applied; what earlier requests stored stays.
+                    raise WriteFailed(written, str(exc)) from exc
+                unprocessed = [u["PutRequest"]["Item"] for u in response.get(
+                    "UnprocessedItems", {}).get(QueueItemRecord.Meta.table_name, [])]
+                left = {_key_of(u) for u in unprocessed}
+                written.extend(r for k, r in chunk.items() if k not in left)
+                chunk = {k: r for k, r in chunk.items() if k in left}
                 if not unprocessed:
                     break
-                pending = [u["PutRequest"]["Item"] for u in unprocessed]
+                pending = unprocessed
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
             else:
-                exc = VdqError("DynamoDB left items unprocessed after 8 tries")
-                exc.details["written"] = [r.pk for r in written]
-                raise exc
-            written.extend(chunk)
+                raise WriteFailed(written, "DynamoDB left items unprocessed after 8 tries")
         return written
+
+    def delete_new(self, records: Sequence[_Table]) -> None:
+        """Delete records that ``put_new`` wrote for a request that was then refused."""
+        connection = QueueItemRecord._get_connection()
+        for start in range(0, len(records), 25):
+            keys = [{"pk": {"S": r.pk}, "sk": {"S": r.sk}} for r in records[start : start + 25]]
+            for _ in range(8):
+                response = connection.batch_write_item(delete_items=keys)
+                keys = [u["DeleteRequest"]["Key"] for u in response.get(
+                    "UnprocessedItems", {}).get(QueueItemRecord.Meta.table_name, [])]
+                if not keys:
+                    break
+                time.sleep(0.05)
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -423,13 +507,15 @@ class Store:
 
     def get_attachment(self, attachment_id: str) -> AttachmentRecord | None:
         try:
-            return AttachmentRecord.get(attachment_pk(attachment_id), FILE_SK)
+            return AttachmentRecord.get(attachment_pk(attachment_id), FILE_SK,
+                                        consistent_read=True)
         except DoesNotExist:
             return None
 
     def get_attachments(self, attachment_ids: Iterable[str]) -> list[AttachmentRecord]:
         keys = [(attachment_pk(a), FILE_SK) for a in dict.fromkeys(attachment_ids)]
-        return list(AttachmentRecord.batch_get(keys)) if keys else []
+        # Strongly consistent: a send can follow the enqueue that wrote these by milliseconds.
+        return list(AttachmentRecord.batch_get(keys, consistent_read=True)) if keys else []
 
     def get_refs(self, content_id: str) -> ContentRefsRecord | None:
         try:
@@ -471,7 +557,7 @@ class Store:
             raise
         return True
 
-    def adopt_orphans(self, provider_id: str, item_id: str) -> list[dict[str, Any]]:
+    def adopt_orphans(self, provider_id: str, item_id: str, attempt: int) -> list[dict[str, Any]]:
         """Give the mapping of ``provider_id`` its item and drop its TTL; returns the orphans it
         holds (they stay until ``clear_orphans``, so a crash in between loses none).
 
@@ -481,7 +567,9 @@ class Store:
         condition = ProviderRecord.item_id.does_not_exist() | (ProviderRecord.item_id == item_id)
         try:
             record.update(
-                actions=[ProviderRecord.item_id.set(item_id), ProviderRecord.expiration.remove()],
+                actions=[ProviderRecord.item_id.set(item_id),
+                         ProviderRecord.attempt.set(attempt),
+                         ProviderRecord.expiration.remove()],
                 condition=condition,
             )
         except UpdateError as exc:
@@ -560,42 +648,66 @@ class Store:
         provider_id: str | None = None,
         extra: Sequence[_Table] = (),
         mark: EventMark | None = None,
+        release: Release | None = None,
     ) -> None:
-        """Apply ``write`` to ``item`` if it is still in the (state, attempt) read, with its
-        history entries (and the provider-ID mapping, and an event mark) in one transaction.
+        """Apply ``write`` to ``item`` if it is still as read (state, attempt, provider ID),
+        with its history entries (and the provider-ID mapping, and an event mark) in one
+        transaction.
 
         ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
         when it holds only orphans: vdq.results adopts them); ``Duplicate`` when the event of
-        ``mark`` was recorded on the item before.
+        ``mark`` was recorded on the item before. ``release``: the item enters a done state and
+        its content's files count one open item less, in the same transaction (a crash after
+        the commit can neither lose nor repeat the release).
         """
         puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
         puts.extend((r, None) for r in extra)
+        mapping_at = marker_at = None
         if provider_id is not None:
-            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id)
+            mapping_at = len(puts)
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id,
+                                     attempt=int(item.attempt))  # fmt: skip
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         actions, condition = write.actions(), _expected(item)
+        in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
         if mark is not None:
-            actions.append(QueueItemRecord.seen.add({mark.digest}))
+            # A mark is looked for in both places: the set fills first, records take the rest.
             condition = condition & ~QueueItemRecord.seen.contains(mark.digest)
+            if in_set:
+                actions.append(QueueItemRecord.seen.add({mark.digest}))
+            else:
+                marker_at = len(puts)
+                puts.append((mark.record(), EventMarkRecord.pk.does_not_exist()))
         try:
             with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
                 for record, put_condition in puts:
                     tx.save(record, condition=put_condition, return_values="ALL_OLD")
                 tx.update(item, actions, condition=condition, return_values="ALL_OLD")
+                if release is not None:
+                    tx.update(ContentRefsRecord(content_pk(release.content_id), REFS_SK),
+                              release.actions())  # fmt: skip
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
-            state_reason = reasons[len(puts)] if len(reasons) > len(puts) else None
-            if _failed(state_reason):
+
+            def failed(index: int | None) -> Any:
+                if index is None or index >= len(reasons) or not _failed(reasons[index]):
+                    return None
+                return reasons[index]
+
+            state_reason = failed(len(puts))
+            if state_reason is not None:
                 current = _current_from(state_reason) or self.get_item(item.id)
                 if mark is not None and current is not None and mark.digest in (current.seen or ()):
                     raise Duplicate(f"event {mark.digest} of {item.id} was seen") from exc
                 raise Moved(current) from None
-            if provider_id is not None and len(reasons) >= len(puts):
-                mapping_reason = reasons[len(puts) - 1]
-                if mapping_reason is not None and _failed(mapping_reason):
-                    raw = mapping_reason.raw_item
-                    owner = ProviderRecord.from_raw_data(raw) if raw else None
-                    raise ProviderIdTaken(provider_id, owner) from None
+            if failed(marker_at) is not None:
+                digest = mark.digest if mark else ""
+                raise Duplicate(f"event {digest} of {item.id} was seen") from exc
+            mapping_reason = failed(mapping_at)
+            if mapping_reason is not None:
+                raw = mapping_reason.raw_item
+                owner = ProviderRecord.from_raw_data(raw) if raw else None
+                raise ProviderIdTaken(provider_id or "", owner) from None
             raise
         for name, value in write.set.items():
             setattr(item, name, value)
@@ -603,7 +715,7 @@ class Store:
             setattr(item, name, None)
         for name, n in write.add.items():
             setattr(item, name, (getattr(item, name) or 0) + n)
-        if mark is not None:
+        if in_set and mark is not None:
             item.seen = {*(item.seen or ()), mark.digest}
 
     def store_provider_id(
@@ -612,20 +724,26 @@ class Store:
         provider_id: str,
         history: Sequence[HistoryRecord] = (),
         *,
+        attempt: int,
         map_provider_id: bool = True,
     ) -> bool:
-        """Store ``provider_id`` (with its mapping and ``history``) on an item that stores none,
-        changing nothing else: the send worker's record after a status update moved the item.
+        """Store ``provider_id`` (with its mapping and ``history``) on an item that stores none
+        and is still at ``attempt``, changing nothing else: the send worker's record after a
+        status update moved the item.
 
-        One transaction. False when the item already stores a provider ID (nothing written);
-        ``ProviderIdTaken`` when the mapping exists (also when it holds only orphans).
+        One transaction. False when the item already stores a provider ID or has moved on to
+        another attempt (nothing written); ``ProviderIdTaken`` when the mapping exists (also
+        when it holds only orphans).
         """
         puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
         if map_provider_id:
-            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id)
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id,
+                                     attempt=attempt)  # fmt: skip
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         probe = QueueItemRecord(item_pk(item_id), STATE_SK)
-        condition = QueueItemRecord.id.exists() & QueueItemRecord.provider_id.does_not_exist()
+        condition = (QueueItemRecord.attempt == attempt) & (
+            QueueItemRecord.provider_id.does_not_exist()
+        )
         try:
             with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
                 for record, put_condition in puts:
@@ -649,8 +767,10 @@ class Store:
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
-        With ``mark``, one transaction that adds the mark to the item, conditional on its not
-        being there (``Duplicate``).
+        With ``mark``, one transaction that also stores the event's mark as a record of its own,
+        conditional on the mark being neither there nor in the item's ``seen`` set
+        (``Duplicate``): the state item is not written, so events that change nothing (opens,
+        clicks, late events) never grow it.
         """
         records = pack_history(entries)
         if mark is None:
@@ -659,24 +779,22 @@ class Store:
             elif records:
                 self.put_new(records)
             return
-        probe = QueueItemRecord(item_pk(mark.item_id), STATE_SK)
+        unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
         try:
             with TransactWrite(connection=HistoryRecord._get_connection().connection) as tx:
-                tx.update(probe, [QueueItemRecord.seen.add({mark.digest})],
-                          condition=QueueItemRecord.id.exists()
-                          & ~QueueItemRecord.seen.contains(mark.digest),
-                          return_values="ALL_OLD")  # fmt: skip
+                tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
+                                   condition=unseen)  # fmt: skip
+                tx.save(mark.record(), condition=EventMarkRecord.pk.does_not_exist())
                 for record in records:
                     tx.save(record)
         except TransactWriteError as exc:
-            # PynamoDB sends a transaction's puts before its updates.
+            # PynamoDB sends condition checks first, then puts.
             reasons = exc.cancellation_reasons or []
-            reason = reasons[len(records)] if len(reasons) > len(records) else None
-            if _failed(reason):
-                if _current_from(reason) is None:
-                    raise Moved(None) from None
-                raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
-            raise
+            if not any(_failed(r) for r in reasons[:2]):
+                raise
+            if _failed(reasons[0]) and self.get_item(mark.item_id) is None:
+                raise Moved(None) from None
+            raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Push an item's timer on, if the item is still in the (state, attempt, timer) read.
@@ -703,23 +821,12 @@ class Store:
     def release_content(
         self, content_id: str, now_iso: str, shard: str, count: int = 1
     ) -> ContentRefsRecord:
-        """``count`` items of the content are done (or were reserved and never created): count
-        them; mark the set idle at 0."""
+        """``count`` items of the content were reserved and never created: count them off and
+        put the content in the purge index (the purge checks the count)."""
         refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
-        refs.update(actions=[ContentRefsRecord.open_items.add(-count)])
-        if refs.open_items <= 0 and refs.idle_since is None:
-            try:
-                refs.update(
-                    actions=[
-                        ContentRefsRecord.idle_since.set(now_iso),
-                        ContentRefsRecord.purge_pk.set(shard),
-                        ContentRefsRecord.purge_sk.set(f"{now_iso}#{content_id}"),
-                    ],
-                    condition=ContentRefsRecord.open_items <= 0,
-                )
-            except UpdateError as exc:
-                if exc.cause_response_code != "ConditionalCheckFailedException":
-                    raise
+        actions = Release(content_id, shard, now_iso).actions()
+        actions[0] = ContentRefsRecord.open_items.add(-count)
+        refs.update(actions=actions)
         return refs
 
     def reserve_content(self, content_id: str, count: int) -> bool:
@@ -742,23 +849,35 @@ class Store:
         return True
 
     def mark_purged(self, content_id: str, now_iso: str) -> bool:
-        """Mark a content's files purged, if no item of it is open. True if this call did."""
+        """Mark a content's files purged, if no item of it is open; True when its files may be
+        deleted (also when an earlier purge marked it and died before deleting them: the
+        content stays in the purge index until ``unqueue_purge``)."""
         refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
         try:
             refs.update(
-                actions=[
-                    ContentRefsRecord.purged_at.set(now_iso),
-                    ContentRefsRecord.purge_pk.remove(),
-                    ContentRefsRecord.purge_sk.remove(),
-                ],
+                actions=[ContentRefsRecord.purged_at.set(ContentRefsRecord.purged_at | now_iso)],
                 condition=(ContentRefsRecord.open_items <= 0)
-                & ContentRefsRecord.purged_at.does_not_exist(),
-            )
+                & (ContentRefsRecord.purged_at.does_not_exist()
+                   | ContentRefsRecord.purge_pk.exists()),
+            )  # fmt: skip
         except UpdateError as exc:
             if exc.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
         return True
+
+    def unqueue_purge(self, content_id: str) -> None:
+        """Take a content out of the purge index: its files are deleted, or it has open items
+        again (a later release puts it back)."""
+        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        try:
+            refs.update(
+                actions=[ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove()],
+                condition=(ContentRefsRecord.open_items > 0) | ContentRefsRecord.purged_at.exists(),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
 
     def idle_contents(self, shard: str, before: str, limit: int) -> Iterator[str]:
         for row in ContentRefsRecord.purge_index.query(

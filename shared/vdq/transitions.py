@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from vdq import resources, workflow
+from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
 from vdq.observability import logger, metrics
@@ -29,6 +30,7 @@ from vdq.store import (
     QueueItemRecord,
     StateWrite,
     item_pk,
+    shard,
 )
 from vdq.workflow import DONE_STATES, Decision, State
 
@@ -70,7 +72,7 @@ class Step:
 
 @dataclass
 class Outcome:
-    kind: Literal["moved", "ignored", "stale", "late", "dry_run", "duplicate"]
+    kind: Literal["moved", "ignored", "stale", "late", "dry_run", "duplicate", "refused"]
     item: QueueItemRecord
     before: State
     decision: Decision | None = None
@@ -78,10 +80,6 @@ class Outcome:
     @property
     def changed_state(self) -> bool:
         return self.kind == "moved"
-
-
-def shard(item_id: str, shards: int) -> int:
-    return int(hashlib.blake2b(item_id.encode(), digest_size=4).hexdigest(), 16) % shards
 
 
 def active_partition(item_id: str, shards: int) -> str:
@@ -98,7 +96,8 @@ def timer_partition(kind: str, item_id: str, shards: int) -> str:
 
 TIMER_PUBLISH = "publish"
 TIMER_LEASE = "lease"
-TIMER_AWAIT = "await"
+TIMER_AWAIT = "await"  # an awaiting SMS: keyed on done_since (the seed's window)
+TIMER_EMAIL_AWAIT = "mailwait"  # an awaiting email: keyed on the time SES accepted it
 
 
 def clip_result(text: str | None) -> str | None:
@@ -174,7 +173,10 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
     if name in workflow.NEW_ATTEMPT_TRANSITIONS:
         write.add["attempt"] = 1
     if name == "retry":
-        write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None)
+        # The new attempt gets a new provider ID; the old one stays on its mapping and in
+        # history, so its late events are matched to the attempt they belong to.
+        write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None,
+                         provider_id=None)  # fmt: skip
     elif name == "cancel":
         write.set["retry_delay"] = None
     elif name == "delay":
@@ -194,6 +196,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards)
     elif target is State.AWAITING and item.method == "sms":
         timer_write(write, item.id, TIMER_AWAIT, item.done_since, s.index_shards)
+    elif target is State.AWAITING:
+        timer_write(write, item.id, TIMER_EMAIL_AWAIT, iso(now), s.index_shards)
     else:
         timer_write(write, item.id, None, None, s.index_shards)
 
@@ -244,12 +248,17 @@ def apply(
             return Outcome("late", current, before)
         if step.dry_run:
             return Outcome("dry_run", current, before, decision)
+        if step.provider_id is not None and current.provider_id not in (None, step.provider_id):
+            # Another attempt's ID (or an event's) is stored: never replace it.
+            return Outcome("refused", current, before, decision)
         write = state_write(current, decision, step, now, runtime)
         kind = "ignored" if decision.ignored else "transition"
         entries = [*(history or []), _entry(current, step, now, kind, decision)]
         mapped_id = step.provider_id if step.map_provider_id else None
+        release = release_for(current, iso(now), runtime) if decision.enters_done else None
         try:
-            store.commit(current, write, entries, provider_id=mapped_id, mark=mark)
+            store.commit(current, write, entries, provider_id=mapped_id, mark=mark,
+                         release=release)  # fmt: skip
         except Duplicate:
             return Outcome("duplicate", current, before, decision)
         except Moved as moved:
@@ -271,6 +280,30 @@ def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
     now = runtime.clock.now()
     last = parse_iso(item.updated_at) + timedelta(microseconds=1)
     return max(now, last)
+
+
+def send_entry(item: QueueItemRecord) -> HistoryRecord:
+    """The ``send`` history entry of the claim, written with the outcome.
+
+    The claim's UpdateItem does not return the state it replaced. It is implied: an item enters
+    ``delayed`` only through ``delay``, which counts a retry, and ``queued`` only at creation or
+    through ``retry``, which resets the count; so the claimed item came from ``delayed`` exactly
+    when its retries are above 0.
+    """
+    assert item.claimed_at is not None
+    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
+    return history_entry(
+        item.id,
+        parse_iso(item.claimed_at),
+        actor="worker",
+        source="server",
+        kind="transition",
+        name="send",
+        from_state=source.value,
+        to_state=State.SENDING.value,
+        attempt=int(item.attempt),
+        key=f"send{item.attempt}",
+    )
 
 
 def event_mark(item_id: str, event_id: str) -> EventMark:
@@ -313,13 +346,11 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
         # The deployed "errored items" alarm watches this count (infra/monitoring.py).
         metrics.add_metric(name=resources.METRIC_ITEMS_ERRORED, unit="Count", value=1)
     if decision.enters_done and item.has_files:
-        from vdq.attachments import release_files
-
         try:
-            release_files(item, runtime)
+            purge_if_idle(item.content_id, runtime)
         except Exception:
-            # The transition is stored; a lost release keeps the files, never deletes early.
-            logger.exception("attachment release of %s failed; its files are kept", item.id)
+            # The release is stored with the transition; the next purge run deletes the files.
+            logger.exception("immediate file purge of %s failed; the purge run retries", item.id)
     events = runtime.state_events
     if events.enabled_for(decision.target.value):
         try:

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.support.operator import call, email, succeed
-from vdq import attachments
+from vdq import attachments, schedules
 from vdq.store import FILE_SK, AttachmentRecord, attachment_pk
 
 PDF = {"filename": "report 1.pdf", "content_type": "application/pdf",
@@ -145,7 +145,10 @@ def test_the_purge_does_nothing_with_cleanup_unset(aws, runtime, clock):
     assert attachments.purge_idle(runtime) == 0
 
 
-def test_a_failed_release_keeps_the_files_and_the_transition(aws, runtime, monkeypatch):
+def test_a_failed_purge_keeps_the_transition_and_the_next_purge_run_deletes(aws, runtime,
+                                                                            monkeypatch):
+    # The release is written with the transition; only the purge that follows can fail (or
+    # the function die before it), and the content waits in the purge index for the next run.
     _cleanup(runtime, 0)
     [item] = email(runtime, "solo@example.org", attachments=[PDF])
     [record] = _files(runtime, item)
@@ -153,8 +156,13 @@ def test_a_failed_release_keeps_the_files_and_the_transition(aws, runtime, monke
     def failing(*args, **kwargs):
         raise RuntimeError("DynamoDB is unavailable")
 
-    monkeypatch.setattr(runtime.store, "release_content", failing)
-    answer = call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.store, "mark_purged", failing)
+        answer = call("transition", params={"id": item.id, "name": "cancel"}, query={})
     assert answer.status == 200
     assert runtime.store.get_item(item.id).state == "cancelled"
     assert _exists(runtime, record)
+    assert runtime.store.get_refs(item.content_id).open_items == 0
+    runtime.clock.advance(60)
+    assert schedules.run(["purge"], runtime)["files_purged"] == 1
+    assert not _exists(runtime, record)

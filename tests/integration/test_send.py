@@ -7,6 +7,7 @@ import email
 import json
 from dataclasses import replace
 from email import policy
+from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
@@ -87,7 +88,8 @@ def test_email_is_sent_through_ses_and_awaits_its_delivery(aws, rt, ses_requests
 
     stored = rt.store.get_item(ada.id)
     assert stored.state == "awaiting" and stored.attempt == 1
-    assert stored.provider_id and stored.timer_pk is None  # no lease left; email has no timer
+    # No lease left; the email's timeout timer runs from SES's acceptance.
+    assert stored.provider_id and stored.timer_pk.startswith("mailwait#")
     # Its SES events carry the item's tags, so the ID gets no mapping record (2 write units).
     assert rt.store.find_by_provider_id(stored.provider_id) is None
     assert history(rt, ada.id) == [("send", "queued", "sending"), ("await", "sending", "awaiting")]
@@ -349,7 +351,7 @@ def test_sms_is_sent_through_twilio_with_the_status_callback_and_awaits(aws, rt)
     assert request.data["Body"] == "Your code is 493021"
     assert request.data["MediaUrl"] == ["https://cdn.example.com/a.png"]
     assert request.data["StatusCallback"] == (
-        f"https://hooks.example.com/twilio/status?tenant=7&queue_item={item.id}")
+        f"https://hooks.example.com/twilio/status?tenant=7&queue_item={item.id}&attempt=1")
     stored = rt.store.get_item(item.id)
     assert stored.state == "awaiting" and stored.provider_id.startswith("SM")
     assert stored.timer_pk.startswith("await#")
@@ -389,7 +391,7 @@ class CallbackFirst:
 
     def send(self, from_, to, body, media_urls, status_callback):
         self.runtime.clock.advance(0.05)
-        item_id = status_callback.rsplit("queue_item=", 1)[1]
+        item_id = parse_qs(urlsplit(status_callback).query)["queue_item"][0]
         apply(item_id, self.step_for("SM" + "f" * 32), self.runtime)
         return "SM" + "f" * 32
 
@@ -420,8 +422,8 @@ def test_an_early_status_that_stored_the_id_itself_is_kept(aws, rt):
 def test_an_id_stored_by_an_update_that_kept_sending_still_awaits(aws, rt):
     class StoresIdFirst:
         def send(self, from_, to, body, media_urls, status_callback):
-            item_id = status_callback.rsplit("queue_item=", 1)[1]
-            assert rt.store.store_provider_id(item_id, "SM" + "e" * 32)
+            item_id = parse_qs(urlsplit(status_callback).query)["queue_item"][0]
+            assert rt.store.store_provider_id(item_id, "SM" + "e" * 32, attempt=1)
             return "SM" + "e" * 32
 
     rt.overrides["twilio"] = StoresIdFirst()

@@ -50,7 +50,8 @@ EXAMPLES = int(os.environ.get("VDQ_MODEL_EXAMPLES", 20_000 if SOAK else 2_000))
 STEPS = 20 if SOAK else 10
 MAX_ITEMS = 3
 OPERATOR = Caller("op-1", ("vdq-operators",),
-                  frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
+                  frozenset({"vdq.can_resend", "vdq.list_queueitem",
+                             "vdq.read_queueitem"}))  # fmt: skip
 SES_KINDS = ["delivery", "bounce_permanent", "bounce_transient", "send", "delivery_delay",
              "complaint", "reject"]  # fmt: skip
 PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from vdq import attachments, ids, workflow
 from vdq.api import Caller
+from vdq.clock import iso, parse_iso
 from vdq.enqueue import new_item, store_and_publish
-from vdq.errors import Conflict, NotFound
+from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.transitions import Step, apply, history_entry
 from vdq.views import item_json
+from vdq.workflow import State
 
 RESEND_PERMISSION = "vdq.can_resend"
+READ_PERMISSION = "vdq.read_queueitem"
+
+
+def awaiting_hint(item: QueueItemRecord, runtime: Runtime) -> str:
+    """What resolves an ``awaiting`` item that an operator cannot cancel: its timeout."""
+    s = runtime.settings
+    if item.method == "sms":
+        start, hours = item.done_since, s.twilio_sms_timeout_hours
+    else:
+        start, hours = (item.timer_sk or item.updated_at).split("#")[0], s.email_timeout_hours
+    until = iso(parse_iso(start) + timedelta(hours=hours))
+    return (f"the provider has the message; a final status moves it on, and without one it "
+            f"becomes unconfirmed at {until} (the {hours:g}-hour timeout)")
 
 
 def run_transition(
@@ -26,7 +42,13 @@ def run_transition(
     workflow.authorize(name, who.permissions)
     item = find_item(item_id, runtime)
     step = Step(name, actor=who.subject, source="operator", dry_run=dry_run)
-    outcome = apply(item, step, runtime)
+    try:
+        outcome = apply(item, step, runtime)
+    except InvalidTransition as exc:
+        if exc.state == State.AWAITING.value:
+            raise InvalidTransition(exc.item_id, name, exc.state,
+                                    hint=awaiting_hint(item, runtime)) from None
+        raise
     assert outcome.decision is not None
     return {
         "transition": name,
@@ -45,6 +67,9 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
     (409, and the counts taken are given back). Copies share the content and its files.
     """
     who.require(RESEND_PERMISSION)
+    # A resend answers with the copies' sender and receiver: the caller must be allowed to
+    # read the items it copies (the read gates of the item views).
+    who.require(READ_PERMISSION)
     wanted = list(dict.fromkeys(item_ids))
     found = runtime.store.get_items(i for i in wanted if ids.is_id(i))
     missing = [i for i in wanted if i not in found or not workflow.is_done(found[i].state)]
@@ -63,18 +88,31 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
     ]  # fmt: skip
     try:
         store_and_publish([], copies, runtime, inline_content=None)
-    except Exception as exc:
-        accepted = set((getattr(exc, "details", None) or {}).get("accepted", []))
-        _give_back(Counter(c.content_id for c in copies if c.has_files and c.id not in accepted),
-                   runtime)  # fmt: skip
+    except PartiallyEnqueued as exc:
+        # The stored copies are sent and keep their counts (store_and_publish gave back the
+        # unstored copies' counts); only the originals' history is left to write.
+        accepted = set(exc.details.get("accepted", []))
+        _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in accepted],
+                      who, now, runtime)  # fmt: skip
         raise
+    except Exception:
+        # Nothing was stored: give back every count taken.
+        _give_back(Counter(c.content_id for c in copies if c.has_files), runtime)
+        raise
+    _note_resends(list(zip(originals, copies, strict=True)), who, now, runtime)
+    return copies
+
+
+def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Caller,
+                  now: Any, runtime: Runtime) -> None:  # fmt: skip
+    if not pairs:
+        return
     runtime.store.append_history([
         history_entry(o.id, now, actor=who.subject, source="operator", kind="action",
                       name="resend", from_state=o.state, to_state=o.state,
                       attempt=int(o.attempt), text=f"resent as {c.id}")
-        for o, c in zip(originals, copies, strict=True)
+        for o, c in pairs
     ])  # fmt: skip
-    return copies
 
 
 def _reserve(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
