@@ -44,7 +44,9 @@ def test_every_mailbox_simulator_address_reaches_its_documented_state(stack, add
 def _history_with(stack, item_id: str, word: str, timeout: float = 10) -> bool:
     import time
 
-    deadline = time.monotonic() + timeout
+    from tests.e2e.conftest import patient
+
+    deadline = time.monotonic() + patient(timeout)
     while time.monotonic() < deadline:
         history = stack.item(item_id)["history"]
         if any(word in f"{h.get('name')} {h.get('text')}".lower() for h in history):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import FINAL, requires
+from tests.e2e.conftest import FINAL, patient, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator", "schedule")]
 
@@ -30,7 +30,7 @@ def test_injected_faults_lose_nothing(faulty_stack):
             "succeeded")  # fmt: skip
 
     retried: set[str] = set()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + patient(120)
     while time.monotonic() < deadline:
         items = {i: s.item(i) for i in expected}
         pending = [i for i, it in items.items() if it["state"] not in FINAL]

@@ -69,7 +69,7 @@ def test_callbacks_from_the_sandbox_are_signed_and_posted(stack):
     [item] = stack.send_sms("+14155550101")
     done = stack.wait(item["id"], "succeeded")
     [message] = [m for m in stack.sandbox("twilio")["messages"] if m["sid"] == done["provider_id"]]
-    assert message["status_callback"].endswith(f"queue_item={item['id']}")
+    assert message["status_callback"].endswith(f"queue_item={item['id']}&attempt=1")
     assert stack.status()["sandboxes"]["twilio"]["callbacks_posted"] > 0
 
 
