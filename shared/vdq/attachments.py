@@ -119,6 +119,9 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     finished by the next run, and a content with open items again just leaves the index."""
     store = runtime.store
     now = iso(runtime.clock.now())
+    refs = store.get_refs(content_id)
+    if refs is not None and refs.pending is not None:
+        store.settle_pending(refs)
     if not store.mark_purged(content_id, now):
         store.unqueue_purge(content_id)
         return 0

@@ -7,6 +7,7 @@ the re-publish sweep sends the item later. Nothing accepted is lost.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from vdq.store import (
     content_pk,
     encode_content,
     item_pk,
+    shard,
 )
 from vdq.transitions import (
     TIMER_PUBLISH,
@@ -110,8 +112,11 @@ def store_and_publish(
         store.put_new(records)
         store.put_new(items)
     except WriteFailed as exc:
+        _confirm(records, runtime)
         written = {r.pk for r in exc.written}
         stored = [i for i in items if i.pk in written]
+        if len(stored) == len(items):  # the failed request was applied after all (read back)
+            return _accepted(items, runtime, inline_content)
         if not stored:
             _discard(records, file_keys or [], runtime)
             raise WriteFailed([], f"{exc.message.removeprefix('the store refused the write: ')}; "
@@ -127,9 +132,26 @@ def store_and_publish(
             details={"accepted": [i.id for i in stored],
                      "rejected": [i.receiver for i in rejected]},
         ) from exc  # fmt: skip
+    _confirm(records, runtime)
+    return _accepted(items, runtime, inline_content)
+
+
+def _accepted(items: list[QueueItemRecord], runtime: Runtime,
+              inline_content: dict[str, Any] | None) -> list[QueueItemRecord]:  # fmt: skip
     _publish(items, runtime, inline_content)
     metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
     return items
+
+
+def _confirm(records: list[Any], runtime: Runtime) -> None:
+    """The items are written (all, some or none): the content's count is no longer pending.
+    A failure here is left to the purge, which settles a pending count itself."""
+    for record in records:
+        if isinstance(record, ContentRefsRecord) and record.pending is not None:
+            try:
+                runtime.store.confirm_refs(record.pk.removeprefix("CT#"))
+            except Exception:
+                logger.exception("refs of %s left pending for the purge", record.pk)
 
 
 def _discard(records: list[Any], file_keys: list[str], runtime: Runtime) -> None:
@@ -147,16 +169,16 @@ def _discard(records: list[Any], file_keys: list[str], runtime: Runtime) -> None
 
 def _release_unborn(rejected: list[QueueItemRecord], runtime: Runtime) -> None:
     """The content's open count included the items that were not stored: count them off."""
-    with_files = [i for i in rejected if i.has_files]
-    if not with_files:
-        return
+    from collections import Counter
+
     from vdq.attachments import release
 
-    try:
-        release(with_files[0].content_id, len(with_files), runtime)
-    except Exception:  # the files are kept (never deleted early); the count stays high
-        logger.exception("release of %d unstored items of %s failed", len(with_files),
-                         with_files[0].content_id)  # fmt: skip
+    # A bulk resend copies items of several contents: each content gets back its own count.
+    for content_id, n in Counter(i.content_id for i in rejected if i.has_files).items():
+        try:
+            release(content_id, n, runtime)
+        except Exception:  # the files are kept (never deleted early); the count stays high
+            logger.exception("release of %d unstored items of %s failed", n, content_id)
 
 
 def _publish(
@@ -168,12 +190,17 @@ def _publish(
     for item in items:
         if item.id in failed:
             logger.error("publish of new item %s failed: %s", item.id, failed[item.id])
-            apply(
-                item,
-                Step("error", actor="vdq", result=failed[item.id], attempt=int(item.attempt),
-                     late="record"),
-                runtime,
-            )  # fmt: skip
+            try:
+                apply(
+                    item,
+                    Step("error", actor="vdq", result=failed[item.id],
+                         attempt=int(item.attempt), late="record"),
+                    runtime,
+                )  # fmt: skip
+            except Exception:
+                # The item is stored and accepted: its publish timer stays, and the re-publish
+                # sweep sends it. Failing here would tell the client it was not.
+                logger.exception("%s stays queued for the re-publish sweep", item.id)
 
 
 def enqueue_email(
@@ -190,10 +217,6 @@ def enqueue_email(
                       data=encode_content(content), created_at=iso(now)),
         *files,
     ]  # fmt: skip
-    if files:
-        records.append(
-            ContentRefsRecord(content_pk(content_id), REFS_SK, open_items=len(receivers))
-        )
     items = [
         new_item(
             method="email",
@@ -210,8 +233,27 @@ def enqueue_email(
         )
         for r in receivers
     ]
+    if files:
+        records.append(pending_refs(content_id, items, now, runtime))
     return store_and_publish(records, items, runtime, inline_content=content,
                              file_keys=[f.s3_key for f in files])
+
+
+PENDING_SECONDS = 900  # the longest a Lambda runs: an enqueue still unconfirmed after it died
+
+
+def pending_refs(content_id: str, items: list[QueueItemRecord], now: datetime,
+                 runtime: Runtime) -> ContentRefsRecord:  # fmt: skip
+    """The open-item count of a new content with files, written before its items and
+    pending until they are: a request that dies between the two leaves it in the purge
+    index, where the purge finds which of ``items`` exist and counts the others off."""
+    due = iso(now + timedelta(seconds=PENDING_SECONDS))
+    return ContentRefsRecord(
+        content_pk(content_id), REFS_SK, open_items=len(items),
+        pending=json.dumps([i.id for i in items], separators=(",", ":")),
+        purge_pk=f"P#{shard(content_id, runtime.settings.index_shards)}",
+        purge_sk=f"{due}#{content_id}",
+    )  # fmt: skip
 
 
 def enqueue_sms(

@@ -385,6 +385,12 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
                 return "dropped"
             mapped_attempt = int(mapping.attempt) if mapping.attempt is not None else None
             return apply_update(item, update, runtime, attempt=mapped_attempt)
+        if (keyed is not None and update.attempt_hint is None and int(keyed.attempt) > 1
+                and keyed.state != State.CANCELLED.value):  # fmt: skip
+            # The update cannot say which attempt it belongs to (a status callback URL from
+            # before attempts were signed): never give its ID to a later attempt. (A cancelled
+            # item absorbs the results of every attempt before its cancel.)
+            keyed = None
         if keyed is not None:
             if keyed.provider_id is not None:
                 logger.warning(

@@ -26,9 +26,10 @@ import builtins
 import bz2
 import hashlib
 import json
+import random
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,6 +267,9 @@ class ContentRecord(_Table):
 
 class ContentRefsRecord(_Table):
     open_items = NumberAttribute(default=0)
+    # JSON list of the item ids an enqueue is writing, until it confirms them: see
+    # vdq.enqueue.pending_refs and Store.settle_pending.
+    pending = UnicodeAttribute(null=True)
     purged_at = UnicodeAttribute(null=True)
     idle_since = UnicodeAttribute(null=True)
     purge_pk = UnicodeAttribute(null=True)
@@ -416,6 +420,29 @@ def _expected(item: QueueItemRecord) -> Any:
     return same_state & (QueueItemRecord.attempt == item.attempt) & same_id
 
 
+_RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def transact(fill: Callable[[TransactWrite], None], tries: int = 6) -> None:
+    """Run one TransactWriteItems, built by ``fill``, again when DynamoDB cancelled it only
+    for a conflict with another transaction on one of its items or for throttling (neither
+    is retried by botocore; every receiver of one email releases the same content record)."""
+    delay = 0.02
+    for attempt in range(tries):
+        try:
+            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
+                fill(tx)
+            return
+        except TransactWriteError as exc:
+            codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
+            codes.discard("None")
+            if attempt + 1 < tries and codes and codes <= _RETRYABLE:
+                time.sleep(random.uniform(0, delay))
+                delay *= 2
+                continue
+            raise
+
+
 def _failed(reason: Any) -> bool:
     return reason is not None and reason.code == "ConditionalCheckFailed"
 
@@ -448,7 +475,9 @@ class Store:
                 try:
                     response = connection.batch_write_item(put_items=pending)
                 except Exception as exc:
-                    # Nothing of this request was applied; what earlier requests stored stays.
+                    # An error answer does not say the request was not applied (its answer may
+                    # have been lost): read back which of its records exist.
+                    written.extend(self._read_back(chunk))
                     raise WriteFailed(written, str(exc)) from exc
                 unprocessed = [u["PutRequest"]["Item"] for u in response.get(
                     "UnprocessedItems", {}).get(QueueItemRecord.Meta.table_name, [])]
@@ -463,6 +492,25 @@ class Store:
             else:
                 raise WriteFailed(written, "DynamoDB left items unprocessed after 8 tries")
         return written
+
+    def _read_back(self, chunk: dict[tuple[str, str], _Table]) -> list[_Table]:
+        """The records of ``chunk`` that exist (strongly consistent). When even that read
+        fails, they are deleted so that none counts as stored unknowingly; a record neither
+        read nor deleted is reported as written (the caller then keeps, never loses, it)."""
+        keys = list(chunk)
+        try:
+            found: set[tuple[str, str]] = set()
+            for start in range(0, len(keys), 100):
+                part = keys[start : start + 100]
+                for row in _Table.batch_get(part, consistent_read=True):
+                    found.add((row.pk, row.sk))
+            return [r for k, r in chunk.items() if k in found]
+        except Exception:
+            try:
+                self.delete_new(list(chunk.values()))
+                return []
+            except Exception:
+                return list(chunk.values())
 
     def delete_new(self, records: Sequence[_Table]) -> None:
         """Delete records that ``put_new`` wrote for a request that was then refused."""
@@ -670,6 +718,9 @@ class Store:
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         actions, condition = write.actions(), _expected(item)
         in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
+        # A cancelled item absorbs an event that may have been recorded as late before the
+        # cancel (a mark record): look there too.
+        check_record = in_set and item.state == "cancelled"
         if mark is not None:
             # A mark is looked for in both places: the set fills first, records take the rest.
             condition = condition & ~QueueItemRecord.seen.contains(mark.digest)
@@ -678,22 +729,32 @@ class Store:
             else:
                 marker_at = len(puts)
                 puts.append((mark.record(), EventMarkRecord.pk.does_not_exist()))
+        def fill(tx: TransactWrite) -> None:
+            if check_record and mark is not None:
+                tx.condition_check(EventMarkRecord, item_pk(item.id), f"EV#{mark.digest}",
+                                   condition=EventMarkRecord.pk.does_not_exist())  # fmt: skip
+            for record, put_condition in puts:
+                tx.save(record, condition=put_condition, return_values="ALL_OLD")
+            tx.update(item, actions, condition=condition, return_values="ALL_OLD")
+            if release is not None:
+                tx.update(ContentRefsRecord(content_pk(release.content_id), REFS_SK),
+                          release.actions())  # fmt: skip
+
         try:
-            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
-                for record, put_condition in puts:
-                    tx.save(record, condition=put_condition, return_values="ALL_OLD")
-                tx.update(item, actions, condition=condition, return_values="ALL_OLD")
-                if release is not None:
-                    tx.update(ContentRefsRecord(content_pk(release.content_id), REFS_SK),
-                              release.actions())  # fmt: skip
+            transact(fill)
         except TransactWriteError as exc:
+            # Request order: the condition check, the puts, then the updates.
+            offset = 1 if check_record else 0
             reasons = exc.cancellation_reasons or []
 
             def failed(index: int | None) -> Any:
-                if index is None or index >= len(reasons) or not _failed(reasons[index]):
+                if index is None or index + offset >= len(reasons):
                     return None
-                return reasons[index]
+                reason = reasons[index + offset]
+                return reason if _failed(reason) else None
 
+            if check_record and reasons and _failed(reasons[0]):
+                raise Duplicate(f"event of {item.id} was recorded before its cancel") from exc
             state_reason = failed(len(puts))
             if state_reason is not None:
                 current = _current_from(state_reason) or self.get_item(item.id)
@@ -741,15 +802,21 @@ class Store:
                                      attempt=attempt)  # fmt: skip
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         probe = QueueItemRecord(item_pk(item_id), STATE_SK)
-        condition = (QueueItemRecord.attempt == attempt) & (
+        # A cancelled item takes the ID of the attempt before its cancel: the results of that
+        # attempt still reach it (the seed's ignored sources).
+        condition = ((QueueItemRecord.attempt == attempt)
+                     | (QueueItemRecord.state == "cancelled")) & (
             QueueItemRecord.provider_id.does_not_exist()
-        )
+        )  # fmt: skip
+
+        def fill(tx: TransactWrite) -> None:
+            for record, put_condition in puts:
+                tx.save(record, condition=put_condition, return_values="ALL_OLD")
+            tx.update(probe, [QueueItemRecord.provider_id.set(provider_id)],
+                      condition=condition)  # fmt: skip
+
         try:
-            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
-                for record, put_condition in puts:
-                    tx.save(record, condition=put_condition, return_values="ALL_OLD")
-                tx.update(probe, [QueueItemRecord.provider_id.set(provider_id)],
-                          condition=condition)  # fmt: skip
+            transact(fill)
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
             if len(reasons) > len(puts) and _failed(reasons[len(puts)]):
@@ -780,13 +847,15 @@ class Store:
                 self.put_new(records)
             return
         unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+        def fill(tx: TransactWrite) -> None:
+            tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
+                               condition=unseen)  # fmt: skip
+            tx.save(mark.record(), condition=EventMarkRecord.pk.does_not_exist())
+            for record in records:
+                tx.save(record)
+
         try:
-            with TransactWrite(connection=HistoryRecord._get_connection().connection) as tx:
-                tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
-                                   condition=unseen)  # fmt: skip
-                tx.save(mark.record(), condition=EventMarkRecord.pk.does_not_exist())
-                for record in records:
-                    tx.save(record)
+            transact(fill)
         except TransactWriteError as exc:
             # PynamoDB sends condition checks first, then puts.
             reasons = exc.cancellation_reasons or []
@@ -847,6 +916,35 @@ class Store:
                 return False
             raise
         return True
+
+    def confirm_refs(self, content_id: str) -> None:
+        """The enqueue that wrote a content's refs wrote its items: no longer pending."""
+        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        try:
+            refs.update(
+                actions=[ContentRefsRecord.pending.remove(), ContentRefsRecord.purge_pk.remove(),
+                         ContentRefsRecord.purge_sk.remove()],
+                condition=ContentRefsRecord.pending.exists(),
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+
+    def settle_pending(self, refs: ContentRefsRecord) -> None:
+        """An enqueue died before confirming its items: count off those that were never
+        stored (read strongly consistent), once."""
+        assert refs.pending is not None
+        item_ids = json.loads(refs.pending)
+        missing = len(item_ids) - len(self.get_items(item_ids))
+        try:
+            refs.update(
+                actions=[ContentRefsRecord.open_items.add(-missing),
+                         ContentRefsRecord.pending.remove()],
+                condition=ContentRefsRecord.pending == refs.pending,
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
 
     def mark_purged(self, content_id: str, now_iso: str) -> bool:
         """Mark a content's files purged, if no item of it is open; True when its files may be

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.aws import drain
 from tests.support.operator import call, dynamodb_requests, email, move, sms, succeed
-from vdq.errors import VdqError
+from vdq.store import WriteFailed
 
 PDF = {"filename": "a.pdf", "content_type": "application/pdf",
        "content_base64": base64.b64encode(b"%PDF").decode()}  # fmt: skip
@@ -98,11 +98,11 @@ def test_a_failed_store_gives_back_the_counts_it_took(aws, runtime, monkeypatch)
     assert runtime.store.get_refs(item.content_id).open_items == 0
 
     def failing(records):
-        raise VdqError("DynamoDB is unavailable")
+        raise WriteFailed([], "DynamoDB is unavailable")
 
     monkeypatch.setattr(runtime.store, "put_new", failing)
     answer = call("bulk_resend", body={"ids": [item.id, cc.id]})
-    assert answer.status == 500
+    assert answer.status == 503
     assert runtime.store.get_refs(item.content_id).open_items == 0
     monkeypatch.undo()
     assert call("bulk_resend", body={"ids": [item.id, cc.id]}).status == 201

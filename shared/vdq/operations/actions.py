@@ -13,7 +13,7 @@ from vdq.enqueue import new_item, store_and_publish
 from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
-from vdq.store import QueueItemRecord
+from vdq.store import QueueItemRecord, WriteFailed
 from vdq.transitions import Step, apply, history_entry
 from vdq.views import item_json
 from vdq.workflow import State
@@ -95,8 +95,9 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
         _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in accepted],
                       who, now, runtime)  # fmt: skip
         raise
-    except Exception:
-        # Nothing was stored: give back every count taken.
+    except WriteFailed:
+        # Nothing was stored: give back every count taken. (Any other failure leaves the
+        # counts: a stored copy must keep its files; at worst they are kept too long.)
         _give_back(Counter(c.content_id for c in copies if c.has_files), runtime)
         raise
     _note_resends(list(zip(originals, copies, strict=True)), who, now, runtime)
