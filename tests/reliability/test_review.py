@@ -1,0 +1,333 @@
+"""Adversarial review of 86b31df (issue 14): each test is one way AWS or a provider really
+behaves that the fix does not yet survive. Each says the scenario and what the seed and
+DESIGN.md promise; each fails on 86b31df."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+
+import vdq
+from tests.reliability.support import (
+    FIGURES,
+    Crash,
+    FakeSes,
+    RecordingQueue,
+    make_settings,
+    moto_aws,
+    runtime_for,
+)
+from tests.support.results import new_sms, ses_event, to_sending
+from vdq import results, schedules, send, store
+from vdq.api import Caller
+from vdq.errors import PartiallyEnqueued
+from vdq.operations import actions
+from vdq.sendqueue import SendMessage
+from vdq.settings import ALL_PERMISSIONS
+from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
+from vdq.transitions import send_entry
+
+OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    # put_new backs off between retries of unprocessed items: no real waiting in a test.
+    monkeypatch.setattr(store.time, "sleep", lambda _s: None)
+    with moto_aws() as urls:
+        ses, queue = FakeSes(), RecordingQueue()
+        settings = make_settings(urls, max_files_age_seconds=0)
+        rt = runtime_for(settings, ses_provider=ses, send_queue=queue)
+        yield {"rt": rt, "ses": ses, "queue": queue, "urls": urls}
+
+
+def dynamodb_client() -> Any:
+    return QueueItemRecord._get_connection().connection.client
+
+
+def half_apply_batch_writes(keep: int) -> None:
+    """From now on, BatchWriteItem stores only the first ``keep`` put requests it is given
+    (through the same moto, past this hook) and answers every other as UnprocessedItems, as
+    DynamoDB does under throttling of a partition: a half-applied batch whose retries are
+    refused again."""
+    client = dynamodb_client()
+    direct = boto3.client("dynamodb", region_name=client.meta.region_name)
+    busy: list[int] = []
+    budget = [keep]
+
+    def answer(params: dict[str, Any], **_: Any) -> Any:
+        if busy:
+            return None  # the hook's own write of the applied half
+        ((table, requests),) = json.loads(params["body"])["RequestItems"].items()
+        stored, left = requests[: budget[0]], requests[budget[0] :]
+        budget[0] -= len(stored)
+        if stored:
+            busy.append(1)
+            try:
+                direct.batch_write_item(RequestItems={table: stored})
+            finally:
+                busy.clear()
+        FIGURES["faults injected"] += 1
+        body = {"UnprocessedItems": {table: left} if left else {},
+                "ResponseMetadata": {"HTTPStatusCode": 200}}  # fmt: skip
+        return AWSResponse("https://injected", 200, {}, None), body
+
+    client.meta.events.register("before-call.dynamodb.BatchWriteItem", answer)
+
+
+def attachment(name: str) -> dict[str, Any]:
+    return {"filename": name, "content_type": "text/plain",
+            "content_base64": base64.b64encode(f"file {name}".encode()).decode()}  # fmt: skip
+
+
+def deliver(rt: Any, queue: RecordingQueue, ses: FakeSes, item_ids: list[str]) -> None:
+    """Send each item's pending message, then report its SES delivery: the items succeed."""
+    wanted = set(item_ids)
+    for body in list(queue.bodies):
+        message = SendMessage.parse(body)
+        if message.item_id in wanted:
+            assert send.process(message, rt) == send.ACCEPTED
+    for message_id, (item_id, attempt) in ses.accepted.items():
+        if item_id in wanted:
+            event = ses_event("delivery", message_id=message_id, item_id=item_id, attempt=attempt)
+            results.handle_ses_event(event, rt)
+    for item_id in item_ids:
+        assert rt.store.get_item(item_id).state == "succeeded"
+
+
+def files_of(rt: Any, content_id: str) -> list[str]:
+    bucket = rt.settings.attachments_bucket
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"files/{content_id}/")
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def open_items(content_id: str) -> int:
+    return int(ContentRefsRecord.get(content_pk(content_id), store.REFS_SK,
+                                     consistent_read=True).open_items)  # fmt: skip
+
+
+# ---- files of a partial bulk resend -----------------------------------------------------------
+
+
+def test_a_half_applied_bulk_resend_of_two_contents_gives_back_each_contents_own_count(env):
+    """Bulk resend of three done emails: two share content A (one email to two receivers),
+    one has content B. BatchWriteItem stores only the first copy (of A) and leaves the copy of
+    A and the copy of B unprocessed. The answer is a partial enqueue (503) naming the stored
+    copy; the stored copy must still be sendable (its files kept: A counts one open item),
+    and B's count must go back to 0 so its files are deleted (seed: files are deleted when all
+    items that use them are done; issue 14: no leaked file, none deleted early).
+
+    On 86b31df ``_release_unborn`` gives the whole count of the rejected copies back to the
+    first rejected copy's content: A drops to 0 and its files are deleted under the stored
+    copy (which then errors "file was deleted"), B stays at 1 and keeps its files forever."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # keep them while done
+    a1, a2 = vdq.add_email("shop@example.com", ["ada@example.org", "bob@example.org"], "A",
+                           "Text", attachments=[attachment("a.txt")], runtime=rt)  # fmt: skip
+    (b1,) = vdq.add_email("shop@example.com", ["cy@example.org"], "B", "Text",
+                          attachments=[attachment("b.txt")], runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [a1.id, a2.id, b1.id])
+    rt.settings = replace(rt.settings, max_files_age_seconds=0)  # files go when all are done
+    assert open_items(a1.content_id) == 0 and open_items(b1.content_id) == 0
+
+    half_apply_batch_writes(keep=1)
+    with pytest.raises(PartiallyEnqueued) as raised:
+        actions.resend([a1.id, a2.id, b1.id], OPERATOR, rt)
+    (stored_id,) = raised.value.details["accepted"]
+    stored = rt.store.get_item(stored_id)
+    assert stored.content_id == a1.content_id
+
+    assert open_items(a1.content_id) == 1, "content A: its stored copy is open"
+    assert files_of(rt, a1.content_id), "content A's files were deleted under a stored copy"
+    assert open_items(b1.content_id) == 0, "content B: no copy was stored"
+    assert files_of(rt, b1.content_id) == [], "content B's files are kept forever"
+
+
+# ---- a function killed between the two writes of an enqueue -----------------------------------
+
+
+def all_files(rt: Any) -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=rt.settings.attachments_bucket,
+                                                Prefix="files/")  # fmt: skip
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def test_an_enqueue_killed_between_its_records_and_its_items_leaves_no_file_forever(
+    env, monkeypatch
+):
+    """``store_and_publish`` writes the content, file and refs records first, then the items.
+    The enqueue Lambda dies (timeout, out of memory) after the first BatchWriteItem and before
+    the second: no item exists, so the request accepted nothing and the client sends it again
+    (a new content). The first try's uploaded file and records reference no item; the refs
+    record counts its receivers as open forever and is never in the purge index, and no S3
+    lifecycle rule expires current objects: the file is kept forever.
+
+    Issue 14 ("no leaked file"; files released exactly when the seed says): with immediate
+    cleanup (VDQ_MAX_FILES_AGE_IN_SECONDS=0) the purge run must delete the orphaned file once
+    no item can ever use it. On 86b31df it is never deleted."""
+    rt = env["rt"]
+    calls = []
+    original = store.Store.put_new
+
+    def dies_before_the_items(self: Any, records: Any) -> Any:
+        calls.append(len(records))
+        if len(calls) == 2:
+            raise Crash()
+        return original(self, records)
+
+    monkeypatch.setattr(store.Store, "put_new", dies_before_the_items)
+    with pytest.raises(Crash):
+        vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
+                      attachments=[attachment("a.txt")], runtime=rt)  # fmt: skip
+    monkeypatch.setattr(store.Store, "put_new", original)
+    assert len(all_files(rt)) == 1
+    assert env["queue"].bodies == [], "no item was stored or published"
+
+    for _ in range(3):  # the daily purge, days later
+        rt.clock.advance(86_400)
+        schedules.run(["purge"], rt)
+    assert all_files(rt) == [], "a file of a request that stored no item is kept forever"
+
+
+# ---- a BatchWriteItem applied, its answer lost -----------------------------------------------
+
+
+def applied_then_failed(call_number: int) -> None:
+    """BatchWriteItem call ``call_number`` (1-based, counted from now) is applied by DynamoDB,
+    but its caller gets an error instead of the answer: the response was lost (a read timeout)
+    and botocore's retries of it were throttled. An AWS write that errors may have been
+    applied; only a read can say."""
+    client = dynamodb_client()
+    direct = boto3.client("dynamodb", region_name=client.meta.region_name)
+    seen = [0]
+    busy: list[int] = []
+
+    def answer(params: dict[str, Any], **_: Any) -> Any:
+        if busy:
+            return None
+        seen[0] += 1
+        if seen[0] != call_number:
+            return None
+        busy.append(1)
+        try:
+            direct.batch_write_item(RequestItems=json.loads(params["body"])["RequestItems"])
+        finally:
+            busy.clear()
+        FIGURES["faults injected"] += 1
+        body = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                          "Message": "injected: the applied request's retries were throttled"},
+                "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
+        return AWSResponse("https://injected", 400, {}, None), body
+
+    client.meta.events.register("before-call.dynamodb.BatchWriteItem", answer)
+
+
+def stored_items(rt: Any) -> dict[str, str]:
+    """receiver -> item id of every queue item in the table."""
+    return {i.receiver: i.id for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE")}
+
+
+def test_a_partial_enqueue_answer_names_every_item_the_store_holds(env):
+    """An email to 30 receivers: the content record (one BatchWriteItem), then items in two
+    chunks (25 + 5). The second chunk is applied but its answer is lost and the retries fail.
+    ``put_new`` counts a request that raised as not applied, so the 503 lists those 5
+    receivers as rejected while their items are stored with a publish timer: the republish
+    sweep sends them, and the client, told to send the rejected receivers again, sends them a
+    second time (issue 14 defect 2: "the answer must say exactly which receivers were stored
+    (each then sent once)").
+
+    Expected: every stored item is in ``accepted`` (or the unconfirmed ones were made sure
+    absent, e.g. read back consistently or deleted before answering), and no rejected receiver
+    has an item that will be sent."""
+    rt = env["rt"]
+    receivers = [f"r{n:02d}@example.org" for n in range(30)]
+    applied_then_failed(call_number=3)
+    with pytest.raises(PartiallyEnqueued) as raised:
+        vdq.add_email("shop@example.com", receivers, "Hi", "Text", runtime=rt)
+    accepted = set(raised.value.details["accepted"])
+    rejected = set(raised.value.details["rejected"])
+    assert len(accepted) == 25 and len(rejected) == 5
+    stored = stored_items(rt)
+    sent_twice = sorted(r for r in rejected if r in stored)
+    assert sent_twice == [], (
+        f"{len(sent_twice)} receivers answered as rejected have a stored item that the "
+        "republish sweep will send; the client sends them again"
+    )
+    assert set(stored.values()) == accepted
+
+
+# ---- duplicate events across the two places a mark lives --------------------------------------
+
+
+def test_a_redelivered_event_recorded_as_a_mark_record_changes_nothing_after_a_cancel(env):
+    """SES took attempt 1 of an email, then its worker died before storing the message ID; the
+    lease sweep moved the item to errored. SES's Delivery event (tagged: item, attempt 1)
+    arrives: a late event on an errored item, written to history with its mark as an EV#
+    record (events that change no state never write the state item). An operator cancels the
+    item (attempt 2). SQS delivers the same event again (at least once): now the cancelled
+    item would absorb it, and ``Store.commit`` checks only the ``seen`` set (which has room),
+    never the EV# record: the duplicate writes the result, stores the message ID and adds an
+    ``ignored`` entry to history.
+
+    Expected (vdq.results: "a duplicate or replayed delivery changes nothing the second
+    time"): the second delivery is a duplicate and the item is as the first left it."""
+    rt = env["rt"]
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)
+    to_sending(rt.store.get_item(item.id), rt)  # claimed; SES takes it as M1; the worker dies
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], rt)
+    assert rt.store.get_item(item.id).state == "errored"
+
+    event = ses_event("delivery", message_id="0100019a-m1", item_id=item.id, attempt=1)
+    results.handle_ses_event(event, rt)
+    actions.run_transition(item.id, "cancel", OPERATOR, rt)
+    before = rt.store.get_item(item.id)
+    history = len(rt.store.history(item.id))
+
+    assert results.handle_ses_event(event, rt) == "duplicate"
+    after = rt.store.get_item(item.id)
+    assert (after.result, after.provider_id) == (before.result, before.provider_id)
+    assert len(rt.store.history(item.id)) == history
+
+
+# ---- Twilio callbacks without the signed attempt ----------------------------------------------
+
+
+def test_a_late_callback_without_the_attempt_never_takes_over_a_later_attempt(env):
+    """Issue 14 defect 1, for a status callback whose URL carries ``queue_item`` but no
+    ``attempt`` (every message created before 86b31df was deployed; Twilio keeps the URL it was
+    given). Attempt 1: Twilio created SID1, the worker died before storing it, the lease sweep
+    moved the item to errored; an operator retried (attempt 2, claimed, in Twilio's create
+    call). SID1's "sent" callback arrives now: the keyed item stores no ID and no mapping names
+    SID1, so it is taken as attempt 2's, stores SID1 and moves attempt 2 to awaiting. Then
+    SID2 cannot be stored and its "delivered" callback is refused: the item waits for the
+    timeout, which fetches SID1's status.
+
+    Expected: a callback that cannot say its attempt does not store its SID on an item that
+    has had more than one attempt (it matches by mapping or is looked up later); attempt 2
+    ends with SID2 and succeeds on SID2's delivery."""
+    rt = env["rt"]
+    item = new_sms(rt)
+    to_sending(item, rt)  # Twilio creates SID1; the worker dies before storing it
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], rt)
+    actions.run_transition(item.id, "retry", OPERATOR, rt)
+    claimed = to_sending(rt.store.get_item(item.id), rt)
+    assert int(claimed.attempt) == 2
+
+    old = {"MessageSid": "SM" + "1" * 32, "MessageStatus": "sent"}
+    results.handle_twilio_callback(old, item.id, rt)  # no attempt in its (older) URL
+    send.record_accepted(claimed, send_entry(claimed), "SM" + "2" * 32, rt)
+    new = {"MessageSid": "SM" + "2" * 32, "MessageStatus": "delivered"}
+    results.handle_twilio_callback(new, item.id, rt, attempt="2")
+
+    final = rt.store.get_item(item.id)
+    assert final.provider_id == "SM" + "2" * 32
+    assert final.state == "succeeded"
