@@ -331,3 +331,49 @@ def test_a_late_callback_without_the_attempt_never_takes_over_a_later_attempt(en
     final = rt.store.get_item(item.id)
     assert final.provider_id == "SM" + "2" * 32
     assert final.state == "succeeded"
+
+
+# ---- "sending it again with the same Idempotency-Key is safe" ---------------------------------
+
+
+def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_the_same_key(env):
+    """SQS refuses the new items' send messages (an SQS brown-out), so ``_publish`` moves each
+    item to errored; that TransactWriteItems is throttled once. The exception leaves
+    ``enqueue_once`` after the items were stored: Powertools deletes the in-progress
+    idempotency record, and the enqueue handler answers 500 "sending it again with the same
+    Idempotency-Key is safe". The client does; the request runs again and stores every
+    receiver a second time, while the first items (queued, publish timer set) are re-published
+    by the sweep: each receiver is sent the email twice.
+
+    Expected (issue 14 defect 2: "a retried request with the same Idempotency-Key must not
+    duplicate"): the retry answers the first request's items (or an error) and stores none."""
+    from tests.reliability.test_faults import aws_error
+    from vdq import intake
+
+    rt, queue = env["rt"], env["queue"]
+    writer = Caller("app", ("vdq-writers",), ALL_PERMISSIONS)
+    body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+            "subject": "Hi", "text": "Text"}  # fmt: skip
+    queue.fail = True
+    aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
+    with pytest.raises(Exception, match="ProvisionedThroughputExceeded|transaction"):
+        intake.submit("email", body, writer, rt, idempotency_key="order-42")
+    queue.fail = False
+    try:
+        intake.submit("email", body, writer, rt, idempotency_key="order-42")
+    except Exception as exc:  # an error answer is acceptable; a second item is not
+        FIGURES["review: retry refused"] += 1
+        del exc
+    # The sweep re-publishes whatever is queued with a passed publish timer; the worker sends.
+    rt.clock.advance(rt.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], rt)
+    for body in list(queue.bodies):
+        send.process(SendMessage.parse(body), rt)
+    items = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE")]
+    sent = {i.receiver: 0 for i in items}
+    for item_id, _attempt in env["ses"].calls:
+        sent[next(i.receiver for i in items if i.id == item_id)] += 1
+    assert sent == {"ada@example.org": 1}, (
+        f"{len(items)} items for one receiver after a retry with the same Idempotency-Key; "
+        f"SES calls per receiver: {sent}"
+    )
