@@ -377,3 +377,61 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
         f"{len(items)} items for one receiver after a retry with the same Idempotency-Key; "
         f"SES calls per receiver: {sent}"
     )
+
+
+# ---- the shared content counter in every done transaction --------------------------------------
+
+
+def conflict_on_the_content_counter(times: int) -> list[int]:
+    """The next ``times`` TransactWriteItems that update a content's refs record are cancelled
+    with TransactionConflict on it, as DynamoDB cancels a transaction while another one writes
+    the same item (every item of one email's receivers releases the same refs record)."""
+    client = dynamodb_client()
+    left = [times]
+
+    def answer(params: dict[str, Any], **_: Any) -> Any:
+        request = json.loads(params["body"])
+        writes = request["TransactItems"]
+        at = [n for n, w in enumerate(writes)
+              if w.get("Update", {}).get("Key", {}).get("sk", {}).get("S") == store.REFS_SK]
+        if not at or left[0] <= 0:
+            return None
+        left[0] -= 1
+        FIGURES["faults injected"] += 1
+        reasons = [{"Code": "TransactionConflict" if n in at else "None"}
+                   for n in range(len(writes))]  # fmt: skip
+        body = {"Error": {"Code": "TransactionCanceledException",
+                          "Message": "Transaction cancelled, please refer cancellation reasons "
+                                     "for specific reasons [TransactionConflict]"},
+                "CancellationReasons": reasons,
+                "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
+        return AWSResponse("https://injected", 400, {}, None), body
+
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", answer)
+    return left
+
+
+def test_a_transaction_conflict_on_the_shared_file_counter_does_not_fail_the_delivery(env):
+    """86b31df moves every done transition of an item with files into one transaction with its
+    content's refs record: all receivers of one email now write the same item as their
+    deliveries arrive together, and DynamoDB cancels concurrent transactions on one item with
+    TransactionConflict (a retryable cancellation). ``Store.commit`` re-raises it as it is, so
+    the results message fails; SQS redelivers it at most MAX_RECEIVE_COUNT (5) times, then
+    dead-letters it, and the item waits 72 hours to become unconfirmed though it was
+    delivered. The old release was a separate UpdateItem (an atomic ADD never conflicts).
+
+    Expected: a transaction cancelled only for TransactionConflict is retried (AWS: retry
+    with backoff), and one conflict costs the delivery nothing."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
+                            attachments=[attachment("a.txt")], runtime=rt)  # fmt: skip
+    assert send.process(SendMessage.parse(queue.bodies[0]), rt) == send.ACCEPTED
+    (message_id,) = ses.accepted
+    conflict_on_the_content_counter(times=1)
+    event = ses_event("delivery", message_id=message_id, item_id=item.id, attempt=1)
+    try:
+        results.handle_ses_event(event, rt)
+    except Exception as exc:
+        pytest.fail(f"one TransactionConflict failed the delivery event: {exc!r}")
+    assert rt.store.get_item(item.id).state == "succeeded"
+    assert open_items(item.content_id) == 0
