@@ -435,3 +435,33 @@ def test_a_transaction_conflict_on_the_shared_file_counter_does_not_fail_the_del
         pytest.fail(f"one TransactionConflict failed the delivery event: {exc!r}")
     assert rt.store.get_item(item.id).state == "succeeded"
     assert open_items(item.content_id) == 0
+
+
+def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_files(env):
+    """A resend of a done email with a file: the copy is stored, SQS refuses its send message,
+    and the TransactWriteItems that would move the copy to errored is throttled. The exception
+    reaches ``resend``'s "nothing was stored" branch, which gives back the copy's count: the
+    content counts 0 open items with the copy queued, so immediate cleanup deletes the file;
+    the sweep re-publishes the copy (its publish timer is set) and it errors "file was deleted"
+    (and its done transition would later count the content below 0).
+
+    Expected (seed: files are deleted when all items that use them are done; issue 14 defect 3
+    "failed bulk resend deletes the copies' files"): a stored copy keeps its files and is sent."""
+    from tests.reliability.test_faults import aws_error
+
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
+                            attachments=[attachment("a.txt")], runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [item.id])
+    rt.settings = replace(rt.settings, max_files_age_seconds=0)
+
+    queue.fail = True
+    aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
+    with pytest.raises(Exception, match="transaction|ProvisionedThroughputExceeded"):
+        actions.resend([item.id], OPERATOR, rt)
+    queue.fail = False
+    copies = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE") if i.id != item.id]
+    assert len(copies) == 1, "the copy is stored"
+    assert files_of(rt, item.content_id), "the stored copy's file was deleted"
+    assert open_items(item.content_id) == 1
