@@ -35,6 +35,13 @@ from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
 from vdq.transitions import send_entry
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
+HOOKS: list[tuple[Any, str, Any]] = []  # (client, event, handler) registered by this module
+
+
+def hook(client: Any, event: str, handler: Any) -> None:
+    """Register a botocore handler until the end of the test (PynamoDB keeps its client)."""
+    client.meta.events.register(event, handler)
+    HOOKS.append((client, event, handler))
 
 
 @pytest.fixture
@@ -45,7 +52,12 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         ses, queue = FakeSes(), RecordingQueue()
         settings = make_settings(urls, max_files_age_seconds=0)
         rt = runtime_for(settings, ses_provider=ses, send_queue=queue)
-        yield {"rt": rt, "ses": ses, "queue": queue, "urls": urls}
+        try:
+            yield {"rt": rt, "ses": ses, "queue": queue, "urls": urls}
+        finally:
+            while HOOKS:
+                client, event, handler = HOOKS.pop()
+                client.meta.events.unregister(event, handler)
 
 
 def dynamodb_client() -> Any:
@@ -79,7 +91,24 @@ def half_apply_batch_writes(keep: int) -> None:
                 "ResponseMetadata": {"HTTPStatusCode": 200}}  # fmt: skip
         return AWSResponse("https://injected", 200, {}, None), body
 
-    client.meta.events.register("before-call.dynamodb.BatchWriteItem", answer)
+    hook(client, "before-call.dynamodb.BatchWriteItem", answer)
+
+
+def throttle_once(operation: str) -> None:
+    """The next ``operation`` on the table is throttled (ProvisionedThroughputExceeded)."""
+    left = [1]
+
+    def answer(**_: Any) -> Any:
+        if left[0] <= 0:
+            return None
+        left[0] -= 1
+        FIGURES["faults injected"] += 1
+        body = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                          "Message": "injected throttling"},
+                "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
+        return AWSResponse("https://injected", 400, {}, None), body
+
+    hook(dynamodb_client(), f"before-call.dynamodb.{operation}", answer)
 
 
 def attachment(name: str) -> dict[str, Any]:
@@ -226,7 +255,7 @@ def applied_then_failed(call_number: int) -> None:
                 "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
         return AWSResponse("https://injected", 400, {}, None), body
 
-    client.meta.events.register("before-call.dynamodb.BatchWriteItem", answer)
+    hook(client, "before-call.dynamodb.BatchWriteItem", answer)
 
 
 def stored_items(rt: Any) -> dict[str, str]:
@@ -347,7 +376,6 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
 
     Expected (issue 14 defect 2: "a retried request with the same Idempotency-Key must not
     duplicate"): the retry answers the first request's items (or an error) and stores none."""
-    from tests.reliability.test_faults import aws_error
     from vdq import intake
 
     rt, queue = env["rt"], env["queue"]
@@ -355,8 +383,8 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
     body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
             "subject": "Hi", "text": "Text"}  # fmt: skip
     queue.fail = True
-    aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
-    with pytest.raises(Exception, match="ProvisionedThroughputExceeded|transaction"):
+    throttle_once("TransactWriteItems")
+    with pytest.raises(Exception, match=r"ProvisionedThroughputExceeded|transaction"):
         intake.submit("email", body, writer, rt, idempotency_key="order-42")
     queue.fail = False
     try:
@@ -392,8 +420,8 @@ def conflict_on_the_content_counter(times: int) -> list[int]:
     def answer(params: dict[str, Any], **_: Any) -> Any:
         request = json.loads(params["body"])
         writes = request["TransactItems"]
-        at = [n for n, w in enumerate(writes)
-              if w.get("Update", {}).get("Key", {}).get("sk", {}).get("S") == store.REFS_SK]
+        keys = [w.get("Update", {}).get("Key", {}).get("sk", {}).get("S") for w in writes]
+        at = [n for n, sk in enumerate(keys) if sk == store.REFS_SK]
         if not at or left[0] <= 0:
             return None
         left[0] -= 1
@@ -407,7 +435,7 @@ def conflict_on_the_content_counter(times: int) -> list[int]:
                 "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
         return AWSResponse("https://injected", 400, {}, None), body
 
-    client.meta.events.register("before-call.dynamodb.TransactWriteItems", answer)
+    hook(client, "before-call.dynamodb.TransactWriteItems", answer)
     return left
 
 
@@ -447,8 +475,6 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
 
     Expected (seed: files are deleted when all items that use them are done; issue 14 defect 3
     "failed bulk resend deletes the copies' files"): a stored copy keeps its files and is sent."""
-    from tests.reliability.test_faults import aws_error
-
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     rt.settings = replace(rt.settings, max_files_age_seconds=None)
     (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
@@ -457,11 +483,64 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
     rt.settings = replace(rt.settings, max_files_age_seconds=0)
 
     queue.fail = True
-    aws_error(dynamodb_client(), "TransactWriteItems", "ProvisionedThroughputExceededException")
-    with pytest.raises(Exception, match="transaction|ProvisionedThroughputExceeded"):
+    throttle_once("TransactWriteItems")
+    with pytest.raises(Exception, match=r"transaction|ProvisionedThroughputExceeded"):
         actions.resend([item.id], OPERATOR, rt)
     queue.fail = False
     copies = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE") if i.id != item.id]
     assert len(copies) == 1, "the copy is stored"
     assert files_of(rt, item.content_id), "the stored copy's file was deleted"
     assert open_items(item.content_id) == 1
+
+
+# ---- the worker's late ID store on a cancelled item ------------------------------------------
+
+
+class SlowUntaggedSes(FakeSes):
+    """SES for a strategy that tags nothing: ``during`` runs while SES holds the request (the
+    worker's call is slow), then SES accepts the message."""
+
+    def __init__(self, during: Any) -> None:
+        super().__init__()
+        self.during = during
+
+    def send_raw(self, *, sender: str, receiver: str, raw: bytes, tags: Any = ()) -> str:
+        assert not tags, "the no-op strategy attaches nothing"
+        self.during()
+        return "0100019a-slow-m1"
+
+
+def test_a_send_that_ends_after_a_cancel_still_stores_its_id_so_the_result_reaches_the_item(env):
+    """Events matched by message ID only (the no-op tracking strategy; a deployment that does
+    not use SES tags). The worker's SES call is slow: the lease passes, the sweep moves the item
+    to errored, an operator cancels it (attempt 2); then SES accepts the message as M1. The
+    worker stores M1 with ``store_provider_id(attempt=1)``, which 86b31df conditions on the
+    attempt: the cancel moved it, so neither the ID nor its mapping is written. SES's Delivery
+    event for M1 then matches no item and waits as an orphan until its TTL: the cancelled item
+    never gets the result.
+
+    Expected (seed: a delivery or failure event for a cancelled item leaves it cancelled and
+    its text is written to ``result``; defect 5): the ID of the cancelled item's last send is
+    stored (the cancelled item absorbs its attempts' results), and the Delivery writes the
+    result."""
+    from vdq.tracking import EmailTrackingStrategy
+
+    rt, queue = env["rt"], env["queue"]
+    rt.overrides["email_tracking"] = EmailTrackingStrategy()
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)
+
+    def lease_passes_and_an_operator_cancels() -> None:
+        rt.clock.advance(rt.settings.lease_seconds + 1)
+        schedules.run(["sweep"], rt)
+        actions.run_transition(item.id, "cancel", OPERATOR, rt)
+
+    rt.overrides["ses_provider"] = SlowUntaggedSes(lease_passes_and_an_operator_cancels)
+    send.process(SendMessage.parse(queue.bodies[0]), rt)
+    assert rt.store.get_item(item.id).state == "cancelled"
+
+    event = ses_event("delivery", message_id="0100019a-slow-m1", item_id=None)
+    results.handle_ses_event(event, rt)
+    final = rt.store.get_item(item.id)
+    assert final.state == "cancelled"
+    assert final.provider_id == "0100019a-slow-m1"
+    assert final.result and final.result.startswith("SES delivered"), final.result
