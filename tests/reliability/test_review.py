@@ -544,3 +544,44 @@ def test_a_send_that_ends_after_a_cancel_still_stores_its_id_so_the_result_reach
     assert final.state == "cancelled"
     assert final.provider_id == "0100019a-slow-m1"
     assert final.result and final.result.startswith("SES delivered"), final.result
+
+
+# ---- the signed attempt, as API Gateway hands it over ----------------------------------------
+
+
+@pytest.mark.parametrize("order", ["as sent", "reversed"])
+def test_a_signed_callback_with_the_attempt_is_authentic_in_any_parameter_order(env, order):
+    """86b31df adds a second query parameter (``attempt``) to Twilio's status callback URL.
+    Twilio signs the URL as given (``...?queue_item=X&attempt=2``); the webhook rebuilds it
+    from API Gateway's ``(multiValue)queryStringParameters`` "in the order received". API
+    Gateway's Lambda proxy integration documents that "the order of the request parameters
+    isn't preserved": received as ``{attempt, queue_item}`` the rebuilt URL differs, the
+    check fails and every status callback is refused with 403 (the items wait for the
+    timeout). With one parameter the order could not matter.
+
+    Expected: an authentic callback is accepted whatever order the parameters arrive in."""
+    from twilio.request_validator import RequestValidator
+
+    from tests.support.results import (
+        SAMPLE_ACCOUNT_SID,
+        SAMPLE_AUTH_TOKEN,
+        SAMPLE_WEBHOOK_URL,
+        twilio_event,
+    )
+    from vdq import twilio_signature
+
+    settings = replace(env["rt"].settings, twilio_webhook_url=SAMPLE_WEBHOOK_URL,
+                       twilio_auth_token=SAMPLE_AUTH_TOKEN,
+                       twilio_account_sid=SAMPLE_ACCOUNT_SID)  # fmt: skip
+    item_id = "01KBF3ZQ0M8Y4T6R2W9X5N7C3D"
+    signed_url = send.status_callback_url(SAMPLE_WEBHOOK_URL, item_id, 2)
+    event = twilio_event("delivered", sid="SM" + "3" * 32, item_id=item_id, sign=False)
+    params = twilio_signature.form_params(event)
+    query = [("queue_item", item_id), ("attempt", "2")]
+    if order == "reversed":
+        query.reverse()
+    event["queryStringParameters"] = dict(query)
+    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query}
+    signature = RequestValidator(SAMPLE_AUTH_TOKEN).compute_signature(signed_url, params)
+    event["headers"]["X-Twilio-Signature"] = signature
+    assert twilio_signature.is_authentic(event, params, settings)
