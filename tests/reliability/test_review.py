@@ -32,7 +32,7 @@ from vdq.operations import actions
 from vdq.sendqueue import SendMessage
 from vdq.settings import ALL_PERMISSIONS
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
-from vdq.transitions import send_entry
+from vdq.transitions import Step, apply, send_entry
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
 HOOKS: list[tuple[Any, str, Any]] = []  # (client, event, handler) registered by this module
@@ -585,3 +585,34 @@ def test_a_signed_callback_with_the_attempt_is_authentic_in_any_parameter_order(
     signature = RequestValidator(SAMPLE_AUTH_TOKEN).compute_signature(signed_url, params)
     event["headers"]["X-Twilio-Signature"] = signature
     assert twilio_signature.is_authentic(event, params, settings)
+
+
+def test_a_mapping_written_before_the_deploy_does_not_move_a_later_attempt(env):
+    """Mappings that 86b31df did not write have no ``attempt``. An SMS sent before the deploy
+    as SID1 (mapped, no attempt) failed; after the deploy an operator retries it (attempt 2,
+    claimed, SID1 cleared from the item). A late "undelivered" for SID1 (a Twilio retry of the
+    callback, or an account-level one) matches through the mapping, whose missing attempt is
+    read as "the item's current attempt": attempt 2 moves to errored while its own message is
+    in Twilio's hands, and SID2's statuses then arrive late.
+
+    Expected (defect 1: an event of an earlier attempt never moves a later one): a mapping
+    without an attempt whose item no longer stores its ID belongs to an attempt the item has
+    left (history only)."""
+    from vdq.store import MAP_SK, ProviderRecord, provider_pk
+
+    rt = env["rt"]
+    item = new_sms(rt)
+    sent = to_sending(item, rt)
+    apply(sent, Step("await", actor="worker", provider_id="SM" + "1" * 32,
+                     map_provider_id=False), rt)  # fmt: skip
+    ProviderRecord(provider_pk("SM" + "1" * 32), MAP_SK, item_id=item.id).save()  # old shape
+    results.handle_twilio_callback({"MessageSid": "SM" + "1" * 32, "MessageStatus": "failed"},
+                                   item.id, rt)  # fmt: skip
+    assert rt.store.get_item(item.id).state == "errored"
+    actions.run_transition(item.id, "retry", OPERATOR, rt)
+    claimed = to_sending(rt.store.get_item(item.id), rt)
+    assert int(claimed.attempt) == 2 and claimed.provider_id is None
+
+    late = {"MessageSid": "SM" + "1" * 32, "MessageStatus": "undelivered"}
+    results.handle_twilio_callback(late, None, rt)  # account-level: no queue_item
+    assert rt.store.get_item(item.id).state == "sending", "attempt 1's status moved attempt 2"
