@@ -616,3 +616,61 @@ def test_a_mapping_written_before_the_deploy_does_not_move_a_later_attempt(env):
     late = {"MessageSid": "SM" + "1" * 32, "MessageStatus": "undelivered"}
     results.handle_twilio_callback(late, None, rt)  # account-level: no queue_item
     assert rt.store.get_item(item.id).state == "sending", "attempt 1's status moved attempt 2"
+
+
+# ---- orphans adopted by a worker that then dies -----------------------------------------------
+
+
+class UntaggedSes(FakeSes):
+    """SES for the no-op strategy; ``first`` runs after SES took the message and before the
+    worker hears back (its events can overtake the answer)."""
+
+    def __init__(self, first: Any) -> None:
+        super().__init__()
+        self.first = first
+
+    def send_raw(self, *, sender: str, receiver: str, raw: bytes, tags: Any = ()) -> str:
+        self.first("0100019a-early-m1")
+        return "0100019a-early-m1"
+
+
+def test_orphans_adopted_by_a_worker_that_dies_are_still_applied(env, monkeypatch):
+    """Message-ID matching (the no-op strategy). SES's Delivery event for M1 overtakes the
+    worker's answer: no item stores M1, so it waits as an orphan on M1's mapping. The worker
+    then finds the mapping, adopts it (``Store.adopt_orphans`` names the item) and dies before
+    storing M1 and replaying the orphans. SQS redelivers the send (dropped: already claimed)
+    and the lease sweep moves the item to errored, "outcome unknown ... a retry may send it
+    twice", while VDQ holds SES's word that it was delivered: nothing ever replays an adopted
+    mapping's orphans, and the item stores no ID that a later event could match.
+
+    Expected (send.adopt_orphans: "until it does they stay on the mapping: none is lost";
+    DESIGN: unmatched email events are kept and re-matched): the Delivery reaches the item,
+    which ends succeeded, not "outcome unknown"."""
+    from vdq.tracking import EmailTrackingStrategy
+
+    rt, queue = env["rt"], env["queue"]
+    rt.overrides["email_tracking"] = EmailTrackingStrategy()
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)
+
+    def delivery_overtakes(message_id: str) -> None:
+        event = ses_event("delivery", message_id=message_id, item_id=None)
+        assert results.handle_ses_event(event, rt) == "orphan"
+
+    rt.overrides["ses_provider"] = UntaggedSes(delivery_overtakes)
+    original = send.record_accepted
+
+    def dies_after_the_adoption(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("map_provider_id") is False:  # called by adopt_orphans
+            raise Crash()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(send, "record_accepted", dies_after_the_adoption)
+    message = SendMessage.parse(queue.bodies[0])
+    with pytest.raises(Crash):
+        send.process(message, rt)
+    monkeypatch.setattr(send, "record_accepted", original)
+    assert send.process(message, rt) == send.DROPPED  # SQS redelivers it
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], rt)
+    final = rt.store.get_item(item.id)
+    assert final.state == "succeeded", f"{final.state}: {final.result}"
