@@ -361,6 +361,19 @@ def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]]
     logger.info("applied %d orphan events of %s to %s", len(orphans), provider_id, item_id)
 
 
+def replay_waiting_orphans(item: QueueItemRecord, runtime: Runtime) -> bool:
+    """Apply the events that still wait on the mapping of the item's provider ID (a worker
+    died between storing the ID and adopting them); True when there were any."""
+    if not item.provider_id:
+        return False
+    mapping = runtime.store.find_by_provider_id(item.provider_id)
+    if mapping is None or not mapping.orphans or mapping.item_id not in (None, item.id):
+        return False
+    orphans = runtime.store.adopt_orphans(item.provider_id, item.id, int(item.attempt))
+    replay_orphans(item.id, item.provider_id, orphans, runtime)
+    return bool(orphans)
+
+
 # ---- matching --------------------------------------------------------------------------------
 
 Miss = Callable[[ProviderUpdate, ProviderRecord | None], "str | None"]
@@ -384,6 +397,11 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
                              mapping.item_id)  # fmt: skip
                 return "dropped"
             mapped_attempt = int(mapping.attempt) if mapping.attempt is not None else None
+            if (mapped_attempt is None and item.provider_id != update.provider_id
+                    and item.state != State.CANCELLED.value):  # fmt: skip
+                # A mapping from before attempts were recorded, whose item has moved on to
+                # another ID: it belongs to an attempt the item has left.
+                mapped_attempt = 0
             return apply_update(item, update, runtime, attempt=mapped_attempt)
         if (keyed is not None and update.attempt_hint is None and int(keyed.attempt) > 1
                 and keyed.state != State.CANCELLED.value):  # fmt: skip

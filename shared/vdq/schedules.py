@@ -204,6 +204,13 @@ def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Rep
         return
     if not _timer_due(item, TIMER_EMAIL_AWAIT, window_start, runtime):
         return
+    from vdq import results
+
+    if results.replay_waiting_orphans(item, runtime):
+        report.add("email_orphans_replayed")
+        item = runtime.store.get_item(item_id)
+        if item is None or item.state != State.AWAITING.value:
+            return
     hours = runtime.settings.email_timeout_hours
     step = Step("timeout", actor=ACTOR, source="schedule", attempt=int(item.attempt),
                 result=EMAIL_TIMEOUT_RESULT.format(h=hours),

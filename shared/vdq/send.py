@@ -304,10 +304,12 @@ def provider_id_taken(item: QueueItemRecord, entry: HistoryRecord, provider_id: 
 
 def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
                   runtime: Runtime, *, state: str | None) -> str:  # fmt: skip
-    """Events that arrived before any item stored the ID wait on its mapping: point the mapping
-    at this item, store the ID on the item, then hand the events to the results code, which
-    applies them and clears them (until it does they stay on the mapping: none is lost)."""
-    orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt))
+    """Events that arrived before any item stored the ID wait on its mapping: store the ID on
+    the item, point the mapping at this item, then hand the events to the results code, which
+    applies them and clears them (until it does they stay on the mapping: none is lost). The
+    ID is stored first: a worker that dies after it leaves an item whose ID finds the mapping
+    (the email timeout adopts and applies what waits there); the other way round, it would
+    leave an adopted mapping that no item names."""
     if state is None:
         outcome = record_accepted(item, entry, provider_id, runtime, map_provider_id=False)
     else:
@@ -320,6 +322,7 @@ def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
                                                map_provider_id=False):  # fmt: skip
             runtime.store.append_history([entry, note])
         outcome = KEPT
+    orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt))
     if orphans:
         replay_orphans(item.id, provider_id, orphans, runtime)
     return outcome

@@ -26,6 +26,10 @@ def public_url(webhook_url: str, event: dict[str, Any]) -> str:
     added = [(k, v) for k, values in received.items() for v in values if (k, v) not in own]
     if not added:
         return webhook_url
+    # API Gateway does not keep the order of query parameters: put the worker's own first, in
+    # the order it writes them.
+    rank = {"queue_item": 0, "attempt": 1}
+    added.sort(key=lambda kv: rank.get(kv[0], 2))
     # As the send worker builds it (vdq.send.status_callback_url): the webhook URL's own
     # parameters, less any it replaced, then the added ones, encoded by urlencode.
     replaced = {k for k, _ in added}
