@@ -51,25 +51,18 @@ class Api(Construct):
     ) -> None:
         super().__init__(scope, id)
         self._users(config)
-        self.access_logs = logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=retention(config.log_retention_days),
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.rest_api = apigw.RestApi(
-            self,
-            "RestApi",
-            description="VDQ: outbound email and SMS dispatch queue",
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
-            endpoint_types=[apigw.EndpointType.REGIONAL],
-            deploy_options=apigw.StageOptions(
-                stage_name=STAGE,
-                throttling_rate_limit=config.api_throttle_rate,
-                throttling_burst_limit=config.api_throttle_burst,
-                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
-                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+        self.access_logs: logs.LogGroup | None = None
+        logging: dict = {}
+        if config.api_logs:  # needs the account's CloudWatch role (vdq:cloudWatchRole or set)
+            self.access_logs = logs.LogGroup(
+                self,
+                "AccessLogs",
+                retention=retention(config.log_retention_days),
+                removal_policy=RemovalPolicy.DESTROY,
+            )
+            logging = {
+                "access_log_destination": apigw.LogGroupLogDestination(self.access_logs),
+                "access_log_format": apigw.AccessLogFormat.json_with_standard_fields(
                     caller=False,
                     http_method=True,
                     ip=True,
@@ -80,12 +73,36 @@ class Api(Construct):
                     status=True,
                     user=True,
                 ),
-                logging_level=apigw.MethodLoggingLevel.ERROR,
+                "logging_level": apigw.MethodLoggingLevel.ERROR,
+            }
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="VDQ: outbound email and SMS dispatch queue",
+            # An account-wide setting: only when the deployer chooses it (vdq:cloudWatchRole).
+            cloud_watch_role=config.cloud_watch_role,
+            cloud_watch_role_removal_policy=(
+                RemovalPolicy.DESTROY if config.cloud_watch_role else None
+            ),
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                throttling_rate_limit=config.api_throttle_rate,
+                throttling_burst_limit=config.api_throttle_burst,
                 data_trace_enabled=False,
                 tracing_enabled=True,
                 metrics_enabled=True,
+                **logging,
             ),
         )
+        if not config.api_logs:
+            for rule in ("APIG1", "APIG6"):
+                suppress(
+                    self.rest_api,
+                    rule,
+                    "stage logs need API Gateway's account-wide CloudWatch role, which a stack "
+                    "should not own by default: vdq:apiLogs turns them on (README, Deploy)",
+                )
         self.authorizer = apigw.CognitoUserPoolsAuthorizer(
             self, "Authorizer", cognito_user_pools=[self.user_pool]
         )

@@ -8,10 +8,19 @@ Two kinds of asset:
 
 Each asset is cached under ``build/lambda/`` by a hash of its inputs, so a repeated synth only
 copies nothing and hashes a few files. ``python -m infra.bundling download`` fills the wheelhouse.
+
+Both kinds carry bytecode: ``/var/task`` and ``/opt`` are read-only, so a module without a
+``.pyc`` is compiled from source on every cold start (boto3 alone several times slower). The
+``.pyc`` files are compiled by the runtime's own Python minor (``python3.13``, found on PATH, in
+pyenv, or named by ``VDQ_BUNDLE_PYTHON``) in unchecked-hash mode: Lambda's Python loads them
+without looking at the sources' times (which an asset does not keep) or hashing the sources.
+Without that interpreter the build stops and says so; ``VDQ_BUNDLE_BYTECODE=off`` builds without
+bytecode instead, explicitly (slower cold starts; the build prints it).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -31,8 +40,71 @@ PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")  # Amazon Linux 
 FORBIDDEN = ("aws_cdk", "constructs", "jsii", "cdk_nag", "cfnlint", "moto", "pytest", "hypothesis")
 
 
+CACHE_TAG = "cpython-" + PYTHON_VERSION.replace(".", "")  # the runtime's .pyc names
+BYTECODE_SWITCH = "VDQ_BUNDLE_BYTECODE"  # "off": build without bytecode, explicitly
+PYTHON_SWITCH = "VDQ_BUNDLE_PYTHON"  # the runtime's Python, when not on PATH or in pyenv
+
+
 class BundlingError(RuntimeError):
     pass
+
+
+def bytecode_enabled() -> bool:
+    return os.environ.get(BYTECODE_SWITCH, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _candidates() -> list[str]:
+    name = f"python{PYTHON_VERSION}"
+    found = [os.environ[PYTHON_SWITCH]] if os.environ.get(PYTHON_SWITCH) else []
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK):
+            found.append(path)
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found += sorted(glob.glob(os.path.join(pyenv, "versions", f"{PYTHON_VERSION}*", "bin", name)),
+                    reverse=True)  # fmt: skip
+    return found
+
+
+def runtime_python() -> str:
+    """An interpreter of the runtime's Python minor (its .pyc are the ones Lambda loads)."""
+    probe = "import sys; print(sys.implementation.cache_tag)"
+    for candidate in _candidates():
+        try:
+            out = subprocess.run([candidate, "-c", probe], capture_output=True, text=True,
+                                 timeout=30, check=False)  # fmt: skip
+        except OSError:
+            continue
+        if out.returncode == 0 and out.stdout.strip() == CACHE_TAG:
+            return candidate
+    raise BundlingError(
+        f"no python{PYTHON_VERSION} to compile the Lambda bytecode with (looked on PATH, in "
+        f"pyenv and at ${PYTHON_SWITCH}): install it (e.g. `pyenv install {PYTHON_VERSION}`), "
+        f"name it with {PYTHON_SWITCH}=/path/to/python{PYTHON_VERSION}, or build without "
+        f"bytecode with {BYTECODE_SWITCH}=off (every cold start then compiles every module)"
+    )
+
+
+def _bytecode_tag() -> bytes:
+    """What the bytecode of a bundle depends on (part of its digest)."""
+    return f"bytecode:{CACHE_TAG}:unchecked-hash".encode() if bytecode_enabled() else b"source"
+
+
+def compile_bytecode(directory: Path) -> None:
+    """``.pyc`` of every module under ``directory``, by the runtime's Python, unchecked-hash."""
+    if not bytecode_enabled():
+        print(f"vdq bundle: {BYTECODE_SWITCH}=off, {directory.name} ships without bytecode",
+              file=sys.stderr)  # fmt: skip
+        return
+    python = runtime_python()
+    result = subprocess.run(
+        [python, "-m", "compileall", "-q", "-q", "--invalidation-mode", "unchecked-hash",
+         str(directory)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise BundlingError(f"compiling {directory} with {python} failed:\n"
+                            f"{result.stdout}{result.stderr}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -144,6 +216,7 @@ def dependencies_layer() -> Bundle:
     digest = _digest(
         [
             PYTHON_VERSION.encode(),
+            _bytecode_tag(),
             *(r.encode() for r in requirements),
             *(w.name.encode() for w in wheels),
         ]
@@ -174,8 +247,10 @@ def dependencies_layer() -> Bundle:
                 "installing the runtime dependencies from the wheelhouse failed (run `make venv` "
                 f"to refresh it):\n{result.stderr}"
             )
+        # pip ran without compiling (its Python is not the runtime's): compile for 3.13 now.
         for cache in (work / "python").rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
+        compile_bytecode(work / "python")
 
     return _cached("deps", digest, build)
 
@@ -188,7 +263,8 @@ def function_code(name: str) -> Bundle:
         raise BundlingError(f"no function directory {handler_dir}")
     files = [ROOT / "functions" / "__init__.py", *_source_files(shared, handler_dir)]
     digest = _digest(
-        [p for f in files for p in (str(f.relative_to(ROOT)).encode(), f.read_bytes())]
+        [_bytecode_tag()]
+        + [p for f in files for p in (str(f.relative_to(ROOT)).encode(), f.read_bytes())]
     )
 
     def build(work: Path) -> None:
@@ -198,6 +274,7 @@ def function_code(name: str) -> Bundle:
                 relative = relative.relative_to("shared")
             (work / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, work / relative)
+        compile_bytecode(work)
 
     return _cached(name, digest, build)
 

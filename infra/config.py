@@ -65,6 +65,17 @@ def _as_bool(value: Any) -> bool:
     raise ConfigError(f"not a boolean: {value!r}")
 
 
+# An SQS event source's MaximumConcurrency: Lambda accepts 2 to 1000.
+MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000
+
+
+def _concurrency(node: Node, key: str) -> int:
+    value = int(_get(node, key, MIN_CONCURRENCY))
+    if not MIN_CONCURRENCY <= value <= MAX_CONCURRENCY:
+        raise ConfigError(f"{key} must be {MIN_CONCURRENCY} to {MAX_CONCURRENCY}, not {value}")
+    return value
+
+
 def _as_map(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
@@ -76,6 +87,9 @@ class DeployConfig:
     memory_mb: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MEMORY_MB))
     timeout_seconds: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUT_SECONDS))
     send_max_concurrency: int = 2
+    # The results consumer (SES events, deferred Twilio lookups): a burst of SES events must
+    # not take a new account's whole concurrency (often 10) and throttle the API.
+    results_max_concurrency: int = 2
     api_throttle_rate: float = 50.0
     api_throttle_burst: int = 100
     twilio_secret_name: str = "vdq/twilio"
@@ -83,6 +97,16 @@ class DeployConfig:
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
     files_noncurrent_days: int = 1
+    # SES open and click events: SES rewrites every link and adds a pixel to every HTML email,
+    # and each open or click costs an SNS publish, an SQS message, a share of a Lambda
+    # invocation and a DynamoDB write. Off unless the deployer wants them.
+    open_click_tracking: bool = False
+    # API Gateway's CloudWatch role is one setting per account and region: a stack that sets it
+    # overrides any other and leaves the account pointing at a deleted role when deleted.
+    cloud_watch_role: bool = False
+    # Stage execution (ERROR) and access logs: they need that account setting (set once, by
+    # the deployer or by cloud_watch_role), or the deploy fails. Default: cloud_watch_role.
+    api_logs: bool = False
     settings: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -109,12 +133,14 @@ class DeployConfig:
             webhook_url = webhook_url.strip()
         Settings.from_env(settings)  # a bad value fails the synth, naming the setting
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
+        cloud_watch_role = _as_bool(_get(node, "vdq:cloudWatchRole", False))
         return cls(
             deletion_protection=_as_bool(_get(node, "vdq:deletionProtection", True)),
             log_retention_days=int(_get(node, "vdq:logRetentionDays", 30)),
             memory_mb={k: int(v) for k, v in memory.items()},
             timeout_seconds={k: int(v) for k, v in timeouts.items()},
-            send_max_concurrency=int(_get(node, "vdq:sendMaxConcurrency", 2)),
+            send_max_concurrency=_concurrency(node, "vdq:sendMaxConcurrency"),
+            results_max_concurrency=_concurrency(node, "vdq:resultsMaxConcurrency"),
             api_throttle_rate=float(_get(node, "vdq:apiThrottleRate", 50)),
             api_throttle_burst=int(_get(node, "vdq:apiThrottleBurst", 100)),
             twilio_secret_name=str(_get(node, "vdq:twilioSecretName", "vdq/twilio")),
@@ -122,5 +148,8 @@ class DeployConfig:
             alarm_email=_get(node, "vdq:alarmEmail", None) or None,
             machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
             files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),
+            open_click_tracking=_as_bool(_get(node, "vdq:openClickTracking", False)),
+            cloud_watch_role=cloud_watch_role,
+            api_logs=_as_bool(_get(node, "vdq:apiLogs", cloud_watch_role)),
             settings=settings,
         )

@@ -38,6 +38,7 @@ class Monitoring(Construct):
         *,
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
+        email_events_topic: sns.ITopic,
         rest_api: apigw.RestApi,
         alarm_email: str | None,
     ) -> None:
@@ -55,6 +56,16 @@ class Monitoring(Construct):
                 ),
                 f"messages in the {name} dead-letter queue: inspect, fix, redrive",
             )
+        # SNS could not deliver SES events to the results queue (they go to the EmailEvents
+        # dead-letter queue once SNS gives up). Events SES itself fails to publish have no
+        # metric: the email timeout (VDQ_EMAIL_TIMEOUT_HOURS) is the backstop for those.
+        self._alarm(
+            "EmailEventDeliveryFailures",
+            email_events_topic.metric_number_of_notifications_failed(
+                period=_FIVE_MINUTES, statistic="Sum"
+            ),
+            "SNS failed to deliver SES events to the results queue",
+        )
         self._alarm(
             "ErroredItems",
             vdq_metric(resources.METRIC_ITEMS_ERRORED),

@@ -1,4 +1,9 @@
-"""EventBridge Scheduler: the periodic tasks of the schedule function."""
+"""EventBridge Scheduler: the periodic tasks of the schedule function.
+
+Invocations the scheduler gives up on (after its retries, or too old) go to the schedules' own
+dead-letter queue, watched by its own alarm: they say the schedule function failed, which is
+another matter than a provider event the results consumer could not record.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +26,20 @@ TASKS = {
 
 
 class Schedules(Construct):
-    def __init__(
-        self, scope: Construct, id: str, *, function: lambda_.IFunction, dead_letters: sqs.IQueue
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, function: lambda_.IFunction) -> None:
         super().__init__(scope, id)
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        suppress(
+            self.dead_letters,
+            "SQS3",
+            "it is a dead-letter queue: the schedules' (cdk-nag sees SQS redrives only)",
+        )
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com")
         )
@@ -40,7 +55,7 @@ class Schedules(Construct):
                     # A missed minute is made up by the next run: never pile runs up.
                     max_event_age=Duration.minutes(5) if task != "purge" else Duration.hours(6),
                     retry_attempts=2,
-                    dead_letter_queue=dead_letters,
+                    dead_letter_queue=self.dead_letters,
                     role=self.role,
                 ),
             )

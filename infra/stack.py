@@ -53,7 +53,12 @@ class VdqStack(Stack):
             send_timeout_seconds=config.timeout_seconds["send"],
             results_timeout_seconds=config.timeout_seconds["webhook"],
         )
-        email_events = EmailEvents(self, "EmailEvents", results_queue=messaging.results.queue)
+        email_events = EmailEvents(
+            self,
+            "EmailEvents",
+            results_queue=messaging.results.queue,
+            open_click_tracking=config.open_click_tracking,
+        )
         environment = {
             **config.settings,
             "VDQ_TABLE_NAME": data.table.table_name,
@@ -77,6 +82,7 @@ class VdqStack(Stack):
             messaging.results.queue,
             batch_size=resources.RESULTS_BATCH_SIZE,
             batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS,
+            max_concurrency=config.results_max_concurrency,
         )
         api = Api(
             self,
@@ -94,12 +100,7 @@ class VdqStack(Stack):
         if config.twilio_webhook_url != "":
             for function in (functions.send, functions.webhook, functions.schedule):
                 function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
-        schedules = Schedules(
-            self,
-            "Schedules",
-            function=functions.schedule,
-            dead_letters=messaging.results.dead_letters,
-        )
+        schedules = Schedules(self, "Schedules", function=functions.schedule)
         monitoring = Monitoring(
             self,
             "Monitoring",
@@ -107,7 +108,10 @@ class VdqStack(Stack):
             dead_letter_queues={
                 "Send": messaging.send.dead_letters,
                 "Results": messaging.results.dead_letters,
+                "Schedule": schedules.dead_letters,
+                "EmailEvents": email_events.dead_letters,
             },
+            email_events_topic=email_events.topic,
             rest_api=api.rest_api,
             alarm_email=config.alarm_email,
         )
@@ -140,6 +144,12 @@ class VdqStack(Stack):
             ),
             ("SendDeadLetterQueue", messaging.send.dead_letters.queue_url, "send DLQ"),
             ("ResultsDeadLetterQueue", messaging.results.dead_letters.queue_url, "results DLQ"),
+            ("ScheduleDeadLetterQueue", schedules.dead_letters.queue_url, "schedule runs DLQ"),
+            (
+                "EmailEventsDeadLetterQueue",
+                email_events.dead_letters.queue_url,
+                "SES events SNS could not deliver",
+            ),
             ("Dashboard", monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
         ):
             CfnOutput(self, name, value=value, description=description)

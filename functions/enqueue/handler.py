@@ -25,9 +25,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return api.response(404, api.error_body("not_found", "no such route"))
         who = api.caller(event, runtime.settings)
         body = api.json_body(event)
-        result = intake.submit(
-            method, body, who, runtime, idempotency_key=api.header(event, "Idempotency-Key")
-        )
+        key = api.header(event, "Idempotency-Key")
+        if key is not None:  # only then: the idempotency utility loads on first use
+            # A record this invocation leaves "in progress" expires at its deadline.
+            config = intake.idempotency_config(runtime.settings.idempotency_seconds)
+            config.register_lambda_context(context)
+        result = intake.submit(method, body, who, runtime, idempotency_key=key)
         return api.response(201, result)
     except VdqError as exc:
         if exc.status >= 500:

@@ -18,7 +18,7 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 from vdq import api
 from vdq.errors import ValidationError, VdqError
-from vdq.observability import logger, tracer
+from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
@@ -148,5 +148,6 @@ def no_route() -> Response:
 
 @logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics  # resends (ItemsEnqueued) and errors it causes reach the dashboard and alarms
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event)

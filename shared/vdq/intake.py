@@ -64,21 +64,33 @@ def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[
 
 
 @lru_cache(maxsize=4)
-def _idempotent(table_name: str, seconds: int) -> Any:
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
+def idempotency_config(seconds: int) -> Any:
+    """The Powertools IdempotencyConfig of enqueue, one per process (and record lifetime).
 
-    persistence = DynamoDBPersistenceLayer(table_name=table_name, key_attr="pk",
-                                           sort_key_attr="sk")  # fmt: skip
-    config = IdempotencyConfig(
+    The handler registers each invocation's Lambda context on it (``register_lambda_context``):
+    a record left "in progress" by an invocation that timed out then expires at that
+    invocation's deadline, instead of answering 409 until the record's ``seconds`` pass.
+    """
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    return IdempotencyConfig(
         event_key_jmespath="[caller, method, key]",
         payload_validation_jmespath="body",
         expires_after_seconds=seconds,
         raise_on_no_idempotency_key=True,
     )
+
+
+@lru_cache(maxsize=4)
+def _idempotent(table_name: str, seconds: int) -> Any:
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        idempotent_function,
+    )
+
+    persistence = DynamoDBPersistenceLayer(table_name=table_name, key_attr="pk",
+                                           sort_key_attr="sk")  # fmt: skip
+    config = idempotency_config(seconds)
 
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence,
                          config=config)  # fmt: skip

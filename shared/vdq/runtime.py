@@ -7,6 +7,8 @@ for the clients it touches.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -20,6 +22,25 @@ from vdq.settings import Settings, get_settings
 
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3,
                       read_timeout=10)  # fmt: skip
+# Variables that point boto3's S3 client at another endpoint (the local stack's moto server).
+_S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def s3_config(environ: Mapping[str, str] | None = None) -> Config:
+    """The S3 client's config: SigV4 URLs on the bucket's regional endpoint.
+
+    Presigned download URLs must be SigV4 (SigV2 is refused in newer regions) and name the
+    region's endpoint (``<bucket>.s3.<region>.amazonaws.com``): on the global endpoint, which
+    botocore otherwise uses for them, a new bucket outside us-east-1 answers with a redirect and
+    a signature error for up to a day, and opt-in regions never answer. us-east-1 takes its
+    regional endpoint too, so every region is alike. With a custom endpoint (the local stack)
+    botocore's own addressing stays: a virtual host under ``localhost`` does not resolve.
+    """
+    environ = os.environ if environ is None else environ
+    if any(environ.get(name) for name in _S3_ENDPOINT_VARIABLES):
+        return _BOTO_CONFIG.merge(Config(signature_version="s3v4"))
+    regional = {"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+    return _BOTO_CONFIG.merge(Config(signature_version="s3v4", s3=regional))
 
 
 @dataclass
@@ -33,10 +54,7 @@ class Runtime:
 
     def client(self, service: str) -> Any:
         if service not in self.overrides:
-            config = _BOTO_CONFIG
-            if service == "s3":
-                # Presigned download URLs must be SigV4: SigV2 is refused in newer regions.
-                config = config.merge(Config(signature_version="s3v4"))
+            config = s3_config() if service == "s3" else _BOTO_CONFIG
             self.overrides[service] = boto3.client(service, config=config)
         return self.overrides[service]
 

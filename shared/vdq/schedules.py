@@ -5,11 +5,12 @@ each item strongly consistent and acts only if the item is still as the timer sa
 is eventually consistent, so an entry can be stale. One item's failure (a Twilio error, a lost
 race) is logged and the run goes on.
 
-- SMS (only with ``TWILIO_ACCOUNT_SID``): awaiting SMS carry an ``await`` timer keyed on
-  ``done_since``, which never changes, so a retried item keeps its window. The timeout check
-  fetches the status one last time and applies ``timeout`` when it is still not final. Polling
-  mode (no ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at
-  most ``VDQ_SMS_POLL_BATCH`` a run.
+- SMS (only with a Twilio account: ``TWILIO_ACCOUNT_SID``, or the secret of a deploy, which
+  names it): awaiting SMS carry an ``await`` timer keyed on ``done_since``, which never
+  changes, so a retried item keeps its window. The timeout check fetches the status one last
+  time and applies ``timeout`` when it is still not final. Polling mode (no
+  ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at most
+  ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due.
 - Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
   took the message is unknown, and a later provider event still finds the item by its key.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message

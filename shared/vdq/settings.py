@@ -153,7 +153,7 @@ class Settings:
     )
     # SMS.
     twilio_account_sid: str | None = _setting(
-        "TWILIO_ACCOUNT_SID", None, _optional_text, "Twilio account (enables the SMS checks)"
+        "TWILIO_ACCOUNT_SID", None, _optional_text, "Twilio account (or the secret below)"
     )
     twilio_auth_token: str | None = _setting(
         "TWILIO_AUTH_TOKEN", None, _optional_text, "Twilio auth token (or the secret below)"
@@ -162,7 +162,7 @@ class Settings:
         "VDQ_TWILIO_SECRET_NAME",
         None,
         _optional_text,
-        "Secrets Manager secret with account_sid and auth_token",
+        "Secrets Manager secret with account_sid and auth_token (a deploy sets it)",
     )
     twilio_webhook_url: str | None = _setting(
         "TWILIO_WEBHOOK_URL", None, _optional_text, "status callback URL; empty selects polling"
@@ -278,7 +278,12 @@ class Settings:
 
     @property
     def sms_checks_enabled(self) -> bool:
-        return self.twilio_account_sid is not None
+        """A Twilio account is configured: its SID as a setting, or the secret that names it.
+
+        A deploy configures Twilio through the secret only (its ``account_sid`` is read with
+        the token, when an awaiting SMS is first checked), so the checks run there by default.
+        """
+        return self.twilio_account_sid is not None or self.twilio_secret_name is not None
 
     @property
     def twilio_polling(self) -> bool:

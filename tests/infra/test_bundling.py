@@ -23,7 +23,12 @@ def test_function_code_is_vdq_plus_its_own_handler_directory(synth):
     code = bundling.function_code("webhook")
     top = {p.name for p in code.path.iterdir()}
     assert top == {"vdq", "functions"}
-    assert {p.name for p in (code.path / "functions").iterdir()} == {"__init__.py", "webhook"}
+    # and the bytecode of functions/__init__.py (see the bytecode tests below)
+    assert {p.name for p in (code.path / "functions").iterdir()} == {
+        "__init__.py",
+        "__pycache__",
+        "webhook",
+    }
 
 
 def test_a_repeated_build_reuses_the_cached_bundle(synth):
@@ -41,3 +46,52 @@ def test_bundling_refuses_a_bundle_that_would_carry_the_cdk(tmp_path):
     (tmp_path / "aws_cdk").mkdir()
     with pytest.raises(bundling.BundlingError, match="aws_cdk"):
         bundling._refuse_forbidden("probe", tmp_path)
+
+
+def _pyc_flags(pyc) -> int:
+    """The flags word of a .pyc header (PEP 552): 1 = hash-based, source never checked."""
+    return int.from_bytes(pyc.read_bytes()[4:8], "little")
+
+
+def _module_without_bytecode(root):
+    for source in root.rglob("*.py"):
+        pyc = source.parent / "__pycache__" / f"{source.stem}.{bundling.CACHE_TAG}.pyc"
+        if not pyc.is_file():
+            return source
+    return None
+
+
+def test_function_code_ships_unchecked_hash_bytecode_of_the_runtimes_python(synth):
+    code = bundling.function_code("send")
+    assert bundling.CACHE_TAG == "cpython-313"
+    assert _module_without_bytecode(code.path) is None
+    pycs = list(code.path.rglob("*.pyc"))
+    assert pycs and all(p.name.endswith(".cpython-313.pyc") for p in pycs)
+    assert {_pyc_flags(p) for p in pycs} == {1}  # unchecked-hash: no stat, no source hashing
+
+
+def test_dependencies_layer_ships_bytecode_of_the_runtimes_python(synth):
+    site = bundling.dependencies_layer().path / "python"
+    for package in ("boto3", "botocore", "aws_lambda_powertools", "pynamodb", "twilio"):
+        assert _module_without_bytecode(site / package) is None, package
+    init = site / "botocore" / "__pycache__" / "__init__.cpython-313.pyc"
+    assert _pyc_flags(init) == 1
+    assert not [p for p in site.rglob("*.pyc") if ".cpython-313." not in p.name]
+
+
+def test_without_the_runtimes_python_the_build_stops_and_says_how_to_go_on(monkeypatch):
+    monkeypatch.setattr(bundling, "_candidates", lambda: [])
+    monkeypatch.delenv(bundling.BYTECODE_SWITCH, raising=False)
+    with pytest.raises(bundling.BundlingError, match=r"python3\.13.*VDQ_BUNDLE_BYTECODE=off"):
+        bundling.runtime_python()
+
+
+def test_building_without_bytecode_is_explicit_and_gets_its_own_cache_entry(monkeypatch,
+                                                                            tmp_path):  # fmt: skip
+    (tmp_path / "m.py").write_text("x = 1\n")
+    with_bytecode = bundling._bytecode_tag()
+    monkeypatch.setenv(bundling.BYTECODE_SWITCH, "off")
+    monkeypatch.setattr(bundling, "_candidates", lambda: [])  # never asked for
+    bundling.compile_bytecode(tmp_path)
+    assert not list(tmp_path.rglob("*.pyc"))
+    assert bundling._bytecode_tag() != with_bytecode
