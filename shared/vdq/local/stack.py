@@ -69,13 +69,11 @@ class LocalStack:
         self.faults = Faults.parse(fault_text, self.local.local_fault_rate,
                                    self.local.local_fault_delay_seconds)  # fmt: skip
 
-        from moto.server import ThreadedMotoServer
+        from vdq.local.aws import LocalAws
 
-        moto_port = free_port()
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-        self.moto.start()
+        self.moto = LocalAws(free_port()).start()  # moto, closed to web pages (no CORS)
         self._parts.append(self.moto)
-        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.moto_url = self.moto.url
         self.env["AWS_ENDPOINT_URL"] = self.moto_url
 
         import boto3
