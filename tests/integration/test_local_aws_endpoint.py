@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-import requests
 from botocore.config import Config
 
+import requests
 from vdq.local.aws import LocalAws
 from vdq.local.serving import free_port
 
