@@ -8,6 +8,7 @@ resources created here and the Twilio sandbox.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
@@ -224,7 +225,11 @@ def run(options: Options) -> int:
     except KeyboardInterrupt:
         print("\nstopping the local stack ...", flush=True)
     except OSError as exc:
-        print(f"vdq local: cannot start: {exc}", file=sys.stderr)
+        if exc.errno == errno.EADDRINUSE:
+            print(f"vdq local: port {options.port} is in use (another vdq local?); "
+                  f"choose another with --port", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"vdq local: cannot start: {exc.strerror or exc}", file=sys.stderr)
         stack.stop()
         return 3
     stack.stop()
