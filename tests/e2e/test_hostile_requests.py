@@ -85,12 +85,18 @@ def test_a_body_that_cannot_be_stored_in_one_item_is_a_422_naming_the_limit(stac
 
 
 def test_a_body_over_10_mb_is_a_413(stack):
+    """10 MB is API Gateway's payload limit; over it the answer is 413 before any function."""
     answer = stack.api("POST", "/emails", data=b" " * (10 * 1024 * 1024 + 1),
                        headers={"Content-Type": "application/json"})  # fmt: skip
     assert answer.status_code == 413
 
 
 def test_trace_head_and_unknown_methods_are_405_with_allow(stack):
+    """A REST API serves only the methods defined on a resource: HEAD is a method of its own (the
+    console adds it like any other; aws-apigateway-importer#176), never implied by GET, and a
+    method no resource has is API Gateway's 403 "Missing Authentication Token" (a routing
+    failure). The local front says what that means: 405 naming the methods in ``Allow``; the
+    resource is picked as API Gateway picks it (a static path before a parameter)."""
     for method in ("TRACE", "HEAD", "PURGE", "DELETE"):
         answer = stack.api(method, "/queue-items")
         assert answer.status_code == 405, method
@@ -119,6 +125,9 @@ def test_a_chunked_body_is_read_whole(stack):
 
 
 def test_a_content_length_that_is_not_a_number_is_a_400(stack):
+    """API Gateway's edge (CloudFront) refuses a request whose framing it cannot read with 400
+    before any stage sees it; a malformed chunked body is the same. The connection is closed,
+    as the rest of the body cannot be skipped."""
     status, _, body = raw_request(stack, (
         "POST /sms HTTP/1.1\nHost: 127.0.0.1:{port}\nAuthorization: Bearer {token}\n"
         "Content-Type: application/json\nContent-Length: twelve\n\n"), b"{}")  # fmt: skip
