@@ -8,10 +8,10 @@ authorizer passes them. ``GET /_local/status`` reports the parts of the stack.
 
 What happens before a function runs follows API Gateway's REST API: a trailing slash reaches the
 same resource (the event's ``path`` keeps it); a body over 10 MB is 413; a chunked body is
-read whole (the function gets the body, never the chunks); a Content-Length that is not a number
-is 400. Where API Gateway answers a method no resource has with 403 "Missing Authentication
-Token", the local front answers what that means: 405 with ``Allow`` (HEAD and TRACE included:
-a REST API serves HEAD only where it is defined).
+read whole (the function gets the body, and no Transfer-Encoding header, as API Gateway drops
+it); a Content-Length that is not a number is 400. Where API Gateway answers a method no
+resource has with 403 "Missing Authentication Token", the local front answers what that means:
+405 with ``Allow`` (HEAD and TRACE included: a REST API serves HEAD only where it is defined).
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     query = parse_qs(url.query, keep_blank_values=True)
     headers: dict[str, list[str]] = {}
     for name, value in request.headers.items():
-        headers.setdefault(name, []).append(value)
+        if name.lower() != "transfer-encoding":  # API Gateway drops it: the body comes whole
+            headers.setdefault(name, []).append(value)
     headers.setdefault("X-Forwarded-Proto", ["http"])
     headers.setdefault("X-Forwarded-Port", [str(getattr(request.server, "server_port", ""))])
     content_type = request.headers.get("Content-Type") or ""
