@@ -155,6 +155,24 @@ def _check(args: argparse.Namespace, top: argparse.ArgumentParser) -> None:
                       f"{', '.join(wanted)}{other}")  # fmt: skip
     if getattr(args, "limit", 1) is not None and not 1 <= getattr(args, "limit", 1) <= 100:
         top.error(f"{args.command}: --limit takes 1 to 100")
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not _is_utf8(text):
+                option = _OPTION_OF.get(name) or "--" + name.replace("_", "-")
+                top.error(f"{args.command}: {option} is not UTF-8 text (check the terminal's "
+                          "or the file's encoding)")  # fmt: skip
+
+
+_OPTION_OF = {"sender": "--from", "sender_name": "--from-name", "id": "ID", "ids": "ID"}
+
+
+def _is_utf8(text: str) -> bool:
+    """False for an argument holding bytes the locale could not decode (surrogate escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def completion(args: argparse.Namespace) -> int:
