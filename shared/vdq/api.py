@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from vdq.errors import BadRequest, Forbidden, Unauthorized, VdqError
+from vdq.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
 from vdq.settings import Settings
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
@@ -62,6 +62,9 @@ def caller(event: Mapping[str, Any], settings: Settings) -> Caller:
 
 
 def json_body(event: Mapping[str, Any]) -> Any:
+    """The request's JSON body; BadRequest (400) naming the problem for any malformed body,
+    PayloadTooLarge (413) over API Gateway's limit, ValidationError (422) for a string that is
+    not text. Never a Python error message: the client reads these."""
     raw = event.get("body")
     if raw is None or raw == "":
         raise BadRequest("the request needs a JSON body")
@@ -73,11 +76,54 @@ def json_body(event: Mapping[str, Any]) -> Any:
         except (ValueError, UnicodeDecodeError):
             raise BadRequest("the body is not UTF-8 text") from None
     if len(raw) > MAX_BODY_BYTES:
-        raise BadRequest("the body is too large")
+        raise PayloadTooLarge(f"the body is over the limit of {MAX_BODY_BYTES} bytes")
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+        data = json.loads(raw, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(
+            f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except _NotJson as exc:
+        raise BadRequest(str(exc)) from None
+    except RecursionError:
+        raise BadRequest(f"the body nests more than {MAX_DEPTH} levels deep") from None
+    except ValueError:  # the integer digit limit (sys.get_int_max_str_digits)
+        raise BadRequest("the body holds a number too long to read") from None
+    check_json(data)
+    return data
+
+
+MAX_DEPTH = 32  # a VDQ body nests 4 levels; a deeper one is refused before anything walks it
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"the body is not valid JSON: {name} is not a JSON value")
+
+
+def check_json(data: Any) -> None:
+    """Refuse nesting over MAX_DEPTH (400) and strings or keys holding a lone surrogate (422,
+    naming the field): such a string cannot be encoded as UTF-8, so it could never be sent."""
+    from vdq.messages import check_text
+
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise BadRequest(f"the body nests more than {MAX_DEPTH} levels deep")
+        if isinstance(value, str):
+            check_text(value, path or "body", single_line=False)
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                name = key.encode("ascii", "backslashreplace").decode()
+                name = f"{path}.{name}" if path else name
+                check_text(key, name, single_line=False)
+                stack.append((inner, name, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((inner, f"{path}[{i}]", depth + 1) for i, inner in enumerate(value))
 
 
 def header(event: Mapping[str, Any], name: str) -> str | None:

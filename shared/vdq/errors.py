@@ -35,6 +35,11 @@ class BadRequest(VdqError):
     code = "bad_request"
 
 
+class PayloadTooLarge(VdqError):
+    status = 413
+    code = "too_large"
+
+
 class Unauthorized(VdqError):
     status = 401
     code = "unauthorized"

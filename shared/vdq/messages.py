@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +29,15 @@ _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _CONTENT_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
 _CONTENT_ID = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
+# (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
+# for mail software) and the Unicode line and paragraph separators U+2028/U+2029.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# The content record is one DynamoDB item (400 KB, attribute names included): the encoded content
+# may take this much, leaving room for the item's other attributes.
+MAX_STORED_CONTENT = 380_000
 
 
 @dataclass(frozen=True)
@@ -147,11 +157,29 @@ def _string(
         raise ValidationError(path, "must not be empty")
     if len(value) > max_len:
         raise ValidationError(path, f"must be at most {max_len} characters")
-    if single_line and _CONTROL.search(value):
-        raise ValidationError(path, "must not contain line breaks or control characters")
+    check_text(value, path, single_line=single_line)
+    return value
+
+
+def check_text(value: str, path: str, *, single_line: bool) -> None:
+    """ValidationError unless ``value`` is text that can be sent (and, if asked, one line)."""
+    found = _SURROGATE.search(value)
+    if found:
+        raise ValidationError(
+            path,
+            f"must not contain a lone surrogate "
+            f"(U+{ord(found.group()):04X} at {found.start()}): not text",
+        )
+    if single_line:
+        found = _CONTROL.search(value)
+        if found:
+            raise ValidationError(
+                path,
+                f"must not contain line breaks or control characters "
+                f"(U+{ord(found.group()):04X} at {found.start()})",
+            )
     if "\x00" in value:
         raise ValidationError(path, "must not contain NUL characters")
-    return value
 
 
 def email_address(value: Any, path: str) -> str:
@@ -271,9 +299,7 @@ def parse_email(
     text = _string(body.get("text"), "text", max_len=MAX_TEXT, single_line=False)
     html = _string(body.get("html"), "html", max_len=MAX_TEXT, required=False, single_line=False)
     raw_attachments = _list(body.get("attachments"), "attachments", required=False, max_items=100)
-    attachments = tuple(
-        _attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments)
-    )
+    attachments = tuple(_attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments))
     total = sum(len(a.content) for a in attachments)
     if total > max_attachment_bytes:
         raise ValidationError(
@@ -293,7 +319,42 @@ def parse_email(
     )
     if len(email.receivers()) > max_receivers:
         raise ValidationError("to", f"at most {max_receivers} receivers in one request")
+    _check_stored_size(email)
     return email
+
+
+def stored_content_size(email: Email) -> int:
+    """Bytes the email's content record takes as the store writes it (file ids included): the
+    store's own encoding (vdq.store.encode_content) when the size is near the limit; far below
+    it, the raw JSON or a fast deflate, which the store's smallest encoding does not exceed
+    (measuring bzip2 on a megabyte of HTML takes a second)."""
+    from vdq.ids import new_id
+
+    content = {**email.content(), "attachments": [new_id() for _ in email.attachments]}
+    raw = json.dumps(content, separators=(",", ":")).encode()
+    if len(raw) <= MAX_STORED_CONTENT - 1024:  # compression never adds 1 KB to what fits
+        return len(raw)
+    quick = len(zlib.compress(raw, 1))
+    if quick <= MAX_STORED_CONTENT * 0.9:  # deflate at level 9 stores at most about this
+        return quick
+    from vdq.store import encode_content
+
+    return len(encode_content(content))
+
+
+def _check_stored_size(email: Email) -> None:
+    size = stored_content_size(email)
+    if size <= MAX_STORED_CONTENT:
+        return
+    content = email.content()
+    parts = {key: len(json.dumps(content[key]).encode()) for key in
+             ("text", "html", "subject", "to", "cc", "reply_to")}  # fmt: skip
+    field = max(parts, key=lambda key: parts[key])
+    raise ValidationError(
+        field,
+        f"the email's content takes {size} bytes stored (compressed) and the limit is "
+        f"{MAX_STORED_CONTENT}: make the {field} shorter or send a file as an attachment",
+    )
 
 
 def parse_sms(data: Any, *, max_receivers: int = 1000) -> Sms:

@@ -111,6 +111,28 @@ def test_enqueue_never_fails_with_5xx_and_invalid_input_queues_nothing(fuzz_rt, 
         assert "error" in json.loads(answer["body"])
 
 
+@pytest.mark.parametrize("sample,handler", [
+    ("apigw_post_emails", enqueue_handler), ("apigw_post_sms", enqueue_handler),
+    ("apigw_operator_bulk_resend", operator_handler),
+])  # fmt: skip
+@pytest.mark.parametrize("raw,status,words", [
+    ("[" * 100_000, 400, "nests more than 32 levels"),  # was RecursionError: 502 and 500
+    ('{"ids": [' * 40 + "]}" * 40, 400, "nests more than 32 levels"),
+    ('{"n": ' + "9" * 5000 + "}", 400, "number too long"),
+    ('{"x": "\\ud800"}', 422, "lone surrogate"),
+])  # fmt: skip
+def test_a_malformed_body_is_a_4xx_naming_the_problem_at_every_json_endpoint(
+    fuzz_rt, sample, handler, raw, status, words
+):
+    before = snapshot(fuzz_rt)
+    event = api_event(sample, body=raw, groups=["vdq-admins"])
+    answer = handler.handler(event, LambdaContext())
+    check(answer["statusCode"])
+    assert answer["statusCode"] == status
+    assert words in json.loads(answer["body"])["error"]["message"]
+    assert snapshot(fuzz_rt) == before
+
+
 OPERATOR_SAMPLES = ["transition", "resend", "bulk_resend", "get_queue_item", "get_sent_item",
                     "list_queue_items", "list_sent_items", "attachment"]  # fmt: skip
 

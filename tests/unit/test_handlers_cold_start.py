@@ -119,8 +119,11 @@ def test_a_path_parameter_is_one_segment_passed_by_name():
                       "isBase64Encoded": False,
                       "multiValueHeaders": {"Content-Type": ["application/json"]}}  # fmt: skip
     assert json.loads(_get(app, "/queue-items/a%20b:c@d")["body"]) == {"id": "a%20b:c@d"}
-    for path in ("/queue-items/a/b", "/queue-items/", "/queue-items/a#b", "/queue-items/a?b"):
+    for path in ("/queue-items/a/b", "/queue-items//", "/queue-items/a#b", "/queue-items/a?b"):
         assert _get(app, path)["statusCode"] == 404, path
+    # A trailing slash is not an empty parameter: API Gateway routes /x/ to the resource /x.
+    assert _get(app, "/queue-items/") == _get(app, "/queue-items")
+    assert _get(app, "/queue-items/01JDQ5V7X3K9/") == answer
 
 
 def test_another_method_or_an_unknown_path_is_not_found():

@@ -5,6 +5,13 @@ Each request becomes the event API Gateway's REST API passes to a Lambda proxy i
 need ``Authorization: Bearer <JWT>``, an HS256 token verified with ``VDQ_LOCAL_JWT_SECRET``; its
 ``sub`` and ``cognito:groups`` become ``requestContext.authorizer.claims`` as the Cognito
 authorizer passes them. ``GET /_local/status`` reports the parts of the stack.
+
+What happens before a function runs follows API Gateway's REST API: a trailing slash reaches the
+same resource (the event's ``path`` keeps it); a body over 10 MB is 413; a chunked body is
+read whole (the function gets the body, and no Transfer-Encoding header, as API Gateway drops
+it); a Content-Length that is not a number is 400. Where API Gateway answers a method no
+resource has with 403 "Missing Authentication Token", the local front answers what that means:
+405 with ``Allow`` (HEAD and TRACE included: a REST API serves HEAD only where it is defined).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 
+from vdq.api import MAX_BODY_BYTES
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
 
@@ -85,17 +93,66 @@ def verify_token(secret: str, header: str | None) -> dict[str, str] | None:
     return out
 
 
-def _find(method: str, path: str) -> tuple[Route, dict[str, str]] | str | None:
-    """(route, path parameters); "method" when the path exists with another method."""
-    other = False
-    for route in ROUTES:
-        params = route.match(path)
-        if params is None:
-            continue
+def _find(method: str, path: str) -> tuple[Route, dict[str, str]] | list[str] | None:
+    """(route, path parameters); the methods the path's resource has when ``method`` is not one.
+
+    The path is the resource with the fewest parameters that fits it, as API Gateway picks:
+    ``/sent-items/resend`` is that resource, never ``/sent-items/{id}``.
+    """
+    fits = [(r, params) for r in ROUTES if (params := r.match(path)) is not None]
+    if not fits:
+        return None
+    resource = min((r.resource for r, _ in fits), key=lambda res: res.count("{"))
+    fits = [(r, params) for r, params in fits if r.resource == resource]
+    for route, params in fits:
         if route.method == method:
             return route, params
-        other = True
-    return "method" if other else None
+    return sorted({r.method for r, _ in fits})
+
+
+class BadBody(Exception):
+    def __init__(self, status: int, message: str, read: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.read = read  # the whole body was read: the connection can serve another request
+
+
+def read_body(request: QuietHandler) -> bytes:
+    """The request body as API Gateway hands it on: whole (chunked or not), at most 10 MB."""
+    if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
+        return _read_chunked(request)
+    text = (request.headers.get("Content-Length") or "0").strip()
+    if not text.isdigit():
+        raise BadBody(400, "the Content-Length header is not a number of bytes")
+    length = int(text)
+    if length > MAX_BODY_BYTES:
+        if length <= 2 * MAX_BODY_BYTES:  # read it away, so the client reads the answer
+            while length > 0:
+                length -= len(request.rfile.read(min(length, 1 << 20))) or length
+            raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes", True)
+        raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes")
+    return request.rfile.read(length) if length else b""
+
+
+def _read_chunked(request: QuietHandler) -> bytes:
+    body = bytearray()
+    while True:
+        size_line = request.rfile.readline(1024).split(b";", 1)[0].strip()
+        try:
+            size = int(size_line, 16)
+        except ValueError:
+            raise BadBody(400, "the chunked body is malformed") from None
+        if size < 0:
+            raise BadBody(400, "the chunked body is malformed")
+        if size == 0:
+            while request.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                pass  # trailer fields
+            return bytes(body)
+        if len(body) + size > MAX_BODY_BYTES:
+            raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes")
+        body += request.rfile.read(size)
+        request.rfile.readline(1024)  # the CRLF after the chunk
 
 
 def build_event(request: QuietHandler, route: Route, params: dict[str, str], body: bytes,
@@ -104,7 +161,8 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     query = parse_qs(url.query, keep_blank_values=True)
     headers: dict[str, list[str]] = {}
     for name, value in request.headers.items():
-        headers.setdefault(name, []).append(value)
+        if name.lower() != "transfer-encoding":  # API Gateway drops it: the body comes whole
+            headers.setdefault(name, []).append(value)
     headers.setdefault("X-Forwarded-Proto", ["http"])
     headers.setdefault("X-Forwarded-Port", [str(getattr(request.server, "server_port", ""))])
     content_type = request.headers.get("Content-Type") or ""
@@ -149,6 +207,8 @@ class Front:
         front = self
 
         class Handler(QuietHandler):
+            timeout = 60  # a client that stops sending mid-body frees its thread
+
             def do_GET(self) -> None:
                 front.handle(self)
 
@@ -170,19 +230,29 @@ class Front:
         self.server.stop()
 
     def handle(self, request: QuietHandler) -> None:
-        body = request.read_body()
+        try:
+            body = read_body(request)
+        except BadBody as exc:
+            code = "too_large" if exc.status == 413 else "bad_request"
+            # What is left of an unread body cannot be skipped: close the connection after.
+            request.answer(exc.status, {"error": {"code": code, "message": exc.message}},
+                           None if exc.read else {"Connection": "close"})  # fmt: skip
+            return
         path = urlsplit(request.path).path.rstrip("/") or "/"
-        if path == "/_local/status":
+        if path == "/_local/status" and request.command == "GET":
             request.answer(200, {"ready": self.ready, **self.status()})
             return
         found = _find(request.command, path)
-        if found is None or found == "method":
-            status = 405 if found == "method" else 404
-            request.answer(status, {"error": {"code": "not_found" if status == 404 else
-                                              "method_not_allowed",
-                                              "message": f"no route {request.command} {path}"}})
+        if not isinstance(found, tuple):
+            if found is None:
+                request.answer(404, {"error": {"code": "not_found",
+                                               "message": f"no route {request.command} {path}"}})
+            else:
+                request.answer(405, {"error": {"code": "method_not_allowed", "message":
+                                               f"{path} takes {', '.join(found)}, "
+                                               f"not {request.command}"}},
+                               {"Allow": ", ".join(found)})  # fmt: skip
             return
-        assert not isinstance(found, str)
         route, params = found
         if route.resource == "/health" and (not self.ready or
                                             not self.functions.available("operator")):
@@ -201,9 +271,10 @@ class Front:
         except LookupError as exc:
             request.answer(502, {"error": {"code": "function_missing", "message": str(exc)}})
             return
-        except Exception as exc:
+        except Exception:  # as API Gateway: the caller learns that, not the function's error
             log.exception("functions/%s raised", route.function)
-            request.answer(502, {"error": {"code": "function_error", "message": str(exc)}})
+            request.answer(502, {"error": {"code": "function_error",
+                                           "message": "the function failed; see the log"}})
             return
         self._respond(request, result)
 

@@ -8,6 +8,7 @@ resources created here and the Twilio sandbox.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
@@ -69,13 +70,11 @@ class LocalStack:
         self.faults = Faults.parse(fault_text, self.local.local_fault_rate,
                                    self.local.local_fault_delay_seconds)  # fmt: skip
 
-        from moto.server import ThreadedMotoServer
+        from vdq.local.aws import LocalAws
 
-        moto_port = free_port()
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-        self.moto.start()
+        self.moto = LocalAws(free_port()).start()  # moto, closed to web pages (no CORS)
         self._parts.append(self.moto)
-        self.moto_url = f"http://127.0.0.1:{moto_port}"
+        self.moto_url = self.moto.url
         self.env["AWS_ENDPOINT_URL"] = self.moto_url
 
         import boto3
@@ -226,7 +225,11 @@ def run(options: Options) -> int:
     except KeyboardInterrupt:
         print("\nstopping the local stack ...", flush=True)
     except OSError as exc:
-        print(f"vdq local: cannot start: {exc}", file=sys.stderr)
+        if exc.errno == errno.EADDRINUSE:
+            print(f"vdq local: port {options.port} is in use (another vdq local?); "
+                  f"choose another with --port", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"vdq local: cannot start: {exc.strerror or exc}", file=sys.stderr)
         stack.stop()
         return 3
     stack.stop()

@@ -5,8 +5,9 @@ operation id and gets that operation's method and path. Matching is what Powerto
 APIGatewayRestResolver did for this function, which this replaces because importing it loads
 every Powertools event class and asyncio (a third of the function's cold start): static routes
 first, then dynamic ones, in the order registered; a path parameter is one segment of the
-characters API Gateway passes; an unknown path or a known path with another method is not
-found. Answers keep the resolver's shape: ``multiValueHeaders`` and ``isBase64Encoded``.
+characters API Gateway passes; a trailing slash is ignored (API Gateway routes ``/x/`` to
+``/x``); an unknown path or a known path with another method is not found. Answers keep the
+resolver's shape: ``multiValueHeaders`` and ``isBase64Encoded``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ class Router:
 
     def resolve(self, event: Event) -> dict[str, Any]:
         method = str(event.get("httpMethod") or "").upper()
-        segments = str(event.get("path") or "").split("/")
+        path = str(event.get("path") or "")
+        # API Gateway routes /x/ to the resource /x and passes the path as sent: match it as /x.
+        segments = (path[:-1] if path.endswith("/") and path != "/" else path).split("/")
         try:
             for route in self.routes:
                 if route.method != method:

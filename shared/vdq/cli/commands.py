@@ -1,0 +1,241 @@
+"""The CLI's commands: each takes the parsed arguments and returns its exit code."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import mimetypes
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vdq.cli import render
+from vdq.cli.client import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, ApiError, Client, UsageError
+
+
+def client(args: argparse.Namespace) -> Client:
+    url = args.api_url or os.environ.get("VDQ_API_URL")
+    if not url:
+        raise UsageError("no API URL: set VDQ_API_URL or pass --api-url "
+                         "(vdq local prints the local stack's)")  # fmt: skip
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"the API URL {url!r} is not an http:// or https:// URL")
+    token = args.token or os.environ.get("VDQ_TOKEN")
+    if not token:
+        raise UsageError("no token: set VDQ_TOKEN or pass --token (vdq token makes one for the "
+                         "local stack; a deployment's Cognito user pool issues them)")  # fmt: skip
+    return Client(url, token)
+
+
+def emit(args: argparse.Namespace, data: Any, human: Any) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        human(data)
+
+
+def _origin(text: str | None) -> dict[str, str] | None:
+    if not text:
+        return None
+    kind, sep, ident = text.partition(":")
+    if not sep or not kind or not ident:
+        raise UsageError(f"--origin takes TYPE:ID, not {text!r}")
+    return {"type": kind, "id": ident}
+
+
+def _emails(values: list[str] | None) -> list[dict[str, str]]:
+    out = []
+    for v in values or []:
+        name, sep, address = v.rpartition(" <")
+        out.append({"email": address.rstrip(">"), "name": name} if sep else {"email": v})
+    return out
+
+
+def _idempotency(args: argparse.Namespace) -> dict[str, str] | None:
+    return {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+
+
+def send_email(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {
+        "sender": {"email": args.sender,
+                   **({"name": args.sender_name} if args.sender_name else {})},
+        "to": _emails(args.to), "subject": args.subject, "text": args.text,
+    }  # fmt: skip
+    for key in ("cc", "bcc", "reply_to"):
+        if getattr(args, key):
+            body[key] = _emails(getattr(args, key))
+    if args.html:
+        body["html"] = args.html
+    if args.attach:
+        body["attachments"] = []
+        for name in args.attach:
+            path = Path(name)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise UsageError(f"--attach {name}: cannot read it ({exc.strerror})") from None
+            body["attachments"].append({
+                "filename": path.name,
+                "content_type": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
+                "content_base64": base64.b64encode(data).decode(),
+            })  # fmt: skip
+    if args.origin:
+        body["origin"] = _origin(args.origin)
+    result = client(args).call("POST", "/emails", body, headers=_idempotency(args))
+    emit(args, result, lambda r: render.print_items(r.get("items", [])))
+    return EXIT_OK
+
+
+def send_sms(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"sender": {"cell": args.sender},
+                            "to": [{"cell": c} for c in args.to], "body": args.body}
+    if args.media_url:
+        body["media_urls"] = args.media_url
+    if args.origin:
+        body["origin"] = _origin(args.origin)
+    result = client(args).call("POST", "/sms", body, headers=_idempotency(args))
+    emit(args, result, lambda r: render.print_items(r.get("items", [])))
+    return EXIT_OK
+
+
+def pages(api: Client, sent: bool, args: argparse.Namespace) -> tuple[list[Any], str | None]:
+    """The items of one page (from ``--cursor``), or of every page with ``--all``; and the cursor
+    of the page after them (the API's ``cursor``; None at the end)."""
+    params: dict[str, Any] = {"limit": args.limit}
+    for name in ("state", "method", "cursor"):
+        if getattr(args, name, None):
+            params[name] = getattr(args, name)
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.call("GET", "/sent-items" if sent else "/queue-items", params=params)
+        items.extend(page.get("items", []))
+        cursor = page.get("cursor")
+        if not cursor or not getattr(args, "all", False):
+            return items, cursor
+        params["cursor"] = cursor
+
+
+def list_items(args: argparse.Namespace) -> int:
+    items, cursor = pages(client(args), args.sent, args)
+
+    def human(data: dict[str, Any]) -> None:
+        render.print_items(data["items"])
+        if data["cursor"]:
+            print(f"(more: vdq list{' --sent' if args.sent else ''} --cursor {data['cursor']})",
+                  file=sys.stderr)  # fmt: skip
+
+    emit(args, {"items": items, "cursor": cursor}, human)
+    return EXIT_OK
+
+
+def show(args: argparse.Namespace) -> int:
+    item = client(args).call("GET", f"/queue-items/{args.id}")
+    emit(args, item, render.print_item)
+    return EXIT_OK
+
+
+def transition(name: str) -> Any:
+    def command(args: argparse.Namespace) -> int:
+        params = {"dry_run": "true"} if args.dry_run else None
+        result = client(args).call("POST", f"/queue-items/{args.id}/transitions/{name}",
+                                   params=params)  # fmt: skip
+
+        def human(r: Any) -> None:
+            r = r if isinstance(r, dict) else {}
+            move = " -> ".join(render.safe(r.get(k, "?")) for k in ("from_state", "to_state"))
+            note = " (dry run: possible, nothing changed)" if args.dry_run else ""
+            print(f"{args.id}: {name} {move}{note}")
+
+        emit(args, result, human)
+        return EXIT_OK
+
+    return command
+
+
+def resend(args: argparse.Namespace) -> int:
+    api = client(args)
+    progress = render.Progress(len(args.ids), "resending")
+    created: list[dict[str, Any]] = []
+    failures: dict[str, Any] = {}
+    codes: set[int] = set()
+    for item_id in args.ids:
+        try:
+            result = api.call("POST", f"/sent-items/{item_id}/resend")
+            created.extend(result.get("items", []))
+            progress.step(True)
+        except ApiError as exc:
+            if exc.status == 0:
+                raise
+            failures[item_id] = exc.json()["error"] if args.json else str(exc)
+            codes.add(exc.exit_code)
+            progress.step(False)
+    data = {"items": created, "failed": failures}
+
+    def human(d: dict[str, Any]) -> None:
+        render.print_items(d["items"])
+        for item_id, error in d["failed"].items():
+            print(f"not resent {render.safe(item_id)}: {render.safe(error)}", file=sys.stderr)
+
+    emit(args, data, human)
+    if not failures:
+        return EXIT_OK
+    if not created and len(codes) == 1:
+        return codes.pop()
+    return EXIT_PARTIAL
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Print each state change of active items (and of items leaving the queue) as it happens."""
+    api = client(args)
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + args.seconds if args.seconds else None
+    first = True
+    args.all, args.cursor = True, None
+    while deadline is None or time.monotonic() < deadline:
+        active = {i["id"]: i for i in pages(api, False, args)[0]}
+        for item_id in [i for i in seen if i not in active]:
+            try:
+                active[item_id] = api.call("GET", f"/queue-items/{item_id}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                seen.pop(item_id)
+        for item_id, item in active.items():
+            state = item.get("state", "")
+            if seen.get(item_id) != state:
+                at = time.strftime("%H:%M:%S")
+                if args.json:
+                    print(json.dumps({"at": at, "item": item}), flush=True)
+                else:
+                    print(render.watch_line(at, item), flush=True)
+                seen[item_id] = state
+            if state in ("succeeded", "cancelled", "unconfirmed") and not first:
+                seen.pop(item_id, None)
+        first = False
+        time.sleep(args.interval)
+    return EXIT_OK
+
+
+def token(args: argparse.Namespace) -> int:
+    from vdq.local.front import make_token
+    from vdq.settings import Settings
+
+    secret = args.secret or Settings.from_env().local_jwt_secret
+    if not secret:
+        print("vdq token: no secret: set VDQ_LOCAL_JWT_SECRET (vdq local prints it) or pass "
+              "--secret", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    groups = [g for g in args.groups.split(",") if g]
+    print(make_token(secret, groups, subject=args.subject, hours=args.hours))
+    return EXIT_OK
+
+
+def local(args: argparse.Namespace) -> int:
+    from vdq.local.stack import Options, run
+
+    return run(Options(port=args.port, polling=args.polling,
+                       visibility_seconds=args.visibility_seconds, faults=args.faults,
+                       log_level=args.log_level))  # fmt: skip

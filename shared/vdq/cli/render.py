@@ -1,0 +1,176 @@
+"""What the CLI prints for people: tables, the item detail, watch lines, the progress bar.
+
+Producer and provider text (an SMS body, a result, a history entry) reaches an operator's
+terminal only through ``safe``: every character that is not printable (C0 and C1 controls, ESC
+sequences, bidi overrides, line separators, zero-width and other format characters) is shown
+as its escape, so no value can retitle the window, move the cursor or draw a fake line. Columns
+are padded by display width (wide characters take two cells).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+STATE_COLOURS = {"succeeded": "32", "errored": "31", "cancelled": "90", "unconfirmed": "33",
+                 "awaiting": "36", "sending": "36", "delayed": "33", "queued": "0"}  # fmt: skip
+
+
+def safe(value: Any) -> str:
+    """``value`` as text with every non-printable character escaped (``\\x1b``, ``\\u202e``)."""
+    text = "" if value is None else str(value)
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable():
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return "".join(out)
+
+
+def width(text: str) -> int:
+    """Terminal cells ``text`` takes (``safe`` text: no controls)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else
+               0 if unicodedata.combining(c) else 1 for c in text)  # fmt: skip
+
+
+def pad(text: str, cells: int) -> str:
+    return text + " " * max(0, cells - width(text))
+
+
+def clip(text: str, cells: int) -> str:
+    """``text`` cut to at most ``cells`` cells, ending in an ellipsis when cut."""
+    if width(text) <= cells:
+        return text
+    out, used = [], 0
+    for c in text:
+        w = width(c)
+        if used + w > cells - 1:
+            break
+        out.append(c)
+        used += w
+    return "".join(out) + "…"
+
+
+def colour(text: str, state: str) -> str:
+    code = STATE_COLOURS.get(state)
+    if not code or not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
+        return text
+    return f"\033[{code}m{text}\033[0m"
+
+
+def address(part: Any) -> str:
+    if not isinstance(part, dict):
+        return safe(part or "")
+    return safe(part.get("email") or part.get("cell") or "")
+
+
+def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    widths = [max(width(x) for x in col) for col in zip(headers, *rows, strict=False)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(pad(c, w) for c, w in zip(cells, widths, strict=False)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
+    return [[safe(i.get("id")), safe(i.get("method")), safe(i.get("state")),
+             address(i.get("receiver")), safe(i.get("attempt")),
+             safe((i.get("updated_at") or "")[:19]), clip(safe(i.get("result")), 50)]
+            for i in items]  # fmt: skip
+
+
+def print_items(items: list[dict[str, Any]]) -> None:
+    if not items:
+        print("(no items)")
+        return
+    print(table(item_rows(items),
+                ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "RESULT"]))
+
+
+def print_item(item: dict[str, Any]) -> None:
+    state = safe(item.get("state"))
+    fields = [("id", item.get("id")), ("method", item.get("method")), ("state", state),
+              ("sender", address(item.get("sender"))),
+              ("receiver", address(item.get("receiver"))),
+              ("attempt", item.get("attempt")), ("provider id", item.get("provider_id")),
+              ("queued at", item.get("queued_at")), ("updated at", item.get("updated_at")),
+              ("result", item.get("result"))]  # fmt: skip
+    origin = item.get("origin")
+    if isinstance(origin, dict):
+        fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
+    if item.get("resent_from"):
+        fields.append(("resent from", item["resent_from"]))
+    content = item.get("content") or {}
+    fields += [("subject", content.get("subject")), ("body", content.get("body"))]
+    for attachment in item.get("attachments") or []:
+        fields.append(("attachment", f"{safe(attachment.get('filename'))} "
+                       f"({safe(attachment.get('content_type'))}) "
+                       f"{safe(attachment.get('download_path') or '')}".rstrip()))  # fmt: skip
+    for name, value in fields:
+        if value in (None, ""):
+            continue
+        text = colour(state, state) if name == "state" else safe(value)
+        print(f"{name:>12}  {text}")
+    history = item.get("history") or []
+    if history:
+        print("\nhistory")
+        rows = []
+        for entry in history:
+            change = safe(entry.get("name") or entry.get("kind") or "")
+            if entry.get("from_state") and entry.get("to_state"):
+                change += f"  {safe(entry['from_state'])} -> {safe(entry['to_state'])}"
+            who = safe(entry.get("actor"))
+            if entry.get("source"):
+                who += f" ({safe(entry['source'])})"
+            rows.append((safe((entry.get("at") or "")[:23]), change, who, safe(entry.get("text"))))
+        change_width = max(width(r[1]) for r in rows)
+        for at, change, who, text in rows:
+            print(f"  {pad(at, 23)}  {pad(change, change_width)}  {who}".rstrip())
+            if text:
+                print(f"  {'':<23}  {text}")
+
+
+WATCH_RECEIVER = 30
+
+
+def watch_line(at: str, item: dict[str, Any]) -> str:
+    """One state change: time, id, method, state, receiver and result in fixed columns."""
+    state = safe(item.get("state"))
+    receiver = pad(clip(address(item.get("receiver")), WATCH_RECEIVER), WATCH_RECEIVER)
+    return (f"{at}  {pad(safe(item.get('id')), 26)}  {pad(safe(item.get('method')), 5)}  "
+            f"{colour(pad(state, 11), state)}  {receiver}  "
+            f"{clip(safe(item.get('result')), 60)}").rstrip()  # fmt: skip
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label, self.done, self.failed = total, label, 0, 0
+        self.tty = sys.stderr.isatty()
+
+    def step(self, ok: bool) -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        bar = 30
+        filled = int(bar * self.done / max(self.total, 1))
+        text = (f"{self.label} [{'#' * filled}{'.' * (bar - filled)}] {self.done}/{self.total}"
+                + (f" ({self.failed} failed)" if self.failed else ""))  # fmt: skip
+        if self.tty:
+            sys.stderr.write("\r" + text)
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        elif self.done == self.total or self.done % 10 == 0:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()

@@ -1,0 +1,83 @@
+"""The local stack's AWS endpoint: moto's server, closed to web pages.
+
+moto's own ThreadedMotoServer answers every origin with CORS headers, so any web page a developer
+visits could read the local table or publish fake SES events. This serves the same moto
+application behind a guard that answers 403, before moto sees the request, when
+
+- the Host header is not a loopback name (``127.0.0.1``, ``localhost``, ``[::1]``, with or
+  without this server's port): a DNS-rebinding page reaches us under its own name;
+- the request carries an ``Origin`` header (a browser's cross-origin call, the CORS preflight
+  included; an AWS SDK never sends one),
+
+and drops every ``Access-Control-*`` header from moto's answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+StartResponse = Callable[..., Any]
+
+
+class Guard:
+    """WSGI middleware: loopback Host only, no Origin, no CORS headers out."""
+
+    def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]],
+                 port: int) -> None:  # fmt: skip
+        self.app = app
+        self.hosts = {n for name in LOOPBACK_NAMES for n in (name, f"{name}:{port}")}
+
+    def refusal(self, environ: dict[str, Any]) -> str | None:
+        host = (environ.get("HTTP_HOST") or "").lower()
+        if host not in self.hosts:
+            return f"Host {host!r} is not this machine's loopback address"
+        if "HTTP_ORIGIN" in environ:
+            return "cross-origin requests are refused (the local AWS endpoint is for SDKs only)"
+        return None
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        reason = self.refusal(environ)
+        if reason is not None:
+            body = f"403 Forbidden: {reason}\n".encode()
+            start_response("403 Forbidden", [("Content-Type", "text/plain"),
+                                             ("Content-Length", str(len(body)))])  # fmt: skip
+            return [body]
+
+        def strip_cors(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+            kept = [(k, v) for k, v in headers if not k.lower().startswith("access-control-")]
+            return start_response(status, kept, *exc)
+
+        return self.app(environ, strip_cors)
+
+
+class LocalAws:
+    """moto on ``127.0.0.1:port`` behind the Guard, served from a daemon thread."""
+
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        app = Guard(DomainDispatcherApplication(create_backend_app), port)
+        self.server = make_server("127.0.0.1", port, app, threaded=True,
+                                  request_handler=MotoRequestHandler)  # fmt: skip
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, name="aws",
+                                        daemon=True)  # fmt: skip
+
+    def start(self) -> LocalAws:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,284 @@
+"""The CLI as a newcomer and an operator meet it, against a scripted API on loopback: clear
+messages and exit codes for a missing URL or token, an unreachable API and an expired token;
+flags anywhere; pages by cursor; errors with their details; producer text that cannot reach the
+terminal as control sequences; aligned columns; quiet pipes; shell completion."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+import pytest
+
+from vdq.cli import main
+from vdq.cli.render import watch_line, width
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202eevil\n    state  succeeded\x9b31m\u2028\x00"
+GOOD_TOKEN = jwt.encode({"sub": "u", "exp": int(time.time()) + 3600}, "k" * 32)
+
+
+def item(n: int, **changes: Any) -> dict[str, Any]:
+    return {"id": f"01HX{n:022d}", "method": "sms", "state": "awaiting", "attempt": 1,
+            "receiver": {"cell": "+14155550100"}, "sender": {"cell": "+15005550006"},
+            "updated_at": "2026-12-03T08:00:00Z", "result": None, **changes}  # fmt: skip
+
+
+class Api:
+    """Answers by (method, path): a status and JSON body, or a function of the request."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Any] = {}
+        self.requests: list[dict[str, Any]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                url = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                request = {"method": self.command, "path": url.path,
+                           "query": {k: v[-1] for k, v in parse_qs(url.query).items()},
+                           "headers": dict(self.headers),
+                           "body": json.loads(self.rfile.read(length)) if length else None}
+                api.requests.append(request)
+                answer = api.routes.get((self.command, url.path), (404, {"error": {
+                    "code": "not_found", "message": "no such route"}}))  # fmt: skip
+                status, body = answer(request) if callable(answer) else answer
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+    server = Api()
+    monkeypatch.setenv("VDQ_API_URL", server.url)
+    monkeypatch.setenv("VDQ_TOKEN", GOOD_TOKEN)
+    monkeypatch.setenv("NO_COLOR", "1")
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse: usage errors and --help
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_missing_api_url_or_token_is_a_clear_usage_error(capsys, monkeypatch):
+    monkeypatch.delenv("VDQ_API_URL", raising=False)
+    monkeypatch.delenv("VDQ_TOKEN", raising=False)
+    code, _, err = run(capsys, "list")
+    assert code == 2 and "no API URL: set VDQ_API_URL or pass --api-url" in err
+    code, _, err = run(capsys, "list", "--api-url", "http://127.0.0.1:9")
+    assert code == 2 and "no token: set VDQ_TOKEN or pass --token" in err
+    assert "0 no_api_url" not in err
+
+
+def test_an_unreachable_api_is_one_line_naming_the_url(capsys, monkeypatch):
+    monkeypatch.setenv("VDQ_TOKEN", GOOD_TOKEN)
+    code, _, err = run(capsys, "list", "--api-url", "http://127.0.0.1:9")
+    assert code == 3
+    assert err == "vdq list: cannot reach the API at http://127.0.0.1:9 (connection refused)\n"
+
+
+def test_an_expired_token_says_so_and_how_to_get_a_new_one(capsys, api):
+    api.routes[("GET", "/queue-items")] = (401, {"message": "Unauthorized"})
+    expired = jwt.encode({"sub": "u", "exp": int(time.time()) - 60}, "k" * 32)
+    code, _, err = run(capsys, "list", "--token", expired)
+    assert code == 4 and "your token expired at" in err and "vdq token" in err
+    code, _, err = run(capsys, "list")  # a token that is valid for a while: another 401
+    assert code == 4 and "expired" not in err and "check VDQ_TOKEN" in err
+
+
+def test_global_flags_work_before_or_after_the_command(capsys, api, monkeypatch):
+    api.routes[("GET", "/queue-items")] = (200, {"items": [item(1)], "cursor": None})
+    monkeypatch.delenv("VDQ_API_URL")
+    for argv in (["--api-url", api.url, "--json", "list"], ["list", "--api-url", api.url, "--json"],
+                 ["--json", "list", "--api-url", api.url]):  # fmt: skip
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and json.loads(out)["items"][0]["id"] == item(1)["id"], argv
+    code, out, _ = run(capsys, "--token", "t1", "list", "--api-url", api.url, "--token", GOOD_TOKEN)
+    assert api.requests[-1]["headers"]["Authorization"] == f"Bearer {GOOD_TOKEN}"
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["frobnicate"], "invalid choice"),
+    (["list", "--state", "bogus"], "invalid choice"),
+    (["list", "--state", "succeeded"], "add --sent"),
+    (["list", "--sent", "--state", "queued"], "is not one of succeeded"),
+    (["list", "--limit", "0"], "--limit takes 1 to 100"),
+    (["send-sms", "--from", "+1", "--to", "+2", "--body", "caf\udce9"],
+     "--body is not UTF-8 text"),
+    (["send-email", "--from", "a@b.org", "--from-name", "\udcff", "--to", "c@d.org", "--subject",
+      "s", "--text", "t"], "--from-name is not UTF-8 text"),
+    (["send-sms", "--from", "+1", "--to", "+2", "--body", "x", "--origin", "nocolon"], "TYPE:ID"),
+    (["send-email", "--from", "a@b.org", "--to", "c@d.org", "--subject", "s", "--text", "t",
+      "--attach", "/no/such/file"], "--attach /no/such/file: cannot read it"),
+])  # fmt: skip
+def test_usage_errors_exit_2_and_say_what_to_change(capsys, api, argv, words):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and words in err, err
+    assert not api.requests
+
+
+def test_help_has_no_restructuredtext_markup(capsys):
+    from vdq.cli.main import parser
+
+    top = parser()
+    commands = next(a for a in top._actions if hasattr(a, "choices") and a.choices).choices
+    for argv in (["--help"], *[[name, "--help"] for name in commands]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "``" not in out and "`" not in out and ":func:" not in out, argv
+
+
+def test_list_json_keeps_the_cursor_and_cursor_pages(capsys, api):
+    def page(request: dict[str, Any]) -> tuple[int, Any]:
+        if request["query"].get("cursor") == "c1":
+            return 200, {"items": [item(2)], "cursor": None}
+        return 200, {"items": [item(1)], "cursor": "c1"}
+
+    api.routes[("GET", "/sent-items")] = page
+    code, out, err = run(capsys, "list", "--sent", "--json", "--limit", "1")
+    assert code == 0 and json.loads(out) == {"items": [item(1)], "cursor": "c1"}
+    code, out, _ = run(capsys, "list", "--sent", "--json", "--limit", "1", "--cursor", "c1")
+    assert json.loads(out) == {"items": [item(2)], "cursor": None}
+    code, out, err = run(capsys, "list", "--sent", "--limit", "1")
+    assert item(1)["id"] in out and "--cursor c1" in err
+    code, out, _ = run(capsys, "list", "--sent", "--all", "--json", "--limit", "1")
+    assert [i["id"] for i in json.loads(out)["items"]] == [item(1)["id"], item(2)["id"]]
+
+
+def test_json_errors_keep_details(capsys, api):
+    api.routes[("POST", "/sms")] = (422, {"error": {"code": "invalid", "message": "to[0].cell: bad",
+                                                    "details": {"field": "to[0].cell"}}})
+    code, _, err = run(capsys, "send-sms", "--from", "+15005550006", "--to", "x", "--body", "b",
+                       "--json")  # fmt: skip
+    assert code == 7
+    assert json.loads(err) == {"error": {"status": 422, "code": "invalid",
+                                         "message": "to[0].cell: bad",
+                                         "details": {"field": "to[0].cell"}}}  # fmt: skip
+
+
+def test_send_sms_takes_an_idempotency_key(capsys, api):
+    api.routes[("POST", "/sms")] = (201, {"items": [item(1)]})
+    code, _, _ = run(capsys, "send-sms", "--from", "+15005550006", "--to", "+14155550100",
+                     "--body", "hi", "--idempotency-key", "order-42")  # fmt: skip
+    assert code == 0 and api.requests[-1]["headers"]["Idempotency-Key"] == "order-42"
+
+
+def _no_raw_controls(text: str) -> None:
+    for bad in ("\x1b", "\x07", "\u202e", "\x9b", "\u2028", "\x00"):
+        assert bad not in text, repr(bad)
+
+
+def test_show_list_and_watch_render_hostile_text_visibly(capsys, api):
+    hostile = item(1, result=HOSTILE, receiver={"cell": "+1\x1b[31m"},
+                   content={"subject": HOSTILE, "body": HOSTILE},
+                   origin={"type": "order\u202e", "id": "1"},
+                   attachments=[{"filename": "a\x1b.txt", "content_type": "text/plain"}],
+                   history=[{"at": "2026-12-03T08:00:00Z", "name": "send\x1b[1A",
+                             "actor": "x\u2066", "source": "provider",
+                             "text": HOSTILE}])  # fmt: skip
+    api.routes[("GET", f"/queue-items/{hostile['id']}")] = (200, hostile)
+    api.routes[("GET", "/queue-items")] = (200, {"items": [hostile], "cursor": None})
+    code, out, _ = run(capsys, "show", hostile["id"])
+    assert code == 0
+    _no_raw_controls(out)
+    assert "\\x1b]0;pwned\\x07" in out and "\\u202eevil" in out and "\\x9b31m" in out
+    assert "\n    state  succeeded" not in out  # no fake state line
+    code, out, _ = run(capsys, "list")
+    _no_raw_controls(out)
+    assert len(out.splitlines()) == 3  # header, rule, one row: the newline stayed inside
+    _no_raw_controls(watch_line("08:00:00", hostile))
+    api.routes[("GET", "/queue-items")] = (500, {"error": {"code": "x", "message": HOSTILE}})
+    code, _, err = run(capsys, "list")
+    assert code == 8
+    _no_raw_controls(err)
+
+
+def test_watch_and_show_align_their_columns(capsys, api):
+    lines = [watch_line("08:00:00", item(1, receiver={"cell": "+1415"}, result="ok")),
+             watch_line("08:00:01", item(2, receiver={"email": "漢字の名前@example.org"},
+                                         state="errored", method="email", result="bounced")),
+             watch_line("08:00:02", item(3, receiver={"email": "a" * 80 + "@example.org"},
+                                         result="long"))]  # fmt: skip
+    starts = {width(line[: line.index(r)]) for line, r in zip(lines, ("ok", "bounced", "long"),
+                                                               strict=True)}  # fmt: skip
+    assert len(starts) == 1, lines
+    assert [line.split()[3] for line in lines] == ["awaiting", "errored", "awaiting"]
+    shown = item(1, history=[
+        {"at": "2026-12-03T08:00:00.000Z", "name": "send", "from_state": "queued",
+         "to_state": "sending", "actor": "vdq", "source": "server"},
+        {"at": "2026-12-03T08:00:01.000Z", "name": "delivered", "actor": "twilio",
+         "source": "provider"}])  # fmt: skip
+    api.routes[("GET", f"/queue-items/{shown['id']}")] = (200, shown)
+    _, out, _ = run(capsys, "show", shown["id"])
+    history = out.split("history\n")[1].splitlines()
+    assert len({line.index(w) for line, w in zip(history, ("vdq", "twilio"), strict=True)}) == 1
+    fields = [line for line in out.split("\n\n")[0].splitlines()]
+    assert len({line.index("  ", 10) for line in fields}) == 1, fields
+
+
+def test_a_reader_that_stops_early_ends_the_cli_quietly(api):
+    """vdq list | head: the pipe closes under the CLI, which stops without a traceback."""
+    rows = [item(n) for n in range(3000)]  # about 300 KB printed: more than a pipe holds
+    api.routes[("GET", "/queue-items")] = (200, {"items": rows, "cursor": None})
+    env = {"VDQ_API_URL": api.url, "VDQ_TOKEN": GOOD_TOKEN, "PYTHONPATH": str(REPO / "shared"),
+           "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for _ in range(3):
+        done = subprocess.run(f"{sys.executable} -m vdq.cli list --limit 100 --all | head -c 10",
+                              shell=True, env=env, capture_output=True, text=True, timeout=60,
+                              executable="/bin/bash")  # fmt: skip
+        assert done.stderr == "" and len(done.stdout) == 10
+    piped = subprocess.run(f"set -o pipefail; {sys.executable} -m vdq.cli list --limit 100 | "
+                           "head -1 >/dev/null", shell=True, env=env, capture_output=True,
+                           text=True, timeout=60, executable="/bin/bash")  # fmt: skip
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_bash_completion_offers_commands_options_and_choices(capsys):
+    code, script, _ = run(capsys, "completion", "bash")
+    assert code == 0
+
+    def complete(*words: str) -> list[str]:
+        array = " ".join(f"'{w}'" for w in ("vdq", *words))
+        probe = (f"{script}\nCOMP_WORDS=({array}); COMP_CWORD={len(words)}; _vdq; "
+                 'printf "%s\\n" "${COMPREPLY[@]}"')  # fmt: skip
+        done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+        return done.stdout.split()
+
+    assert "send-sms" in complete("se") and "send-email" in complete("se")
+    assert complete("--api-url", "http://x", "li") == ["list"]
+    assert complete("list", "--st") == ["--state"]
+    assert set(complete("list", "--state", "")) >= {"queued", "succeeded"}
+    assert "--idempotency-key" in complete("send-sms", "--id")
+    code, zsh, _ = run(capsys, "completion", "zsh")
+    assert "bashcompinit" in zsh and "complete -F _vdq vdq" in zsh
