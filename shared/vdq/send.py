@@ -14,7 +14,6 @@ Files add one BatchGetItem of their metadata and one S3 read each.
 
 from __future__ import annotations
 
-import traceback
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -74,9 +73,11 @@ def process(message: SendMessage, runtime: Runtime) -> str:
         return fail(item, entry, ambiguous_result(exc), runtime)
     except (PermanentProviderError, MissingContent) as exc:
         return fail(item, entry, str(exc), runtime)
-    except Exception:
+    except Exception as exc:
+        # The traceback goes to the log only: ``result`` is shown to operators and producers.
         logger.exception("send of %s failed", item.id)
-        text = traceback.format_exc()
+        text = (f"internal error in the send worker: {type(exc).__name__}: {exc} (the traceback "
+                "is in the send function's log)")  # fmt: skip
         result = f"{item.result}\n{text}" if item.result else text
         return fail(item, entry, result, runtime)
     try:
