@@ -32,6 +32,8 @@ class Data(Construct):
             partition_key=_attribute(definition, keys["HASH"]),
             sort_key=_attribute(definition, keys["RANGE"]),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            # State-change events are published from the stream, at least once.
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

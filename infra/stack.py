@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, CfnOutput, CfnParameter, Stack
+from aws_cdk import ArnFormat, CfnOutput, CfnParameter, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
 from infra.api import TWILIO_CALLBACK_PATH, Api
@@ -101,6 +102,27 @@ class VdqStack(Stack):
             for function in (functions.send, functions.webhook, functions.schedule):
                 function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
         schedules = Schedules(self, "Schedules", function=functions.schedule)
+        # State-change events: the schedule function publishes them from the table's stream,
+        # at least once (a failed batch is retried, then halved, then its position goes to the
+        # schedules' dead-letter queue).
+        functions.schedule.add_event_source(
+            sources.DynamoEventSource(
+                data.table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=100,
+                max_batching_window=Duration.seconds(1),
+                bisect_batch_on_error=True,
+                retry_attempts=10,
+                on_failure=sources.SqsDlq(schedules.dead_letters),
+                filters=[
+                    lambda_.FilterCriteria.filter({
+                        "eventName": lambda_.FilterRule.is_equal("MODIFY"),
+                        "dynamodb": {"NewImage": {"sk": {"S": lambda_.FilterRule.is_equal(
+                            "STATE")}}},
+                    })
+                ],
+            )
+        )  # fmt: skip
         monitoring = Monitoring(
             self,
             "Monitoring",
@@ -228,8 +250,8 @@ class VdqStack(Stack):
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):
             _allow(function, ["s3:DeleteObject"], [objects])
-        for function in functions.by_name.values():
-            bus.grant_put_events_to(function)
+        # Only the stream consumer announces state changes.
+        bus.grant_put_events_to(functions.schedule)
         for function in (functions.send, functions.webhook, functions.schedule):
             _allow(function, ["secretsmanager:GetSecretValue"], [secret_arn])
         self._acknowledge(functions, table)

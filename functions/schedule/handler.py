@@ -2,7 +2,8 @@
 
 The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
 ``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
-and ``sweep``; the daily rule sends ``{"task": "purge"}``.
+and ``sweep``; the daily rule sends ``{"task": "purge"}``. A batch of the table's stream
+records (``aws:dynamodb``) publishes the state-change events they hold (vdq.stateevents).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = event.get("Records")
+    if isinstance(records, list) and records and records[0].get("eventSource") == "aws:dynamodb":
+        # A failure raises: Lambda delivers the batch again (at least once).
+        published = Runtime.default().state_events.publish_changes(records)
+        metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
+        return {"published": published}
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
         metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)

@@ -76,6 +76,8 @@ def table_definition(table_name: str) -> dict:
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
+        # State-change events are published from the stream (vdq.stateevents).
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         "KeySchema": [
             {"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"},
             {"AttributeName": TABLE_SORT_KEY, "KeyType": "RANGE"},

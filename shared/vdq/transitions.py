@@ -336,7 +336,7 @@ def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,
 
 
 def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
-    """What follows a transition that was written: publish, clean up, announce."""
+    """What follows a transition that was written: publish, clean up."""
     item, decision = outcome.item, outcome.decision
     assert decision is not None
     name = decision.transition.name
@@ -351,31 +351,8 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
         except Exception:
             # The release is stored with the transition; the next purge run deletes the files.
             logger.exception("immediate file purge of %s failed; the purge run retries", item.id)
-    events = runtime.state_events
-    if events.enabled_for(decision.target.value):
-        try:
-            events.emit(state_event(item, outcome, name))
-        except Exception:
-            # The change is stored; a lost announcement must not undo or repeat it.
-            logger.exception("state event for %s not published", item.id)
-
-
-def state_event(item: QueueItemRecord, outcome: Outcome, transition: str) -> dict[str, Any]:
-    origin = (
-        {"type": item.origin_type, "id": item.origin_id} if item.origin_type is not None else None
-    )
-    return {
-        "id": item.id,
-        "method": item.method,
-        "transition": transition,
-        "from": outcome.before.value,
-        "to": item.state,
-        "attempt": item.attempt,
-        "origin": origin,
-        "result": item.result,
-        "provider_id": item.provider_id,
-        "at": item.updated_at,
-    }
+    # State-change events are published from the table's stream (vdq.stateevents), at least
+    # once, whatever happens to this function after the write.
 
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:

@@ -1,4 +1,6 @@
-"""State-change events on EventBridge (moto: a rule on the bus with an SQS target)."""
+"""State-change events on EventBridge, published from the table's stream by the schedule function
+(moto: the table's stream read as Lambda's event source mapping reads it, a rule on the bus with
+an SQS target)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from dataclasses import replace
 
 import boto3
 import pytest
+from functions.schedule import handler as schedule
 from functions.webhook import handler as webhook
 
 from tests.support.results import (
@@ -33,7 +36,31 @@ def bus_queue(aws):
     return url
 
 
+def stream_records(aws):
+    """Every record of the table's stream, from its start. In-process moto routes no
+    dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the
+    local stack's server mode serves it), so this reads moto's stream backend directly."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    arn = boto3.client("dynamodb").describe_table(TableName=aws["table"])["Table"][
+        "LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(arn)["Shards"]:
+        iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
+        records.extend(json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
+                                             default=str)))  # fmt: skip
+    return records
+
+
 def received(aws, url):
+    """Run the stream consumer over every record so far, then read what the bus delivered."""
+    records = [r for r in stream_records(aws) if r["eventName"] == "MODIFY"
+               and r["dynamodb"]["NewImage"]["sk"]["S"] == "STATE"]  # the mapping's filter
+    if records:
+        schedule.handler({"Records": [dict(r, eventSource="aws:dynamodb") for r in records]},
+                         LambdaContext())  # fmt: skip
     out = []
     while True:
         got = aws["sqs"].receive_message(QueueUrl=url, MaxNumberOfMessages=10)
@@ -87,7 +114,56 @@ def test_default_mode_announces_errored(aws, settings, clock, bus_queue):
 def test_all_mode_announces_every_transition(aws, settings, clock, bus_queue):
     rt = with_mode(settings, clock, aws, "all")
     journey(rt)
-    assert [e["detail"]["transition"] for e in received(aws, bus_queue)] == ["await", "succeed"]
+    assert [e["detail"]["transition"] for e in received(aws, bus_queue)] == [
+        "send", "await", "succeed"]
+    Runtime.reset_default()
+
+
+def test_a_function_that_dies_after_its_write_still_announces_it(aws, settings, clock,
+                                                                  bus_queue, monkeypatch):
+    """The event comes from the committed change, not from the function that made it."""
+    from vdq import transitions
+
+    def dies(*args, **kwargs):
+        raise SystemExit("the Lambda was killed right after its write")
+
+    rt = with_mode(settings, clock, aws, "default")
+    item = new_email(rt)
+    monkeypatch.setattr(transitions, "after_transition", dies)
+    with pytest.raises(SystemExit):
+        apply(item, Step("error", actor="vdq", result="publishing failed"), rt)
+    (event,) = received(aws, bus_queue)
+    assert (event["detail"]["id"], event["detail"]["to"]) == (item.id, "errored")
+    Runtime.reset_default()
+
+
+def test_a_redelivered_batch_repeats_events_with_the_same_event_id(aws, settings, clock,
+                                                                   bus_queue):
+    rt = with_mode(settings, clock, aws, "default")
+    journey(rt)
+    first = received(aws, bus_queue)
+    again = received(aws, bus_queue)  # the whole stream once more, as a retried batch
+    assert [e["detail"]["event_id"] for e in first] == [e["detail"]["event_id"] for e in again]
+    Runtime.reset_default()
+
+
+def test_a_refused_publish_fails_the_batch_so_lambda_delivers_it_again(aws, settings, clock,
+                                                                        bus_queue):
+    rt = with_mode(settings, clock, aws, "default")
+    journey(rt)
+    records = [dict(r, eventSource="aws:dynamodb") for r in stream_records(aws)
+               if r["eventName"] == "MODIFY"]  # fmt: skip
+
+    class Refusing:
+        def put_events(self, Entries):
+            return {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "ThrottlingException"}]}
+
+    rt.overrides["state_events"] = None
+    from vdq.stateevents import StateEvents
+
+    rt.__dict__["state_events"] = StateEvents(Refusing(), aws["bus"], "default")
+    with pytest.raises(RuntimeError, match="refused"):
+        schedule.handler({"Records": records}, LambdaContext())
     Runtime.reset_default()
 
 

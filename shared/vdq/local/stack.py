@@ -80,6 +80,7 @@ class LocalStack:
         import boto3
 
         session = boto3.session.Session()
+        self.session = session
         from vdq.local import resources
 
         self.resources = resources.create(session, self.options.visibility_seconds)
@@ -117,7 +118,7 @@ class LocalStack:
         self.front.start()
         self._parts.append(self.front)
 
-        from vdq.local.pollers import Poller
+        from vdq.local.pollers import Poller, StreamPoller
         from vdq.local.schedules import Schedules
 
         self.pollers = [
@@ -127,6 +128,11 @@ class LocalStack:
                    self.functions, definitions.RESULTS_BATCH_SIZE).start(),
         ]  # fmt: skip
         self._parts.extend(self.pollers)
+        stream_arn = self.session.client("dynamodb").describe_table(
+            TableName=self.resources.table)["Table"]["LatestStreamArn"]  # fmt: skip
+        self.stream = StreamPoller(self.session.client("dynamodbstreams"), stream_arn,
+                                   "schedule", self.functions).start()  # fmt: skip
+        self._parts.append(self.stream)
         self.schedules = Schedules(self.functions, self.local.schedule_seconds).start()
         self._parts.append(self.schedules)
         self.front.ready = True
