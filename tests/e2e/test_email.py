@@ -82,3 +82,19 @@ def test_inline_attachment_body_is_base64_over_http(stack):
         {"filename": "logo.png", "content_type": "image/png", "content_base64": data}])
     final = stack.wait(item["id"], "succeeded")
     assert [a["filename"] for a in final["attachments"]] == ["logo.png"]
+
+
+def test_state_changes_are_published_from_the_tables_stream(stack):
+    """The local stack reads the table's stream as Lambda's event source mapping does and the
+    schedule function publishes the default events (errored and done states) to the bus."""
+    import time
+
+    from tests.e2e.conftest import patient
+
+    before = stack.status()["state_events_published"]
+    [item] = stack.send_emails(f"success@{SIM}")
+    assert stack.wait(item["id"], "succeeded")["state"] == "succeeded"
+    deadline = time.monotonic() + patient(10)
+    while stack.status()["state_events_published"] <= before and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert stack.status()["state_events_published"] > before

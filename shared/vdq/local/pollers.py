@@ -136,6 +136,7 @@ class StreamPoller:
         self.batch_size = batch_size
         self.invocations = 0
         self.failures = 0
+        self.published = 0  # state-change events the function reported publishing
         self._iterators: dict[str, str | None] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"stream-{function}", daemon=True)
@@ -176,7 +177,8 @@ class StreamPoller:
             if wanted:
                 self.invocations += 1
                 try:
-                    self.functions.invoke(self.function, {"Records": wanted})
+                    result = self.functions.invoke(self.function, {"Records": wanted})
+                    self.published += int((result or {}).get("published", 0))
                 except Exception:
                     log.exception("functions/%s raised on a stream batch; it is delivered again",
                                   self.function)  # fmt: skip

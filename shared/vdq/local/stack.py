@@ -166,6 +166,7 @@ class LocalStack:
             "functions": self.functions.status(),
             "queues": queues,
             "busy": any(p.busy for p in self.pollers),
+            "state_events_published": self.stream.published if hasattr(self, "stream") else 0,
             "schedule_runs": self.schedules.runs if hasattr(self, "schedules") else 0,
             "twilio_mode": "polling" if self.settings.twilio_polling else "webhook",
             "faults": self.faults.describe(),
