@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 
+from vdq.api import GATEWAY_BY_TYPE, MAX_BODY_BYTES, error_body
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
 
@@ -139,6 +140,15 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     }
 
 
+def _gateway_error(request: QuietHandler, response_type: str,
+                   headers: dict[str, str] | None = None, message: str | None = None) -> None:
+    """Answer as API Gateway's gateway response of ``response_type`` does once the deployed
+    API rewrites it (infra/api.py): its status, the error shape, its code."""
+    gateway = GATEWAY_BY_TYPE[response_type]
+    assert gateway.status is not None
+    request.answer(gateway.status, error_body(gateway.code, message or gateway.meaning), headers)
+
+
 class Front:
     def __init__(self, functions: Functions, secret: str, port: int,
                  status: Callable[[], dict[str, Any]]) -> None:  # fmt: skip
@@ -170,17 +180,22 @@ class Front:
         self.server.stop()
 
     def handle(self, request: QuietHandler) -> None:
-        body = request.read_body()
         path = urlsplit(request.path).path.rstrip("/") or "/"
+        if int(request.headers.get("Content-Length") or 0) > MAX_BODY_BYTES:
+            request.close_connection = True  # the body is not read: the connection cannot go on
+            _gateway_error(request, "REQUEST_TOO_LARGE", {"Connection": "close"})
+            return
+        body = request.read_body()
         if path == "/_local/status":
             request.answer(200, {"ready": self.ready, **self.status()})
             return
         found = _find(request.command, path)
-        if found is None or found == "method":
-            status = 405 if found == "method" else 404
-            request.answer(status, {"error": {"code": "not_found" if status == 404 else
-                                              "method_not_allowed",
-                                              "message": f"no route {request.command} {path}"}})
+        if found is None:
+            _gateway_error(request, "RESOURCE_NOT_FOUND", message=f"no route {path}")
+            return
+        if found == "method":
+            request.answer(405, error_body("method_not_allowed",
+                                           f"no route {request.command} {path}"))
             return
         assert not isinstance(found, str)
         route, params = found
@@ -192,8 +207,7 @@ class Front:
         if not route.public:
             claims = verify_token(self.secret, request.headers.get("Authorization"))
             if claims is None:  # the Cognito authorizer answers before any function runs
-                request.answer(401, {"error": {"code": "unauthorized",
-                                               "message": "a valid bearer token is required"}})
+                _gateway_error(request, "UNAUTHORIZED")
                 return
         event = build_event(request, route, params, body, claims)
         try:
