@@ -38,7 +38,7 @@ from vdq.intake import MAX_IDEMPOTENCY_KEY
 DOCUMENT = str(REPO / "shared" / "vdq" / "openapi.json")
 # Per operation and mode; VDQ_SCHEMATHESIS_COVERAGE=1 adds Schemathesis' boundary values (the
 # longest strings, the largest lists: minutes, not for every run).
-EXAMPLES = int(os.environ.get("VDQ_SCHEMATHESIS_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("VDQ_SCHEMATHESIS_EXAMPLES", "8"))
 COVERAGE = os.environ.get("VDQ_SCHEMATHESIS_COVERAGE") == "1"
 # Valid data may still find nothing (404), an item in another state (409) or an attachment of
 # no item (403); it must never be refused as invalid (400, 413, 422).
@@ -137,19 +137,19 @@ def _call(case: Any, fuzz: Fuzz, headers: dict[str, str], **checks: Any) -> Any:
 def test_valid_requests_are_accepted_and_answered_as_declared(case, fuzz):
     fuzz.realistic(case)
     response = _call(case, fuzz, fuzz.auth(), checks=POSITIVE_CHECKS)
-    TALLY[f"valid {response.status_code // 100}xx"] += 1
+    TALLY[f"valid {response.status_code}"] += 1
 
 
 @INVALID.parametrize()
 def test_invalid_requests_never_get_a_server_error(case, fuzz):
     response = _call(case, fuzz, fuzz.auth(), checks=[not_a_server_error])
-    TALLY[f"invalid {response.status_code // 100}xx"] += 1
+    TALLY[f"invalid {response.status_code}"] += 1
 
 
 @VALID.parametrize()
 def test_anonymous_callers_are_refused_before_anything_runs(case, fuzz):
     response = case.call(base_url=fuzz.stack.url, allow_redirects=False, timeout=30)
-    TALLY[f"anonymous {response.status_code // 100}xx"] += 1
+    TALLY[f"anonymous {response.status_code}"] += 1
     assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.text}"
     if case.operation.definition.raw.get("security") != []:
         assert response.status_code == 401, f"{case.method} {case.path} -> {response.text}"

@@ -65,8 +65,9 @@ class Origin(_Strict):
     type: str = Field(description="The kind of record, e.g. `shop.order`.",
                       max_length=messages.MAX_ORIGIN_PART, pattern=SINGLE_LINE_REQUIRED)
     id: Annotated[str, Field(max_length=messages.MAX_ORIGIN_PART,
-                             pattern=SINGLE_LINE_REQUIRED)] | int = Field(
-        description="The record's id; a whole number is stored as its text."
+                             pattern=SINGLE_LINE_REQUIRED)] | Annotated[
+        int, Field(ge=-(2**63), le=2**63 - 1)] = Field(
+        description="The record's id; a whole number (64-bit) is stored as its text."
     )
 
 

@@ -135,9 +135,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "queue-items", "Retry or cancel an item",
               "Runs an operator transition through the workflow: `retry` puts a delayed or "
               "errored item back in the queue with a new attempt; `cancel` stops a queued, "
-              "delayed or errored item for good. The caller needs vdq.list_queueitem, "
-              "vdq.read_queueitem and vdq.read_workflow, and the transition's own permission "
-              "(x-vdq-transition-permissions). 409 `invalid_transition` when the item's state "
+              "delayed or errored item for good. `dry_run` checks without changing anything. "
+              "409 `invalid_transition` when the item's state "
               "is no source of the transition (details.state says which it is); 503 "
               "`contention` when others kept changing the item: try again.",
               TRANSITION_GATES,
