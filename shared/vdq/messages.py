@@ -225,6 +225,10 @@ def origin(value: Any, path: str = "origin") -> Origin | None:
     _known_keys(data, path, {"type", "id"})
     kind = _string(data.get("type"), f"{path}.type", max_len=MAX_ORIGIN_PART)
     ident = data.get("id")
+    # A whole number, also as JSON writes it with a fraction of zero (1042.0 is the integer
+    # 1042 to JSON Schema, so to a client validating against the document).
+    if isinstance(ident, float) and ident.is_integer():
+        ident = int(ident)
     if isinstance(ident, int) and not isinstance(ident, bool):
         ident = str(ident)
     ident = _string(ident, f"{path}.id", max_len=MAX_ORIGIN_PART)

@@ -240,6 +240,16 @@ def test_a_field_at_its_declared_limit_is_taken_and_one_over_is_refused(aws, run
     assert code == 422 and body["error"]["details"]["field"] == field
 
 
+def test_an_origin_id_declared_integer_is_taken_also_as_json_writes_it_with_a_zero_fraction():
+    # Schemathesis sent {"id": 108454.0}: an integer to JSON Schema, once refused as no string.
+    origin = _schema("Origin")["properties"]["id"]
+    assert not list(_validator(origin).iter_errors(108454.0))
+    assert messages.origin({"type": "shop.order", "id": 108454.0}) == messages.Origin(
+        "shop.order", "108454")
+    with pytest.raises(messages.ValidationError):
+        messages.origin({"type": "shop.order", "id": 1.5})
+
+
 def test_history_is_written_only_with_the_declared_sources_and_kinds():
     found: dict[str, set[str]] = {"source": set(), "kind": set()}
     for path in ROOT.joinpath("shared/vdq").rglob("*.py"):
