@@ -21,14 +21,17 @@ from vdq.workflow import State
 
 _DEFAULTS = Settings()
 _C = messages.CONTROL_CHARS
+# What str.strip() removes, so what the server counts as blank (spelled out: regex engines
+# disagree on \s, e.g. about U+001C..U+001F).
+_SPACE = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
 # A single-line field: no control characters; a required one also holds a non-space character.
 SINGLE_LINE = f"^[^{_C}]*$"
-SINGLE_LINE_REQUIRED = f"^[^{_C}]*[^\\s{_C}][^{_C}]*$"
+SINGLE_LINE_REQUIRED = f"^[^{_C}]*[^{_SPACE}{_C}][^{_C}]*$"
 # A body (text, html, SMS): any character but NUL; a required one holds a non-space character.
-MULTI_LINE_REQUIRED = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{_SPACE}\\x00][^\\x00]*$"
 MULTI_LINE = "^[^\\x00]*$"
 BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-FILENAME = f"^[^/\\\\{_C}]*[^\\s/\\\\{_C}][^/\\\\{_C}]*$"
+FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
 _ID_TEXT = "26 characters of Crockford base32 (a ULID)"
 _METHOD = Literal["email", "sms"]
@@ -177,13 +180,20 @@ class ResendRequest(_Strict):
     )  # fmt: skip
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
 class TwilioStatus(BaseModel):
     """Twilio's status callback form (any other field Twilio adds is accepted)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "additionalProperties": {"type": "string", "description": "Another field of Twilio's."}})
     MessageSid: str = Field(description="The SID of the message.")
     MessageStatus: str = Field(description="Its new status, e.g. `delivered`, `undelivered`.")
-    ErrorCode: str | None = Field(None, description="Twilio's error code of a failed message.")
+    # A form has no null: the field is absent when there is no error.
+    ErrorCode: str = Field(None, description="Twilio's error code of a failed message.",  # type: ignore[assignment]
+                           json_schema_extra=_no_default)
 
 
 # ---- responses -------------------------------------------------------------------------------
