@@ -12,12 +12,15 @@ from constructs import Construct
 from infra.config import DeployConfig
 from infra.functions import retention
 from infra.nag import suppress
+from vdq import resources
+from vdq.api import GATEWAY_ERRORS, THROTTLE_RETRY_AFTER_SECONDS, gateway_template
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS
 
-STAGE = "v1"
+STAGE = resources.API_STAGE
 TWILIO_CALLBACK_PATH = "twilio/status-callback"
 GROUPS = tuple(DEFAULT_GROUP_PERMISSIONS)  # vdq-senders, vdq-viewers, vdq-operators, vdq-admins
-RESOURCE_SERVER = "vdq"  # scopes "vdq/<group>": vdq.api.caller reads them as groups
+# Scopes "vdq/<group>": vdq.api.caller reads them as groups.
+RESOURCE_SERVER = resources.API_RESOURCE_SERVER
 USER_SCOPE = "aws.cognito.signin.user.admin"  # the scope of a signed-in user's access token
 
 # Public paths: Twilio signs its callback; health and the OpenAPI document are open.
@@ -103,6 +106,7 @@ class Api(Construct):
                     "stage logs need API Gateway's account-wide CloudWatch role, which a stack "
                     "should not own by default: vdq:apiLogs turns them on (README, Deploy)",
                 )
+        self._gateway_responses()
         self.authorizer = apigw.CognitoUserPoolsAuthorizer(
             self, "Authorizer", cognito_user_pools=[self.user_pool]
         )
@@ -142,6 +146,20 @@ class Api(Construct):
             f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
             f"/{STAGE}/"
         )
+
+    def _gateway_responses(self) -> None:
+        """API Gateway's own answers (401, 429, 413, ...) in the error shape the functions use,
+        so a typed client parses every error alike; 429 says when to try again."""
+        for g in GATEWAY_ERRORS:
+            throttled = g.status == 429
+            retry = {"Retry-After": f"'{THROTTLE_RETRY_AFTER_SECONDS}'"} if throttled else None
+            self.rest_api.add_gateway_response(
+                f"Gateway{g.response_type.title().replace('_', '')}",
+                type=apigw.ResponseType.of(g.response_type),
+                status_code=str(g.status) if g.status is not None else None,
+                response_headers=retry,
+                templates={"application/json": gateway_template(g.code)},
+            )
 
     def _route(self, method: str, path: str, integration: apigw.Integration) -> apigw.Method:
         resource = self.rest_api.root.resource_for_path(path)
@@ -219,7 +237,7 @@ class Api(Construct):
         self.scopes = [f"{RESOURCE_SERVER}/{g}" for g in GROUPS]
         self.domain = self.user_pool.add_domain(
             "Domain",
-            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"vdq-{Aws.ACCOUNT_ID}"),
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{resources.API_DOMAIN_PREFIX}-{Aws.ACCOUNT_ID}"),
         )
         self.machine_client = self.user_pool.add_client(
             "MachineClient",

@@ -89,20 +89,31 @@ def get_sent_item(event: Event, id: str) -> Response:
 
 @app.operation("resendSentItem")
 def resend_sent_item(event: Event, id: str) -> Response:
-    from vdq.operations import actions
-
-    copies = actions.resend([id], _caller(event), Runtime.default())
-    return _json(201, {"items": [item_json(c) for c in copies]})
+    return _resend("resendSentItem", event, _caller(event), [id])
 
 
 @app.operation("resendSentItems")
 def resend_sent_items(event: Event) -> Response:
+    who = _caller(event)
+    return _resend("resendSentItems", event, who, _resend_ids(api.json_body(event)))
+
+
+def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) -> Response:
+    """Copies of sent items; with an Idempotency-Key, once per key (vdq.intake.once)."""
     from vdq.operations import actions
 
-    who = _caller(event)
-    item_ids = _resend_ids(api.json_body(event))
-    copies = actions.resend(item_ids, who, Runtime.default())
-    return _json(201, {"items": [item_json(c) for c in copies]})
+    runtime = Runtime.default()
+
+    def work() -> dict[str, Any]:
+        return {"items": [item_json(c) for c in actions.resend(item_ids, who, runtime)]}
+
+    key = api.header(event, "Idempotency-Key")
+    if key is None:
+        return _json(201, work())
+    from vdq import intake
+
+    who.require(actions.RESEND_PERMISSION, actions.READ_PERMISSION)  # before the key is taken
+    return _json(201, intake.once(operation, who, key, {"ids": item_ids}, runtime, work))
 
 
 @app.operation("getAttachment")
@@ -150,4 +161,10 @@ def no_route() -> Response:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics  # resends (ItemsEnqueued) and errors it causes reach the dashboard and alarms
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if api.header(event, "Idempotency-Key") is not None:  # a resend: load idempotency then only
+        from vdq import intake
+
+        # A record this invocation leaves "in progress" expires at its deadline.
+        settings = Runtime.default().settings
+        intake.idempotency_config(settings.idempotency_seconds).register_lambda_context(context)
     return app.resolve(event)

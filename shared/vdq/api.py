@@ -15,6 +15,52 @@ from vdq.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, Vdq
 from vdq.settings import Settings
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+THROTTLE_RETRY_AFTER_SECONDS = 1  # the Retry-After of a throttled request
+
+
+class GatewayError(NamedTuple):
+    """An answer API Gateway gives itself, before (or instead of) a function: the deployed API
+    rewrites each to the error shape (infra/api.py) and the local front answers the same."""
+
+    response_type: str  # API Gateway's gateway response type
+    status: int | None  # the status sent; None keeps API Gateway's own (the DEFAULT_* types)
+    code: str  # error.code of the answer
+    meaning: str
+
+
+GATEWAY_ERRORS: tuple[GatewayError, ...] = (
+    GatewayError("UNAUTHORIZED", 401, "unauthorized",
+                 "no bearer token, or one that is expired, malformed or of another user pool"),
+    GatewayError("ACCESS_DENIED", 403, "forbidden", "the authorizer refused the token"),
+    GatewayError("MISSING_AUTHENTICATION_TOKEN", 404, "not_found",
+                 "no such route, or not with this method"),
+    GatewayError("RESOURCE_NOT_FOUND", 404, "not_found", "no such route"),
+    GatewayError("BAD_REQUEST_PARAMETERS", 400, "bad_request", "a required parameter is missing"),
+    GatewayError("BAD_REQUEST_BODY", 400, "bad_request", "the body is malformed"),
+    GatewayError("REQUEST_TOO_LARGE", 413, "too_large",
+                 f"the request is over API Gateway's {MAX_BODY_BYTES // 1024 // 1024} MB"),
+    GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "unsupported_media_type",
+                 "the Content-Type is not one the operation takes"),
+    GatewayError("THROTTLED", 429, "throttled",
+                 "over the stage's request rate; try again after Retry-After seconds"),
+    GatewayError("QUOTA_EXCEEDED", 429, "throttled", "over a usage plan's quota"),
+    GatewayError("WAF_FILTERED", 403, "forbidden", "refused by a web application firewall"),
+    GatewayError("INTEGRATION_FAILURE", 504, "integration_failure",
+                 "the function could not be invoked"),
+    GatewayError("INTEGRATION_TIMEOUT", 504, "timeout",
+                 "the function did not answer in time; the request may still take effect"),
+    GatewayError("DEFAULT_4XX", None, "client_error", "any other refusal by API Gateway"),
+    GatewayError("DEFAULT_5XX", None, "gateway_error",
+                 "any other failure in API Gateway, or a function that failed or answered "
+                 "nothing API Gateway could read (502)"),
+)  # fmt: skip
+GATEWAY_BY_TYPE = {g.response_type: g for g in GATEWAY_ERRORS}
+
+
+def gateway_template(code: str) -> str:
+    """The body template of a gateway response: the error shape, with API Gateway's message
+    (``messageString`` is already a quoted JSON string)."""
+    return '{"error":{"code":' + json.dumps(code) + ',"message":$context.error.messageString}}'
 
 
 class Caller(NamedTuple):  # immutable, and cheaper to define than a frozen dataclass

@@ -10,17 +10,20 @@ import os
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+LENGTH = 26
+# What ``is_id`` accepts, as the OpenAPI document declares it: 26 characters of the alphabet.
+PATTERN = f"^[{_ALPHABET}]{{{LENGTH}}}$"
 
 
 def new_id(now_ms: int | None = None) -> str:
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
     chars = []
-    for _ in range(26):
+    for _ in range(LENGTH):
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
 
 
 def is_id(text: str) -> bool:
-    return len(text) == 26 and all(c in _ALPHABET for c in text)
+    return len(text) == LENGTH and all(c in _ALPHABET for c in text)

@@ -8,6 +8,7 @@ same way again: its stored items are sent once, and the rejected receivers need 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -35,13 +36,27 @@ def submit(
     who.require(ADD_PERMISSION)
     if idempotency_key is None:
         return _enqueue(method, body, who.subject, runtime)
-    if not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable():
-        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+    check_key(idempotency_key)
     # Validate before the idempotency record exists, so bad input never occupies a key.
     _parse(method, body, runtime)
-    request = {"caller": who.subject, "method": method, "key": idempotency_key, "body": body}
+    return once(method, who, idempotency_key, body, runtime,
+                lambda: _enqueue(method, body, who.subject, runtime))
+
+
+def check_key(idempotency_key: str) -> None:
+    if not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable():
+        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+
+
+def once(kind: str, who: Caller, idempotency_key: str, body: Any, runtime: Runtime,
+         work: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """Run ``work`` once per (caller, kind, key): a repeat with the same ``body`` returns the
+    first answer (also a partial enqueue's 503), another body is a 422, a repeat while the
+    first runs is a 409. ``kind`` is "email", "sms" or "resend"."""
+    check_key(idempotency_key)
+    request = {"caller": who.subject, "method": kind, "key": idempotency_key, "body": body}
     return _idempotent(runtime.settings.table_name, runtime.settings.idempotency_seconds)(
-        request=request, runtime=runtime
+        request=request, work=work
     )
 
 
@@ -94,21 +109,21 @@ def _idempotent(table_name: str, seconds: int) -> Any:
 
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence,
                          config=config)  # fmt: skip
-    def enqueue_once(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    def run_once(*, request: dict[str, Any], work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            return _enqueue(request["method"], request["body"], request["caller"], runtime)
+            return work()
         except PartiallyEnqueued as exc:
             # Kept as the key's answer: a retry must not store the stored items again.
             return {PARTIAL: {"message": exc.message, "details": exc.details}}
 
-    def call(*, request: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    def call(*, request: dict[str, Any], work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
             IdempotencyValidationError,
         )
 
         try:
-            answer = enqueue_once(request=request, runtime=runtime)
+            answer = run_once(request=request, work=work)
         except IdempotencyValidationError:
             raise ValidationError(
                 "Idempotency-Key", "was already used with a different request body"

@@ -23,16 +23,28 @@ MAX_MEDIA_URLS = 10
 MAX_NAME = 256
 MAX_ORIGIN_PART = 256
 MAX_FILENAME = 255
+MAX_EMAIL = 254  # RFC 5321 path length
+MAX_CELL = 16  # "+" and 15 digits (E.164)
+MAX_REPLY_TO = 50
+MAX_ATTACHMENTS = 100
+MAX_CONTENT_TYPE = 255
+MAX_CONTENT_ID = 200
+MAX_MEDIA_URL = 2048
 
-_E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
+E164 = r"^\+[1-9][0-9]{1,14}$"
+_E164 = re.compile(E164)
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_CONTENT_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
-_CONTENT_ID = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}$")
+MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
+_CONTENT_TYPE = re.compile(MIME_TYPE)
+CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
+_CONTENT_ID = re.compile(f"^[{CONTENT_ID_CHARS}]{{1,{MAX_CONTENT_ID}}}$")
 # What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
 # (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
-# for mail software) and the Unicode line and paragraph separators U+2028/U+2029.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
+# document's patterns use the same class.
+CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 # A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # The content record is one DynamoDB item (400 KB, attribute names included): the encoded content
@@ -183,7 +195,7 @@ def check_text(value: str, path: str, *, single_line: bool) -> None:
 
 
 def email_address(value: Any, path: str) -> str:
-    text = _string(value, path, max_len=254)
+    text = _string(value, path, max_len=MAX_EMAIL)
     assert text is not None
     local, at, domain = text.rpartition("@")
     labels = domain.split(".")
@@ -228,7 +240,7 @@ def _addresses(value: Any, path: str, *, required: bool, max_items: int) -> tupl
 
 
 def cell(value: Any, path: str) -> str:
-    text = _string(value, path, max_len=16)
+    text = _string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not _E164.match(text):
         raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)")
@@ -242,6 +254,10 @@ def origin(value: Any, path: str = "origin") -> Origin | None:
     _known_keys(data, path, {"type", "id"})
     kind = _string(data.get("type"), f"{path}.type", max_len=MAX_ORIGIN_PART)
     ident = data.get("id")
+    # A whole number, also as JSON writes it with a fraction of zero (1042.0 is the integer
+    # 1042 to JSON Schema, so to a client validating against the document).
+    if isinstance(ident, float) and ident.is_integer():
+        ident = int(ident)
     if isinstance(ident, int) and not isinstance(ident, bool):
         ident = str(ident)
     ident = _string(ident, f"{path}.id", max_len=MAX_ORIGIN_PART)
@@ -256,7 +272,8 @@ def _attachment(value: Any, path: str) -> Attachment:
     assert filename is not None
     if "/" in filename or "\\" in filename or filename in (".", ".."):
         raise ValidationError(f"{path}.filename", "must be a file name, not a path")
-    content_type = _string(data.get("content_type"), f"{path}.content_type", max_len=255)
+    content_type = _string(data.get("content_type"), f"{path}.content_type",
+                           max_len=MAX_CONTENT_TYPE)
     assert content_type is not None
     if not _CONTENT_TYPE.match(content_type):
         raise ValidationError(f"{path}.content_type", f"{content_type!r} is not a MIME type")
@@ -270,7 +287,8 @@ def _attachment(value: Any, path: str) -> Attachment:
     inline = data.get("inline", False)
     if not isinstance(inline, bool):
         raise ValidationError(f"{path}.inline", "must be true or false")
-    content_id = _string(data.get("content_id"), f"{path}.content_id", max_len=200, required=False)
+    content_id = _string(data.get("content_id"), f"{path}.content_id", max_len=MAX_CONTENT_ID,
+                         required=False)
     if content_id is not None and not _CONTENT_ID.match(content_id):
         raise ValidationError(f"{path}.content_id", "may hold only letters, digits and @.-_")
     if content_id is not None and not inline:
@@ -294,12 +312,16 @@ def parse_email(
     to = _addresses(body.get("to"), "to", required=True, max_items=max_receivers)
     cc = _addresses(body.get("cc"), "cc", required=False, max_items=max_receivers)
     bcc = _addresses(body.get("bcc"), "bcc", required=False, max_items=max_receivers)
-    reply_to = _addresses(body.get("reply_to"), "reply_to", required=False, max_items=50)
+    reply_to = _addresses(body.get("reply_to"), "reply_to", required=False,
+                          max_items=MAX_REPLY_TO)
     subject = _string(body.get("subject"), "subject", max_len=MAX_SUBJECT)
     text = _string(body.get("text"), "text", max_len=MAX_TEXT, single_line=False)
     html = _string(body.get("html"), "html", max_len=MAX_TEXT, required=False, single_line=False)
-    raw_attachments = _list(body.get("attachments"), "attachments", required=False, max_items=100)
-    attachments = tuple(_attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments))
+    raw_attachments = _list(body.get("attachments"), "attachments", required=False,
+                            max_items=MAX_ATTACHMENTS)
+    attachments = tuple(
+        _attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments)
+    )
     total = sum(len(a.content) for a in attachments)
     if total > max_attachment_bytes:
         raise ValidationError(
@@ -374,7 +396,7 @@ def parse_sms(data: Any, *, max_receivers: int = 1000) -> Sms:
     for i, url in enumerate(
         _list(body.get("media_urls"), "media_urls", required=False, max_items=MAX_MEDIA_URLS)
     ):
-        value = _string(url, f"media_urls[{i}]", max_len=2048)
+        value = _string(url, f"media_urls[{i}]", max_len=MAX_MEDIA_URL)
         assert value is not None
         if not value.startswith("https://"):
             raise ValidationError(f"media_urls[{i}]", "must be an https:// URL")

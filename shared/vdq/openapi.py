@@ -1,9 +1,10 @@
 """The OpenAPI document of the REST API: generated at build time, served as committed.
 
 ``python -m vdq.openapi`` writes ``openapi.json`` beside this module from the operation table
-(vdq.operations.spec) and the body models (vdq.operations.schemas, pydantic). The operator
-function serves the committed file, so it never imports pydantic at run time; a test rebuilds
-the document and fails when the committed one differs, or when the routes do.
+(vdq.operations.spec), the body models (vdq.operations.schemas, pydantic), the examples
+(vdq.operations.examples) and the prose (vdq.operations.docs). The operator function serves the
+committed file, so it never imports pydantic at run time; a test rebuilds the document and fails
+when the committed one differs, or when the routes do.
 """
 
 from __future__ import annotations
@@ -18,17 +19,8 @@ DOCUMENT = Path(__file__).with_name("openapi.json")
 TITLE = "VDQ"
 VERSION = "1.0.0"
 _REF = "#/components/schemas/{model}"
-
-_ERROR_TEXT = {
-    400: "bad request (a malformed body, or a cursor of another list)",
-    401: "no valid bearer token",
-    403: "not allowed (a missing permission, a server transition, a bad Twilio signature)",
-    404: "unknown item, attachment or transition (or, for sent items, an item not done)",
-    409: "not possible now (the item's state is no source, or the files were cleaned up)",
-    410: "the attachment's file was deleted by cleanup",
-    422: "invalid input; details.field names the field",
-    503: "contention or a partial failure; try again",
-}
+_JSON = "application/json"
+_FORM = "application/x-www-form-urlencoded"
 
 
 @lru_cache(maxsize=1)
@@ -37,66 +29,125 @@ def document_text() -> str:
     return DOCUMENT.read_text()
 
 
-def _schema(param: Any) -> dict[str, Any]:
+def _schema_ref(model: str) -> dict[str, Any]:
+    return {"$ref": _REF.format(model=model)}
+
+
+def _param_schema(param: Any) -> dict[str, Any]:
+    from vdq.operations import docs
+
+    if param.name == docs.IDEMPOTENCY_HEADER:
+        return dict(docs.IDEMPOTENCY_KEY_SCHEMA)
     schema: dict[str, Any] = {"type": param.type}
-    if param.enum:
-        schema["enum"] = list(param.enum)
-    if param.minimum is not None:
-        schema["minimum"] = param.minimum
-    if param.maximum is not None:
-        schema["maximum"] = param.maximum
-    if param.default is not None:
-        schema["default"] = param.default
-    return schema
+    for key, value in (("enum", list(param.enum) or None), ("minimum", param.minimum),
+                       ("maximum", param.maximum), ("default", param.default),
+                       ("pattern", param.pattern), ("maxLength", param.max_length)):
+        if value is not None:
+            schema[key] = value
+    if param.type == "string" and param.where != "path" and not param.enum:
+        schema["minLength"] = 1
+    return schema  # fmt: skip
 
 
-def _operation(op: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "operationId": op.id,
-        "summary": op.summary,
-        "description": f"Permission: {op.permission}. Served by the {op.function} function.",
-        "tags": [op.function],
-    }
-    if op.params:
-        out["parameters"] = [
-            {"name": p.name, "in": p.where, "required": p.required or p.where == "path",
-             "description": p.description, "schema": _schema(p)}
-            for p in op.params
-        ]  # fmt: skip
-    if op.body:
-        media = ("application/x-www-form-urlencoded" if op.function == "webhook"
-                 else "application/json")  # fmt: skip
-        out["requestBody"] = {
-            "required": True,
-            "content": {media: {"schema": {"$ref": _REF.format(model=op.body)}}},
-        }
-    ok: dict[str, Any] = {"description": op.summary}
-    if op.answer:
-        ok["content"] = {"application/json": {"schema": {"$ref": _REF.format(model=op.answer)}}}
-    if op.status == 302:
-        ok["description"] = "redirect to a presigned download URL that expires within minutes"
-        ok["headers"] = {"Location": {"schema": {"type": "string", "format": "uri"},
-                                      "description": "the presigned URL"}}  # fmt: skip
-    responses = {str(op.status): ok}
-    for status in op.errors:
-        responses[str(status)] = {
-            "description": _ERROR_TEXT[status],
-            "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}},
-        }
-    out["responses"] = responses
-    out["security"] = [] if op.public else [{"bearer": []}]
+def _parameter(op: Any, param: Any) -> dict[str, Any]:
+    from vdq.operations import docs, examples
+
+    description = param.description
+    if param.name == docs.IDEMPOTENCY_HEADER:
+        description = f"{description} {docs.IDEMPOTENCY_RULES}"
+    out = {"name": param.name, "in": param.where, "required": param.required or param.where
+           == "path", "description": description, "schema": _param_schema(param)}  # fmt: skip
+    example = examples.PARAMETERS.get(op.id, {}).get(param.name)
+    if example is not None:
+        out["example"] = example
     return out
 
 
-def build() -> dict[str, Any]:
-    """The document, from the operation table and the body models (imports pydantic)."""
+def _error(description: str, model: str = "Error") -> dict[str, Any]:
+    return {"description": description, "content": {_JSON: {"schema": _schema_ref(model)}}}
+
+
+def _responses(op: Any) -> dict[str, Any]:
+    from vdq.operations import docs, examples
+
+    ok: dict[str, Any] = {"description": docs.SUCCESS[op.id]}
+    if op.answer:
+        ok["content"] = {_JSON: {"schema": _schema_ref(op.answer),
+                                 "example": examples.RESPONSES[op.id]}}  # fmt: skip
+    if op.status == 302:
+        ok["headers"] = {
+            "Location": {"description": "The presigned URL of the file.",
+                         "schema": {"type": "string", "format": "uri"},
+                         "example": examples.RESPONSES[op.id]},
+            "Cache-Control": {"description": "`no-store`: the URL is for this request only.",
+                              "schema": {"type": "string", "const": "no-store"}},
+        }  # fmt: skip
+    statuses = {op.status: ok}
+    for status in op.errors:
+        if op.id == "health" and status == 503:
+            statuses[503] = {"description": docs.STATUS_TEXT[503]["health"],
+                             "content": {_JSON: {"schema": _schema_ref("Health")}}}
+        elif status == 503 and op.function == "enqueue":
+            statuses[503] = _error(docs.STATUS_TEXT[503]["enqueue"], "PartiallyEnqueued")
+        else:
+            statuses[status] = _error(docs.status_text(status, op))
+    refs = docs.gateway_statuses(op)
+    for status in refs:
+        statuses.setdefault(status, {"$ref": f"#/components/responses/{refs[status]}"})
+    return {str(s): statuses[s] for s in sorted(statuses)}
+
+
+def _operation(op: Any) -> dict[str, Any]:
+    from vdq.operations import docs, examples
+
+    out: dict[str, Any] = {
+        "operationId": op.id,
+        "summary": op.summary,
+        "description": f"{op.description}\n\n{docs.permission_text(op)}",
+        "tags": [op.tag],
+        "x-vdq-permissions": list(op.permissions),
+    }
+    if op.id == "runTransition":
+        out["x-vdq-transition-permissions"] = docs.transition_permissions()
+    if op.params:
+        out["parameters"] = [_parameter(op, p) for p in op.params]
+    if op.body:
+        media = _FORM if op.function == "webhook" else _JSON
+        out["requestBody"] = {
+            "required": True,
+            "description": docs.BODIES[op.body],
+            "content": {media: {"schema": _schema_ref(op.body),
+                                "example": examples.REQUESTS[op.id]}},
+        }  # fmt: skip
+    out["responses"] = _responses(op)
+    out["security"] = [] if op.public else docs.security(op)
+    return out
+
+
+def _components_schemas() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
-    from vdq.operations import schemas, spec
+    from vdq.operations import docs, schemas
 
     _, definitions = models_json_schema(
         [(m, "validation") for m in schemas.MODELS], ref_template=_REF
     )
+    found = definitions.get("$defs", {})
+    for schema in found.values():
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+    found["State"]["description"] = docs.STATE_TEXT
+    code = found["ErrorDetail"]["properties"]["code"]
+    code["enum"] = sorted(docs.error_codes())
+    code["description"] = docs.error_code_text()
+    return dict(sorted(found.items()))
+
+
+def build() -> dict[str, Any]:
+    """The document, from the operation table and the body models (imports pydantic)."""
+    from vdq.operations import docs, spec
+
     paths: dict[str, dict[str, Any]] = {}
     for op in spec.OPERATIONS:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
@@ -105,23 +156,20 @@ def build() -> dict[str, Any]:
         "info": {
             "title": TITLE,
             "version": VERSION,
-            "description": "Outbound email (Amazon SES) and SMS (Twilio) dispatch queue. Errors "
-            'are {"error": {"code", "message", "details"?}}.',
+            "summary": "Outbound email (Amazon SES) and SMS (Twilio) dispatch queue.",
+            "description": docs.overview(),
+            "contact": docs.CONTACT,
+            "license": docs.LICENSE,
         },
+        "servers": docs.servers(),
+        "tags": docs.TAGS,
         "paths": paths,
         "components": {
-            "schemas": dict(sorted(definitions.get("$defs", {}).items())),
-            "securitySchemes": {
-                "bearer": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "bearerFormat": "JWT",
-                    "description": "a Cognito token; its cognito:groups claim maps to "
-                    "permissions through VDQ_GROUP_PERMISSIONS",
-                }
-            },
+            "schemas": _components_schemas(),
+            "responses": docs.gateway_responses(),
+            "securitySchemes": docs.security_schemes(),
         },
-        "security": [{"bearer": []}],
+        "security": [{"bearer": []}, {"oauth2": []}],
     }
 
 

@@ -62,6 +62,12 @@ SES_EVENTS_TOPIC = "ses-events"
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 
+# The REST API: its stage, the Cognito resource server whose scopes "<id>/<group>" machine
+# clients get, and the prefix of the Cognito domain ("<prefix>-<account id>") that issues tokens.
+API_STAGE = "v1"
+API_RESOURCE_SERVER = "vdq"
+API_DOMAIN_PREFIX = "vdq"
+
 # Metrics (Powertools, namespace observability.NAMESPACE) that the deployed alarms watch.
 METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.transitions emits it)
 # The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".

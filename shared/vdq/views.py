@@ -6,6 +6,11 @@ from typing import Any
 
 from vdq.store import HistoryRecord, QueueItemRecord
 
+# What a history entry's ``source`` and ``kind`` may be (the OpenAPI document's enums; a test
+# checks every writer of history uses only these).
+HISTORY_SOURCES = ("server", "provider", "operator", "schedule")
+HISTORY_KINDS = ("transition", "ignored", "late", "event", "action")
+
 
 def item_json(item: QueueItemRecord) -> dict[str, Any]:
     origin = (

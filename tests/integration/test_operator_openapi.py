@@ -40,7 +40,8 @@ def test_the_document_has_every_path_of_the_contract_with_parameters_and_bodies(
     assert paths["/sent-items/resend"]["post"]["requestBody"]
     assert paths["/attachments/{id}"]["get"]["responses"]["302"]["headers"]["Location"]
     assert paths["/health"]["get"]["security"] == []
-    assert paths["/queue-items/{id}/transitions/{name}"]["post"]["security"] == [{"bearer": []}]
+    assert paths["/queue-items/{id}/transitions/{name}"]["post"]["security"] == [
+        {"bearer": []}, {"oauth2": ["vdq/vdq-operators", "vdq/vdq-admins"]}]
 
 
 def test_the_operator_function_serves_exactly_its_operations():

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.aws import drain
 from tests.support.operator import call, dynamodb_requests, email, move, sms, succeed
-from vdq.store import WriteFailed
+from vdq.store import QueueItemRecord, WriteFailed
 
 PDF = {"filename": "a.pdf", "content_type": "application/pdf",
        "content_base64": base64.b64encode(b"%PDF").decode()}  # fmt: skip
@@ -137,3 +137,18 @@ def test_resend_request_counts(aws, runtime, monkeypatch):
         assert call("resend", params={"id": mail.id}).status == 201
     assert counts == {"BatchGetItem": 1, "UpdateItem": 1, "BatchWriteItem": 1, "PutItem": 1}
     move(runtime, cc.id, "send", "error")
+
+
+def test_a_resend_repeated_with_its_idempotency_key_copies_once(aws, runtime):
+    [item] = email(runtime, "solo@example.org")
+    succeed(runtime, item.id)
+    headers = {"Idempotency-Key": "resend-7"}
+    first = call("resend", params={"id": item.id}, headers=headers)
+    again = call("resend", params={"id": item.id}, headers=headers)
+    assert first.status == again.status == 201
+    assert first.body["items"] == again.body["items"]
+    other = call("bulk_resend", body={"ids": [item.id]}, headers=headers)
+    assert other.status == 201  # another operation: its own key space
+    copies = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE")
+              if i.resent_from == item.id]  # fmt: skip
+    assert len(copies) == 2

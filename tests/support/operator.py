@@ -42,6 +42,7 @@ def call(
     body: Any = None,
     groups: list[str] | tuple[str, ...] | None = ("vdq-operators",),
     anonymous: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> Answer:
     """Invoke the operator handler with ``events/apigw_operator_<name>.json``, adapted."""
     public = name in PUBLIC
@@ -59,6 +60,8 @@ def call(
         event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} or None
     if anonymous:
         event["requestContext"]["authorizer"] = None
+    if headers:
+        event["headers"] = {**(event.get("headers") or {}), **headers}
     response = operator_handler.handler(event, LambdaContext())
     headers = dict(response.get("headers") or {})
     headers.update({k: v[-1] for k, v in (response.get("multiValueHeaders") or {}).items()})

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 
-from vdq.api import MAX_BODY_BYTES
+from vdq.api import GATEWAY_BY_TYPE, MAX_BODY_BYTES, error_body
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
 
@@ -197,6 +197,15 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     }
 
 
+def _gateway_error(request: QuietHandler, response_type: str,
+                   headers: dict[str, str] | None = None, message: str | None = None) -> None:
+    """Answer as API Gateway's gateway response of ``response_type`` does once the deployed
+    API rewrites it (infra/api.py): its status, the error shape, its code."""
+    gateway = GATEWAY_BY_TYPE[response_type]
+    assert gateway.status is not None
+    request.answer(gateway.status, error_body(gateway.code, message or gateway.meaning), headers)
+
+
 class Front:
     def __init__(self, functions: Functions, secret: str, port: int,
                  status: Callable[[], dict[str, Any]]) -> None:  # fmt: skip
@@ -233,10 +242,12 @@ class Front:
         try:
             body = read_body(request)
         except BadBody as exc:
-            code = "too_large" if exc.status == 413 else "bad_request"
             # What is left of an unread body cannot be skipped: close the connection after.
-            request.answer(exc.status, {"error": {"code": code, "message": exc.message}},
-                           None if exc.read else {"Connection": "close"})  # fmt: skip
+            headers = None if exc.read else {"Connection": "close"}
+            if exc.status == 413:
+                _gateway_error(request, "REQUEST_TOO_LARGE", headers, message=exc.message)
+            else:
+                request.answer(exc.status, error_body("bad_request", exc.message), headers)
             return
         path = urlsplit(request.path).path.rstrip("/") or "/"
         if path == "/_local/status" and request.command == "GET":
@@ -245,12 +256,12 @@ class Front:
         found = _find(request.command, path)
         if not isinstance(found, tuple):
             if found is None:
-                request.answer(404, {"error": {"code": "not_found",
-                                               "message": f"no route {request.command} {path}"}})
+                _gateway_error(request, "RESOURCE_NOT_FOUND",
+                               message=f"no route {request.command} {path}")  # fmt: skip
             else:
-                request.answer(405, {"error": {"code": "method_not_allowed", "message":
+                request.answer(405, error_body("method_not_allowed",
                                                f"{path} takes {', '.join(found)}, "
-                                               f"not {request.command}"}},
+                                               f"not {request.command}"),
                                {"Allow": ", ".join(found)})  # fmt: skip
             return
         route, params = found
@@ -262,8 +273,7 @@ class Front:
         if not route.public:
             claims = verify_token(self.secret, request.headers.get("Authorization"))
             if claims is None:  # the Cognito authorizer answers before any function runs
-                request.answer(401, {"error": {"code": "unauthorized",
-                                               "message": "a valid bearer token is required"}})
+                _gateway_error(request, "UNAUTHORIZED")
                 return
         event = build_event(request, route, params, body, claims)
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vdq.errors import BadRequest
 
 VERSION = 1
+PATTERN = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"  # what ``encode`` writes: payload.signature
 MAX_POSITION = 200
 _SIG_BYTES = 16
 

@@ -2,172 +2,401 @@
 
 Imported by the generator (``python -m vdq.openapi``) at build and test time, never by a
 function at run time: the handlers validate input with vdq.messages and vdq.operations.spec.
+Every limit and pattern is imported from the code that enforces it, so the document cannot
+promise more than the server accepts.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vdq import ids, messages
+from vdq.operations import spec
+from vdq.settings import Settings
+from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow import State
+
+_DEFAULTS = Settings()
+_C = messages.CONTROL_CHARS
+# What str.strip() removes, so what the server counts as blank (spelled out: regex engines
+# disagree on \s, e.g. about U+001C..U+001F).
+_SPACE = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
+# A single-line field: no control characters; a required one also holds a non-space character.
+SINGLE_LINE = f"^[^{_C}]*$"
+SINGLE_LINE_REQUIRED = f"^[^{_C}]*[^{_SPACE}{_C}][^{_C}]*$"
+# A body (text, html, SMS): any character but NUL; a required one holds a non-space character.
+MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{_SPACE}\\x00][^\\x00]*$"
+MULTI_LINE = "^[^\\x00]*$"
+BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
+EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
+_ID_TEXT = "26 characters of Crockford base32 (a ULID)"
+_METHOD = Literal["email", "sms"]
+HistoryKind = Literal[HISTORY_KINDS]  # type: ignore[valid-type]
+HistorySource = Literal[HISTORY_SOURCES]  # type: ignore[valid-type]
+Transition = Literal[spec.OPERATOR_TRANSITIONS]  # type: ignore[valid-type]
+ErrorCode = str  # the generator replaces the schema with the enum of codes (vdq.openapi)
+
+
+def _id(description: str) -> Any:
+    return Field(description=f"{description} ({_ID_TEXT}).", pattern=ids.PATTERN)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# ---- requests --------------------------------------------------------------------------------
+
+
 class Address(_Strict):
-    email: str = Field(description="email address", examples=["ada@example.org"])
-    name: str | None = None
+    """An email address, with the name shown beside it."""
+
+    email: str = Field(description="The address; the server checks it strictly (no quoted local "
+                       "parts, no IP literals, a domain of letters, digits and hyphens).",
+                       max_length=messages.MAX_EMAIL, json_schema_extra=EMAIL_FORMAT)
+    name: str | None = Field(None, description="The display name; leave it out or null for none.",
+                             max_length=messages.MAX_NAME, pattern=SINGLE_LINE)
 
 
 class Origin(_Strict):
-    type: str = Field(max_length=256, description="kind of the record that caused the message")
-    id: str = Field(max_length=256)
+    """What in the producing system caused the message, for finding its items later."""
+
+    type: str = Field(description="The kind of record, e.g. `shop.order`.",
+                      max_length=messages.MAX_ORIGIN_PART, pattern=SINGLE_LINE_REQUIRED)
+    id: Annotated[str, Field(max_length=messages.MAX_ORIGIN_PART,
+                             pattern=SINGLE_LINE_REQUIRED)] | Annotated[
+        int, Field(ge=-(2**63), le=2**63 - 1)] = Field(
+        description="The record's id; a whole number (64-bit) is stored as its text."
+    )
 
 
 class AttachmentIn(_Strict):
-    filename: str = Field(max_length=255)
-    content_type: str = Field(examples=["application/pdf"])
-    content_base64: str
-    inline: bool = False
-    content_id: str | None = Field(None, description="Content-ID of an inline attachment")
+    """A file to send with the email."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "description": (
+                "A file to send with the email, base64-encoded. Together the files of one "
+                "email may decode to at most VDQ_MAX_ATTACHMENT_BYTES (default "
+                f"{_DEFAULTS.max_attachment_bytes:,} bytes; a 422 on `attachments` otherwise). "
+                "`content_id` is only for an inline file."
+            ),
+            # content_id only with inline: true (the server refuses it otherwise).
+            "if": {"required": ["content_id"],
+                   "properties": {"content_id": {"type": "string"}}},
+            "then": {"required": ["inline"], "properties": {"inline": {"const": True}}},
+        },
+    )  # fmt: skip
+    filename: str = Field(description="The file's name as the receiver sees it; a name, not a "
+                          "path (no slashes, not `.` or `..`).",
+                          max_length=messages.MAX_FILENAME, pattern=FILENAME,
+                          json_schema_extra={"not": {"enum": [".", ".."]}})
+    content_type: str = Field(description="The file's MIME type.", examples=["application/pdf"],
+                              max_length=messages.MAX_CONTENT_TYPE, pattern=messages.MIME_TYPE)
+    content_base64: str = Field(description="The file's bytes in standard base64, padded.",
+                                pattern=BASE64, json_schema_extra={"contentEncoding": "base64"})
+    inline: bool = Field(False, description="Show the file in the HTML body (referenced by "
+                         "`cid:<content_id>`) instead of as an attachment.")
+    content_id: str | None = Field(
+        None, description="The Content-ID an inline file is referenced by (inline files only).",
+        pattern=f"^[{messages.CONTENT_ID_CHARS}]{{1,{messages.MAX_CONTENT_ID}}}$",
+    )
+
+
+_RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
+              "receivers in one request")  # fmt: skip
 
 
 class EmailRequest(_Strict):
-    sender: Address
-    to: list[Address] = Field(min_length=1)
-    cc: list[Address] = []
-    bcc: list[Address] = []
-    reply_to: list[Address] = []
-    subject: str = Field(max_length=998)
-    text: str
-    html: str | None = None
-    attachments: list[AttachmentIn] = []
-    origin: Origin | None = None
+    """An email to queue: one item per distinct receiver across to, cc and bcc."""
+
+    sender: Address = Field(description="Who the email is from (SES must allow the address).")
+    to: list[Address] = Field(description=f"The main receivers; {_RECEIVERS} across to, cc and "
+                              "bcc.", min_length=1, max_length=_DEFAULTS.max_receivers)
+    cc: list[Address] = Field([], description="Receivers in copy, shown to every receiver.",
+                              max_length=_DEFAULTS.max_receivers)
+    bcc: list[Address] = Field([], description="Receivers in blind copy, shown to nobody.",
+                               max_length=_DEFAULTS.max_receivers)
+    reply_to: list[Address] = Field([], description="Where replies go (Reply-To).",
+                                    max_length=messages.MAX_REPLY_TO)
+    subject: str = Field(description="The subject: one line, not blank.",
+                         max_length=messages.MAX_SUBJECT, pattern=SINGLE_LINE_REQUIRED)
+    text: str = Field(description="The plain-text body: not blank.",
+                      max_length=messages.MAX_TEXT, pattern=MULTI_LINE_REQUIRED)
+    html: str | None = Field(None, description="The HTML body, sent beside the text.",
+                             max_length=messages.MAX_TEXT, pattern=MULTI_LINE)
+    attachments: list[AttachmentIn] = Field([], description="Files to send with the email.",
+                                            max_length=messages.MAX_ATTACHMENTS)
+    origin: Origin | None = Field(None, description="What caused the email, if anything.")
 
 
 class SmsSender(_Strict):
-    cell: str = Field(pattern=r"^\+[1-9][0-9]{1,14}$")
+    """The number an SMS is sent from."""
+
+    cell: str = Field(description="An E.164 number (+ and up to 15 digits) of the Twilio "
+                      "account.", pattern=messages.E164, max_length=messages.MAX_CELL)
 
 
 class SmsReceiver(_Strict):
-    cell: str = Field(pattern=r"^\+[1-9][0-9]{1,14}$")
-    name: str | None = None
+    """A number to send the SMS to."""
+
+    cell: str = Field(description="An E.164 number (+ and up to 15 digits).",
+                      pattern=messages.E164, max_length=messages.MAX_CELL)
+    name: str | None = Field(None, description="Who it is, for the operators.",
+                             max_length=messages.MAX_NAME, pattern=SINGLE_LINE)
 
 
 class SmsRequest(_Strict):
-    sender: SmsSender
-    to: list[SmsReceiver] = Field(min_length=1)
-    body: str = Field(max_length=1600)
-    media_urls: list[str] = Field([], max_length=10)
-    origin: Origin | None = None
+    """An SMS to queue: one item per distinct receiver."""
 
-
-class Party(BaseModel):
-    email: str | None = None
-    cell: str | None = None
-    name: str | None = None
-
-
-class QueueItem(BaseModel):
-    id: str
-    method: Literal["email", "sms"]
-    state: State
-    sender: Party
-    receiver: Party
-    result: str | None
-    attempt: int
-    retry_delay: int | None
-    queued_at: str
-    updated_at: str
-    done_since: str
-    done_at: str | None
-    origin: Origin | None
-    provider_id: str | None = Field(description="SES message ID or Twilio SID, once known")
-    resent_from: str | None
-
-
-class Items(BaseModel):
-    items: list[QueueItem]
-
-
-class ItemPage(BaseModel):
-    items: list[QueueItem]
-    cursor: str | None = Field(description="pass it to get the next page; null at the end")
-
-
-class AttachmentOut(BaseModel):
-    id: str
-    filename: str
-    content_type: str
-    size: int
-    inline: bool
-    content_id: str | None
-    download_path: str = Field(examples=["/attachments/01JD0000000000000000000000"])
-    purged: bool = Field(description="the file was deleted by cleanup")
-
-
-class HistoryEntry(BaseModel):
-    at: str
-    actor: str
-    source: str
-    kind: str
-    name: str
-    from_state: str | None
-    to_state: str | None
-    attempt: int | None
-    text: str | None
-
-
-class ItemDetail(QueueItem):
-    content: dict[str, Any] = Field(
-        description="email: subject, text, html, to, cc, reply_to; sms: body, media_urls"
-    )
-    attachments: list[AttachmentOut]
-    history: list[HistoryEntry]
-
-
-class TransitionResult(BaseModel):
-    transition: str
-    dry_run: bool
-    from_state: State
-    to_state: State
-    item: QueueItem
+    sender: SmsSender = Field(description="Who the SMS is from.")
+    to: list[SmsReceiver] = Field(description=f"The receivers; {_RECEIVERS}.", min_length=1,
+                                  max_length=_DEFAULTS.max_receivers)
+    body: str = Field(description="The message: not blank (Twilio splits a long one).",
+                      max_length=messages.MAX_SMS_BODY, pattern=MULTI_LINE_REQUIRED)
+    media_urls: list[str] = Field(
+        [], description="https:// URLs of media to send as MMS.",
+        max_length=messages.MAX_MEDIA_URLS,
+        json_schema_extra={"items": {"type": "string", "maxLength": messages.MAX_MEDIA_URL,
+                                     "pattern": f"^https://[^{_C}]*$",
+                                     "description": "An https:// URL Twilio can fetch."}},
+    )  # fmt: skip
+    origin: Origin | None = Field(None, description="What caused the SMS, if anything.")
 
 
 class ResendRequest(_Strict):
-    ids: list[str] = Field(min_length=1, max_length=100)
+    """The done items to send again."""
+
+    ids: list[str] = Field(
+        description="Ids of done items; a repeated id is sent once.", min_length=1,
+        max_length=spec.MAX_RESEND_IDS,
+        json_schema_extra={"items": {"type": "string", "pattern": ids.PATTERN,
+                                     "description": f"A queue item's id ({_ID_TEXT})."}},
+    )  # fmt: skip
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
 
 
 class TwilioStatus(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    MessageSid: str
-    MessageStatus: str
-    ErrorCode: str | None = None
+    """Twilio's status callback form (any other field Twilio adds is accepted)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "additionalProperties": {"type": "string", "description": "Another field of Twilio's."}})
+    MessageSid: str = Field(description="The SID of the message.")
+    MessageStatus: str = Field(description="Its new status, e.g. `delivered`, `undelivered`.")
+    # A form has no null: the field is absent when there is no error.
+    ErrorCode: str = Field(None, description="Twilio's error code of a failed message.",  # type: ignore[assignment]
+                           json_schema_extra=_no_default)
+
+
+# ---- responses -------------------------------------------------------------------------------
+
+
+class EmailParty(BaseModel):
+    """The sender or receiver of an email item."""
+
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(description="The address.", json_schema_extra=EMAIL_FORMAT)
+    name: str | None = Field(description="The display name, or null.")
+
+
+class SmsParty(BaseModel):
+    """The sender or receiver of an SMS item."""
+
+    model_config = ConfigDict(extra="forbid")
+    cell: str = Field(description="The E.164 number.", pattern=messages.E164)
+    name: str | None = Field(None, description="The receiver's name, or null (never on a "
+                             "sender).")
+
+
+class OriginOut(BaseModel):
+    """What caused the message, as the producer gave it (an id as text)."""
+
+    type: str = Field(description="The kind of record.")
+    id: str = Field(description="The record's id.")
+
+
+class QueueItem(BaseModel):
+    """One receiver's message and where it is in the workflow."""
+
+    id: str = _id("The item's id")
+    method: _METHOD = Field(description="How it is sent: `email` (SES) or `sms` (Twilio).")
+    state: State = Field(description="Where it is in the workflow; cancelled, succeeded and "
+                         "unconfirmed are done.")
+    sender: EmailParty | SmsParty = Field(description="Who it is from (by method).")
+    receiver: EmailParty | SmsParty = Field(description="Who it goes to (by method).")
+    result: str | None = Field(description="The provider's last answer or the error, or null.")
+    attempt: int = Field(description="The attempt, from 1; a retry starts the next one.", ge=1)
+    retry_delay: int | None = Field(description="Seconds until an automatic retry of a delayed "
+                                    "item, or null.", ge=0)
+    queued_at: datetime = Field(description="When the item was queued (UTC).")
+    updated_at: datetime = Field(description="When the item last changed (UTC).")
+    done_since: datetime = Field(description="When it entered a done state; for an active "
+                                 "item, when it was queued (the sort key of the sent list).")
+    done_at: datetime | None = Field(description="When it entered a done state, or null.")
+    origin: OriginOut | None = Field(description="What caused the message, or null.")
+    provider_id: str | None = Field(description="SES message ID or Twilio SID, once known.")
+    resent_from: str | None = Field(description="The item this one is a resend of, or null.",
+                                    pattern=ids.PATTERN)
+
+
+class Items(BaseModel):
+    """The items a request created, in receiver order."""
+
+    items: list[QueueItem] = Field(description="The new items.")
+
+
+class ItemPage(BaseModel):
+    """One page of a list."""
+
+    items: list[QueueItem] = Field(description="The items of this page, in the list's order.")
+    cursor: str | None = Field(description="Pass it as `cursor` to get the next page; null at "
+                               "the end.", pattern=spec.cursor.PATTERN)
+
+
+class AttachmentOut(BaseModel):
+    """A file of the item's content."""
+
+    id: str = _id("The attachment's id")
+    filename: str = Field(description="The file's name.")
+    content_type: str = Field(description="The file's MIME type.")
+    size: int = Field(description="The file's size in bytes.", ge=0)
+    inline: bool = Field(description="Shown in the HTML body rather than attached.")
+    content_id: str | None = Field(description="The Content-ID of an inline file, or null.")
+    download_path: str = Field(description="The path of getAttachment for this file.",
+                               examples=["/attachments/01JD0000000000000000000000"])
+    purged: bool = Field(description="The file was deleted by cleanup (a download is a 410).")
+
+
+class HistoryEntry(BaseModel):
+    """One thing that happened to the item."""
+
+    at: datetime = Field(description="When (UTC).")
+    actor: str = Field(description="Who: a user's subject, `ses`, `twilio` or `vdq`.")
+    source: HistorySource = Field(description="What kind of actor: the server's send path, a "
+                                  "provider's event, an operator or a schedule.")
+    kind: HistoryKind = Field(description="`transition`: the state changed; `ignored`: a "
+                              "transition accepted without a change; `late`: one that came "
+                              "too late to apply; `event`: a provider event recorded; "
+                              "`action`: an operator action such as a resend.")
+    name: str = Field(description="The transition (`send`, `retry`, ...) or event name.")
+    from_state: State | None = Field(description="The state before, or null.")
+    to_state: State | None = Field(description="The state after, or null.")
+    attempt: int | None = Field(description="The attempt it belongs to, or null.")
+    text: str | None = Field(description="The provider's answer or a note, or null.")
+
+
+class AddressOut(BaseModel):
+    """An address as the content stores it."""
+
+    email: str = Field(description="The address.", json_schema_extra=EMAIL_FORMAT)
+    name: str | None = Field(None, description="The display name, when one was given.")
+
+
+class EmailContent(BaseModel):
+    """What every receiver of an email request gets."""
+
+    model_config = ConfigDict(extra="forbid")
+    subject: str = Field(description="The subject.")
+    text: str = Field(description="The plain-text body.")
+    html: str | None = Field(description="The HTML body, or null.")
+    to: list[AddressOut] = Field(description="The `to` list, as the email shows it.")
+    cc: list[AddressOut] = Field(description="The `cc` list, as the email shows it.")
+    reply_to: list[AddressOut] = Field(description="Where replies go.")
+
+
+class SmsContent(BaseModel):
+    """What every receiver of an SMS request gets."""
+
+    model_config = ConfigDict(extra="forbid")
+    body: str = Field(description="The message.")
+    media_urls: list[str] = Field(description="Media sent with it.", json_schema_extra={
+        "items": {"type": "string", "description": "An https:// URL."}})
+
+
+class ItemDetail(QueueItem):
+    """One item with its content, attachments and history."""
+
+    content: EmailContent | SmsContent = Field(description="The content, by the item's method "
+                                               "(bcc is never shown).")
+    attachments: list[AttachmentOut] = Field(description="The files of an email, in order.")
+    history: list[HistoryEntry] = Field(description="What happened to it, oldest first.")
+
+
+class TransitionResult(BaseModel):
+    """What the transition did (or, with dry_run, would do)."""
+
+    transition: Transition = Field(description="The transition run.")
+    dry_run: bool = Field(description="Nothing was changed.")
+    from_state: State = Field(description="The item's state before.")
+    to_state: State = Field(description="Its state after.")
+    item: QueueItem = Field(description="The item as it is now (before, with dry_run).")
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    """Readiness (the local stack adds the state of each of its parts)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["ok", "starting"] = Field(description="`ok` when ready.")
 
 
 class OpenApiDocument(BaseModel):
+    """An OpenAPI 3.1 document."""
+
     model_config = ConfigDict(extra="allow")
-    openapi: str
+    openapi: str = Field(description="The OpenAPI version.")
 
 
 class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: dict[str, Any] | None = None
+    """What went wrong."""
+
+    code: ErrorCode = Field(description="What kind of error (the enum lists each).")
+    message: str = Field(description="For a person: what went wrong and what to do.")
+    details: dict[str, Any] | None = Field(None, description="Facts a program can use: "
+                                           "`field` names a bad input, `id`/`ids` the items.")
 
 
 class Error(BaseModel):
-    error: ErrorDetail
+    """Every error: from the functions and from API Gateway alike."""
+
+    error: ErrorDetail = Field(description="The error.")
+
+
+class PartialDetails(BaseModel):
+    """Which receivers were queued and which were not."""
+
+    accepted: list[str] = Field(description="Ids of the items stored: they will be sent.",
+                                json_schema_extra={"items": {
+                                    "type": "string", "pattern": ids.PATTERN,
+                                    "description": f"An item's id ({_ID_TEXT})."}})
+    rejected: list[str] = Field(description="The receivers (email addresses or cells) not "
+                                "queued: send these again.", json_schema_extra={"items": {
+                                    "type": "string",
+                                    "description": "An email address or an E.164 cell."}})
+
+
+class PartialErrorDetail(BaseModel):
+    """A request that queued some of its receivers."""
+
+    code: Literal["partially_enqueued"] = Field(description="Some items were stored.")
+    message: str = Field(description="For a person: what happened.")
+    details: PartialDetails = Field(description="The items stored and the receivers not.")
+
+
+class PartiallyEnqueued(BaseModel):
+    """503 of an enqueue that stored some items before the store failed."""
+
+    error: PartialErrorDetail = Field(description="The error.")
 
 
 MODELS: tuple[type[BaseModel], ...] = (
     EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail,
-    TransitionResult, Health, OpenApiDocument, Error,
+    TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued,
 )  # fmt: skip

@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from vdq import ids
 from vdq.errors import ValidationError
-from vdq.workflow import DONE_STATES, State
+from vdq.operations import cursor
+from vdq.workflow import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
 
 ACTIVE_STATES = tuple(s.value for s in State if s not in DONE_STATES)
 SENT_STATES = tuple(s.value for s in State if s in DONE_STATES)
 METHODS = ("email", "sms")
+# The transitions an operator may run; the others are the server's own (403 for everyone).
+OPERATOR_TRANSITIONS = tuple(n for n, t in TRANSITIONS.items() if t.permission is not None)
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 50
 MAX_RESEND_IDS = 100
+MAX_QUERY_VALUE = 2048  # characters of a string query parameter
 
 
 # NamedTuples, not frozen dataclasses: as immutable, and about a tenth of the import work.
@@ -33,6 +38,8 @@ class Param(NamedTuple):
     maximum: int | None = None
     default: Any = None
     required: bool = False
+    pattern: str | None = None
+    max_length: int | None = None
 
 
 class Operation(NamedTuple):
@@ -40,14 +47,19 @@ class Operation(NamedTuple):
     method: str
     path: str  # OpenAPI form, /queue-items/{id}
     function: str  # the Lambda function that serves it: enqueue | operator | webhook
+    tag: str  # the resource it belongs to, as the document groups operations
     summary: str
-    permission: str  # who may call it, as the document says
+    description: str  # what it does, for a reader of the document
+    permissions: tuple[str, ...]  # every one is needed; () for a public operation
     params: tuple[Param, ...] = ()
     body: str | None = None  # schema name of the request body
     status: int = 200
     answer: str | None = None  # schema name of the success body
-    errors: tuple[int, ...] = (401, 403)
+    # Statuses the function answers besides success; the document adds API Gateway's (401 and
+    # 403 on private operations, 413 with a body, 429, 500, 502, 504).
+    errors: tuple[int, ...] = ()
     public: bool = False  # no bearer token
+    idempotent: bool = False  # takes an Idempotency-Key
 
     @property
     def rule(self) -> str:
@@ -55,74 +67,143 @@ class Operation(NamedTuple):
         return self.path.replace("{", "<").replace("}", ">")
 
 
-_ID = Param("id", "path", "string", "the queue item's id", required=True)
-_LIMIT = Param("limit", "query", "integer", "items on one page", minimum=1, maximum=MAX_LIMIT,
-               default=DEFAULT_LIMIT)  # fmt: skip
-_CURSOR = Param("cursor", "query", "string", "the cursor of the previous page, as returned")
-_METHOD = Param("method", "query", "string", "only items of this method", enum=METHODS)
+_ID = Param("id", "path", "string", "The queue item's id (26 characters, Crockford base32).",
+            required=True, pattern=ids.PATTERN)  # fmt: skip
+_LIMIT = Param("limit", "query", "integer", "How many items one page holds at most.",
+               minimum=1, maximum=MAX_LIMIT, default=DEFAULT_LIMIT)  # fmt: skip
+_CURSOR = Param(
+    "cursor", "query", "string",
+    "Where the page starts: the `cursor` of the previous page of the same list with the same "
+    "filters, as returned. Opaque and signed: any other value is a 400 with details.field "
+    "`cursor`. Leave it out for the first page.",
+    pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE,
+)  # fmt: skip
+_METHOD = Param("method", "query", "string", "Only items sent by this method.", enum=METHODS)
 _DRY_RUN = Param("dry_run", "query", "boolean",
-                 "check permission and source, change nothing", default=False)  # fmt: skip
-_READ = "vdq.read_queueitem"
-_LIST = "vdq.list_queueitem"
-_RESEND = "vdq.can_resend"
+                 "Check the permission and that the item's state is a source of the "
+                 "transition, and answer as if it ran, without changing anything.",
+                 default=False)  # fmt: skip
+_IDEMPOTENCY = "Idempotency-Key"
+# Its rules (lifetime, scope, answers) are written out by the document generator.
+_KEY = Param(_IDEMPOTENCY, "header", "string",
+             "A key of the caller's choosing that makes the request safe to repeat.")
+_ADD = ("vdq.add_queueitem",)
+_READ = ("vdq.read_queueitem",)
+_LIST = ("vdq.list_queueitem",)
+_RESEND = ("vdq.can_resend", "vdq.read_queueitem")
+_ENQUEUE_ERRORS = (400, 409, 422, 503)
+_ENQUEUE_TEXT = (
+    "Validates the whole request first: nothing is stored unless all of it is valid (422 "
+    "naming the field otherwise). {what} The answer lists the new items in receiver order; "
+    "each goes on to be sent on its own, and its state is read with getQueueItem. With an "
+    "`Idempotency-Key`, repeating the request returns the first answer and queues nothing "
+    "again (see the key's description). A 503 `partially_enqueued` means some items were "
+    "stored (and will be sent) before the store failed: details.accepted lists their ids and "
+    "details.rejected the receivers that were not queued; send those again, not the others."
+)
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("postEmails", "POST", "/emails", "enqueue",
-              "Queue an email: one item per receiver across to, cc and bcc", "vdq.add_queueitem",
-              (Param("Idempotency-Key", "header", "string",
-                     "repeat the request safely: same key and body, same items"),),
-              body="EmailRequest", status=201, answer="Items", errors=(400, 401, 403, 409, 422)),
-    Operation("postSms", "POST", "/sms", "enqueue", "Queue an SMS: one item per receiver",
-              "vdq.add_queueitem",
-              (Param("Idempotency-Key", "header", "string",
-                     "repeat the request safely: same key and body, same items"),),
-              body="SmsRequest", status=201, answer="Items", errors=(400, 401, 403, 409, 422)),
-    Operation("listQueueItems", "GET", "/queue-items", "operator",
-              "Active (not done) items, oldest first", _LIST,
-              (_METHOD, Param("state", "query", "string", "only items in this state",
-                              enum=ACTIVE_STATES), _LIMIT, _CURSOR),
-              answer="ItemPage", errors=(400, 401, 403, 422)),
-    Operation("getQueueItem", "GET", "/queue-items/{id}", "operator",
-              "One item in any state, with content, attachments and history", _READ, (_ID,),
-              answer="ItemDetail", errors=(401, 403, 404)),
+    Operation("postEmails", "POST", "/emails", "enqueue", "messages",
+              "Queue an email: one item per receiver across to, cc and bcc",
+              _ENQUEUE_TEXT.format(what="Each distinct address across to, cc and bcc (compared "
+                                   "without case) becomes one queue item that shares the "
+                                   "content; attachments are stored once."),
+              _ADD, (_KEY,),
+              body="EmailRequest", status=201, answer="Items", errors=_ENQUEUE_ERRORS,
+              idempotent=True),
+    Operation("postSms", "POST", "/sms", "enqueue", "messages",
+              "Queue an SMS: one item per receiver",
+              _ENQUEUE_TEXT.format(what="Each distinct cell in `to` becomes one queue item."),
+              _ADD, (_KEY,),
+              body="SmsRequest", status=201, answer="Items", errors=_ENQUEUE_ERRORS,
+              idempotent=True),
+    Operation("listQueueItems", "GET", "/queue-items", "operator", "queue-items",
+              "List active (not done) items, oldest first",
+              "The items not yet in a done state, oldest queued first, a page at a time. A "
+              "page filtered by method or state may hold fewer items than `limit` and still "
+              "carry a cursor: follow it until `cursor` is null.",
+              _LIST, (_METHOD, Param("state", "query", "string",
+                                     "Only items in this active state.", enum=ACTIVE_STATES),
+                      _LIMIT, _CURSOR),
+              answer="ItemPage", errors=(400, 422)),
+    Operation("getQueueItem", "GET", "/queue-items/{id}", "operator", "queue-items",
+              "Read one item in any state, with content, attachments and history",
+              "The item, the content it shares with the other receivers of its request, its "
+              "attachments (with a download path each) and its history, oldest first.",
+              _READ, (_ID,), answer="ItemDetail", errors=(404,)),
     Operation("runTransition", "POST", "/queue-items/{id}/transitions/{name}", "operator",
-              "Apply an operator transition (retry, cancel)",
-              "vdq.list_queueitem, vdq.read_queueitem, vdq.read_workflow and the transition's "
-              "own permission (vdq.can_retry, vdq.can_cancel); server transitions: nobody",
-              (_ID, Param("name", "path", "string",
-                          "retry or cancel; the six server transitions are refused (403)",
-                          required=True), _DRY_RUN),
-              answer="TransitionResult", errors=(401, 403, 404, 409, 422, 503)),
-    Operation("listSentItems", "GET", "/sent-items", "operator",
-              "Done items, newest first", _LIST,
-              (_METHOD, Param("state", "query", "string", "only items in this done state",
-                              enum=SENT_STATES), _LIMIT, _CURSOR),
-              answer="ItemPage", errors=(400, 401, 403, 422)),
-    Operation("getSentItem", "GET", "/sent-items/{id}", "operator",
-              "One done item, with content, attachments and history (404 for an active one)",
-              _READ, (_ID,), answer="ItemDetail", errors=(401, 403, 404)),
-    Operation("resendSentItem", "POST", "/sent-items/{id}/resend", "operator",
-              "Copy a done item into a new queued item and send it", _RESEND, (_ID,),
-              status=201, answer="Items", errors=(401, 403, 404, 409)),
-    Operation("resendSentItems", "POST", "/sent-items/resend", "operator",
-              "Copy done items into new queued items; all or nothing", _RESEND,
+              "queue-items", "Retry or cancel an item",
+              "Runs an operator transition through the workflow: `retry` puts a delayed or "
+              "errored item back in the queue with a new attempt; `cancel` stops a queued, "
+              "delayed or errored item for good. `dry_run` checks without changing anything. "
+              "409 `invalid_transition` when the item's state "
+              "is no source of the transition (details.state says which it is); 503 "
+              "`contention` when others kept changing the item: try again.",
+              TRANSITION_GATES,
+              (_ID, Param("name", "path", "string", "The transition to run.", required=True,
+                          enum=OPERATOR_TRANSITIONS), _DRY_RUN),
+              answer="TransitionResult", errors=(404, 409, 422, 503)),
+    Operation("listSentItems", "GET", "/sent-items", "operator", "sent-items",
+              "List done items, newest first",
+              "The items in a done state (succeeded, cancelled, unconfirmed), most recently "
+              "done first, a page at a time. A filtered page may hold fewer items than "
+              "`limit` and still carry a cursor: follow it until `cursor` is null.",
+              _LIST, (_METHOD, Param("state", "query", "string",
+                                     "Only items in this done state.", enum=SENT_STATES),
+                      _LIMIT, _CURSOR),
+              answer="ItemPage", errors=(400, 422)),
+    Operation("getSentItem", "GET", "/sent-items/{id}", "operator", "sent-items",
+              "Read one done item, with content, attachments and history",
+              "As getQueueItem, for a done item only: an item that is not done is a 404 whose "
+              "details.state names its state.",
+              _READ, (_ID,), answer="ItemDetail", errors=(404,)),
+    Operation("resendSentItem", "POST", "/sent-items/{id}/resend", "operator", "sent-items",
+              "Send a done item again, as a new item",
+              "Copies the done item into a new queued item (same method, sender, receiver, "
+              "content and files; no origin; `resent_from` names the original) and sends it. "
+              "404 when the item is unknown or not done; 409 `conflict` with details.reason "
+              "`attachments_purged` when cleanup deleted its files.",
+              _RESEND, (_ID, _KEY),
+              status=201, answer="Items", errors=(404, 409, 422, 503), idempotent=True),
+    Operation("resendSentItems", "POST", "/sent-items/resend", "operator", "sent-items",
+              "Send several done items again, all or nothing",
+              "As resendSentItem for each id, in order, with a repeated id sent once. All or "
+              "nothing: when any id is unknown or not done the answer is a 404 whose "
+              "details.ids lists them, and when any has lost its files a 409 whose "
+              "details.ids lists those; nothing is queued then.",
+              _RESEND, (_KEY,),
               body="ResendRequest", status=201, answer="Items",
-              errors=(400, 401, 403, 404, 409, 422)),
-    Operation("getAttachment", "GET", "/attachments/{id}", "operator",
-              "Redirect to a short-lived download URL of an attachment",
-              "vdq.read_queueitem, on an attachment that belongs to a queue item",
-              (Param("id", "path", "string", "the attachment's id", required=True),),
-              status=302, errors=(401, 403, 404, 410)),
-    Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook",
-              "Twilio's status callback for one SMS (signed by Twilio)", "Twilio signature",
-              (Param("queue_item", "query", "string", "the queue item the SMS was sent for"),
-               Param("X-Twilio-Signature", "header", "string", "Twilio's request signature",
-                     required=True)),
-              body="TwilioStatus", status=204, errors=(403,), public=True),
-    Operation("health", "GET", "/health", "operator", "Readiness", "none", status=200,
-              answer="Health", errors=(), public=True),
-    Operation("openapi", "GET", "/openapi.json", "operator", "This OpenAPI document", "none",
-              status=200, answer="OpenApiDocument", errors=(), public=True),
+              errors=(400, 404, 409, 422, 503), idempotent=True),
+    Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
+              "Download an attachment",
+              "Redirects (302) to a presigned URL of the file that expires after "
+              "VDQ_ATTACHMENT_URL_SECONDS. 403 for an attachment that belongs to no queued "
+              "item; 410 `purged` once cleanup deleted the file (its metadata stays).",
+              _READ, (Param("id", "path", "string", "The attachment's id, as getQueueItem "
+                            "lists it.", required=True, pattern=ids.PATTERN),),
+              status=302, errors=(404, 410)),
+    Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook", "webhooks",
+              "Receive Twilio's status callback for one SMS",
+              "Twilio posts here as an SMS moves on; the request must carry Twilio's "
+              "signature over the full URL (query string included) and the form, made with "
+              "the account's auth token, or it is a 403 and nothing changes. A well-formed, "
+              "authentic callback is 204 also when it is late, repeated or names no known "
+              "message; 503 `contention` asks Twilio to try again. Not for other callers.",
+              (), (Param("queue_item", "query", "string",
+                         "The queue item the SMS was sent for, as VDQ put it in the callback "
+                         "URL.", pattern=ids.PATTERN),
+                   Param("X-Twilio-Signature", "header", "string",
+                         "Twilio's signature of the request (base64 HMAC-SHA1).",
+                         required=True)),
+              body="TwilioStatus", status=204, errors=(400, 403, 503), public=True),
+    Operation("health", "GET", "/health", "operator", "service", "Check readiness",
+              "200 `ok` when the API answers. The local stack answers 503 `starting` until "
+              "all of its parts are up, with the state of each.", (), status=200,
+              answer="Health", errors=(503,), public=True),
+    Operation("openapi", "GET", "/openapi.json", "operator", "service",
+              "Get this OpenAPI document",
+              "The contract of the API as OpenAPI 3.1: what a client generator needs.", (),
+              status=200, answer="OpenApiDocument", public=True),
 )  # fmt: skip
 
 BY_ID = {op.id: op for op in OPERATIONS}
@@ -146,8 +227,8 @@ def _value(param: Param, raw: str) -> Any:
         return lowered in ("true", "1")
     if param.enum and raw not in param.enum:
         raise ValidationError(param.name, f"must be one of {', '.join(param.enum)}")
-    if not raw or len(raw) > 2048:
-        raise ValidationError(param.name, "must be 1 to 2048 characters")
+    if not raw or len(raw) > MAX_QUERY_VALUE:
+        raise ValidationError(param.name, f"must be 1 to {MAX_QUERY_VALUE} characters")
     return raw
 
 

@@ -1,0 +1,126 @@
+"""One request and one answer per operation, as the OpenAPI document shows them.
+
+Generator-only data (vdq.openapi). A test validates each example against its schema, so an
+example that stops matching the contract fails the build instead of misleading a reader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ITEM_ID = "01JD3Q5W0K8Y2C6N4F7R9T1VXB"
+_OTHER_ID = "01JD3Q5W0K8Y2C6N4F7R9T1VXC"
+_SMS_ID = "01JD3Q6A2B3C4D5E6F7G8H9J0K"
+_NEW_ID = "01JD4A0B1C2D3E4F5G6H7J8K9M"
+_FILE_ID = "01JD3Q5W0M1N2P3Q4R5S6T7V8W"
+_CURSOR = "eyJ2IjoxLCJpIjoiYWN0aXZlIn0.kZ4bq0y1Xv3u8sQx2m9aNw"
+_T0 = "2026-12-03T08:00:00.000000Z"
+_T1 = "2026-12-03T08:00:01.250000Z"
+_T2 = "2026-12-03T08:00:02.500000Z"
+
+
+def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
+    item = {
+        "id": item_id, "method": "email", "state": "queued",
+        "sender": {"email": "shop@example.com", "name": "Example Shop"},
+        "receiver": {"email": "ada@example.org", "name": "Ada Lovelace"},
+        "result": None, "attempt": 1, "retry_delay": None, "queued_at": _T0,
+        "updated_at": _T0, "done_since": _T0, "done_at": None,
+        "origin": {"type": "shop.order", "id": "1042"}, "provider_id": None,
+        "resent_from": None,
+    }  # fmt: skip
+    item.update(changes)
+    return item
+
+
+_SENT = dict(state="succeeded", updated_at=_T2, done_since=_T2, done_at=_T2,
+             result="delivered", provider_id="0100018c-6f0e-4c1a-9d7e-000000000000-000000")
+_SMS_ITEM = {
+    "id": _SMS_ID, "method": "sms", "state": "awaiting", "sender": {"cell": "+15005550006"},
+    "receiver": {"cell": "+14155550100", "name": "Grace"}, "result": "queued", "attempt": 1,
+    "retry_delay": None, "queued_at": _T0, "updated_at": _T1, "done_since": _T0,
+    "done_at": None, "origin": None, "provider_id": "SM0123456789abcdef0123456789abcdef",
+    "resent_from": None,
+}  # fmt: skip
+_HISTORY = [
+    {"at": _T0, "actor": "producer-service", "source": "server", "kind": "transition",
+     "name": "queued", "from_state": None, "to_state": "queued", "attempt": 1, "text": None},
+    {"at": _T1, "actor": "vdq", "source": "server", "kind": "transition", "name": "send",
+     "from_state": "queued", "to_state": "sending", "attempt": 1, "text": None},
+    {"at": _T2, "actor": "ses", "source": "provider", "kind": "transition", "name": "succeed",
+     "from_state": "sending", "to_state": "succeeded", "attempt": 1, "text": "delivered"},
+]  # fmt: skip
+_DETAIL = {
+    **_email_item(**_SENT),
+    "content": {"subject": "Your order 1042", "text": "Thank you for your order.",
+                "html": "<p>Thank you for your order.</p>",
+                "to": [{"email": "ada@example.org", "name": "Ada Lovelace"}], "cc": [],
+                "reply_to": [{"email": "help@example.com"}]},
+    "attachments": [{"id": _FILE_ID, "filename": "invoice-1042.pdf",
+                     "content_type": "application/pdf", "size": 48213, "inline": False,
+                     "content_id": None, "download_path": f"/attachments/{_FILE_ID}",
+                     "purged": False}],
+    "history": _HISTORY,
+}  # fmt: skip
+
+REQUESTS: dict[str, Any] = {
+    "postEmails": {
+        "sender": {"email": "shop@example.com", "name": "Example Shop"},
+        "to": [{"email": "ada@example.org", "name": "Ada Lovelace"}],
+        "bcc": [{"email": "archive@example.com"}],
+        "reply_to": [{"email": "help@example.com"}],
+        "subject": "Your order 1042", "text": "Thank you for your order.",
+        "html": "<p>Thank you for your order.</p>",
+        "attachments": [{"filename": "invoice-1042.pdf", "content_type": "application/pdf",
+                         "content_base64": "JVBERi0xLjQK"}],
+        "origin": {"type": "shop.order", "id": 1042},
+    },
+    "postSms": {
+        "sender": {"cell": "+15005550006"},
+        "to": [{"cell": "+14155550100", "name": "Grace"}],
+        "body": "Your code is 123456", "origin": {"type": "auth.login", "id": "8731"},
+    },
+    "resendSentItems": {"ids": [_ITEM_ID, _OTHER_ID]},
+    "twilioStatusCallback": {"MessageSid": "SM0123456789abcdef0123456789abcdef",
+                             "MessageStatus": "delivered", "AccountSid": "AC0123456789abcdef"},
+}  # fmt: skip
+
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "postEmails": {"Idempotency-Key": "order-1042-confirmation"},
+    "postSms": {"Idempotency-Key": "login-8731-code"},
+    "listQueueItems": {"method": "email", "state": "errored", "limit": 20, "cursor": _CURSOR},
+    "getQueueItem": {"id": _ITEM_ID},
+    "runTransition": {"id": _ITEM_ID, "name": "retry", "dry_run": False},
+    "listSentItems": {"method": "sms", "state": "succeeded", "limit": 20, "cursor": _CURSOR},
+    "getSentItem": {"id": _ITEM_ID},
+    "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
+    "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
+    "getAttachment": {"id": _FILE_ID},
+    "twilioStatusCallback": {"queue_item": _SMS_ID,
+                             "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
+}  # fmt: skip
+
+RESPONSES: dict[str, Any] = {
+    "postEmails": {"items": [_email_item(), _email_item(
+        _OTHER_ID, receiver={"email": "archive@example.com", "name": None})]},
+    "postSms": {"items": [{**_SMS_ITEM, "state": "queued", "result": None, "updated_at": _T0,
+                           "provider_id": None}]},
+    "listQueueItems": {"items": [_email_item(state="errored", result="the address bounced",
+                                             updated_at=_T1), _SMS_ITEM],
+                       "cursor": _CURSOR},
+    "getQueueItem": _DETAIL,
+    "runTransition": {"transition": "retry", "dry_run": False, "from_state": "errored",
+                      "to_state": "queued",
+                      "item": _email_item(attempt=2, updated_at=_T2)},
+    "listSentItems": {"items": [_email_item(**_SENT)], "cursor": None},
+    "getSentItem": _DETAIL,
+    "resendSentItem": {"items": [_email_item(_NEW_ID, origin=None, resent_from=_ITEM_ID,
+                                             queued_at=_T2, updated_at=_T2, done_since=_T2)]},
+    "resendSentItems": {"items": [
+        _email_item(_NEW_ID, origin=None, resent_from=_ITEM_ID, queued_at=_T2,
+                    updated_at=_T2, done_since=_T2)]},
+    "getAttachment": "https://vdq-attachments.s3.amazonaws.com/files/01JD3Q5W/01JD3Q5W0M?"
+                     "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=300",
+    "health": {"status": "ok"},
+    "openapi": {"openapi": "3.1.0", "info": {"title": "VDQ", "version": "1.0.0"}},
+}  # fmt: skip
