@@ -54,15 +54,19 @@ class Plan:
     """The faults of one step (the defaults: none)."""
 
     stale: bool = False
-    crash_after: int | None = None
+    crash_after: int | str | None = None  # see Seam._hits
     batch: str | None = None  # one of BATCH_MODES
     tx: str | None = None  # one of TX_REASONS
     tx_nth: int = 1
     sqs: str | None = None  # "half" | "all": Failed entries of SendMessageBatch
-    interleave: tuple[int, Callable[[], Any]] | None = None
+    interleave: tuple[int | str, Callable[[], Any]] | None = None  # runs once
+
+    def __post_init__(self) -> None:
+        self.interleave_run: Callable[[], Any] = self.interleave[1] if self.interleave else _none
 
     def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in vars(self).items() if v not in (None, False, 1)]
+        parts = [f"{k}={v}" for k, v in vars(self).items()
+                 if v not in (None, False, 1) and k != "interleave_run"]  # fmt: skip
         return ", ".join(parts) or "none"
 
 
@@ -127,18 +131,27 @@ class Seam:
         n = self.calls
         self.ops.append(op or request.method)
         plan = self.plan
-        if plan.interleave is not None and plan.interleave[0] == n:
+        if plan.interleave is not None and self._hits(plan.interleave[0], n, op):
+            plan.interleave = None
             self._nested += 1
             try:
                 FIGURES["interleavings"] += 1
-                plan.interleave[1]()
+                plan.interleave_run()
             finally:
                 self._nested -= 1
         answer = self._dispatch(original, stub, event_name, request, op, plan, **kwargs)
-        if plan.crash_after == n:
+        if plan.crash_after is not None and self._hits(plan.crash_after, n, op):
             FIGURES["worker crashes"] += 1
             raise Crash(f"killed after AWS call {n} ({op or request.method})")
         return answer
+
+    @staticmethod
+    def _hits(when: int | str, n: int, op: str) -> bool:
+        """``when``: the step's n-th request, an operation's name (its first request), or
+        "write" (the step's first DynamoDB write)."""
+        if isinstance(when, int):
+            return when == n
+        return op == when or (when == "write" and op in WRITES)
 
     def _dispatch(self, original: Callable[..., Any], stub: BotocoreStubber, event_name: str,
                   request: AWSPreparedRequest, op: str, plan: Plan, **kwargs: Any) -> Any:  # fmt: skip
@@ -273,6 +286,10 @@ class Seam:
         if op == "GetQueueAttributes" and url == self.send_queue_url:
             return _json(200, {"Attributes": {"ApproximateNumberOfMessages": "0"}})
         raise AssertionError(f"the harsh world does not play SQS {op} on {url}")
+
+
+def _none() -> None:
+    return None
 
 
 # ---- request parsing and answers ---------------------------------------------------------------

@@ -58,7 +58,7 @@ PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]
 ADVANCE = [0.5, 20, 301, 1000]  # the lease is 300 s, the publish grace 900 s
 FLOOD = 20  # open/click events of one flood
 FLOOD_GROWTH = 240  # bytes a flood may add to the state item (a bound, not a mark per event)
-FILE = {"filename": "invoice.pdf", "content_type": "application/pdf", "content": "JVBERi0xLjQK"}
+FILE = {"filename": "invoice.pdf", "content_type": "application/pdf", "content_base64": "JVBERi0xLjQK"}
 
 
 def _plans(*kinds: str) -> st.SearchStrategy[Plan]:

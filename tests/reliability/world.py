@@ -59,6 +59,7 @@ class ModelTwilio(FakeTwilioHttp):
         self.accepted: dict[str, tuple[str, int]] = {}
         self.truth: dict[str, str] = {}
         self.plan = "ok"
+        self.during: Any = None  # runs once inside the next create, after Twilio took it
         self._sids = (f"SM{n:032d}" for n in itertools.count(1))
 
     def request(self, method: str, uri: str, params: Any = None, data: Any = None,
@@ -85,6 +86,9 @@ class ModelTwilio(FakeTwilioHttp):
             raise requests.ReadTimeout("read timed out")
         if self.plan == "crash":
             raise Crash()
+        during, self.during = self.during, None
+        if during is not None:
+            during()
         return Response(201, json.dumps({"sid": sid, "status": "queued"}))
 
 
