@@ -26,7 +26,8 @@ from vdq.transitions import Step, apply
 
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
-FILE = {"filename": "invoice.pdf", "content_type": "application/pdf", "content_base64": "JVBERi0xLjQK"}
+FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
+        "content_base64": "JVBERi0xLjQK"}
 FLOOD = 30_000 if os.environ.get("VDQ_SOAK") == "1" else 300  # 4 KB holds about 230 marks
 
 
@@ -85,7 +86,7 @@ def sent_without_answer(world: World, item_id: str) -> str:
     return message_id
 
 
-# ---- 1. retry keeps the old provider ID ---------------------------------------------------------
+# ---- 1. retry keeps the old provider ID ----------------------------------------------------------
 
 
 def test_1_a_late_status_of_the_old_sid_never_moves_the_retried_sms(world):
@@ -117,8 +118,8 @@ def test_2_a_partial_enqueue_answers_exactly_what_was_stored_and_sends_it_once(w
     stored = world.items()
     assert isinstance(exc, VdqError) and exc.status == 503, repr(exc)
     assert sorted(exc.details.get("accepted", [])) == sorted(stored)
-    rejected = [r if isinstance(r, str) else r.get("email") for r in exc.details.get("rejected",
-                                                                                    receivers)]  # fmt: skip
+    told = exc.details.get("rejected", receivers)
+    rejected = [r if isinstance(r, str) else r.get("email") for r in told]
     assert sorted(rejected) == sorted(set(receivers) - {i.receiver for i in stored.values()})
     if mode != "throttle":
         assert stored, "the half-applied batch stored some items"
@@ -133,7 +134,7 @@ def test_2_a_partial_enqueue_answers_exactly_what_was_stored_and_sends_it_once(w
     assert sends == {i: 1 for i in stored}
 
 
-# ---- 3. a failed bulk resend deletes the copies' files --------------------------------------------
+# ---- 3. a failed bulk resend deletes the copies' files -------------------------------------------
 
 
 def test_3_a_failed_bulk_resend_keeps_the_files_of_the_copies_it_stored(world):
@@ -172,7 +173,7 @@ def test_4_an_event_of_attempt_1_never_replaces_the_id_attempt_2_stored(world):
     assert world.item(item.id).state == "succeeded"
 
 
-# ---- 5. a tagged SES event for a cancelled email loses its result -------------------------------
+# ---- 5. a tagged SES event for a cancelled email loses its result --------------------------------
 
 
 @pytest.mark.parametrize("kind", ["delivery", "bounce_permanent"])
@@ -186,7 +187,7 @@ def test_5_a_result_of_an_earlier_attempt_is_written_to_a_cancelled_email(world,
     assert (stored.state, stored.result) == ("cancelled", results.parse_ses_event(event).text)
 
 
-# ---- 6. attachments read eventually consistent -----------------------------------------------------
+# ---- 6. attachments read eventually consistent ---------------------------------------------------
 
 
 def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
@@ -195,7 +196,7 @@ def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
     assert world.item(item.id).state == "awaiting"
 
 
-# ---- 7. a crash after the done commit leaks files --------------------------------------------------
+# ---- 7. a crash after the done commit leaks files ------------------------------------------------
 
 
 def test_7_files_are_released_although_the_worker_died_after_the_done_commit(world):
@@ -212,7 +213,7 @@ def test_7_files_are_released_although_the_worker_died_after_the_done_commit(wor
     assert not set(keys) & world.s3_keys(), "the files of a done content are still stored"
 
 
-# ---- 8. open/click events grow the state item without bound ----------------------------------------
+# ---- 8. open/click events grow the state item without bound --------------------------------------
 
 
 def test_8_a_flood_of_opens_keeps_the_state_item_small_and_writable(world):

@@ -15,6 +15,7 @@ crash, stale, batch, tx, sqs, race) narrows the faults, to hunt one class at a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -47,6 +48,8 @@ SOAK = os.environ.get("VDQ_SOAK") == "1"
 EXAMPLES = int(os.environ.get("VDQ_MODEL_EXAMPLES", 20_000 if SOAK else 2_000))
 STEPS = int(os.environ.get("VDQ_MODEL_STEPS", 20 if SOAK else 12))
 FAULTS = set(os.environ.get("VDQ_MODEL_FAULTS", "crash,stale,batch,tx,sqs,race").split(","))
+# Checks to leave out (each a word of a check's name, e.g. "flood,cancelled"), to hunt a class.
+SKIP = [s for s in os.environ.get("VDQ_MODEL_SKIP", "").split(",") if s]
 MAX_ITEMS = 4
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
@@ -58,7 +61,8 @@ PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]
 ADVANCE = [0.5, 20, 301, 1000]  # the lease is 300 s, the publish grace 900 s
 FLOOD = 20  # open/click events of one flood
 FLOOD_GROWTH = 240  # bytes a flood may add to the state item (a bound, not a mark per event)
-FILE = {"filename": "invoice.pdf", "content_type": "application/pdf", "content_base64": "JVBERi0xLjQK"}
+FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
+        "content_base64": "JVBERi0xLjQK"}
 
 
 def _plans(*kinds: str) -> st.SearchStrategy[Plan]:
@@ -125,10 +129,13 @@ class Workflow(RuleBasedStateMachine):
                 return work(), None
             except Crash:
                 return None, Crash()
-            except Exception as exc:  # noqa: BLE001 (the caller judges the answer)
+            except Exception as exc:  # the caller judges the answer
                 return None, exc
 
     def _violation(self, problems: list[str], what: str) -> None:
+        if problems and any(word in what for word in SKIP):
+            FIGURES["violations left out (VDQ_MODEL_SKIP)"] += 1
+            return
         if problems:
             FIGURES["violations"] += 1
         assert not problems, f"{what}: {problems}"
@@ -202,7 +209,7 @@ class Workflow(RuleBasedStateMachine):
         self.w.ses.plan = self.w.twilio.plan = plan
         FIGURES["send deliveries"] += 1
         try:
-            outcome, exc = self._step(faults, lambda: send.process(SendMessage.parse(body),
+            outcome, _ = self._step(faults, lambda: send.process(SendMessage.parse(body),
                                                                    self.rt))  # fmt: skip
         finally:
             self.w.ses.plan = self.w.twilio.plan = "ok"
@@ -257,7 +264,8 @@ class Workflow(RuleBasedStateMachine):
         return item_id if item is not None and item.state == "cancelled" else None
 
     @rule(m=st.integers(0, 1000), kind=st.integers(0, 20),
-          tagging=st.sampled_from(["full", "item", "none", "full"]), faults=STEP_FAULTS)  # fmt: skip
+          tagging=st.sampled_from(["full", "item", "none", "full"]),
+          faults=STEP_FAULTS)  # fmt: skip
     @precondition(lambda self: bool(self._accepted()))
     def provider_event(self, m: int, kind: int, tagging: str, faults: Plan) -> None:
         """An event for any message a provider accepted (any order, however late)."""
@@ -278,10 +286,8 @@ class Workflow(RuleBasedStateMachine):
                    event)  # fmt: skip
 
     def _deliver_nested(self, body: str, plan: str) -> None:
-        try:
+        with contextlib.suppress(Crash):
             self._deliver(body, plan, Plan())
-        except Crash:
-            pass
 
     @rule(kind=st.sampled_from(SES_KINDS), n=st.integers(0, 1000))
     def ses_result_unknown(self, kind: str, n: int) -> None:
@@ -326,8 +332,8 @@ class Workflow(RuleBasedStateMachine):
         item_id = self._pick(n)
         if item_id is None:
             return
-        _, exc = self._step(faults, lambda: apply(item_id, Step(name, actor="op-1",
-                                                                source="operator"), self.rt))  # fmt: skip
+        step = Step(name, actor="op-1", source="operator")
+        _, exc = self._step(faults, lambda: apply(item_id, step, self.rt))
         FIGURES["operator actions"] += 1
         self._documented(exc, f"operator {name} under {faults.describe()}")
 

@@ -15,9 +15,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
-import requests
 from twilio.http.response import Response
 
+import requests
 from tests.reliability.harsh import Seam, installed
 from tests.reliability.support import (
     DONE,
@@ -214,9 +214,9 @@ def workflow_problems(world: World, items: dict[str, QueueItemRecord],
     problems = []
     for item_id, item in items.items():
         found = check_history(item, world.history(item_id))
-        if last_sweep is not None and item.state == "sending":
-            if lease_passed(item, world.settings, last_sweep):
-                found.append("still sending after its lease and a sweep")
+        swept = last_sweep is not None and item.state == "sending"
+        if swept and lease_passed(item, world.settings, last_sweep):
+            found.append("still sending after its lease and a sweep")
         problems.extend(f"{item_id}: {p}" for p in found)
     return problems
 
@@ -233,8 +233,9 @@ def stranded(items: dict[str, QueueItemRecord], settings: Settings) -> list[str]
         state = item.state
         if state in DONE or state == "errored":
             continue
+        awaits = "await" if await_timer_required(item, settings) else None
         need = {"queued": "publish", "delayed": "publish", "sending": "lease",
-                "awaiting": "await" if await_timer_required(item, settings) else None}[state]  # fmt: skip
+                "awaiting": awaits}[state]  # fmt: skip
         if need is not None and timer != need:
             problems.append(f"{item_id} is {state} ({item.method}) without a {need} timer "
                             f"(timer: {item.timer_pk})")  # fmt: skip
@@ -300,7 +301,8 @@ def provider_id_kept(world: World, items: dict[str, QueueItemRecord]) -> list[st
 
 
 def answer_problems(exc: BaseException | None, stored: set[str], receivers: list[str],
-                    answered: list[str] | None, stored_receivers: dict[str, str]) -> list[str]:  # fmt: skip
+                    answered: list[str] | None,
+                    stored_receivers: dict[str, str]) -> list[str]:  # fmt: skip
     """An enqueue's answer says exactly which receivers were stored."""
     if exc is None:
         ok = answered is not None and set(answered) == stored and len(stored) == len(receivers)
@@ -329,4 +331,4 @@ def _address(receiver: Any) -> str:
     return str(receiver)
 
 
-__all__ = ["World", "harsh_world", "DONE"]
+__all__ = ["DONE", "World", "harsh_world"]
