@@ -65,9 +65,13 @@ class Plan:
         self.interleave_run: Callable[[], Any] = self.interleave[1] if self.interleave else _none
 
     def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in vars(self).items()
-                 if v not in (None, False, 1) and k != "interleave_run"]  # fmt: skip
+        default = Plan.__dataclass_fields__
+        parts = [f"{k}={v!r}" for k, v in vars(self).items()
+                 if k in default and v != default[k].default]  # fmt: skip
         return ", ".join(parts) or "none"
+
+    def __repr__(self) -> str:  # what a counterexample shows: the faults, not the defaults
+        return f"Plan({self.describe() if self.describe() != 'none' else ''})"
 
 
 @dataclass
