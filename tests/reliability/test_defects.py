@@ -192,8 +192,9 @@ def test_5_a_result_of_an_earlier_attempt_is_written_to_a_cancelled_email(world,
 
 def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
     (item,) = email(world, ["ada@example.org"], files=True)
-    assert deliver(world, item.id, Plan(stale=True)) == send.ACCEPTED
-    assert world.item(item.id).state == "awaiting"
+    outcome = deliver(world, item.id, Plan(stale=True))
+    stored = world.item(item.id)
+    assert (outcome, stored.state) == (send.ACCEPTED, "awaiting"), stored.result
 
 
 # ---- 7. a crash after the done commit leaks files ------------------------------------------------

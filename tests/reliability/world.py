@@ -195,7 +195,8 @@ def harsh_world(**changes: Any) -> Iterator[World]:
                                  twilio_auth_token=AUTH_TOKEN, twilio_webhook_url=WEBHOOK,
                                  **changes)  # fmt: skip
         seam = Seam(TABLE, settings.send_queue_url, settings.results_queue_url)
-        clients = {"sqs": boto3.client("sqs"), "s3": boto3.client("s3")}
+        # Made once: a client costs tens of milliseconds, an example's runtime would make its own.
+        clients = {name: boto3.client(name) for name in ("sqs", "s3", "events")}
         with installed(seam):
             yield World(settings, seam, clients)
 
