@@ -73,6 +73,9 @@ class Plan:
     def __repr__(self) -> str:  # what a counterexample shows: the faults, not the defaults
         return f"Plan({self.describe() if self.describe() != 'none' else ''})"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis prints with this
+        printer.text(repr(self))
+
 
 @dataclass
 class Seam:
