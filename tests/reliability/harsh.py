@@ -88,6 +88,7 @@ class Seam:
     results: list[str] = field(default_factory=list)  # bodies sent to the results queue
     calls: int = 0  # requests of the current step
     ops: list[str] = field(default_factory=list)  # operations of the current step
+    nested_errors: list[BaseException] = field(default_factory=list)  # of interleaved handlers
     _young: dict[tuple[str, str], list[tuple[datetime, Any]]] = field(default_factory=dict)
     _tx_seen: int = 0
     _batch_seen: int = 0
@@ -108,7 +109,7 @@ class Seam:
 
     def begin(self, plan: Plan) -> None:
         self.plan, self.calls, self._tx_seen, self._batch_seen = plan, 0, 0, 0
-        self.ops = []
+        self.ops, self.nested_errors = [], []
 
     @contextmanager
     def step(self, plan: Plan) -> Iterator[Seam]:
@@ -144,6 +145,8 @@ class Seam:
             try:
                 FIGURES["interleavings"] += 1
                 plan.interleave_run()
+            except BaseException as exc:  # the concurrent handler's own failure, not this one's
+                self.nested_errors.append(exc)
             finally:
                 self._nested -= 1
         answer = self._dispatch(original, stub, event_name, request, op, plan, **kwargs)

@@ -129,11 +129,17 @@ class Workflow(RuleBasedStateMachine):
         self.after_purge = False
         with self.seam.step(plan):
             try:
-                return work(), None
+                answer: tuple[Any, BaseException | None] = (work(), None)
             except Crash:
-                return None, Crash()
+                answer = (None, Crash())
+            except AssertionError:
+                raise  # a check failed (here or in a handler's own assert)
             except Exception as exc:  # the caller judges the answer
-                return None, exc
+                answer = (None, exc)
+            for exc in self.seam.nested_errors:  # a check of an interleaved handler
+                if isinstance(exc, AssertionError):
+                    raise exc
+        return answer
 
     def _violation(self, problems: list[str], what: str) -> None:
         if problems and any(word in what for word in SKIP):
