@@ -53,6 +53,7 @@ FAULTS = set(os.environ.get("VDQ_MODEL_FAULTS", "crash,stale,batch,tx,sqs,race")
 SKIP = [s for s in os.environ.get("VDQ_MODEL_SKIP", "").split(",") if s]
 # Rules to keep (comma list of rule names; unset: all), to hunt a long sequence.
 RULES = [s for s in os.environ.get("VDQ_MODEL_RULES", "").split(",") if s]
+METHODS = os.environ.get("VDQ_MODEL_METHODS", "email,sms,files").split(",")
 MAX_ITEMS = 4
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
@@ -157,11 +158,11 @@ class Workflow(RuleBasedStateMachine):
 
     # ---- enqueue -----------------------------------------------------------------------------
 
-    @initialize(method=st.sampled_from(["email", "sms", "files"]))
+    @initialize(method=st.sampled_from(METHODS))
     def first_item(self, method: str) -> None:
         Workflow.enqueue(self, method, 1, Plan())
 
-    @rule(method=st.sampled_from(["email", "sms", "files"]), receivers=st.integers(1, 3),
+    @rule(method=st.sampled_from(METHODS), receivers=st.integers(1, 3),
           plan=WRITE_FAULTS)  # fmt: skip
     def enqueue(self, method: str, receivers: int, plan: Plan) -> None:
         if len(self._ids()) >= MAX_ITEMS:
