@@ -72,7 +72,9 @@ FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
 def _plans(*kinds: str) -> st.SearchStrategy[Plan]:
     options: list[st.SearchStrategy[Plan]] = [st.just(Plan())] * 3
     if "crash" in FAULTS:
-        options.append(st.builds(lambda k: Plan(crash_after=k), st.integers(1, 6)))
+        # After the step's k-th request, or after its first write or transaction (a commit).
+        after = st.one_of(st.integers(1, 6), st.sampled_from(["write", "TransactWriteItems"]))
+        options.append(st.builds(lambda k: Plan(crash_after=k), after))
     if "stale" in FAULTS:
         options.append(st.just(Plan(stale=True)))
     if "tx" in FAULTS:
