@@ -1,0 +1,229 @@
+"""One deterministic regression test per defect of issue 14, each reproduced through the harsh
+world's fault seam (harsh.py) with public functions only.
+
+Each pins the behaviour expected once the defect is fixed; on a1687ad every one of them fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import vdq
+from tests.reliability.harsh import Plan
+from tests.reliability.support import Crash, fresh_clock
+from tests.reliability.world import MAX_STATE_BYTES, World, engagement_event, harsh_world
+from tests.support.results import ses_event
+from vdq import results, schedules, send
+from vdq.api import Caller
+from vdq.errors import VdqError
+from vdq.operations import actions
+from vdq.sendqueue import SendMessage
+from vdq.transitions import Step, apply
+
+OPERATOR = Caller("op-1", ("vdq-operators",),
+                  frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
+FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
+        "content_base64": "JVBERi0xLjQK"}
+FLOOD = 30_000 if os.environ.get("VDQ_SOAK") == "1" else 300  # 4 KB holds about 230 marks
+
+
+@pytest.fixture(scope="module")
+def world_once() -> Iterator[World]:
+    with harsh_world(index_shards=2, max_files_age_seconds=0) as created:
+        yield created
+
+
+@pytest.fixture
+def world(world_once: World) -> World:
+    world_once.fresh(fresh_clock())
+    return world_once
+
+
+def deliver(world: World, item_id: str, plan: Plan | None = None) -> str | None:
+    """Process the latest send message of ``item_id`` (None when the worker was killed)."""
+    body = [b for b in world.seam.sends if SendMessage.parse(b).item_id == item_id][-1]
+    with world.seam.step(plan or Plan()):
+        try:
+            return send.process(SendMessage.parse(body), world.rt)
+        except Crash:
+            return None
+
+
+def twilio_status(world: World, sid: str, status: str, item_id: str | None) -> str:
+    params = {"MessageSid": sid, "MessageStatus": status}
+    if status in ("undelivered", "failed"):
+        params.update(ErrorCode="30003", ErrorMessage="Unreachable destination handset")
+    return results.handle_twilio_callback(params, item_id, world.rt)
+
+
+def ses(world: World, kind: str, message_id: str, item_id: str, attempt: int) -> str:
+    event = ses_event(kind, message_id=message_id, item_id=item_id, attempt=attempt)
+    return results.handle_ses_event(event, world.rt)
+
+
+def operator(world: World, item_id: str, name: str) -> None:
+    apply(item_id, Step(name, actor="op-1", source="operator"), world.rt)
+
+
+def email(world: World, receivers: list[str], files: bool = False) -> list[Any]:
+    return vdq.add_email({"email": "shop@example.com"}, receivers, "Hi", "Text",
+                         attachments=[FILE] if files else None, runtime=world.rt)  # fmt: skip
+
+
+def sent_without_answer(world: World, item_id: str) -> str:
+    """Attempt 1 of an email: SES takes it, the worker dies, the lease sweep errors it."""
+    world.ses.plan = "crash"
+    assert deliver(world, item_id) is None
+    world.ses.plan = "ok"
+    (message_id,) = world.ses.accepted
+    world.rt.clock.advance(world.rt.settings.lease_seconds + 1)
+    schedules.run(["sweep"], world.rt)
+    assert world.item(item_id).state == "errored"
+    return message_id
+
+
+# ---- 1. retry keeps the old provider ID ----------------------------------------------------------
+
+
+def test_1_a_late_status_of_the_old_sid_never_moves_the_retried_sms(world):
+    (item,) = vdq.add_sms("+15005550006", ["+14155550100"], "Your code", runtime=world.rt)
+    assert deliver(world, item.id) == send.ACCEPTED
+    sid1 = world.item(item.id).provider_id
+    twilio_status(world, sid1, "undelivered", item.id)
+    assert world.item(item.id).state == "errored"
+    operator(world, item.id, "retry")
+    # Attempt 2 is in Twilio's create call when attempt 1's late "sent" status arrives.
+    world.twilio.during = lambda: twilio_status(world, sid1, "sent", item.id)
+    deliver(world, item.id)
+    sid2 = max(world.twilio.accepted)
+    stored = world.item(item.id)
+    assert (stored.state, stored.attempt, stored.provider_id) == ("awaiting", 2, sid2)
+    twilio_status(world, sid2, "delivered", item.id)
+    assert world.item(item.id).state == "succeeded"
+
+
+# ---- 2. partial enqueue failure sends twice ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["half_throttle", "half_unprocessed", "throttle"])
+def test_2_a_partial_enqueue_answers_exactly_what_was_stored_and_sends_it_once(world, mode):
+    receivers = [f"r{n}@example.org" for n in range(4)]
+    with world.seam.step(Plan(batch=mode)), pytest.raises(Exception) as raised:
+        email(world, receivers)
+    exc = raised.value
+    stored = world.items()
+    assert isinstance(exc, VdqError) and exc.status == 503, repr(exc)
+    assert sorted(exc.details.get("accepted", [])) == sorted(stored)
+    told = exc.details.get("rejected", receivers)
+    rejected = [r if isinstance(r, str) else r.get("email") for r in told]
+    assert sorted(rejected) == sorted(set(receivers) - {i.receiver for i in stored.values()})
+    if mode != "throttle":
+        assert stored, "the half-applied batch stored some items"
+    # Every message, then the re-publish sweep, then every message again.
+    for body in list(world.seam.sends):
+        send.process(SendMessage.parse(body), world.rt)
+    world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], world.rt)
+    for body in list(world.seam.sends):
+        send.process(SendMessage.parse(body), world.rt)
+    sends = {i: sum(n for (j, _), n in world.ses.calls.items() if j == i) for i in stored}
+    assert sends == {i: 1 for i in stored}
+
+
+# ---- 3. a failed bulk resend deletes the copies' files -------------------------------------------
+
+
+def test_3_a_failed_bulk_resend_keeps_the_files_of_the_copies_it_stored(world):
+    a, b, c = email(world, ["a@example.org", "b@example.org", "c@example.org"], files=True)
+    for item in (a, b):
+        deliver(world, item.id)
+        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    with world.seam.step(Plan(batch="half_throttle")), pytest.raises(Exception):  # noqa: B017
+        actions.resend([a.id, b.id], OPERATOR, world.rt)
+    copies = [i for i in world.items().values() if i.resent_from]
+    assert len(copies) == 1, "the half-applied batch stored one copy"
+    # The last original finishes: the content's count must still hold the stored copy.
+    deliver(world, c.id)
+    ses(world, "delivery", world.item(c.id).provider_id, c.id, 1)
+    world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], world.rt)  # publishes the copy, if the failed resend did not
+    assert deliver(world, copies[0].id) == send.ACCEPTED
+    assert world.item(copies[0].id).state == "awaiting"
+
+
+# ---- 4. a stale read overwrites another attempt's provider ID ------------------------------------
+
+
+def test_4_an_event_of_attempt_1_never_replaces_the_id_attempt_2_stored(world):
+    (item,) = email(world, ["ada@example.org"])
+    m1 = sent_without_answer(world, item.id)
+    operator(world, item.id, "retry")
+    # The event of attempt 1 reads the item; attempt 2's worker records M2; the event writes.
+    race = Plan(interleave=("write", lambda: deliver(world, item.id)))
+    with world.seam.step(race):
+        ses(world, "delivery", m1, item.id, 1)
+    m2 = max(world.ses.accepted)
+    stored = world.item(item.id)
+    assert (stored.state, stored.attempt, stored.provider_id) == ("awaiting", 2, m2)
+    ses(world, "delivery", m2, item.id, 2)
+    assert world.item(item.id).state == "succeeded"
+
+
+# ---- 5. a tagged SES event for a cancelled email loses its result --------------------------------
+
+
+@pytest.mark.parametrize("kind", ["delivery", "bounce_permanent"])
+def test_5_a_result_of_an_earlier_attempt_is_written_to_a_cancelled_email(world, kind):
+    (item,) = email(world, ["ada@example.org"])
+    m1 = sent_without_answer(world, item.id)
+    operator(world, item.id, "cancel")
+    event = ses_event(kind, message_id=m1, item_id=item.id, attempt=1)
+    results.handle_ses_event(event, world.rt)
+    stored = world.item(item.id)
+    assert (stored.state, stored.result) == ("cancelled", results.parse_ses_event(event).text)
+
+
+# ---- 6. attachments read eventually consistent ---------------------------------------------------
+
+
+def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
+    (item,) = email(world, ["ada@example.org"], files=True)
+    outcome = deliver(world, item.id, Plan(stale=True))
+    stored = world.item(item.id)
+    assert (outcome, stored.state) == (send.ACCEPTED, "awaiting"), stored.result
+
+
+# ---- 7. a crash after the done commit leaks files ------------------------------------------------
+
+
+def test_7_files_are_released_although_the_worker_died_after_the_done_commit(world):
+    (item,) = email(world, ["ada@example.org"], files=True)
+    deliver(world, item.id)
+    message_id = world.item(item.id).provider_id
+    with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
+        ses(world, "delivery", message_id, item.id, 1)
+    assert world.item(item.id).state == "succeeded"
+    ses(world, "delivery", message_id, item.id, 1)  # SQS delivers the event again
+    world.rt.clock.advance(2)
+    schedules.run(["purge"], world.rt)
+    (keys,) = world.files().values()
+    assert not set(keys) & world.s3_keys(), "the files of a done content are still stored"
+
+
+# ---- 8. open/click events grow the state item without bound --------------------------------------
+
+
+def test_8_a_flood_of_opens_keeps_the_state_item_small_and_writable(world):
+    (item,) = email(world, ["ada@example.org"])
+    deliver(world, item.id)
+    message_id = world.item(item.id).provider_id
+    for n in range(FLOOD):
+        results.handle_ses_event(engagement_event("Open", message_id, item.id, 1, n), world.rt)
+    size = world.raw_items()[item.id].size()
+    assert size <= MAX_STATE_BYTES, f"{FLOOD} opens made the state item {size} bytes"
+    ses(world, "delivery", message_id, item.id, 1)
+    assert world.item(item.id).state == "succeeded"

@@ -1,0 +1,335 @@
+"""The harsh world of the model-based test: moto behind the fault seam, a fake Twilio that counts
+its calls per (item, attempt), reads of moto's backend that cost no request and cross no seam,
+and the invariants every step is checked against."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+from twilio.http.response import Response
+
+import requests
+from tests.reliability.harsh import Seam, installed
+from tests.reliability.support import (
+    DONE,
+    FIGURES,
+    TABLE,
+    Crash,
+    FakeSes,
+    check_history,
+    lease_passed,
+    make_settings,
+    moto_aws,
+    runtime_for,
+)
+from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, FakeTwilioHttp
+from vdq.clock import parse_iso
+from vdq.errors import VdqError
+from vdq.providers.twilio import TwilioProvider
+from vdq.runtime import Runtime
+from vdq.settings import Settings
+from vdq.store import HistoryRecord, QueueItemRecord, unpack_history
+
+MAX_STATE_BYTES = 4096  # the state item's stored size, by DynamoDB's rules (moto's Item.size)
+WEBHOOK = "https://hooks.example.com/twilio/status"
+DOCUMENTED = {400, 401, 403, 404, 409, 410, 413, 422, 429, 503}
+
+
+class ModelTwilio(FakeTwilioHttp):
+    """Twilio's API for the model: creates return new SIDs, fetches return each SID's latest
+    status (``truth``, set by the status callbacks the model sends). Counts creates per (item,
+    attempt); the attempt is the item's in moto at the time of the call."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(None)
+        self.world = world
+        self.reset()
+
+    def reset(self) -> None:
+        self.calls: Counter[tuple[str, int]] = Counter()
+        self.accepted: dict[str, tuple[str, int]] = {}
+        self.truth: dict[str, str] = {}
+        self.plan = "ok"
+        self.during: Any = None  # runs once inside the next create, after Twilio took it
+        self._sids = (f"SM{n:032d}" for n in itertools.count(1))
+
+    def request(self, method: str, uri: str, params: Any = None, data: Any = None,
+                headers: Any = None, auth: Any = None, timeout: Any = None,
+                allow_redirects: bool = False) -> Response:  # fmt: skip
+        if method != "POST":
+            sid = uri.rsplit("/", 1)[-1].removesuffix(".json")
+            return Response(200, json.dumps({"sid": sid, "status": self.truth.get(sid, "sent")}))
+        form = dict(data or {})
+        item_id = parse_qs(urlsplit(form.get("StatusCallback", "")).query)["queue_item"][0]
+        item = self.world.item(item_id)
+        key = (item_id, int(item.attempt) if item is not None else 0)
+        self.calls[key] += 1
+        FIGURES["provider calls"] += 1
+        if self.plan == "transient":
+            return Response(503, json.dumps({"code": 20503, "message": "Service unavailable",
+                                             "status": 503}))  # fmt: skip
+        if self.plan == "permanent":
+            return Response(400, json.dumps({"code": 21211, "status": 400,
+                                             "message": "Invalid 'To' Phone Number"}))  # fmt: skip
+        sid = next(self._sids)
+        self.accepted[sid] = key
+        if self.plan == "ambiguous":
+            raise requests.ReadTimeout("read timed out")
+        if self.plan == "crash":
+            raise Crash()
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return Response(201, json.dumps({"sid": sid, "status": "queued"}))
+
+
+@dataclass
+class World:
+    """One moto AWS for a test module; ``fresh()`` gives each example a clean table."""
+
+    settings: Settings
+    seam: Seam
+    clients: dict[str, Any]
+    ses: FakeSes = field(default_factory=FakeSes)
+    twilio: ModelTwilio = field(init=False)
+    provider: TwilioProvider = field(init=False)
+    rt: Runtime = field(init=False)
+    known_ids: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.twilio = ModelTwilio(self)
+        self.provider = TwilioProvider(lambda: (ACCOUNT_SID, AUTH_TOKEN), http_client=self.twilio)
+
+    def fresh(self, clock: Any) -> Runtime:
+        self.backend().items.clear()
+        self.seam.clock = clock
+        self.seam.reset()
+        self.ses = FakeSes()
+        self.twilio.reset()
+        self.known_ids = {}
+        self.rt = runtime_for(self.settings, clock, ses_provider=self.ses, twilio=self.provider,
+                              **self.clients)  # fmt: skip
+        return self.rt
+
+    # ---- moto's backend, read directly ----------------------------------------------------
+
+    def backend(self) -> Any:
+        return self.seam.backend()
+
+    def _rows(self, prefix: str) -> Iterator[tuple[str, str, Any]]:
+        for h, rows in list(self.backend().items.items()):
+            if h.value.startswith(prefix):
+                for r, item in rows.items():
+                    yield h.value, r.value, item
+
+    def raw_items(self) -> dict[str, Any]:
+        return {pk[3:]: it for pk, sk, it in self._rows("QI#") if sk == "STATE"}
+
+    def items(self) -> dict[str, QueueItemRecord]:
+        return {i: _record(QueueItemRecord, it) for i, it in self.raw_items().items()}
+
+    def item(self, item_id: str) -> QueueItemRecord | None:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        rows = self.backend().items.get(DynamoType({"S": f"QI#{item_id}"}))
+        found = rows.get(DynamoType({"S": "STATE"})) if rows else None
+        return _record(QueueItemRecord, found) if found is not None else None
+
+    def history(self, item_id: str) -> list[HistoryRecord]:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        rows = self.backend().items.get(DynamoType({"S": f"QI#{item_id}"})) or {}
+        return unpack_history(_record(HistoryRecord, it) for r, it in sorted(rows.items(),
+                              key=lambda kv: kv[0].value) if r.value.startswith("H#"))  # fmt: skip
+
+    def files(self) -> dict[str, list[str]]:
+        """content id -> the S3 keys of its attachments."""
+        out: dict[str, list[str]] = {}
+        for _, _, it in self._rows("AT#"):
+            attrs = it.to_json()["Attributes"]
+            out.setdefault(attrs["content_id"]["S"], []).append(attrs["s3_key"]["S"])
+        return out
+
+    def s3_keys(self) -> set[str]:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        bucket = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[self.settings.attachments_bucket]
+        return set(bucket.keys.keys())
+
+
+def engagement_event(kind: str, message_id: str, item_id: str, attempt: int,
+                     n: int) -> dict[str, Any]:  # fmt: skip
+    """The n-th SES Open or Click event of one email (each its own event: its own time)."""
+    from tests.support.results import ses_event
+
+    event = ses_event("delivery", message_id=message_id, item_id=item_id, attempt=attempt)
+    event.pop("delivery")
+    event["eventType"] = kind
+    detail = {"timestamp": f"2026-12-02T13:{n // 3600 % 60:02d}:{n // 60 % 60:02d}.{n % 60:02d}0Z",
+              "ipAddress": "192.0.2.1", "userAgent": "Mozilla/5.0"}  # fmt: skip
+    if kind == "Click":
+        detail["link"] = "https://example.com/order"
+    event[kind.lower()] = detail
+    return event
+
+
+def _record(model: Any, item: Any) -> Any:
+    return model.from_raw_data(item.to_json()["Attributes"])
+
+
+@contextmanager
+def harsh_world(**changes: Any) -> Iterator[World]:
+    """moto with VDQ's resources, the seam installed, clients made once."""
+    with moto_aws() as created:
+        settings = make_settings(created, twilio_account_sid=ACCOUNT_SID,
+                                 twilio_auth_token=AUTH_TOKEN, twilio_webhook_url=WEBHOOK,
+                                 **changes)  # fmt: skip
+        seam = Seam(TABLE, settings.send_queue_url, settings.results_queue_url)
+        # Made once: a client costs tens of milliseconds, an example's runtime would make its own.
+        clients = {name: boto3.client(name) for name in ("sqs", "s3", "events")}
+        with installed(seam):
+            yield World(settings, seam, clients)
+
+
+# ---- invariants: each returns the problems it finds (empty: none) ------------------------------
+
+
+def twice_per_attempt(world: World) -> list[str]:
+    doubles = {**world.ses.double_calls(),
+               **{k: n for k, n in world.twilio.calls.items() if n > 1}}  # fmt: skip
+    return [f"provider called {n} times for (item, attempt) {k}" for k, n in doubles.items()]
+
+
+def workflow_problems(world: World, items: dict[str, QueueItemRecord],
+                      last_sweep: datetime | None) -> list[str]:  # fmt: skip
+    problems = []
+    for item_id, item in items.items():
+        found = check_history(item, world.history(item_id))
+        swept = last_sweep is not None and item.state == "sending"
+        if swept and lease_passed(item, world.settings, last_sweep):
+            found.append("still sending after its lease and a sweep")
+        problems.extend(f"{item_id}: {p}" for p in found)
+    return problems
+
+
+def await_timer_required(item: QueueItemRecord, settings: Settings) -> bool:
+    return item.method == "sms" or getattr(settings, "email_timeout_hours", None) is not None
+
+
+def stranded(items: dict[str, QueueItemRecord], settings: Settings) -> list[str]:
+    """Every item is done, or an operator can act on it, or a timer will move it."""
+    problems = []
+    for item_id, item in items.items():
+        timer = (item.timer_pk or "").split("#")[0]
+        state = item.state
+        if state in DONE or state == "errored":
+            continue
+        awaits = "await" if await_timer_required(item, settings) else None
+        need = {"queued": "publish", "delayed": "publish", "sending": "lease",
+                "awaiting": awaits}[state]  # fmt: skip
+        if need is not None and timer != need:
+            problems.append(f"{item_id} is {state} ({item.method}) without a {need} timer "
+                            f"(timer: {item.timer_pk})")  # fmt: skip
+    return problems
+
+
+def overdue(items: dict[str, QueueItemRecord], settings: Settings, at: datetime) -> list[str]:
+    """After every timer had passed and the schedules ran: nothing still waits on a timer."""
+    problems = []
+    for item_id, item in items.items():
+        if item.state == "sending":
+            problems.append(f"{item_id} still sending after its lease passed and a sweep ran")
+        if item.state == "awaiting" and await_timer_required(item, settings):
+            hours = settings.twilio_sms_timeout_hours if item.method == "sms" else (
+                getattr(settings, "email_timeout_hours", 0) or 0)  # fmt: skip
+            if parse_iso(item.done_since) + timedelta(hours=hours) < at:
+                problems.append(f"{item_id} ({item.method}) still awaiting after its timeout "
+                                f"and the checks ran (provider ID {item.provider_id})")  # fmt: skip
+    return problems
+
+
+def oversized(world: World) -> list[str]:
+    return [f"{i}: state item is {it.size()} bytes (bound {MAX_STATE_BYTES})"
+            for i, it in world.raw_items().items() if it.size() > MAX_STATE_BYTES]  # fmt: skip
+
+
+def file_problems(world: World, items: dict[str, QueueItemRecord], *,
+                  after_purge: bool) -> list[str]:  # fmt: skip
+    """Files are deleted only when every item of their content is done; with immediate cleanup,
+    a content whose items are all done has no file left after a purge run."""
+    problems = []
+    present = world.s3_keys()
+    by_content: dict[str, list[QueueItemRecord]] = {}
+    for item in items.values():
+        by_content.setdefault(item.content_id, []).append(item)
+    for content_id, keys in world.files().items():
+        members = by_content.get(content_id, [])
+        if not members:
+            continue  # a content whose items were never stored (a failed enqueue)
+        missing = [k for k in keys if k not in present]
+        open_items = [f"{i.id}={i.state}" for i in members if i.state not in DONE]
+        if missing and open_items:
+            problems.append(f"content {content_id}: files deleted while {open_items} not done")
+        for item in members:
+            said_gone = item.result and ("was deleted" in item.result or "is gone" in item.result)
+            if said_gone and not missing:
+                problems.append(f"{item.id} failed with {item.result!r}, but its files exist")
+        immediate = world.settings.max_files_age_seconds == 0
+        if after_purge and immediate and not open_items and len(missing) < len(keys):
+            problems.append(f"content {content_id}: every item done, files kept after a purge")
+    return problems
+
+
+def provider_id_kept(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
+    """A provider ID the worker of the current attempt recorded stays the item's."""
+    problems = []
+    for item_id, item in items.items():
+        recorded = world.known_ids.get((item_id, int(item.attempt)))
+        if recorded is not None and item.provider_id != recorded:
+            problems.append(f"{item_id} attempt {item.attempt}: its worker recorded {recorded}, "
+                            f"the item stores {item.provider_id}")  # fmt: skip
+    return problems
+
+
+def answer_problems(exc: BaseException | None, stored: set[str], receivers: list[str],
+                    answered: list[str] | None,
+                    stored_receivers: dict[str, str]) -> list[str]:  # fmt: skip
+    """An enqueue's answer says exactly which receivers were stored."""
+    if exc is None:
+        ok = answered is not None and set(answered) == stored and len(stored) == len(receivers)
+        return [] if ok else [f"answered {answered}, stored {sorted(stored)}"]
+    if not isinstance(exc, VdqError):
+        return [f"answered {type(exc).__name__} (a 5xx): {exc}"]
+    if exc.status not in DOCUMENTED:
+        return [f"answered {exc.status} {exc.code}: {exc.message}"]
+    accepted = exc.details.get("accepted") if exc.code == "partially_enqueued" else []
+    if set(accepted or []) != stored:
+        return [f"answered {exc.status} {exc.code} accepting {accepted}, but stored "
+                f"{sorted(stored)}"]  # fmt: skip
+    if exc.code == "partially_enqueued":
+        rejected = sorted(_address(r) for r in exc.details.get("rejected", []))
+        expected = sorted(receivers)
+        for item_id in stored:
+            expected.remove(stored_receivers[item_id])
+        if rejected != expected:
+            return [f"answered rejected={rejected}, but {expected} were not stored"]
+    return []
+
+
+def _address(receiver: Any) -> str:
+    if isinstance(receiver, dict):
+        return str(receiver.get("email") or receiver.get("cell"))
+    return str(receiver)
+
+
+__all__ = ["DONE", "World", "harsh_world"]
