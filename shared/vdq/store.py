@@ -497,13 +497,15 @@ class Store:
         """The records of ``chunk`` that exist (strongly consistent). When even that read
         fails, they are deleted so that none counts as stored unknowingly; a record neither
         read nor deleted is reported as written (the caller then keeps, never loses, it)."""
-        keys = list(chunk)
+        by_model: dict[type[_Table], list[tuple[str, str]]] = {}
+        for key, record in chunk.items():
+            by_model.setdefault(type(record), []).append(key)
         try:
             found: set[tuple[str, str]] = set()
-            for start in range(0, len(keys), 100):
-                part = keys[start : start + 100]
-                for row in _Table.batch_get(part, consistent_read=True):
-                    found.add((row.pk, row.sk))
+            for model, keys in by_model.items():  # each model reads through its own connection
+                for start in range(0, len(keys), 100):
+                    for row in model.batch_get(keys[start : start + 100], consistent_read=True):
+                        found.add((row.pk, row.sk))
             return [r for k, r in chunk.items() if k in found]
         except Exception:
             try:

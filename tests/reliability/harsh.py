@@ -247,6 +247,12 @@ class Seam:
     def _batch(self, original: Callable[..., Any], stub: BotocoreStubber, event_name: str,
                request: AWSPreparedRequest, body: dict[str, Any], mode: str,
                **kwargs: Any) -> Any:  # fmt: skip
+        requests = body["RequestItems"][self.table]
+        if mode != "throttle" and not any(_writes_an_item(r) for r in requests):
+            # The half modes aim at the batches that store queue items (an enqueue writes its
+            # content and files first, in a batch of their own).
+            return self._write(original, stub, event_name, request, "BatchWriteItem", body,
+                               **kwargs)  # fmt: skip
         self._batch_seen += 1
         first = self._batch_seen == 1
         if mode == "throttle" or (not first and mode == "half_throttle"):
@@ -257,7 +263,6 @@ class Seam:
         if not first and mode == "half":
             return self._write(original, stub, event_name, request, "BatchWriteItem", body,
                                **kwargs)  # fmt: skip
-        requests = body["RequestItems"][self.table]
         applied = requests[::2] if first else []
         rest = requests[1::2] if first else requests
         FIGURES["batch writes half-applied" if applied else "batch writes unprocessed"] += 1
@@ -422,3 +427,8 @@ def installed(seam: Seam) -> Iterator[Seam]:
         if saved[1] is not None:
             vdq.store.time = saved[1]  # type: ignore[attr-defined]
         quota.RetryQuota.acquire = saved[2]  # type: ignore[method-assign]
+
+
+def _writes_an_item(request: dict[str, Any]) -> bool:
+    put = request.get("PutRequest") or {}
+    return str(((put.get("Item") or {}).get("pk") or {}).get("S", "")).startswith("QI#")

@@ -25,7 +25,8 @@ from vdq.sendqueue import SendMessage
 from vdq.transitions import Step, apply
 
 OPERATOR = Caller("op-1", ("vdq-operators",),
-                  frozenset({"vdq.can_resend", "vdq.list_queueitem"}))  # fmt: skip
+                  frozenset({"vdq.can_resend", "vdq.list_queueitem", "vdq.read_queueitem",
+                             "vdq.read_workflow", "vdq.can_retry", "vdq.can_cancel"}))  # fmt: skip
 FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
         "content_base64": "JVBERi0xLjQK"}
 FLOOD = 30_000 if os.environ.get("VDQ_SOAK") == "1" else 300  # 4 KB holds about 230 marks
