@@ -8,6 +8,7 @@ environment. A product setting left out keeps the product's default.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -49,6 +50,32 @@ class ConfigError(ValueError):
     pass
 
 
+# An SES identity: a domain (example.com) or an address (shop@example.com); no wildcards.
+_IDENTITY = re.compile(r"[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?")
+
+
+def _identities(value: Any) -> tuple[str, ...]:
+    """``vdq:sesIdentities``: a JSON list, a list, or a comma-separated string."""
+    if value is None:
+        raise ConfigError(
+            "vdq:sesIdentities is required: the SES identities (domains or addresses) VDQ sends "
+            "from, e.g. -c vdq:sesIdentities=example.com (the send function may use no other)"
+        )
+    if isinstance(value, str):
+        text = value.strip()
+        items = json.loads(text) if text.startswith("[") else text.split(",")
+    else:
+        items = list(value)
+    found = tuple(str(i).strip() for i in items if str(i).strip())
+    bad = [i for i in found if not _IDENTITY.fullmatch(i) or "." not in i]
+    if not found or bad:
+        raise ConfigError(
+            "vdq:sesIdentities must list SES identities (domains or addresses), got "
+            f"{bad or value!r}"
+        )
+    return found
+
+
 def _get(node: Node, key: str, default: Any) -> Any:
     value = node.try_get_context(key)
     return default if value is None else value
@@ -82,6 +109,7 @@ class DeployConfig:
     twilio_webhook_url: str | None = None  # None: derived from the API URL; "": polling
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
+    ses_identities: tuple[str, ...] = ()  # the send function's only From identities
     files_noncurrent_days: int = 1
     settings: dict[str, str] = field(default_factory=dict)
 
@@ -121,6 +149,7 @@ class DeployConfig:
             twilio_webhook_url=webhook_url,
             alarm_email=_get(node, "vdq:alarmEmail", None) or None,
             machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
+            ses_identities=_identities(node.try_get_context("vdq:sesIdentities")),
             files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),
             settings=settings,
         )

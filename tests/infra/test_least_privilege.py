@@ -15,7 +15,7 @@ def test_public_webhook_cannot_read_attachments(synth):
     assert not any(a in ("s3:*", "s3:Get*") for a in actions)
 
 
-def test_enqueue_writes_new_records_and_touches_nothing_else_but_idempotency_keys(synth):
+def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(synth):
     table_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.data.table), "Arn"]}
     dynamodb = [
         s
@@ -24,12 +24,21 @@ def test_enqueue_writes_new_records_and_touches_nothing_else_but_idempotency_key
     ]
     unconditioned = {a for s in dynamodb if "Condition" not in s for a in _actions(s)}
     assert unconditioned == {"dynamodb:BatchWriteItem"}
+    by_prefix = {}
     for statement in dynamodb:
         assert statement["Resource"] == table_arn  # never an index: no listing either
         if "Condition" in statement:
-            assert statement["Condition"] == {
-                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
-            }
+            (prefixes,) = statement["Condition"]["ForAllValues:StringLike"].values()
+            assert list(statement["Condition"]) == ["ForAllValues:StringLike"]
+            by_prefix[tuple(prefixes)] = set(_actions(statement))
+    assert by_prefix == {
+        # Powertools idempotency records.
+        ("idempotency#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                             "dynamodb:DeleteItem"},
+        # A refused publish moves the new item to errored: its Update and its history's Put in
+        # one transaction, a GetItem when the item moved; never a delete of an item.
+        ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+    }  # fmt: skip
 
 
 def test_enqueue_cannot_read_or_delete_attachments(synth):
@@ -38,12 +47,37 @@ def test_enqueue_cannot_read_or_delete_attachments(synth):
     assert not {"s3:GetObject", "s3:DeleteObject"} & actions
 
 
-def test_only_the_schedule_deletes_records(synth):
+def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
+    # Records expire by TTL; only enqueue deletes, its own idempotency records.
     for name, function in synth.stack.functions.by_name.items():
-        deletes = "dynamodb:DeleteItem" in {
-            a for s in synth.role_statements(function) if "Condition" not in s for a in _actions(s)
-        }
-        assert deletes == (name == "schedule"), name
+        for statement in synth.role_statements(function):
+            if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
+                continue
+            if "dynamodb:DeleteItem" in _actions(statement):
+                assert name == "enqueue", name
+                assert statement["Condition"] == {
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
+                }
+            else:  # BatchWriteItem creates records: enqueue, and operator's resend
+                assert name in ("enqueue", "operator"), name
+
+
+def test_no_role_holds_condition_check_item(synth):
+    # No transaction of VDQ has a ConditionCheck: the grant was unused on four roles.
+    for name, function in synth.stack.functions.by_name.items():
+        assert "dynamodb:ConditionCheckItem" not in synth.role_actions(function), name
+
+
+def test_the_indexes_are_only_queried_and_only_the_operator_queries_the_table(synth):
+    table_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.data.table), "Arn"]}
+    index_arn = {"Fn::Join": ["", [table_arn, "/index/*"]]}
+    for name, function in synth.stack.functions.by_name.items():
+        for statement in synth.role_statements(function):
+            resources = _resources(statement)
+            if index_arn in resources:
+                assert _actions(statement) == ["dynamodb:Query"], name
+            if "dynamodb:Query" in _actions(statement) and table_arn in resources:
+                assert name == "operator", name  # the history of one item
 
 
 def test_only_sms_paths_read_the_twilio_secret(synth):
@@ -58,6 +92,23 @@ def test_only_the_send_function_may_send_email(synth):
         assert sends == (name == "send"), name
 
 
+def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
+    statements = [
+        s
+        for s in synth.role_statements(synth.stack.functions.send)
+        if any(a.startswith("ses:") for a in _actions(s))
+    ]
+    assert [_actions(s) for s in statements] == [["ses:SendEmail"]]  # SES v2: no SendRawEmail
+    identities = [
+        r["Fn::Join"][1][-1]
+        for r in _resources(statements[0])
+        if isinstance(r, dict) and str(r["Fn::Join"][1][-1]).startswith(":identity/")
+    ]
+    assert identities == [":identity/example.com"]  # TEST_CONTEXT's; never identity/*
+    config_set = synth.logical_id(synth.stack.email_events.configuration_set)
+    assert any({"Ref": config_set} in r["Fn::Join"][1] for r in _resources(statements[0]))
+
+
 def test_no_function_holds_a_service_wide_wildcard_action(synth):
     for function in synth.stack.functions.by_name.values():
         assert not [a for a in synth.role_actions(function) if a.endswith(":*") or a == "*"]
@@ -66,3 +117,8 @@ def test_no_function_holds_a_service_wide_wildcard_action(synth):
 def _actions(statement: dict) -> list[str]:
     found = statement["Action"]
     return [found] if isinstance(found, str) else list(found)
+
+
+def _resources(statement: dict) -> list:
+    found = statement["Resource"]
+    return found if isinstance(found, list) else [found]
