@@ -25,6 +25,10 @@ from vdq.store import item_pk
 READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 QUERY = ("dynamodb:Query",)
 TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem")
+# Publishing to a queue (SQS-managed encryption: no KMS). CDK's grant_send_messages adds
+# GetQueueAttributes and GetQueueUrl, which only the schedule's sweep calls (the first);
+# consumers get what Lambda's event source mapping needs from the event source itself.
+SEND_MESSAGE = ("sqs:SendMessage",)
 # Powertools idempotency records of enqueue live under this partition key prefix only.
 IDEMPOTENCY_PREFIX = "idempotency#"
 # Queue items and their history: the partition of one item (vdq.store.item_pk).
@@ -187,12 +191,12 @@ class VdqStack(Stack):
             conditions=_leading_keys(ITEM_PREFIX),
         )
         _allow(functions.enqueue, ["s3:PutObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.enqueue)
+        _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
         _allow(functions.send, [*READ, *TRANSITION], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.send)
+        _allow(functions.send, SEND_MESSAGE, [messaging.send.queue.queue_arn])
         # SES v2 SendEmail (raw content included) is the one action, authorised against the
         # sender's identity and the configuration set: only the identities the deployer named.
         _allow(
@@ -214,7 +218,7 @@ class VdqStack(Stack):
         # webhook: provider events -> transitions; deferred lookups go back on the results queue.
         # It is public (Twilio callback) and never reads attachments: no s3:GetObject.
         _allow(functions.webhook, [*READ, *TRANSITION], [table.table_arn])
-        messaging.results.queue.grant_send_messages(functions.webhook)
+        _allow(functions.webhook, SEND_MESSAGE, [messaging.results.queue.queue_arn])
 
         # operator: lists (indexes), single items, operator transitions, resends, downloads.
         _allow(
@@ -224,13 +228,18 @@ class VdqStack(Stack):
         )
         _allow(functions.operator, QUERY, [f"{table.table_arn}/index/*"])
         _allow(functions.operator, ["s3:GetObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.operator)
+        _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
         # schedule: timers and purge indexes (queried; the table never is), sweeps
         # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
         _allow(functions.schedule, [*READ, *TRANSITION], [table.table_arn])
         _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
-        messaging.send.queue.grant_send_messages(functions.schedule)
+        # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
+        _allow(
+            functions.schedule,
+            [*SEND_MESSAGE, "sqs:GetQueueAttributes"],
+            [messaging.send.queue.queue_arn],
+        )
 
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):

@@ -109,6 +109,18 @@ def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
     assert any({"Ref": config_set} in r["Fn::Join"][1] for r in _resources(statements[0]))
 
 
+def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
+    send_queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.messaging.send.queue), "Arn"]}
+    # The schedule's re-publish sweep reads the queue's backlog first.
+    expected = {"enqueue": ["sqs:SendMessage"], "operator": ["sqs:SendMessage"],
+                "schedule": ["sqs:GetQueueAttributes", "sqs:SendMessage"]}  # fmt: skip
+    for name, actions in expected.items():
+        function = synth.stack.functions.by_name[name]
+        sqs = [s for s in synth.role_statements(function)
+               if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
+        assert [(sorted(_actions(s)), s["Resource"]) for s in sqs] == [(actions, send_queue)]
+
+
 def test_no_function_holds_a_service_wide_wildcard_action(synth):
     for function in synth.stack.functions.by_name.values():
         assert not [a for a in synth.role_actions(function) if a.endswith(":*") or a == "*"]

@@ -31,6 +31,7 @@ The local stack of the e2e tests runs in its own process: ``python -m tests.supp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -126,6 +127,7 @@ class Recorder:
             return self
         recorder = self
 
+        @functools.wraps(original)
         def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
             client = original(session, *args, **kwargs)
             region = client.meta.region_name
@@ -151,6 +153,7 @@ class Recorder:
         envs = {f.name: f.metadata["env"] for f in fields(Settings)}
         recorder = self
 
+        @functools.wraps(original)
         def init(settings: Any, *args: Any, **kwargs: Any) -> None:
             original(settings, *args, **kwargs)
             for name, env in envs.items():
@@ -165,6 +168,7 @@ class Recorder:
 
         create = local_resources.create
 
+        @functools.wraps(create)
         def create_and_bind(*args: Any, **kwargs: Any) -> Any:
             made = create(*args, **kwargs)
             for env, value in made.env().items():
@@ -243,18 +247,14 @@ def python_module(module: str) -> list[str]:
 # ---- pytest plugin (tests/conftest.py loads this module) -------------------------------------
 
 
-def pytest_configure(config: Any) -> None:
-    RECORDER.install()
-    RECORDER.enabled = False
-
-
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
     """Record only when the check runs, and run it after everything else."""
     check = [i for i in items if i.nodeid.startswith(CHECK)]
     if not check:
         return
     items[:] = [i for i in items if not i.nodeid.startswith(CHECK)] + check
-    RECORDER.enabled = True
+    # Before any test runs (no module makes a client at import): no cost to sessions without it.
+    RECORDER.install()
     RECORDER.drivers = sum(1 for i in items if i.nodeid.startswith(DRIVERS))
     ran = {i.nodeid.split("::")[0] for i in items}
     on_disk = {str(p.relative_to(REPO)) for d in DRIVERS for p in (REPO / d).glob("test_*.py")}
