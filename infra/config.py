@@ -55,12 +55,10 @@ _IDENTITY = re.compile(r"[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?")
 
 
 def _identities(value: Any) -> tuple[str, ...]:
-    """``vdq:sesIdentities``: a JSON list, a list, or a comma-separated string."""
+    """``vdq:sesIdentities``: a JSON list, a list, or a comma-separated string (unset: none;
+    the app refuses to build the stack without them, ``require_ses_identities``)."""
     if value is None:
-        raise ConfigError(
-            "vdq:sesIdentities is required: the SES identities (domains or addresses) VDQ sends "
-            "from, e.g. -c vdq:sesIdentities=example.com (the send function may use no other)"
-        )
+        return ()
     if isinstance(value, str):
         text = value.strip()
         items = json.loads(text) if text.startswith("[") else text.split(",")
@@ -112,6 +110,14 @@ class DeployConfig:
     ses_identities: tuple[str, ...] = ()  # the send function's only From identities
     files_noncurrent_days: int = 1
     settings: dict[str, str] = field(default_factory=dict)
+
+    def require_ses_identities(self) -> None:
+        if not self.ses_identities:
+            raise ConfigError(
+                "vdq:sesIdentities is required: the SES identities (domains or addresses) VDQ "
+                "sends from, e.g. -c vdq:sesIdentities=example.com or in cdk.json (the send "
+                "function may send from no other)"
+            )
 
     @classmethod
     def from_context(cls, node: Node) -> DeployConfig:
