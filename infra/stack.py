@@ -18,21 +18,26 @@ from infra.monitoring import Monitoring
 from infra.nag import logical_id, suppress
 from infra.schedules import Schedules
 from vdq import resources
-from vdq.store import item_pk
+from vdq.store import content_pk, item_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
 READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 QUERY = ("dynamodb:Query",)
 TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem")
+# Provider events carry an event mark: the transaction checks the mark's record (or the item)
+# without writing it. Only the functions that apply provider events (vdq.results) hold it.
+CONDITION_CHECK = ("dynamodb:ConditionCheckItem",)
 # Publishing to a queue (SQS-managed encryption: no KMS). CDK's grant_send_messages adds
 # GetQueueAttributes and GetQueueUrl, which only the schedule's sweep calls (the first);
 # consumers get what Lambda's event source mapping needs from the event source itself.
 SEND_MESSAGE = ("sqs:SendMessage",)
 # Powertools idempotency records of enqueue live under this partition key prefix only.
 IDEMPOTENCY_PREFIX = "idempotency#"
-# Queue items and their history: the partition of one item (vdq.store.item_pk).
+# Queue items and their history: the partition of one item (vdq.store.item_pk); a content's
+# records and its reference count (vdq.store.content_pk).
 ITEM_PREFIX = item_pk("")
+CONTENT_PREFIX = content_pk("")
 
 
 class VdqStack(Stack):
@@ -190,11 +195,20 @@ class VdqStack(Stack):
             [table.table_arn],
             conditions=_leading_keys(ITEM_PREFIX),
         )
+        # The content's reference count: confirmed once the items are written, counted off for
+        # items that were not; the files of a request that stored no item are deleted.
+        _allow(
+            functions.enqueue,
+            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            [table.table_arn],
+            conditions=_leading_keys(CONTENT_PREFIX),
+        )
+        _allow(functions.enqueue, ["s3:DeleteObject"], [objects])
         _allow(functions.enqueue, ["s3:PutObject"], [objects])
         _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
-        _allow(functions.send, [*READ, *TRANSITION], [table.table_arn])
+        _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
         _allow(functions.send, SEND_MESSAGE, [messaging.send.queue.queue_arn])
         # SES v2 SendEmail (raw content included) is the one action, authorised against the
@@ -217,7 +231,7 @@ class VdqStack(Stack):
 
         # webhook: provider events -> transitions; deferred lookups go back on the results queue.
         # It is public (Twilio callback) and never reads attachments: no s3:GetObject.
-        _allow(functions.webhook, [*READ, *TRANSITION], [table.table_arn])
+        _allow(functions.webhook, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.webhook, SEND_MESSAGE, [messaging.results.queue.queue_arn])
 
         # operator: lists (indexes), single items, operator transitions, resends, downloads.
@@ -232,7 +246,7 @@ class VdqStack(Stack):
 
         # schedule: timers and purge indexes (queried; the table never is), sweeps
         # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
-        _allow(functions.schedule, [*READ, *TRANSITION], [table.table_arn])
+        _allow(functions.schedule, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
         # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
         _allow(

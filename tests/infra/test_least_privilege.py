@@ -38,13 +38,16 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         # A refused publish moves the new item to errored: its Update and its history's Put in
         # one transaction, a GetItem when the item moved; never a delete of an item.
         ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # The content's reference count (confirmed, or counted off for items not stored).
+        ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
     }  # fmt: skip
 
 
-def test_enqueue_cannot_read_or_delete_attachments(synth):
+def test_enqueue_cannot_read_attachments(synth):
+    # It stores them, and deletes those of a request that stored no item.
     actions = synth.role_actions(synth.stack.functions.enqueue)
-    assert "s3:PutObject" in actions
-    assert not {"s3:GetObject", "s3:DeleteObject"} & actions
+    assert {"s3:PutObject", "s3:DeleteObject"} <= actions
+    assert not {"s3:GetObject", "s3:GetObjectVersion", "s3:DeleteObjectVersion"} & actions
 
 
 def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
@@ -62,10 +65,12 @@ def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
                 assert name in ("enqueue", "operator"), name
 
 
-def test_no_role_holds_condition_check_item(synth):
-    # No transaction of VDQ has a ConditionCheck: the grant was unused on four roles.
+def test_only_the_functions_that_apply_provider_events_hold_condition_check_item(synth):
+    # A provider event's mark is checked in its transaction (vdq.results, run by the webhook,
+    # the send worker's orphan replay and the schedule's polls and timeouts).
     for name, function in synth.stack.functions.by_name.items():
-        assert "dynamodb:ConditionCheckItem" not in synth.role_actions(function), name
+        holds = "dynamodb:ConditionCheckItem" in synth.role_actions(function)
+        assert holds == (name in ("send", "webhook", "schedule")), name
 
 
 def test_the_indexes_are_only_queried_and_only_the_operator_queries_the_table(synth):
