@@ -37,18 +37,15 @@ def commands(section: str) -> list[str]:
 
 
 def context_keys_read_by_infra() -> set[str]:
-    """String keys passed to ``try_get_context(...)`` or ``_get(node, ...)`` in infra/."""
+    """``vdq:*`` keys passed to a call in infra/: ``try_get_context("vdq:x")``, ``_get(node,
+    "vdq:x", default)`` and the like (a key only mentioned in a comment or message is not)."""
     keys = set()
     for path in (ROOT / "infra").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Call):
-                continue
-            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
-            args = {"try_get_context": 0, "_get": 1}.get(name or "")
-            if args is not None and len(node.args) > args:
-                arg = node.args[args]
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                    keys.add(arg.value)
+            if isinstance(node, ast.Call):
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and re.fullmatch(r"vdq:\w+", str(arg.value)):
+                        keys.add(arg.value)
     return keys
 
 
