@@ -21,6 +21,7 @@ from infra.stack import VdqStack
 def build(app: cdk.App) -> VdqStack:
     """The VDQ stack on ``app``, with the checks registered."""
     config = DeployConfig.from_context(app.node)
+    config.require_ses_identities()  # the send role's only From identities: no default fits
     name = app.node.try_get_context("vdq:stackName") or "Vdq"
     # Environment-agnostic: one template for any account and region (the pseudo parameters).
     stack = VdqStack(app, name, config=config)

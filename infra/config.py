@@ -8,6 +8,7 @@ environment. A product setting left out keeps the product's default.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -47,6 +48,30 @@ DEFAULT_TIMEOUT_SECONDS = {
 
 class ConfigError(ValueError):
     pass
+
+
+# An SES identity: a domain (example.com) or an address (shop@example.com); no wildcards.
+_IDENTITY = re.compile(r"[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?")
+
+
+def _identities(value: Any) -> tuple[str, ...]:
+    """``vdq:sesIdentities``: a JSON list, a list, or a comma-separated string (unset: none;
+    the app refuses to build the stack without them, ``require_ses_identities``)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        items = json.loads(text) if text.startswith("[") else text.split(",")
+    else:
+        items = list(value)
+    found = tuple(str(i).strip() for i in items if str(i).strip())
+    bad = [i for i in found if not _IDENTITY.fullmatch(i) or "." not in i]
+    if not found or bad:
+        raise ConfigError(
+            "vdq:sesIdentities must list SES identities (domains or addresses), got "
+            f"{bad or value!r}"
+        )
+    return found
 
 
 def _get(node: Node, key: str, default: Any) -> Any:
@@ -96,6 +121,7 @@ class DeployConfig:
     twilio_webhook_url: str | None = None  # None: derived from the API URL; "": polling
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
+    ses_identities: tuple[str, ...] = ()  # the send function's only From identities
     files_noncurrent_days: int = 1
     # SES open and click events: SES rewrites every link and adds a pixel to every HTML email,
     # and each open or click costs an SNS publish, an SQS message, a share of a Lambda
@@ -108,6 +134,14 @@ class DeployConfig:
     # the deployer or by cloud_watch_role), or the deploy fails. Default: cloud_watch_role.
     api_logs: bool = False
     settings: dict[str, str] = field(default_factory=dict)
+
+    def require_ses_identities(self) -> None:
+        if not self.ses_identities:
+            raise ConfigError(
+                "vdq:sesIdentities is required: the SES identities (domains or addresses) VDQ "
+                "sends from, e.g. -c vdq:sesIdentities=example.com or in cdk.json (the send "
+                "function may send from no other)"
+            )
 
     @classmethod
     def from_context(cls, node: Node) -> DeployConfig:
@@ -147,6 +181,7 @@ class DeployConfig:
             twilio_webhook_url=webhook_url,
             alarm_email=_get(node, "vdq:alarmEmail", None) or None,
             machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
+            ses_identities=_identities(node.try_get_context("vdq:sesIdentities")),
             files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),
             open_click_tracking=_as_bool(_get(node, "vdq:openClickTracking", False)),
             cloud_watch_role=cloud_watch_role,

@@ -19,13 +19,26 @@ from infra.monitoring import Monitoring
 from infra.nag import logical_id, suppress
 from infra.schedules import Schedules
 from vdq import resources
+from vdq.store import content_pk, item_pk
 
-# DynamoDB actions per role. TransactWriteItems is authorised per contained action.
+# DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
+# transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
 READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 QUERY = ("dynamodb:Query",)
-TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem")
+TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem")
+# Provider events carry an event mark: the transaction checks the mark's record (or the item)
+# without writing it. Only the functions that apply provider events (vdq.results) hold it.
+CONDITION_CHECK = ("dynamodb:ConditionCheckItem",)
+# Publishing to a queue (SQS-managed encryption: no KMS). CDK's grant_send_messages adds
+# GetQueueAttributes and GetQueueUrl, which only the schedule's sweep calls (the first);
+# consumers get what Lambda's event source mapping needs from the event source itself.
+SEND_MESSAGE = ("sqs:SendMessage",)
 # Powertools idempotency records of enqueue live under this partition key prefix only.
 IDEMPOTENCY_PREFIX = "idempotency#"
+# Queue items and their history: the partition of one item (vdq.store.item_pk); a content's
+# records and its reference count (vdq.store.content_pk).
+ITEM_PREFIX = item_pk("")
+CONTENT_PREFIX = content_pk("")
 
 
 class VdqStack(Stack):
@@ -145,7 +158,9 @@ class VdqStack(Stack):
             monitoring,
         )
 
-        self._grant(functions, data, messaging, email_events, twilio_credentials)
+        self._grant(
+            functions, data, messaging, email_events, twilio_credentials, config.ses_identities
+        )
         for name, value, description in (
             ("ApiUrl", api.url, "REST API base URL"),
             ("TwilioWebhookUrl", webhook_url, "Twilio status callback URL"),
@@ -183,6 +198,7 @@ class VdqStack(Stack):
         messaging: Messaging,
         email_events: EmailEvents,
         twilio_credentials: CfnParameter,
+        ses_identities: tuple[str, ...],
     ) -> None:
         table = data.table
         objects = data.bucket.arn_for_objects("*")
@@ -195,28 +211,48 @@ class VdqStack(Stack):
         )
 
         # enqueue: new records in one BatchWriteItem, its idempotency records, attachments in,
-        # send messages out. No UpdateItem outside the idempotency keys: no transitions.
+        # send messages out. One transition of its own, on queue item keys only: when SQS
+        # refuses the publish of a new item, the item moves to errored (TransactWriteItems of
+        # the item's Update and its history's Put, a GetItem when the item moved meanwhile).
         _allow(functions.enqueue, ["dynamodb:BatchWriteItem"], [table.table_arn])
         _allow(
             functions.enqueue,
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
             [table.table_arn],
-            conditions={
-                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{IDEMPOTENCY_PREFIX}*"]}
-            },
+            conditions=_leading_keys(IDEMPOTENCY_PREFIX),
         )
+        _allow(
+            functions.enqueue,
+            ["dynamodb:GetItem", *TRANSITION],
+            [table.table_arn],
+            conditions=_leading_keys(ITEM_PREFIX),
+        )
+        # The content's reference count: confirmed once the items are written, counted off for
+        # items that were not; the files of a request that stored no item are deleted.
+        _allow(
+            functions.enqueue,
+            ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            [table.table_arn],
+            conditions=_leading_keys(CONTENT_PREFIX),
+        )
+        _allow(functions.enqueue, ["s3:DeleteObject"], [objects])
         _allow(functions.enqueue, ["s3:PutObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.enqueue)
+        _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
-        _allow(functions.send, [*READ, *TRANSITION], [table.table_arn])
+        _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.send)
+        _allow(functions.send, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        # SES v2 SendEmail (raw content included) is the one action, authorised against the
+        # sender's identity and the configuration set: only the identities the deployer named.
         _allow(
             functions.send,
-            ["ses:SendEmail", "ses:SendRawEmail"],
+            ["ses:SendEmail"],
             [
-                self.format_arn(service="ses", resource="identity", resource_name="*"),
+                *(
+                    self.format_arn(service="ses", resource="identity", resource_name=identity)
+                    for identity in ses_identities
+                ),
                 self.format_arn(
                     service="ses",
                     resource="configuration-set",
@@ -227,25 +263,29 @@ class VdqStack(Stack):
 
         # webhook: provider events -> transitions; deferred lookups go back on the results queue.
         # It is public (Twilio callback) and never reads attachments: no s3:GetObject.
-        _allow(functions.webhook, [*READ, *TRANSITION], [table.table_arn])
-        messaging.results.queue.grant_send_messages(functions.webhook)
+        _allow(functions.webhook, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
+        _allow(functions.webhook, SEND_MESSAGE, [messaging.results.queue.queue_arn])
 
         # operator: lists (indexes), single items, operator transitions, resends, downloads.
         _allow(
             functions.operator,
             [*READ, *QUERY, *TRANSITION, "dynamodb:BatchWriteItem"],
-            [table.table_arn, f"{table.table_arn}/index/*"],
+            [table.table_arn],
         )
+        _allow(functions.operator, QUERY, [f"{table.table_arn}/index/*"])
         _allow(functions.operator, ["s3:GetObject"], [objects])
-        messaging.send.queue.grant_send_messages(functions.operator)
+        _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
-        # schedule: timers and purge indexes, sweeps (transitions), purge of records and files.
+        # schedule: timers and purge indexes (queried; the table never is), sweeps
+        # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
+        _allow(functions.schedule, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
+        _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
+        # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
         _allow(
             functions.schedule,
-            [*READ, *QUERY, *TRANSITION, "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"],
-            [table.table_arn, f"{table.table_arn}/index/*"],
+            [*SEND_MESSAGE, "sqs:GetQueueAttributes"],
+            [messaging.send.queue.queue_arn],
         )
-        messaging.send.queue.grant_send_messages(functions.schedule)
 
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):
@@ -275,10 +315,6 @@ class VdqStack(Stack):
             ]
             if name in ("operator", "schedule"):
                 wildcards.append(f"Resource::<{logical_id(table)}.Arn>/index/*")
-            if name == "send":
-                wildcards.append(
-                    "Resource::arn:<AWS::Partition>:ses:<AWS::Region>:<AWS::AccountId>:identity/*"
-                )
             if name in ("send", "webhook", "schedule"):
                 wildcards.append(
                     "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
@@ -287,10 +323,15 @@ class VdqStack(Stack):
             suppress(
                 role,
                 "IAM5",
-                "object keys are random per attachment, the indexes are the table's own, SES "
-                "identities are the deployer's, the secret suffix is AWS's, X-Ray has no ARN",
+                "object keys are random per attachment, the indexes are the table's own, the "
+                "secret suffix is AWS's, X-Ray has no ARN",
                 findings=wildcards,
             )
+
+
+def _leading_keys(prefix: str) -> dict:
+    """Only items whose partition key starts with ``prefix`` (every key of a batch)."""
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{prefix}*"]}}
 
 
 def _allow(

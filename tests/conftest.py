@@ -19,4 +19,4 @@ os.environ.update(
 for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)
 
-pytest_plugins = ["tests.support.aws"]
+pytest_plugins = ["tests.support.aws", "tests.support.calls"]

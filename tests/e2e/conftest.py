@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import requests
+from tests.support.calls import python_module
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "e2e-secret-" + "x" * 32
@@ -67,7 +68,7 @@ class Stack:
         self.env.update(env)
         self._out = log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "vdq.cli", "local", "--port", str(self.port),
+            [sys.executable, *python_module("vdq.cli"), "local", "--port", str(self.port),
              "--visibility-seconds", "3", *args],
             stdout=self._out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO,
         )  # fmt: skip

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.infra.conftest import TEST_CONTEXT
+
 pytestmark = pytest.mark.infra
 
 
@@ -11,7 +13,7 @@ def _config(context: dict):
     import aws_cdk as cdk
     from infra.config import DeployConfig
 
-    return DeployConfig.from_context(cdk.App(context=context).node)
+    return DeployConfig.from_context(cdk.App(context={**TEST_CONTEXT, **context}).node)
 
 
 def test_a_product_setting_in_context_reaches_the_functions_unchanged():
@@ -45,3 +47,32 @@ def test_webhook_url_unset_derives_empty_selects_polling():
     assert _config({}).twilio_webhook_url is None
     assert _config({"TWILIO_WEBHOOK_URL": ""}).twilio_webhook_url == ""
     assert "TWILIO_WEBHOOK_URL" not in _config({"TWILIO_WEBHOOK_URL": "https://x/y"}).settings
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (["example.com"], ("example.com",)),
+        ('["example.com", "shop@example.org"]', ("example.com", "shop@example.org")),
+        ("example.com, mail.example.org", ("example.com", "mail.example.org")),
+    ],
+)
+def test_ses_identities_are_read_from_a_list_json_or_commas(value, expected):
+    assert _config({"vdq:sesIdentities": value}).ses_identities == expected
+
+
+@pytest.mark.parametrize("value", [[], "*", "arn:aws:ses:*", ["example.com", "*.com/x"]])
+def test_ses_identities_are_never_a_wildcard(value):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vdq:sesIdentities"):
+        _config({"vdq:sesIdentities": value})
+
+
+def test_the_app_is_not_built_without_ses_identities():
+    import aws_cdk as cdk
+    from infra.app import build
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vdq:sesIdentities is required"):
+        build(cdk.App(context={}))

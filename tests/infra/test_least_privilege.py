@@ -15,7 +15,7 @@ def test_public_webhook_cannot_read_attachments(synth):
     assert not any(a in ("s3:*", "s3:Get*") for a in actions)
 
 
-def test_enqueue_writes_new_records_and_touches_nothing_else_but_idempotency_keys(synth):
+def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(synth):
     table_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.data.table), "Arn"]}
     dynamodb = [
         s
@@ -24,26 +24,65 @@ def test_enqueue_writes_new_records_and_touches_nothing_else_but_idempotency_key
     ]
     unconditioned = {a for s in dynamodb if "Condition" not in s for a in _actions(s)}
     assert unconditioned == {"dynamodb:BatchWriteItem"}
+    by_prefix = {}
     for statement in dynamodb:
         assert statement["Resource"] == table_arn  # never an index: no listing either
         if "Condition" in statement:
-            assert statement["Condition"] == {
-                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
-            }
+            (prefixes,) = statement["Condition"]["ForAllValues:StringLike"].values()
+            assert list(statement["Condition"]) == ["ForAllValues:StringLike"]
+            by_prefix[tuple(prefixes)] = set(_actions(statement))
+    assert by_prefix == {
+        # Powertools idempotency records.
+        ("idempotency#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                             "dynamodb:DeleteItem"},
+        # A refused publish moves the new item to errored: its Update and its history's Put in
+        # one transaction, a GetItem when the item moved; never a delete of an item.
+        ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # The content's reference count (confirmed, or counted off for items not stored).
+        ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+    }  # fmt: skip
 
 
-def test_enqueue_cannot_read_or_delete_attachments(synth):
+def test_enqueue_cannot_read_attachments(synth):
+    # It stores them, and deletes those of a request that stored no item.
     actions = synth.role_actions(synth.stack.functions.enqueue)
-    assert "s3:PutObject" in actions
-    assert not {"s3:GetObject", "s3:DeleteObject"} & actions
+    assert {"s3:PutObject", "s3:DeleteObject"} <= actions
+    assert not {"s3:GetObject", "s3:GetObjectVersion", "s3:DeleteObjectVersion"} & actions
 
 
-def test_only_the_schedule_deletes_records(synth):
+def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
+    # Records expire by TTL; only enqueue deletes, its own idempotency records.
     for name, function in synth.stack.functions.by_name.items():
-        deletes = "dynamodb:DeleteItem" in {
-            a for s in synth.role_statements(function) if "Condition" not in s for a in _actions(s)
-        }
-        assert deletes == (name == "schedule"), name
+        for statement in synth.role_statements(function):
+            if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
+                continue
+            if "dynamodb:DeleteItem" in _actions(statement):
+                assert name == "enqueue", name
+                assert statement["Condition"] == {
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
+                }
+            else:  # BatchWriteItem creates records: enqueue, and operator's resend
+                assert name in ("enqueue", "operator"), name
+
+
+def test_only_the_functions_that_apply_provider_events_hold_condition_check_item(synth):
+    # A provider event's mark is checked in its transaction (vdq.results, run by the webhook,
+    # the send worker's orphan replay and the schedule's polls and timeouts).
+    for name, function in synth.stack.functions.by_name.items():
+        holds = "dynamodb:ConditionCheckItem" in synth.role_actions(function)
+        assert holds == (name in ("send", "webhook", "schedule")), name
+
+
+def test_the_indexes_are_only_queried_and_only_the_operator_queries_the_table(synth):
+    table_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.data.table), "Arn"]}
+    index_arn = {"Fn::Join": ["", [table_arn, "/index/*"]]}
+    for name, function in synth.stack.functions.by_name.items():
+        for statement in synth.role_statements(function):
+            resources = _resources(statement)
+            if index_arn in resources:
+                assert _actions(statement) == ["dynamodb:Query"], name
+            if "dynamodb:Query" in _actions(statement) and table_arn in resources:
+                assert name == "operator", name  # the history of one item
 
 
 def test_only_sms_paths_read_the_twilio_secret(synth):
@@ -58,6 +97,35 @@ def test_only_the_send_function_may_send_email(synth):
         assert sends == (name == "send"), name
 
 
+def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
+    statements = [
+        s
+        for s in synth.role_statements(synth.stack.functions.send)
+        if any(a.startswith("ses:") for a in _actions(s))
+    ]
+    assert [_actions(s) for s in statements] == [["ses:SendEmail"]]  # SES v2: no SendRawEmail
+    identities = [
+        r["Fn::Join"][1][-1]
+        for r in _resources(statements[0])
+        if isinstance(r, dict) and str(r["Fn::Join"][1][-1]).startswith(":identity/")
+    ]
+    assert identities == [":identity/example.com"]  # TEST_CONTEXT's; never identity/*
+    config_set = synth.logical_id(synth.stack.email_events.configuration_set)
+    assert any({"Ref": config_set} in r["Fn::Join"][1] for r in _resources(statements[0]))
+
+
+def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
+    send_queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.messaging.send.queue), "Arn"]}
+    # The schedule's re-publish sweep reads the queue's backlog first.
+    expected = {"enqueue": ["sqs:SendMessage"], "operator": ["sqs:SendMessage"],
+                "schedule": ["sqs:GetQueueAttributes", "sqs:SendMessage"]}  # fmt: skip
+    for name, actions in expected.items():
+        function = synth.stack.functions.by_name[name]
+        sqs = [s for s in synth.role_statements(function)
+               if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
+        assert [(sorted(_actions(s)), s["Resource"]) for s in sqs] == [(actions, send_queue)]
+
+
 def test_no_function_holds_a_service_wide_wildcard_action(synth):
     for function in synth.stack.functions.by_name.values():
         assert not [a for a in synth.role_actions(function) if a.endswith(":*") or a == "*"]
@@ -66,3 +134,8 @@ def test_no_function_holds_a_service_wide_wildcard_action(synth):
 def _actions(statement: dict) -> list[str]:
     found = statement["Action"]
     return [found] if isinstance(found, str) else list(found)
+
+
+def _resources(statement: dict) -> list:
+    found = statement["Resource"]
+    return found if isinstance(found, list) else [found]

@@ -1,0 +1,39 @@
+"""Every AWS call a function made in this session is allowed by the role the template gives it.
+
+tests/support/calls.py records the calls (it moves this module to the end of the session and
+records only when this module runs); tests/support/grants.py evaluates them against the
+synthesized template. The grants no call used are printed in the session summary.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from infra.config import FUNCTIONS
+
+from tests.support import calls, grants
+
+pytestmark = pytest.mark.infra
+
+
+def test_every_recorded_call_is_allowed_by_its_functions_role(synth):
+    recorder = calls.RECORDER
+    recorder.enabled = False  # what the check itself does is not a function's call
+    directory = os.environ.get(calls.CALLS_DIR_ENV)
+    if directory:
+        recorder.load(Path(directory))
+    if not recorder.drivers:
+        pytest.skip("no integration or e2e test ran in this session: nothing to evaluate")
+    assert not recorder.errors, "calls the recorder could not read:\n" + "\n".join(recorder.errors)
+    assert not recorder.conflicts, f"one test resource bound to two settings: {recorder.conflicts}"
+    recorded = list(recorder.calls.values())
+    report = grants.check(synth.template_json, recorded, recorder.bindings)
+    recorder.report = report
+    missing = sorted(set(FUNCTIONS) - set(report.distinct))
+    broken = f"no call recorded for {missing}: the attribution is broken"
+    assert not (missing and recorder.every_driver), broken
+    assert not report.refused, "calls the deployed roles would refuse:\n" + "\n".join(
+        sorted(set(report.refused))
+    )

@@ -1,0 +1,107 @@
+"""What the README's deploy section names exists: stack outputs and parameters in the template,
+context keys that infra/ reads, and the make targets and vdq commands it tells a user to run."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.infra
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def deploy_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## Deploying to AWS")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def subsection(section: str, title: str) -> str:
+    start = section.index(f"\n### {title}")
+    end = section.find("\n### ", start + 1)
+    return section[start : end if end != -1 else None]
+
+
+def commands(section: str) -> list[str]:
+    """Each shell command of the section: lines of its sh blocks and its inline code spans."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
+        found += [line.split("#")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+    found += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", section, flags=re.S))
+    return [c for c in found if c]
+
+
+def context_keys_read_by_infra() -> set[str]:
+    """``vdq:*`` keys passed to a call in infra/: ``try_get_context("vdq:x")``, ``_get(node,
+    "vdq:x", default)`` and the like (a key only mentioned in a comment or message is not)."""
+    keys = set()
+    for path in (ROOT / "infra").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and re.fullmatch(r"vdq:\w+", str(arg.value)):
+                        keys.add(arg.value)
+    return keys
+
+
+def test_every_stack_output_the_readme_names_is_in_the_template(synth):
+    section = deploy_section()
+    table = subsection(section, "Outputs")
+    named = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            named.update(re.findall(r"`(\w+)`", row.split("|")[1]))
+    named.update(re.findall(r"OutputKey=='(\w+)'", section))
+    assert len(named) >= 10, named  # the table was read
+    missing = sorted(named - set(synth.template_json["Outputs"]))
+    assert not missing, f"README names outputs the stack does not have: {missing}"
+
+
+def test_every_stack_parameter_the_readme_names_is_in_the_template(synth):
+    named = set(re.findall(r"--parameters (\w+)=", deploy_section()))
+    assert named, "the deploy section names the Twilio secret parameter"
+    assert not named - set(synth.template_json["Parameters"])
+
+
+def test_every_context_key_the_readme_names_is_read_by_infra():
+    from infra.config import SETTING_NAMES
+
+    section = deploy_section()
+    named = set(re.findall(r"`(vdq:\w+)", section)) | set(re.findall(r"-c (vdq:\w+)", section))
+    read = context_keys_read_by_infra()
+    assert "vdq:sesIdentities" in read and "vdq:stackName" in read  # the scan finds them
+    assert not sorted(named - read), f"README names context keys infra/ never reads: {named - read}"
+    settings = set(re.findall(r"-c ([A-Z][A-Z0-9_]+)=", section))
+    assert settings and not settings - set(SETTING_NAMES), settings - set(SETTING_NAMES)
+
+
+def test_every_make_target_and_vdq_command_the_readme_names_exists():
+    import importlib
+
+    try:  # vdq.cli as a package (its parser in vdq.cli.main) or as one module
+        parser = importlib.import_module("vdq.cli.main").parser
+    except ModuleNotFoundError:
+        parser = importlib.import_module("vdq.cli").parser
+    section = deploy_section()
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    vdq = parser()
+    (sub,) = [a for a in vdq._actions if a.dest == "command"]
+    found_make, found_vdq = set(), set()
+    for command in commands(section):
+        words = command.split()
+        for i, word in enumerate(words[:-1]):
+            first = i == 0 or words[i - 1] in ("&&", ";") or re.fullmatch(r"\w+=\S*", words[i - 1])
+            if word == "make" and first:
+                found_make.add(words[i + 1])
+            if word in ("vdq", ".venv/bin/vdq") and first:
+                found_vdq.add(words[i + 1])
+    assert "synth" in found_make and "venv" in found_make  # the scan reads the section
+    assert not found_make - targets, f"README names make targets not in the Makefile: {found_make}"
+    unknown = found_vdq - set(sub.choices)
+    assert not unknown, f"README names vdq commands the CLI does not have: {unknown}"
