@@ -373,6 +373,13 @@ class Duplicate(VdqError):
     code = "duplicate_event"
 
 
+class StoreBusy(VdqError):
+    """A transaction DynamoDB kept cancelling for conflicts or throttling: nothing written."""
+
+    status = 503
+    code = "contention"
+
+
 class WriteFailed(VdqError):
     """A batch of new records was not (wholly) stored. ``written`` holds exactly the records
     that were; nothing else was."""
@@ -436,10 +443,13 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 6) -> None:
         except TransactWriteError as exc:
             codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
             codes.discard("None")
-            if attempt + 1 < tries and codes and codes <= _RETRYABLE:
-                time.sleep(random.uniform(0, delay))
-                delay *= 2
-                continue
+            if codes and codes <= _RETRYABLE:
+                if attempt + 1 < tries:
+                    time.sleep(random.uniform(0, delay))
+                    delay *= 2
+                    continue
+                raise StoreBusy(f"DynamoDB kept cancelling the write ({', '.join(sorted(codes))})"
+                                "; nothing was written, try again") from exc  # fmt: skip
             raise
 
 

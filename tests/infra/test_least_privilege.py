@@ -119,11 +119,17 @@ def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
     # The schedule's re-publish sweep reads the queue's backlog first.
     expected = {"enqueue": ["sqs:SendMessage"], "operator": ["sqs:SendMessage"],
                 "schedule": ["sqs:GetQueueAttributes", "sqs:SendMessage"]}  # fmt: skip
+    # The schedule also consumes the table's stream: a batch it cannot publish goes, after its
+    # retries, to the schedules' dead-letter queue (the mapping's on-failure destination).
+    schedule_dlq = {"Fn::GetAtt": [synth.logical_id(synth.stack.schedules.dead_letters), "Arn"]}
+    also = {"schedule": [(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+                          schedule_dlq)]}  # fmt: skip
     for name, actions in expected.items():
         function = synth.stack.functions.by_name[name]
         sqs = [s for s in synth.role_statements(function)
                if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
-        assert [(sorted(_actions(s)), s["Resource"]) for s in sqs] == [(actions, send_queue)]
+        found = sorted((sorted(_actions(s)), s["Resource"]) for s in sqs)
+        assert found == sorted([(actions, send_queue), *also.get(name, [])])
 
 
 def test_no_function_holds_a_service_wide_wildcard_action(synth):

@@ -313,6 +313,9 @@ class Resolver:
             "AWS::KMS::Key": f"arn:aws:kms{arn}key/{name}",
             "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
         }
+        if kind == "AWS::DynamoDB::Table" and attribute == "StreamArn":
+            # The stream's label is a creation time: any stream of the table.
+            return f"{formats[kind]}/stream/*"
         if attribute not in ("Arn", "TopicArn") or kind not in formats:
             raise iam.Unsupported(f"Fn::GetAtt {kind}.{attribute}")
         return formats[kind]
