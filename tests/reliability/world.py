@@ -38,6 +38,7 @@ from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
 from vdq.settings import Settings
 from vdq.store import HistoryRecord, QueueItemRecord, unpack_history
+from vdq.transitions import TIMER_AWAIT, TIMER_EMAIL_AWAIT
 
 MAX_STATE_BYTES = 4096  # the state item's stored size, by DynamoDB's rules (moto's Item.size)
 WEBHOOK = "https://hooks.example.com/twilio/status"
@@ -234,7 +235,9 @@ def stranded(items: dict[str, QueueItemRecord], settings: Settings) -> list[str]
         state = item.state
         if state in DONE or state == "errored":
             continue
-        awaits = "await" if await_timer_required(item, settings) else None
+        awaits = None
+        if await_timer_required(item, settings):  # each method's own await timer kind
+            awaits = TIMER_AWAIT if item.method == "sms" else TIMER_EMAIL_AWAIT
         need = {"queued": "publish", "delayed": "publish", "sending": "lease",
                 "awaiting": awaits}[state]  # fmt: skip
         if need is not None and timer != need:
