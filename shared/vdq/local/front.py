@@ -126,13 +126,25 @@ def read_body(request: QuietHandler) -> bytes:
     if not text.isdigit():
         raise BadBody(400, "the Content-Length header is not a number of bytes")
     length = int(text)
-    if length > MAX_BODY_BYTES:
-        if length <= 2 * MAX_BODY_BYTES:  # read it away, so the client reads the answer
-            while length > 0:
-                length -= len(request.rfile.read(min(length, 1 << 20))) or length
-            raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes", True)
+    if length > MAX_BODY_BYTES:  # answered before it is read (see Front.handle)
         raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes")
     return request.rfile.read(length) if length else b""
+
+
+def _drain(request: QuietHandler) -> None:
+    """After answering 413 (and Connection: close): read away what the client still sends, for
+    a while and up to twice the limit, so a client that is still writing its body gets to read
+    the answer instead of a reset connection."""
+    left = 2 * MAX_BODY_BYTES
+    try:
+        request.connection.settimeout(2.0)
+        while left > 0:
+            got = request.rfile.read1(min(left, 1 << 20))
+            if not got:
+                return
+            left -= len(got)
+    except OSError:
+        return
 
 
 def _read_chunked(request: QuietHandler) -> bytes:
@@ -246,6 +258,7 @@ class Front:
             headers = None if exc.read else {"Connection": "close"}
             if exc.status == 413:
                 _gateway_error(request, "REQUEST_TOO_LARGE", headers, message=exc.message)
+                _drain(request)
             else:
                 request.answer(exc.status, error_body("bad_request", exc.message), headers)
             return
