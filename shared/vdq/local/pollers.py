@@ -10,7 +10,8 @@ queue's visibility timeout, and the queue's RedrivePolicy moves it to the dead-l
 from __future__ import annotations
 
 import threading
-from typing import Any
+from abc import ABC, abstractmethod
+from typing import Any, Self
 
 from vdq.local.functions import Functions
 from vdq.local.serving import log
@@ -46,7 +47,27 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     }
 
 
-class Poller:
+class _Loop(ABC):
+    """A daemon thread that runs ``_run`` until ``stop``."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    @abstractmethod
+    def _run(self) -> None:
+        """Poll until ``self._stop`` is set."""
+
+
+class Poller(_Loop):
     def __init__(self, sqs: Any, queue_url: str, function: str, functions: Functions,
                  batch_size: int) -> None:  # fmt: skip
         self.sqs = sqs
@@ -60,16 +81,7 @@ class Poller:
         self.invocations = 0
         self.failures = 0
         self.busy = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"poller-{function}", daemon=True)
-
-    def start(self) -> Poller:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        super().__init__(f"poller-{function}")
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -122,7 +134,7 @@ class Poller:
             )
 
 
-class StreamPoller:
+class StreamPoller(_Loop):
     """Reads the table's stream as Lambda's DynamoDB event source mapping does: every shard
     from its start, batches of records in order, the same batch again until the function
     takes it (at least once), only the records the mapping's filter lets through."""
@@ -138,16 +150,7 @@ class StreamPoller:
         self.failures = 0
         self.published = 0  # state-change events the function reported publishing
         self._iterators: dict[str, str | None] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"stream-{function}", daemon=True)
-
-    def start(self) -> StreamPoller:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        super().__init__(f"stream-{function}")
 
     def _run(self) -> None:
         while not self._stop.is_set():
