@@ -127,7 +127,16 @@ def empty_table() -> None:
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE].items.clear()
+    forget_items(dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE])
+
+
+def forget_items(table: Any) -> None:
+    """Empty a moto table: its items, and its stream's records (moto keeps every record of the
+    table's stream in memory, with both images: a long run would otherwise fill the machine)."""
+    table.items.clear()
+    shard = getattr(table, "stream_shard", None)
+    if shard is not None:
+        shard.items.clear()
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from tests.reliability.support import (
     Crash,
     FakeSes,
     check_history,
+    forget_items,
     lease_passed,
     make_settings,
     moto_aws,
@@ -111,7 +112,7 @@ class World:
         self.provider = TwilioProvider(lambda: (ACCOUNT_SID, AUTH_TOKEN), http_client=self.twilio)
 
     def fresh(self, clock: Any) -> Runtime:
-        self.backend().items.clear()
+        forget_items(self.backend())
         self.seam.clock = clock
         self.seam.reset()
         self.ses = FakeSes()
