@@ -273,6 +273,13 @@ class VdqStack(Stack):
             [table.table_arn],
         )
         _allow(functions.operator, QUERY, [f"{table.table_arn}/index/*"])
+        # A resend with an Idempotency-Key keeps its record under the idempotency keys.
+        _allow(
+            functions.operator,
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [table.table_arn],
+            conditions=_leading_keys(IDEMPOTENCY_PREFIX),
+        )
         _allow(functions.operator, ["s3:GetObject"], [objects])
         _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 

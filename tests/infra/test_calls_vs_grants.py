@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from infra.config import FUNCTIONS
 
+from tests.infra.conftest import TEST_CONTEXT
 from tests.support import calls, grants
 
 pytestmark = pytest.mark.infra
@@ -34,6 +35,24 @@ def test_every_recorded_call_is_allowed_by_its_functions_role(synth):
     missing = sorted(set(FUNCTIONS) - set(report.distinct))
     broken = f"no call recorded for {missing}: the attribution is broken"
     assert not (missing and recorder.every_driver), broken
-    assert not report.refused, "calls the deployed roles would refuse:\n" + "\n".join(
-        sorted(set(report.refused))
+    refused = sorted(set(report.refused))
+    # Generated requests (Schemathesis) send from any address. The deployed role refuses a
+    # sender outside vdq:sesIdentities, as SES refuses an unverified identity: that refusal is
+    # the deployment's rule, not a missing grant. Sends from the configured identities (every
+    # other test) must be allowed.
+    foreign = [line for line in refused if _foreign_sender(line)]
+    if foreign:
+        print(f"\n{len(foreign)} SES sends from identities outside vdq:sesIdentities "
+              "(refused as deployed)")  # fmt: skip
+    missing_grants = [line for line in refused if line not in foreign]
+    assert not missing_grants, "calls the deployed roles would refuse:\n" + "\n".join(
+        missing_grants
     )
+
+
+def _foreign_sender(line: str) -> bool:
+    if "-> ses:SendEmail on " not in line or ":identity/" not in line:
+        return False
+    domain = line.rsplit(":identity/", 1)[1].strip().lower()
+    configured = [d.lower() for d in TEST_CONTEXT["vdq:sesIdentities"]]
+    return not any(domain == d or domain.endswith("." + d) for d in configured)

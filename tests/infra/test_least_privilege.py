@@ -51,13 +51,14 @@ def test_enqueue_cannot_read_attachments(synth):
 
 
 def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
-    # Records expire by TTL; only enqueue deletes, its own idempotency records.
+    # Records expire by TTL; only enqueue and the operator's resend delete, their own
+    # idempotency records.
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
                 continue
             if "dynamodb:DeleteItem" in _actions(statement):
-                assert name == "enqueue", name
+                assert name in ("enqueue", "operator"), name
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
                 }

@@ -88,6 +88,13 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
     if service == "secretsmanager" and operation in ("GetSecretValue", "DescribeSecret"):
         return [_request(f"secretsmanager:{operation}",
                          {"kind": "secret", "id": params["SecretId"]})]  # fmt: skip
+    if service == "dynamodbstreams" and operation in ("DescribeStream", "GetShardIterator",
+                                                      "GetRecords", "ListStreams"):
+        # Lambda's DynamoDB event source mapping reads the stream with the function's role (the
+        # local stack's stream poller stands in for it). GetRecords names the stream only
+        # through its iterator, whose text (moto's, as AWS's) starts with the stream's ARN.
+        stream = params.get("StreamArn") or str(params.get("ShardIterator", "")).split("|")[0]
+        return [_request(f"dynamodb:{operation}", {"kind": "stream", "arn": stream})]
     if service == "sns" and operation == "Publish":
         return [_request("sns:Publish", {"kind": "arn", "arn": params["TopicArn"]})]
     return [_request(f"{service}:{operation}", {"kind": "unmodelled"})]
@@ -236,6 +243,10 @@ def resource_arns(resource: Mapping[str, Any], region: str, bindings: Mapping[st
         if secret.startswith("arn:"):
             secret = secret.split(":secret:", 1)[1][:-7]
         return (arn.format("secretsmanager") + f"secret:{named(secret)}-AbCdEf",)
+    if kind == "stream":  # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+        table_part = resource["arn"].split(":table/", 1)[-1]
+        name, _, label = table_part.partition("/stream/")
+        return (arn.format("dynamodb") + f"table/{named(name)}/stream/{label}",)
     if kind == "arn":
         return (resource["arn"],)
     raise KeyError(f"no ARN for a {kind} resource")
