@@ -430,7 +430,7 @@ def _expected(item: QueueItemRecord) -> Any:
 _RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
-def transact(fill: Callable[[TransactWrite], None], tries: int = 6) -> None:
+def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
     """Run one TransactWriteItems, built by ``fill``, again when DynamoDB cancelled it only
     for a conflict with another transaction on one of its items or for throttling (neither
     is retried by botocore; every receiver of one email releases the same content record)."""
@@ -444,9 +444,9 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 6) -> None:
             codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
             codes.discard("None")
             if codes and codes <= _RETRYABLE:
-                if attempt + 1 < tries:
+                if attempt + 1 < tries:  # full jitter, at most about 5 s in all
                     time.sleep(random.uniform(0, delay))
-                    delay *= 2
+                    delay = min(delay * 2, 1.0)
                     continue
                 raise StoreBusy(f"DynamoDB kept cancelling the write ({', '.join(sorted(codes))})"
                                 "; nothing was written, try again") from exc  # fmt: skip
