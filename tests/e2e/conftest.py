@@ -191,6 +191,7 @@ def polling_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def faulty_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s = Stack(tmp_path_factory.mktemp("faults") / "vdq-local.log",
               "--faults", "duplicate,late,reordered,missing,throttle,5xx,slow",
+              "--log-level", "INFO",  # a failure is read from this log afterwards
               VDQ_LOCAL_FAULT_RATE="0.3", VDQ_LOCAL_FAULT_DELAY_SECONDS="1",
               VDQ_TWILIO_SMS_TIMEOUT_HOURS="0.05")  # retries keep the first window: 3 min
     yield s

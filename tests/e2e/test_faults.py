@@ -43,8 +43,7 @@ def test_injected_faults_lose_nothing(faulty_stack):
             break
         time.sleep(0.5)
     states = {i: s.item(i)["state"] for i in expected}
-    assert states == expected, {i: s.item(i)["result"] for i in expected if states[i] !=
-                                expected[i]}
+    assert states == expected, {i: _story(s.item(i)) for i in expected if states[i] != expected[i]}
 
     ses = s.sandbox("ses")["emails"]
     for item_id in expected:
@@ -66,3 +65,12 @@ def test_injected_faults_lose_nothing(faulty_stack):
     assert status["faults"] != "none"
     for name, depth in status["queues"].items():
         assert depth == empty, (name, depth)
+
+
+def _story(item: dict) -> dict:
+    """What a failure shows of an item: its result and its history, one line per entry."""
+    lines = [" ".join(str(h.get(k)) for k in ("at", "name", "from_state", "to_state", "actor",
+                                              "attempt", "text") if h.get(k) is not None)
+             for h in item.get("history") or []]  # fmt: skip
+    return {"result": item.get("result"), "provider_id": item.get("provider_id"),
+            "history": lines}

@@ -10,6 +10,12 @@ application behind a guard that answers 403, before moto sees the request, when
   included; an AWS SDK never sends one),
 
 and drops every ``Access-Control-*`` header from moto's answers.
+
+DynamoDB answers one request at a time (``Serial``). moto's backends are not thread-safe: its
+TransactWriteItems deep-copies the table while another request thread changes it (a 500 where
+AWS never fails), and a condition checked in one thread can be overtaken by a write in another
+before its own write lands. DynamoDB makes every conditional write and transaction atomic, and
+the product's concurrency rules rely on it, so the local endpoint must too.
 """
 
 from __future__ import annotations
@@ -54,8 +60,30 @@ class Guard:
         return self.app(environ, strip_cors)
 
 
+# The JSON protocol's target prefixes of the services whose requests ``Serial`` serializes.
+SERIAL_TARGETS = ("DynamoDB_20120810.", "DynamoDBStreams_20120810.")
+
+
+class Serial:
+    """WSGI middleware: one DynamoDB (or DynamoDB Streams) request at a time, whole."""
+
+    def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
+        self.app = app
+        self._lock = threading.Lock()
+        self.requests = 0  # serialized so far, for tests
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if not (environ.get("HTTP_X_AMZ_TARGET") or "").startswith(SERIAL_TARGETS):
+            return self.app(environ, start_response)
+        with self._lock:
+            self.requests += 1
+            # The answer is produced in full inside the lock: moto builds it eagerly anyway.
+            return list(self.app(environ, start_response))
+
+
 class LocalAws:
-    """moto on ``127.0.0.1:port`` behind the Guard, served from a daemon thread."""
+    """moto on ``127.0.0.1:port`` behind the Guard, DynamoDB serialized, served from a daemon
+    thread."""
 
     def __init__(self, port: int) -> None:
         from moto.moto_server.werkzeug_app import (
@@ -65,7 +93,8 @@ class LocalAws:
         )
         from werkzeug.serving import make_server
 
-        app = Guard(DomainDispatcherApplication(create_backend_app), port)
+        self.serial = Serial(DomainDispatcherApplication(create_backend_app))
+        app = Guard(self.serial, port)
         self.server = make_server("127.0.0.1", port, app, threaded=True,
                                   request_handler=MotoRequestHandler)  # fmt: skip
         self.port = self.server.server_address[1]
