@@ -19,6 +19,7 @@ from vdq.errors import PartiallyEnqueued
 from vdq.messages import Email, Origin, Sms
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
+from vdq.segments import count as count_segments
 from vdq.sendqueue import SendMessage
 from vdq.store import (
     CONTENT_SK,
@@ -57,8 +58,11 @@ def new_item(
     now: datetime,
     runtime: Runtime,
     resent_from: str | None = None,
+    encoding: str | None = None,
+    segments: int | None = None,
 ) -> QueueItemRecord:
-    """A new ``queued`` item, in the active index, with its publish timer set."""
+    """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
+    also with its body's encoding and segments)."""
     s = runtime.settings
     item_id = ids.new_id(int(now.timestamp() * 1000))
     at = iso(now)
@@ -84,6 +88,8 @@ def new_item(
         origin_id=origin.id if origin else None,
         created_by=created_by,
         resent_from=resent_from,
+        encoding=encoding,
+        segments=segments,
         active_pk=active_partition(item_id, s.index_shards),
         active_sk=f"{at}#{item_id}",
         timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards),
@@ -263,6 +269,7 @@ def enqueue_sms(
     now = runtime.clock.now()
     content_id = ids.new_id()
     content = sms.content()
+    counted = count_segments(sms.body)
     record = ContentRecord(content_pk(content_id), CONTENT_SK, method="sms",
                            data=encode_content(content), created_at=iso(now))  # fmt: skip
     items = [
@@ -278,6 +285,8 @@ def enqueue_sms(
             created_by=created_by,
             now=now,
             runtime=runtime,
+            encoding=counted.encoding,
+            segments=counted.segments,
         )
         for r in sms.receivers()
     ]
@@ -354,5 +363,6 @@ def add_sms(
         data["media_urls"] = list(media_urls)
     if origin is not None:
         data["origin"] = _origin(origin)
-    sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers)
+    sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers,
+                             max_segments=runtime.settings.sms_max_segments)
     return enqueue_sms(sms, runtime)

@@ -30,6 +30,18 @@ class ValidationError(VdqError):
         self.field = field
 
 
+class TooManySegments(ValidationError):
+    """An SMS body over VDQ_SMS_MAX_SEGMENTS: a 400 naming the field, the count and the limit."""
+
+    status = 400
+    code = "too_many_segments"
+
+    def __init__(self, field: str, message: str, *, segments: int, limit: int,
+                 encoding: str) -> None:  # fmt: skip
+        super().__init__(field, message)
+        self.details.update(segments=segments, limit=limit, encoding=encoding)
+
+
 class BadRequest(VdqError):
     status = 400
     code = "bad_request"

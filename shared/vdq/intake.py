@@ -66,7 +66,8 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
         return messages.parse_email(
             body, max_receivers=s.max_receivers, max_attachment_bytes=s.max_attachment_bytes
         )
-    return messages.parse_sms(body, max_receivers=s.max_receivers)
+    return messages.parse_sms(body, max_receivers=s.max_receivers,
+                              max_segments=s.sms_max_segments)
 
 
 def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[str, Any]:

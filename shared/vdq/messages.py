@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vdq import segments
 from vdq.errors import ValidationError
 
 MAX_SUBJECT = 998  # RFC 5322 line length
@@ -379,7 +380,7 @@ def _check_stored_size(email: Email) -> None:
     )
 
 
-def parse_sms(data: Any, *, max_receivers: int = 1000) -> Sms:
+def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10) -> Sms:
     body = _object(data, "body")
     _known_keys(body, "", SMS_FIELDS)
     sender_data = _object(body.get("sender"), "sender")
@@ -392,6 +393,7 @@ def parse_sms(data: Any, *, max_receivers: int = 1000) -> Sms:
         name = _string(entry.get("name"), f"to[{i}].name", max_len=MAX_NAME, required=False)
         receivers.append(SmsReceiver(cell(entry.get("cell"), f"to[{i}].cell"), name or None))
     text = _string(body.get("body"), "body", max_len=MAX_SMS_BODY, single_line=False)
+    segments.check(text or "", "body", max_segments)
     urls = []
     for i, url in enumerate(
         _list(body.get("media_urls"), "media_urls", required=False, max_items=MAX_MEDIA_URLS)

@@ -179,6 +179,13 @@ class Settings:
         _positive_float,
         "awaiting email -> unconfirmed this long after SES accepted it with no final event",
     )
+    sms_max_segments: int = _setting(
+        "VDQ_SMS_MAX_SEGMENTS",
+        10,
+        _positive_int,
+        "most segments an SMS body may take (153 GSM-7 septets or 67 UCS-2 code units each); "
+        "a longer body is a 400",
+    )
     sms_poll_batch: int = _setting(
         "VDQ_SMS_POLL_BATCH", 100, _positive_int, "awaiting SMS fetched per polling run"
     )

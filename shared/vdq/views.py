@@ -40,6 +40,8 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "origin": origin,
         "provider_id": item.provider_id,
         "resent_from": item.resent_from,
+        "encoding": item.encoding,
+        "segments": int(item.segments) if item.segments is not None else None,
     }
 
 

@@ -240,6 +240,28 @@ def test_a_field_at_its_declared_limit_is_taken_and_one_over_is_refused(aws, run
     assert code == 422 and body["error"]["details"]["field"] == field
 
 
+@pytest.mark.parametrize("worst", ["\U0001f600", "\u0436", "{", "a"])
+def test_an_sms_body_at_its_declared_segment_limit_is_taken_and_one_over_is_refused(aws, runtime,
+                                                                                    worst):
+    # Per kind of body (anyOf), the longest run of its widest character: valid by the document
+    # and 10 segments (201); one more is invalid by the document and 11 segments (400).
+    limits = _schema("SmsRequest")["properties"]["body"]["anyOf"]
+    assert [b["maxLength"] for b in limits] == [330, 670, 760, 1530]
+    request = _validator({"$ref": "#/components/schemas/SmsRequest"})
+    sms = json.loads(api_event("apigw_post_sms")["body"])
+
+    def status(text: str) -> int:
+        event = api_event("apigw_post_sms", body={**sms, "body": text}, groups=["vdq-senders"])
+        return enqueue_handler.handler(event, LambdaContext())["statusCode"]
+
+    longest = max(b["maxLength"] for b in limits
+                  if re.search(b.get("pattern", ""), worst))  # fmt: skip
+    assert not list(request.iter_errors({**sms, "body": worst * longest}))
+    assert status(worst * longest) == 201
+    assert list(request.iter_errors({**sms, "body": worst * (longest + 1)}))
+    assert status(worst * (longest + 1)) == 400
+
+
 def test_an_origin_id_declared_integer_is_taken_also_as_json_writes_it_with_a_zero_fraction():
     # Schemathesis sent {"id": 108454.0}: an integer to JSON Schema, once refused as no string.
     origin = _schema("Origin")["properties"]["id"]

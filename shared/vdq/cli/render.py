@@ -111,6 +111,8 @@ def print_item(item: dict[str, Any]) -> None:
         fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
     if item.get("resent_from"):
         fields.append(("resent from", item["resent_from"]))
+    if item.get("segments") is not None:
+        fields.append(("segments", f"{item['segments']} ({item.get('encoding')})"))
     content = item.get("content") or {}
     fields += [("subject", content.get("subject")), ("body", content.get("body"))]
     for attachment in item.get("attachments") or []:

@@ -83,7 +83,8 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
         new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,
                  receiver=o.receiver, receiver_name=o.receiver_name, content_id=o.content_id,
                  has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
-                 runtime=runtime, resent_from=o.id)
+                 runtime=runtime, resent_from=o.id, encoding=o.encoding,
+                 segments=None if o.segments is None else int(o.segments))
         for o in originals
     ]  # fmt: skip
     try:

@@ -73,6 +73,12 @@ _STATUS = {
     410: "Gone (`purged`): cleanup deleted the file; its metadata stays.",
     422: "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`.",
 }
+_SMS_400 = (
+    "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
+    "(`bad_request`); or the SMS body takes more segments than VDQ_SMS_MAX_SEGMENTS allows "
+    "(`too_many_segments`: details.field `body`, details.segments, details.limit and "
+    "details.encoding)."
+)
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
     "getSentItem": "no item has this id, or it is not done (details.state)",
@@ -117,6 +123,8 @@ def status_text(status: int, op: Any) -> str:
         return "Bad request (`bad_request`): the body is not a form."
     if status == 422 and op.id in ("resendSentItem", "resendSentItems") and op.body is None:
         return "Invalid (`invalid`): the Idempotency-Key was used with another request."
+    if status == 400 and op.id == "postSms":
+        return _SMS_400
     return _STATUS[status]
 
 
@@ -261,6 +269,8 @@ _CODE_TEXT = {
     "purged": "the attachment's file was deleted by cleanup",
     "store_unavailable": "the store refused the write and nothing was stored; send it again",
     "too_large": "the body, or the content it would store, is over a limit the message names",
+    "too_many_segments": "the SMS body takes more segments than VDQ_SMS_MAX_SEGMENTS allows "
+                         "(details.segments, details.limit)",
 }
 
 
@@ -353,6 +363,8 @@ def overview() -> str:
         "**Limits** are declared on each field (lengths, counts, patterns); the ones a "
         "deployment sets are given with their defaults: VDQ_MAX_RECEIVERS "
         f"({_DEFAULTS.max_receivers}), VDQ_MAX_ATTACHMENT_BYTES "
-        f"({_DEFAULTS.max_attachment_bytes:,} bytes of files per email), and a request body "
+        f"({_DEFAULTS.max_attachment_bytes:,} bytes of files per email), "
+        f"VDQ_SMS_MAX_SEGMENTS ({_DEFAULTS.sms_max_segments} segments per SMS body), and a "
+        "request body "
         f"of at most {api.MAX_BODY_BYTES // 1024 // 1024} MB (API Gateway's limit)."
     )

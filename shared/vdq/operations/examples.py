@@ -27,7 +27,7 @@ def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
         "result": None, "attempt": 1, "retry_delay": None, "queued_at": _T0,
         "updated_at": _T0, "done_since": _T0, "done_at": None,
         "origin": {"type": "shop.order", "id": "1042"}, "provider_id": None,
-        "resent_from": None,
+        "resent_from": None, "encoding": None, "segments": None,
     }  # fmt: skip
     item.update(changes)
     return item
@@ -40,7 +40,7 @@ _SMS_ITEM = {
     "receiver": {"cell": "+14155550100", "name": "Grace"}, "result": "queued", "attempt": 1,
     "retry_delay": None, "queued_at": _T0, "updated_at": _T1, "done_since": _T0,
     "done_at": None, "origin": None, "provider_id": "SM0123456789abcdef0123456789abcdef",
-    "resent_from": None,
+    "resent_from": None, "encoding": "GSM-7", "segments": 1,
 }  # fmt: skip
 _HISTORY = [
     {"at": _T0, "actor": "producer-service", "source": "server", "kind": "transition",

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import ids, messages
-from vdq.operations import spec
+from vdq import ids, messages, segments
+from vdq.operations import smsbody, spec
 from vdq.settings import Settings
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow import State
@@ -38,6 +38,7 @@ _METHOD = Literal["email", "sms"]
 HistoryKind = Literal[HISTORY_KINDS]  # type: ignore[valid-type]
 HistorySource = Literal[HISTORY_SOURCES]  # type: ignore[valid-type]
 Transition = Literal[spec.OPERATOR_TRANSITIONS]  # type: ignore[valid-type]
+SmsEncoding = Literal[segments.ENCODINGS]  # type: ignore[valid-type]
 ErrorCode = str  # the generator replaces the schema with the enum of codes (vdq.openapi)
 
 
@@ -157,8 +158,9 @@ class SmsRequest(_Strict):
     sender: SmsSender = Field(description="Who the SMS is from.")
     to: list[SmsReceiver] = Field(description=f"The receivers; {_RECEIVERS}.", min_length=1,
                                   max_length=_DEFAULTS.max_receivers)
-    body: str = Field(description="The message: not blank (Twilio splits a long one).",
-                      max_length=messages.MAX_SMS_BODY, pattern=MULTI_LINE_REQUIRED)
+    body: str = Field(description=smsbody.description(_DEFAULTS.sms_max_segments),
+                      max_length=messages.MAX_SMS_BODY, pattern=MULTI_LINE_REQUIRED,
+                      json_schema_extra={"anyOf": smsbody.limits(_DEFAULTS.sms_max_segments)})
     media_urls: list[str] = Field(
         [], description="https:// URLs of media to send as MMS.",
         max_length=messages.MAX_MEDIA_URLS,
@@ -245,6 +247,11 @@ class QueueItem(BaseModel):
     provider_id: str | None = Field(description="SES message ID or Twilio SID, once known.")
     resent_from: str | None = Field(description="The item this one is a resend of, or null.",
                                     pattern=ids.PATTERN)
+    encoding: SmsEncoding | None = Field(
+        description="SMS: how the body is sent, `GSM-7` or `UCS-2` (counted at enqueue); null "
+        "for an email.")
+    segments: int | None = Field(description="SMS: the segments the body takes, which Twilio "
+                                 "bills for each receiver; null for an email.", ge=1)
 
 
 class Items(BaseModel):
