@@ -282,3 +282,15 @@ def test_bash_completion_offers_commands_options_and_choices(capsys):
     assert "--idempotency-key" in complete("send-sms", "--id")
     code, zsh, _ = run(capsys, "completion", "zsh")
     assert "bashcompinit" in zsh and "complete -F _vdq vdq" in zsh
+
+
+def test_show_prints_the_segments_of_an_sms_and_none_for_an_email(capsys, api):
+    sms = item(1, encoding="UCS-2", segments=3)
+    email = item(2, method="email", receiver={"email": "a@example.org"}, encoding=None,
+                 segments=None)  # fmt: skip
+    for shown in (sms, email):
+        api.routes[("GET", f"/queue-items/{shown['id']}")] = (200, shown)
+    _, out, _ = run(capsys, "show", sms["id"])
+    assert "    segments  3 (UCS-2)" in out.splitlines()
+    _, out, _ = run(capsys, "show", email["id"])
+    assert "segments" not in out
