@@ -97,4 +97,5 @@ def test_state_changes_are_published_from_the_tables_stream(stack):
     deadline = time.monotonic() + patient(10)
     while stack.status()["state_events_published"] <= before and time.monotonic() < deadline:
         time.sleep(0.25)
-    assert stack.status()["state_events_published"] > before
+    status = stack.status()
+    assert status["state_events_published"] > before, (status, stack.item(item["id"]))

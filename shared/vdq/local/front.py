@@ -290,7 +290,7 @@ class Front:
                 return
         event = build_event(request, route, params, body, claims)
         try:
-            result = self.functions.invoke(route.function, event)
+            result = self.functions.invoke(route.function, event, lane="api")
         except LookupError as exc:
             request.answer(502, {"error": {"code": "function_missing", "message": str(exc)}})
             return

@@ -1,7 +1,9 @@
 """The Lambda handlers the local stack runs, imported lazily from ``functions/<name>/handler.py``.
 
-A handler whose module is not there (yet) is reported as missing; one lock per function keeps
-each to one invocation at a time, as a function with a reserved concurrency of one.
+A handler whose module is not there (yet) is reported as missing. One lock per function and
+event source (``lane``) keeps each source to one invocation at a time: a poller is one Lambda
+event source mapping at a concurrency of one, and two sources of one function (the schedule's
+timer and its stream mapping) run side by side, as Lambda runs them in separate instances.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class Functions:
     def __init__(self) -> None:
         if str(REPO) not in sys.path:
             sys.path.insert(0, str(REPO))
-        self._locks = {name: threading.Lock() for name in NAMES}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_lock = threading.Lock()
         self._handlers: dict[str, Any] = {}
         self._broken: dict[str, str] = {}
 
@@ -76,10 +79,12 @@ class Functions:
         self._handlers[name] = module.handler
         return module.handler
 
-    def invoke(self, name: str, event: dict[str, Any]) -> Any:
+    def invoke(self, name: str, event: dict[str, Any], lane: str = "") -> Any:
         """Run the handler as Lambda would; LookupError when it is not there."""
         handler = self._load(name)
         if handler is None:
             raise LookupError(f"functions/{name}/handler.py is {self._broken.get(name, 'missing')}")
-        with self._locks[name]:
+        with self._locks_lock:
+            lock = self._locks.setdefault((name, lane), threading.Lock())
+        with lock:
             return handler(event, LambdaContext(f"vdq-local-{name}"))

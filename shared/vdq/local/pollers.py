@@ -149,6 +149,8 @@ class StreamPoller(_Loop):
         self.invocations = 0
         self.failures = 0
         self.published = 0  # state-change events the function reported publishing
+        self.records = 0  # stream records read
+        self.delivered = 0  # records that passed the filter and reached the function
         self._iterators: dict[str, str | None] = {}
         super().__init__(f"stream-{function}")
 
@@ -177,11 +179,14 @@ class StreamPoller(_Loop):
             got = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
             records = [dict(r, eventSourceARN=self.stream_arn) for r in got.get("Records", [])]
             wanted = [r for r in records if _passes_filter(r)]
+            self.records += len(records)
             if wanted:
                 self.invocations += 1
                 try:
-                    result = self.functions.invoke(self.function, {"Records": wanted})
+                    result = self.functions.invoke(self.function, {"Records": wanted},
+                                                   lane="stream")  # fmt: skip
                     self.published += int((result or {}).get("published", 0))
+                    self.delivered += len(wanted)
                 except Exception:
                     log.exception("functions/%s raised on a stream batch; it is delivered again",
                                   self.function)  # fmt: skip

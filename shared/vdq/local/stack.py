@@ -167,6 +167,9 @@ class LocalStack:
             "queues": queues,
             "busy": any(p.busy for p in self.pollers),
             "state_events_published": self.stream.published if hasattr(self, "stream") else 0,
+            "stream": ({"records": self.stream.records, "delivered": self.stream.delivered,
+                        "invocations": self.stream.invocations, "failures": self.stream.failures}
+                       if hasattr(self, "stream") else {}),
             "schedule_runs": self.schedules.runs if hasattr(self, "schedules") else 0,
             "twilio_mode": "polling" if self.settings.twilio_polling else "webhook",
             "faults": self.faults.describe(),
