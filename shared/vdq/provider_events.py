@@ -1,5 +1,4 @@
-"""Provider results as ``ProviderUpdate``: SES events and Twilio statuses parsed and normalised
-(pure: no AWS, no store)."""
+"""Provider results as ``ProviderUpdate``: SES events and Twilio statuses, parsed (pure)."""
 
 from __future__ import annotations
 

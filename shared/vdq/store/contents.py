@@ -1,5 +1,7 @@
-"""Contents and their files: content blobs, attachment metadata, and the reference counts
-that decide when a content's files may be purged."""
+"""Contents and attachments: content blobs, file metadata, reference counts and the purge.
+
+A content with files counts its open items; when none is left, the purge may delete the files.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""History entries and event marks: how one write's entries share a record, and how a
-provider event is marked as recorded on its item.
+"""History entries and provider-event marks: how a write stores them, and how they are read.
 
 A transactional item costs two write units however small it is, so the history entries of one
 write share one record, and a provider event's mark (its duplicate check) is a member of the

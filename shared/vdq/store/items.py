@@ -1,5 +1,4 @@
-"""Queue items: their reads, index queries and conditional state writes, with the history
-entries and event marks each write carries.
+"""Queue items: reads, index queries, and conditional state writes with their history.
 
 Every state change is one conditional write whose condition is the (state, attempt) the writer
 read. A failed condition comes back as ``Moved`` carrying the item as it now is (DynamoDB returns

@@ -1,5 +1,8 @@
-"""Provider IDs: the mapping of an SES message ID or Twilio SID to its queue item, and the
-orphans (events that arrived before any item stored the ID) it keeps meanwhile."""
+"""Provider IDs: each SES message ID or Twilio SID mapped to its queue item, and orphans.
+
+An orphan is a provider event that arrived before any item stored its ID; the mapping keeps it
+(with a TTL) until an item adopts the ID.
+"""
 
 from __future__ import annotations
 

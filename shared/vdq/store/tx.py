@@ -1,5 +1,8 @@
-"""Writes that take more than one request: transactions retried on contention, and batches
-of new records (``WriteFailed`` and ``StoreBusy`` say what was written when they fail)."""
+"""Multi-record writes: transactions retried on contention, and batches of new records.
+
+``StoreBusy``: a transaction DynamoDB kept cancelling (nothing written); ``WriteFailed``: a
+batch not wholly stored (it names the records that were).
+"""
 
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
 
 
 def condition_failed(reason: Any) -> bool:
+    """A transaction's cancellation reason says its condition failed."""
     return reason is not None and reason.code == "ConditionalCheckFailed"
 
 
