@@ -406,17 +406,17 @@ def installed(seam: Seam) -> Iterator[Seam]:
     import botocore.endpoint
     from botocore.retries import quota
 
-    import vdq.store
+    import vdq.store.tx
 
     original = BotocoreStubber.__call__
-    saved = (botocore.endpoint.time, getattr(vdq.store, "time", None), quota.RetryQuota.acquire)
+    saved = (botocore.endpoint.time, vdq.store.tx.time, quota.RetryQuota.acquire)
 
     def call(stub: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
         return seam(original, stub, event_name, request, **kwargs)
 
     BotocoreStubber.__call__ = call  # type: ignore[method-assign]
     botocore.endpoint.time = _NoSleep(seam)  # type: ignore[assignment]
-    vdq.store.time = _NoSleep(seam)  # type: ignore[attr-defined]
+    vdq.store.tx.time = _NoSleep(seam)  # type: ignore[assignment]
     # Retries are never rationed: a run's outcome must not depend on the faults of earlier runs.
     quota.RetryQuota.acquire = lambda self, amount: True  # type: ignore[method-assign]
     try:
@@ -424,8 +424,7 @@ def installed(seam: Seam) -> Iterator[Seam]:
     finally:
         BotocoreStubber.__call__ = original  # type: ignore[method-assign]
         botocore.endpoint.time = saved[0]  # type: ignore[assignment]
-        if saved[1] is not None:
-            vdq.store.time = saved[1]  # type: ignore[attr-defined]
+        vdq.store.tx.time = saved[1]
         quota.RetryQuota.acquire = saved[2]  # type: ignore[method-assign]
 
 

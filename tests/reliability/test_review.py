@@ -47,7 +47,7 @@ def hook(client: Any, event: str, handler: Any) -> None:
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     # put_new backs off between retries of unprocessed items: no real waiting in a test.
-    monkeypatch.setattr(store.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(store.tx.time, "sleep", lambda _s: None)
     with moto_aws() as urls:
         ses, queue = FakeSes(), RecordingQueue()
         settings = make_settings(urls, max_files_age_seconds=0)

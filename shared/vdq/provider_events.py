@@ -1,0 +1,149 @@
+"""Provider results as ``ProviderUpdate``: SES events and Twilio statuses, parsed (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from vdq.errors import VdqError
+
+SES = "ses"
+TWILIO = "twilio"
+
+
+
+@dataclass(frozen=True)
+class ProviderUpdate:
+    provider: str  # ses | twilio
+    provider_id: str  # SES message ID or Twilio message SID
+    status: str  # normalised: delivered, bounced, deferred, sent, complained, ...
+    name: str  # the provider's own word (SES eventType, Twilio MessageStatus)
+    text: str  # what happened, for history (and result where the status writes it)
+    event_id: str  # deterministic: the same event delivered twice has the same id
+    at: str | None = None  # when the provider says it happened
+    item_hint: str | None = None  # the queue item key the provider returned
+    attempt_hint: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProviderUpdate:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+    @property
+    def writes_result(self) -> bool:
+        return self.status != "queued" and self.status != "sending" and self.status != "sent"
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+_SES_STATUS = {
+    "Send": "sent",
+    "Delivery": "delivered",
+    "Bounce": "bounced",
+    "Reject": "rejected",
+    "Rendering Failure": "failed",
+    "DeliveryDelay": "deferred",
+    "Complaint": "complained",
+}
+# Where each SES event type keeps its details (and its own timestamp).
+_SES_DETAIL = {
+    "Send": "send",
+    "Delivery": "delivery",
+    "Bounce": "bounce",
+    "Reject": "reject",
+    "Rendering Failure": "failure",
+    "DeliveryDelay": "deliveryDelay",
+    "Complaint": "complaint",
+    "Open": "open",
+    "Click": "click",
+    "Subscription": "subscription",
+}
+
+
+class BadEvent(VdqError):
+    """A provider payload that is not a well-formed event; dropped with a log line."""
+
+    status = 400
+    code = "bad_event"
+
+
+def ses_event_type(event: dict[str, Any]) -> str:
+    return str(event.get("eventType") or event.get("notificationType") or "")
+
+
+def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
+    """The update an SES event (configuration-set event publishing) reports."""
+    kind = ses_event_type(event)
+    mail = event.get("mail")
+    if not kind or not isinstance(mail, dict) or not mail.get("messageId"):
+        raise BadEvent("an SES event needs eventType and mail.messageId")
+    message_id = str(mail["messageId"])
+    detail = event.get(_SES_DETAIL.get(kind, ""), {}) or {}
+    at = detail.get("timestamp") or mail.get("timestamp")
+    text = _ses_text(kind, detail)
+    return ProviderUpdate(SES, message_id, _SES_STATUS.get(kind, "other"), kind, text,
+                          f"ses:{kind}:{message_id}:{at}", at=at)  # fmt: skip
+
+
+def _recipients(detail: dict[str, Any], key: str) -> str:
+    parts = []
+    for r in detail.get(key) or []:
+        code = r.get("diagnosticCode") or r.get("status") or ""
+        parts.append(f"{r.get('emailAddress', '?')}: {code}".rstrip(": "))
+    return "; ".join(parts)
+
+
+def _ses_text(kind: str, d: dict[str, Any]) -> str:
+    if kind == "Delivery":
+        return f"SES delivered the message: {d.get('smtpResponse') or 'no SMTP response'}"
+    if kind == "Bounce":
+        who = _recipients(d, "bouncedRecipients")
+        return f"SES bounce ({d.get('bounceType')}/{d.get('bounceSubType')}): {who}".rstrip(": ")
+    if kind == "Reject":
+        return f"SES rejected the message: {d.get('reason') or 'no reason given'}"
+    if kind == "Rendering Failure":
+        return f"SES could not render the template: {d.get('errorMessage') or 'no message'}"
+    if kind == "DeliveryDelay":
+        who = _recipients(d, "delayedRecipients")
+        return f"SES delivery delayed ({d.get('delayType')}): {who}".rstrip(": ")
+    if kind == "Complaint":
+        feedback = d.get("complaintFeedbackType") or "unspecified"
+        return f"SES complaint ({feedback}) from {_recipients(d, 'complainedRecipients')}"
+    if kind == "Send":
+        return "SES accepted the message"
+    return f"SES {kind} event"
+
+
+_TWILIO_STATUS = {
+    "delivered": "delivered",
+    "undelivered": "undelivered",
+    "failed": "failed",
+    "queued": "queued",
+    "sending": "sending",
+    "sent": "sent",
+}
+
+
+def twilio_update(sid: str, status: str, error_code: Any = None, error_message: str | None = None,
+                  item_hint: str | None = None) -> ProviderUpdate:  # fmt: skip
+    """The update of one Twilio message status (from a callback or a fetch)."""
+    text = f"Twilio reported {status}"
+    if error_code not in (None, ""):
+        text += f", error {error_code}"
+        if error_message:
+            text += f": {error_message}"
+    normalised = _TWILIO_STATUS.get(status, "other")
+    return ProviderUpdate(TWILIO, sid, normalised, status, text, f"twilio:{sid}:{status}",
+                          item_hint=item_hint)  # fmt: skip
+
+
+def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> ProviderUpdate:
+    sid = params.get("MessageSid") or params.get("SmsSid")
+    status = params.get("MessageStatus") or params.get("SmsStatus")
+    if not sid or not status:
+        raise BadEvent("a Twilio status callback needs MessageSid and MessageStatus")
+    return twilio_update(sid, status, params.get("ErrorCode"), params.get("ErrorMessage"),
+                         item_key or None)  # fmt: skip
+

@@ -1,0 +1,98 @@
+"""The store: the only code that touches DynamoDB.
+
+One table, every record kind under a prefixed key:
+
+| record        | pk           | sk          | what                                            |
+|---------------|--------------|-------------|-------------------------------------------------|
+| queue item    | ``QI#<id>``  | ``STATE``   | the small, often-written state of one receiver  |
+| history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per write       |
+| content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
+| content refs  | ``CT#<id>``  | ``REFS``    | open items of a content that has attachments    |
+| attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
+| provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
+
+By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
+their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
+attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
+(transactions and batches of new records). ``Store`` gathers their reads and writes; every
+name is importable from here.
+"""
+
+from __future__ import annotations
+
+from vdq.store.contents import Contents, decode_content, encode_content
+from vdq.store.history import (
+    ENTRY_FIELDS,
+    SEEN_LIMIT,
+    EventMark,
+    pack_history,
+    unpack_history,
+)
+from vdq.store.items import Duplicate, Moved, StateWrite
+from vdq.store.keys import Keys, ProviderIdTaken
+from vdq.store.models import (
+    CONTENT_SK,
+    FILE_SK,
+    MAP_SK,
+    MODELS,
+    REFS_SK,
+    STATE_SK,
+    AttachmentRecord,
+    ContentRecord,
+    ContentRefsRecord,
+    EventMarkRecord,
+    HistoryRecord,
+    ProviderRecord,
+    QueueItemRecord,
+    Release,
+    attachment_pk,
+    bind,
+    content_pk,
+    item_pk,
+    provider_pk,
+    shard,
+)
+from vdq.store.tx import StoreBusy, WriteFailed, transact
+
+__all__ = [
+    "CONTENT_SK",
+    "ENTRY_FIELDS",
+    "FILE_SK",
+    "MAP_SK",
+    "MODELS",
+    "REFS_SK",
+    "SEEN_LIMIT",
+    "STATE_SK",
+    "AttachmentRecord",
+    "ContentRecord",
+    "ContentRefsRecord",
+    "Duplicate",
+    "EventMark",
+    "EventMarkRecord",
+    "HistoryRecord",
+    "Moved",
+    "ProviderIdTaken",
+    "ProviderRecord",
+    "QueueItemRecord",
+    "Release",
+    "StateWrite",
+    "Store",
+    "StoreBusy",
+    "WriteFailed",
+    "attachment_pk",
+    "bind",
+    "content_pk",
+    "decode_content",
+    "encode_content",
+    "item_pk",
+    "pack_history",
+    "provider_pk",
+    "shard",
+    "transact",
+    "unpack_history",
+]
+
+
+class Store(Contents, Keys):
+    """Reads and conditional writes of VDQ's records (queue items and their history, contents
+    and attachments, provider-ID mappings)."""

@@ -1,0 +1,71 @@
+"""History entries and provider-event marks: how a write stores them, and how they are read.
+
+A transactional item costs two write units however small it is, so the history entries of one
+write share one record, and a provider event's mark (its duplicate check) is a member of the
+state item's ``seen`` set rather than a record of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vdq.store.models import EventMarkRecord, HistoryRecord, item_pk
+
+ENTRY_FIELDS = ("at", "actor", "source", "kind", "name", "from_state", "to_state", "attempt",
+                "text")  # fmt: skip
+
+
+def _entry_json(entry: HistoryRecord) -> dict[str, Any]:
+    data = {"sk": entry.sk, **{f: getattr(entry, f) for f in ENTRY_FIELDS}}
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def pack_history(entries: Sequence[HistoryRecord]) -> list[HistoryRecord]:
+    """The records that store ``entries``: one per item, holding that item's entries of this
+    write (the last one's key, the earlier ones in ``more``). The caller's entries are not
+    changed; a writer may store the same entry again with another companion."""
+    groups: dict[str, list[HistoryRecord]] = {}
+    for entry in entries:
+        groups.setdefault(entry.pk, []).append(entry)
+    out = []
+    for group in groups.values():
+        last = group[-1]
+        record = HistoryRecord(last.pk, last.sk, **{f: getattr(last, f) for f in ENTRY_FIELDS})
+        if len(group) > 1:
+            record.more = json.dumps([_entry_json(e) for e in group[:-1]], separators=(",", ":"))
+        out.append(record)
+    return out
+
+
+def unpack_history(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
+    """The entries stored in ``records``, in time order, each once: an entry with a fixed key
+    (the claim's ``send``) may be stored by two writers."""
+    entries: dict[str, HistoryRecord] = {}
+    for record in records:
+        for data in json.loads(record.more) if record.more else []:
+            sk = data.pop("sk")
+            entries.setdefault(sk, HistoryRecord(record.pk, sk, **data))
+        record.more = None
+        entries.setdefault(record.sk, record)
+    return [entries[sk] for sk in sorted(entries)]
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """A provider event recorded on an item: its digest joins the item's ``seen`` set in the
+    write that records the event, conditional on not being there, so a duplicate delivery is
+    detected without a read or a record of its own."""
+
+    item_id: str
+    digest: str
+
+    def record(self) -> EventMarkRecord:
+        return EventMarkRecord(item_pk(self.item_id), f"EV#{self.digest}")
+
+
+# Marks kept in the state item's ``seen`` set; an item's further marks are records of their
+# own, so no flood of events (opens, clicks, delays) can grow the state item.
+SEEN_LIMIT = 12

@@ -1,0 +1,361 @@
+"""Queue items: reads, index queries, and conditional state writes with their history.
+
+Every state change is one conditional write whose condition is the (state, attempt) the writer
+read. A failed condition comes back as ``Moved`` carrying the item as it now is (DynamoDB returns
+it with the failure), so the caller decides again without another read.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.transactions import TransactWrite
+
+from vdq import resources
+from vdq.errors import VdqError
+from vdq.store.history import SEEN_LIMIT, EventMark, pack_history, unpack_history
+from vdq.store.keys import ProviderIdTaken
+from vdq.store.models import (
+    MAP_SK,
+    REFS_SK,
+    STATE_SK,
+    ContentRefsRecord,
+    EventMarkRecord,
+    HistoryRecord,
+    ProviderRecord,
+    QueueItemRecord,
+    Release,
+    _Table,
+    content_pk,
+    item_pk,
+    provider_pk,
+)
+from vdq.store.tx import BatchWrites, condition_failed, transact
+
+
+@dataclass
+class Moved(Exception):
+    """The item was not in the (state, attempt) the writer read. ``current`` is how it is now."""
+
+    current: QueueItemRecord | None
+
+    def __str__(self) -> str:
+        if self.current is None:
+            return "the queue item does not exist"
+        return f"queue item {self.current.id} is now {self.current.state}/{self.current.attempt}"
+
+
+class Duplicate(VdqError):
+    """This provider event was recorded on the item before (its event mark exists)."""
+
+    code = "duplicate_event"
+
+
+@dataclass
+class StateWrite:
+    """One conditional change of a queue item: SET and REMOVE of named attributes."""
+
+    set: dict[str, Any] = field(default_factory=dict)
+    remove: builtins.set[str] = field(default_factory=builtins.set)
+    add: dict[str, int] = field(default_factory=dict)
+
+    def actions(self) -> list[Any]:
+        actions: list[Any] = []
+        for name, value in self.set.items():
+            attr = getattr(QueueItemRecord, name)
+            actions.append(attr.remove() if value is None else attr.set(value))
+        actions.extend(getattr(QueueItemRecord, name).remove() for name in sorted(self.remove))
+        actions.extend(getattr(QueueItemRecord, name).add(n) for name, n in self.add.items())
+        return actions
+
+
+def _expected(item: QueueItemRecord) -> Any:
+    """The item is as read: state, attempt and provider ID (a write that applies a provider
+    result assumed the ID it read; a stale read must never replace another attempt's ID)."""
+    same_id = (
+        QueueItemRecord.provider_id.does_not_exist()
+        if item.provider_id is None
+        else QueueItemRecord.provider_id == item.provider_id
+    )
+    same_state = QueueItemRecord.state == item.state
+    return same_state & (QueueItemRecord.attempt == item.attempt) & same_id
+
+
+def _current_from(reason: Any) -> QueueItemRecord | None:
+    raw = getattr(reason, "raw_item", None)
+    return QueueItemRecord.from_raw_data(raw) if raw else None
+
+
+class Items(BatchWrites):
+    """Reads and conditional writes of queue items and their history."""
+
+    def get_item(self, item_id: str) -> QueueItemRecord | None:
+        try:
+            return QueueItemRecord.get(item_pk(item_id), STATE_SK, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def get_items(self, item_ids: Iterable[str]) -> dict[str, QueueItemRecord]:
+        keys = [(item_pk(i), STATE_SK) for i in dict.fromkeys(item_ids)]
+        found = QueueItemRecord.batch_get(keys, consistent_read=True) if keys else []
+        return {r.id: r for r in found}
+
+    def history(self, item_id: str) -> list[HistoryRecord]:
+        """The item's history entries, oldest first."""
+        return unpack_history(
+            HistoryRecord.query(
+                item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
+            )
+        )
+
+    def query_index(
+        self,
+        index: resources.IndexSpec,
+        partition: str,
+        *,
+        start_after: str | None = None,
+        below: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+    ) -> list[tuple[str, str]]:
+        """(item id, sort key) pairs of one index partition, in sort-key order.
+
+        Sort keys end in the item id, so they are unique and ``start_after`` (exclusive, in the
+        order of reading) is a cursor. ``below`` bounds an ascending read from above.
+        """
+        if start_after is not None and below is not None:
+            raise ValueError("query_index takes start_after or below, not both")
+        gsi = {
+            resources.ACTIVE_INDEX.name: QueueItemRecord.active_index,
+            resources.SENT_INDEX.name: QueueItemRecord.sent_index,
+            resources.TIMERS_INDEX.name: QueueItemRecord.timers_index,
+        }[index.name]
+        sort_attr = getattr(QueueItemRecord, index.sort_key)
+        condition = None
+        if start_after is not None:
+            condition = sort_attr < start_after if descending else sort_attr > start_after
+        elif below is not None:
+            condition = sort_attr < below
+        rows = gsi.query(
+            partition, condition, scan_index_forward=not descending, limit=limit, page_size=limit
+        )
+        return [(row.pk.removeprefix("QI#"), getattr(row, index.sort_key)) for row in rows]
+
+    def claim(
+        self, item_id: str, attempt: int, sources: Iterable[str], write: StateWrite
+    ) -> QueueItemRecord:
+        """Move an item whose state is one of ``sources`` and whose attempt is ``attempt``.
+
+        One UpdateItem returning the new item; ``Moved`` when the condition fails.
+        """
+        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
+        condition = QueueItemRecord.state.is_in(*sources) & (QueueItemRecord.attempt == attempt)
+        try:
+            probe.update(actions=write.actions(), condition=condition)
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                raise Moved(self.get_item(item_id)) from None
+            raise
+        return probe
+
+    def commit(
+        self,
+        item: QueueItemRecord,
+        write: StateWrite,
+        history: Sequence[HistoryRecord] = (),
+        *,
+        provider_id: str | None = None,
+        extra: Sequence[_Table] = (),
+        mark: EventMark | None = None,
+        release: Release | None = None,
+    ) -> None:
+        """Apply ``write`` to ``item`` if it is still as read (state, attempt, provider ID),
+        with its history entries (and the provider-ID mapping, and an event mark) in one
+        transaction.
+
+        ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
+        when it holds only orphans: vdq.results adopts them); ``Duplicate`` when the event of
+        ``mark`` was recorded on the item before. ``release``: the item enters a done state and
+        its content's files count one open item less, in the same transaction (a crash after
+        the commit can neither lose nor repeat the release).
+        """
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
+        puts.extend((r, None) for r in extra)
+        mapping_at = marker_at = None
+        if provider_id is not None:
+            mapping_at = len(puts)
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id,
+                                     attempt=int(item.attempt))  # fmt: skip
+            puts.append((mapping, ProviderRecord.pk.does_not_exist()))
+        actions, condition = write.actions(), _expected(item)
+        in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
+        # A cancelled item absorbs an event that may have been recorded as late before the
+        # cancel (a mark record): look there too.
+        check_record = in_set and item.state == "cancelled"
+        if mark is not None:
+            # A mark is looked for in both places: the set fills first, records take the rest.
+            condition = condition & ~QueueItemRecord.seen.contains(mark.digest)
+            if in_set:
+                actions.append(QueueItemRecord.seen.add({mark.digest}))
+            else:
+                marker_at = len(puts)
+                puts.append((mark.record(), EventMarkRecord.pk.does_not_exist()))
+        def fill(tx: TransactWrite) -> None:
+            if check_record and mark is not None:
+                tx.condition_check(EventMarkRecord, item_pk(item.id), f"EV#{mark.digest}",
+                                   condition=EventMarkRecord.pk.does_not_exist())  # fmt: skip
+            for record, put_condition in puts:
+                tx.save(record, condition=put_condition, return_values="ALL_OLD")
+            tx.update(item, actions, condition=condition, return_values="ALL_OLD")
+            if release is not None:
+                tx.update(ContentRefsRecord(content_pk(release.content_id), REFS_SK),
+                          release.actions())  # fmt: skip
+
+        try:
+            transact(fill)
+        except TransactWriteError as exc:
+            # Request order: the condition check, the puts, then the updates.
+            offset = 1 if check_record else 0
+            reasons = exc.cancellation_reasons or []
+
+            def failed(index: int | None) -> Any:
+                if index is None or index + offset >= len(reasons):
+                    return None
+                reason = reasons[index + offset]
+                return reason if condition_failed(reason) else None
+
+            if check_record and reasons and condition_failed(reasons[0]):
+                raise Duplicate(f"event of {item.id} was recorded before its cancel") from exc
+            state_reason = failed(len(puts))
+            if state_reason is not None:
+                current = _current_from(state_reason) or self.get_item(item.id)
+                if mark is not None and current is not None and mark.digest in (current.seen or ()):
+                    raise Duplicate(f"event {mark.digest} of {item.id} was seen") from exc
+                raise Moved(current) from None
+            if failed(marker_at) is not None:
+                digest = mark.digest if mark else ""
+                raise Duplicate(f"event {digest} of {item.id} was seen") from exc
+            mapping_reason = failed(mapping_at)
+            if mapping_reason is not None:
+                raw = mapping_reason.raw_item
+                owner = ProviderRecord.from_raw_data(raw) if raw else None
+                raise ProviderIdTaken(provider_id or "", owner) from None
+            raise
+        for name, value in write.set.items():
+            setattr(item, name, value)
+        for name in write.remove:
+            setattr(item, name, None)
+        for name, n in write.add.items():
+            setattr(item, name, (getattr(item, name) or 0) + n)
+        if in_set and mark is not None:
+            item.seen = {*(item.seen or ()), mark.digest}
+
+    def store_provider_id(
+        self,
+        item_id: str,
+        provider_id: str,
+        history: Sequence[HistoryRecord] = (),
+        *,
+        attempt: int,
+        map_provider_id: bool = True,
+    ) -> bool:
+        """Store ``provider_id`` (with its mapping and ``history``) on an item that stores none
+        and is still at ``attempt``, changing nothing else: the send worker's record after a
+        status update moved the item.
+
+        One transaction. False when the item already stores a provider ID or has moved on to
+        another attempt (nothing written); ``ProviderIdTaken`` when the mapping exists (also
+        when it holds only orphans).
+        """
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
+        if map_provider_id:
+            mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id,
+                                     attempt=attempt)  # fmt: skip
+            puts.append((mapping, ProviderRecord.pk.does_not_exist()))
+        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
+        # A cancelled item takes the ID of the attempt before its cancel: the results of that
+        # attempt still reach it (the seed's ignored sources).
+        condition = ((QueueItemRecord.attempt == attempt)
+                     | (QueueItemRecord.state == "cancelled")) & (
+            QueueItemRecord.provider_id.does_not_exist()
+        )  # fmt: skip
+
+        def fill(tx: TransactWrite) -> None:
+            for record, put_condition in puts:
+                tx.save(record, condition=put_condition, return_values="ALL_OLD")
+            tx.update(probe, [QueueItemRecord.provider_id.set(provider_id)],
+                      condition=condition)  # fmt: skip
+
+        try:
+            transact(fill)
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons or []
+            if len(reasons) > len(puts) and condition_failed(reasons[len(puts)]):
+                return False
+            mapping_reason = reasons[len(puts) - 1] if len(reasons) >= len(puts) else None
+            if map_provider_id and mapping_reason is not None and condition_failed(mapping_reason):
+                raw = mapping_reason.raw_item
+                owner = ProviderRecord.from_raw_data(raw) if raw else None
+                raise ProviderIdTaken(provider_id, owner) from None
+            raise
+        return True
+
+    def append_history(
+        self, entries: Sequence[HistoryRecord], *, mark: EventMark | None = None
+    ) -> None:
+        """History entries that change no state (events that leave an item as it is).
+
+        With ``mark``, one transaction that also stores the event's mark as a record of its own,
+        conditional on the mark being neither there nor in the item's ``seen`` set
+        (``Duplicate``): the state item is not written, so events that change nothing (opens,
+        clicks, late events) never grow it.
+        """
+        records = pack_history(entries)
+        if mark is None:
+            if len(records) == 1:
+                records[0].save()
+            elif records:
+                self.put_new(records)
+            return
+        unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+        def fill(tx: TransactWrite) -> None:
+            tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
+                               condition=unseen)  # fmt: skip
+            tx.save(mark.record(), condition=EventMarkRecord.pk.does_not_exist())
+            for record in records:
+                tx.save(record)
+
+        try:
+            transact(fill)
+        except TransactWriteError as exc:
+            # PynamoDB sends condition checks first, then puts.
+            reasons = exc.cancellation_reasons or []
+            if not any(condition_failed(r) for r in reasons[:2]):
+                raise
+            if condition_failed(reasons[0]) and self.get_item(mark.item_id) is None:
+                raise Moved(None) from None
+            raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
+
+    def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
+        """Push an item's timer on, if the item is still in the (state, attempt, timer) read.
+
+        One UpdateItem; False when someone moved the item or its timer first.
+        """
+        probe = QueueItemRecord(item_pk(item.id), STATE_SK)
+        condition = _expected(item) & (QueueItemRecord.timer_sk == item.timer_sk)
+        try:
+            probe.update(
+                actions=[QueueItemRecord.timer_pk.set(timer_pk),
+                         QueueItemRecord.timer_sk.set(timer_sk)],
+                condition=condition,
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        item.timer_pk, item.timer_sk = timer_pk, timer_sk
+        return True

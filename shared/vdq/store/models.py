@@ -1,0 +1,239 @@
+"""The records of VDQ's one table: their keys, PynamoDB models and indexes, and ``bind``."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from pynamodb.attributes import (
+    BinaryAttribute,
+    BooleanAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from vdq import resources
+
+STATE_SK = "STATE"
+CONTENT_SK = "CONTENT"
+REFS_SK = "REFS"
+FILE_SK = "FILE"
+MAP_SK = "MAP"
+
+
+def shard(key: str, shards: int) -> int:
+    """The write shard of a sparse index entry: a stable hash of the item (or content) id."""
+    return int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16) % shards
+
+
+def item_pk(item_id: str) -> str:
+    return f"QI#{item_id}"
+
+
+def content_pk(content_id: str) -> str:
+    return f"CT#{content_id}"
+
+
+def attachment_pk(attachment_id: str) -> str:
+    return f"AT#{attachment_id}"
+
+
+def provider_pk(provider_id: str) -> str:
+    return f"PID#{provider_id}"
+
+
+class _Table(Model):
+    """Keys shared by every record kind. Meta is filled in by ``bind``."""
+
+    class Meta:
+        table_name = "vdq"
+        region: str | None = None
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class _ActiveIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.ACTIVE_INDEX.name
+        projection = KeysOnlyProjection()
+
+    active_pk = UnicodeAttribute(hash_key=True)
+    active_sk = UnicodeAttribute(range_key=True)
+
+
+class _SentIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.SENT_INDEX.name
+        projection = KeysOnlyProjection()
+
+    sent_pk = UnicodeAttribute(hash_key=True)
+    sent_sk = UnicodeAttribute(range_key=True)
+
+
+class _TimersIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.TIMERS_INDEX.name
+        projection = KeysOnlyProjection()
+
+    timer_pk = UnicodeAttribute(hash_key=True)
+    timer_sk = UnicodeAttribute(range_key=True)
+
+
+class _PurgeIndex(GlobalSecondaryIndex["ContentRefsRecord"]):
+    class Meta:
+        index_name = resources.PURGE_INDEX.name
+        projection = KeysOnlyProjection()
+
+    purge_pk = UnicodeAttribute(hash_key=True)
+    purge_sk = UnicodeAttribute(range_key=True)
+
+
+class QueueItemRecord(_Table):
+    """The state of one queue item (one receiver). Kept small: every transition rewrites it."""
+
+    id = UnicodeAttribute()
+    method = UnicodeAttribute()  # "email" | "sms"
+    state = UnicodeAttribute()
+    attempt = NumberAttribute()
+    sender = UnicodeAttribute()
+    sender_name = UnicodeAttribute(null=True)
+    receiver = UnicodeAttribute()
+    receiver_name = UnicodeAttribute(null=True)
+    content_id = UnicodeAttribute()
+    has_files = BooleanAttribute(default=False)
+    result = UnicodeAttribute(null=True)
+    retries = NumberAttribute(default=0)  # automatic retries of the current operator attempt
+    retry_delay = NumberAttribute(null=True)
+    queued_at = UnicodeAttribute()
+    updated_at = UnicodeAttribute()
+    done_since = UnicodeAttribute()  # set at creation, never changed (the SMS timeout window)
+    done_at = UnicodeAttribute(null=True)
+    claimed_at = UnicodeAttribute(null=True)
+    provider_id = UnicodeAttribute(null=True)
+    origin_type = UnicodeAttribute(null=True)
+    origin_id = UnicodeAttribute(null=True)
+    created_by = UnicodeAttribute(null=True)
+    resent_from = UnicodeAttribute(null=True)
+    seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
+    # Sparse index keys: present only while the item belongs to the index.
+    active_pk = UnicodeAttribute(null=True)
+    active_sk = UnicodeAttribute(null=True)
+    sent_pk = UnicodeAttribute(null=True)
+    sent_sk = UnicodeAttribute(null=True)
+    timer_pk = UnicodeAttribute(null=True)
+    timer_sk = UnicodeAttribute(null=True)
+
+    active_index = _ActiveIndex()
+    sent_index = _SentIndex()
+    timers_index = _TimersIndex()
+
+
+class HistoryRecord(_Table):
+    """One history entry. Stored, it also carries the entries written before it in the same
+    write (``more``, JSON): see ``Store.history``."""
+
+    at = UnicodeAttribute()
+    actor = UnicodeAttribute()
+    source = UnicodeAttribute()  # "server" | "provider" | "operator" | "schedule"
+    kind = UnicodeAttribute()  # "transition" | "ignored" | "late" | "event" | "action"
+    name = UnicodeAttribute()  # transition or event name
+    from_state = UnicodeAttribute(null=True)
+    to_state = UnicodeAttribute(null=True)
+    attempt = NumberAttribute(null=True)
+    text = UnicodeAttribute(null=True)
+    more = UnicodeAttribute(null=True)
+
+
+class EventMarkRecord(_Table):
+    """A provider event recorded on an item, when its ``seen`` set is full (or the event
+    changed no state): the record's existence is the mark."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One item of a content with files entered a done state: its open count goes down and
+    the content joins the purge index (the purge checks the count before deleting)."""
+
+    content_id: str
+    shard: str
+    now_iso: str
+
+    def actions(self) -> list[Any]:
+        return [
+            ContentRefsRecord.open_items.add(-1),
+            ContentRefsRecord.idle_since.set(self.now_iso),
+            ContentRefsRecord.purge_pk.set(self.shard),
+            ContentRefsRecord.purge_sk.set(f"{self.now_iso}#{self.content_id}"),
+        ]
+
+
+class ContentRecord(_Table):
+    method = UnicodeAttribute()
+    data = BinaryAttribute(legacy_encoding=False)  # compressed JSON (encode_content)
+    created_at = UnicodeAttribute()
+
+
+class ContentRefsRecord(_Table):
+    open_items = NumberAttribute(default=0)
+    # JSON list of the item ids an enqueue is writing, until it confirms them: see
+    # vdq.enqueue.pending_refs and Store.settle_pending.
+    pending = UnicodeAttribute(null=True)
+    purged_at = UnicodeAttribute(null=True)
+    idle_since = UnicodeAttribute(null=True)
+    purge_pk = UnicodeAttribute(null=True)
+    purge_sk = UnicodeAttribute(null=True)
+
+    purge_index = _PurgeIndex()
+
+
+class AttachmentRecord(_Table):
+    id = UnicodeAttribute()
+    content_id = UnicodeAttribute()
+    filename = UnicodeAttribute()
+    content_type = UnicodeAttribute()
+    size = NumberAttribute()
+    s3_key = UnicodeAttribute()
+    inline = BooleanAttribute(default=False)
+    cid = UnicodeAttribute(null=True)
+    purged_at = UnicodeAttribute(null=True)
+
+
+class ProviderRecord(_Table):
+    item_id = UnicodeAttribute(null=True)
+    # The item's attempt that the provider took this message for: an event of this message
+    # never moves a later attempt of the item (after retry, cancel or an automatic retry).
+    attempt = NumberAttribute(null=True)
+    # Provider events that arrived before any item stored this ID (JSON list), with a TTL.
+    orphans = UnicodeAttribute(null=True)
+    expiration = NumberAttribute(null=True)
+
+
+MODELS: tuple[type[_Table], ...] = (
+    QueueItemRecord,
+    HistoryRecord,
+    ContentRecord,
+    ContentRefsRecord,
+    AttachmentRecord,
+    ProviderRecord,
+    EventMarkRecord,
+)
+
+
+def bind(table_name: str, region: str | None = None) -> None:
+    """Point every model at ``table_name``. Called once per process (and per test).
+
+    A model keeps its connection when nothing changed: each new connection builds a botocore
+    session and loads the DynamoDB service model again (tens of milliseconds).
+    """
+    models: tuple[type[_Table], ...] = (_Table, *MODELS)
+    for model in models:
+        if model.Meta.table_name == table_name and model.Meta.region == region:
+            continue
+        model.Meta.table_name = table_name
+        model.Meta.region = region
+        model._connection = None

@@ -1,0 +1,147 @@
+"""Multi-record writes: transactions retried on contention, and batches of new records.
+
+``StoreBusy``: a transaction DynamoDB kept cancelling (nothing written); ``WriteFailed``: a
+batch not wholly stored (it names the records that were).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pynamodb.exceptions import TransactWriteError
+from pynamodb.transactions import TransactWrite
+
+from vdq.errors import VdqError
+from vdq.store.models import QueueItemRecord, _Table
+
+
+class StoreBusy(VdqError):
+    """A transaction DynamoDB kept cancelling for conflicts or throttling: nothing written."""
+
+    status = 503
+    code = "contention"
+
+
+class WriteFailed(VdqError):
+    """A batch of new records was not (wholly) stored. ``written`` holds exactly the records
+    that were; nothing else was."""
+
+    status = 503
+    code = "store_unavailable"
+
+    def __init__(self, written: Sequence[_Table], why: str) -> None:
+        super().__init__(f"the store refused the write: {why}")
+        self.written = list(written)
+
+
+def _key_of(raw: dict[str, Any]) -> tuple[str, str]:
+    """(pk, sk) of a record as BatchWriteItem takes it (PynamoDB's serialized form)."""
+    return (raw["pk"]["S"], raw["sk"]["S"])
+
+
+_RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
+    """Run one TransactWriteItems, built by ``fill``, again when DynamoDB cancelled it only
+    for a conflict with another transaction on one of its items or for throttling (neither
+    is retried by botocore; every receiver of one email releases the same content record)."""
+    delay = 0.02
+    for attempt in range(tries):
+        try:
+            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
+                fill(tx)
+            return
+        except TransactWriteError as exc:
+            codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
+            codes.discard("None")
+            if codes and codes <= _RETRYABLE:
+                if attempt + 1 < tries:  # full jitter, at most about 5 s in all
+                    time.sleep(random.uniform(0, delay))
+                    delay = min(delay * 2, 1.0)
+                    continue
+                raise StoreBusy(f"DynamoDB kept cancelling the write ({', '.join(sorted(codes))})"
+                                "; nothing was written, try again") from exc  # fmt: skip
+            raise
+
+
+def condition_failed(reason: Any) -> bool:
+    """A transaction's cancellation reason says its condition failed."""
+    return reason is not None and reason.code == "ConditionalCheckFailed"
+
+
+class BatchWrites:
+    """New records written, and taken back, in batches."""
+
+    def put_new(self, records: Sequence[_Table]) -> list[_Table]:
+        """Write new records with BatchWriteItem (25 a request), retrying unprocessed ones.
+
+        Returns the records written. On any failure (a throttled request, items still
+        unprocessed after the retries, an error answer) raises ``WriteFailed`` naming exactly
+        the records that were written before it: a half-applied batch leaves some records of
+        a request stored and others not, and the caller must say which.
+        """
+        written: list[_Table] = []
+        connection = QueueItemRecord._get_connection()
+        for start in range(0, len(records), 25):
+            chunk = {_key_of(r.serialize()): r for r in records[start : start + 25]}
+            pending = [r.serialize() for r in chunk.values()]
+            delay = 0.05
+            for _ in range(8):
+                try:
+                    response = connection.batch_write_item(put_items=pending)
+                except Exception as exc:
+                    # An error answer does not say the request was not applied (its answer may
+                    # have been lost): read back which of its records exist.
+                    written.extend(self._read_back(chunk))
+                    raise WriteFailed(written, str(exc)) from exc
+                unprocessed = [u["PutRequest"]["Item"] for u in response.get(
+                    "UnprocessedItems", {}).get(QueueItemRecord.Meta.table_name, [])]
+                left = {_key_of(u) for u in unprocessed}
+                written.extend(r for k, r in chunk.items() if k not in left)
+                chunk = {k: r for k, r in chunk.items() if k in left}
+                if not unprocessed:
+                    break
+                pending = unprocessed
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            else:
+                raise WriteFailed(written, "DynamoDB left items unprocessed after 8 tries")
+        return written
+
+    def _read_back(self, chunk: dict[tuple[str, str], _Table]) -> list[_Table]:
+        """The records of ``chunk`` that exist (strongly consistent). When even that read
+        fails, they are deleted so that none counts as stored unknowingly; a record neither
+        read nor deleted is reported as written (the caller then keeps, never loses, it)."""
+        by_model: dict[type[_Table], list[tuple[str, str]]] = {}
+        for key, record in chunk.items():
+            by_model.setdefault(type(record), []).append(key)
+        try:
+            found: set[tuple[str, str]] = set()
+            for model, keys in by_model.items():  # each model reads through its own connection
+                for start in range(0, len(keys), 100):
+                    for row in model.batch_get(keys[start : start + 100], consistent_read=True):
+                        found.add((row.pk, row.sk))
+            return [r for k, r in chunk.items() if k in found]
+        except Exception:
+            try:
+                self.delete_new(list(chunk.values()))
+                return []
+            except Exception:
+                return list(chunk.values())
+
+    def delete_new(self, records: Sequence[_Table]) -> None:
+        """Delete records that ``put_new`` wrote for a request that was then refused."""
+        connection = QueueItemRecord._get_connection()
+        for start in range(0, len(records), 25):
+            keys = [{"pk": {"S": r.pk}, "sk": {"S": r.sk}} for r in records[start : start + 25]]
+            for _ in range(8):
+                response = connection.batch_write_item(delete_items=keys)
+                keys = [u["DeleteRequest"]["Key"] for u in response.get(
+                    "UnprocessedItems", {}).get(QueueItemRecord.Meta.table_name, [])]
+                if not keys:
+                    break
+                time.sleep(0.05)
