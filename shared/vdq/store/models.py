@@ -119,6 +119,8 @@ class QueueItemRecord(_Table):
     origin_id = UnicodeAttribute(null=True)
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
+    encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.segments)
+    segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
     # Sparse index keys: present only while the item belongs to the index.
     active_pk = UnicodeAttribute(null=True)
