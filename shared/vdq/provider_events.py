@@ -116,10 +116,21 @@ def _ses_text(kind: str, d: dict[str, Any]) -> str:
     return f"SES {kind} event"
 
 
+# Twilio's MessageStatus values (the Message resource's status enum), normalised. ``accepted``
+# and ``scheduled`` come before ``queued`` (a Messaging Service picking a sender, a scheduled
+# send); ``read`` is a read receipt (WhatsApp, RCS), after delivery; ``canceled`` is a scheduled
+# message cancelled at Twilio before it went out; ``partially_delivered`` means only part of the
+# message reached the handset, which VDQ counts as not delivered (an operator decides whether to
+# resend). ``receiving``/``received`` belong to inbound messages: "other", an event in history.
 _TWILIO_STATUS = {
     "delivered": "delivered",
+    "read": "delivered",
     "undelivered": "undelivered",
+    "partially_delivered": "undelivered",
     "failed": "failed",
+    "canceled": "failed",
+    "accepted": "queued",
+    "scheduled": "queued",
     "queued": "queued",
     "sending": "sending",
     "sent": "sent",

@@ -101,6 +101,36 @@ def test_undelivered_callback_errors_the_item_with_the_error_code(aws, runtime):
     assert stored.state == "errored" and "30003" in stored.result
 
 
+def test_a_read_receipt_after_delivery_is_history_and_alone_it_succeeds_the_item(aws, runtime):
+    delivered = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event("delivered", sid=SID, item_id=delivered.id)) == 204
+    assert call(twilio_event("read", sid=SID, item_id=delivered.id)) == 204
+    assert runtime.store.get_item(delivered.id).state == "succeeded"
+    assert ("late", "succeed") in kinds(runtime, delivered.id)
+    assert "Twilio reported read" in (runtime.store.history(delivered.id)[-1].text or "")
+    other = "SM" + "b" * 32
+    read_only = to_awaiting(new_sms(runtime), runtime, other)  # the delivered callback was lost
+    assert call(twilio_event("read", sid=other, item_id=read_only.id)) == 204
+    stored = runtime.store.get_item(read_only.id)
+    assert stored.state == "succeeded" and "read" in stored.result
+
+
+@pytest.mark.parametrize("status", ["canceled", "partially_delivered"])
+def test_a_cancelled_or_partial_message_errors_the_item_naming_the_status(aws, runtime, status):
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(twilio_event(status, sid=SID, item_id=item.id)) == 204
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "errored" and f"Twilio reported {status}" in stored.result
+
+
+@pytest.mark.parametrize("status", ["accepted", "scheduled"])
+def test_a_status_before_queued_moves_a_sending_item_to_awaiting(aws, runtime, status):
+    item = to_sending(new_sms(runtime), runtime)
+    assert call(twilio_event(status, sid=SID, item_id=item.id)) == 204
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", SID)
+
+
 def test_tampered_body_is_refused_with_nothing_changed(aws, runtime, sqs):
     item = to_awaiting(new_sms(runtime), runtime, SID)
     before = snapshot(runtime, item.id)

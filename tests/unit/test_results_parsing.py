@@ -50,7 +50,10 @@ def test_ses_event_without_a_message_id_is_refused():
 @pytest.mark.parametrize(("status", "transition"), [
     ("delivered", "succeed"), ("undelivered", "error"), ("failed", "error"),
     ("queued", "await"), ("sending", "await"), ("sent", "await"),
-    ("accepted", None), ("scheduled", None), ("read", None),
+    # Beyond the seed: every value of Twilio's MessageStatus enum has a meaning.
+    ("accepted", "await"), ("scheduled", "await"), ("read", "succeed"),
+    ("canceled", "error"), ("partially_delivered", "error"),
+    ("receiving", None), ("received", None), ("something_new", None),
 ])  # fmt: skip
 def test_twilio_statuses_map_as_the_seed_says(status, transition):
     update = results.twilio_update("SM1", status)
