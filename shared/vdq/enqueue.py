@@ -339,6 +339,7 @@ def add_email(
         body,
         max_receivers=runtime.settings.max_receivers,
         max_attachment_bytes=runtime.settings.max_attachment_bytes,
+        sender_identities=runtime.settings.sender_identities,
     )
     return enqueue_email(email, runtime)
 

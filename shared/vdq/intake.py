@@ -64,7 +64,8 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
     s = runtime.settings
     if method == "email":
         return messages.parse_email(
-            body, max_receivers=s.max_receivers, max_attachment_bytes=s.max_attachment_bytes
+            body, max_receivers=s.max_receivers, max_attachment_bytes=s.max_attachment_bytes,
+            sender_identities=s.sender_identities,
         )
     return messages.parse_sms(body, max_receivers=s.max_receivers,
                               max_segments=s.sms_max_segments)

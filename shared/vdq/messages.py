@@ -299,17 +299,36 @@ def _attachment(value: Any, path: str) -> Attachment:
 
 # ---- documents -------------------------------------------------------------------------------
 
+
+def check_sender(address: str, identities: tuple[str, ...]) -> None:
+    """The sender must be an SES identity the deployment sends from: the address itself or its
+    domain (as SES authorizes a send, and as the send role's grants allow). Without identities
+    (the local stack, tests) any sender passes."""
+    if not identities:
+        return
+    lowered = address.lower()
+    if lowered in identities or lowered.rpartition("@")[2] in identities:
+        return
+    raise ValidationError(
+        "sender.email",
+        f"{address} is not an SES identity this deployment sends from "
+        f"({', '.join(identities)}): the address or its domain must be one",
+    )
+
+
 EMAIL_FIELDS = {"sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "attachments",
                 "origin"}  # fmt: skip
 SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin"}
 
 
 def parse_email(
-    data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000
+    data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000,
+    sender_identities: tuple[str, ...] = (),
 ) -> Email:
     body = _object(data, "body")
     _known_keys(body, "", EMAIL_FIELDS)
     sender = _address(body.get("sender"), "sender")
+    check_sender(sender.email, sender_identities)
     to = _addresses(body.get("to"), "to", required=True, max_items=max_receivers)
     cc = _addresses(body.get("cc"), "cc", required=False, max_items=max_receivers)
     bcc = _addresses(body.get("bcc"), "bcc", required=False, max_items=max_receivers)

@@ -49,6 +49,15 @@ def _optional_text(value: str) -> str | None:
     return value.strip() or None
 
 
+def _identities(value: str) -> tuple[str, ...]:
+    """Comma-separated SES identities: addresses or domains, compared in lower case."""
+    out = tuple(dict.fromkeys(v.strip().lower() for v in value.split(",") if v.strip()))
+    for identity in out:
+        if "*" in identity or " " in identity or identity.startswith("@"):
+            raise ValueError(f"{identity!r} is not an address or a domain (no wildcards)")
+    return out
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -178,6 +187,13 @@ class Settings:
         72.0,
         _positive_float,
         "awaiting email -> unconfirmed this long after SES accepted it with no final event",
+    )
+    sender_identities: tuple[str, ...] = _setting(
+        "VDQ_SENDER_IDENTITIES",
+        (),
+        _identities,
+        "the SES identities (addresses or domains, comma-separated) email may be sent from: "
+        "another sender is a 400 at enqueue; empty: any (the deployment sets vdq:sesIdentities)",
     )
     sms_max_segments: int = _setting(
         "VDQ_SMS_MAX_SEGMENTS",

@@ -100,6 +100,34 @@ def test_bad_input_is_refused_and_nothing_is_written(aws, runtime, body, status,
     assert drain(aws) == []
 
 
+@pytest.mark.parametrize("sender,accepted", [
+    ("shop@example.com", True),  # its domain is an identity
+    ("Shop@EXAMPLE.com", True),
+    ("alerts@ops.example.net", True),  # the address is an identity
+    ("other@ops.example.net", False),  # another address of a domain that is not one
+    ("shop@mail.example.com", False),  # a subdomain is an identity of its own
+    ("shop@example.com.evil.org", False),
+])  # fmt: skip
+def test_a_sender_outside_the_ses_identities_is_refused_naming_the_field(aws, runtime, sender,
+                                                                        accepted):  # fmt: skip
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings,
+                               sender_identities=("example.com", "alerts@ops.example.net"))
+    body = {"sender": {"email": sender}, "to": [{"email": "a@example.org"}], "subject": "s",
+            "text": "t"}  # fmt: skip
+    got, answer = post("apigw_post_emails", body)
+    if accepted:
+        assert got == 201 and len(drain(aws)) == 1
+        return
+    assert got == 422 and answer["error"]["details"]["field"] == "sender.email"
+    assert sender in answer["error"]["message"] and "example.com" in answer["error"]["message"]
+    assert drain(aws) == []
+    assert not list(st.QueueItemRecord.scan())
+    with pytest.raises(ValidationError, match=r"sender\.email"):
+        vdq.add_email({"email": sender}, ["a@example.org"], subject="s", text="t")
+
+
 def test_a_caller_without_add_permission_is_refused(aws, runtime):
     status, body = post("apigw_post_emails", None, groups=("vdq-viewers",))
     assert status == 403 and body["error"]["code"] == "forbidden"

@@ -69,3 +69,14 @@ def test_every_setting_is_documented_in_the_readme():
     for env, _default, doc in Settings.documented():
         assert f"`{env}`" in readme, env
         assert doc
+
+
+def test_sender_identities_are_a_lower_case_list_without_wildcards():
+    from vdq.settings import _identities
+
+    assert _identities(" Example.com, alerts@Ops.example.net,example.com ,") == (
+        "example.com", "alerts@ops.example.net")
+    assert _identities("") == ()
+    for bad in ("*.example.com", "@example.com", "a b.com"):
+        with pytest.raises(ValueError):
+            _identities(bad)
