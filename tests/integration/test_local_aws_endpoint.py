@@ -121,3 +121,43 @@ def test_conditional_writes_and_transactions_are_atomic_under_concurrent_request
     assert not errors, errors[:3]
     assert sorted(won) == list(range(1, final + 1)), "an increment was lost or counted twice"
     assert aws.serial.requests > 0
+
+
+@pytest.mark.parametrize(("target", "serial"), [
+    ("DynamoDB_20120810.TransactWriteItems", True),
+    ("DynamoDBStreams_20120810.GetRecords", True),
+    # moto's DeleteMessage rebuilds the queue's list from a copy: a message sent meanwhile
+    # would be lost (an item left queued), so sends and deletes take turns.
+    ("AmazonSQS.SendMessage", True),
+    ("AmazonSQS.DeleteMessageBatch", True),
+    ("AmazonSQS.ReceiveMessage", False),  # long-polls; it only adds to what it reads
+    ("", False),  # S3 and the rest
+])  # fmt: skip
+def test_serial_lets_one_request_of_a_racy_service_in_at_a_time(target, serial):
+    import threading
+
+    from vdq.local.aws import Serial
+
+    inside, most = 0, 0
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def app(environ, start_response):
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        release.wait(timeout=0.5)  # holds the request open: overlapping ones would pile up
+        with lock:
+            inside -= 1
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    gate = Serial(app)
+    threads = [threading.Thread(target=gate, args=({"HTTP_X_AMZ_TARGET": target},
+                                                   lambda *a: None)) for _ in range(4)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most == (1 if serial else 4)

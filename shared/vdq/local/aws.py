@@ -11,11 +11,14 @@ application behind a guard that answers 403, before moto sees the request, when
 
 and drops every ``Access-Control-*`` header from moto's answers.
 
-DynamoDB answers one request at a time (``Serial``). moto's backends are not thread-safe: its
-TransactWriteItems deep-copies the table while another request thread changes it (a 500 where
-AWS never fails), and a condition checked in one thread can be overtaken by a write in another
-before its own write lands. DynamoDB makes every conditional write and transaction atomic, and
-the product's concurrency rules rely on it, so the local endpoint must too.
+DynamoDB and SQS answer one request at a time (``Serial``). moto's backends are not
+thread-safe: its TransactWriteItems deep-copies the table while another request thread changes
+it (a 500 where AWS never fails), and a condition checked in one thread can be overtaken by a
+write in another before its own write lands; its DeleteMessage rebuilds the queue's message list
+from a copy, dropping a message another thread sent meanwhile (a send message lost: an item left
+``queued``). DynamoDB makes every conditional write atomic and SQS loses no message it accepted;
+the product relies on both, so the local endpoint must too. ReceiveMessage stays outside (it
+long-polls, and only adds to what it reads).
 """
 
 from __future__ import annotations
@@ -61,11 +64,12 @@ class Guard:
 
 
 # The JSON protocol's target prefixes of the services whose requests ``Serial`` serializes.
-SERIAL_TARGETS = ("DynamoDB_20120810.", "DynamoDBStreams_20120810.")
+SERIAL_TARGETS = ("DynamoDB_20120810.", "DynamoDBStreams_20120810.", "AmazonSQS.")
+UNSERIALIZED = ("AmazonSQS.ReceiveMessage",)
 
 
 class Serial:
-    """WSGI middleware: one DynamoDB (or DynamoDB Streams) request at a time, whole."""
+    """WSGI middleware: one DynamoDB, DynamoDB Streams or SQS request at a time, whole."""
 
     def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
         self.app = app
@@ -73,7 +77,8 @@ class Serial:
         self.requests = 0  # serialized so far, for tests
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if not (environ.get("HTTP_X_AMZ_TARGET") or "").startswith(SERIAL_TARGETS):
+        target = environ.get("HTTP_X_AMZ_TARGET") or ""
+        if not target.startswith(SERIAL_TARGETS) or target in UNSERIALIZED:
             return self.app(environ, start_response)
         with self._lock:
             self.requests += 1
@@ -82,8 +87,8 @@ class Serial:
 
 
 class LocalAws:
-    """moto on ``127.0.0.1:port`` behind the Guard, DynamoDB serialized, served from a daemon
-    thread."""
+    """moto on ``127.0.0.1:port`` behind the Guard, DynamoDB and SQS serialized, served from a
+    daemon thread."""
 
     def __init__(self, port: int) -> None:
         from moto.moto_server.werkzeug_app import (
