@@ -69,6 +69,9 @@ class BadEvent(VdqError):
     code = "bad_event"
 
 
+MAX_PROVIDER_ID = 256  # SES message IDs are about 60 characters, Twilio SIDs 34
+
+
 def ses_event_type(event: dict[str, Any]) -> str:
     return str(event.get("eventType") or event.get("notificationType") or "")
 
@@ -79,10 +82,18 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
     mail = event.get("mail")
     if not kind or not isinstance(mail, dict) or not mail.get("messageId"):
         raise BadEvent("an SES event needs eventType and mail.messageId")
-    message_id = str(mail["messageId"])
+    message_id = mail["messageId"]
+    if not isinstance(message_id, str) or len(message_id) > MAX_PROVIDER_ID:
+        raise BadEvent(f"mail.messageId of an SES {kind} event is not an SES message ID")
     detail = event.get(_SES_DETAIL.get(kind, ""), {}) or {}
+    if not isinstance(detail, dict):
+        raise BadEvent(f"the {_SES_DETAIL.get(kind)} of an SES {kind} event is not an object")
     at = detail.get("timestamp") or mail.get("timestamp")
-    text = _ses_text(kind, detail)
+    at = at if isinstance(at, str) else None
+    try:
+        text = _ses_text(kind, detail)
+    except (AttributeError, TypeError, ValueError) as exc:  # a field of an unexpected type
+        raise BadEvent(f"a malformed SES {kind} event: {type(exc).__name__}: {exc}") from None
     return ProviderUpdate(SES, message_id, _SES_STATUS.get(kind, "other"), kind, text,
                           f"ses:{kind}:{message_id}:{at}", at=at)  # fmt: skip
 
@@ -90,6 +101,8 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
 def _recipients(detail: dict[str, Any], key: str) -> str:
     parts = []
     for r in detail.get(key) or []:
+        if not isinstance(r, dict):
+            continue
         code = r.get("diagnosticCode") or r.get("status") or ""
         parts.append(f"{r.get('emailAddress', '?')}: {code}".rstrip(": "))
     return "; ".join(parts)

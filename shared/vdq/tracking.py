@@ -55,7 +55,9 @@ class TagEmailTrackingStrategy(EmailTrackingStrategy):
         if item_id is None or not is_id(item_id):
             return None
         attempt = _first(tags.get(ATTEMPT_TAG))
-        return item_id, int(attempt) if attempt is not None and attempt.isdigit() else None
+        if attempt is None or not (attempt.isascii() and attempt.isdigit()):
+            return item_id, None
+        return item_id, int(attempt)
 
 
 def _first(values: Any) -> str | None:

@@ -268,3 +268,35 @@ def test_a_failure_a_retry_can_fix_fails_only_its_record(aws, runtime):
     runtime.__dict__["store"] = real
     assert answer == {"batchItemFailures": [{"itemIdentifier": "msg-0"}]}
     assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+def _malformed(kind: str) -> dict:
+    """A delivery event for MSG broken in one way (``kind``)."""
+    body = ses_event("delivery", message_id=MSG)
+    if kind == "detail_not_object":
+        body["delivery"] = ["not", "an", "object"]
+    elif kind == "recipients_not_objects":
+        body = ses_event("bounce_permanent", message_id=MSG)
+        body["bounce"]["bouncedRecipients"] = ["a@example.org", 7]
+    elif kind == "message_id_not_text":
+        body["mail"]["messageId"] = {"id": MSG}
+    elif kind == "timestamp_not_text":
+        body["delivery"]["timestamp"] = 1733212800
+    elif kind == "attempt_unicode_digit":
+        body["mail"]["tags"]["vdq_attempt"] = ["\u00b2"]
+    return body
+
+
+@pytest.mark.parametrize("kind", ["detail_not_object", "recipients_not_objects",
+                                  "message_id_not_text", "timestamp_not_text",
+                                  "attempt_unicode_digit"])  # fmt: skip
+def test_a_malformed_ses_event_is_logged_and_dropped_not_retried(aws, runtime, kind):
+    """An event SES never sends is not retried into the dead-letter queue: it is dropped with
+    a log line (BadEvent), or, where the oddity is harmless, read as far as it makes sense."""
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(json.dumps(_malformed(kind)))  # no batch item failure
+    stored = runtime.store.get_item(item.id)
+    if kind in ("detail_not_object", "message_id_not_text"):
+        assert stored.state == "awaiting"  # dropped: nothing changed
+    else:
+        assert stored.state in ("succeeded", "errored")  # applied, the odd field ignored
