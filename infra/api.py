@@ -14,6 +14,7 @@ from infra.functions import retention
 from infra.nag import suppress
 from vdq import resources
 from vdq.api import GATEWAY_ERRORS, THROTTLE_RETRY_AFTER_SECONDS, gateway_template
+from vdq.operations import spec
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS
 
 STAGE = resources.API_STAGE
@@ -23,22 +24,18 @@ GROUPS = tuple(DEFAULT_GROUP_PERMISSIONS)  # vdq-senders, vdq-viewers, vdq-opera
 RESOURCE_SERVER = resources.API_RESOURCE_SERVER
 USER_SCOPE = "aws.cognito.signin.user.admin"  # the scope of a signed-in user's access token
 
-# Public paths: Twilio signs its callback; health and the OpenAPI document are open.
-PUBLIC_ROUTES = {("POST", TWILIO_CALLBACK_PATH), ("GET", "health"), ("GET", "openapi.json")}
-ENQUEUE_ROUTES = (("POST", "emails"), ("POST", "sms"))
-OPERATOR_ROUTES = (
-    ("GET", "queue-items"),
-    ("GET", "queue-items/{id}"),
-    ("POST", "queue-items/{id}/transitions/{name}"),
-    ("GET", "sent-items"),
-    ("GET", "sent-items/{id}"),
-    ("POST", "sent-items/{id}/resend"),
-    ("POST", "sent-items/resend"),
-    ("GET", "attachments/{id}"),
-    ("GET", "health"),
-    ("GET", "openapi.json"),
-)
-WEBHOOK_ROUTES = (("POST", TWILIO_CALLBACK_PATH),)
+# The routes of the operation table (vdq.operations.spec), by the function that serves each;
+# an operation that needs no permission is public (Twilio signs its callback; health and the
+# OpenAPI document are open).
+def _routes(function: str) -> tuple[tuple[str, str], ...]:
+    return tuple((op.method, op.path.lstrip("/")) for op in spec.OPERATIONS
+                 if op.function == function)  # fmt: skip
+
+
+PUBLIC_ROUTES = {(op.method, op.path.lstrip("/")) for op in spec.OPERATIONS if not op.permissions}
+ENQUEUE_ROUTES = _routes("enqueue")
+OPERATOR_ROUTES = _routes("operator")
+WEBHOOK_ROUTES = _routes("webhook")
 
 
 class Api(Construct):

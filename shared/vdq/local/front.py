@@ -31,6 +31,7 @@ import jwt
 from vdq.api import GATEWAY_BY_TYPE, MAX_BODY_BYTES, error_body
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
+from vdq.operations import spec
 
 ISSUER = "vdq-local"
 STAGE = "local"
@@ -51,21 +52,9 @@ class Route:
         return {k: unquote(v) for k, v in found.groupdict().items()} if found else None
 
 
-ROUTES = (
-    Route("POST", "/emails", "enqueue"),
-    Route("POST", "/sms", "enqueue"),
-    Route("GET", "/queue-items", "operator"),
-    Route("GET", "/queue-items/{id}", "operator"),
-    Route("POST", "/queue-items/{id}/transitions/{name}", "operator"),
-    Route("GET", "/sent-items", "operator"),
-    Route("POST", "/sent-items/resend", "operator"),
-    Route("GET", "/sent-items/{id}", "operator"),
-    Route("POST", "/sent-items/{id}/resend", "operator"),
-    Route("GET", "/attachments/{id}", "operator"),
-    Route("POST", "/twilio/status-callback", "webhook", public=True),
-    Route("GET", "/health", "operator", public=True),
-    Route("GET", "/openapi.json", "operator", public=True),
-)
+# The routes of the operation table (vdq.operations.spec), as the deployed API has them.
+ROUTES = tuple(Route(op.method, op.path, op.function, public=not op.permissions)
+               for op in spec.OPERATIONS)  # fmt: skip
 
 
 def make_token(secret: str, groups: list[str], subject: str = "local-user",
