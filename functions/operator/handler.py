@@ -65,6 +65,13 @@ def get_queue_item(event: Event, id: str) -> Response:
     return _json(200, detail.item_detail(id, Runtime.default()))
 
 
+@app.operation("getItemHistory")
+def get_item_history(event: Event, id: str) -> Response:
+    _caller(event).require(detail.READ_PERMISSION)
+    q = _query("getItemHistory", event)
+    return _json(200, detail.item_history(id, Runtime.default(), **q))
+
+
 @app.operation("runTransition")
 def run_transition(event: Event, id: str, name: str) -> Response:
     from vdq.operations import actions

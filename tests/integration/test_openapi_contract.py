@@ -142,7 +142,8 @@ def test_client_credentials_flow_offers_a_scope_per_group_of_the_resource_server
     assert adds == [{"bearer": []}, {"oauth2": ["vdq/vdq-senders", "vdq/vdq-admins"]}]
 
 
-_SAMPLES = {"getQueueItem": "get_queue_item", "getSentItem": "get_sent_item",
+_SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_history",
+            "getSentItem": "get_sent_item",
             "listQueueItems": "list_queue_items", "listSentItems": "list_sent_items",
             "runTransition": "transition", "resendSentItem": "resend",
             "resendSentItems": "bulk_resend", "getAttachment": "attachment"}  # fmt: skip

@@ -65,3 +65,74 @@ def test_unknown_routes_are_404_in_the_error_shape(aws, runtime):
     event = api_event("apigw_operator_list_queue_items", path="/nowhere")
     response = handler.handler(event, LambdaContext())
     assert response["statusCode"] == 404 and '"not_found"' in response["body"]
+
+
+def _events(runtime, clock, item_id: str, n: int) -> None:
+    """``n`` history entries on the item (provider events, as a flood of opens leaves)."""
+    from vdq.transitions import history_entry
+
+    for start in range(0, n, 25):
+        entries = []
+        for k in range(start, min(n, start + 25)):
+            clock.advance(0.01)  # entries of one instant have no order among themselves
+            entries.append(history_entry(item_id, clock.now(), actor="ses", source="provider",
+                                         kind="event", name="Open", text=f"open {k}"))
+        runtime.store.append_history(entries)
+
+
+def _texts(entries):
+    return [e.get("text") for e in entries if e["name"] == "Open"]
+
+
+def test_a_long_history_is_paged_every_entry_once_in_order(aws, runtime, clock):
+    [item] = sms(runtime)
+    succeed(runtime, item.id)
+    _events(runtime, clock, item.id, 260)
+    view = call("get_queue_item", params={"id": item.id}).body
+    assert len(view["history"]) == 100 and view["history"][0]["name"] == "queued"
+    seen, cursor, pages = list(view["history"]), view["history_cursor"], 0
+    while cursor:
+        answer = call("get_item_history", params={"id": item.id},
+                      query={"cursor": cursor, "limit": "70"})  # fmt: skip
+        assert answer.status == 200, answer.body
+        assert len(answer.body["entries"]) <= 70
+        seen += answer.body["entries"]
+        cursor, pages = answer.body["cursor"], pages + 1
+        if pages == 1:  # entries that arrive meanwhile come on later pages
+            _events(runtime, clock, item.id, 5)
+    assert _texts(seen) == [f"open {k}" for k in range(260)] + [f"open {k}" for k in range(5)]
+    names = [e["name"] for e in seen]
+    assert names[:3] == ["queued", "send", "succeed"] and len(seen) == 3 + 265
+    whole = call("get_item_history", params={"id": item.id}, query={"limit": "500"}).body
+    assert whole["cursor"] is None and whole["entries"] == seen
+
+
+def test_a_short_history_has_no_cursor_and_a_one_entry_page_goes_on(aws, runtime, clock):
+    [item] = sms(runtime)
+    assert call("get_queue_item", params={"id": item.id}).body["history_cursor"] is None
+    first = call("get_item_history", params={"id": item.id}, query={"limit": "1"}).body
+    assert [e["name"] for e in first["entries"]] == ["queued"] and first["cursor"] is None
+    succeed(runtime, item.id)
+    first = call("get_item_history", params={"id": item.id}, query={"limit": "1"}).body
+    rest = call("get_item_history", params={"id": item.id},
+                query={"cursor": first["cursor"]}).body  # fmt: skip
+    assert [e["name"] for e in first["entries"] + rest["entries"]] == ["queued", "send",
+                                                                       "succeed"]
+
+
+def test_a_history_cursor_of_another_item_or_made_up_is_a_400_naming_it(aws, runtime, clock):
+    [item, other] = sms(runtime, "+14155550100", "+14155550101")
+    for i in (item, other):
+        succeed(runtime, i.id)
+        _events(runtime, clock, i.id, 120)
+    theirs = call("get_queue_item", params={"id": other.id}).body["history_cursor"]
+    assert theirs
+    for cursor in (theirs, "abc.def", theirs[:-2] + "AA"):
+        answer = call("get_item_history", params={"id": item.id}, query={"cursor": cursor})
+        assert answer.status == 400, (cursor, answer.body)
+        assert answer.body["error"]["details"]["field"] == "cursor"
+    for limit in ("0", "501", "ten"):
+        answer = call("get_item_history", params={"id": item.id}, query={"limit": limit})
+        assert answer.status in (400, 422) and answer.body["error"]["details"]["field"] == "limit"
+    assert call("get_item_history", params={"id": "01JDQ5V7X3K9Q2M4N6P8R0S2T4"}).status == 404
+    assert call("get_item_history", params={"id": item.id}, groups=["vdq-senders"]).status == 403

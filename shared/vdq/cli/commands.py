@@ -131,8 +131,20 @@ def list_items(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+MAX_HISTORY_PAGES = 200  # 100,000 entries at 500 a page: more is not an operator's timeline
+
+
 def show(args: argparse.Namespace) -> int:
-    item = client(args).call("GET", f"/queue-items/{args.id}")
+    api = client(args)
+    item = api.call("GET", f"/queue-items/{args.id}")
+    if isinstance(item, dict):  # the whole history: the view holds its first page
+        cursor, pages = item.get("history_cursor"), 0
+        while cursor and pages < MAX_HISTORY_PAGES:
+            page = api.call("GET", f"/queue-items/{args.id}/history",
+                            params={"cursor": cursor, "limit": "500"})  # fmt: skip
+            item.setdefault("history", []).extend(page.get("entries") or [])
+            cursor, pages = page.get("cursor"), pages + 1
+        item["history_cursor"] = cursor
     emit(args, item, render.print_item)
     return EXIT_OK
 

@@ -6,12 +6,16 @@ from typing import Any
 
 from vdq import ids
 from vdq.errors import NotFound
+from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord
 from vdq.views import history_json, item_json
 from vdq.workflow import is_done
 
 READ_PERMISSION = "vdq.read_queueitem"
+HISTORY_PAGE = 100  # entries an item's view holds; the rest is paged (getItemHistory)
+MAX_HISTORY_PAGE = 500
+_BEFORE_ALL = "H#"  # below every history key: the position after the synthetic queued entry
 
 
 def attachment_path(attachment_id: str) -> str:
@@ -67,6 +71,35 @@ def item_detail(item_id: str, runtime: Runtime, *, sent_only: bool = False) -> d
     attachment_ids = content.pop("attachments", None) or []
     by_id = {r.id: r for r in store.get_attachments(attachment_ids)}
     attachments = [attachment_json(by_id[a]) for a in attachment_ids if a in by_id]
-    history = [_queued_entry(item), *(history_json(h) for h in store.history(item.id))]
+    history, history_cursor = history_page(item, runtime)
     return {**item_json(item), "content": content, "attachments": attachments,
-            "history": history}  # fmt: skip
+            "history": history, "history_cursor": history_cursor}  # fmt: skip
+
+
+def item_history(item_id: str, runtime: Runtime, *, limit: int = HISTORY_PAGE,
+                 cursor: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """``{"entries": [...], "cursor": str | None}``: one page of the item's history."""
+    item = find_item(item_id, runtime)
+    entries, next_cursor = history_page(item, runtime, limit=limit, cursor=cursor)
+    return {"entries": entries, "cursor": next_cursor}
+
+
+def history_page(item: QueueItemRecord, runtime: Runtime, *, limit: int = HISTORY_PAGE,
+                 cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+    """Up to ``limit`` entries, oldest first, after the position ``cursor`` names, and the
+    cursor of the next page (None at the end).
+
+    The cursor holds the key of the last entry shown, signed for this item, so a page goes on
+    from where the last one ended even as new entries arrive. Every entry is read for each page
+    (one strongly consistent Query of the item's history; an entry written by a later write
+    can sort before entries written earlier), and the answer, not the read, is bounded."""
+    key = cursors.ListKey("history", (item.id,), 1)
+    table = runtime.settings.table_name
+    after = cursors.decode(cursor, key, table)[0] if cursor else None
+    rows: list[tuple[str, dict[str, Any]]] = [] if after else [(_BEFORE_ALL, _queued_entry(item))]
+    rows += [(h.sk, history_json(h)) for h in runtime.store.history(item.id)
+             if after is None or h.sk > after]  # fmt: skip
+    page = rows[:limit]
+    more = len(rows) > limit
+    return [entry for _, entry in page], (
+        cursors.encode([page[-1][0]], key, table) if more else None)

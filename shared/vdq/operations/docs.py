@@ -48,6 +48,7 @@ SUCCESS = {
     "postSms": "The items queued, one per distinct receiver.",
     "listQueueItems": "One page of active items.",
     "getQueueItem": "The item with its content, attachments and history.",
+    "getItemHistory": "One page of the item's history.",
     "runTransition": "The transition ran (or, with dry_run, would run).",
     "listSentItems": "One page of done items.",
     "getSentItem": "The done item with its content, attachments and history.",
@@ -81,6 +82,7 @@ _SMS_400 = (
 )
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
+    "getItemHistory": "no item has this id",
     "getSentItem": "no item has this id, or it is not done (details.state)",
     "runTransition": "no item has this id",
     "resendSentItem": "no item has this id, or it is not done",

@@ -14,6 +14,7 @@ _SMS_ID = "01JD3Q6A2B3C4D5E6F7G8H9J0K"
 _NEW_ID = "01JD4A0B1C2D3E4F5G6H7J8K9M"
 _FILE_ID = "01JD3Q5W0M1N2P3Q4R5S6T7V8W"
 _CURSOR = "eyJ2IjoxLCJpIjoiYWN0aXZlIn0.kZ4bq0y1Xv3u8sQx2m9aNw"
+_HISTORY_CURSOR = "eyJ2IjoxLCJpIjoiaGlzdG9yeSJ9.Qm3cR8v0Lw2pYt6nXe1aZg"
 _T0 = "2026-12-03T08:00:00.000000Z"
 _T1 = "2026-12-03T08:00:01.250000Z"
 _T2 = "2026-12-03T08:00:02.500000Z"
@@ -61,6 +62,7 @@ _DETAIL = {
                      "content_id": None, "download_path": f"/attachments/{_FILE_ID}",
                      "purged": False}],
     "history": _HISTORY,
+    "history_cursor": None,
 }  # fmt: skip
 
 REQUESTS: dict[str, Any] = {
@@ -90,6 +92,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "postSms": {"Idempotency-Key": "login-8731-code"},
     "listQueueItems": {"method": "email", "state": "errored", "limit": 20, "cursor": _CURSOR},
     "getQueueItem": {"id": _ITEM_ID},
+    "getItemHistory": {"id": _ITEM_ID, "limit": 100, "cursor": _HISTORY_CURSOR},
     "runTransition": {"id": _ITEM_ID, "name": "retry", "dry_run": False},
     "listSentItems": {"method": "sms", "state": "succeeded", "limit": 20, "cursor": _CURSOR},
     "getSentItem": {"id": _ITEM_ID},
@@ -109,6 +112,7 @@ RESPONSES: dict[str, Any] = {
                                              updated_at=_T1), _SMS_ITEM],
                        "cursor": _CURSOR},
     "getQueueItem": _DETAIL,
+    "getItemHistory": {"entries": _HISTORY[1:], "cursor": None},
     "runTransition": {"transition": "retry", "dry_run": False, "from_state": "errored",
                       "to_state": "queued",
                       "item": _email_item(attempt=2, updated_at=_T2)},

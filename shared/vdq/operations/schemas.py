@@ -334,7 +334,20 @@ class ItemDetail(QueueItem):
     content: EmailContent | SmsContent = Field(description="The content, by the item's method "
                                                "(bcc is never shown).")
     attachments: list[AttachmentOut] = Field(description="The files of an email, in order.")
-    history: list[HistoryEntry] = Field(description="What happened to it, oldest first.")
+    history: list[HistoryEntry] = Field(description="What happened to it, oldest first: the "
+                                        "first 100 entries.")
+    history_cursor: str | None = Field(description="When the history has more entries: pass it "
+                                       "as `cursor` to getItemHistory for the next page; null "
+                                       "when `history` holds them all.",
+                                       pattern=spec.cursor.PATTERN)
+
+
+class HistoryPage(BaseModel):
+    """One page of an item's history."""
+
+    entries: list[HistoryEntry] = Field(description="The entries of this page, oldest first.")
+    cursor: str | None = Field(description="Pass it as `cursor` to get the next page; null at "
+                               "the end.", pattern=spec.cursor.PATTERN)
 
 
 class TransitionResult(BaseModel):
@@ -404,6 +417,6 @@ class PartiallyEnqueued(BaseModel):
 
 
 MODELS: tuple[type[BaseModel], ...] = (
-    EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail,
+    EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage,
     TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued,
 )  # fmt: skip

@@ -78,6 +78,15 @@ _CURSOR = Param(
     "`cursor`. Leave it out for the first page.",
     pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE,
 )  # fmt: skip
+_HISTORY_LIMIT = Param("limit", "query", "integer", "How many entries one page holds at most.",
+                      minimum=1, maximum=500, default=100)  # fmt: skip
+_HISTORY_CURSOR = Param(
+    "cursor", "query", "string",
+    "Where the page starts: the item's `history_cursor`, or the `cursor` of the previous page "
+    "of its history, as returned. Opaque and signed for this item: any other value is a 400 "
+    "with details.field `cursor`. Leave it out to start with the first entry.",
+    pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE,
+)  # fmt: skip
 _METHOD = Param("method", "query", "string", "Only items sent by this method.", enum=METHODS)
 _DRY_RUN = Param("dry_run", "query", "boolean",
                  "Check the permission and that the item's state is a source of the "
@@ -129,8 +138,17 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("getQueueItem", "GET", "/queue-items/{id}", "operator", "queue-items",
               "Read one item in any state, with content, attachments and history",
               "The item, the content it shares with the other receivers of its request, its "
-              "attachments (with a download path each) and its history, oldest first.",
+              "attachments (with a download path each) and its history, oldest first: the first "
+              "100 entries, with `history_cursor` to read the rest with getItemHistory.",
               _READ, (_ID,), answer="ItemDetail", errors=(404,)),
+    Operation("getItemHistory", "GET", "/queue-items/{id}/history", "operator", "queue-items",
+              "Read an item's history, a page at a time",
+              "The item's history, oldest first, from where `cursor` says. An item's view "
+              "holds the first 100 entries and, when there are more, a `history_cursor` to "
+              "read on with here; follow `cursor` until it is null. Entries that arrive "
+              "meanwhile come on later pages.",
+              _READ, (_ID, _HISTORY_LIMIT, _HISTORY_CURSOR), answer="HistoryPage",
+              errors=(400, 404, 422)),
     Operation("runTransition", "POST", "/queue-items/{id}/transitions/{name}", "operator",
               "queue-items", "Retry or cancel an item",
               "Runs an operator transition through the workflow: `retry` puts a delayed or "
