@@ -10,11 +10,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 venv: $(STAMP) $(NODE_STAMP)
 
-$(STAMP): pyproject.toml
+# The development lock (hashes) for the tools, then the project itself; pyproject.toml changes
+# need `python -m infra.bundling lock` (a test fails while a lock is out of date).
+$(STAMP): pyproject.toml requirements/dev.lock requirements/runtime.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,cdk]'
-	# aarch64 wheels of the runtime dependencies: Lambda bundles build offline from them.
+	$(BIN)/pip install -q --require-hashes -r requirements/dev.lock
+	$(BIN)/pip install -q --no-deps -e .
+	# the locked aarch64 wheels of the layer: Lambda bundles build offline from them.
 	$(BIN)/python -m infra.bundling download
 	touch $(STAMP)
 

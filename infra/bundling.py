@@ -1,13 +1,17 @@
 """Lambda assets built on this machine, without Docker, for arm64 and the functions' Python.
 
 Two kinds of asset:
-- one dependencies layer: the runtime dependencies of pyproject.toml (never the dev or cdk
-  extras), installed from a local wheelhouse of aarch64 manylinux wheels with ``--no-index``,
-  so synth works offline once ``make venv`` has filled the wheelhouse;
-- one code asset per function: ``vdq/`` plus ``functions/<name>/``, nothing else.
+- one dependencies layer: the runtime dependencies of pyproject.toml (never an extra), as
+  pinned with their hashes by ``requirements/runtime.lock`` (infra.locks), installed with
+  ``--require-hashes --no-index`` from a local wheelhouse of aarch64 manylinux wheels, so synth
+  works offline once ``make venv`` has filled the wheelhouse;
+- one code asset per function: ``vdq/`` without its tooling (``TOOLING``: the local stack, the
+  CLI, the OpenAPI generator and its inputs, none of which a handler imports) plus
+  ``functions/<name>/``, nothing else.
 
 Each asset is cached under ``build/lambda/`` by a hash of its inputs, so a repeated synth only
-copies nothing and hashes a few files. ``python -m infra.bundling download`` fills the wheelhouse.
+copies nothing and hashes a few files. ``python -m infra.bundling download`` fills the wheelhouse
+from the lock; ``python -m infra.bundling lock`` resolves both lock files again (infra.locks).
 
 Both kinds carry bytecode: ``/var/task`` and ``/opt`` are read-only, so a module without a
 ``.pyc`` is compiled from source on every cold start (boto3 alone several times slower). The
@@ -26,18 +30,30 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra import locks
+
 ROOT = Path(__file__).resolve().parent.parent
 WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 BUILD = ROOT / "build" / "lambda"
-PYTHON_VERSION = "3.13"  # must match the functions' runtime (infra/functions.py)
-PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")  # Amazon Linux 2023, arm64
+PYTHON_VERSION = locks.PYTHON_VERSION  # must match the functions' runtime (infra/functions.py)
 # Distributions that must never reach a bundle: the CDK, its runtime and the test tools.
 FORBIDDEN = ("aws_cdk", "constructs", "jsii", "cdk_nag", "cfnlint", "moto", "pytest", "hypothesis")
+# Parts of vdq (paths under shared/vdq) that only tooling runs, never a handler: the local stack
+# (moto, PyJWT: the local extra), the CLI, and the OpenAPI generator with its inputs (pydantic,
+# build time; the operator serves the committed openapi.json). tests/infra/test_bundling.py
+# checks that the handlers' imports reach none of them.
+TOOLING = (
+    "local",
+    "cli",
+    "openapi.py",
+    "operations/docs.py",
+    "operations/examples.py",
+    "operations/schemas.py",
+)
 
 
 CACHE_TAG = "cpython-" + PYTHON_VERSION.replace(".", "")  # the runtime's .pyc names
@@ -118,43 +134,14 @@ class Bundle:
         return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
 
 
-def runtime_requirements() -> list[str]:
-    """The ``[project].dependencies`` of pyproject.toml: what a Lambda bundle carries."""
-    with (ROOT / "pyproject.toml").open("rb") as fh:
-        return list(tomllib.load(fh)["project"]["dependencies"])
-
-
-def _pip_platform_args() -> list[str]:
-    args = []
-    for platform in PLATFORMS:
-        args += ["--platform", platform]
-    return [
-        *args,
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-        "--only-binary=:all:",
-    ]
-
-
 def download_wheelhouse(dest: Path = WHEELHOUSE) -> None:
-    """Fetch the aarch64 wheels of the runtime dependencies (the one step that needs a network)."""
+    """Fetch the locked aarch64 wheels of the layer (the one step that needs a network)."""
     dest.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--dest",
-            str(dest),
-            *_pip_platform_args(),
-            *runtime_requirements(),
-        ],
+        [sys.executable, "-m", "pip", "download", "-q", "--dest", str(dest), "--no-deps",
+         "--require-hashes", "-r", str(locks.RUNTIME_LOCK), *locks.pip_platform_args()],
         check=True,
-    )
+    )  # fmt: skip
 
 
 def _digest(parts: list[bytes]) -> str:
@@ -206,46 +193,28 @@ def _refuse_forbidden(name: str, directory: Path) -> None:
 
 
 def dependencies_layer() -> Bundle:
-    """The runtime dependencies for arm64 Python 3.13, laid out as a layer (``python/``)."""
-    requirements = runtime_requirements()
-    wheels = sorted(WHEELHOUSE.glob("*.whl")) if WHEELHOUSE.is_dir() else []
-    if not wheels:
+    """The locked runtime dependencies for arm64 Python 3.13, laid out as a layer (``python/``)."""
+    if not locks.RUNTIME_LOCK.is_file():
+        raise BundlingError(f"no {locks.RUNTIME_LOCK}: run `python -m infra.bundling lock`")
+    if not (WHEELHOUSE.is_dir() and any(WHEELHOUSE.glob("*.whl"))):
         raise BundlingError(
             f"no wheelhouse at {WHEELHOUSE}: run `make venv` once with a network connection"
         )
-    digest = _digest(
-        [
-            PYTHON_VERSION.encode(),
-            _bytecode_tag(),
-            *(r.encode() for r in requirements),
-            *(w.name.encode() for w in wheels),
-        ]
-    )
+    lock = locks.RUNTIME_LOCK.read_bytes()
+    digest = _digest([PYTHON_VERSION.encode(), _bytecode_tag(), lock])
 
     def build(work: Path) -> None:
         result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-compile",
-                "--find-links",
-                str(WHEELHOUSE),
-                "--target",
-                str(work / "python"),
-                *_pip_platform_args(),
-                *requirements,
-            ],
-            capture_output=True,
-            text=True,
-        )
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-compile",
+             "--no-deps", "--require-hashes", "--find-links", str(WHEELHOUSE),
+             "--target", str(work / "python"), *locks.pip_platform_args(),
+             "-r", str(locks.RUNTIME_LOCK)],
+            capture_output=True, text=True,
+        )  # fmt: skip
         if result.returncode != 0:
             raise BundlingError(
-                "installing the runtime dependencies from the wheelhouse failed (run `make venv` "
-                f"to refresh it):\n{result.stderr}"
+                "installing the locked runtime dependencies from the wheelhouse failed (run "
+                f"`make venv` to refresh it):\n{result.stderr}"
             )
         # pip ran without compiling (its Python is not the runtime's): compile for 3.13 now.
         for cache in (work / "python").rglob("__pycache__"):
@@ -255,13 +224,20 @@ def dependencies_layer() -> Bundle:
     return _cached("deps", digest, build)
 
 
+def is_tooling(relative: Path) -> bool:
+    """A path under shared/vdq that only tooling needs (``TOOLING``), never a handler."""
+    text = relative.as_posix()
+    return any(text == t or text.startswith(t + "/") for t in TOOLING)
+
+
 def function_code(name: str) -> Bundle:
-    """``vdq/`` and ``functions/<name>/``: the code asset of one function."""
+    """``vdq/`` without its tooling, and ``functions/<name>/``: the code asset of one function."""
     shared = ROOT / "shared" / "vdq"
     handler_dir = ROOT / "functions" / name
     if not handler_dir.is_dir():
         raise BundlingError(f"no function directory {handler_dir}")
-    files = [ROOT / "functions" / "__init__.py", *_source_files(shared, handler_dir)]
+    runtime = [f for f in _source_files(shared) if not is_tooling(f.relative_to(shared))]
+    files = [ROOT / "functions" / "__init__.py", *runtime, *_source_files(handler_dir)]
     digest = _digest(
         [_bytecode_tag()]
         + [p for f in files for p in (str(f.relative_to(ROOT)).encode(), f.read_bytes())]
@@ -283,5 +259,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["download"]:
         download_wheelhouse()
         print(f"wheelhouse ready: {WHEELHOUSE}")
+    elif sys.argv[1:] == ["lock"]:
+        locks.main()
     else:
-        sys.exit("usage: python -m infra.bundling download")
+        sys.exit("usage: python -m infra.bundling download|lock")

@@ -2,7 +2,7 @@
 
 Routing by the operation table (vdq.operations.router over vdq.operations.spec), which also
 validates query strings; the OpenAPI document served is the one generated from it at build
-time (vdq.openapi), so this function never imports pydantic.
+time (vdq.openapi, which is not in the asset), so this function never imports pydantic.
 
 The reads (lists, details) are what most requests are; the modules only a change (transitions
 and resend: vdq.operations.actions, with enqueue and the transitions), an attachment download
@@ -12,10 +12,13 @@ or the document need are imported by their routes, so a read's cold start does n
 from __future__ import annotations
 
 import json
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
+import vdq
 from vdq import api
 from vdq.errors import ValidationError, VdqError
 from vdq.observability import logger, metrics, tracer
@@ -47,9 +50,14 @@ def health(event: Event) -> Response:
 
 @app.operation("openapi")
 def openapi_document(event: Event) -> Response:
-    from vdq import openapi
+    return Response(200, "application/json", _openapi_text())
 
-    return Response(200, "application/json", openapi.document_text())
+
+@lru_cache(maxsize=1)
+def _openapi_text() -> str:
+    """The committed document beside the package (its generator, vdq.openapi, is tooling and
+    not in the function's asset)."""
+    return Path(vdq.__file__).with_name("openapi.json").read_text()
 
 
 @app.operation("listQueueItems")

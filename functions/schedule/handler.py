@@ -18,8 +18,8 @@ from vdq.runtime import Runtime
 
 
 def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
-    for source in (event, detail):
+    detail = event.get("detail")
+    for source in (event, detail if isinstance(detail, dict) else {}):
         if isinstance(source.get("tasks"), list):
             return tuple(str(t) for t in source["tasks"])
         if isinstance(source.get("task"), str):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import importlib.util
 import json
 import mimetypes
 import os
@@ -231,7 +232,16 @@ def watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _needs_local_extra() -> None:
+    """The local stack and its tokens need moto and PyJWT: the ``local`` extra, not the runtime."""
+    missing = [name for name in ("moto", "jwt") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"needs the local extra ({', '.join(missing)} not installed): "
+                         "pip install 'vdq[local]'")  # fmt: skip
+
+
 def token(args: argparse.Namespace) -> int:
+    _needs_local_extra()
     from vdq.local.front import make_token
     from vdq.settings import Settings
 
@@ -246,6 +256,7 @@ def token(args: argparse.Namespace) -> int:
 
 
 def local(args: argparse.Namespace) -> int:
+    _needs_local_extra()
     from vdq.local.stack import Options, run
 
     return run(Options(port=args.port, polling=args.polling,

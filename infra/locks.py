@@ -1,0 +1,164 @@
+"""The two lock files, with hashes: the Lambda layer's and the development environment's.
+
+- ``requirements/runtime.lock``: ``[project].dependencies`` resolved for the functions' runtime
+  (CPython 3.13, manylinux aarch64): one wheel a distribution, each with its sha256. The layer
+  is downloaded and installed from it with ``--require-hashes`` (infra.bundling).
+- ``requirements/dev.lock``: the project with its ``dev`` and ``cdk`` extras resolved for this
+  machine's Python and platform (recorded in the file's header), the runtime distributions at
+  the versions of the runtime lock. ``make venv`` installs from it with ``--require-hashes``.
+
+Both are written by ``python -m infra.bundling lock``, which asks pip for a resolution
+(``pip install --dry-run --report``: the index's hashes, no install). Each file's header holds a
+digest of what it was resolved from (the requirement lists of pyproject.toml and the target), so
+a test fails when pyproject.toml changes without a new lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME_LOCK = ROOT / "requirements" / "runtime.lock"
+DEV_LOCK = ROOT / "requirements" / "dev.lock"
+DEV_EXTRAS = ("dev", "cdk")  # what `make venv` installs
+PROJECT = "vdq"
+PYTHON_VERSION = "3.13"  # the functions' runtime (infra/functions.py)
+PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")  # Amazon Linux 2023, arm64
+
+
+def pip_platform_args() -> list[str]:
+    """pip's options that pick wheels for the functions' runtime, whatever this machine is."""
+    args = []
+    for name in PLATFORMS:
+        args += ["--platform", name]
+    return [*args, "--python-version", PYTHON_VERSION, "--implementation", "cp",
+            "--only-binary=:all:"]  # fmt: skip
+
+
+def project() -> dict[str, Any]:
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        return dict(tomllib.load(fh)["project"])
+
+
+def runtime_requirements() -> list[str]:
+    """The ``[project].dependencies`` of pyproject.toml: what a Lambda layer carries."""
+    return list(project()["dependencies"])
+
+
+def dev_requirements() -> list[str]:
+    """The runtime and every extra ``make venv`` installs (an extra may name another)."""
+    extras = project().get("optional-dependencies", {})
+    found = runtime_requirements()
+    for name in extras:
+        found += [f"[{name}] {r}" for r in extras[name]]
+    return found
+
+
+def _inputs(requirements: list[str], target: str = "") -> str:
+    text = "\n".join([target, *sorted(requirements)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def runtime_inputs() -> str:
+    """The runtime requirements and the runtime's Python and platforms."""
+    return _inputs(runtime_requirements(), f"cp{PYTHON_VERSION} {' '.join(PLATFORMS)}")
+
+
+def dev_target() -> str:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"cp{version} {sys.platform} {platform.machine()}"
+
+
+def dev_inputs() -> str:
+    """The requirement lists only: the machine the dev lock was resolved on is in its header."""
+    return _inputs(dev_requirements())
+
+
+def recorded_inputs(lock: Path) -> str | None:
+    """The digest in a lock file's header (None: no such file or line)."""
+    if not lock.is_file():
+        return None
+    for line in lock.read_text().splitlines():
+        if line.startswith("# inputs: "):
+            return line.removeprefix("# inputs: ").strip()
+    return None
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """``{normalized name: version}`` of a lock file."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        if "==" in line and not line.startswith(("#", " ")):
+            name, _, rest = line.partition("==")
+            found[normalize(name)] = rest.split()[0]
+    return found
+
+
+def normalize(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _resolve(args: list[str]) -> list[dict[str, Any]]:
+    """pip's resolution of ``args`` (no install): one report entry a distribution."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed",
+             "--report", str(report), *args],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        return list(json.loads(report.read_text())["install"])
+
+
+def _render(entries: list[dict[str, Any]], header: list[str]) -> str:
+    lines = [f"# {line}" if line else "#" for line in header]
+    for entry in sorted(entries, key=lambda e: normalize(e["metadata"]["name"])):
+        name, version = normalize(entry["metadata"]["name"]), entry["metadata"]["version"]
+        if name == PROJECT:
+            continue
+        hashes = entry["download_info"].get("archive_info", {}).get("hashes", {})
+        if "sha256" not in hashes:
+            raise RuntimeError(f"the index gave no sha256 for {name} {version}")
+        lines.append(f"{name}=={version} \\\n    --hash=sha256:{hashes['sha256']}")
+    return "\n".join(lines) + "\n"
+
+
+def write_runtime_lock() -> None:
+    with tempfile.TemporaryDirectory() as target:
+        entries = _resolve(["--target", target, *pip_platform_args(), *runtime_requirements()])
+    RUNTIME_LOCK.parent.mkdir(exist_ok=True)
+    RUNTIME_LOCK.write_text(_render(entries, [
+        "The Lambda layer: [project].dependencies of pyproject.toml for the functions' runtime,",
+        "CPython 3.13 on manylinux aarch64 (arm64). Installed with --require-hashes.",
+        "Written by `python -m infra.bundling lock`: do not edit.",
+        f"inputs: {runtime_inputs()}",
+    ]))  # fmt: skip
+
+
+def write_dev_lock() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints = Path(tmp) / "runtime.txt"
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins(RUNTIME_LOCK).items()))
+        entries = _resolve(["-c", str(constraints), f".[{','.join(DEV_EXTRAS)}]"])
+    DEV_LOCK.write_text(_render(entries, [
+        f"Development: the project with its {' and '.join(DEV_EXTRAS)} extras, for "
+        f"{dev_target()}",
+        "(elsewhere: pip install -e '.[dev,cdk]', unlocked); the runtime distributions at the",
+        "versions of runtime.lock. Written by `python -m infra.bundling lock`: do not edit.",
+        f"inputs: {dev_inputs()}",
+    ]))  # fmt: skip
+
+
+def main() -> None:
+    write_runtime_lock()
+    write_dev_lock()
+    for lock in (RUNTIME_LOCK, DEV_LOCK):
+        print(f"{lock.relative_to(ROOT)}: {len(pins(lock))} distributions")

@@ -1,0 +1,61 @@
+"""The lock files: current with pyproject.toml, exact, hashed, and the layer's free of tooling."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from infra import locks
+
+LOCKS = (locks.RUNTIME_LOCK, locks.DEV_LOCK)
+_ENTRY = re.compile(r"^([a-z0-9-]+)==([^ \\]+) \\\n    --hash=sha256:[0-9a-f]{64}$")
+
+
+def test_each_lock_was_resolved_from_the_current_pyproject():
+    """Changing a requirement of pyproject.toml without `python -m infra.bundling lock` fails."""
+    assert locks.recorded_inputs(locks.RUNTIME_LOCK) == locks.runtime_inputs()
+    assert locks.recorded_inputs(locks.DEV_LOCK) == locks.dev_inputs()
+
+
+def test_the_inputs_digest_follows_the_requirements(monkeypatch):
+    before = locks.runtime_inputs()
+    monkeypatch.setattr(locks, "runtime_requirements", lambda: ["boto3>=1.35", "pydantic>=2"])
+    assert locks.runtime_inputs() != before
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_every_entry_pins_one_version_with_its_sha256(lock):
+    body = [b for b in lock.read_text().split("\n") if not b.startswith("#")]
+    entries = "\n".join(body).strip().split("\n")
+    pairs = ["\n".join(entries[i : i + 2]) for i in range(0, len(entries), 2)]
+    assert pairs and all(_ENTRY.match(p) for p in pairs), [p for p in pairs if not _ENTRY.match(p)]
+    names = [_ENTRY.match(p).group(1) for p in pairs]  # type: ignore[union-attr]
+    assert len(names) == len(set(names))
+
+
+def test_the_layer_lock_holds_the_runtime_and_no_build_or_test_tool():
+    pinned = locks.pins(locks.RUNTIME_LOCK)
+    assert {"boto3", "botocore", "aws-lambda-powertools", "aws-xray-sdk", "pynamodb", "twilio",
+            "requests"} <= set(pinned)  # fmt: skip
+    tooling = {"pydantic", "pydantic-core", "moto", "werkzeug", "flask", "pytest", "hypothesis",
+               "aws-cdk-lib", "constructs", "cdk-nag", "jsii", "cfn-lint"}  # fmt: skip
+    assert not tooling & set(pinned)
+
+
+def test_the_runtime_extra_free_dependencies_carry_no_local_or_build_tool():
+    names = {locks.normalize(re.split(r"[<>=\[ ;]", r)[0]) for r in locks.runtime_requirements()}
+    assert not names & {"moto", "pyjwt", "pydantic", "werkzeug", "flask"}
+
+
+def test_development_uses_the_layers_versions():
+    runtime, dev = locks.pins(locks.RUNTIME_LOCK), locks.pins(locks.DEV_LOCK)
+    assert set(runtime) <= set(dev)
+    assert {n: dev[n] for n in runtime} == runtime
+
+
+def test_the_pynamodb_pin_stays_below_the_next_minor():
+    """vdq.store calls PynamoDB's private Model._get_connection (see pyproject.toml)."""
+    spec = next(r for r in locks.runtime_requirements() if r.startswith("pynamodb"))
+    assert "<6.2" in spec
+    assert locks.pins(locks.RUNTIME_LOCK)["pynamodb"].startswith("6.1.")
