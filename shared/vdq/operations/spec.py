@@ -71,22 +71,20 @@ _ID = Param("id", "path", "string", "The queue item's id (26 characters, Crockfo
             required=True, pattern=ids.PATTERN)  # fmt: skip
 _LIMIT = Param("limit", "query", "integer", "How many items one page holds at most.",
                minimum=1, maximum=MAX_LIMIT, default=DEFAULT_LIMIT)  # fmt: skip
-_CURSOR = Param(
-    "cursor", "query", "string",
-    "Where the page starts: the `cursor` of the previous page of the same list with the same "
-    "filters, as returned. Opaque and signed: any other value is a 400 with details.field "
-    "`cursor`. Leave it out for the first page.",
-    pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE,
-)  # fmt: skip
+def _cursor(where_from: str, first: str) -> Param:
+    return Param("cursor", "query", "string",
+                 f"Where the page starts: {where_from}, as returned. Opaque and signed: any "
+                 f"other value is a 400 with details.field `cursor`. Leave it out {first}.",
+                 pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE)  # fmt: skip
+
+
+_CURSOR = _cursor("the `cursor` of the previous page of the same list with the same filters",
+                  "for the first page")
 _HISTORY_LIMIT = Param("limit", "query", "integer", "How many entries one page holds at most.",
                       minimum=1, maximum=500, default=100)  # fmt: skip
-_HISTORY_CURSOR = Param(
-    "cursor", "query", "string",
-    "Where the page starts: the item's `history_cursor`, or the `cursor` of the previous page "
-    "of its history, as returned. Opaque and signed for this item: any other value is a 400 "
-    "with details.field `cursor`. Leave it out to start with the first entry.",
-    pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE,
-)  # fmt: skip
+_HISTORY_CURSOR = _cursor("the item's `history_cursor`, or the `cursor` of the previous page "
+                          "of its history (signed for this item)",
+                          "to start with the first entry")
 _METHOD = Param("method", "query", "string", "Only items sent by this method.", enum=METHODS)
 _DRY_RUN = Param("dry_run", "query", "boolean",
                  "Check the permission and that the item's state is a source of the "
