@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(table(rows))
     print(f"\n{len(rows)} figures in {elapsed:.0f} s on {machine()}")
+    if "cost" in wanted and journeys:
+        from bench import bill
+
+        print("\n" + bill.table_text({k: bill.bill(j) for k, j in journeys.items()}))
     if not args.quick and args.only is None:
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"{datetime.date.today().isoformat()}.json"

@@ -33,6 +33,7 @@ class Invocation:
     queue: str | None = None  # fed by this SQS queue (the event source mapping's requests)
     sns_events: int = 0  # SES events that reached it through SNS -> SQS
     provider_calls: dict[str, int] = field(default_factory=dict)  # e.g. {"twilio": 1}
+    stream_records: int = 0  # records of the table's stream it took (its share of a batch)
 
 
 def memory_mb() -> dict[str, int]:
@@ -53,12 +54,17 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
     memory = memory_mb()
     per_gbs = p["lambda"][f"per_gb_second_{a['lambda_architecture']}"]
     usage = {"lambda_requests": 0.0, "lambda_gbs": 0.0, "wru": 0.0, "rru": 0.0, "sqs": 0.0,
-             "sns": 0.0, "events": 0.0, "s3_put": 0.0, "s3_get": 0.0}  # fmt: skip
+             "sns": 0.0, "events": 0.0, "s3_put": 0.0, "s3_get": 0.0, "log_bytes": 0.0,
+             "traces": 0.0}  # fmt: skip
     for inv in journey:
         t = inv.tally
         # An invocation fed by a queue handles ``fill`` messages: its request and base time
-        # are shared by them; each message's own AWS requests are not.
-        share = 1 / fill if inv.queue is not None else 1
+        # are shared by them; each message's own AWS requests are not. A stream batch holds
+        # up to the mapping's batch size of records, from many messages.
+        if inv.stream_records:
+            share = min(1.0, inv.stream_records / a["stream_batch_records"])
+        else:
+            share = 1 / fill if inv.queue is not None else 1
         usage["lambda_requests"] += share
         ms = a["lambda_base_ms"] * share
         for op, n in t["requests"].items():
@@ -69,6 +75,10 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         for provider, n in inv.provider_calls.items():
             ms += n * latency.get(provider, latency["default"])
         usage["lambda_gbs"] += memory[inv.function] / 1024 * ms / 1000
+        # CloudWatch Logs: what the handler logged for this message, and Lambda's own platform
+        # lines (start, report) once per invocation; X-Ray: the sampled share of invocations.
+        usage["log_bytes"] += t.get("log_bytes", 0) + a["lambda_platform_log_bytes"] * share
+        usage["traces"] += a["xray_sampled_share"] * share
         usage["wru"] += t["dynamodb_write_units"] + t["dynamodb_index_write_units"]
         usage["rru"] += t["dynamodb_read_units"]
         billed = t.get("billed", {})
@@ -91,6 +101,10 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         "eventbridge": million * usage["events"] * p["eventbridge"]["per_million_put_events"] / 1e6,
         "s3": million * (usage["s3_put"] * p["s3"]["per_thousand_put"]
                          + usage["s3_get"] * p["s3"]["per_thousand_get"]) / 1e3,
+        "cloudwatch_logs": million * usage["log_bytes"] / 1e9
+        * (p["cloudwatch_logs"]["per_gb_ingested"]
+           + p["cloudwatch_logs"]["per_gb_month_stored"] * a["log_retention_months"]),
+        "xray": million * usage["traces"] * p["xray"]["per_million_traces_recorded"] / 1e6,
     }  # fmt: skip
     dollars = {k: round(v, 4) for k, v in dollars.items()}
     dollars["total"] = round(sum(dollars.values()), 4)

@@ -14,9 +14,10 @@ source mapping does) is not counted here, the cost model adds it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter as _Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -93,6 +94,7 @@ class Tally:
     sizes: dict[str, int] = field(default_factory=dict)  # record kind -> largest size
     billed: _Counter = field(default_factory=_Counter)  # service -> billed units (64 KB chunks)
     rows: _Counter = field(default_factory=_Counter)  # "items" / "index" -> DynamoDB rows read
+    log_bytes: int = 0  # what the handlers wrote to their log (stdout) at the deployed level
 
     def by_service(self) -> dict[str, int]:
         out: _Counter = _Counter()
@@ -107,7 +109,7 @@ class Tally:
         return {"requests": self.operations(), "by_service": self.by_service(),
                 "dynamodb_write_units": self.wru, "dynamodb_index_write_units": self.gsi_wru,
                 "dynamodb_read_units": self.rru, "item_sizes": self.sizes,
-                "billed": dict(self.billed)}  # fmt: skip
+                "billed": dict(self.billed), "log_bytes": self.log_bytes}  # fmt: skip
 
     def add(self, other: Tally) -> None:
         self.requests.update(other.requests)
@@ -115,8 +117,32 @@ class Tally:
         self.wru += other.wru
         self.gsi_wru += other.gsi_wru
         self.rru += other.rru
+        self.log_bytes += other.log_bytes
         for kind, size in other.sizes.items():
             self.sizes[kind] = max(self.sizes.get(kind, 0), size)
+
+
+@contextmanager
+def _log_bytes() -> Iterator[Callable[[], int]]:
+    """Bytes the handlers log meanwhile, as Lambda would ship them to CloudWatch Logs: the
+    Powertools logger at the deployed level (INFO, the default) and the metrics' EMF lines
+    (printed), captured instead of shown."""
+    import contextlib
+    import io
+
+    from vdq.observability import logger
+
+    handler = logger.registered_handler
+    buffer = io.StringIO()
+    level, stream = logger.log_level, handler.stream
+    logger.setLevel("INFO")
+    handler.setStream(buffer)
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield lambda: len(buffer.getvalue().encode())
+    finally:
+        handler.setStream(stream)
+        logger.setLevel(level)
 
 
 class Counter:
@@ -148,9 +174,11 @@ class Counter:
         tally, outer = Tally(), (self.tally, self.units)
         self.tally, self.units = tally, units
         try:
-            yield tally
+            with _log_bytes() as written:
+                yield tally
         finally:
             self.tally, self.units = outer
+            tally.log_bytes = written()
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -500,9 +528,14 @@ class Journey:
     def invocations(self) -> list[Any]:
         from bench.cost import Invocation
 
-        return [Invocation(function, tally.as_json(), queue, sns,
-                           {"twilio": 1} if function == "send" and self.sms else {})
-                for function, tally, queue, sns in self.phases]  # fmt: skip
+        out = []
+        for function, tally, queue, sns in self.phases:
+            if queue == STREAM:  # a share of a stream batch: no SQS, no SNS
+                out.append(Invocation(function, tally.as_json(), stream_records=sns))
+                continue
+            out.append(Invocation(function, tally.as_json(), queue, sns,
+                                  {"twilio": 1} if function == "send" and self.sms else {}))
+        return out
 
     sms: bool = False
 
@@ -522,14 +555,58 @@ def email_delivered() -> Journey:
         with COUNTER.measure(units=True) as tally:
             assert run_send(stack) == 1
         journey.phases.append(("send", tally, "send", 0))
-        event = ses_event_record(stack, item["id"])
-        with COUNTER.measure(units=True) as tally:
-            answer = run_webhook(event)
-        if answer.get("batchItemFailures"):
-            raise RuntimeError(f"webhook failed the Delivery event: {answer}")
-        journey.phases.append(("webhook", tally, "results", 1))
+        # Every event type the configuration set records reaches the webhook; a delivered
+        # email has two: Send (SES accepted it) and Delivery.
+        for event_type in DELIVERED_EMAIL_EVENTS:
+            event = ses_event_record(stack, item["id"], event_type)
+            with COUNTER.measure(units=True) as tally:
+                answer = run_webhook(event)
+            if answer.get("batchItemFailures"):
+                raise RuntimeError(f"webhook failed the {event_type} event: {answer}")
+            journey.phases.append(("webhook", tally, "results", 1))
         journey.final_state = state_of(stack, item["id"]).state
+        journey.phases.append(stream_phase(stack))
     return journey
+
+
+# The events SES publishes for a delivered email, of those the stack subscribes
+# (infra/email_events.py RECORDED_EVENTS): checked against it by tests/unit/test_bench_bill.py.
+DELIVERED_EMAIL_EVENTS = ("Send", "Delivery")
+STREAM = "stream"  # the phase of the table's stream: the schedule function publishes events
+
+
+def stream_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
+    """The table's stream as the deployed event source mapping hands it on: the records its
+    filter lets through (modified state items), to the schedule function, which publishes the
+    state events. Lambda reads the stream for free; the phase's ``sns`` slot carries the
+    number of records, which decides what share of a batch of the mapping it is."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    from vdq.local.pollers import _passes_filter
+
+    streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    with COUNTER.paused():
+        arn = boto3_table_stream(stack)
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(arn)["Shards"]:
+        iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
+        got = json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
+                                    default=str))  # fmt: skip
+        records += [dict(r, eventSourceARN=arn) for r in got if _passes_filter(r)]
+    handler = env.need("functions.schedule.handler", "handler")
+    with COUNTER.measure(units=True) as tally:
+        answer = handler({"Records": records}, env.LambdaContext("vdq-schedule"))
+    if not answer.get("published"):
+        raise RuntimeError(f"the stream published no state event: {answer}")
+    return "schedule", tally, STREAM, len(records)
+
+
+def boto3_table_stream(stack: env.Stack) -> str:
+    import boto3
+
+    table = stack.runtime.settings.table_name
+    return boto3.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
 
 
 def sms_delivered() -> Journey:
@@ -551,4 +628,5 @@ def sms_delivered() -> Journey:
                 raise RuntimeError(f"callback {status} answered {answer}")
             journey.phases.append(("webhook", tally, None, 0))
         journey.final_state = state_of(stack, item["id"]).state
+        journey.phases.append(stream_phase(stack))
     return journey

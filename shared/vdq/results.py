@@ -99,6 +99,15 @@ def _event_attempt(item: QueueItemRecord, update: ProviderUpdate, attempt: int |
     return int(item.attempt)
 
 
+def redundant_send_event(item: QueueItemRecord, update: ProviderUpdate, *, older: bool) -> bool:
+    """SES's Send event once the worker has recorded the acceptance itself (the item stores
+    the message ID, and its history says "accepted by SES as ..."): it tells nothing new, so
+    it is not written (two writes and six write units saved per email). A Send that finds
+    the item still ``sending`` moves it to ``awaiting`` as before."""
+    return (update.provider == "ses" and update.name == "Send" and not older
+            and item.provider_id == update.provider_id)  # fmt: skip
+
+
 def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
                 store_id: bool, attempt: int) -> str:  # fmt: skip
     # A cancelled item absorbs the results of the attempts before its cancel (the seed's
@@ -108,6 +117,10 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
     provider_id = update.provider_id if store_id and not older else None
     transition = None if older else TRANSITION_FOR.get(update.status)
     if transition == "await" and item.state != State.SENDING.value:
+        if redundant_send_event(item, update, older=older):
+            logger.info("SES Send for %s, which stores %s: nothing new", item.id,
+                        update.provider_id)  # fmt: skip
+            return "ignored"
         transition = None  # in flight, but the item is past sending: an event in history
     if transition is None:
         return _storing_id(item.id, int(item.attempt), provider_id, runtime,

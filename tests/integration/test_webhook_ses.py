@@ -69,15 +69,26 @@ def test_each_ses_event_type_applies_its_status_to_an_awaiting_email(
     assert in_result in stored.result
 
 
-def test_send_and_complaint_events_are_recorded_without_changing_state(aws, runtime):
+def test_a_send_event_after_the_worker_recorded_it_writes_nothing(aws, runtime, monkeypatch):
+    """The worker's history entry already says SES accepted the message under this ID."""
     item = to_awaiting(new_email(runtime), runtime, MSG)
-    deliver(ses_event("send", message_id=MSG, item_id=item.id))
-    assert runtime.store.get_item(item.id).state == "awaiting"
+    before = (runtime.store.get_item(item.id).updated_at, kinds(runtime, item.id))
+    with dynamodb_requests(monkeypatch) as counts:
+        deliver(ses_event("send", message_id=MSG, item_id=item.id))
+    assert counts == {"GetItem": 1}
+    assert (runtime.store.get_item(item.id).updated_at, kinds(runtime, item.id)) == before
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    late = "010001927b2d6c1e-test-message-other"  # a Send naming an ID the item does not store
+    deliver(ses_event("send", message_id=late, item_id=item.id))
+    assert runtime.store.get_item(item.id).provider_id == MSG
+
+
+def test_complaint_events_are_recorded_without_changing_state(aws, runtime):
+    item = to_awaiting(new_email(runtime), runtime, MSG)
     deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
     deliver(ses_event("complaint", message_id=MSG, item_id=item.id))
     stored = runtime.store.get_item(item.id)
     assert stored.state == "succeeded"
-    assert ("event", "Send") in kinds(runtime, item.id)
     assert ("event", "Complaint") in kinds(runtime, item.id)
     complaint = next(h for h in runtime.store.history(item.id) if h.name == "Complaint")
     assert "abuse" in complaint.text
@@ -212,7 +223,8 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
     record = mapping(MSG)
     assert (record.item_id, record.orphans, record.expiration) == (item.id, None, None)
-    assert ("event", "Send") in kinds(runtime, item.id)
+    # The early Send is applied too: as nothing, the worker having recorded the acceptance.
+    assert ("event", "Send") not in kinds(runtime, item.id)
 
 
 def test_orphans_are_applied_through_the_send_workers_record_step(aws, runtime, clock):

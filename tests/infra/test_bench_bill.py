@@ -1,0 +1,45 @@
+"""The bench's bill models what the deployed stack does: the SES events it receives for a
+delivered email are the ones the configuration set subscribes, and the arithmetic of a line."""
+
+from __future__ import annotations
+
+from bench import bill, cost, requests
+
+
+def test_the_events_of_a_delivered_email_are_those_the_stack_subscribes():
+    from infra.email_events import RECORDED_EVENTS
+
+    subscribed = {e.value for e in RECORDED_EVENTS}
+    names = {"Send": "SEND", "Delivery": "DELIVERY"}
+    assert {names[e] for e in requests.DELIVERED_EMAIL_EVENTS} <= subscribed
+    # Of what SES publishes for a delivered email (Send, then Delivery), nothing is left out.
+    assert {"SEND", "DELIVERY"} & subscribed == {names[e] for e in requests.DELIVERED_EMAIL_EVENTS}
+
+
+def test_the_stream_batch_matches_the_mapping_and_provisioned_is_cheaper_at_a_steady_rate():
+    import inspect
+
+    from infra import stack
+
+    table = cost.prices()
+    assert f"batch_size={table['assumptions']['stream_batch_records']}" in inspect.getsource(stack)
+    usage = {"wru": 10.0, "rru": 2.0}
+    provisioned = bill.provisioned_dynamodb(usage, table)
+    on_demand = 1e6 * (10 * table["dynamodb"]["per_million_write_request_units"]
+                       + 2 * table["dynamodb"]["per_million_read_request_units"]) / 1e6
+    # 10 WRU at US$0.00065 per WCU-hour, 70% utilised: 10 * 0.00065 / 3600 / 0.7 per message.
+    assert round(provisioned, 4) == round(1e6 * (10 * 0.00065 + 2 * 0.00013) / 3600 / 0.7, 4)
+    assert provisioned < on_demand
+
+
+def test_a_journey_bill_has_every_line_and_totals_them():
+    journey = requests.Journey()
+    tally = requests.Tally()
+    tally.wru, tally.log_bytes = 4.0, 1000
+    journey.phases.append(("enqueue", tally, None, 0))
+    billed = bill.bill(journey)
+    assert set(billed["lines"]) == {k for k, _ in bill.LINES}
+    assert billed["total_on_demand"] == round(sum(billed["lines"].values()), 2)
+    assert billed["lines"]["cloudwatch_logs"] > 0 and billed["lines"]["dynamodb"] == 2.5
+    text = bill.table_text({"email": billed})
+    assert all(line in text for _, line in bill.LINES)
