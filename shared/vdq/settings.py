@@ -149,7 +149,17 @@ class Settings:
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
         None,
         _optional_non_negative_int,
-        "0: delete files when all their items are done; N: daily purge after N s; unset: keep",
+        "0: delete files when all their items are done; N: daily purge after N s (at most the "
+        "retention); unset: the daily purge deletes them with their records (retention), or "
+        "keeps them when retention is 0",
+    )
+    retention_days: int = _setting(
+        "VDQ_RETENTION_DAYS",
+        30,
+        _non_negative_int,
+        "days a done item (its history, content, files) is kept after it reached a done state, "
+        "then DynamoDB's TTL deletes it for free; each day kept stores about 1.9 KB per email "
+        "(US$0.25/GB-month: US$0.014 a month per million emails a day); 0: keep forever",
     )
     # SMS.
     twilio_account_sid: str | None = _setting(
