@@ -283,10 +283,13 @@ class VdqStack(Stack):
         _allow(functions.operator, ["s3:GetObject"], [objects])
         _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
-        # schedule: timers and purge indexes (queried; the table never is), sweeps
+        # schedule: timers and purge indexes (queried; the table only by item), sweeps
         # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
         _allow(functions.schedule, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
+        # Retention: the stream consumer gives an item that became done the expiration on its
+        # older records (history, event marks), read with a Query of that item's partition only.
+        _allow(functions.schedule, QUERY, [table.table_arn], conditions=_leading_keys(ITEM_PREFIX))
         # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
         _allow(
             functions.schedule,

@@ -158,8 +158,9 @@ class Settings:
         30,
         _non_negative_int,
         "days a done item (its history, content, files) is kept after it reached a done state, "
-        "then DynamoDB's TTL deletes it for free; each day kept stores about 1.9 KB per email "
-        "(US$0.25/GB-month: US$0.014 a month per million emails a day); 0: keep forever",
+        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.7 KB per email "
+        "(at US$0.25 per GB-month: about US$0.86 a month per million emails a day); 0: keep "
+        "forever (the table grows by about 104 GB a month per million emails a day)",
     )
     # SMS.
     twilio_account_sid: str | None = _setting(
