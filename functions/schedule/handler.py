@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import retention, schedules
+from vdq import archive, retention, schedules
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
@@ -38,9 +38,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # entered a done state first give their older records their expiration.
         runtime = Runtime.default()
         stamped = retention.stamp_changes(records, runtime)
+        archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3
         published = runtime.state_events.publish_changes(records)
         metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
-        return {"published": published, "expiring": stamped}
+        return {"published": published, "expiring": stamped, "archived": archived}
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
         metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)

@@ -4,7 +4,9 @@ cleanup is on and all those items are done.
 
 Cleanup follows ``VDQ_MAX_FILES_AGE_IN_SECONDS``: 0 deletes a content's files as its last open
 item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which deletes the files
-of contents idle (all items done) for longer than N seconds; unset keeps every file. A content's
+of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
+their records expire (unset: just before; vdq.retention.files_age_seconds); with neither set,
+every file is kept. A content's
 REFS record counts its open items; a resend counts its copies there before they exist, so the
 files of a content being resent are never deleted under it.
 """

@@ -231,3 +231,30 @@ def test_a_provider_mapping_expires_after_its_item(aws, runtime, clock):
     assert mapping.expiration == retention.mapping_expiration(clock.now(), runtime.settings)
     move(runtime, item.id, "succeed")
     assert mapping.expiration > expected(runtime, item.id)
+
+
+def test_the_archive_writes_what_ttl_deleted_to_s3(aws, runtime, clock):
+    import gzip
+    from dataclasses import replace
+
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "succeed")
+    client = boto3.client("dynamodb")
+    key = {"pk": {"S": item_pk(item.id)}, "sk": {"S": "STATE"}}
+    old = client.get_item(TableName=aws["table"], Key=key)["Item"]
+    removal = {"eventID": "ev-9", "eventName": "REMOVE", "eventSource": "aws:dynamodb",
+               "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+               "dynamodb": {"Keys": key, "OldImage": old,
+                            "ApproximateCreationDateTime": clock.now().timestamp()}}
+    batch = {"Records": [removal]}
+    assert schedule.handler(batch, LambdaContext())["archived"] == 0  # off by default
+    runtime.settings = replace(runtime.settings, archive="s3")
+    assert schedule.handler(batch, LambdaContext())["archived"] == 1
+    s3 = boto3.client("s3")
+    [stored] = s3.list_objects_v2(Bucket=aws["bucket"], Prefix="archive/")["Contents"]
+    assert stored["Key"] == f"archive/dt={clock.now().date().isoformat()}/ev-9.json.gz"
+    body = s3.get_object(Bucket=aws["bucket"], Key=stored["Key"])["Body"].read()
+    [line] = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    assert (line["kind"], line["id"], line["expiration"]) == ("item", item.id,
+                                                              expected(runtime, item.id))
+    assert json.loads(line["attributes"])["state"] == "succeeded"

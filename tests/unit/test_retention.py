@@ -94,3 +94,47 @@ def test_no_transition_leaves_a_done_state():
             if source in workflow.DONE_STATES:
                 assert t.target in workflow.DONE_STATES, t.name
     assert workflow.State.ERRORED not in workflow.DONE_STATES  # errored waits for an operator
+
+
+# ---- the archive (VDQ_ARCHIVE=s3) -------------------------------------------------------------
+
+
+def _removed(sk, when, *, by_ttl=True, event_id="e1", **attributes):
+    from boto3.dynamodb.types import TypeSerializer
+
+    serialize = TypeSerializer().serialize
+    old = {"pk": {"S": "QI#X"}, "sk": {"S": sk}, **{k: serialize(v) for k, v in
+                                                     attributes.items()}}  # fmt: skip
+    record = {"eventID": event_id, "eventName": "REMOVE", "eventSource": "aws:dynamodb",
+              "dynamodb": {"OldImage": old, "ApproximateCreationDateTime": when}}
+    if by_ttl:
+        record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
+def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
+    import gzip
+    import json
+
+    from vdq import archive
+    from vdq.store import encode_content
+
+    day1, day2 = 1_767_225_600, 1_767_312_000  # 2026-01-01 and 2026-01-02, 00:00 UTC
+    records = [
+        _removed("STATE", day1 + 5, event_id="a", state="succeeded", expiration=day1 - 60),
+        _removed("CONTENT", day1 + 9, event_id="b", data=encode_content({"subject": "Hi"})),
+        _removed("H#2026", day2 + 1, event_id="c", name="succeed"),
+        _removed("STATE", day1 + 7, by_ttl=False),  # an application's delete: not archived
+        {"eventName": "MODIFY", "dynamodb": {"NewImage": {"sk": {"S": "STATE"}}}},
+    ]
+    objects = archive.objects(records)
+    assert sorted(objects) == ["archive/dt=2026-01-01/a.json.gz", "archive/dt=2026-01-02/c.json.gz"]
+    lines = [json.loads(x) for x in
+             gzip.decompress(objects["archive/dt=2026-01-01/a.json.gz"]).splitlines()]
+    assert [(x["kind"], x["id"], x["expiration"]) for x in lines] == [
+        ("item", "X", day1 - 60), ("content", "X", None)]
+    assert json.loads(lines[0]["attributes"]) == {"state": "succeeded"}
+    assert json.loads(lines[1]["attributes"]) == {"data": {"subject": "Hi"}}
+    assert lines[0]["deleted_at"].startswith("2026-01-01T00:00:05")
+    # Delivered again, the batch makes the same objects, byte for byte.
+    assert archive.objects(records) == objects
