@@ -31,6 +31,7 @@ PRICE_GB_MONTH = 0.25  # DynamoDB Standard storage, us-east-1 (aws.amazon.com/dy
 
 FIGURES = [
     ("storage per email held (DynamoDB)", "(reported)"),
+    ("retention stamping per email (stream)", "(reported)"),
     (f"steady-state table at {VOLUME_PER_DAY:,}/day", "(reported)"),
     ("table size flat over the 2nd simulated month", "flat (TTL)"),
 ]
@@ -93,20 +94,26 @@ def _deliver_one(stack: env.Stack) -> str:
     return str(item["id"])
 
 
-def _stamp(stack: env.Stack, item_id: str) -> None:
-    """What the stream consumer does for an item that entered a done state."""
+def _stamp(stack: env.Stack, item_id: str) -> dict[str, Any]:
+    """What the stream consumer does for an item that entered a done state (the stream record
+    carries the item: its read is not counted); what that costs."""
+    from bench.requests import COUNTER
     from vdq import retention
 
-    item = stack.runtime.store.get_item(item_id)
-    if item is not None and item.expiration is not None:
-        retention.stamp_item(item.id, item.content_id, int(item.expiration), stack.runtime)
+    with COUNTER.paused():
+        item = stack.runtime.store.get_item(item_id)
+    assert item is not None and item.expiration is not None
+    with COUNTER.measure(units=True) as tally:
+        retention.stamp_item(item.id, item.content_id, int(item.expiration), stack.runtime,
+                             counted=bool(item.counted), files=bool(item.has_files))
+    return tally.as_json()
 
 
 def per_email() -> dict[str, Any]:
     """Bytes one delivered email holds, by record kind."""
     with env.stack(retention_days=RETENTION_DAYS) as stack:
         item_id = _deliver_one(stack)
-        _stamp(stack, item_id)
+        stamping = _stamp(stack, item_id)
         rows = table_records(stack.runtime.settings.table_name)
         by_kind: dict[str, int] = {}
         for row in rows:
@@ -114,7 +121,7 @@ def per_email() -> dict[str, Any]:
             by_kind[kind] = by_kind.get(kind, 0) + record_bytes(row)
         unstamped = [r["sk"]["S"] for r in rows if "expiration" not in r]
     return {"bytes": sum(by_kind.values()), "by_kind": by_kind, "records": len(rows),
-            "without_expiration": unstamped}  # fmt: skip
+            "without_expiration": unstamped, "stamping": stamping}  # fmt: skip
 
 
 @dataclass
@@ -165,7 +172,7 @@ def steady_state_bytes(bytes_per_email: float, per_day: int = VOLUME_PER_DAY,
 
 
 def rows(result: dict[str, Any]) -> list[Any]:
-    from bench.figures import Row
+    from bench.figures import Row, ops
 
     email = result["per_email"]
     per = email["bytes"]
@@ -182,14 +189,19 @@ def rows(result: dict[str, Any]) -> list[Any]:
                         if d <= len(sizes))  # fmt: skip
 
     month_cost = steady / GB * PRICE_GB_MONTH
+    stamping = email["stamping"]
     return [
         Row(FIGURES[0][0], FIGURES[0][1],
-            f"{per:,} B in {email['records']} records ({kinds})", None, email),
+            f"{per:,} B in {email['records']} records ({kinds}); unstamped: "
+            f"{email['without_expiration'] or 'none'}", None, email),
         Row(FIGURES[1][0], FIGURES[1][1],
+            f"{ops(stamping)}: {stamping['dynamodb_write_units']:g} WRU, "
+            f"{stamping['dynamodb_read_units']:g} RRU", None, stamping),
+        Row(FIGURES[2][0], FIGURES[2][1],
             f"{steady / GB:.1f} GB at {RETENTION_DAYS} d + {TTL_LAG_DAYS} d TTL lag "
             f"(US${month_cost:.2f}/month; forever: +{per * VOLUME_PER_DAY * 30 / GB:.0f} GB "
             "every month)", None, {"bytes": steady}),
-        Row(FIGURES[2][0], FIGURES[2][1],
+        Row(FIGURES[3][0], FIGURES[3][1],
             f"GB at 1M/day, TTL {series(with_ttl.sizes)}; none deleted "
             f"{series(with_ttl.forever)}", flat,
             {"with_ttl": with_ttl.sizes, "forever": with_ttl.forever, "scale": scale}),

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from vdq.settings import Settings
@@ -103,23 +103,29 @@ def stamp_changes(records: Iterable[dict[str, Any]], runtime: Any) -> int:
     many items. A failure raises, so Lambda delivers the batch again (stamping is idempotent)."""
     items = newly_expiring(records)
     for item in items:
-        stamp_item(item["id"], item["content_id"], int(item["expiration"]), runtime)
+        stamp_item(item["id"], item["content_id"], int(item["expiration"]), runtime,
+                   counted=bool(item.get("counted")), files=bool(item.get("has_files")))
     return len(items)
 
 
-def stamp_item(item_id: str, content_id: str, expiration: int, runtime: Any) -> int:
+def stamp_item(item_id: str, content_id: str, expiration: int, runtime: Any, *,
+               counted: bool, files: bool) -> int:  # fmt: skip
     """Give the item's records written before it was done (history, event marks) its
     expiration, then its content's if no other item uses it. Returns records stamped."""
-    store = runtime.store
-    stamped = store.stamp_item_records(item_id, expiration)
-    stamp_content(content_id, expiration, runtime)
+    stamped = runtime.store.stamp_item_records(item_id, expiration)
+    stamp_content(content_id, expiration, runtime, counted=counted or files, files=files)
     return stamped
 
 
-def stamp_content(content_id: str, expiration: int, runtime: Any) -> bool:
-    """Give a content (its REFS, its attachments' records) ``expiration`` if no item of it is
-    open, in one transaction conditional on that; a later expiration already there is kept.
-    True when stamped."""
+def stamp_content(content_id: str, expiration: int, runtime: Any, *, counted: bool,
+                  files: bool) -> bool:  # fmt: skip
+    """Give a content ``expiration`` if no item of it is open; a later expiration already
+    there is kept. True when stamped.
+
+    The content of one item (not ``counted``): one UpdateItem, conditional on no resend having
+    made it shared since (``shared``). A counted content (with files, or of several items):
+    one transaction with its REFS record, conditional on its open count being zero, and with
+    its attachments' records (``files``: read from the content)."""
     from vdq.store import (
         CONTENT_SK,
         FILE_SK,
@@ -132,26 +138,31 @@ def stamp_content(content_id: str, expiration: int, runtime: Any) -> bool:
         transact,
     )
 
-    store = runtime.store
-    content = store.get_content(content_id)
-    if content is None:
-        return False
     pk = content_pk(content_id)
     later = ContentRecord.expiration.does_not_exist() | (ContentRecord.expiration < expiration)
-    idle = ContentRefsRecord.pk.does_not_exist() | (
-        (ContentRefsRecord.open_items <= 0) & ContentRefsRecord.pending.does_not_exist()
-    )
-    refs = store.get_refs(content_id)
+    if not counted:
+        try:
+            ContentRecord(pk, CONTENT_SK).update(
+                actions=[ContentRecord.expiration.set(expiration)],
+                condition=ContentRecord.pk.exists() & later
+                & ContentRecord.shared.does_not_exist(),
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+    content = runtime.store.get_content(content_id) if files else {}
+    if content is None:
+        return False
+    idle = (ContentRefsRecord.open_items <= 0) & ContentRefsRecord.pending.does_not_exist()
 
     def fill(tx: TransactWrite) -> None:
         tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.set(expiration)],
                   condition=ContentRecord.pk.exists() & later)  # fmt: skip
-        if refs is None:
-            tx.condition_check(ContentRefsRecord, pk, REFS_SK, condition=idle)
-        else:
-            tx.update(ContentRefsRecord(pk, REFS_SK),
-                      [ContentRefsRecord.expiration.set(expiration + REFS_GRACE_SECONDS)],
-                      condition=idle)  # fmt: skip
+        tx.update(ContentRefsRecord(pk, REFS_SK),
+                  [ContentRefsRecord.expiration.set(expiration + REFS_GRACE_SECONDS)],
+                  condition=idle)  # fmt: skip
         for attachment_id in content.get("attachments") or []:
             tx.update(AttachmentRecord(attachment_pk(attachment_id), FILE_SK),
                       [AttachmentRecord.expiration.set(expiration)],

@@ -150,4 +150,5 @@ def _give_back(counts: Counter[str], originals: list[QueueItemRecord], runtime: 
         attachments.release(content_id, n, runtime, files=files)
         expirations = [int(o.expiration) for o in of_content if o.expiration is not None]
         if expirations:
-            retention.stamp_content(content_id, max(expirations), runtime)
+            retention.stamp_content(content_id, max(expirations), runtime, counted=True,
+                                    files=files)  # fmt: skip

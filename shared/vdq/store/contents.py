@@ -113,7 +113,8 @@ class Contents(Items):
                 ContentRefsRecord.purge_sk.remove(),
                 ContentRefsRecord.expiration.remove(),
             ], condition=ContentRefsRecord.purged_at.does_not_exist())  # fmt: skip
-            tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove()],
+            tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove(),
+                                                      ContentRecord.shared.set(True)],
                       condition=unexpired)  # fmt: skip
             for attachment_id in content.get("attachments") or []:
                 tx.update(AttachmentRecord(attachment_pk(attachment_id), FILE_SK),

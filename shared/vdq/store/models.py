@@ -184,6 +184,8 @@ class ContentRecord(_Table):
     method = UnicodeAttribute()
     data = BinaryAttribute(legacy_encoding=False)  # compressed JSON (encode_content)
     created_at = UnicodeAttribute()
+    # A resend made the content of one item shared: its REFS record counts its items now.
+    shared = BooleanAttribute(null=True)
 
 
 class ContentRefsRecord(_Table):
