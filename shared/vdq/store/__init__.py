@@ -14,9 +14,9 @@ One table, every record kind under a prefixed key:
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
-(transactions and batches of new records). ``Store`` gathers their reads and writes; every
-name is importable from here. Every record may carry ``expiration``, the table's TTL
-attribute; reads treat a record past it as gone (vdq.retention).
+(transactions and batches of new records), ``expiry`` (records past their expiration, the
+table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
+``Store`` gathers their reads and writes; every name is importable from here.
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from vdq import resources
-from vdq.clock import SYSTEM_CLOCK, Clock
 from vdq.errors import VdqError
-from vdq.retention import gone
+from vdq.store.expiry import Expiring, stamp
 from vdq.store.history import SEEN_LIMIT, EventMark, pack_history, unpack_history
 from vdq.store.keys import ProviderIdTaken
 from vdq.store.models import (
@@ -92,24 +91,10 @@ def _current_from(reason: Any) -> QueueItemRecord | None:
     return QueueItemRecord.from_raw_data(raw) if raw else None
 
 
-def _stamp(records: Iterable[_Table], expiration: int | float | None) -> None:
-    """Records of an item that is done carry its expiration (vdq.retention)."""
-    if expiration is not None:
-        for record in records:
-            record.expiration = int(expiration)
-
-
-class Items(BatchWrites):
+class Items(BatchWrites, Expiring):
     """Reads and conditional writes of queue items and their history.
 
-    Reads treat a record past its expiration as gone (DynamoDB deletes it up to two days
-    later): ``clock`` says when now is."""
-
-    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.clock = clock
-
-    def _live(self, record: Any) -> bool:
-        return not gone(record.expiration, self.clock.now())
+    Reads treat a record past its expiration as gone (``Expiring``)."""
 
     def get_item(self, item_id: str) -> QueueItemRecord | None:
         try:
@@ -130,29 +115,6 @@ class Items(BatchWrites):
                 item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
             ) if self._live(r)
         )  # fmt: skip
-
-    def stamp_item_records(self, item_id: str, expiration: int) -> int:
-        """Give every record of the item but its state (history, event marks) ``expiration``,
-        where it has none; returns how many were stamped. Idempotent."""
-        stamped = 0
-        rows = _Table.query(item_pk(item_id), consistent_read=True,
-                            attributes_to_get=["pk", "sk", resources.TABLE_TTL_ATTRIBUTE])
-        for row in rows:
-            if row.sk != STATE_SK and row.expiration is None:
-                stamped += self._stamp_one(row.pk, row.sk, expiration)
-        return stamped
-
-    @staticmethod
-    def _stamp_one(pk: str, sk: str, expiration: int) -> int:
-        probe = _Table(pk, sk)
-        try:
-            probe.update(actions=[_Table.expiration.set(expiration)],
-                         condition=_Table.pk.exists())  # fmt: skip
-        except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
-                return 0
-            raise
-        return 1
 
     def query_index(
         self,
@@ -230,7 +192,7 @@ class Items(BatchWrites):
         """
         expiration = write.set.get("expiration", item.expiration)
         packed = pack_history(history)
-        _stamp(packed, expiration)
+        stamp(packed, expiration)
         puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
         puts.extend((r, None) for r in extra)
         mapping_at = marker_at = None
@@ -238,7 +200,7 @@ class Items(BatchWrites):
             mapping_at = len(puts)
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id,
                                      attempt=int(item.attempt))  # fmt: skip
-            _stamp([mapping], mapping_expiration)
+            stamp([mapping], mapping_expiration)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         actions, condition = write.actions(), _expected(item)
         in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
@@ -253,7 +215,7 @@ class Items(BatchWrites):
             else:
                 marker_at = len(puts)
                 marker = mark.record()
-                _stamp([marker], expiration)
+                stamp([marker], expiration)
                 puts.append((marker, EventMarkRecord.pk.does_not_exist()))
         def fill(tx: TransactWrite) -> None:
             if check_record and mark is not None:
@@ -325,12 +287,12 @@ class Items(BatchWrites):
         when it holds only orphans). ``expiration``: the item's, when it is done.
         """
         packed = pack_history(history)
-        _stamp(packed, expiration)
+        stamp(packed, expiration)
         puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
         if map_provider_id:
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id,
                                      attempt=attempt)  # fmt: skip
-            _stamp([mapping], mapping_expiration)
+            stamp([mapping], mapping_expiration)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         probe = QueueItemRecord(item_pk(item_id), STATE_SK)
         # A cancelled item takes the ID of the attempt before its cancel: the results of that
@@ -376,7 +338,7 @@ class Items(BatchWrites):
         records and the mark take it).
         """
         records = pack_history(entries)
-        _stamp(records, expiration)
+        stamp(records, expiration)
         if mark is None:
             if len(records) == 1:
                 records[0].save()
@@ -385,7 +347,7 @@ class Items(BatchWrites):
             return
         unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
         marker = mark.record()
-        _stamp([marker], expiration)
+        stamp([marker], expiration)
 
         def fill(tx: TransactWrite) -> None:
             tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
