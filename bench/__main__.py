@@ -71,16 +71,17 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
-                        "throughput scale")  # fmt: skip
+                        "throughput scale storage")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     args = parser.parse_args(argv)
     env.prepare_process()
-    from bench import coldstart, figures, scale, throughput
+    from bench import coldstart, figures, scale, storage, throughput
     from bench.requests import COUNTER
 
     COUNTER.install()
     started = time.perf_counter()
-    wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale"])
+    wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
+                               "storage"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
     if "requests" in wanted or "cost" in wanted:
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         done = 5_000 if args.quick else scale.DONE_ITEMS
         rows += section("scale", lambda: figures.scale_rows(scale.measure(done)),
                         figures.SCALE_FIGURES)  # fmt: skip
+    if "storage" in wanted:
+        days = 40 if args.quick else storage.DAYS
+        rows += section("storage", lambda: storage.rows(storage.measure(days)), storage.FIGURES)
     elapsed = time.perf_counter() - started
     print(table(rows))
     print(f"\n{len(rows)} figures in {elapsed:.0f} s on {machine()}")

@@ -19,6 +19,8 @@ from infra.monitoring import Monitoring
 from infra.nag import logical_id, suppress
 from infra.schedules import Schedules
 from vdq import resources
+from vdq.archive import TTL_PRINCIPAL
+from vdq.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
@@ -117,6 +119,7 @@ class VdqStack(Stack):
             for function in (functions.send, functions.webhook, functions.schedule):
                 function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
         schedules = Schedules(self, "Schedules", function=functions.schedule)
+        archive_on = config.settings.get("VDQ_ARCHIVE", "").strip().lower() == "s3"
         # State-change events: the schedule function publishes them from the table's stream,
         # at least once (a failed batch is retried, then halved, then its position goes to the
         # schedules' dead-letter queue).
@@ -134,7 +137,15 @@ class VdqStack(Stack):
                         "eventName": lambda_.FilterRule.is_equal("MODIFY"),
                         "dynamodb": {"NewImage": {"sk": {"S": lambda_.FilterRule.is_equal(
                             "STATE")}}},
-                    })
+                    }),
+                    # VDQ_ARCHIVE=s3: the records TTL deleted (vdq.archive), nothing else.
+                    *([lambda_.FilterCriteria.filter({
+                        "eventName": lambda_.FilterRule.is_equal("REMOVE"),
+                        "userIdentity": {
+                            "type": lambda_.FilterRule.is_equal("Service"),
+                            "principalId": lambda_.FilterRule.is_equal(TTL_PRINCIPAL),
+                        },
+                    })] if archive_on else []),
                 ],
             )
         )  # fmt: skip
@@ -161,7 +172,8 @@ class VdqStack(Stack):
         )
 
         self._grant(
-            functions, data, messaging, email_events, twilio_credentials, config.ses_identities
+            functions, data, messaging, email_events, twilio_credentials, config.ses_identities,
+            archive_on,
         )
         for name, value, description in (
             ("ApiUrl", api.url, "REST API base URL"),
@@ -201,6 +213,7 @@ class VdqStack(Stack):
         email_events: EmailEvents,
         twilio_credentials: CfnParameter,
         ses_identities: tuple[str, ...],
+        archive_on: bool = False,
     ) -> None:
         table = data.table
         objects = data.bucket.arn_for_objects("*")
@@ -285,10 +298,17 @@ class VdqStack(Stack):
         _allow(functions.operator, ["s3:GetObject"], [objects])
         _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
-        # schedule: timers and purge indexes (queried; the table never is), sweeps
+        # schedule: timers and purge indexes (queried; the table only by item), sweeps
         # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
         _allow(functions.schedule, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
+        if archive_on:
+            # VDQ_ARCHIVE=s3: the stream consumer writes what TTL deleted under archive/ only.
+            _allow(functions.schedule, ["s3:PutObject"],
+                   [data.bucket.arn_for_objects(f"{ARCHIVE_PREFIX}*")])  # fmt: skip
+        # Retention: the stream consumer gives an item that became done the expiration on its
+        # older records (history, event marks), read with a Query of that item's partition only.
+        _allow(functions.schedule, QUERY, [table.table_arn], conditions=_leading_keys(ITEM_PREFIX))
         # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
         _allow(
             functions.schedule,
@@ -329,11 +349,15 @@ class VdqStack(Stack):
                     "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
                     "<AWS::AccountId>:secret:<TwilioCredentialsName>-??????"
                 )
+            if name == "schedule":
+                wildcards.append(
+                    f"Resource::<{logical_id(self.data.bucket)}.Arn>/{ARCHIVE_PREFIX}*")
             suppress(
                 role,
                 "IAM5",
                 "object keys are random per attachment, the indexes are the table's own, the "
-                "secret suffix is AWS's, X-Ray has no ARN",
+                "secret suffix is AWS's, X-Ray has no ARN, archive objects are keyed by day "
+                "and stream event",
                 findings=wildcards,
             )
 

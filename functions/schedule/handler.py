@@ -3,7 +3,8 @@
 The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
 ``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
 and ``sweep``; the daily rule sends ``{"task": "purge"}``. A batch of the table's stream
-records (``aws:dynamodb``) publishes the state-change events they hold (vdq.stateevents).
+records (``aws:dynamodb``) publishes the state-change events they hold (vdq.stateevents),
+after stamping the records of items that entered a done state (vdq.retention).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import schedules
+from vdq import archive, retention, schedules
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
@@ -33,10 +34,14 @@ def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = event.get("Records")
     if isinstance(records, list) and records and records[0].get("eventSource") == "aws:dynamodb":
-        # A failure raises: Lambda delivers the batch again (at least once).
-        published = Runtime.default().state_events.publish_changes(records)
+        # A failure raises: Lambda delivers the batch again (at least once). Items that
+        # entered a done state first give their older records their expiration.
+        runtime = Runtime.default()
+        stamped = retention.stamp_changes(records, runtime)
+        archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3
+        published = runtime.state_events.publish_changes(records)
         metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
-        return {"published": published}
+        return {"published": published, "expiring": stamped, "archived": archived}
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
         metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)

@@ -4,7 +4,9 @@ cleanup is on and all those items are done.
 
 Cleanup follows ``VDQ_MAX_FILES_AGE_IN_SECONDS``: 0 deletes a content's files as its last open
 item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which deletes the files
-of contents idle (all items done) for longer than N seconds; unset keeps every file. A content's
+of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
+their records expire (unset: just before; vdq.retention.files_age_seconds); with neither set,
+every file is kept. A content's
 REFS record counts its open items; a resend counts its copies there before they exist, so the
 files of a content being resent are never deleted under it.
 """
@@ -19,6 +21,7 @@ from vdq.clock import iso
 from vdq.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger
+from vdq.retention import files_age_seconds
 from vdq.runtime import Runtime
 from vdq.store import (
     FILE_SK,
@@ -125,8 +128,9 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     if not store.mark_purged(content_id, now):
         store.unqueue_purge(content_id)
         return 0
-    content = store.get_content(content_id) or {}
-    records = store.get_attachments(content.get("attachments", []))
+    # Read even past their expiration: the files go first, then their records.
+    content = store.get_content(content_id, expired=True) or {}
+    records = store.get_attachments(content.get("attachments", []), expired=True)
     runtime.files.delete([r.s3_key for r in records])
     for record in records:
         if record.purged_at is None:
@@ -141,19 +145,23 @@ def purge_partition(content_id: str, runtime: Runtime) -> str:
 
 
 def release_for(item: QueueItemRecord, now_iso: str, runtime: Runtime) -> Release | None:
-    """The file release that an item entering a done state writes with its transition."""
-    if not item.has_files:
+    """The release that an item of a counted content (with files, or shared by several items)
+    writes with its transition into a done state."""
+    if not (item.has_files or item.counted):
         return None
-    return Release(item.content_id, purge_partition(item.content_id, runtime), now_iso)
+    return Release(item.content_id, purge_partition(item.content_id, runtime), now_iso,
+                   files=bool(item.has_files))  # fmt: skip
 
 
-def release(content_id: str, count: int, runtime: Runtime) -> None:
-    """``count`` reserved items of a content with files were never created: count them off,
+def release(content_id: str, count: int, runtime: Runtime, *, files: bool = True) -> None:
+    """``count`` reserved items of a counted content were never created: count them off,
     and delete the files at once when cleanup is immediate and no item is open."""
     runtime.store.release_content(
-        content_id, iso(runtime.clock.now()), purge_partition(content_id, runtime), count
-    )
-    purge_if_idle(content_id, runtime)
+        content_id, iso(runtime.clock.now()), purge_partition(content_id, runtime), count,
+        files=files,
+    )  # fmt: skip
+    if files:
+        purge_if_idle(content_id, runtime)
 
 
 def purge_if_idle(content_id: str, runtime: Runtime) -> None:
@@ -169,11 +177,12 @@ def purge_if_idle(content_id: str, runtime: Runtime) -> None:
 def purge_idle(runtime: Runtime) -> int:
     """The daily purge: delete the files of contents idle for longer than the files age.
 
-    Does nothing with the setting unset. With 0 it catches contents whose immediate purge was
+    The files age is the setting's, at most the retention (unset: the retention; with neither,
+    nothing is purged). With 0 it catches contents whose immediate purge was
     interrupted. Each purge is conditional on the content still having no open item, so a
     resend that counted itself in first keeps the files. Returns the files deleted.
     """
-    age = runtime.settings.max_files_age_seconds
+    age = files_age_seconds(runtime.settings)
     if age is None:
         return 0
     before = iso(runtime.clock.now() - timedelta(seconds=age))

@@ -60,6 +60,7 @@ def new_item(
     resent_from: str | None = None,
     encoding: str | None = None,
     segments: int | None = None,
+    counted: bool = False,
 ) -> QueueItemRecord:
     """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
     also with its body's encoding and segments)."""
@@ -80,6 +81,7 @@ def new_item(
         receiver_name=receiver_name,
         content_id=content_id,
         has_files=has_files,
+        counted=counted or None,
         retries=0,
         queued_at=at,
         updated_at=at,
@@ -180,9 +182,11 @@ def _release_unborn(rejected: list[QueueItemRecord], runtime: Runtime) -> None:
     from vdq.attachments import release
 
     # A bulk resend copies items of several contents: each content gets back its own count.
-    for content_id, n in Counter(i.content_id for i in rejected if i.has_files).items():
+    counted = [i for i in rejected if i.has_files or i.counted]
+    files = {i.content_id: bool(i.has_files) for i in counted}
+    for content_id, n in Counter(i.content_id for i in counted).items():
         try:
-            release(content_id, n, runtime)
+            release(content_id, n, runtime, files=files[content_id])
         except Exception:  # the files are kept (never deleted early); the count stays high
             logger.exception("release of %d unstored items of %s failed", n, content_id)
 
@@ -232,6 +236,7 @@ def enqueue_email(
             receiver_name=r.name,
             content_id=content_id,
             has_files=bool(files),
+            counted=bool(files) or len(receivers) > 1,
             origin=email.origin,
             created_by=created_by,
             now=now,
@@ -239,8 +244,8 @@ def enqueue_email(
         )
         for r in receivers
     ]
-    if files:
-        records.append(pending_refs(content_id, items, now, runtime))
+    if files or len(items) > 1:
+        records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
     return store_and_publish(records, items, runtime, inline_content=content,
                              file_keys=[f.s3_key for f in files])
 
@@ -249,14 +254,18 @@ PENDING_SECONDS = 900  # the longest a Lambda runs: an enqueue still unconfirmed
 
 
 def pending_refs(content_id: str, items: list[QueueItemRecord], now: datetime,
-                 runtime: Runtime) -> ContentRefsRecord:  # fmt: skip
-    """The open-item count of a new content with files, written before its items and
-    pending until they are: a request that dies between the two leaves it in the purge
-    index, where the purge finds which of ``items`` exist and counts the others off."""
+                 runtime: Runtime, *, files: bool = True) -> ContentRefsRecord:  # fmt: skip
+    """The open-item count of a new content with files or several items, written before its
+    items and pending until they are: a request with files that dies between the two leaves
+    it in the purge index, where the purge finds which of ``items`` exist and counts the
+    others off. (Without files, such a content is kept: its count stays pending.)"""
     due = iso(now + timedelta(seconds=PENDING_SECONDS))
+    pending = json.dumps([i.id for i in items], separators=(",", ":"))
+    if not files:
+        return ContentRefsRecord(content_pk(content_id), REFS_SK, open_items=len(items),
+                                 pending=pending)  # fmt: skip
     return ContentRefsRecord(
-        content_pk(content_id), REFS_SK, open_items=len(items),
-        pending=json.dumps([i.id for i in items], separators=(",", ":")),
+        content_pk(content_id), REFS_SK, open_items=len(items), pending=pending,
         purge_pk=f"P#{shard(content_id, runtime.settings.index_shards)}",
         purge_sk=f"{due}#{content_id}",
     )  # fmt: skip
@@ -269,7 +278,8 @@ def enqueue_sms(
     now = runtime.clock.now()
     content_id = ids.new_id()
     content = sms.content()
-    counted = count_segments(sms.body)
+    counted_body = count_segments(sms.body)
+    receivers = sms.receivers()
     record = ContentRecord(content_pk(content_id), CONTENT_SK, method="sms",
                            data=encode_content(content), created_at=iso(now))  # fmt: skip
     items = [
@@ -281,16 +291,20 @@ def enqueue_sms(
             receiver_name=r.name,
             content_id=content_id,
             has_files=False,
+            counted=len(receivers) > 1,
             origin=sms.origin,
             created_by=created_by,
             now=now,
             runtime=runtime,
-            encoding=counted.encoding,
-            segments=counted.segments,
+            encoding=counted_body.encoding,
+            segments=counted_body.segments,
         )
-        for r in sms.receivers()
+        for r in receivers
     ]
-    return store_and_publish([record], items, runtime, inline_content=content)
+    records: list[Any] = [record]
+    if len(items) > 1:
+        records.append(pending_refs(content_id, items, now, runtime, files=False))
+    return store_and_publish(records, items, runtime, inline_content=content)
 
 
 # ---- the Python API --------------------------------------------------------------------------

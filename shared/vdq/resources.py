@@ -43,6 +43,9 @@ PURGE_INDEX = IndexSpec(
 )
 INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX)
 
+# Expired records archived from the stream (VDQ_ARCHIVE=s3), in the attachments bucket.
+ARCHIVE_PREFIX = "archive/"
+
 # Queues: name suffix -> properties both deployments share.
 SEND_QUEUE = "send"
 RESULTS_QUEUE = "results"

@@ -30,6 +30,7 @@ from vdq.errors import VdqError
 from vdq.observability import logger
 from vdq.provider_events import BadEvent, ProviderUpdate, parse_ses_event, parse_twilio_callback
 from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules)
+from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import Duplicate, Moved, ProviderIdTaken, ProviderRecord, QueueItemRecord, StateWrite
 from vdq.transitions import (
@@ -182,10 +183,11 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
             write.set["provider_id"] = provider_id
         try:
             if len(write.set) == 1:
-                store.append_history([entry], mark=mark)
+                store.append_history([entry], mark=mark, expiration=current.expiration)
             else:
                 store.commit(current, write, [entry], mark=mark,
-                             provider_id=provider_id if mapped else None)  # fmt: skip
+                             provider_id=provider_id if mapped else None,
+                             mapping_expiration=mapping_expiration(now, runtime.settings))
         except Duplicate:
             return "duplicate"
         except Moved as moved:
@@ -211,7 +213,8 @@ def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtim
         owner = taken.owner or runtime.store.find_by_provider_id(provider_id)
         if owner is not None and owner.item_id not in (None, item_id):
             raise
-    orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt)
+    orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt,
+                                          mapping_expiration(runtime.clock.now(), runtime.settings))
     result = attempt(False)
     replay_orphans(item_id, provider_id, orphans, runtime)
     return result
@@ -245,7 +248,8 @@ def replay_waiting_orphans(item: QueueItemRecord, runtime: Runtime) -> bool:
     mapping = runtime.store.find_by_provider_id(item.provider_id)
     if mapping is None or not mapping.orphans or mapping.item_id not in (None, item.id):
         return False
-    orphans = runtime.store.adopt_orphans(item.provider_id, item.id, int(item.attempt))
+    orphans = runtime.store.adopt_orphans(item.provider_id, item.id, int(item.attempt),
+                                          mapping_expiration(runtime.clock.now(), runtime.settings))
     replay_orphans(item.id, item.provider_id, orphans, runtime)
     return bool(orphans)
 
@@ -387,3 +391,4 @@ def handle_results_message(body: str, runtime: Runtime) -> str:
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
         return handle_results_message(data["Message"], runtime)
     return handle_ses_event(data, runtime)
+

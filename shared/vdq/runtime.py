@@ -60,7 +60,7 @@ class Runtime:
 
     @cached_property
     def store(self) -> store_module.Store:
-        return self.overrides.get("store") or store_module.Store()
+        return self.overrides.get("store") or store_module.Store(self.clock)
 
     @cached_property
     def send_queue(self) -> Any:

@@ -26,6 +26,7 @@ from vdq.providers import (
     ProviderError,
     TransientProviderError,
 )
+from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
@@ -270,9 +271,10 @@ def record_accepted(item: QueueItemRecord, entry: HistoryRecord, provider_id: st
                          text=f"{text} after a status update moved the item to {state}; "
                               "state kept")  # fmt: skip
     try:
-        stored = runtime.store.store_provider_id(item.id, provider_id, [entry, note],
-                                                 attempt=int(item.attempt),
-                                                 map_provider_id=map_provider_id)  # fmt: skip
+        stored = runtime.store.store_provider_id(
+            item.id, provider_id, [entry, note], attempt=int(item.attempt),
+            map_provider_id=map_provider_id,
+            mapping_expiration=mapping_expiration(runtime.clock.now(), runtime.settings))
     except ProviderIdTaken as exc:
         return provider_id_taken(item, entry, provider_id, exc, runtime, state=state)
     if not stored:  # the update stored the ID itself (or another): keep it
@@ -323,7 +325,8 @@ def adopt_orphans(item: QueueItemRecord, entry: HistoryRecord, provider_id: str,
                                                map_provider_id=False):  # fmt: skip
             runtime.store.append_history([entry, note])
         outcome = KEPT
-    orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt))
+    orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt),
+                                          mapping_expiration(runtime.clock.now(), runtime.settings))
     if orphans:
         replay_orphans(item.id, provider_id, orphans, runtime)
     return outcome
@@ -343,3 +346,4 @@ def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]]
 
 def provider_label(item: QueueItemRecord) -> str:
     return "SES" if item.method == "email" else "Twilio"
+

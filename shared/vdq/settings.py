@@ -90,6 +90,13 @@ def _state_events(value: str) -> str:
     return choice
 
 
+def _archive(value: str) -> str:
+    value = value.strip().lower()
+    if value not in ("", "s3"):
+        raise ValueError("must be s3 or empty")
+    return value
+
+
 def _tracing(value: str) -> str:
     choice = value.strip().lower()
     if choice not in ("lambda", "sdk"):
@@ -158,7 +165,26 @@ class Settings:
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
         None,
         _optional_non_negative_int,
-        "0: delete files when all their items are done; N: daily purge after N s; unset: keep",
+        "0: delete files when all their items are done; N: daily purge after N s (at most the "
+        "retention); unset: the daily purge deletes them with their records (retention), or "
+        "keeps them when retention is 0",
+    )
+    retention_days: int = _setting(
+        "VDQ_RETENTION_DAYS",
+        30,
+        _non_negative_int,
+        "days a done item (its history, content, files) is kept after it reached a done state, "
+        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.7 KB per email "
+        "(at US$0.25 per GB-month: about US$0.86 a month per million emails a day); 0: keep "
+        "forever (the table grows by about 104 GB a month per million emails a day)",
+    )
+    archive: str = _setting(
+        "VDQ_ARCHIVE",
+        "",
+        _archive,
+        "s3: records DynamoDB's TTL deletes are archived from the stream to the attachments "
+        "bucket (archive/dt=<day>/, gzip JSON lines; see Retention for the Athena table); "
+        "empty: off",
     )
     # SMS.
     twilio_account_sid: str | None = _setting(

@@ -20,6 +20,7 @@ from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
 from vdq.observability import logger, metrics
+from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import (
@@ -203,6 +204,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
 
     if target in DONE_STATES and decision.source not in DONE_STATES:
         write.set.update(active_pk=None, active_sk=None, done_at=iso(now))
+        # Retention: the item (and the history of this write) expire this long after.
+        write.set["expiration"] = expiration_at(now, s)
         write.set["sent_pk"] = sent_partition(item.id, s.index_shards)
         write.set["sent_sk"] = f"{iso(now)}#{item.id}"
     return write
@@ -241,7 +244,8 @@ def apply(
             if step.late == "raise":
                 raise
             try:
-                store.append_history([_entry(current, step, now, "late", None)], mark=mark)
+                store.append_history([_entry(current, step, now, "late", None)], mark=mark,
+                                     expiration=current.expiration)  # fmt: skip
             except Duplicate:
                 return Outcome("duplicate", current, before)
             logger.info("late %s for %s in %s recorded", step.transition, current.id, before)
@@ -258,7 +262,8 @@ def apply(
         release = release_for(current, iso(now), runtime) if decision.enters_done else None
         try:
             store.commit(current, write, entries, provider_id=mapped_id, mark=mark,
-                         release=release)  # fmt: skip
+                         release=release,
+                         mapping_expiration=mapping_expiration(now, runtime.settings))
         except Duplicate:
             return Outcome("duplicate", current, before, decision)
         except Moved as moved:

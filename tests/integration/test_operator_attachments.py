@@ -136,8 +136,9 @@ def test_a_resend_before_the_purge_keeps_the_files(aws, runtime, clock):
     assert _exists(runtime, record)
 
 
-def test_the_purge_does_nothing_with_cleanup_unset(aws, runtime, clock):
+def test_the_purge_does_nothing_with_cleanup_unset_and_retention_off(aws, runtime, clock):
     _cleanup(runtime, None)
+    runtime.settings = replace(runtime.settings, retention_days=0)
     [a, b] = email(runtime, attachments=[PDF])
     succeed(runtime, a.id)
     succeed(runtime, b.id)

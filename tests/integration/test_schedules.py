@@ -245,16 +245,21 @@ def test_republish_sweep_leaves_claimed_items(aws, runtime, clock):
 # ---- purge and the handler -------------------------------------------------------------------
 
 
-def test_purge_calls_the_file_age_purge_only_when_the_age_is_set(aws, runtime, monkeypatch):
+def test_purge_calls_the_file_age_purge_only_when_files_are_not_kept_forever(aws, runtime,
+                                                                            monkeypatch):
     import vdq.attachments
 
     calls = []
     monkeypatch.setattr(vdq.attachments, "purge_idle", lambda rt: calls.append(rt) or 3)
+    runtime.settings = replace(runtime.settings, retention_days=0)  # and no files age: keep
     assert schedules.run(["purge"], runtime) == {}
     assert calls == []
     runtime.settings = replace(runtime.settings, max_files_age_seconds=86_400)
     assert schedules.run(["purge"], runtime) == {"files_purged": 3}
-    assert calls == [runtime]
+    # With a retention, files go with their records even with no files age set.
+    runtime.settings = replace(runtime.settings, retention_days=30, max_files_age_seconds=None)
+    assert schedules.run(["purge"], runtime) == {"files_purged": 3}
+    assert calls == [runtime, runtime]
 
 
 @pytest.mark.parametrize(("sample", "tasks"), [

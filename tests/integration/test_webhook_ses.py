@@ -17,7 +17,7 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq import results
+from vdq import results, retention
 from vdq.store import ProviderRecord, provider_pk
 from vdq.transitions import Step, apply
 
@@ -222,7 +222,9 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
     record = mapping(MSG)
-    assert (record.item_id, record.orphans, record.expiration) == (item.id, None, None)
+    # adopted, the mapping expires as a mapping does (after the item: vdq.retention)
+    expires = retention.mapping_expiration(clock.now(), runtime.settings)
+    assert (record.item_id, record.orphans, record.expiration) == (item.id, None, expires)
     # The early Send is applied too: as nothing, the worker having recorded the acceptance.
     assert ("event", "Send") not in kinds(runtime, item.id)
 

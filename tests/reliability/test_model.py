@@ -414,6 +414,7 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.file_problems(self.w, items, after_purge=self.after_purge), "files")
         self._violation(w.oversized(self.w), "state item size")
         self._violation(w.provider_id_kept(self.w, items), "provider ID")
+        self._violation(w.retention_problems(self.w, items), "retention")
 
 
 def narrowed(machine: type[Workflow]) -> type[Workflow]:

@@ -294,6 +294,49 @@ def file_problems(world: World, items: dict[str, QueueItemRecord], *,
     return problems
 
 
+def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
+    """An item not done has no expiration, nor has any of its records; a done item expires
+    the retention after its done time, and a record of it that has an expiration has the
+    item's; a content with an expiration has no open item and outlives every item of it."""
+    from vdq.retention import expiration_at
+
+    problems = []
+    by_content: dict[str, list[QueueItemRecord]] = {}
+    for item in items.values():
+        by_content.setdefault(item.content_id, []).append(item)
+    records: dict[str, list[tuple[str, Any]]] = {}
+    for pk, sk, it in world._rows("QI#"):
+        if sk != "STATE":
+            ttl = it.to_json()["Attributes"].get("expiration")
+            records.setdefault(pk[3:], []).append((sk, int(ttl["N"]) if ttl else None))
+    for item_id, item in items.items():
+        done = item.state in DONE
+        if not done and item.expiration is not None:
+            problems.append(f"{item_id} is {item.state} but expires at {item.expiration}")
+        if done:
+            assert item.done_at is not None
+            want = expiration_at(parse_iso(item.done_at), world.settings)
+            if item.expiration != want:
+                problems.append(f"{item_id} done at {item.done_at} expires at "
+                                f"{item.expiration}, not {want}")  # fmt: skip
+        for sk, ttl in records.get(item_id, []):
+            if ttl is not None and ttl != item.expiration:
+                problems.append(f"{item_id} record {sk} expires at {ttl}, the item at "
+                                f"{item.expiration} ({item.state})")  # fmt: skip
+    for pk, sk, it in world._rows("CT#"):
+        ttl = it.to_json()["Attributes"].get("expiration")
+        if sk != "CONTENT" or ttl is None:
+            continue
+        members = by_content.get(pk[3:], [])
+        open_items = [f"{i.id}={i.state}" for i in members if i.state not in DONE]
+        if open_items:
+            problems.append(f"content {pk[3:]} expires while {open_items} are not done")
+        latest = max((int(i.expiration) for i in members if i.expiration is not None), default=0)
+        if int(ttl["N"]) < latest:
+            problems.append(f"content {pk[3:]} expires at {ttl['N']}, before its item ({latest})")
+    return problems
+
+
 def provider_id_kept(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
     """A provider ID the worker of the current attempt recorded stays the item's."""
     problems = []

@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from vdq import attachments, ids, workflow
+from vdq import attachments, ids, retention, workflow
 from vdq.api import Caller
 from vdq.clock import iso, parse_iso
 from vdq.enqueue import new_item, store_and_publish
@@ -77,14 +77,15 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
         raise NotFound(f"not sent items (unknown or not done): {', '.join(missing)}",
                        details={"ids": missing})  # fmt: skip
     originals = [found[i] for i in wanted]
-    _reserve(Counter(o.content_id for o in originals if o.has_files), originals, runtime)
+    # Every copy is counted on its content (shared now), which keeps it from expiring.
+    _reserve(Counter(o.content_id for o in originals), originals, runtime)
     now = runtime.clock.now()
     copies = [
         new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,
                  receiver=o.receiver, receiver_name=o.receiver_name, content_id=o.content_id,
                  has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
                  runtime=runtime, resent_from=o.id, encoding=o.encoding,
-                 segments=None if o.segments is None else int(o.segments))
+                 segments=None if o.segments is None else int(o.segments), counted=True)
         for o in originals
     ]  # fmt: skip
     try:
@@ -99,7 +100,7 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
     except WriteFailed:
         # Nothing was stored: give back every count taken. (Any other failure leaves the
         # counts: a stored copy must keep its files; at worst they are kept too long.)
-        _give_back(Counter(c.content_id for c in copies if c.has_files), runtime)
+        _give_back(Counter(c.content_id for c in copies), originals, runtime)
         raise
     _note_resends(list(zip(originals, copies, strict=True)), who, now, runtime)
     return copies
@@ -109,24 +110,27 @@ def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Cal
                   now: Any, runtime: Runtime) -> None:  # fmt: skip
     if not pairs:
         return
-    runtime.store.append_history([
-        history_entry(o.id, now, actor=who.subject, source="operator", kind="action",
-                      name="resend", from_state=o.state, to_state=o.state,
-                      attempt=int(o.attempt), text=f"resent as {c.id}")
-        for o, c in pairs
-    ])  # fmt: skip
+    entries = []
+    for o, c in pairs:
+        entry = history_entry(o.id, now, actor=who.subject, source="operator", kind="action",
+                              name="resend", from_state=o.state, to_state=o.state,
+                              attempt=int(o.attempt), text=f"resent as {c.id}")  # fmt: skip
+        entry.expiration = o.expiration  # the originals are done: the notes expire with them
+        entries.append(entry)
+    runtime.store.append_history(entries)
 
 
 def _reserve(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
     reserved: Counter[str] = Counter()
     purged = []
+    files = {o.content_id for o in originals if o.has_files}
     for content_id, n in counts.items():
-        if runtime.store.reserve_content(content_id, n):
+        if runtime.store.reserve_content(content_id, n, files=content_id in files):
             reserved[content_id] = n
         else:
             purged.append(content_id)
     if purged:
-        _give_back(reserved, runtime)
+        _give_back(reserved, originals, runtime)
         refused = [o.id for o in originals if o.content_id in purged]
         raise Conflict(
             f"the attachment files of {', '.join(refused)} were deleted by cleanup, so they "
@@ -135,7 +139,16 @@ def _reserve(counts: Counter[str], originals: list[QueueItemRecord], runtime: Ru
         )
 
 
-def _give_back(counts: Counter[str], runtime: Runtime) -> None:
+def _give_back(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
+    """Count off reservations of copies never stored; a content idle again gets back the
+    expiration of its latest original (the reservation took it off)."""
     for content_id, n in counts.items():
-        if n:
-            attachments.release(content_id, n, runtime)
+        if not n:
+            continue
+        of_content = [o for o in originals if o.content_id == content_id]
+        files = any(o.has_files for o in of_content)
+        attachments.release(content_id, n, runtime, files=files)
+        expirations = [int(o.expiration) for o in of_content if o.expiration is not None]
+        if expirations:
+            retention.stamp_content(content_id, max(expirations), runtime, counted=True,
+                                    files=files)  # fmt: skip

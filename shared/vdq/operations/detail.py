@@ -67,7 +67,11 @@ def _queued_entry(item: QueueItemRecord) -> dict[str, Any]:
 def item_detail(item_id: str, runtime: Runtime, *, sent_only: bool = False) -> dict[str, Any]:
     store = runtime.store
     item = find_item(item_id, runtime, sent_only=sent_only)
-    content = dict(store.get_content(item.content_id) or {})
+    found = store.get_content(item.content_id)
+    if found is None and item.expiration is not None:
+        # Its content expired first (another item's shorter expiration): the item is going.
+        raise NotFound(f"queue item {item_id} does not exist", details={"id": item_id})
+    content = dict(found or {})
     attachment_ids = content.pop("attachments", None) or []
     by_id = {r.id: r for r in store.get_attachments(attachment_ids)}
     attachments = [attachment_json(by_id[a]) for a in attachment_ids if a in by_id]

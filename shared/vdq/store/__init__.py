@@ -7,15 +7,16 @@ One table, every record kind under a prefixed key:
 | queue item    | ``QI#<id>``  | ``STATE``   | the small, often-written state of one receiver  |
 | history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per write       |
 | content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
-| content refs  | ``CT#<id>``  | ``REFS``    | open items of a content that has attachments    |
+| content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
-(transactions and batches of new records). ``Store`` gathers their reads and writes; every
-name is importable from here.
+(transactions and batches of new records), ``expiry`` (records past their expiration, the
+table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
+``Store`` gathers their reads and writes; every name is importable from here.
 """
 
 from __future__ import annotations

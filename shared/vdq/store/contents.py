@@ -11,7 +11,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.transactions import TransactWrite
 
 from vdq.store.items import Items
 from vdq.store.models import (
@@ -25,6 +26,7 @@ from vdq.store.models import (
     attachment_pk,
     content_pk,
 )
+from vdq.store.tx import condition_failed, transact
 
 
 def encode_content(data: dict[str, Any]) -> bytes:
@@ -46,24 +48,29 @@ class Contents(Items):
     """Reads of contents and attachments, and the reference counts of contents with files
     (settling an enqueue's pending count reads its items: hence built on ``Items``)."""
 
-    def get_content(self, content_id: str) -> dict[str, Any] | None:
+    def get_content(self, content_id: str, *, expired: bool = False) -> dict[str, Any] | None:
+        """The content, None when it does not exist or expired (``expired``: also then, while
+        DynamoDB has not deleted it)."""
         try:
             record = ContentRecord.get(content_pk(content_id), CONTENT_SK, consistent_read=True)
         except DoesNotExist:
             return None
-        return decode_content(record.data)
+        return decode_content(record.data) if expired or self._live(record) else None
 
     def get_attachment(self, attachment_id: str) -> AttachmentRecord | None:
         try:
-            return AttachmentRecord.get(attachment_pk(attachment_id), FILE_SK,
-                                        consistent_read=True)
+            record = AttachmentRecord.get(attachment_pk(attachment_id), FILE_SK,
+                                          consistent_read=True)  # fmt: skip
         except DoesNotExist:
             return None
+        return record if self._live(record) else None
 
-    def get_attachments(self, attachment_ids: Iterable[str]) -> list[AttachmentRecord]:
+    def get_attachments(self, attachment_ids: Iterable[str], *,
+                        expired: bool = False) -> list[AttachmentRecord]:  # fmt: skip
         keys = [(attachment_pk(a), FILE_SK) for a in dict.fromkeys(attachment_ids)]
         # Strongly consistent: a send can follow the enqueue that wrote these by milliseconds.
-        return list(AttachmentRecord.batch_get(keys, consistent_read=True)) if keys else []
+        found = AttachmentRecord.batch_get(keys, consistent_read=True) if keys else []
+        return [r for r in found if expired or self._live(r)]
 
     def get_refs(self, content_id: str) -> ContentRefsRecord | None:
         try:
@@ -74,31 +81,50 @@ class Contents(Items):
     # ---- content references (attachment cleanup) -------------------------------------------
 
     def release_content(
-        self, content_id: str, now_iso: str, shard: str, count: int = 1
+        self, content_id: str, now_iso: str, shard: str, count: int = 1, *, files: bool = True
     ) -> ContentRefsRecord:
         """``count`` items of the content were reserved and never created: count them off and
-        put the content in the purge index (the purge checks the count)."""
+        put a content with files in the purge index (the purge checks the count)."""
         refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
-        actions = Release(content_id, shard, now_iso).actions()
+        actions = Release(content_id, shard, now_iso, files=files).actions()
         actions[0] = ContentRefsRecord.open_items.add(-count)
         refs.update(actions=actions)
         return refs
 
-    def reserve_content(self, content_id: str, count: int) -> bool:
-        """Count ``count`` new items of a content; False if its files were purged."""
-        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+    def reserve_content(self, content_id: str, count: int, *, files: bool = True) -> bool:
+        """Count ``count`` new items of a content (its REFS record is made if it had none: the
+        content of one item becomes shared) and take its expiration off, with its files'
+        (``files``: it has some, read from the content); one transaction. False if its files
+        were purged or it expired."""
+        content = self.get_content(content_id) if files else {}
+        if content is None:
+            return False
+        pk = content_pk(content_id)
+        now = int(self.clock.now().timestamp())
+        unexpired = ContentRecord.pk.exists() & (
+            ContentRecord.expiration.does_not_exist() | (ContentRecord.expiration > now)
+        )
+
+        def fill(tx: TransactWrite) -> None:
+            tx.update(ContentRefsRecord(pk, REFS_SK), [
+                ContentRefsRecord.open_items.add(count),
+                ContentRefsRecord.idle_since.remove(),
+                ContentRefsRecord.purge_pk.remove(),
+                ContentRefsRecord.purge_sk.remove(),
+                ContentRefsRecord.expiration.remove(),
+            ], condition=ContentRefsRecord.purged_at.does_not_exist())  # fmt: skip
+            tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove(),
+                                                      ContentRecord.shared.set(True)],
+                      condition=unexpired)  # fmt: skip
+            for attachment_id in content.get("attachments") or []:
+                tx.update(AttachmentRecord(attachment_pk(attachment_id), FILE_SK),
+                          [AttachmentRecord.expiration.remove()],
+                          condition=AttachmentRecord.pk.exists())  # fmt: skip
+
         try:
-            refs.update(
-                actions=[
-                    ContentRefsRecord.open_items.add(count),
-                    ContentRefsRecord.idle_since.remove(),
-                    ContentRefsRecord.purge_pk.remove(),
-                    ContentRefsRecord.purge_sk.remove(),
-                ],
-                condition=ContentRefsRecord.purged_at.does_not_exist(),
-            )
-        except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            transact(fill)
+        except TransactWriteError as exc:
+            if any(condition_failed(r) for r in exc.cancellation_reasons or []):
                 return False
             raise
         return True

@@ -34,6 +34,7 @@ def pack_history(entries: Sequence[HistoryRecord]) -> list[HistoryRecord]:
     for group in groups.values():
         last = group[-1]
         record = HistoryRecord(last.pk, last.sk, **{f: getattr(last, f) for f in ENTRY_FIELDS})
+        record.expiration = last.expiration
         if len(group) > 1:
             record.more = json.dumps([_entry_json(e) for e in group[:-1]], separators=(",", ":"))
         out.append(record)

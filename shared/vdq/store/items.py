@@ -17,6 +17,7 @@ from pynamodb.transactions import TransactWrite
 
 from vdq import resources
 from vdq.errors import VdqError
+from vdq.store.expiry import Expiring, stamp
 from vdq.store.history import SEEN_LIMIT, EventMark, pack_history, unpack_history
 from vdq.store.keys import ProviderIdTaken
 from vdq.store.models import (
@@ -90,27 +91,30 @@ def _current_from(reason: Any) -> QueueItemRecord | None:
     return QueueItemRecord.from_raw_data(raw) if raw else None
 
 
-class Items(BatchWrites):
-    """Reads and conditional writes of queue items and their history."""
+class Items(BatchWrites, Expiring):
+    """Reads and conditional writes of queue items and their history.
+
+    Reads treat a record past its expiration as gone (``Expiring``)."""
 
     def get_item(self, item_id: str) -> QueueItemRecord | None:
         try:
-            return QueueItemRecord.get(item_pk(item_id), STATE_SK, consistent_read=True)
+            item = QueueItemRecord.get(item_pk(item_id), STATE_SK, consistent_read=True)
         except DoesNotExist:
             return None
+        return item if self._live(item) else None
 
     def get_items(self, item_ids: Iterable[str]) -> dict[str, QueueItemRecord]:
         keys = [(item_pk(i), STATE_SK) for i in dict.fromkeys(item_ids)]
         found = QueueItemRecord.batch_get(keys, consistent_read=True) if keys else []
-        return {r.id: r for r in found}
+        return {r.id: r for r in found if self._live(r)}
 
     def history(self, item_id: str) -> list[HistoryRecord]:
         """The item's history entries, oldest first."""
         return unpack_history(
-            HistoryRecord.query(
+            r for r in HistoryRecord.query(
                 item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
-            )
-        )
+            ) if self._live(r)
+        )  # fmt: skip
 
     def query_index(
         self,
@@ -172,6 +176,7 @@ class Items(BatchWrites):
         extra: Sequence[_Table] = (),
         mark: EventMark | None = None,
         release: Release | None = None,
+        mapping_expiration: int | None = None,
     ) -> None:
         """Apply ``write`` to ``item`` if it is still as read (state, attempt, provider ID),
         with its history entries (and the provider-ID mapping, and an event mark) in one
@@ -181,15 +186,21 @@ class Items(BatchWrites):
         when it holds only orphans: vdq.results adopts them); ``Duplicate`` when the event of
         ``mark`` was recorded on the item before. ``release``: the item enters a done state and
         its content's files count one open item less, in the same transaction (a crash after
-        the commit can neither lose nor repeat the release).
+        the commit can neither lose nor repeat the release). The history and the mark take the
+        item's expiration (the one ``write`` sets, or the one it has: vdq.retention); the mapping
+        takes ``mapping_expiration``.
         """
-        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
+        expiration = write.set.get("expiration", item.expiration)
+        packed = pack_history(history)
+        stamp(packed, expiration)
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
         puts.extend((r, None) for r in extra)
         mapping_at = marker_at = None
         if provider_id is not None:
             mapping_at = len(puts)
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item.id,
                                      attempt=int(item.attempt))  # fmt: skip
+            stamp([mapping], mapping_expiration)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         actions, condition = write.actions(), _expected(item)
         in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
@@ -203,7 +214,9 @@ class Items(BatchWrites):
                 actions.append(QueueItemRecord.seen.add({mark.digest}))
             else:
                 marker_at = len(puts)
-                puts.append((mark.record(), EventMarkRecord.pk.does_not_exist()))
+                marker = mark.record()
+                stamp([marker], expiration)
+                puts.append((marker, EventMarkRecord.pk.does_not_exist()))
         def fill(tx: TransactWrite) -> None:
             if check_record and mark is not None:
                 tx.condition_check(EventMarkRecord, item_pk(item.id), f"EV#{mark.digest}",
@@ -262,6 +275,8 @@ class Items(BatchWrites):
         *,
         attempt: int,
         map_provider_id: bool = True,
+        expiration: int | None = None,
+        mapping_expiration: int | None = None,
     ) -> bool:
         """Store ``provider_id`` (with its mapping and ``history``) on an item that stores none
         and is still at ``attempt``, changing nothing else: the send worker's record after a
@@ -269,12 +284,15 @@ class Items(BatchWrites):
 
         One transaction. False when the item already stores a provider ID or has moved on to
         another attempt (nothing written); ``ProviderIdTaken`` when the mapping exists (also
-        when it holds only orphans).
+        when it holds only orphans). ``expiration``: the item's, when it is done.
         """
-        puts: list[tuple[_Table, Any]] = [(h, None) for h in pack_history(history)]
+        packed = pack_history(history)
+        stamp(packed, expiration)
+        puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
         if map_provider_id:
             mapping = ProviderRecord(provider_pk(provider_id), MAP_SK, item_id=item_id,
                                      attempt=attempt)  # fmt: skip
+            stamp([mapping], mapping_expiration)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         probe = QueueItemRecord(item_pk(item_id), STATE_SK)
         # A cancelled item takes the ID of the attempt before its cancel: the results of that
@@ -305,16 +323,22 @@ class Items(BatchWrites):
         return True
 
     def append_history(
-        self, entries: Sequence[HistoryRecord], *, mark: EventMark | None = None
+        self,
+        entries: Sequence[HistoryRecord],
+        *,
+        mark: EventMark | None = None,
+        expiration: int | float | None = None,
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
         With ``mark``, one transaction that also stores the event's mark as a record of its own,
         conditional on the mark being neither there nor in the item's ``seen`` set
         (``Duplicate``): the state item is not written, so events that change nothing (opens,
-        clicks, late events) never grow it.
+        clicks, late events) never grow it. ``expiration``: the item's, when it is done (the
+        records and the mark take it).
         """
         records = pack_history(entries)
+        stamp(records, expiration)
         if mark is None:
             if len(records) == 1:
                 records[0].save()
@@ -322,10 +346,13 @@ class Items(BatchWrites):
                 self.put_new(records)
             return
         unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+        marker = mark.record()
+        stamp([marker], expiration)
+
         def fill(tx: TransactWrite) -> None:
             tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
                                condition=unseen)  # fmt: skip
-            tx.save(mark.record(), condition=EventMarkRecord.pk.does_not_exist())
+            tx.save(marker, condition=EventMarkRecord.pk.does_not_exist())
             for record in records:
                 tx.save(record)
 

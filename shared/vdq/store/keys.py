@@ -61,9 +61,11 @@ class Keys:
             raise
         return True
 
-    def adopt_orphans(self, provider_id: str, item_id: str, attempt: int) -> list[dict[str, Any]]:
-        """Give the mapping of ``provider_id`` its item and drop its TTL; returns the orphans it
-        holds (they stay until ``clear_orphans``, so a crash in between loses none).
+    def adopt_orphans(self, provider_id: str, item_id: str, attempt: int,
+                      expiration: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """Give the mapping of ``provider_id`` its item and the expiration of a mapping
+        (``expiration``; None: none); returns the orphans it holds (they stay until
+        ``clear_orphans``, so a crash in between loses none).
 
         ``ProviderIdTaken`` when another item holds the mapping.
         """
@@ -73,7 +75,8 @@ class Keys:
             record.update(
                 actions=[ProviderRecord.item_id.set(item_id),
                          ProviderRecord.attempt.set(attempt),
-                         ProviderRecord.expiration.remove()],
+                         ProviderRecord.expiration.remove() if expiration is None
+                         else ProviderRecord.expiration.set(expiration)],
                 condition=condition,
             )
         except UpdateError as exc:

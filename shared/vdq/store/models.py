@@ -55,6 +55,9 @@ class _Table(Model):
 
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
+    # The table's TTL attribute (epoch seconds): DynamoDB deletes the record some time after,
+    # and every read treats a record past it as gone (vdq.retention).
+    expiration = NumberAttribute(attr_name=resources.TABLE_TTL_ATTRIBUTE, null=True)
 
 
 class _ActiveIndex(GlobalSecondaryIndex["QueueItemRecord"]):
@@ -106,6 +109,8 @@ class QueueItemRecord(_Table):
     receiver_name = UnicodeAttribute(null=True)
     content_id = UnicodeAttribute()
     has_files = BooleanAttribute(default=False)
+    # Its content counts its open items (REFS): it has files, or other items share it.
+    counted = BooleanAttribute(null=True)
     result = UnicodeAttribute(null=True)
     retries = NumberAttribute(default=0)  # automatic retries of the current operator attempt
     retry_delay = NumberAttribute(null=True)
@@ -158,26 +163,29 @@ class EventMarkRecord(_Table):
 
 @dataclass(frozen=True)
 class Release:
-    """One item of a content with files entered a done state: its open count goes down and
-    the content joins the purge index (the purge checks the count before deleting)."""
+    """One item of a counted content entered a done state: its open count goes down, and a
+    content with files joins the purge index (the purge checks the count before deleting)."""
 
     content_id: str
     shard: str
     now_iso: str
+    files: bool = True
 
     def actions(self) -> list[Any]:
-        return [
-            ContentRefsRecord.open_items.add(-1),
-            ContentRefsRecord.idle_since.set(self.now_iso),
-            ContentRefsRecord.purge_pk.set(self.shard),
-            ContentRefsRecord.purge_sk.set(f"{self.now_iso}#{self.content_id}"),
-        ]
+        actions: list[Any] = [ContentRefsRecord.open_items.add(-1),
+                              ContentRefsRecord.idle_since.set(self.now_iso)]  # fmt: skip
+        if self.files:
+            actions += [ContentRefsRecord.purge_pk.set(self.shard),
+                        ContentRefsRecord.purge_sk.set(f"{self.now_iso}#{self.content_id}")]
+        return actions
 
 
 class ContentRecord(_Table):
     method = UnicodeAttribute()
     data = BinaryAttribute(legacy_encoding=False)  # compressed JSON (encode_content)
     created_at = UnicodeAttribute()
+    # A resend made the content of one item shared: its REFS record counts its items now.
+    shared = BooleanAttribute(null=True)
 
 
 class ContentRefsRecord(_Table):
@@ -212,7 +220,6 @@ class ProviderRecord(_Table):
     attempt = NumberAttribute(null=True)
     # Provider events that arrived before any item stored this ID (JSON list), with a TTL.
     orphans = UnicodeAttribute(null=True)
-    expiration = NumberAttribute(null=True)
 
 
 MODELS: tuple[type[_Table], ...] = (

@@ -1,0 +1,117 @@
+"""The archive of expired records (``VDQ_ARCHIVE=s3``): what DynamoDB's TTL deleted, kept in S3.
+
+TTL deletions reach the table's stream as REMOVE records made by the service itself (user
+identity ``dynamodb.amazonaws.com``), with the record as it was (the old image). Each batch of
+them becomes one gzip JSON-lines object per day of deletion, under
+``archive/dt=<YYYY-MM-DD>/<first event id>.json.gz`` in the attachments bucket: a batch
+delivered again writes the same keys again (no duplicate), and Athena reads the ``dt``
+partitions (the README has the table definition). A content's data is stored decompressed, so
+its JSON can be queried.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from vdq.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
+
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+KINDS = {"STATE": "item", "CONTENT": "content", "REFS": "content_refs", "FILE": "attachment",
+         "MAP": "provider_map"}  # fmt: skip
+
+
+def is_ttl_delete(record: dict[str, Any]) -> bool:
+    identity = record.get("userIdentity") or {}
+    return (record.get("eventName") == "REMOVE" and identity.get("type") == "Service"
+            and identity.get("principalId") == TTL_PRINCIPAL)  # fmt: skip
+
+
+def _kind(sk: str) -> str:
+    if sk.startswith("H#"):
+        return "history"
+    if sk.startswith("EV#"):
+        return "event_mark"
+    return KINDS.get(sk, "other")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able: numbers as int or float, bytes as base64, sets as sorted lists."""
+    from decimal import Decimal
+
+    from boto3.dynamodb.types import Binary
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Binary | bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, set):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def line_of(record: dict[str, Any]) -> dict[str, Any]:
+    """One archived record: its keys, kind, expiration, deletion time and attributes."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    from vdq.store.contents import decode_content
+
+    change = record.get("dynamodb") or {}
+    deserialize = TypeDeserializer().deserialize
+    old = {k: deserialize(v) for k, v in (change.get("OldImage") or {}).items()}
+    pk, sk = str(old.pop("pk", "")), str(old.pop("sk", ""))
+    expiration = old.pop(TABLE_TTL_ATTRIBUTE, None)
+    if sk == "CONTENT" and old.get("data") is not None:
+        old["data"] = decode_content(bytes(old["data"]))
+    deleted = float(change.get("ApproximateCreationDateTime") or 0)
+    return {
+        "pk": pk,
+        "sk": sk,
+        "kind": _kind(sk),
+        "id": pk.split("#", 1)[-1],
+        "expiration": _plain(expiration),
+        "deleted_at": datetime.fromtimestamp(deleted, UTC).isoformat(),
+        "attributes": json.dumps(_plain(old), separators=(",", ":"), sort_keys=True),
+    }
+
+
+def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
+    """S3 key -> gzip JSON lines, one object per day of deletion, of the TTL deletions in a
+    batch of stream records (other records are left out)."""
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    first: dict[str, str] = {}
+    for record in records:
+        if not is_ttl_delete(record):
+            continue
+        line = line_of(record)
+        day = line["deleted_at"][:10]
+        by_day.setdefault(day, []).append(line)
+        first.setdefault(day, str(record.get("eventID") or line["pk"] + line["sk"]))
+    out = {}
+    for day, lines in by_day.items():
+        body = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines).encode()
+        key = f"{ARCHIVE_PREFIX}dt={day}/{first[day]}.json.gz"
+        out[key] = gzip.compress(body, mtime=0)
+    return out
+
+
+def archive(records: Iterable[dict[str, Any]], runtime: Any) -> int:
+    """Write the TTL deletions of a batch to S3 when ``VDQ_ARCHIVE=s3``; returns the records
+    archived. A failure raises: Lambda delivers the batch again (the keys are the same)."""
+    if runtime.settings.archive != "s3":
+        return 0
+    written = 0
+    s3 = runtime.client("s3")
+    for key, body in objects(records).items():
+        s3.put_object(Bucket=runtime.settings.attachments_bucket, Key=key, Body=body,
+                      ContentType="application/gzip")  # fmt: skip
+        written += gzip.decompress(body).count(b"\n")
+    return written

@@ -1,0 +1,140 @@
+"""Retention arithmetic and the stream records it acts on (vdq.retention)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vdq import retention, stateevents, workflow
+from vdq.settings import Settings
+
+DONE = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
+
+
+def test_a_done_item_expires_the_retention_after_its_done_time():
+    settings = replace(Settings(), retention_days=30)
+    assert retention.expiration_at(DONE, settings) == int(DONE.timestamp()) + 30 * 86_400
+    assert retention.expiration_at(DONE, replace(settings, retention_days=1)) == (
+        int(DONE.timestamp()) + 86_400)
+
+
+def test_retention_zero_keeps_everything():
+    settings = replace(Settings(), retention_days=0)
+    assert retention.expiration_at(DONE, settings) is None
+    assert retention.mapping_expiration(DONE, settings) is None
+
+
+def test_a_record_is_gone_from_its_expiration_on():
+    at = int(DONE.timestamp())
+    assert not retention.gone(None, DONE)
+    assert not retention.gone(at + 1, DONE)
+    assert retention.gone(at, DONE.replace(microsecond=0))
+    assert retention.gone(at, DONE)
+
+
+@pytest.mark.parametrize("days", [1, 30, 365])
+def test_a_mapping_outlives_an_item_done_by_the_end_of_its_awaiting_window(days):
+    settings = replace(Settings(), retention_days=days)
+    written = DONE
+    window = max(settings.email_timeout_hours, settings.twilio_sms_timeout_hours)
+    latest_done = written + timedelta(hours=window)
+    assert retention.mapping_expiration(written, settings) > retention.expiration_at(
+        latest_done, settings)
+
+
+@pytest.mark.parametrize(("days", "age", "expected"), [
+    (30, None, 28 * 86_400),  # unset: the files go two days before their records
+    (30, 3600, 3600),
+    (30, 90 * 86_400, 28 * 86_400),  # never after their records
+    (2, None, 0),
+    (0, None, None),  # no retention, no files age: kept
+    (0, 3600, 3600),
+])  # fmt: skip
+def test_files_are_purged_before_their_records_expire(days, age, expected):
+    settings = replace(Settings(), retention_days=days, max_files_age_seconds=age)
+    assert retention.files_age_seconds(settings) == expected
+
+
+def _image(sk, **extra):
+    image = {"pk": {"S": "QI#X"}, "sk": {"S": sk}, "id": {"S": "X"}, "content_id": {"S": "C"},
+             "state": {"S": "succeeded"}}
+    for name, value in extra.items():
+        image[name] = {"N": str(value)}
+    return image
+
+
+def _record(event, new, old, **more):
+    change = {"NewImage": new, "OldImage": old} if new else {"OldImage": old}
+    return {"eventName": event, "dynamodb": change, "eventSource": "aws:dynamodb", **more}
+
+
+TTL_DELETE = _record("REMOVE", None, _image("STATE", expiration=1),
+                     userIdentity={"type": "Service", "principalId": "dynamodb.amazonaws.com"})
+
+
+def test_only_a_state_record_gaining_its_expiration_is_stamped():
+    gained = _record("MODIFY", _image("STATE", expiration=99), _image("STATE"))
+    again = _record("MODIFY", _image("STATE", expiration=99), _image("STATE", expiration=99))
+    history = _record("MODIFY", _image("H#1", expiration=99), _image("H#1"))
+    found = retention.newly_expiring([gained, again, history, TTL_DELETE])
+    assert [(i["id"], i["content_id"], i["expiration"]) for i in found] == [("X", "C", 99)]
+
+
+def test_a_ttl_deletion_publishes_no_state_event():
+    for mode in ("default", "all"):
+        assert stateevents.detail_of(TTL_DELETE, mode) is None
+
+
+def test_no_transition_leaves_a_done_state():
+    """Retention rests on it: an expiration, once written, never has to be taken back."""
+    for t in workflow.TRANSITIONS.values():
+        for source in t.sources:
+            if source in workflow.DONE_STATES:
+                assert t.target in workflow.DONE_STATES, t.name
+    assert workflow.State.ERRORED not in workflow.DONE_STATES  # errored waits for an operator
+
+
+# ---- the archive (VDQ_ARCHIVE=s3) -------------------------------------------------------------
+
+
+def _removed(sk, when, *, by_ttl=True, event_id="e1", **attributes):
+    from boto3.dynamodb.types import TypeSerializer
+
+    serialize = TypeSerializer().serialize
+    old = {"pk": {"S": "QI#X"}, "sk": {"S": sk}, **{k: serialize(v) for k, v in
+                                                     attributes.items()}}  # fmt: skip
+    record = {"eventID": event_id, "eventName": "REMOVE", "eventSource": "aws:dynamodb",
+              "dynamodb": {"OldImage": old, "ApproximateCreationDateTime": when}}
+    if by_ttl:
+        record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
+def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
+    import gzip
+    import json
+
+    from vdq import archive
+    from vdq.store import encode_content
+
+    day1, day2 = 1_767_225_600, 1_767_312_000  # 2026-01-01 and 2026-01-02, 00:00 UTC
+    records = [
+        _removed("STATE", day1 + 5, event_id="a", state="succeeded", expiration=day1 - 60),
+        _removed("CONTENT", day1 + 9, event_id="b", data=encode_content({"subject": "Hi"})),
+        _removed("H#2026", day2 + 1, event_id="c", name="succeed"),
+        _removed("STATE", day1 + 7, by_ttl=False),  # an application's delete: not archived
+        {"eventName": "MODIFY", "dynamodb": {"NewImage": {"sk": {"S": "STATE"}}}},
+    ]
+    objects = archive.objects(records)
+    assert sorted(objects) == ["archive/dt=2026-01-01/a.json.gz", "archive/dt=2026-01-02/c.json.gz"]
+    lines = [json.loads(x) for x in
+             gzip.decompress(objects["archive/dt=2026-01-01/a.json.gz"]).splitlines()]
+    assert [(x["kind"], x["id"], x["expiration"]) for x in lines] == [
+        ("item", "X", day1 - 60), ("content", "X", None)]
+    assert json.loads(lines[0]["attributes"]) == {"state": "succeeded"}
+    assert json.loads(lines[1]["attributes"]) == {"data": {"subject": "Hi"}}
+    assert lines[0]["deleted_at"].startswith("2026-01-01T00:00:05")
+    # Delivered again, the batch makes the same objects, byte for byte.
+    assert archive.objects(records) == objects
