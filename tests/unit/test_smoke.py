@@ -322,6 +322,7 @@ def _no_aws(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance metadata look-up
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # never AWS, whatever happens
 
 
 def test_without_an_api_url_it_reads_the_default_stack_and_says_what_is_missing(monkeypatch,

@@ -90,7 +90,8 @@ def machine_secret(outputs: StackOutputs, region: str | None, cognito: Any = Non
 def _boto(service: str, region: str | None) -> Any:
     import boto3
 
-    return boto3.client(service, region_name=region)
+    # A session of its own: credentials and region as the environment says now.
+    return boto3.session.Session(region_name=region).client(service)
 
 
 def machine_token(outputs: StackOutputs, secret: str, session: Any = None) -> str:
