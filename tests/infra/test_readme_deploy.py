@@ -123,3 +123,11 @@ def test_every_option_of_a_vdq_command_the_readme_names_exists():
         assert not unknown, f"README: {command!r} names options vdq {words[1]} lacks: {unknown}"
         checked += 1
     assert checked >= 2, "the scan finds the vdq smoke commands"
+
+
+def test_the_outputs_vdq_smoke_reads_are_in_the_template_and_the_readme(synth):
+    from vdq.cli.deployment import OUTPUTS
+
+    assert set(OUTPUTS.values()) <= set(synth.template_json["Outputs"])
+    smoke = subsection(deploy_section(), "Smoke test")
+    assert all(f"`{name}`" in smoke for name in OUTPUTS.values())
