@@ -342,6 +342,8 @@ def test_an_api_url_without_a_token_is_refused_with_exit_2(monkeypatch, tmp_path
     assert "no token: set VDQ_TOKEN or pass --token" in capsys.readouterr().err
 
 
-def test_a_bad_timeout_is_a_usage_error(monkeypatch, capsys):
+def test_a_bad_timeout_or_run_id_is_a_usage_error(monkeypatch, capsys):
     assert main(["smoke", "--sender", "a@example.com", "--timeout", "0"]) == 2
     assert "--timeout and --interval take a positive number" in capsys.readouterr().err
+    assert main(["smoke", "--sender", "a@example.com", "--run-id", "x" * 65]) == 2
+    assert "--run-id takes 1 to 64 printable ASCII" in capsys.readouterr().err

@@ -289,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0 or args.interval <= 0:
         raise UsageError("--timeout and --interval take a positive number of seconds")
     run_id = args.run_id or uuid.uuid4().hex[:12]
+    if not (0 < len(run_id) <= 64 and run_id.isascii() and run_id.isprintable()):
+        raise UsageError("--run-id takes 1 to 64 printable ASCII characters (a run's id)")
     try:
         api, where = connect(args)
         print(f"vdq smoke: run {run_id} against {where or api.url} (re-run: --run-id {run_id})",
