@@ -16,13 +16,14 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.config import DeployConfig
 from infra.stack import VdqStack
+from vdq import resources
 
 
 def build(app: cdk.App) -> VdqStack:
     """The VDQ stack on ``app``, with the checks registered."""
     config = DeployConfig.from_context(app.node)
     config.require_ses_identities()  # the send role's only From identities: no default fits
-    name = app.node.try_get_context("vdq:stackName") or "Vdq"
+    name = app.node.try_get_context("vdq:stackName") or resources.STACK_NAME
     # Environment-agnostic: one template for any account and region (the pseudo parameters).
     stack = VdqStack(app, name, config=config)
     cdk.Tags.of(stack).add("app", "vdq")

@@ -65,6 +65,9 @@ SES_EVENTS_TOPIC = "ses-events"
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 
+# The CloudFormation stack's name unless vdq:stackName says another (vdq smoke reads it too).
+STACK_NAME = "Vdq"
+
 # The REST API: its stage, the Cognito resource server whose scopes "<id>/<group>" machine
 # clients get, and the prefix of the Cognito domain ("<prefix>-<account id>") that issues tokens.
 API_STAGE = "v1"

@@ -105,3 +105,29 @@ def test_every_make_target_and_vdq_command_the_readme_names_exists():
     assert not found_make - targets, f"README names make targets not in the Makefile: {found_make}"
     unknown = found_vdq - set(sub.choices)
     assert not unknown, f"README names vdq commands the CLI does not have: {unknown}"
+
+
+def test_every_option_of_a_vdq_command_the_readme_names_exists():
+    from vdq.cli.main import parser
+
+    (sub,) = [a for a in parser()._actions if a.dest == "command"]
+    checked = 0
+    for command in commands(deploy_section()):
+        words = command.split()
+        if len(words) < 2 or words[0] not in ("vdq", ".venv/bin/vdq"):
+            continue
+        if words[1] not in sub.choices:
+            continue
+        known = set(sub.choices[words[1]]._option_string_actions)
+        unknown = [w for w in words[2:] if w.startswith("--") and w.split("=")[0] not in known]
+        assert not unknown, f"README: {command!r} names options vdq {words[1]} lacks: {unknown}"
+        checked += 1
+    assert checked >= 2, "the scan finds the vdq smoke commands"
+
+
+def test_the_outputs_vdq_smoke_reads_are_in_the_template_and_the_readme(synth):
+    from vdq.cli.deployment import OUTPUTS
+
+    assert set(OUTPUTS.values()) <= set(synth.template_json["Outputs"])
+    smoke = subsection(deploy_section(), "Smoke test")
+    assert all(f"`{name}`" in smoke for name in OUTPUTS.values())

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from vdq.cli import commands, render
+from vdq.cli import commands, render, smoke
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
 
 DESCRIPTION = """The command line client of VDQ's REST API, for any deployment (local or AWS).
@@ -137,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between looks (1)")
     p.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     p.add_argument("--limit", type=int, default=100, help=argparse.SUPPRESS)
+
+    smoke.add_parser(command)
 
     p = command("completion", "print a shell completion script: "
                 'eval "$(vdq completion bash)" (or zsh)', completion, [])  # fmt: skip
