@@ -124,7 +124,8 @@ def test_an_email_naming_an_upload_stores_it_like_an_inline_file_and_consumes_it
     assert status == 201, body
     item = runtime.store.get_item(body["items"][0]["id"])
     content = runtime.store.get_content(item.content_id)
-    logo, catalogue = runtime.store.get_attachments(content["attachments"])
+    records = {r.id: r for r in runtime.store.get_attachments(content["attachments"])}
+    logo, catalogue = (records[i] for i in content["attachments"])  # in the email's order
     assert (catalogue.filename, catalogue.content_type, catalogue.size) == (
         "Katalog für 2027.pdf", "application/pdf", len(PDF))
     assert catalogue.s3_key.startswith(f"files/{item.content_id}/")

@@ -112,6 +112,9 @@ class AttachmentIn(_Strict):
     )
 
 
+_AnyAttachment = Annotated[AttachmentIn | UploadedAttachmentIn, Field(
+    description="A file: its bytes inline (`content_base64`), or the `upload_id` of a file "
+    "uploaded through POST /attachments/uploads.")]
 _RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
               "receivers in one request")  # fmt: skip
 
@@ -134,7 +137,7 @@ class EmailRequest(_Strict):
                       max_length=messages.MAX_TEXT, pattern=MULTI_LINE_REQUIRED)
     html: str | None = Field(None, description="The HTML body, sent beside the text.",
                              max_length=messages.MAX_TEXT, pattern=MULTI_LINE)
-    attachments: list[AttachmentIn | UploadedAttachmentIn] = Field(
+    attachments: list[_AnyAttachment] = Field(
         [], description="Files to send with the email: inline (base64) or presigned uploads.",
         max_length=messages.MAX_ATTACHMENTS,
     )
