@@ -83,3 +83,26 @@ def test_inline_files_up_to_the_documented_4_5_mb_still_fit_in_a_request(stack):
     final = stack.wait(item["id"], "succeeded", timeout=60)
     [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]
     assert sent["attachment_sha256"] == [hashlib.sha256(data).hexdigest()]
+
+
+def test_the_cli_sends_a_large_file_through_an_upload(stack, tmp_path):
+    catalogue = tmp_path / "catalogue.pdf"
+    data = os.urandom(5_000_000)  # over what fits inline
+    catalogue.write_bytes(data)
+    small = tmp_path / "note.txt"
+    small.write_bytes(b"see the catalogue")
+    done = stack.cli("send-email", "--json", "--from", "shop@example.com", "--to",
+                     f"success@{SIM}", "--subject", "Catalogue", "--text", "attached",
+                     "--attach", str(small), "--attach-large", str(catalogue),
+                     check=True)  # fmt: skip
+    import json
+
+    [item] = json.loads(done.stdout)["items"]
+    final = stack.wait(item["id"], "succeeded", timeout=60)
+    assert [(a["filename"], a["content_type"], a["size"]) for a in final["attachments"]] == [
+        ("note.txt", "text/plain", 17), ("catalogue.pdf", "application/pdf", len(data))]
+    [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]
+    assert sent["attachment_sha256"][1] == hashlib.sha256(data).hexdigest()
+    missing = stack.cli("send-email", "--from", "shop@example.com", "--to", f"success@{SIM}",
+                        "--subject", "s", "--text", "t", "--attach-large", "/no/such/file")
+    assert missing.returncode != 0 and "--attach-large /no/such/file" in missing.stderr

@@ -81,7 +81,7 @@ def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_ver
                         "NoncurrentVersionExpiration": {
                             "NoncurrentDays": resources.UPLOADS_EXPIRE_DAYS},
                         "Status": "Enabled",
-                    }),  # fmt: skip
+                    }),
                 ]
             },
         },
