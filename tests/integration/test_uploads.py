@@ -225,3 +225,21 @@ def test_a_request_that_stores_nothing_keeps_its_upload_for_a_retry(aws, runtime
     monkeypatch.undo()
     status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
     assert status == 201, body
+
+
+def test_a_repeat_under_its_idempotency_key_answers_as_the_first_after_the_upload_is_taken(
+    aws, runtime
+):
+    _, answer = new_upload()
+    put(aws, answer)
+    body = email({"upload_id": answer["upload_id"]})
+    key = {"Idempotency-Key": "catalogue-2027"}
+
+    def send():
+        event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"], headers=key)
+        response = enqueue_handler.handler(event, LambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    first, again = send(), send()
+    assert first[0] == 201 and again == first, "the upload is gone; the first answer stands"
+    assert len(drain(aws)) == 1
