@@ -81,7 +81,15 @@ class Data(Construct):
                     noncurrent_version_expiration=Duration.days(noncurrent_days),
                     expired_object_delete_marker=True,
                     abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
+                ),
+                # Presigned uploads (vdq.uploads) that no email took: an email copies its
+                # upload to its files and deletes it, so what is left here is abandoned.
+                s3.LifecycleRule(
+                    id="untaken-uploads",
+                    prefix=resources.UPLOADS_PREFIX,
+                    expiration=Duration.days(resources.UPLOADS_EXPIRE_DAYS),
+                    noncurrent_version_expiration=Duration.days(resources.UPLOADS_EXPIRE_DAYS),
+                ),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

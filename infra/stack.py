@@ -217,6 +217,7 @@ class VdqStack(Stack):
     ) -> None:
         table = data.table
         objects = data.bucket.arn_for_objects("*")
+        uploads = data.bucket.arn_for_objects(f"{resources.UPLOADS_PREFIX}*")
         bus = messaging.bus
         secret_arn = self.format_arn(
             service="secretsmanager",
@@ -252,6 +253,10 @@ class VdqStack(Stack):
         )
         _allow(functions.enqueue, ["s3:DeleteObject"], [objects])
         _allow(functions.enqueue, ["s3:PutObject"], [objects])
+        # Presigned uploads: the PUT URL it signs carries its s3:PutObject (granted above);
+        # enqueue reads an upload (HeadObject, the source of its CopyObject into the files),
+        # then deletes it. Reading is granted under the uploads prefix only.
+        _allow(functions.enqueue, ["s3:GetObject"], [uploads])
         _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
@@ -344,6 +349,9 @@ class VdqStack(Stack):
             ]
             if name in ("operator", "schedule"):
                 wildcards.append(f"Resource::<{logical_id(table)}.Arn>/index/*")
+            if name == "enqueue":  # its own uploads, under random keys
+                wildcards.append(f"Resource::<{logical_id(self.data.bucket)}.Arn>/"
+                                 f"{resources.UPLOADS_PREFIX}*")  # fmt: skip
             if name in ("send", "webhook", "schedule"):
                 wildcards.append(
                     "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"

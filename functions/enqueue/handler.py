@@ -1,4 +1,5 @@
-"""POST /emails and POST /sms behind API Gateway: parse, enqueue, answer 201."""
+"""POST /emails and POST /sms behind API Gateway: parse, enqueue, answer 201; and
+POST /attachments/uploads: the presigned upload of a large attachment."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import api, intake
+from vdq import api, intake, uploads
 from vdq.errors import VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
 _METHODS = {"/emails": "email", "/sms": "sms"}
+_UPLOADS = "/attachments/uploads"
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -20,11 +22,14 @@ _METHODS = {"/emails": "email", "/sms": "sms"}
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     runtime = Runtime.default()
     try:
-        method = _METHODS.get(event.get("resource") or event.get("path") or "")
-        if method is None or event.get("httpMethod") != "POST":
+        resource = event.get("resource") or event.get("path") or ""
+        method = _METHODS.get(resource)
+        if event.get("httpMethod") != "POST" or (method is None and resource != _UPLOADS):
             return api.response(404, api.error_body("not_found", "no such route"))
         who = api.caller(event, runtime.settings)
         body = api.json_body(event)
+        if method is None:
+            return api.response(201, uploads.new_upload(body, who, runtime))
         key = api.header(event, "Idempotency-Key")
         if key is not None:  # only then: the idempotency utility loads on first use
             # A record this invocation leaves "in progress" expires at its deadline.

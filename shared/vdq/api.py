@@ -14,7 +14,13 @@ from typing import Any, NamedTuple
 from vdq.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
 from vdq.settings import Settings
 
-MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+GATEWAY_MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit: 413 before a function
+# A synchronous Lambda invocation takes at most 6 MiB of request, and the request is the whole
+# proxy event (headers, request context and the body as a JSON string) as JSON: a body near 6 MiB
+# never reaches the function, however much API Gateway accepts. A body is the event less its
+# envelope (a few KB of context and headers), so no body over the payload limit can arrive.
+LAMBDA_MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+MAX_BODY_BYTES = LAMBDA_MAX_PAYLOAD_BYTES
 THROTTLE_RETRY_AFTER_SECONDS = 1  # the Retry-After of a throttled request
 
 
@@ -38,7 +44,7 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     GatewayError("BAD_REQUEST_PARAMETERS", 400, "bad_request", "a required parameter is missing"),
     GatewayError("BAD_REQUEST_BODY", 400, "bad_request", "the body is malformed"),
     GatewayError("REQUEST_TOO_LARGE", 413, "too_large",
-                 f"the request is over API Gateway's {MAX_BODY_BYTES // 1024 // 1024} MB"),
+                 "the request is over API Gateway's 10 MB, or its event over Lambda's 6 MB"),
     GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "unsupported_media_type",
                  "the Content-Type is not one the operation takes"),
     GatewayError("THROTTLED", 429, "throttled",

@@ -13,6 +13,7 @@ files of a content being resent are never deleted under it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from vdq import ids
@@ -32,6 +33,7 @@ from vdq.store import (
     attachment_pk,
     shard,
 )
+from vdq.uploads import Upload
 
 READ_PERMISSION = "vdq.read_queueitem"
 PURGE_BATCH = 100  # idle contents read per shard and query
@@ -46,23 +48,31 @@ class FilesPurged(VdqError):
 
 
 def store_files(
-    content_id: str, attachments: tuple[Attachment, ...], runtime: Runtime
+    content_id: str, attachments: tuple[Attachment, ...], runtime: Runtime,
+    uploads: Mapping[int, Upload] | None = None,
 ) -> list[AttachmentRecord]:
-    """Upload each file under a random key; returns the records to write with the content.
-    A failed upload removes the files this call uploaded before it (503: nothing stored)."""
+    """Store each file under a random key (an inline one uploaded, a presigned upload copied
+    from where it was put, see vdq.uploads); returns the records to write with the content.
+    A failed store removes the files this call stored before it (503: nothing stored)."""
+    uploads = uploads or {}
     records: list[AttachmentRecord] = []
-    for attachment in attachments:
+    for i, attachment in enumerate(attachments):
         attachment_id = ids.new_id()
         key = f"files/{content_id}/{attachment_id}"
+        upload = uploads.get(i)
         try:
-            runtime.files.put(key, attachment.content, attachment.content_type)
+            if upload is not None:
+                runtime.files.copy(upload.key, key)
+            else:
+                runtime.files.put(key, attachment.content, attachment.content_type)
         except Exception as exc:
             uploaded = [r.s3_key for r in records]
             try:
                 runtime.files.delete(uploaded)
             except Exception:
                 logger.exception("%d uploaded files of a refused request left", len(uploaded))
-            raise WriteFailed([], f"storing attachment {attachment.filename!r} failed: "
+            name = upload.filename if upload else attachment.filename
+            raise WriteFailed([], f"storing attachment {name!r} failed: "
                               f"{exc}; nothing was stored") from exc  # fmt: skip
         records.append(
             AttachmentRecord(
@@ -70,9 +80,9 @@ def store_files(
                 FILE_SK,
                 id=attachment_id,
                 content_id=content_id,
-                filename=attachment.filename,
-                content_type=attachment.content_type,
-                size=len(attachment.content),
+                filename=upload.filename if upload else attachment.filename,
+                content_type=upload.content_type if upload else attachment.content_type,
+                size=upload.size if upload else len(attachment.content),
                 s3_key=key,
                 inline=attachment.inline,
                 cid=attachment.content_id,

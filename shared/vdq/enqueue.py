@@ -41,6 +41,8 @@ from vdq.transitions import (
     apply,
     timer_partition,
 )
+from vdq.uploads import discard as discard_uploads
+from vdq.uploads import find_uploads
 from vdq.workflow import INITIAL_STATE
 
 
@@ -219,7 +221,8 @@ def enqueue_email(
     runtime = runtime or Runtime.default()
     now = runtime.clock.now()
     content_id = ids.new_id()
-    files = store_files(content_id, email.attachments, runtime)
+    uploads = find_uploads(email.attachments, created_by, runtime)
+    files = store_files(content_id, email.attachments, runtime, uploads)
     content = {**email.content(), "attachments": [f.id for f in files]}
     receivers = email.receivers()
     records: list[Any] = [
@@ -246,8 +249,16 @@ def enqueue_email(
     ]
     if files or len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
-    return store_and_publish(records, items, runtime, inline_content=content,
-                             file_keys=[f.s3_key for f in files])
+    try:
+        accepted = store_and_publish(records, items, runtime, inline_content=content,
+                                     file_keys=[f.s3_key for f in files])  # fmt: skip
+    except PartiallyEnqueued:
+        discard_uploads(uploads, runtime)  # copied, and some items hold them
+        raise
+    # Taken: the copies are the content's files. A request that stored nothing keeps its
+    # uploads, so the same request can be sent again.
+    discard_uploads(uploads, runtime)
+    return accepted
 
 
 PENDING_SECONDS = 900  # the longest a Lambda runs: an enqueue still unconfirmed after it died

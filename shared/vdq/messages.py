@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vdq import segments
+from vdq import ids, segments
 from vdq.errors import ValidationError
 
 MAX_SUBJECT = 998  # RFC 5322 line length
@@ -66,6 +66,7 @@ class Attachment:
     content: bytes
     inline: bool = False
     content_id: str | None = None
+    upload_id: str | None = None  # a presigned upload (vdq.uploads) holds the file instead
 
 
 @dataclass(frozen=True)
@@ -266,25 +267,42 @@ def origin(value: Any, path: str = "origin") -> Origin | None:
     return Origin(kind, ident)
 
 
+def filename(value: Any, path: str, *, required: bool = True) -> str | None:
+    """A file name (not a path) that can go in a header."""
+    name = _string(value, path, max_len=MAX_FILENAME, required=required)
+    if name is not None and ("/" in name or "\\" in name or name in (".", "..")):
+        raise ValidationError(path, "must be a file name, not a path")
+    return name
+
+
+def content_type(value: Any, path: str) -> str:
+    text = _string(value, path, max_len=MAX_CONTENT_TYPE)
+    assert text is not None
+    if not _CONTENT_TYPE.match(text):
+        raise ValidationError(path, f"{text!r} is not a MIME type")
+    return text
+
+
 def _attachment(value: Any, path: str) -> Attachment:
+    """An inline file (``content_base64``) or a reference to a presigned upload (``upload_id``;
+    its file name may be given again, its type and size are the upload's)."""
     data = _object(value, path)
-    _known_keys(data, path, {"filename", "content_type", "content_base64", "inline", "content_id"})
-    filename = _string(data.get("filename"), f"{path}.filename", max_len=MAX_FILENAME)
-    assert filename is not None
-    if "/" in filename or "\\" in filename or filename in (".", ".."):
-        raise ValidationError(f"{path}.filename", "must be a file name, not a path")
-    content_type = _string(data.get("content_type"), f"{path}.content_type",
-                           max_len=MAX_CONTENT_TYPE)
-    assert content_type is not None
-    if not _CONTENT_TYPE.match(content_type):
-        raise ValidationError(f"{path}.content_type", f"{content_type!r} is not a MIME type")
-    encoded = data.get("content_base64")
-    if not isinstance(encoded, str):
-        raise ValidationError(f"{path}.content_base64", "is required and must be a string")
-    try:
-        content = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValidationError(f"{path}.content_base64", "is not valid base64") from None
+    upload_id = data.get("upload_id")
+    if upload_id is not None:
+        if "content_type" in data or "content_base64" in data:
+            wrong = "content_type" if "content_type" in data else "content_base64"
+            raise ValidationError(f"{path}.{wrong}", "is set by the upload an upload_id names")
+        _known_keys(data, path, {"upload_id", "filename", "inline", "content_id"})
+        if not isinstance(upload_id, str) or not ids.is_id(upload_id):
+            raise ValidationError(f"{path}.upload_id", "must be the upload_id of an upload")
+        name = filename(data.get("filename"), f"{path}.filename", required=False)
+        kind, content = "", b""
+    else:
+        _known_keys(data, path, {"filename", "content_type", "content_base64", "inline",
+                                 "content_id"})  # fmt: skip
+        name = filename(data.get("filename"), f"{path}.filename")
+        kind = content_type(data.get("content_type"), f"{path}.content_type")
+        content = _base64(data.get("content_base64"), f"{path}.content_base64")
     inline = data.get("inline", False)
     if not isinstance(inline, bool):
         raise ValidationError(f"{path}.inline", "must be true or false")
@@ -294,7 +312,16 @@ def _attachment(value: Any, path: str) -> Attachment:
         raise ValidationError(f"{path}.content_id", "may hold only letters, digits and @.-_")
     if content_id is not None and not inline:
         raise ValidationError(f"{path}.content_id", "is only for inline attachments")
-    return Attachment(filename, content_type, content, inline, content_id or None)
+    return Attachment(name or "", kind, content, inline, content_id or None, upload_id)
+
+
+def _base64(encoded: Any, path: str) -> bytes:
+    if not isinstance(encoded, str):
+        raise ValidationError(path, "is required and must be a string")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError(path, "is not valid base64") from None
 
 
 # ---- documents -------------------------------------------------------------------------------

@@ -159,7 +159,8 @@ class Settings:
         "VDQ_MAX_ATTACHMENT_BYTES",
         7_000_000,
         _positive_int,
-        "total decoded attachment size per email",
+        "total decoded size of an email's attachments, inline and uploaded (an inline one "
+        "travels in the request, which Lambda limits to 6 MiB: about 4.5 MB decoded)",
     )
     max_files_age_seconds: int | None = _setting(
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
@@ -272,6 +273,13 @@ class Settings:
     )
     attachment_url_seconds: int = _setting(
         "VDQ_ATTACHMENT_URL_SECONDS", 300, _positive_int, "lifetime of a presigned download URL"
+    )
+    upload_url_seconds: int = _setting(
+        "VDQ_UPLOAD_URL_SECONDS",
+        900,
+        _positive_int,
+        "lifetime of a presigned attachment upload URL (POST /attachments/uploads); the "
+        "upload itself is deleted a day after it was made unless an email took it",
     )
     idempotency_seconds: int = _setting(
         "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"

@@ -43,7 +43,7 @@ def test_a_body_over_api_gateways_limit_is_413_in_the_error_shape_without_being_
     with socket.create_connection((url.hostname, url.port), timeout=10) as conn:
         conn.sendall((f"POST /emails HTTP/1.1\r\nHost: {url.netloc}\r\n"
                       "Content-Type: application/json\r\n"
-                      f"Content-Length: {api.MAX_BODY_BYTES + 1}\r\n\r\n{{").encode())
+                      f"Content-Length: {api.GATEWAY_MAX_BODY_BYTES + 1}\r\n\r\n{{").encode())
         raw = b""
         while chunk := conn.recv(65536):
             raw += chunk  # the front closes the connection: the body is never read

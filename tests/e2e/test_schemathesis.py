@@ -103,12 +103,29 @@ class Fuzz:
             case.body["ids"] = [self.sent]
         if case.path == "/twilio/status-callback":
             self.sign(case)
+        if case.path == "/emails" and isinstance(case.body, dict):
+            # An upload_id names a file PUT beforehand; one that names nothing is a 422 (like a
+            # cursor, valid data cannot be drawn for it): each reference gets a real upload.
+            for attachment in case.body.get("attachments") or []:
+                if isinstance(attachment, dict) and "upload_id" in attachment:
+                    attachment["upload_id"] = self.upload()
         key = (case.headers or {}).get("Idempotency-Key")
         if key is not None:
             # A client uses a key for one request: the same key with another body is a 422
             # by design (tests/integration/test_enqueue.py pins it), not a refused valid input.
             unique = f"-{uuid.uuid4().hex}"
             case.headers["Idempotency-Key"] = key[: MAX_IDEMPOTENCY_KEY - len(unique)] + unique
+
+    def upload(self) -> str:
+        """A small file uploaded as a client uploads one: its upload_id."""
+        made = requests.post(self.stack.url + "/attachments/uploads", headers=self.auth(),
+                             json={"filename": "u.txt", "content_type": "text/plain",
+                                   "size": 2}, timeout=30)  # fmt: skip
+        assert made.status_code == 201, made.text
+        upload = made.json()
+        put = requests.put(upload["url"], data=b"hi", headers=upload["headers"], timeout=30)
+        assert put.status_code == 200, put.text
+        return upload["upload_id"]
 
     def sign(self, case: Any) -> None:
         from twilio.request_validator import RequestValidator

@@ -43,11 +43,18 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
     }  # fmt: skip
 
 
-def test_enqueue_cannot_read_attachments(synth):
-    # It stores them, and deletes those of a request that stored no item.
+def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
+    # It stores files, and deletes those of a request that stored no item; it reads (HEAD, the
+    # source of a CopyObject) only uploads, under their prefix, never a queued email's files.
     actions = synth.role_actions(synth.stack.functions.enqueue)
-    assert {"s3:PutObject", "s3:DeleteObject"} <= actions
-    assert not {"s3:GetObject", "s3:GetObjectVersion", "s3:DeleteObjectVersion"} & actions
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:GetObject"} <= actions
+    assert not {"s3:GetObjectVersion", "s3:DeleteObjectVersion"} & actions
+    reads = [s for s in synth.role_statements(synth.stack.functions.enqueue)
+             if "s3:GetObject" in _actions(s)]  # fmt: skip
+    bucket = synth.logical_id(synth.stack.data.bucket)
+    uploads = {"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, "/uploads/*"]]}
+    assert [s["Resource"] for s in reads] == [uploads]
+    assert _actions(reads[0]) == ["s3:GetObject"]
 
 
 def test_no_function_deletes_records_outside_the_idempotency_keys(synth):

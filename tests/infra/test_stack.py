@@ -55,7 +55,9 @@ def test_table_keeps_point_in_time_recovery_ttl_and_deletion_protection(synth):
     )
 
 
-def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_versions(synth):
+def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_versions_and_uploads(
+    synth,
+):
     bucket_id = synth.logical_id(synth.stack.data.bucket)
     synth.template.has_resource_properties(
         "AWS::S3::Bucket",
@@ -71,7 +73,15 @@ def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_ver
                 "Rules": [
                     Match.object_like(
                         {"NoncurrentVersionExpiration": {"NoncurrentDays": 1}, "Status": "Enabled"}
-                    )
+                    ),
+                    # Presigned uploads no email took (vdq.uploads), gone after a day.
+                    Match.object_like({
+                        "Id": "untaken-uploads", "Prefix": resources.UPLOADS_PREFIX,
+                        "ExpirationInDays": resources.UPLOADS_EXPIRE_DAYS,
+                        "NoncurrentVersionExpiration": {
+                            "NoncurrentDays": resources.UPLOADS_EXPIRE_DAYS},
+                        "Status": "Enabled",
+                    }),
                 ]
             },
         },

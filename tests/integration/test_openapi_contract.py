@@ -152,7 +152,9 @@ _SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_histor
 def _call_with(op_id: str, permissions: set[str]) -> int:
     groups = groups_for(permissions) or ["nobody"]
     if spec.BY_ID[op_id].function == "enqueue":
-        sample = "apigw_post_emails" if op_id == "postEmails" else "apigw_post_sms"
+        sample = {"postEmails": "apigw_post_emails",
+                  "postAttachmentUpload": "apigw_post_attachment_upload"}.get(op_id,
+                                                                             "apigw_post_sms")
         event = api_event(sample, groups=groups)
         return enqueue_handler.handler(event, LambdaContext())["statusCode"]
     body = {"ids": [ids.new_id()]} if op_id == "resendSentItems" else None

@@ -4,7 +4,8 @@ Three parts:
 
 - ``requests_of``: the IAM authorization requests one API call makes (action, resource,
   condition keys), e.g. a TransactWriteItems is one request per contained action, each with the
-  ``dynamodb:LeadingKeys`` of its item; a presigned GetObject is an ``s3:GetObject``;
+  ``dynamodb:LeadingKeys`` of its item; a presigned GetObject (PutObject) is an ``s3:GetObject``
+  (``s3:PutObject``); a CopyObject reads its source and writes its destination;
 - ``function_policies``: each function's role statements, with ``Ref``/``Fn::GetAtt``/
   ``Fn::Join``/``Fn::Sub`` resolved to ARNs in the test account and region. A resource that a
   function's environment names (``VDQ_TABLE_NAME: {"Ref": table}``) gets the setting as its
@@ -191,6 +192,16 @@ def _s3(operation: str, params: Mapping[str, Any]) -> list[dict]:
         if params.get("VersionId") and action in ("s3:GetObject", "s3:DeleteObject"):
             action += "Version"
         return [_request(action, {"kind": "object", "bucket": bucket, "key": params["Key"]})]
+    if operation == "CopyObject":  # reads the source, writes the destination
+        source = params["CopySource"]
+        if isinstance(source, str):
+            source_bucket, _, source_key = source.lstrip("/").partition("/")
+        else:
+            source_bucket, source_key = source["Bucket"], source["Key"]
+        return [_request("s3:GetObject", {"kind": "object", "bucket": source_bucket,
+                                          "key": source_key}),
+                _request("s3:PutObject", {"kind": "object", "bucket": bucket,
+                                          "key": params["Key"]})]  # fmt: skip
     if operation == "DeleteObjects":
         return [_request("s3:DeleteObjectVersion" if o.get("VersionId") else "s3:DeleteObject",
                          {"kind": "object", "bucket": bucket, "key": o["Key"]})

@@ -182,6 +182,20 @@ def test_queue_urls_and_secret_names_map_to_their_settings():
     assert arn.endswith(":secret:{VDQ_TWILIO_SECRET_NAME}-AbCdEf")
 
 
+def test_a_copy_reads_its_source_and_writes_its_destination_and_a_presigned_put_writes():
+    read, write = grants.requests_of("s3", "CopyObject", {
+        "Bucket": "b", "Key": "files/c/a", "CopySource": {"Bucket": "b", "Key": "uploads/h/u"}})
+    assert (read["action"], read["resource"]["key"]) == ("s3:GetObject", "uploads/h/u")
+    assert (write["action"], write["resource"]["key"]) == ("s3:PutObject", "files/c/a")
+    (text,) = grants.requests_of("s3", "CopyObject", {"Bucket": "b", "Key": "k",
+                                                     "CopySource": "b/uploads/x"})[:1]
+    assert text["resource"]["key"] == "uploads/x"
+    # generate_presigned_url("put_object") passes through before-parameter-build as PutObject.
+    (put,) = grants.requests_of("s3", "PutObject", {"Bucket": "b", "Key": "uploads/h/u",
+                                                    "ContentType": "a/b", "ContentLength": 3})
+    assert put["action"] == "s3:PutObject"
+
+
 def test_an_unknown_call_is_not_modelled_rather_than_allowed():
     (found,) = grants.requests_of("kms", "Decrypt", {})
     assert found["resource"] == {"kind": "unmodelled"}

@@ -114,3 +114,21 @@ def test_bad_sms_input_names_the_field(changes, field):
 def test_an_sms_body_of_1600_characters_is_accepted_when_the_segment_limit_allows_it():
     # 1600 GSM-7 characters are 11 segments: over the default limit of 10 (a 400), within 11.
     assert len(messages.parse_sms(sms_body(body="x" * 1600), max_segments=11).body) == 1600
+
+
+def test_an_attachment_may_name_an_upload_instead_of_carrying_its_bytes():
+    upload_id = "01JD3Q4P8S2V6X0Z4C8G2K6N0R"
+    email = messages.parse_email(email_body(attachments=[
+        {"upload_id": upload_id},
+        {"upload_id": upload_id, "filename": "cat.pdf", "inline": True, "content_id": "c1"},
+    ]), max_attachment_bytes=1)  # fmt: skip
+    bare, named = email.attachments
+    assert (bare.upload_id, bare.filename, bare.content) == (upload_id, "", b"")
+    assert (named.filename, named.inline, named.content_id) == ("cat.pdf", True, "c1")
+    for wrong, field in [({"upload_id": 7}, "upload_id"), ({"upload_id": "x"}, "upload_id"),
+                         ({"upload_id": upload_id, "content_type": "a/b"}, "content_type"),
+                         ({"upload_id": upload_id, "size": 3}, "size"),
+                         ({"upload_id": upload_id, "content_id": "c"}, "content_id")]:
+        with pytest.raises(ValidationError) as err:
+            messages.parse_email(email_body(attachments=[wrong]))
+        assert err.value.field == f"attachments[0].{field}", wrong

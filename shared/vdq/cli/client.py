@@ -119,6 +119,21 @@ class Client:
         except ValueError:
             return answer.text
 
+    def put_upload(self, upload: dict[str, Any], data: bytes) -> None:
+        """PUT a file to the presigned URL of ``upload`` (an answer of POST
+        /attachments/uploads): with the headers it lists, never the API's bearer token."""
+        import requests
+
+        try:
+            answer = requests.put(upload["url"], data=data, headers=upload["headers"],
+                                  timeout=max(self.timeout, 300))  # fmt: skip
+        except requests.RequestException as exc:
+            raise ApiError(0, "unreachable", f"cannot reach the upload URL ({_reason(exc)})") \
+                from None  # fmt: skip
+        if answer.status_code >= 300:
+            raise ApiError(answer.status_code, "upload_failed",
+                           f"S3 refused the upload ({answer.status_code}): {answer.text[:200]}")
+
     def _error(self, answer: Any) -> ApiError:
         try:
             data = answer.json()

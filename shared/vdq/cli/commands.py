@@ -70,24 +70,35 @@ def send_email(args: argparse.Namespace) -> int:
             body[key] = _emails(getattr(args, key))
     if args.html:
         body["html"] = args.html
-    if args.attach:
-        body["attachments"] = []
-        for name in args.attach:
-            path = Path(name)
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise UsageError(f"--attach {name}: cannot read it ({exc.strerror})") from None
-            body["attachments"].append({
-                "filename": path.name,
-                "content_type": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
-                "content_base64": base64.b64encode(data).decode(),
-            })  # fmt: skip
+    files = [(name, _read("--attach", name)) for name in args.attach or []]
+    large = [(name, _read("--attach-large", name)) for name in args.attach_large or []]
+    for name, data in files:
+        body.setdefault("attachments", []).append({
+            "filename": Path(name).name, "content_type": _type(name),
+            "content_base64": base64.b64encode(data).decode(),
+        })  # fmt: skip
     if args.origin:
         body["origin"] = _origin(args.origin)
-    result = client(args).call("POST", "/emails", body, headers=_idempotency(args))
+    api = client(args)
+    for name, data in large:  # each through a presigned upload, after every check above
+        upload = api.call("POST", "/attachments/uploads", {
+            "filename": Path(name).name, "content_type": _type(name), "size": len(data)})
+        api.put_upload(upload, data)
+        body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})
+    result = api.call("POST", "/emails", body, headers=_idempotency(args))
     emit(args, result, lambda r: render.print_items(r.get("items", [])))
     return EXIT_OK
+
+
+def _read(option: str, name: str) -> bytes:
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{option} {name}: cannot read it ({exc.strerror})") from None
+
+
+def _type(name: str) -> str:
+    return mimetypes.guess_type(Path(name).name)[0] or "application/octet-stream"
 
 
 def send_sms(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 ``eval "$(vdq completion bash)"`` in ~/.bashrc; zsh runs the same function through
 ``bashcompinit``. Options completed after a command are that command's; after ``--state`` or
-``--method`` (or any option with choices) the choices; after ``--attach`` file names.
+``--method`` (or any option with choices) the choices; after ``--attach`` and
+``--attach-large`` file names.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def script(top: argparse.ArgumentParser, shell: str) -> str:
             if choices:
                 values.append(f"    {option}) COMPREPLY=($(compgen -W "
                               f"{shlex.quote(' '.join(choices))} -- \"$cur\")); return ;;")
-    values.append('    --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;')
+    values.append('    --attach|--attach-large) COMPREPLY=($(compgen -f -- "$cur")); return ;;')
     free = sorted({o for p in (top, *commands.values()) for o, c in _valued(p).items()
-                   if c is None and o != "--attach"})  # fmt: skip
+                   if c is None and o not in ("--attach", "--attach-large")})  # fmt: skip
     values.append(f"    {'|'.join(free)}) return ;;")
     body = f"""_vdq() {{
   local cur prev cmd opts i w skip

@@ -102,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, help="plain-text body")
     p.add_argument("--html", help="HTML body")
     p.add_argument("--attach", action="append", metavar="FILE", help="file to attach (repeatable)")
+    p.add_argument("--attach-large", action="append", metavar="FILE",
+                   help="file to attach through a presigned upload, for files over about 4.5 MB "
+                   "(repeatable)")  # fmt: skip
     p.add_argument("--origin", help="TYPE:ID of the record that caused the email")
     p.add_argument("--idempotency-key", help="Idempotency-Key header: a retry with the same key "
                    "queues nothing twice")  # fmt: skip

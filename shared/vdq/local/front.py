@@ -7,7 +7,9 @@ need ``Authorization: Bearer <JWT>``, an HS256 token verified with ``VDQ_LOCAL_J
 authorizer passes them. ``GET /_local/status`` reports the parts of the stack.
 
 What happens before a function runs follows API Gateway's REST API: a trailing slash reaches the
-same resource (the event's ``path`` keeps it); a body over 10 MB is 413; a chunked body is
+same resource (the event's ``path`` keeps it); a body over 10 MB is 413, and so is a request
+whose proxy event is over Lambda's 6 MiB synchronous payload (Lambda refuses to invoke with it:
+about 6 MB of body, so 4.5 MB of base64 attachments, is the most a function gets); a chunked body is
 read whole (the function gets the body, and no Transfer-Encoding header, as API Gateway drops
 it); a Content-Length that is not a number is 400. Where API Gateway answers a method no
 resource has with 403 "Missing Authentication Token", the local front answers what that means:
@@ -17,6 +19,7 @@ resource has with 403 "Missing Authentication Token", the local front answers wh
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import uuid
@@ -28,7 +31,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 
-from vdq.api import GATEWAY_BY_TYPE, MAX_BODY_BYTES, error_body
+from vdq.api import GATEWAY_BY_TYPE, LAMBDA_MAX_PAYLOAD_BYTES, error_body
+from vdq.api import GATEWAY_MAX_BODY_BYTES as MAX_BODY_BYTES
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
 from vdq.operations import spec
@@ -198,6 +202,11 @@ def build_event(request: QuietHandler, route: Route, params: dict[str, str], bod
     }
 
 
+def payload_size(event: dict[str, Any]) -> int:
+    """Bytes of the invocation request Lambda gets for ``event``: the event as JSON."""
+    return len(json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def _gateway_error(request: QuietHandler, response_type: str,
                    headers: dict[str, str] | None = None, message: str | None = None) -> None:
     """Answer as API Gateway's gateway response of ``response_type`` does once the deployed
@@ -278,6 +287,13 @@ class Front:
                 _gateway_error(request, "UNAUTHORIZED")
                 return
         event = build_event(request, route, params, body, claims)
+        size = payload_size(event)
+        if size > LAMBDA_MAX_PAYLOAD_BYTES:
+            _gateway_error(request, "REQUEST_TOO_LARGE", message=(
+                f"the request's event takes {size} bytes, over Lambda's limit of "
+                f"{LAMBDA_MAX_PAYLOAD_BYTES} for a synchronous invocation; send large "
+                "attachments through POST /attachments/uploads"))  # fmt: skip
+            return
         try:
             result = self.functions.invoke(route.function, event, lane="api")
         except LookupError as exc:

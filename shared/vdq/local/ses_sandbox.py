@@ -12,6 +12,7 @@ import base64
 import email
 import email.policy
 import functools
+import hashlib
 import json
 import secrets
 import threading
@@ -115,7 +116,7 @@ class SesSandbox:
             *destination.get("CcAddresses", []),
             *destination.get("BccAddresses", []),
         ]
-        subject, attachments = None, []
+        subject, attachments, digests = None, [], []
         if "Simple" in content:
             simple = content["Simple"]
             subject = (simple.get("Subject") or {}).get("Data")
@@ -130,6 +131,9 @@ class SesSandbox:
                 headers = [str(message.get(h) or "") for h in ("To", "Cc", "Bcc")]
                 recipients = [a for _, a in getaddresses(headers) if a]
             attachments = [p.get_filename() for p in message.iter_attachments()]
+            # What each file holds, for a test to compare with what it sent.
+            digests = [hashlib.sha256(_payload(p)).hexdigest()
+                       for p in message.iter_attachments()]  # fmt: skip
         if not source or not recipients:
             raise ValueError("the email needs a sender and at least one recipient")
         message_id = f"0100{int(time.time() * 1000):012x}-{secrets.token_hex(16)}-000000"
@@ -153,7 +157,8 @@ class SesSandbox:
         with self._lock:
             self.sent.append({"message_id": message_id, "source": source,
                               "destination": recipients, "subject": subject, "tags": tags,
-                              "attachments": attachments, "at": mail["timestamp"]})  # fmt: skip
+                              "attachments": attachments, "attachment_sha256": digests,
+                              "at": mail["timestamp"]})  # fmt: skip
         self._schedule(mail)
         return mail
 
@@ -225,3 +230,9 @@ class SesSandbox:
 
     def pending(self) -> int:
         return self._later.pending()
+
+
+def _payload(part: Any) -> bytes:
+    """A MIME part's decoded bytes."""
+    data = part.get_payload(decode=True)
+    return data if isinstance(data, bytes) else b""

@@ -30,7 +30,7 @@ TAGS = [
     {"name": "sent-items", "description": "Done items (succeeded, cancelled, unconfirmed), and "
      "sending them again as new items."},
     {"name": "attachments", "description": "The files of emails, downloaded through "
-     "short-lived presigned URLs."},
+     "short-lived presigned URLs; large files are uploaded through them too."},
     {"name": "webhooks", "description": "Calls from providers (Twilio's status callback), "
      "authenticated by the provider's signature instead of a token."},
     {"name": "service", "description": "Readiness and this document; no token needed."},
@@ -55,6 +55,7 @@ SUCCESS = {
     "resendSentItem": "The new item, queued.",
     "resendSentItems": "The new items, queued, in the order of the ids.",
     "getAttachment": "Redirect to the file's presigned URL.",
+    "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",
     "health": "Ready.",
     "openapi": "This document.",
@@ -63,6 +64,7 @@ BODIES = {
     "EmailRequest": "The email and its receivers.",
     "SmsRequest": "The SMS and its receivers.",
     "ResendRequest": "The done items to send again.",
+    "UploadRequest": "The file to upload: name, MIME type and size.",
     "TwilioStatus": "Twilio's form, signed with X-Twilio-Signature.",
 }
 
@@ -310,7 +312,10 @@ _GATEWAY_RESPONSES = {
     "Forbidden": (403, "ACCESS_DENIED", "Not allowed (`forbidden`): a permission the operation "
                   "needs is missing (the message names it)."),
     "TooLarge": (413, "REQUEST_TOO_LARGE", "The request is too large (`too_large`): API Gateway "
-                 f"takes at most {api.MAX_BODY_BYTES // 1024 // 1024} MB."),
+                 f"takes at most {api.GATEWAY_MAX_BODY_BYTES // 1024 // 1024} MB, and Lambda "
+                 f"an event of {api.LAMBDA_MAX_PAYLOAD_BYTES // 1024 // 1024} MiB (the body "
+                 "and the request's context): upload large files through "
+                 "postAttachmentUpload."),
     "Throttled": (429, "THROTTLED", "Too many requests (`throttled`): over the stage's rate; "
                   "try again after Retry-After seconds."),
     "ServerError": (500, "DEFAULT_5XX", "The function failed (`internal_error`); try again."),
@@ -367,6 +372,8 @@ def overview() -> str:
         f"({_DEFAULTS.max_receivers}), VDQ_MAX_ATTACHMENT_BYTES "
         f"({_DEFAULTS.max_attachment_bytes:,} bytes of files per email), "
         f"VDQ_SMS_MAX_SEGMENTS ({_DEFAULTS.sms_max_segments} segments per SMS body), and a "
-        "request body "
-        f"of at most {api.MAX_BODY_BYTES // 1024 // 1024} MB (API Gateway's limit)."
+        "request "
+        f"of at most {api.LAMBDA_MAX_PAYLOAD_BYTES // 1024 // 1024} MiB as Lambda gets it "
+        "(body and context; about 4.5 MB of inline files): larger files go through "
+        "POST /attachments/uploads."
     )

@@ -13,6 +13,7 @@ _OTHER_ID = "01JD3Q5W0K8Y2C6N4F7R9T1VXC"
 _SMS_ID = "01JD3Q6A2B3C4D5E6F7G8H9J0K"
 _NEW_ID = "01JD4A0B1C2D3E4F5G6H7J8K9M"
 _FILE_ID = "01JD3Q5W0M1N2P3Q4R5S6T7V8W"
+_UPLOAD_ID = "01JD3Q4P8S2V6X0Z4C8G2K6N0R"
 _CURSOR = "eyJ2IjoxLCJpIjoiYWN0aXZlIn0.kZ4bq0y1Xv3u8sQx2m9aNw"
 _HISTORY_CURSOR = "eyJ2IjoxLCJpIjoiaGlzdG9yeSJ9.Qm3cR8v0Lw2pYt6nXe1aZg"
 _T0 = "2026-12-03T08:00:00.000000Z"
@@ -74,7 +75,8 @@ REQUESTS: dict[str, Any] = {
         "subject": "Your order 1042", "text": "Thank you for your order.",
         "html": "<p>Thank you for your order.</p>",
         "attachments": [{"filename": "invoice-1042.pdf", "content_type": "application/pdf",
-                         "content_base64": "JVBERi0xLjQK"}],
+                         "content_base64": "JVBERi0xLjQK"},
+                        {"upload_id": _UPLOAD_ID, "filename": "catalogue-2027.pdf"}],
         "origin": {"type": "shop.order", "id": 1042},
     },
     "postSms": {
@@ -83,6 +85,8 @@ REQUESTS: dict[str, Any] = {
         "body": "Your code is 123456", "origin": {"type": "auth.login", "id": "8731"},
     },
     "resendSentItems": {"ids": [_ITEM_ID, _OTHER_ID]},
+    "postAttachmentUpload": {"filename": "catalogue-2027.pdf", "content_type": "application/pdf",
+                             "size": 6815744},
     "twilioStatusCallback": {"MessageSid": "SM0123456789abcdef0123456789abcdef",
                              "MessageStatus": "delivered", "AccountSid": "AC0123456789abcdef"},
 }  # fmt: skip
@@ -125,6 +129,16 @@ RESPONSES: dict[str, Any] = {
                     updated_at=_T2, done_since=_T2)]},
     "getAttachment": "https://vdq-attachments.s3.amazonaws.com/files/01JD3Q5W/01JD3Q5W0M?"
                      "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=300",
+    "postAttachmentUpload": {
+        "upload_id": _UPLOAD_ID,
+        "url": f"https://vdq-attachments.s3.eu-west-1.amazonaws.com/uploads/3f9a1c0d/{_UPLOAD_ID}"
+               "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=900&X-Amz-SignedHeaders="
+               "content-length%3Bcontent-type%3Bhost%3Bx-amz-meta-filename%3Bx-amz-meta-size",
+        "method": "PUT",
+        "headers": {"Content-Type": "application/pdf", "Content-Length": "6815744",
+                    "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744"},
+        "expires_at": "2026-12-03T08:15:00.000000Z",
+    },
     "health": {"status": "ok"},
     "openapi": {"openapi": "3.1.0", "info": {"title": "VDQ", "version": "1.0.0"}},
 }  # fmt: skip

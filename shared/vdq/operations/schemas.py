@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vdq import ids, messages, segments
 from vdq.operations import smsbody, spec
+from vdq.operations.upload_schemas import Upload, UploadedAttachmentIn, UploadRequest
 from vdq.settings import Settings
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow import State
@@ -84,7 +85,9 @@ class AttachmentIn(_Strict):
             "description": (
                 "A file to send with the email, base64-encoded. Together the files of one "
                 "email may decode to at most VDQ_MAX_ATTACHMENT_BYTES (default "
-                f"{_DEFAULTS.max_attachment_bytes:,} bytes; a 422 on `attachments` otherwise). "
+                f"{_DEFAULTS.max_attachment_bytes:,} bytes; a 422 on `attachments` otherwise), "
+                "and the request to about 6 MB (Lambda's limit; a 413 otherwise): upload a "
+                "larger file through POST /attachments/uploads. "
                 "`content_id` is only for an inline file."
             ),
             # content_id only with inline: true (the server refuses it otherwise).
@@ -109,6 +112,9 @@ class AttachmentIn(_Strict):
     )
 
 
+_AnyAttachment = Annotated[AttachmentIn | UploadedAttachmentIn, Field(
+    description="A file: its bytes inline (`content_base64`), or the `upload_id` of a file "
+    "uploaded through POST /attachments/uploads.")]
 _RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
               "receivers in one request")  # fmt: skip
 
@@ -131,8 +137,10 @@ class EmailRequest(_Strict):
                       max_length=messages.MAX_TEXT, pattern=MULTI_LINE_REQUIRED)
     html: str | None = Field(None, description="The HTML body, sent beside the text.",
                              max_length=messages.MAX_TEXT, pattern=MULTI_LINE)
-    attachments: list[AttachmentIn] = Field([], description="Files to send with the email.",
-                                            max_length=messages.MAX_ATTACHMENTS)
+    attachments: list[_AnyAttachment] = Field(
+        [], description="Files to send with the email: inline (base64) or presigned uploads.",
+        max_length=messages.MAX_ATTACHMENTS,
+    )
     origin: Origin | None = Field(None, description="What caused the email, if anything.")
 
 
@@ -418,5 +426,5 @@ class PartiallyEnqueued(BaseModel):
 
 MODELS: tuple[type[BaseModel], ...] = (
     EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage,
-    TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued,
+    TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued, UploadRequest, Upload,
 )  # fmt: skip

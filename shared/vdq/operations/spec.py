@@ -198,6 +198,17 @@ OPERATIONS: tuple[Operation, ...] = (
               _READ, (Param("id", "path", "string", "The attachment's id, as getQueueItem "
                             "lists it.", required=True, pattern=ids.PATTERN),),
               status=302, errors=(404, 410)),
+    Operation("postAttachmentUpload", "POST", "/attachments/uploads", "enqueue", "attachments",
+              "Get a presigned URL to upload a large attachment",
+              "For a file too large to send inline (a request reaches the function as at most "
+              "6 MiB, and base64 adds a third: about 4.5 MB of inline files). Declare the "
+              "file's name, MIME type and size (at most VDQ_MAX_ATTACHMENT_BYTES); the answer "
+              "is a presigned S3 URL that takes one PUT of exactly that type and size, with "
+              "the headers it lists, until `expires_at` (VDQ_UPLOAD_URL_SECONDS). Then name "
+              "the upload in postEmails as `{\"upload_id\": ...}`: the email takes the file "
+              "(it is checked and counted like an inline one) and the upload is used up. An "
+              "upload belongs to its caller, and one no email takes is deleted after a day.",
+              _ADD, (), body="UploadRequest", status=201, answer="Upload", errors=(400, 422)),
     Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook", "webhooks",
               "Receive Twilio's status callback for one SMS",
               "Twilio posts here as an SMS moves on; the request must carry Twilio's "

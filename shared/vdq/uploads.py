@@ -1,0 +1,144 @@
+"""Attachments too large for a request: a presigned S3 upload first, then the email names it.
+
+A request reaches the function as a Lambda event of at most 6 MiB, and base64 adds a third to
+a file: an email carries about 4.5 MB of files inline. A larger file goes straight to S3:
+``POST /attachments/uploads`` checks the declared name, type and size and answers a presigned
+PUT URL that binds all three (signed headers: S3 refuses a PUT that differs). The email then
+names the upload (``{"upload_id": ...}``) instead of ``content_base64``; enqueue reads the
+object's size and type (HEAD), counts it with the inline files against
+``VDQ_MAX_ATTACHMENT_BYTES``, copies it server-side to where inline files go
+(``files/<content>/<attachment>``, one AttachmentRecord like theirs), and deletes the upload
+once the items are accepted. From there a file is a file: the send worker reads it, downloads
+and the purge treat it alike.
+
+Copied rather than referenced in place: the uploads prefix expires after a day (the lifecycle
+rule is what removes uploads no email took), while a queued file lives as long as its items and
+the purge say, possibly for ever. A copy costs one request and moves no byte through Lambda.
+
+An upload's key holds a hash of its caller (``uploads/<hash>/<upload_id>``): another caller's
+upload_id names no object of this caller, so it is refused like a missing one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, NamedTuple
+from urllib.parse import quote, unquote
+
+from vdq import ids, messages
+from vdq.api import Caller
+from vdq.clock import iso
+from vdq.errors import ValidationError
+from vdq.observability import logger
+from vdq.resources import UPLOADS_PREFIX
+from vdq.runtime import Runtime
+
+ADD_PERMISSION = "vdq.add_queueitem"
+UPLOAD_FIELDS = {"filename", "content_type", "size"}
+
+
+class Upload(NamedTuple):
+    """An uploaded file as enqueue found it."""
+
+    key: str
+    filename: str
+    content_type: str
+    size: int
+
+
+def upload_key(subject: str, upload_id: str) -> str:
+    owner = hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return f"{UPLOADS_PREFIX}{owner}/{upload_id}"
+
+
+def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
+    """``POST /attachments/uploads``: the presigned PUT of one declared file."""
+    who.require(ADD_PERMISSION)
+    data = messages._object(body, "body")
+    messages._known_keys(data, "", UPLOAD_FIELDS)
+    name = messages.filename(data.get("filename"), "filename")
+    assert name is not None
+    kind = messages.content_type(data.get("content_type"), "content_type")
+    size = data.get("size")
+    if isinstance(size, float) and size.is_integer():  # 534.0 is the integer 534 to JSON
+        size = int(size)
+    limit = runtime.settings.max_attachment_bytes
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise ValidationError("size", "is required and must be a whole number of bytes")
+    if not 0 < size <= limit:
+        raise ValidationError("size", f"must be 1 to {limit} bytes (VDQ_MAX_ATTACHMENT_BYTES)")
+    upload_id = ids.new_id()
+    seconds = runtime.settings.upload_url_seconds
+    # S3 metadata is ASCII: the file name travels percent-encoded.
+    metadata = {"filename": quote(name, safe=""), "size": str(size)}
+    url = runtime.files.upload_url(upload_key(who.subject, upload_id), kind, size, metadata,
+                                   seconds)  # fmt: skip
+    headers = {"Content-Type": kind, "Content-Length": str(size),
+               **{f"x-amz-meta-{k}": v for k, v in metadata.items()}}  # fmt: skip
+    return {
+        "upload_id": upload_id,
+        "url": url,
+        "method": "PUT",
+        "headers": headers,
+        "expires_at": iso(runtime.clock.now() + timedelta(seconds=seconds)),
+    }
+
+
+def find_uploads(
+    attachments: Sequence[messages.Attachment], owner: str | None, runtime: Runtime
+) -> dict[int, Upload]:
+    """The uploads the attachments name, by position, checked before anything is stored: each
+    exists under ``owner``'s prefix and holds the size it was declared with, and all files
+    together (inline ones too) stay within ``VDQ_MAX_ATTACHMENT_BYTES``; 422 otherwise."""
+    found: dict[int, Upload] = {}
+    limit = runtime.settings.max_attachment_bytes
+    for i, attachment in enumerate(attachments):
+        if attachment.upload_id is None:
+            continue
+        path = f"attachments[{i}].upload_id"
+        if owner is None:
+            raise ValidationError(path, "an upload is only named through the REST API")
+        key = upload_key(owner, attachment.upload_id)
+        head = runtime.files.head(key)
+        if head is None:
+            raise ValidationError(path, f"no upload {attachment.upload_id} of this caller: it "
+                                  "was never made, not by this caller, already taken by an "
+                                  "email, or expired")  # fmt: skip
+        found[i] = _checked(head, key, attachment, path, limit)
+    total = sum(len(a.content) for a in attachments) + sum(u.size for u in found.values())
+    if total > limit:
+        raise ValidationError("attachments", f"total {total} bytes is over the limit of {limit}")
+    return found
+
+
+def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,
+             limit: int) -> Upload:  # fmt: skip
+    declared = str(head["metadata"].get("size", ""))
+    size = int(head["size"])
+    if not declared.isdigit() or int(declared) != size:
+        raise ValidationError(path, f"the upload holds {size} bytes, not the {declared or '?'} "
+                              "it was declared with: upload the file again")  # fmt: skip
+    if size > limit:
+        raise ValidationError(path, f"the upload's {size} bytes are over the limit of {limit}")
+    name = attachment.filename or unquote(str(head["metadata"].get("filename", "")))
+    try:
+        name = messages.filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
+        kind = messages.content_type(head["content_type"], path)
+    except ValidationError:
+        raise ValidationError(
+            path, "the upload was not made through POST /attachments/uploads"
+        ) from None
+    return Upload(key, name, kind, size)
+
+
+def discard(uploads: Mapping[int, Upload], runtime: Runtime) -> None:
+    """The uploads were copied to a content's files and its items accepted: delete them. A
+    failure leaves them to the lifecycle rule (a day)."""
+    if not uploads:
+        return
+    try:
+        runtime.files.delete([u.key for u in uploads.values()])
+    except Exception:
+        logger.exception("%d taken uploads left for the lifecycle rule", len(uploads))

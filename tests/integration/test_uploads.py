@@ -1,0 +1,245 @@
+"""Presigned attachment uploads (POST /attachments/uploads) and emails that name them, on moto.
+
+moto does not check a presigned URL's signature, so the URL is checked for what it binds (its
+signed headers and expiry) and the upload is made with the same parameters the URL signs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from functions.enqueue import handler as enqueue_handler
+
+from tests.support.aws import drain
+from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
+from vdq import store as st
+from vdq.clock import iso
+from vdq.resources import UPLOADS_PREFIX
+from vdq.uploads import upload_key
+
+SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample events' caller
+PDF = b"%PDF-1.7\n" + bytes(range(256)) * 40
+
+
+def post(name, body, groups=("vdq-senders",), subject=None):
+    event = api_event(name, body=body, groups=list(groups))
+    if subject is not None:
+        event["requestContext"]["authorizer"]["claims"]["sub"] = subject
+    response = enqueue_handler.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"]) if response["body"] else None
+
+
+def new_upload(filename="catalogue.pdf", content_type="application/pdf", size=None, **kw):
+    size = len(PDF) if size is None else size
+    body = {"filename": filename, "content_type": content_type, "size": size}
+    return post("apigw_post_attachment_upload", body, **kw)
+
+
+def put(aws, answer, data=PDF, key=None):
+    """The PUT the URL allows: its key, with the headers the answer lists."""
+    s3 = __import__("boto3").client("s3")
+    headers = answer["headers"]
+    path = urlsplit(answer["url"]).path.lstrip("/").removeprefix(aws["bucket"] + "/")
+    s3.put_object(Bucket=aws["bucket"], Key=key or path,
+                  Body=data, ContentType=headers["Content-Type"],
+                  Metadata={"filename": headers["x-amz-meta-filename"],
+                            "size": headers["x-amz-meta-size"]})  # fmt: skip
+
+
+def email(*attachments):
+    return {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+            "subject": "Catalogue", "text": "attached", "attachments": list(attachments)}
+
+
+def objects(aws, prefix=""):
+    s3 = __import__("boto3").client("s3")
+    listed = s3.list_objects_v2(Bucket=aws["bucket"], Prefix=prefix)
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def test_the_upload_url_binds_type_length_and_metadata_and_expires_with_the_setting(
+    aws, runtime, clock
+):
+    status, answer = new_upload(filename="Katalog für 2027.pdf")
+    assert status == 201, answer
+    assert answer["method"] == "PUT"
+    url = urlsplit(answer["url"])
+    query = parse_qs(url.query)
+    signed = query["X-Amz-SignedHeaders"][0].split(";")
+    assert {"content-type", "content-length", "x-amz-meta-filename", "x-amz-meta-size"} <= set(
+        signed
+    ), "S3 refuses a PUT whose type, length or metadata differ from the signed ones"
+    assert query["X-Amz-Expires"] == [str(runtime.settings.upload_url_seconds)]
+    assert answer["expires_at"] == iso(
+        clock.now() + timedelta(seconds=runtime.settings.upload_url_seconds)
+    )
+    assert url.path.endswith("/" + upload_key(SUBJECT, answer["upload_id"]))
+    assert upload_key(SUBJECT, answer["upload_id"]).startswith(UPLOADS_PREFIX)
+    assert SUBJECT not in answer["url"], "the key holds a hash of the caller, not the caller"
+    assert answer["headers"] == {
+        "Content-Type": "application/pdf", "Content-Length": str(len(PDF)),
+        "x-amz-meta-filename": "Katalog%20f%C3%BCr%202027.pdf",
+        "x-amz-meta-size": str(len(PDF)),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"size": 0}, "size"),
+        ({"size": 7_000_001}, "size"),
+        ({"size": True}, "size"),
+        ({"size": "12"}, "size"),
+        ({"size": 12.5}, "size"),
+        ({"filename": "../etc/passwd"}, "filename"),
+        ({"filename": "a\nb.pdf"}, "filename"),
+        ({"content_type": "pdf"}, "content_type"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_declaration_is_a_422_naming_the_field_and_signs_nothing(aws, runtime, changes,
+                                                                       field):  # fmt: skip
+    body = {"filename": "a.pdf", "content_type": "application/pdf", "size": 10, **changes}
+    status, answer = post("apigw_post_attachment_upload", body)
+    assert status == 422, answer
+    assert answer["error"]["details"]["field"] == field
+
+
+def test_an_upload_needs_the_add_permission(aws, runtime):
+    status, _ = new_upload(groups=("vdq-readers",))
+    assert status == 403
+
+
+def test_an_email_naming_an_upload_stores_it_like_an_inline_file_and_consumes_it(aws, runtime):
+    _, answer = new_upload(filename="Katalog für 2027.pdf")
+    put(aws, answer)
+    inline = {"filename": "logo.png", "content_type": "image/png",
+              "content_base64": base64.b64encode(b"\x89PNG").decode()}  # fmt: skip
+    status, body = post("apigw_post_emails", email(inline, {"upload_id": answer["upload_id"]}))
+    assert status == 201, body
+    item = runtime.store.get_item(body["items"][0]["id"])
+    content = runtime.store.get_content(item.content_id)
+    records = {r.id: r for r in runtime.store.get_attachments(content["attachments"])}
+    logo, catalogue = (records[i] for i in content["attachments"])  # in the email's order
+    assert (catalogue.filename, catalogue.content_type, catalogue.size) == (
+        "Katalog für 2027.pdf", "application/pdf", len(PDF))
+    assert catalogue.s3_key.startswith(f"files/{item.content_id}/")
+    assert runtime.files.get(catalogue.s3_key) == PDF, "the send worker reads it as any file"
+    assert logo.filename == "logo.png"
+    assert item.has_files and runtime.store.get_refs(item.content_id).open_items == 1
+    assert objects(aws, UPLOADS_PREFIX) == [], "the upload is taken: copied, then deleted"
+    assert len(drain(aws)) == 1
+    status, again = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 422 and again["error"]["details"]["field"] == "attachments[0].upload_id"
+
+
+def test_a_file_name_given_with_the_upload_id_replaces_the_declared_one(aws, runtime):
+    _, answer = new_upload()
+    put(aws, answer)
+    status, body = post("apigw_post_emails", email(
+        {"upload_id": answer["upload_id"], "filename": "renamed.pdf"}))
+    assert status == 201, body
+    content = runtime.store.get_content(runtime.store.get_item(body["items"][0]["id"]).content_id)
+    [record] = runtime.store.get_attachments(content["attachments"])
+    assert record.filename == "renamed.pdf"
+
+
+def _refused(aws, body, field, subject=None):
+    before = objects(aws)
+    status, answer = post("apigw_post_emails", body, subject=subject)
+    assert status == 422, answer
+    assert answer["error"]["details"]["field"] == field, answer
+    assert objects(aws) == before, "nothing stored, nothing deleted"
+    assert drain(aws) == [] and list(st.QueueItemRecord.active_index.query("A#0")) == []
+    return answer["error"]["message"]
+
+
+def test_another_callers_upload_is_refused_like_a_missing_one(aws, runtime):
+    _, answer = new_upload(subject="someone-else")
+    put(aws, answer)
+    message = _refused(aws, email({"upload_id": answer["upload_id"]}), "attachments[0].upload_id")
+    assert "of this caller" in message
+    never = "01JD3Q4P8S2V6X0Z4C8G2K6N0R"
+    _refused(aws, email({"upload_id": never}), "attachments[0].upload_id")
+
+
+def test_an_upload_url_that_was_never_used_is_refused(aws, runtime):
+    _, answer = new_upload()
+    _refused(aws, email({"upload_id": answer["upload_id"]}), "attachments[0].upload_id")
+
+
+def test_an_upload_holding_another_size_than_declared_is_refused(aws, runtime):
+    _, answer = new_upload()
+    put(aws, answer, data=PDF + b"more")
+    message = _refused(aws, email({"upload_id": answer["upload_id"]}), "attachments[0].upload_id")
+    assert f"holds {len(PDF) + 4} bytes" in message
+
+
+def test_uploaded_and_inline_files_together_stay_within_the_limit(aws, runtime):
+    limit = runtime.settings.max_attachment_bytes
+    big = b"x" * (limit - 10)
+    _, answer = new_upload(size=len(big))
+    put(aws, answer, data=big)
+    inline = {"filename": "a.txt", "content_type": "text/plain",
+              "content_base64": base64.b64encode(b"y" * 11).decode()}  # fmt: skip
+    _refused(aws, email({"upload_id": answer["upload_id"]}, inline), "attachments")
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 201, body
+
+
+@pytest.mark.parametrize(
+    "attachment,field",
+    [
+        ({"upload_id": "not-an-id"}, "attachments[0].upload_id"),
+        ({"upload_id": "01JD3Q4P8S2V6X0Z4C8G2K6N0R", "content_type": "a/b"},
+         "attachments[0].content_type"),
+        ({"upload_id": "01JD3Q4P8S2V6X0Z4C8G2K6N0R", "content_base64": ""},
+         "attachments[0].content_base64"),
+        ({"upload_id": "01JD3Q4P8S2V6X0Z4C8G2K6N0R", "filename": "a/b"},
+         "attachments[0].filename"),
+    ],
+)
+def test_a_malformed_upload_reference_is_a_422_before_any_lookup(aws, runtime, attachment,
+                                                                  field):  # fmt: skip
+    _refused(aws, email(attachment), field)
+
+
+def test_a_request_that_stores_nothing_keeps_its_upload_for_a_retry(aws, runtime, monkeypatch):
+    _, answer = new_upload()
+    put(aws, answer)
+    from vdq.store import WriteFailed
+
+    def refuse(records):
+        raise WriteFailed([], "the store refused the write: throttled")
+
+    monkeypatch.setattr(runtime.store, "put_new", refuse)
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 503, body
+    assert objects(aws, "files/") == [], "the copy is removed with the refused request"
+    assert objects(aws, UPLOADS_PREFIX) == [upload_key(SUBJECT, answer["upload_id"])]
+    monkeypatch.undo()
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 201, body
+
+
+def test_a_repeat_under_its_idempotency_key_answers_as_the_first_after_the_upload_is_taken(
+    aws, runtime
+):
+    _, answer = new_upload()
+    put(aws, answer)
+    body = email({"upload_id": answer["upload_id"]})
+    key = {"Idempotency-Key": "catalogue-2027"}
+
+    def send():
+        event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"], headers=key)
+        response = enqueue_handler.handler(event, LambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    first, again = send(), send()
+    assert first[0] == 201 and again == first, "the upload is gone; the first answer stands"
+    assert len(drain(aws)) == 1
