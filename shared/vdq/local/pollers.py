@@ -151,7 +151,10 @@ class StreamPoller(_Loop):
         self.published = 0  # state-change events the function reported publishing
         self.records = 0  # stream records read
         self.delivered = 0  # records that passed the filter and reached the function
-        self._iterators: dict[str, str | None] = {}
+        # The last sequence number taken from each shard: every poll asks for a new iterator
+        # after it, as a consumer that checkpoints does (an iterator kept across polls went
+        # stale once in moto's server and read nothing more while the shard grew).
+        self.positions: dict[str, str] = {}
         super().__init__(f"stream-{function}")
 
     def _run(self) -> None:
@@ -169,13 +172,11 @@ class StreamPoller(_Loop):
         seen = 0
         for shard in shards:
             shard_id = shard["ShardId"]
-            if shard_id not in self._iterators:
-                self._iterators[shard_id] = self.streams.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            iterator = self._iterators[shard_id]
-            if iterator is None:
-                continue
+            after = self.positions.get(shard_id)
+            where = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+                     if after else {"ShardIteratorType": "TRIM_HORIZON"})  # fmt: skip
+            iterator = self.streams.get_shard_iterator(StreamArn=self.stream_arn,
+                                                       ShardId=shard_id, **where)["ShardIterator"]
             got = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
             records = [dict(r, eventSourceARN=self.stream_arn) for r in got.get("Records", [])]
             wanted = [r for r in records if _passes_filter(r)]
@@ -191,8 +192,9 @@ class StreamPoller(_Loop):
                     log.exception("functions/%s raised on a stream batch; it is delivered again",
                                   self.function)  # fmt: skip
                     self.failures += 1
-                    continue  # keep the iterator: the same records come again
-            self._iterators[shard_id] = got.get("NextShardIterator")
+                    continue  # the position stays: the same records come again
+            if records:
+                self.positions[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
             seen += len(records)
         return seen
 
