@@ -53,6 +53,8 @@ TOOLING = (
     "operations/docs.py",
     "operations/examples.py",
     "operations/schemas.py",
+    "operations/smsbody.py",
+    "operations/upload_schemas.py",
 )
 
 
