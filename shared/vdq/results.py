@@ -290,6 +290,10 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
             # item absorbs the results of every attempt before its cancel.)
             keyed = None
         if keyed is not None:
+            if keyed.provider_id is not None and keyed.state == State.CANCELLED.value:
+                # A result of an attempt before the cancel: the cancelled item absorbs it
+                # (state kept, result written) and keeps the ID it stores.
+                return apply_update(keyed, update, runtime, attempt=int(keyed.attempt))
             if keyed.provider_id is not None:
                 logger.warning(
                     "%s %s names item %s, which stores provider ID %s: not applied",

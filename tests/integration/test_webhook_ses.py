@@ -163,6 +163,29 @@ def test_final_event_for_a_cancelled_item_keeps_it_cancelled_and_writes_result(a
     assert ("ignored", "succeed") in kinds(runtime, item.id)
 
 
+def test_a_cancelled_item_absorbs_an_earlier_attempts_result_though_it_stores_another_id(
+        aws, runtime):  # fmt: skip
+    """Found by the 20,000-schedule soak: attempt 1 (MSG) and attempt 2 (another ID) were both
+    rejected, the operator cancelled; SES then reports attempt 1 delivered. The cancelled item
+    takes the result (defect 5's rule) and keeps attempt 2's ID; it is not refused."""
+    other = "010001927b2d6c1e-test-message-000002"
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("reject", message_id=MSG, item_id=item.id, attempt=1))
+    apply(runtime.store.get_item(item.id), Step("retry", actor="ops", source="operator"), runtime)
+    second = to_awaiting(runtime.store.get_item(item.id), runtime, other)
+    deliver(ses_event("reject", message_id=other, item_id=item.id, attempt=2))
+    apply(runtime.store.get_item(second.id), Step("cancel", actor="ops", source="operator"),
+          runtime)  # fmt: skip
+    for provider_id in (MSG, other):  # a tagged email's worker writes no mapping record
+        record = mapping(provider_id)
+        if record is not None:
+            record.delete()
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=1))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("cancelled", other)
+    assert "250 2.0.0 OK" in stored.result
+
+
 def test_late_failure_after_success_is_recorded_and_answered_without_failure(aws, runtime):
     item = to_awaiting(new_email(runtime), runtime, MSG)
     deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
