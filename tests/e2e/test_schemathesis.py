@@ -89,13 +89,19 @@ class Fuzz:
 
     def realistic(self, case: Any) -> None:
         """Make the inputs valid data cannot be drawn for; point some cases at real items."""
+        history = case.path == "/queue-items/{id}/history"
+        if history and "cursor" in (case.query or {}):
+            # A history cursor is signed for its item: the case reads the sent item's history,
+            # whose cursor comes from a first page of one entry.
+            case.path_parameters = {**(case.path_parameters or {}), "id": self.sent}
         if "cursor" in (case.query or {}):
-            found = self.cursor(case.path, case.query)
+            found = self.cursor(case.path.replace("{id}", self.sent), case.query)
             if found is None:
                 del case.query["cursor"]  # the list has one page: there is no next one
             else:
                 case.query["cursor"] = found
-        if "id" in (case.path_parameters or {}) and next(_TURN) % 2 == 0:
+        keep = history and "cursor" in (case.query or {})
+        if "id" in (case.path_parameters or {}) and not keep and next(_TURN) % 2 == 0:
             real = self.sent if case.path.startswith("/sent-items") else self.active
             case.path_parameters["id"] = self.file if case.path.startswith("/attach") else real
         resend = case.path == "/sent-items/resend" and isinstance(case.body, dict)
