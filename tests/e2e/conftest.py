@@ -108,10 +108,12 @@ class Stack:
 
         bearer = token if token is not None else make_token(SECRET, list(groups))
         headers = {"Authorization": f"Bearer {bearer}", **kwargs.pop("headers", {})}
-        return requests.request(method, self.url + path, headers=headers, timeout=30, **kwargs)
+        return requests.request(method, self.url + path, headers=headers,
+                                timeout=patient(30), **kwargs)  # fmt: skip
 
     def cli(self, *args: str, token: str | None = None, check: bool = False,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        timeout = patient(timeout)
         env = {**self.env, "VDQ_API_URL": self.url}
         env["VDQ_TOKEN"] = token if token is not None else _admin_token()
         done = subprocess.run([sys.executable, "-m", "vdq.cli", *args], env=env, cwd=REPO,
@@ -121,10 +123,10 @@ class Stack:
         return done
 
     def status(self) -> dict[str, Any]:
-        return requests.get(f"{self.url}/_local/status", timeout=10).json()
+        return requests.get(f"{self.url}/_local/status", timeout=patient(10)).json()
 
     def sandbox(self, name: str) -> Any:
-        return requests.get(self._sandbox_url(name), timeout=10).json()
+        return requests.get(self._sandbox_url(name), timeout=patient(10)).json()
 
     def _sandbox_url(self, name: str) -> str:
         banner = self.log.read_text()

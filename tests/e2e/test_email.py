@@ -7,7 +7,7 @@ import base64
 import pytest
 
 import requests
-from tests.e2e.conftest import requires
+from tests.e2e.conftest import patient, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
 
@@ -69,7 +69,8 @@ def test_an_email_with_an_attachment_is_sent_with_it_and_the_file_downloads(stac
     assert attachment["filename"] == "report.csv"
     download = stack.api("GET", f"/attachments/{attachment['id']}", allow_redirects=False)
     assert download.status_code == 302
-    assert requests.get(download.headers["Location"], timeout=10).content == report.read_bytes()
+    got = requests.get(download.headers["Location"], timeout=patient(10))
+    assert got.content == report.read_bytes()
     assert stack.api("GET", f"/attachments/{attachment['id']}", groups=("vdq-senders",),
                      allow_redirects=False).status_code == 403  # fmt: skip
     [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator
 
 import requests
+from tests.e2e.conftest import patient
 from vdq import api, openapi
 
 DOC = json.loads(openapi.DOCUMENT.read_text())
@@ -26,9 +27,9 @@ def _check_error(response_status: int, body: dict, response_type: str) -> None:
 
 
 def test_a_private_route_without_a_token_is_401_in_the_error_shape(stack):
-    answer = requests.get(f"{stack.url}/queue-items", timeout=10)
+    answer = requests.get(f"{stack.url}/queue-items", timeout=patient(10))
     _check_error(answer.status_code, answer.json(), "UNAUTHORIZED")
-    forged = requests.get(f"{stack.url}/queue-items", timeout=10,
+    forged = requests.get(f"{stack.url}/queue-items", timeout=patient(10),
                           headers={"Authorization": "Bearer not-a-token"})  # fmt: skip
     _check_error(forged.status_code, forged.json(), "UNAUTHORIZED")
 
@@ -40,7 +41,7 @@ def test_an_unknown_route_is_404_in_the_error_shape(stack):
 
 def test_a_body_over_api_gateways_limit_is_413_in_the_error_shape_without_being_read(stack):
     url = urlsplit(stack.url)
-    with socket.create_connection((url.hostname, url.port), timeout=10) as conn:
+    with socket.create_connection((url.hostname, url.port), timeout=patient(10)) as conn:
         conn.sendall((f"POST /emails HTTP/1.1\r\nHost: {url.netloc}\r\n"
                       "Content-Type: application/json\r\n"
                       f"Content-Length: {api.GATEWAY_MAX_BODY_BYTES + 1}\r\n\r\n{{").encode())

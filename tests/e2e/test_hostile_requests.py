@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from tests.e2e.conftest import Stack, requires
+from tests.e2e.conftest import Stack, patient, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "operator")]
 
@@ -24,7 +24,7 @@ def raw_request(stack: Stack, head: str, body: bytes = b"") -> tuple[int, dict[s
 
     token = make_token("e2e-secret-" + "x" * 32, ["vdq-admins"])
     request = head.replace("\n", "\r\n").format(port=stack.port, token=token).encode() + body
-    with socket.create_connection(("127.0.0.1", stack.port), timeout=30) as s:
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=patient(30)) as s:
         s.sendall(request)
         data = b""
         while chunk := s.recv(65536):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 import requests
-from tests.e2e.conftest import requires
+from tests.e2e.conftest import patient, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
 
@@ -24,7 +24,7 @@ def _upload(stack, data: bytes, filename: str = "catalogue.pdf") -> str:
     assert answer.status_code == 201, answer.text
     upload = answer.json()
     assert upload["method"] == "PUT" and "Authorization" not in upload["headers"]
-    put = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=60)
+    put = requests.put(upload["url"], data=data, headers=upload["headers"], timeout=patient(60))
     assert put.status_code == 200, put.text[:300]
     return upload["upload_id"]
 
@@ -33,7 +33,7 @@ def test_a_7_mb_file_uploaded_through_a_presigned_url_is_sent_with_the_email(sta
     data = os.urandom(SEVEN_MB)
     upload_id = _upload(stack, data)
     [item] = stack.send_emails(f"success@{SIM}", attachments=[{"upload_id": upload_id}])
-    final = stack.wait(item["id"], "succeeded", timeout=60)
+    final = stack.wait(item["id"], "succeeded", timeout=patient(60))
     [attachment] = final["attachments"]
     assert (attachment["filename"], attachment["size"]) == ("catalogue.pdf", len(data))
     [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]
@@ -80,7 +80,7 @@ def test_inline_files_up_to_the_documented_4_5_mb_still_fit_in_a_request(stack):
     [item] = stack.send_emails(f"success@{SIM}", attachments=[
         {"filename": "scan.pdf", "content_type": "application/pdf",
          "content_base64": base64.b64encode(data).decode()}])  # fmt: skip
-    final = stack.wait(item["id"], "succeeded", timeout=60)
+    final = stack.wait(item["id"], "succeeded", timeout=patient(60))
     [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]
     assert sent["attachment_sha256"] == [hashlib.sha256(data).hexdigest()]
 
@@ -98,7 +98,7 @@ def test_the_cli_sends_a_large_file_through_an_upload(stack, tmp_path):
     import json
 
     [item] = json.loads(done.stdout)["items"]
-    final = stack.wait(item["id"], "succeeded", timeout=60)
+    final = stack.wait(item["id"], "succeeded", timeout=patient(60))
     assert [(a["filename"], a["content_type"], a["size"]) for a in final["attachments"]] == [
         ("note.txt", "text/plain", 17), ("catalogue.pdf", "application/pdf", len(data))]
     [sent] = [m for m in stack.sandbox("ses")["emails"] if m["message_id"] == final["provider_id"]]

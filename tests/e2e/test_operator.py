@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import requires
+from tests.e2e.conftest import patient, requires
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
 
@@ -85,7 +85,7 @@ def test_watch_prints_state_changes_as_they_happen(stack):
 
     time.sleep(1.5)
     [item] = stack.send_sms("+15005550012")
-    out, err = watcher.communicate(timeout=30)
+    out, err = watcher.communicate(timeout=patient(30))
     assert watcher.returncode == 0, err
     states = [line.split()[3] for line in out.splitlines() if item["id"] in line]
     assert states and states[-1] == "awaiting", out

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 import requests
-from tests.e2e.conftest import REPO, TWILIO_TOKEN, Stack
+from tests.e2e.conftest import REPO, TWILIO_TOKEN, Stack, patient
 from vdq.intake import MAX_IDEMPOTENCY_KEY
 
 DOCUMENT = str(REPO / "shared" / "vdq" / "openapi.json")
@@ -83,7 +83,7 @@ class Fuzz:
         """A cursor of the list ``path`` with the case's filters, as a client gets one."""
         filters = {k: v for k, v in query.items() if k in ("method", "state")}
         page = requests.get(self.stack.url + path, params={**filters, "limit": 1},
-                            headers=self.auth(), timeout=30)  # fmt: skip
+                            headers=self.auth(), timeout=patient(30))  # fmt: skip
         assert page.status_code == 200, page.text
         return page.json()["cursor"]
 
@@ -126,10 +126,11 @@ class Fuzz:
         """A small file uploaded as a client uploads one: its upload_id."""
         made = requests.post(self.stack.url + "/attachments/uploads", headers=self.auth(),
                              json={"filename": "u.txt", "content_type": "text/plain",
-                                   "size": 2}, timeout=30)  # fmt: skip
+                                   "size": 2}, timeout=patient(30))  # fmt: skip
         assert made.status_code == 201, made.text
         upload = made.json()
-        put = requests.put(upload["url"], data=b"hi", headers=upload["headers"], timeout=30)
+        put = requests.put(upload["url"], data=b"hi", headers=upload["headers"],
+                           timeout=patient(30))  # fmt: skip
         assert put.status_code == 200, put.text
         return upload["upload_id"]
 
@@ -154,7 +155,7 @@ def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzz]:
 
 def _call(case: Any, fuzz: Fuzz, headers: dict[str, str], **checks: Any) -> Any:
     return case.call_and_validate(base_url=fuzz.stack.url, headers=headers,
-                                  allow_redirects=False, timeout=30, **checks)  # fmt: skip
+                                  allow_redirects=False, timeout=patient(30), **checks)  # fmt: skip
 
 
 @VALID.parametrize()
@@ -173,7 +174,7 @@ def test_invalid_requests_never_get_a_server_error(case, fuzz):
 
 @VALID.parametrize()
 def test_anonymous_callers_are_refused_before_anything_runs(case, fuzz):
-    response = case.call(base_url=fuzz.stack.url, allow_redirects=False, timeout=30)
+    response = case.call(base_url=fuzz.stack.url, allow_redirects=False, timeout=patient(30))
     TALLY[f"anonymous {response.status_code}"] += 1
     assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.text}"
     if case.operation.definition.raw.get("security") != []:
