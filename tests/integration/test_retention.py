@@ -9,6 +9,7 @@ import json
 import boto3
 from functions.schedule import handler as schedule
 
+from tests.support.aws import stream_records
 from tests.support.operator import call, email, move, sms, succeed
 from tests.support.results import LambdaContext
 from vdq import resources, retention
@@ -42,17 +43,7 @@ def run_stream(aws):
     """Hand every STATE MODIFY of the table's stream so far to the schedule function, as the
     deployed event source mapping (its filter) does. In-process moto serves no stream API:
     its stream backend is read directly."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.dynamodbstreams.models import dynamodbstreams_backends
-
-    streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-    arn = boto3.client("dynamodb").describe_table(TableName=aws["table"])["Table"][
-        "LatestStreamArn"]
-    records = []
-    for shard in streams.describe_stream(arn)["Shards"]:
-        iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
-        records.extend(json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
-                                             default=str)))  # fmt: skip
+    records = stream_records(aws["table"])
     wanted = [dict(r, eventSource="aws:dynamodb") for r in records
               if r["eventName"] == "MODIFY" and r["dynamodb"]["NewImage"]["sk"]["S"] == "STATE"]
     return schedule.handler({"Records": wanted}, LambdaContext()) if wanted else {}

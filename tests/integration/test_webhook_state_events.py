@@ -12,6 +12,7 @@ import pytest
 from functions.schedule import handler as schedule
 from functions.webhook import handler as webhook
 
+from tests.support.aws import stream_records as support_stream_records
 from tests.support.results import (
     LambdaContext,
     new_email,
@@ -37,21 +38,7 @@ def bus_queue(aws):
 
 
 def stream_records(aws):
-    """Every record of the table's stream, from its start. In-process moto routes no
-    dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the
-    local stack's server mode serves it), so this reads moto's stream backend directly."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.dynamodbstreams.models import dynamodbstreams_backends
-
-    streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-    arn = boto3.client("dynamodb").describe_table(TableName=aws["table"])["Table"][
-        "LatestStreamArn"]
-    records = []
-    for shard in streams.describe_stream(arn)["Shards"]:
-        iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
-        records.extend(json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
-                                             default=str)))  # fmt: skip
-    return records
+    return support_stream_records(aws["table"])
 
 
 def received(aws, url):

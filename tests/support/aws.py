@@ -97,3 +97,23 @@ def drain(aws: dict[str, Any], queue: str = resources.SEND_QUEUE) -> list[dict[s
         for m in messages:
             out.append(json.loads(m["Body"]))
             sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def stream_records(table: str) -> list[dict[str, Any]]:
+    """Every record of ``table``'s stream, from its start, as JSON. In-process moto routes no
+    dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the
+    local stack's server mode serves it), so this reads moto's stream backend directly."""
+    import json
+
+    import boto3
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    arn = boto3.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(arn)["Shards"]:
+        iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
+        records.extend(json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
+                                             default=str)))  # fmt: skip
+    return records
