@@ -53,6 +53,12 @@ class _Table(Model):
         table_name = "vdq"
         region: str | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # PynamoDB caches a connection, with the indexes it knows, on the class it was asked
+        # on. A kind without one of its own would inherit _Table's, whose schema has no index.
+        super().__init_subclass__(**kwargs)
+        cls._connection = None
+
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     # The table's TTL attribute (epoch seconds): DynamoDB deletes the record some time after,
@@ -239,10 +245,10 @@ def bind(table_name: str, region: str | None = None) -> None:
     A model keeps its connection when nothing changed: each new connection builds a botocore
     session and loads the DynamoDB service model again (tens of milliseconds).
     """
+    if _Table.Meta.table_name == table_name and _Table.Meta.region == region:
+        return
+    _Table.Meta.table_name = table_name  # every kind shares _Table's Meta
+    _Table.Meta.region = region
     models: tuple[type[_Table], ...] = (_Table, *MODELS)
     for model in models:
-        if model.Meta.table_name == table_name and model.Meta.region == region:
-            continue
-        model.Meta.table_name = table_name
-        model.Meta.region = region
         model._connection = None
