@@ -58,9 +58,13 @@ class _Loop(ABC):
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Ask the loop to end after what it is doing; ``stop`` waits for it."""
         self._stop.set()
-        self._thread.join(timeout=10)
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        self._thread.join(timeout=timeout)
 
     @abstractmethod
     def _run(self) -> None:

@@ -25,14 +25,20 @@ class Schedules:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Ask the loop to end after the task it is running; ``stop`` waits for it."""
         self._stop.set()
-        self._thread.join(timeout=30)
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        self._thread.join(timeout=timeout)
 
     def run_once(self) -> None:
         if not self.functions.available("schedule"):
             return
         for task in TASKS:
+            if self._stop.is_set():
+                return
             try:
                 self.functions.invoke("schedule", {"task": task})
             except Exception:

@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from vdq import resources as definitions
 from vdq.settings import Settings
 
 DEFAULT_PORT = 8765
+STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
 GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
@@ -143,9 +145,18 @@ class LocalStack:
         self.ready.clear()
         if hasattr(self, "front"):
             self.front.ready = False
+        # Every loop is told first, so they wind down together; then each is waited for, all
+        # within one budget (their threads are daemons: a handler stuck past it dies with us).
+        deadline = time.monotonic() + STOP_SECONDS
+        for part in self._parts:
+            if hasattr(part, "halt"):
+                part.halt()
         for part in reversed(self._parts):
             try:
-                part.stop()
+                if hasattr(part, "halt"):
+                    part.stop(timeout=max(0.0, deadline - time.monotonic()))
+                else:
+                    part.stop()
             except Exception as exc:
                 logging.getLogger("vdq.local").warning("stopping %s: %s", part, exc)
         self._parts.clear()
