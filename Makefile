@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: venv test lint run bench synth soak clean
+.PHONY: venv test test-runtime lint run bench synth soak clean
 
 venv: $(STAMP) $(NODE_STAMP)
 
@@ -36,6 +36,25 @@ test: venv
 	wait $$pid || status=$$?; \
 	echo; echo "== tests/reliability"; cat $$rel; rm -f $$rel; exit $$status
 
+# The unit and integration suites again on the functions' Python minor (3.13, as Lambda runs
+# them), in a venv of its own at the development lock's versions. Hashes are left out: the lock
+# holds this machine's Python's wheels, and 3.13 needs others of the same versions.
+RUNTIME_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
+RUNTIME_VENV := .venv-3.13
+RUNTIME_STAMP := $(RUNTIME_VENV)/.installed
+
+$(RUNTIME_STAMP): pyproject.toml requirements/dev.lock
+	@test -n "$(RUNTIME_PYTHON)" || { echo "test-runtime needs python3.13 (pyenv install 3.13)"; exit 2; }
+	test -x $(RUNTIME_VENV)/bin/python || $(RUNTIME_PYTHON) -m venv $(RUNTIME_VENV)
+	$(RUNTIME_VENV)/bin/pip install -q --upgrade pip
+	grep -E '^[A-Za-z0-9_.-]+==' requirements/dev.lock | sed 's/ \\$$//' > $(RUNTIME_VENV)/constraints.txt
+	$(RUNTIME_VENV)/bin/pip install -q -c $(RUNTIME_VENV)/constraints.txt -e '.[dev]'
+	touch $(RUNTIME_STAMP)
+
+test-runtime: $(RUNTIME_STAMP)
+	$(RUNTIME_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 13), sys.version'
+	$(RUNTIME_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/integration $(PYTEST_ARGS)
+
 lint: venv
 	$(BIN)/ruff check shared functions infra tests bench
 	$(BIN)/mypy
@@ -53,4 +72,4 @@ synth: venv
 	npx cdk synth -q
 
 clean:
-	rm -rf $(VENV) cdk.out build node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(RUNTIME_VENV) cdk.out build node_modules .pytest_cache .mypy_cache .ruff_cache
