@@ -14,7 +14,7 @@ in the transaction that stamps it; a resend takes the expiration off again. Prov
 carry an expiration from birth that outlives the item's (``mapping_expiration``).
 
 DynamoDB deletes an expired record within about two days, so every read treats a record past
-its expiration as gone (``gone``): lists and reads never show half an item.
+its expiration as gone (``vdq.store.expiry.gone``): lists and reads never show half an item.
 """
 
 from __future__ import annotations
@@ -52,11 +52,6 @@ def mapping_expiration(written: datetime, settings: Settings) -> int | None:
         return None
     hours = max(settings.twilio_sms_timeout_hours, settings.email_timeout_hours)
     return int(written.timestamp() + hours * 3600) + settings.retention_days * DAY + DAY
-
-
-def gone(expiration: int | float | None, now: datetime) -> bool:
-    """A record past its expiration is gone, whether or not DynamoDB deleted it yet."""
-    return expiration is not None and expiration <= now.timestamp()
 
 
 def files_age_seconds(settings: Settings) -> int | None:

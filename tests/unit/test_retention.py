@@ -9,6 +9,7 @@ import pytest
 
 from vdq import retention, stateevents, workflow
 from vdq.settings import Settings
+from vdq.store import expiry
 
 DONE = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
@@ -28,10 +29,10 @@ def test_retention_zero_keeps_everything():
 
 def test_a_record_is_gone_from_its_expiration_on():
     at = int(DONE.timestamp())
-    assert not retention.gone(None, DONE)
-    assert not retention.gone(at + 1, DONE)
-    assert retention.gone(at, DONE.replace(microsecond=0))
-    assert retention.gone(at, DONE)
+    assert not expiry.gone(None, DONE)
+    assert not expiry.gone(at + 1, DONE)
+    assert expiry.gone(at, DONE.replace(microsecond=0))
+    assert expiry.gone(at, DONE)
 
 
 @pytest.mark.parametrize("days", [1, 30, 365])

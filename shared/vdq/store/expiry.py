@@ -4,14 +4,19 @@ item's records once it is done (vdq.retention says when and why)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from pynamodb.exceptions import UpdateError
 
 from vdq import resources
 from vdq.clock import SYSTEM_CLOCK, Clock
-from vdq.retention import gone
 from vdq.store.models import STATE_SK, _Table, item_pk
+
+
+def gone(expiration: int | float | None, now: datetime) -> bool:
+    """A record past its expiration is gone, whether or not DynamoDB deleted it yet."""
+    return expiration is not None and expiration <= now.timestamp()
 
 
 def stamp(records: Iterable[_Table], expiration: int | float | None) -> None:
