@@ -243,3 +243,27 @@ def test_a_repeat_under_its_idempotency_key_answers_as_the_first_after_the_uploa
     first, again = send(), send()
     assert first[0] == 201 and again == first, "the upload is gone; the first answer stands"
     assert len(drain(aws)) == 1
+
+
+S3_METADATA_LIMIT = 2000  # "2 KB": the UTF-8 bytes of each user metadata key and value, summed
+
+
+@pytest.mark.parametrize("name", ["😀" * 255, "東京" * 125 + ".pdf", "a%b" * 85,
+                                  "=?UTF-8?B?Zm9v?="])
+def test_a_long_non_ascii_file_name_fits_s3s_metadata_limit_and_comes_back_whole(
+    aws, runtime, name
+):
+    assert len(name) <= 255, "a name the declaration takes"
+    status, answer = new_upload(filename=name)
+    assert status == 201, answer
+    metadata = {k.removeprefix("x-amz-meta-"): v for k, v in answer["headers"].items()
+                if k.startswith("x-amz-meta-")}  # fmt: skip
+    assert all(v.isascii() for v in metadata.values()), "S3 metadata headers are ASCII"
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items())
+    assert used <= S3_METADATA_LIMIT, f"S3 refuses every PUT of this URL: {used} bytes"
+    put(aws, answer)
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 201, body
+    content = runtime.store.get_content(runtime.store.get_item(body["items"][0]["id"]).content_id)
+    [record] = runtime.store.get_attachments(content["attachments"])
+    assert record.filename == name
