@@ -206,8 +206,11 @@ def purge_idle(runtime: Runtime) -> int:
                 break
             for content_id in batch:
                 seen.add(content_id)
-                deleted += purge_content_files(content_id, runtime)
                 purged += 1
+                try:
+                    deleted += purge_content_files(content_id, runtime)
+                except Exception:  # it stays in the purge index; the next run tries again
+                    logger.exception("purge of the files of content %s failed", content_id)
     if deleted:
         logger.info("file-age purge deleted %d files", deleted)
     return deleted
