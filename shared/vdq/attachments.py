@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from vdq import ids
+from vdq import uploads as uploads_module
 from vdq.api import Caller
 from vdq.clock import iso
 from vdq.errors import Forbidden, NotFound, VdqError
@@ -71,6 +72,10 @@ def store_files(
                 runtime.files.delete(uploaded)
             except Exception:
                 logger.exception("%d uploaded files of a refused request left", len(uploaded))
+            if upload is not None and attachment.upload_id and uploads_module.gone(upload,
+                                                                                   runtime):
+                raise uploads_module.missing(f"attachments[{i}].upload_id",
+                                             attachment.upload_id) from exc  # fmt: skip
             name = upload.filename if upload else attachment.filename
             raise WriteFailed([], f"storing attachment {name!r} failed: "
                               f"{exc}; nothing was stored") from exc  # fmt: skip

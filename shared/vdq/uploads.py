@@ -126,14 +126,26 @@ def find_uploads(
         key = upload_key(owner, attachment.upload_id)
         head = runtime.files.head(key)
         if head is None:
-            raise ValidationError(path, f"no upload {attachment.upload_id} of this caller: it "
-                                  "was never made, not by this caller, already taken by an "
-                                  "email, or expired")  # fmt: skip
+            raise missing(path, attachment.upload_id)
         found[i] = _checked(head, key, attachment, path, limit)
     total = sum(len(a.content) for a in attachments) + sum(u.size for u in found.values())
     if total > limit:
         raise ValidationError("attachments", f"total {total} bytes is over the limit of {limit}")
     return found
+
+
+def missing(path: str, upload_id: str) -> ValidationError:
+    return ValidationError(path, f"no upload {upload_id} of this caller: it was never made, not "
+                           "by this caller, already taken by an email, or expired")  # fmt: skip
+
+
+def gone(upload: Upload, runtime: Runtime) -> bool:
+    """After a failed copy: the upload is no longer there (another email of the caller took
+    it after this one checked it, or it expired), rather than S3 failing."""
+    try:
+        return runtime.files.head(upload.key) is None
+    except Exception:
+        return False
 
 
 def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,

@@ -267,3 +267,23 @@ def test_a_long_non_ascii_file_name_fits_s3s_metadata_limit_and_comes_back_whole
     content = runtime.store.get_content(runtime.store.get_item(body["items"][0]["id"]).content_id)
     [record] = runtime.store.get_attachments(content["attachments"])
     assert record.filename == name
+
+
+def test_an_upload_taken_between_its_check_and_its_copy_is_a_422_not_a_retry(
+    aws, runtime, monkeypatch
+):
+    # Another email of the caller took it (copied, deleted) after this one read its size.
+    _, answer = new_upload()
+    put(aws, answer)
+    copy = runtime.files.copy
+
+    def taken_first(source, key):
+        runtime.files.delete([source])
+        copy(source, key)
+
+    monkeypatch.setattr(runtime.files, "copy", taken_first)
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 422, body
+    assert body["error"]["details"]["field"] == "attachments[0].upload_id"
+    assert "already taken" in body["error"]["message"]
+    assert objects(aws, "files/") == [] and drain(aws) == []
