@@ -287,3 +287,47 @@ def test_an_upload_taken_between_its_check_and_its_copy_is_a_422_not_a_retry(
     assert body["error"]["details"]["field"] == "attachments[0].upload_id"
     assert "already taken" in body["error"]["message"]
     assert objects(aws, "files/") == [] and drain(aws) == []
+
+
+class Died(BaseException):
+    """The enqueue Lambda died here (a timeout, out of memory): no handler code runs after."""
+
+
+@pytest.mark.parametrize("dies_at", ["second copy", "records"])
+def test_an_enqueue_that_dies_after_copying_leaves_no_copy_for_ever(
+    aws, runtime, clock, monkeypatch, dies_at
+):
+    from dataclasses import replace
+
+    from vdq import schedules
+
+    runtime.settings = replace(runtime.settings, max_files_age_seconds=0)
+    first, second = new_upload()[1], new_upload()[1]
+    put(aws, first)
+    put(aws, second)
+    copies = []
+    copy, put_new = runtime.files.copy, runtime.store.put_new
+
+    def copy_then_die(source, key):
+        if copies and dies_at == "second copy":
+            raise Died()
+        copy(source, key)
+        copies.append(key)
+
+    def die_at_the_records(records):
+        if dies_at == "records":
+            raise Died()
+        return put_new(records)
+
+    monkeypatch.setattr(runtime.files, "copy", copy_then_die)
+    monkeypatch.setattr(runtime.store, "put_new", die_at_the_records)
+    body = email({"upload_id": first["upload_id"]}, {"upload_id": second["upload_id"]})
+    with pytest.raises(Died):
+        post("apigw_post_emails", body)
+    monkeypatch.undo()
+    assert drain(aws) == [], "nothing was accepted"
+    assert len(objects(aws, UPLOADS_PREFIX)) == 2, "the uploads stay for the client's retry"
+    for _ in range(2):  # the daily purge, days later
+        clock.advance(86_400)
+        schedules.run(["purge"], runtime)
+    assert objects(aws, "files/") == [], "a copy no record names is kept for ever"
