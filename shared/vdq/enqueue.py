@@ -257,17 +257,14 @@ def enqueue_email(
     ]
     if files or len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
-    try:
-        accepted = store_and_publish(
-            records, items, runtime, inline_content=content,
-            file_keys=[f.s3_key for f in files],
-            store_files=lambda: store_files(files, email.attachments, runtime, uploads),
-        )  # fmt: skip
-    except PartiallyEnqueued:
-        discard_uploads(uploads, runtime)  # copied, and some items hold them
-        raise
+    accepted = store_and_publish(
+        records, items, runtime, inline_content=content,
+        file_keys=[f.s3_key for f in files],
+        store_files=lambda: store_files(files, email.attachments, runtime, uploads),
+    )  # fmt: skip
     # Taken: the copies are the content's files. A request that stored nothing keeps its
-    # uploads, so the same request can be sent again.
+    # uploads, so the same request can be sent again; so does a partial one (PartiallyEnqueued),
+    # whose answer says to send the rejected receivers again. The lifecycle rule removes them.
     discard_uploads(uploads, runtime)
     return accepted
 

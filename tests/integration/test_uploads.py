@@ -331,3 +331,32 @@ def test_an_enqueue_that_dies_after_copying_leaves_no_copy_for_ever(
         clock.advance(86_400)
         schedules.run(["purge"], runtime)
     assert objects(aws, "files/") == [], "a copy no record names is kept for ever"
+
+
+def test_the_rejected_receivers_of_a_partial_enqueue_are_sent_again_with_the_same_upload(
+    aws, runtime, monkeypatch
+):
+    # The answer says "send the rejected receivers again": the upload must still be there.
+    from vdq.store import WriteFailed
+
+    _, answer = new_upload()
+    put(aws, answer)
+    put_new, calls = runtime.store.put_new, []
+
+    def half_the_items(records):
+        calls.append(records)
+        if len(calls) == 2:  # the items: the first is stored, then the store fails
+            put_new(records[:1])
+            raise WriteFailed(records[:1], "the store refused the write: throttled")
+        return put_new(records)
+
+    monkeypatch.setattr(runtime.store, "put_new", half_the_items)
+    body = {**email({"upload_id": answer["upload_id"]}),
+            "to": [{"email": "ada@example.org"}, {"email": "bob@example.org"}]}  # fmt: skip
+    status, partial = post("apigw_post_emails", body)
+    assert partial["error"]["code"] == "partially_enqueued", partial
+    assert partial["error"]["details"]["rejected"] == ["bob@example.org"]
+    monkeypatch.undo()
+    status, again = post("apigw_post_emails", {**body, "to": [{"email": "bob@example.org"}]})
+    assert status == 201, again
+    assert len(drain(aws)) == 2, "ada's item and bob's, each once"
