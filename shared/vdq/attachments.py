@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from vdq import ids
+from vdq import uploads as uploads_module
 from vdq.api import Caller
 from vdq.clock import iso
 from vdq.errors import Forbidden, NotFound, VdqError
@@ -47,33 +48,18 @@ class FilesPurged(VdqError):
     code = "purged"
 
 
-def store_files(
-    content_id: str, attachments: tuple[Attachment, ...], runtime: Runtime,
+def file_records(
+    content_id: str, attachments: tuple[Attachment, ...],
     uploads: Mapping[int, Upload] | None = None,
 ) -> list[AttachmentRecord]:
-    """Store each file under a random key (an inline one uploaded, a presigned upload copied
-    from where it was put, see vdq.uploads); returns the records to write with the content.
-    A failed store removes the files this call stored before it (503: nothing stored)."""
+    """The record of each file, under a random key, written with the content before any file
+    is stored (``store_files``): an enqueue that dies between the two leaves records in the
+    purge index that name each file it stored, never a file that no record names."""
     uploads = uploads or {}
     records: list[AttachmentRecord] = []
     for i, attachment in enumerate(attachments):
         attachment_id = ids.new_id()
-        key = f"files/{content_id}/{attachment_id}"
         upload = uploads.get(i)
-        try:
-            if upload is not None:
-                runtime.files.copy(upload.key, key)
-            else:
-                runtime.files.put(key, attachment.content, attachment.content_type)
-        except Exception as exc:
-            uploaded = [r.s3_key for r in records]
-            try:
-                runtime.files.delete(uploaded)
-            except Exception:
-                logger.exception("%d uploaded files of a refused request left", len(uploaded))
-            name = upload.filename if upload else attachment.filename
-            raise WriteFailed([], f"storing attachment {name!r} failed: "
-                              f"{exc}; nothing was stored") from exc  # fmt: skip
         records.append(
             AttachmentRecord(
                 attachment_pk(attachment_id),
@@ -83,12 +69,36 @@ def store_files(
                 filename=upload.filename if upload else attachment.filename,
                 content_type=upload.content_type if upload else attachment.content_type,
                 size=upload.size if upload else len(attachment.content),
-                s3_key=key,
+                s3_key=f"files/{content_id}/{attachment_id}",
                 inline=attachment.inline,
                 cid=attachment.content_id,
             )
         )
     return records
+
+
+def store_files(
+    records: list[AttachmentRecord], attachments: tuple[Attachment, ...], runtime: Runtime,
+    uploads: Mapping[int, Upload] | None = None,
+) -> None:
+    """Store each file under its record's key: an inline one uploaded, a presigned upload
+    copied from where it was put (see vdq.uploads). A failure is a 503 (WriteFailed), or a 422
+    when the upload is gone; the caller removes what was stored (vdq.enqueue._discard)."""
+    uploads = uploads or {}
+    for i, (record, attachment) in enumerate(zip(records, attachments, strict=True)):
+        upload = uploads.get(i)
+        try:
+            if upload is not None:
+                runtime.files.copy(upload.key, record.s3_key)
+            else:
+                runtime.files.put(record.s3_key, attachment.content, attachment.content_type)
+        except Exception as exc:
+            if upload is not None and attachment.upload_id and uploads_module.gone(upload,
+                                                                                   runtime):
+                raise uploads_module.missing(f"attachments[{i}].upload_id",
+                                             attachment.upload_id) from exc  # fmt: skip
+            raise WriteFailed([], f"storing attachment {record.filename!r} failed: "
+                              f"{exc}; nothing was stored") from exc  # fmt: skip
 
 
 # ---- downloads -------------------------------------------------------------------------------
@@ -206,8 +216,11 @@ def purge_idle(runtime: Runtime) -> int:
                 break
             for content_id in batch:
                 seen.add(content_id)
-                deleted += purge_content_files(content_id, runtime)
                 purged += 1
+                try:
+                    deleted += purge_content_files(content_id, runtime)
+                except Exception:  # it stays in the purge index; the next run tries again
+                    logger.exception("purge of the files of content %s failed", content_id)
     if deleted:
         logger.info("file-age purge deleted %d files", deleted)
     return deleted

@@ -8,14 +8,14 @@ the re-publish sweep sends the item later. Nothing accepted is lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from vdq import ids, messages
-from vdq.attachments import store_files
+from vdq.attachments import file_records, store_files
 from vdq.clock import iso
-from vdq.errors import PartiallyEnqueued
+from vdq.errors import PartiallyEnqueued, ValidationError
 from vdq.messages import Email, Origin, Sms
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
@@ -108,19 +108,27 @@ def store_and_publish(
     *,
     inline_content: dict[str, Any] | None,
     file_keys: list[str] | None = None,
+    store_files: Callable[[], None] | None = None,
 ) -> list[QueueItemRecord]:
-    """Write the records (content, files, refs), then the items, then publish each item's
-    first send.
+    """Write the records (content, files, refs), then the files (``store_files``: to
+    ``file_keys``), then the items, then publish each item's first send.
 
     The records go first and alone: an item is accepted only once everything it needs is
-    stored. When the store fails part-way, the answer names exactly the items stored (each is
-    published and sent once) and the receivers that were not; when it stores no item, what
-    the request wrote (records, uploaded ``file_keys``) is removed and nothing was accepted.
+    stored, and a request that dies before its items leaves its pending refs in the purge
+    index, which deletes every file it may have stored. When the store fails part-way, the
+    answer names exactly the items stored (each is published and sent once) and the receivers
+    that were not; when it stores no item, what the request wrote (records, ``file_keys``) is
+    removed and nothing was accepted.
     """
     store = runtime.store
     try:
         store.put_new(records)
+        if store_files is not None:
+            store_files()
         store.put_new(items)
+    except ValidationError:  # an upload gone before its copy (vdq.uploads.gone)
+        _discard(records, file_keys or [], runtime)
+        raise
     except WriteFailed as exc:
         _confirm(records, runtime)
         written = {r.pk for r in exc.written}
@@ -222,7 +230,7 @@ def enqueue_email(
     now = runtime.clock.now()
     content_id = ids.new_id()
     uploads = find_uploads(email.attachments, created_by, runtime)
-    files = store_files(content_id, email.attachments, runtime, uploads)
+    files = file_records(content_id, email.attachments, uploads)
     content = {**email.content(), "attachments": [f.id for f in files]}
     receivers = email.receivers()
     records: list[Any] = [
@@ -249,14 +257,14 @@ def enqueue_email(
     ]
     if files or len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
-    try:
-        accepted = store_and_publish(records, items, runtime, inline_content=content,
-                                     file_keys=[f.s3_key for f in files])  # fmt: skip
-    except PartiallyEnqueued:
-        discard_uploads(uploads, runtime)  # copied, and some items hold them
-        raise
+    accepted = store_and_publish(
+        records, items, runtime, inline_content=content,
+        file_keys=[f.s3_key for f in files],
+        store_files=lambda: store_files(files, email.attachments, runtime, uploads),
+    )  # fmt: skip
     # Taken: the copies are the content's files. A request that stored nothing keeps its
-    # uploads, so the same request can be sent again.
+    # uploads, so the same request can be sent again; so does a partial one (PartiallyEnqueued),
+    # whose answer says to send the rejected receivers again. The lifecycle rule removes them.
     discard_uploads(uploads, runtime)
     return accepted
 

@@ -8,6 +8,10 @@ from typing import Any
 from urllib.parse import quote
 
 
+class FilesNotDeleted(RuntimeError):
+    """DeleteObjects left some of the objects (its answer's ``Errors``)."""
+
+
 class FileStore:
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
@@ -56,12 +60,20 @@ class FileStore:
         )  # fmt: skip
 
     def delete(self, keys: Sequence[str]) -> None:
+        """Delete the objects; raises when S3 deleted not all of them. DeleteObjects answers
+        200 whatever happened to each key and lists the keys it did not delete in ``Errors``
+        (AccessDenied, InternalError...): unread, a refused delete passes for a done one."""
+        failed: list[str] = []
         for start in range(0, len(keys), 1000):
             chunk = keys[start : start + 1000]
-            self._s3.delete_objects(
+            answer = self._s3.delete_objects(
                 Bucket=self._bucket,
                 Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
             )
+            failed += [f"{e.get('Key')}: {e.get('Code')}" for e in answer.get("Errors") or []]
+        if failed:
+            raise FilesNotDeleted(f"S3 did not delete {len(failed)} of {len(keys)} objects "
+                                  f"({', '.join(failed[:3])})")  # fmt: skip
 
     def download_url(self, key: str, filename: str, content_type: str, seconds: int) -> str:
         disposition = f"attachment; filename*=UTF-8''{quote(filename)}"

@@ -65,6 +65,17 @@ def _positive_int(value: str) -> int:
     return number
 
 
+PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
+
+
+def _url_seconds(value: str) -> int:
+    number = _positive_int(value)
+    if number > PRESIGNED_MAX_SECONDS:
+        raise ValueError(f"must be at most {PRESIGNED_MAX_SECONDS} (7 days: S3 refuses a "
+                         "presigned URL valid longer)")  # fmt: skip
+    return number
+
+
 def _non_negative_int(value: str) -> int:
     number = int(value)
     if number < 0:
@@ -272,14 +283,17 @@ class Settings:
         "JSON: group -> permissions",
     )
     attachment_url_seconds: int = _setting(
-        "VDQ_ATTACHMENT_URL_SECONDS", 300, _positive_int, "lifetime of a presigned download URL"
-    )
+        "VDQ_ATTACHMENT_URL_SECONDS", 300, _url_seconds,
+        "lifetime of a presigned download URL (at most 604800, S3's 7 days; signed with the "
+        "function's temporary credentials, a URL also ends when they do)",
+    )  # fmt: skip
     upload_url_seconds: int = _setting(
         "VDQ_UPLOAD_URL_SECONDS",
         900,
-        _positive_int,
-        "lifetime of a presigned attachment upload URL (POST /attachments/uploads); the "
-        "upload itself is deleted a day after it was made unless an email took it",
+        _url_seconds,
+        "lifetime of a presigned attachment upload URL (POST /attachments/uploads; at most "
+        "604800, as for downloads); the upload itself is deleted a day after it was made "
+        "unless an email took it",
     )
     idempotency_seconds: int = _setting(
         "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"

@@ -21,6 +21,7 @@ upload_id names no object of this caller, so it is refused like a missing one.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -37,6 +38,8 @@ from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"
 UPLOAD_FIELDS = {"filename", "content_type", "size"}
+NAME_METADATA_CHARS = 1024  # a percent-encoded name longer than this is base64-encoded
+_WORD = ("=?UTF-8?B?", "?=")  # an RFC 2047 encoded word (percent-encoding never starts so)
 
 
 class Upload(NamedTuple):
@@ -51,6 +54,27 @@ class Upload(NamedTuple):
 def upload_key(subject: str, upload_id: str) -> str:
     owner = hashlib.sha256(subject.encode()).hexdigest()[:32]
     return f"{UPLOADS_PREFIX}{owner}/{upload_id}"
+
+
+def encode_name(name: str) -> str:
+    """The file name as an S3 metadata value: ASCII, and short enough that a PUT's metadata
+    stays within S3's 2 KB (each key and value, summed; S3 refuses the PUT otherwise).
+    Percent-encoded, or when that is longer than ``NAME_METADATA_CHARS`` (3 characters a
+    UTF-8 byte: 255 emoji take 3,060), an RFC 2047 encoded word (4 for 3 bytes: at most 1,372)."""
+    text = quote(name, safe="")
+    if len(text) <= NAME_METADATA_CHARS:
+        return text
+    return f"{_WORD[0]}{base64.b64encode(name.encode()).decode()}{_WORD[1]}"
+
+
+def decode_name(value: str) -> str:
+    """``encode_name`` undone; what is not its output reads as no name ("")."""
+    try:
+        if value.startswith(_WORD[0]) and value.endswith(_WORD[1]):
+            return base64.b64decode(value[len(_WORD[0]) : -len(_WORD[1])], validate=True).decode()
+        return unquote(value, errors="strict")
+    except ValueError:
+        return ""
 
 
 def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
@@ -71,8 +95,7 @@ def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
         raise ValidationError("size", f"must be 1 to {limit} bytes (VDQ_MAX_ATTACHMENT_BYTES)")
     upload_id = ids.new_id()
     seconds = runtime.settings.upload_url_seconds
-    # S3 metadata is ASCII: the file name travels percent-encoded.
-    metadata = {"filename": quote(name, safe=""), "size": str(size)}
+    metadata = {"filename": encode_name(name), "size": str(size)}
     url = runtime.files.upload_url(upload_key(who.subject, upload_id), kind, size, metadata,
                                    seconds)  # fmt: skip
     headers = {"Content-Type": kind, "Content-Length": str(size),
@@ -103,14 +126,26 @@ def find_uploads(
         key = upload_key(owner, attachment.upload_id)
         head = runtime.files.head(key)
         if head is None:
-            raise ValidationError(path, f"no upload {attachment.upload_id} of this caller: it "
-                                  "was never made, not by this caller, already taken by an "
-                                  "email, or expired")  # fmt: skip
+            raise missing(path, attachment.upload_id)
         found[i] = _checked(head, key, attachment, path, limit)
     total = sum(len(a.content) for a in attachments) + sum(u.size for u in found.values())
     if total > limit:
         raise ValidationError("attachments", f"total {total} bytes is over the limit of {limit}")
     return found
+
+
+def missing(path: str, upload_id: str) -> ValidationError:
+    return ValidationError(path, f"no upload {upload_id} of this caller: it was never made, not "
+                           "by this caller, already taken by an email, or expired")  # fmt: skip
+
+
+def gone(upload: Upload, runtime: Runtime) -> bool:
+    """After a failed copy: the upload is no longer there (another email of the caller took
+    it after this one checked it, or it expired), rather than S3 failing."""
+    try:
+        return runtime.files.head(upload.key) is None
+    except Exception:
+        return False
 
 
 def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,
@@ -122,7 +157,7 @@ def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment,
                               "it was declared with: upload the file again")  # fmt: skip
     if size > limit:
         raise ValidationError(path, f"the upload's {size} bytes are over the limit of {limit}")
-    name = attachment.filename or unquote(str(head["metadata"].get("filename", "")))
+    name = attachment.filename or decode_name(str(head["metadata"].get("filename", "")))
     try:
         name = messages.filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
         kind = messages.content_type(head["content_type"], path)

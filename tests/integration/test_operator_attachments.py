@@ -167,3 +167,53 @@ def test_a_failed_purge_keeps_the_transition_and_the_next_purge_run_deletes(aws,
     runtime.clock.advance(60)
     assert schedules.run(["purge"], runtime)["files_purged"] == 1
     assert not _exists(runtime, record)
+
+
+def _s3_refuses_deletes(runtime, monkeypatch, refused):
+    """DeleteObjects as S3 answers when it may not delete some keys: 200, and each such key in
+    ``Errors`` (Quiet mode leaves out only the deleted ones)."""
+    s3 = runtime.files._s3
+    original = s3.delete_objects
+
+    def delete_objects(**kwargs):
+        keys = [o["Key"] for o in kwargs["Delete"]["Objects"]]
+        kept = [k for k in keys if refused(k)]
+        rest = [{"Key": k} for k in keys if not refused(k)]
+        answer = original(**{**kwargs, "Delete": {**kwargs["Delete"], "Objects": rest}}) \
+            if rest else {}  # fmt: skip
+        errors = [{"Key": k, "Code": "AccessDenied", "Message": "Access Denied"} for k in kept]
+        return {**answer, "Errors": errors} if errors else answer
+
+    monkeypatch.setattr(s3, "delete_objects", delete_objects)
+
+
+def test_files_s3_did_not_delete_are_not_marked_purged_and_the_next_run_deletes_them(
+    aws, runtime, monkeypatch
+):
+    _cleanup(runtime, 0)
+    [item] = email(runtime, "solo@example.org", attachments=[PDF])
+    [record] = _files(runtime, item)
+    with monkeypatch.context() as patch:
+        _s3_refuses_deletes(runtime, patch, lambda key: True)
+        assert call("transition", params={"id": item.id, "name": "cancel"}, query={}).status == 200
+    assert _exists(runtime, record)
+    assert runtime.store.get_attachment(record.id).purged_at is None, "its file is there"
+    runtime.clock.advance(60)
+    assert schedules.run(["purge"], runtime)["files_purged"] == 1
+    assert not _exists(runtime, record)
+    assert call("attachment", params={"id": record.id}).status == 410
+
+
+def test_one_content_whose_files_s3_keeps_refusing_does_not_stop_the_purge_of_others(
+    aws, runtime, clock, monkeypatch
+):
+    _cleanup(runtime, 60)
+    [stuck] = email(runtime, "stuck@example.org", attachments=[PDF])
+    [other] = email(runtime, "other@example.org", attachments=[PDF])
+    [stuck_file], [other_file] = _files(runtime, stuck), _files(runtime, other)
+    succeed(runtime, stuck.id)
+    succeed(runtime, other.id)
+    clock.advance(120)
+    _s3_refuses_deletes(runtime, monkeypatch, lambda key: key == stuck_file.s3_key)
+    assert attachments.purge_idle(runtime) == 1
+    assert not _exists(runtime, other_file) and _exists(runtime, stuck_file)

@@ -243,3 +243,120 @@ def test_a_repeat_under_its_idempotency_key_answers_as_the_first_after_the_uploa
     first, again = send(), send()
     assert first[0] == 201 and again == first, "the upload is gone; the first answer stands"
     assert len(drain(aws)) == 1
+
+
+S3_METADATA_LIMIT = 2000  # "2 KB": the UTF-8 bytes of each user metadata key and value, summed
+
+
+@pytest.mark.parametrize("name", ["😀" * 255, "東京" * 125 + ".pdf", "a%b" * 85,
+                                  "=?UTF-8?B?Zm9v?="])
+def test_a_long_non_ascii_file_name_fits_s3s_metadata_limit_and_comes_back_whole(
+    aws, runtime, name
+):
+    assert len(name) <= 255, "a name the declaration takes"
+    status, answer = new_upload(filename=name)
+    assert status == 201, answer
+    metadata = {k.removeprefix("x-amz-meta-"): v for k, v in answer["headers"].items()
+                if k.startswith("x-amz-meta-")}  # fmt: skip
+    assert all(v.isascii() for v in metadata.values()), "S3 metadata headers are ASCII"
+    used = sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items())
+    assert used <= S3_METADATA_LIMIT, f"S3 refuses every PUT of this URL: {used} bytes"
+    put(aws, answer)
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 201, body
+    content = runtime.store.get_content(runtime.store.get_item(body["items"][0]["id"]).content_id)
+    [record] = runtime.store.get_attachments(content["attachments"])
+    assert record.filename == name
+
+
+def test_an_upload_taken_between_its_check_and_its_copy_is_a_422_not_a_retry(
+    aws, runtime, monkeypatch
+):
+    # Another email of the caller took it (copied, deleted) after this one read its size.
+    _, answer = new_upload()
+    put(aws, answer)
+    copy = runtime.files.copy
+
+    def taken_first(source, key):
+        runtime.files.delete([source])
+        copy(source, key)
+
+    monkeypatch.setattr(runtime.files, "copy", taken_first)
+    status, body = post("apigw_post_emails", email({"upload_id": answer["upload_id"]}))
+    assert status == 422, body
+    assert body["error"]["details"]["field"] == "attachments[0].upload_id"
+    assert "already taken" in body["error"]["message"]
+    assert objects(aws, "files/") == [] and drain(aws) == []
+
+
+class Died(BaseException):
+    """The enqueue Lambda died here (a timeout, out of memory): no handler code runs after."""
+
+
+@pytest.mark.parametrize("dies_at", ["second copy", "records"])
+def test_an_enqueue_that_dies_after_copying_leaves_no_copy_for_ever(
+    aws, runtime, clock, monkeypatch, dies_at
+):
+    from dataclasses import replace
+
+    from vdq import schedules
+
+    runtime.settings = replace(runtime.settings, max_files_age_seconds=0)
+    first, second = new_upload()[1], new_upload()[1]
+    put(aws, first)
+    put(aws, second)
+    copies = []
+    copy, put_new = runtime.files.copy, runtime.store.put_new
+
+    def copy_then_die(source, key):
+        if copies and dies_at == "second copy":
+            raise Died()
+        copy(source, key)
+        copies.append(key)
+
+    def die_at_the_records(records):
+        if dies_at == "records":
+            raise Died()
+        return put_new(records)
+
+    monkeypatch.setattr(runtime.files, "copy", copy_then_die)
+    monkeypatch.setattr(runtime.store, "put_new", die_at_the_records)
+    body = email({"upload_id": first["upload_id"]}, {"upload_id": second["upload_id"]})
+    with pytest.raises(Died):
+        post("apigw_post_emails", body)
+    monkeypatch.undo()
+    assert drain(aws) == [], "nothing was accepted"
+    assert len(objects(aws, UPLOADS_PREFIX)) == 2, "the uploads stay for the client's retry"
+    for _ in range(2):  # the daily purge, days later
+        clock.advance(86_400)
+        schedules.run(["purge"], runtime)
+    assert objects(aws, "files/") == [], "a copy no record names is kept for ever"
+
+
+def test_the_rejected_receivers_of_a_partial_enqueue_are_sent_again_with_the_same_upload(
+    aws, runtime, monkeypatch
+):
+    # The answer says "send the rejected receivers again": the upload must still be there.
+    from vdq.store import WriteFailed
+
+    _, answer = new_upload()
+    put(aws, answer)
+    put_new, calls = runtime.store.put_new, []
+
+    def half_the_items(records):
+        calls.append(records)
+        if len(calls) == 2:  # the items: the first is stored, then the store fails
+            put_new(records[:1])
+            raise WriteFailed(records[:1], "the store refused the write: throttled")
+        return put_new(records)
+
+    monkeypatch.setattr(runtime.store, "put_new", half_the_items)
+    body = {**email({"upload_id": answer["upload_id"]}),
+            "to": [{"email": "ada@example.org"}, {"email": "bob@example.org"}]}  # fmt: skip
+    status, partial = post("apigw_post_emails", body)
+    assert partial["error"]["code"] == "partially_enqueued", partial
+    assert partial["error"]["details"]["rejected"] == ["bob@example.org"]
+    monkeypatch.undo()
+    status, again = post("apigw_post_emails", {**body, "to": [{"email": "bob@example.org"}]})
+    assert status == 201, again
+    assert len(drain(aws)) == 2, "ada's item and bob's, each once"

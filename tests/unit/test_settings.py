@@ -54,6 +54,9 @@ def test_an_empty_webhook_url_selects_polling():
         ("VDQ_GROUP_PERMISSIONS", json.dumps(["ops"])),
         ("VDQ_STATE_EVENTS", "some"),
         ("VDQ_INDEX_SHARDS", "0"),
+        # S3 refuses a SigV4 presigned URL valid longer than 7 days: every URL would fail.
+        ("VDQ_UPLOAD_URL_SECONDS", "604801"),
+        ("VDQ_ATTACHMENT_URL_SECONDS", "1209600"),
     ],
 )
 def test_a_bad_value_fails_naming_the_setting(name, value):
@@ -80,3 +83,9 @@ def test_sender_identities_are_a_lower_case_list_without_wildcards():
     for bad in ("*.example.com", "@example.com", "a b.com"):
         with pytest.raises(ValueError):
             _identities(bad)
+
+
+def test_presigned_url_lifetimes_go_up_to_s3s_seven_days():
+    week = Settings.from_env({"VDQ_UPLOAD_URL_SECONDS": "604800",
+                              "VDQ_ATTACHMENT_URL_SECONDS": "604800"})  # fmt: skip
+    assert (week.upload_url_seconds, week.attachment_url_seconds) == (604_800, 604_800)

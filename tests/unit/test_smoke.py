@@ -347,3 +347,40 @@ def test_a_bad_timeout_or_run_id_is_a_usage_error(monkeypatch, capsys):
     assert "--timeout and --interval take a positive number" in capsys.readouterr().err
     assert main(["smoke", "--sender", "a@example.com", "--run-id", "x" * 65]) == 2
     assert "--run-id takes 1 to 64 printable ASCII" in capsys.readouterr().err
+
+
+class RefusingApi(FakeApi):
+    """FakeApi whose POST to ``path`` is refused with ``status``."""
+
+    def __init__(self, scripts_: dict[str, list[dict[str, Any]]], path: str, status: int) -> None:
+        super().__init__(scripts_)
+        self.refused_path, self.status = path, status
+
+    def call(self, method: str, path: str, body: Any = None, params: dict | None = None,
+             headers: dict | None = None) -> Any:  # fmt: skip
+        if method == "POST" and path == self.refused_path:
+            self.calls.append((method, path, body, headers))
+            raise ApiError(self.status, "invalid", "sender.cell: not a phone number")
+        return super().call(method, path, body, params, headers)
+
+
+def test_a_refused_sms_request_still_waits_for_and_cleans_up_the_emails_it_queued(monkeypatch,
+                                                                                   capsys):
+    api = RefusingApi(scripts(), "/sms", 422)
+    assert run(monkeypatch, api, "--sms", "+15005550006") == 1
+    out, err = capsys.readouterr()
+    table = rows(out)
+    assert {n: r["RESULT"] for n, r in table.items()} == {
+        "email success": "pass", "email bounce": "pass", "email complaint": "pass",
+        "sms invalid number": "FAIL", "sms blocked number": "FAIL", "sms accepted": "FAIL"}
+    assert "sender.cell: not a phone number" in table["sms accepted"]["GOT"]
+    assert "3 of 6 checks passed, 3 failed" in out
+    assert api.cancelled() == [f"bounce@{SIM}"], "the bounce it errored on purpose is cancelled"
+    assert f"clean-up: cancelled {api.items[f'bounce@{SIM}']}" in err
+
+
+def test_a_token_that_may_not_send_is_a_usage_error_and_nothing_is_left(monkeypatch, capsys):
+    api = RefusingApi(scripts(), "/emails", 403)
+    assert run(monkeypatch, api, "--sms", "+15005550006") == 2
+    assert "this token may not send" in capsys.readouterr().err
+    assert not api.posts("/sms") and api.cancelled() == []

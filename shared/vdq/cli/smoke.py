@@ -168,7 +168,9 @@ def _post(api: Client, path: str, body: dict[str, Any], key: str,
 
 def enqueue(api: Client, todo: list[Check], sender: str, sms_from: str | None, run_id: str,
             sleep: Callable[[float], None]) -> list[Outcome]:  # fmt: skip
-    """One request per method (one item per receiver), each under the run's Idempotency-Key."""
+    """One request per method (one item per receiver), each under the run's Idempotency-Key.
+    A request refused after an earlier one queued items fails its own checks only: the items
+    queued are still waited for and cleaned up (the bounce is cancelled)."""
     outcomes = [Outcome(c) for c in todo]
     emails = [o for o in outcomes if o.check.method == "email"]
     sms = [o for o in outcomes if o.check.method == "sms"]
@@ -183,7 +185,18 @@ def enqueue(api: Client, todo: list[Check], sender: str, sms_from: str | None, r
                                       "body": f"VDQ smoke {run_id}",
                                       "origin": {"type": "vdq-smoke", "id": run_id}}))
     for group, path, body in batches:
-        answer = _post(api, path, body, f"vdq-smoke-{run_id}-{path.strip('/')}", sleep)
+        try:
+            answer = _post(api, path, body, f"vdq-smoke-{run_id}-{path.strip('/')}", sleep)
+        except ApiError as exc:
+            if any(o.item_id for o in outcomes):
+                # What an earlier request queued is still waited for and cleaned up.
+                for o in group:
+                    o.state, o.note = "refused", render.clip(render.safe(exc.message), 60)
+                continue
+            if exc.status in (401, 403):
+                raise UsageError(f"this token may not send ({exc.message}): smoke needs a "
+                                 "token that may send and read (see vdq smoke --help)") from None
+            raise
         items = answer.get("items") or []
         by_receiver = {str((i.get("receiver") or {}).get("email") or
                            (i.get("receiver") or {}).get("cell")).lower(): i for i in items}
