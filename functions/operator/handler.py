@@ -19,12 +19,13 @@ from typing import Any
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
 import vdq
-from vdq import api
+from vdq import api, console
 from vdq.errors import ValidationError, VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
+from vdq.settings import get_settings
 from vdq.views import item_json
 
 app = Router()
@@ -136,6 +137,9 @@ def get_attachment(event: Event, id: str) -> Response:
     from vdq import attachments
 
     url = attachments.download_url(id, _caller(event), Runtime.default())
+    if (api.header(event, "Accept") or "").strip() == "application/json":
+        # A page cannot read a redirect's Location (the console): the URL as JSON instead.
+        return _json(200, {"url": url}, {"Cache-Control": "no-store"})
     return Response(302, None, "", {"Location": url, "Cache-Control": "no-store"})
 
 
@@ -182,4 +186,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # A record this invocation leaves "in progress" expires at its deadline.
         settings = Runtime.default().settings
         intake.idempotency_config(settings.idempotency_seconds).register_lambda_context(context)
+    if event.get("resource") in console.RESOURCES:  # the console's files (no authorizer)
+        return console.answer(event, get_settings())
     return app.resolve(event)

@@ -1,0 +1,208 @@
+"""The operator console in a real browser (headless Chromium over CDP) against the local stack:
+sign-in with PKCE at the local issuer, lists, an item's page, retry with its dry run, live
+refresh, permissions, hostile content, and the headers that make it safe. The run leaves
+screenshots in docs/ (the README shows them)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import requests
+from tests.e2e.conftest import REPO, SECRET, patient, requires
+from tests.support.browser import Browser, find_chromium
+
+pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
+
+SIM = "simulator.amazonses.com"
+DOCS = REPO / "docs"
+HOSTILE = {
+    "subject": "<script>window.__pwned = 'subject'</script>Invoice",
+    "text": "<img src=x onerror=\"window.__pwned = 'text'\"> body & <b>bold</b>",
+    "name": "<img src=x onerror=\"window.__pwned = 'name'\">Mallory",
+    "file": "javascript:window.__pwned='file'<svg onload=alert(1)>.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("headless Chromium is not installed and could not be: run `make browser` "
+                    "(apt-get install chromium, as root)")  # fmt: skip
+    b = Browser(binary, tmp_path_factory.mktemp("chromium"), timeout=patient(20))
+    yield b
+    b.close()
+
+
+def sign_in(browser: Browser, url: str, *groups: str, user: str = "ops") -> None:
+    """Through the console's sign-in button and the local issuer's form, as a user does."""
+    browser.goto(f"{url}/console/#/queue")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/_local/oauth2/authorize' && "
+                     "document.querySelector('#username')")  # fmt: skip
+    browser.evaluate("document.querySelector('#username').value = ''")
+    browser.click("#username")
+    browser.type(user)
+    for group in groups:
+        browser.click(f"input[value='{group}']")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/console/' && "
+                     "document.querySelector('#user').textContent.includes('Signed in')",
+                     timeout=patient(10))  # fmt: skip
+
+
+def wait_state(browser: Browser, state: str) -> None:
+    browser.wait_for(f"[...document.querySelectorAll('#fields tr')].some(r => "
+                     f"r.cells[0].textContent === 'state' && r.cells[0].nextElementSibling"
+                     f".textContent === {json.dumps(state)})", timeout=patient(30))  # fmt: skip
+
+
+def timeline(browser: Browser) -> list[str]:
+    return list(browser.evaluate(
+        "[...document.querySelectorAll('#timeline li .what')].map(e => e.textContent)"))
+
+
+def test_sign_in_exchanges_the_code_with_pkce_and_keeps_it_out_of_the_address_bar(stack, browser):
+    sign_in(browser, stack.url, "vdq-viewers", user="viewer-1")
+    assert browser.evaluate("location.search") == ""
+    assert "code=" not in browser.evaluate("location.href")
+    token = browser.evaluate("sessionStorage.getItem('vdq.console.token')")
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["sub"] == "viewer-1" and claims["cognito:groups"] == ["vdq-viewers"]
+    assert "viewer-1 (vdq-viewers)" in browser.text("#user")
+
+
+def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_move(
+        stack, browser):  # fmt: skip
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/queue?state=errored&limit=100")
+    link = f"a[data-key='open-{item['id']}']"
+    browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+    browser.screenshot(DOCS / "console-list.png")
+
+    browser.click(link)
+    browser.wait_for("document.querySelector('#timeline')")
+    wait_state(browser, "errored")
+    before = timeline(browser)
+    assert before[-1].endswith("→ errored"), before
+    browser.screenshot(DOCS / "console-item.png", whole=True)
+
+    browser.click("#action-retry")  # the dry run first: nothing changes
+    browser.wait_for("document.querySelector('#preview-text')")
+    assert "from errored to queued" in browser.text("#preview-text")
+    assert stack.item(item["id"])["state"] == "errored"
+    assert browser.evaluate("document.activeElement.id") == "preview-title"
+
+    browser.click("#confirm-retry")
+    browser.wait_for("document.querySelector('#status').textContent.includes('Retried')")
+    # The retry, then (live refresh, no click) the new attempt's send and its bounce.
+    browser.wait_for(f"document.querySelectorAll('#timeline li').length > {len(before) + 2}",
+                     timeout=patient(30))  # fmt: skip
+    wait_state(browser, "errored")
+    after = timeline(browser)
+    assert "retry: errored → queued" in after[len(before):], after
+    assert stack.item(item["id"])["attempt"] == 2
+
+    browser.viewport(390, 844, mobile=True)
+    try:
+        browser.goto(f"{stack.url}/console/#/queue?state=errored")
+        browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+        # Readable at phone width: nothing runs off the side of the screen.
+        assert browser.evaluate("document.documentElement.scrollWidth") <= 390
+        browser.screenshot(DOCS / "console-phone.png")
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+def test_hostile_content_shows_as_text_and_runs_nothing(stack, browser):
+    attachment = {"filename": HOSTILE["file"], "content_type": "text/plain",
+                  "content_base64": base64.b64encode(b"hello").decode()}  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", subject=HOSTILE["subject"], text=HOSTILE["text"],
+                               sender={"email": "shop@example.com", "name": HOSTILE["name"]},
+                               attachments=[attachment])  # fmt: skip
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#content')")
+    page = "document.querySelector('#item-body')"
+    cells = browser.evaluate(f"[...{page}.querySelectorAll('td')].map(td => td.textContent)")
+    assert HOSTILE["subject"] in cells and HOSTILE["text"] in cells
+    assert any(HOSTILE["name"] in c for c in cells), cells
+    assert browser.text("#attachments .filename") == HOSTILE["file"]
+    # Nothing became markup: no element from the values, no handler ran, no link to a script.
+    assert browser.evaluate(f"{page}.querySelectorAll('script, img, svg, b').length") == 0
+    assert browser.evaluate("[...document.querySelectorAll('a')].filter(a => "
+                            "a.protocol === 'javascript:').length") == 0  # fmt: skip
+    assert browser.evaluate("window.__pwned === undefined")
+    browser.goto(f"{stack.url}/console/#/queue")  # the list shows the sender nowhere, but runs
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate("window.__pwned === undefined")
+
+
+def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    wait_state(browser, "errored")
+    assert browser.evaluate("document.querySelectorAll('#item-actions button').length") == 0
+    browser.goto(f"{stack.url}/console/#/sent")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate("document.querySelector('#resend-selected') === null")
+
+    # The server checks too: a token that lost the permission after the page offered the action.
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#action-retry')")
+    from vdq.local.front import make_token
+
+    viewer = make_token(SECRET, ["vdq-viewers"])
+    browser.evaluate(f"sessionStorage.setItem('vdq.console.token', {json.dumps(viewer)})")
+    browser.click("#action-retry")
+    browser.wait_for("document.querySelector('#alert').textContent.startsWith('Not allowed')")
+    assert re.match(r"Not allowed \(403 forbidden\): .*retry", browser.text("#alert")), (
+        browser.text("#alert"))
+    assert stack.item(item["id"])["state"] == "errored"
+
+
+def test_console_answers_carry_a_strict_content_security_policy(stack):
+    for path in ("/console/", "/console/console.js", "/console/console.css",
+                 "/console/config.json"):  # fmt: skip
+        answer = requests.get(stack.url + path, timeout=patient(10))
+        assert answer.status_code == 200, path
+        policy = dict(p.strip().split(" ", 1) for p in
+                      answer.headers["Content-Security-Policy"].split(";"))  # fmt: skip
+        assert policy["default-src"] == "'none'" and policy["script-src"] == "'self'"
+        assert policy["style-src"] == "'self'" and policy["frame-ancestors"] == "'none'"
+        assert policy["connect-src"].split() == ["'self'", stack.url]  # API and token endpoint
+        assert "unsafe" not in answer.headers["Content-Security-Policy"]
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    page = requests.get(f"{stack.url}/console/", timeout=patient(10)).text
+    # Nothing inline that the policy would have to allow.
+    assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son\w+=", page)
+    assert requests.get(f"{stack.url}/console/nope.js", timeout=patient(10)).status_code == 404
+    moved = requests.get(f"{stack.url}/console", allow_redirects=False, timeout=patient(10))
+    assert moved.status_code == 302 and moved.headers["Location"] == "console/"
+
+
+def test_the_script_never_writes_markup():
+    script = (REPO / "shared/vdq/console/static/console.js").read_text()
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(",
+                         script)  # fmt: skip
+
+
+def test_screenshots_are_where_the_readme_shows_them():
+    readme = (REPO / "README.md").read_text()
+    for name in ("console-list.png", "console-item.png", "console-phone.png"):
+        assert f"docs/{name}" in readme
+        assert Path(DOCS / name).is_file()
