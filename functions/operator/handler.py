@@ -136,9 +136,10 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
 def get_attachment(event: Event, id: str) -> Response:
     from vdq import attachments
 
-    url = attachments.download_url(id, _caller(event), Runtime.default())
-    if (api.header(event, "Accept") or "").strip() == "application/json":
-        # A page cannot read a redirect's Location (the console): the URL as JSON instead.
+    who = _caller(event)
+    q = _query("getAttachment", event)
+    url = attachments.download_url(id, who, Runtime.default())
+    if not q["redirect"]:  # a page cannot read a redirect's Location (the console)
         return _json(200, {"url": url}, {"Cache-Control": "no-store"})
     return Response(302, None, "", {"Location": url, "Cache-Control": "no-store"})
 

@@ -87,6 +87,8 @@ def config(settings: Settings) -> dict[str, Any]:
     return {
         "authorize_url": f"{base}/oauth2/authorize" if base else None,
         "token_url": f"{base}/oauth2/token" if base else None,
+        # Cognito's hosted UI keeps a session of its own: signing out ends it there too.
+        "logout_url": f"{base}/logout" if base and not base.endswith("/_local") else None,
         "client_id": settings.console_client_id,
         "scope": SCOPES,
         "permissions": {g: list(p) for g, p in settings.group_permissions.items()},

@@ -198,7 +198,11 @@ OPERATIONS: tuple[Operation, ...] = (
               "`Accept: application/json` (and nothing else) the answer is a 200 "
               "`{\"url\": ...}` instead, for a web page, which cannot read a redirect.",
               _READ, (Param("id", "path", "string", "The attachment's id, as getQueueItem "
-                            "lists it.", required=True, pattern=ids.PATTERN),),
+                            "lists it.", required=True, pattern=ids.PATTERN),
+                      Param("redirect", "query", "boolean",
+                            "false: answer 200 `{\"url\": ...}` with the presigned URL instead "
+                            "of redirecting to it (a web page cannot read a redirect's "
+                            "Location).", default=True)),
               status=302, errors=(404, 410)),
     Operation("postAttachmentUpload", "POST", "/attachments/uploads", "enqueue", "attachments",
               "Get a presigned URL to upload a large attachment",

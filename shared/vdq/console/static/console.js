@@ -172,11 +172,10 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, { query, body, accept } = {}) {
+async function api(method, path, { query, body } = {}) {
   const url = new URL(path.replace(/^\/+/, ""), apiBase);
   for (const [k, v] of Object.entries(query || {})) if (v) url.searchParams.set(k, v);
   const headers = { Authorization: `Bearer ${store.getItem(TOKEN_KEY) || ""}` };
-  if (accept) headers.Accept = accept;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const answer = await fetch(url, {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
@@ -395,12 +394,13 @@ function attachmentList(attachments) {
     const button = el("button", { type: "button", "aria-label": `Download ${a.filename}`,
       disabled: a.purged }, a.purged ? "Deleted by cleanup" : "Download");
     button.addEventListener("click", () => guarded(async () => {
-      const answer = await api("GET", a.download_path, { accept: "application/json" });
+      const answer = await api("GET", a.download_path, { query: { redirect: "false" } });
       const url = new URL(answer.url);
       if (url.protocol !== "https:" && url.protocol !== "http:") {
         throw new Error("the download URL is not a web address");
       }
-      el("a", { href: url.href, rel: "noopener", download: "" }).click();
+      el("a", { href: url.href, target: "_blank", rel: "noopener noreferrer" }).click();
+      say(`Downloading ${a.filename} (the link works for a few minutes).`);
     }));
     return el("li", {}, el("span", { class: "filename" }, a.filename),
       ` (${text(a.content_type)}, ${text(a.size)} bytes${a.inline ? ", inline" : ""}) `, button);
@@ -537,7 +537,15 @@ function showSignedIn(found) {
 }
 
 async function start() {
-  $("sign-out").addEventListener("click", () => signOut("You are signed out."));
+  $("sign-out").addEventListener("click", () => {
+    signOut("You are signed out.");
+    if (config.logout_url) {
+      const url = new URL(config.logout_url);
+      url.search = new URLSearchParams({ client_id: config.client_id, logout_uri: redirectUri() })
+        .toString();
+      window.location.assign(url.href);
+    }
+  });
   window.addEventListener("hashchange", () => { if (claims()) render(); });
   try {
     const answer = await fetch("config.json", { cache: "no-store" });
