@@ -66,6 +66,19 @@ def wait_state(browser: Browser, state: str) -> None:
                      f".textContent === {json.dumps(state)})", timeout=patient(30))  # fmt: skip
 
 
+def tab_to(browser: Browser, selector: str, presses: int = 40) -> None:
+    """Press Tab until ``selector`` has the focus, as a keyboard user gets there."""
+    for _ in range(presses):
+        if browser.evaluate(f"document.activeElement === document.querySelector("
+                            f"{json.dumps(selector)})"):  # fmt: skip
+            # Focus is visible where the keyboard put it.
+            assert browser.evaluate("getComputedStyle(document.activeElement).outlineStyle") \
+                == "solid", selector
+            return
+        browser.key("Tab")
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
 def timeline(browser: Browser) -> list[str]:
     return list(browser.evaluate(
         "[...document.querySelectorAll('#timeline li .what')].map(e => e.textContent)"))
@@ -91,20 +104,23 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
     browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
     browser.screenshot(DOCS / "console-list.png")
 
-    browser.click(link)
+    tab_to(browser, link)  # the keyboard from here on: Tab and Enter
+    browser.key("Enter")
     browser.wait_for("document.querySelector('#timeline')")
     wait_state(browser, "errored")
     before = timeline(browser)
     assert before[-1].endswith("→ errored"), before
     browser.screenshot(DOCS / "console-item.png", whole=True)
 
-    browser.click("#action-retry")  # the dry run first: nothing changes
+    tab_to(browser, "#action-retry")  # the dry run first: nothing changes
+    browser.key("Enter")
     browser.wait_for("document.querySelector('#preview-text')")
     assert "from errored to queued" in browser.text("#preview-text")
     assert stack.item(item["id"])["state"] == "errored"
     assert browser.evaluate("document.activeElement.id") == "preview-title"
 
-    browser.click("#confirm-retry")
+    tab_to(browser, "#confirm-retry")
+    browser.key("Enter")
     browser.wait_for("document.querySelector('#status').textContent.includes('Retried')")
     # The retry, then (live refresh, no click) the new attempt's send and its bounce.
     browser.wait_for(f"document.querySelectorAll('#timeline li').length > {len(before) + 2}",
@@ -144,9 +160,39 @@ def test_hostile_content_shows_as_text_and_runs_nothing(stack, browser):
     assert browser.evaluate("[...document.querySelectorAll('a')].filter(a => "
                             "a.protocol === 'javascript:').length") == 0  # fmt: skip
     assert browser.evaluate("window.__pwned === undefined")
+    # The download asks the API for the presigned URL (a page cannot read a redirect).
+    browser.send("Page.setDownloadBehavior", behavior="deny")
+    browser.click("#attachments button")
+    browser.wait_for("document.querySelector('#status').textContent.startsWith('Downloading')")
+    assert HOSTILE["file"] in browser.text("#status") and browser.text("#alert") == ""
     browser.goto(f"{stack.url}/console/#/queue")  # the list shows the sender nowhere, but runs
     browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
     assert browser.evaluate("window.__pwned === undefined")
+
+
+def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
+    sent = stack.send_emails("first@example.com", "second@example.com")
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/sent?state=succeeded&limit=100")
+    for item in sent:
+        box = f"input[data-key='select-{item['id']}']"
+        browser.wait_for(f"document.querySelector({json.dumps(box)})", timeout=patient(10))
+        tab_to(browser, box)
+        browser.key(" ")
+        assert browser.evaluate(f"document.querySelector({json.dumps(box)}).checked")
+    browser.click("#resend-selected")
+    browser.wait_for("document.querySelector('#confirm-resend')")
+    assert "Resend 2 item(s)" in browser.text("#preview-title")
+    queued = stack.api("GET", "/queue-items?limit=100").json()["items"]
+    assert not [i for i in queued if i["resent_from"] in {s["id"] for s in sent}]  # a preview
+    browser.click("#confirm-resend")
+    browser.wait_for("document.querySelector('#status').textContent === 'Resent 2 item(s).'")
+    copies = browser.evaluate("[...document.querySelectorAll('#resend-box a')]"
+                              ".map(a => a.textContent)")  # fmt: skip
+    assert len(copies) == 2
+    assert sorted(stack.item(c)["resent_from"] for c in copies) == sorted(i["id"] for i in sent)
 
 
 def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):

@@ -31,7 +31,7 @@ function el(tag, attrs = {}, ...children) {
       node.setAttribute(name, value === true ? "" : String(value));
     }
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
