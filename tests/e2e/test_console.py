@@ -195,6 +195,27 @@ def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     assert sorted(stack.item(c)["resent_from"] for c in copies) == sorted(i["id"] for i in sent)
 
 
+def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
+    sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=10")
+    rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    first = browser.evaluate(rows)
+    assert len(first) == 10 and browser.evaluate("document.querySelector('#filter-limit').value") \
+        == "10"
+    assert browser.evaluate("document.querySelector('#previous-page').disabled")
+    browser.click("#next-page")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 2')")
+    second = browser.evaluate(rows)
+    assert second and not set(second) & set(first)
+    browser.click("#previous-page")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate(rows) == first
+
+
 def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
     [item] = stack.send_emails(f"bounce@{SIM}")
     stack.wait(item["id"], "errored")
