@@ -442,8 +442,9 @@ async function showItem(id) {
 
 function drawActions(box, preview, item, reload) {
   const buttons = [];
+  const active = config.states.queue.includes(item.state); // a done item takes neither
   for (const name of ["retry", "cancel"]) {
-    if (!may(name)) continue;
+    if (!active || !may(name)) continue;
     const label = name === "retry" ? "Retry…" : "Cancel item…";
     buttons.push(el("button", { type: "button", id: `action-${name}`,
       class: name === "cancel" ? "danger" : "",
@@ -546,7 +547,10 @@ async function start() {
       window.location.assign(url.href);
     }
   });
-  window.addEventListener("hashchange", () => { if (claims()) render(); });
+  window.addEventListener("hashchange", () => {
+    if (claims()) render();
+    else showSignedOut("Your session has ended: sign in again.");
+  });
   try {
     const answer = await fetch("config.json", { cache: "no-store" });
     config = await answer.json();
