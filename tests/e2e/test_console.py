@@ -103,6 +103,7 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
     link = f"a[data-key='open-{item['id']}']"
     browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
     browser.screenshot(DOCS / "console-list.png")
+    assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
     tab_to(browser, link)  # the keyboard from here on: Tab and Enter
     browser.key("Enter")
@@ -135,7 +136,8 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
         browser.goto(f"{stack.url}/console/#/queue?state=errored")
         browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
         # Readable at phone width: nothing runs off the side of the screen.
-        assert browser.evaluate("document.documentElement.scrollWidth") <= 390
+        assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert browser.evaluate("window.innerWidth") == 390
         browser.screenshot(DOCS / "console-phone.png")
     finally:
         browser.send("Emulation.clearDeviceMetricsOverride")

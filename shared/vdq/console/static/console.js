@@ -52,6 +52,13 @@ function text(value) {
   return String(value);
 }
 
+// A time for a list: to the second, in UTC, the exact value in the datetime attribute.
+function when(iso) {
+  if (!iso) return "—";
+  const short = String(iso).replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return el("time", { datetime: iso, title: iso }, short);
+}
+
 function say(message) {
   $("status").textContent = message;
 }
@@ -282,7 +289,7 @@ async function showList(kind, params) {
         el("a", { href: `#/item/${encodeURIComponent(item.id)}`, "data-key": `open-${item.id}` },
           item.id),
         item.method, el("span", { class: `state state-${item.state}` }, item.state),
-        who(item), text(item.result), text(item.attempt), text(item.updated_at),
+        who(item), text(item.result), text(item.attempt), when(item.updated_at),
       ];
       const box = canResend ? el("input", {
         type: "checkbox", "aria-label": `Select ${item.id} (${who(item)})`,
