@@ -172,6 +172,51 @@ def test_hostile_content_shows_as_text_and_runs_nothing(stack, browser):
     assert browser.evaluate("window.__pwned === undefined")
 
 
+# Pages of one history entry, so a short history takes several pages: the item's view keeps its
+# first entry and the history_cursor the API gives after it; every history read asks for one.
+ONE_ENTRY_PAGES = """
+const realFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), location.href);
+  if (/^\\/queue-items\\/[^/]+\\/history$/.test(url.pathname)) {
+    url.searchParams.set("limit", "1");
+    window.__historyPages = (window.__historyPages || 0) + 1;
+    return realFetch(url.href, options);
+  }
+  if (/^\\/queue-items\\/[^/]+$/.test(url.pathname)) {
+    const item = await (await realFetch(input, options)).json();
+    const first = new URL(url.pathname + "/history", location.href);
+    first.searchParams.set("limit", "1");
+    const page = await (await realFetch(first.href, options)).json();
+    item.history = page.entries;
+    item.history_cursor = page.cursor;
+    return new Response(JSON.stringify(item), {status: 200,
+      headers: {"Content-Type": "application/json"}});
+  }
+  return realFetch(input, options);
+};
+"""
+
+
+def test_an_items_timeline_follows_the_history_cursor_to_the_end(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    history = stack.wait(item["id"], "errored")["history"]
+    assert len(history) >= 3
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=ONE_ENTRY_PAGES)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        browser.wait_for(f"document.querySelectorAll('#timeline li').length >= {len(history)}")
+        shown = browser.evaluate("[...document.querySelectorAll('#timeline time')]"
+                                 ".map(t => t.getAttribute('datetime'))")  # fmt: skip
+        assert shown == [h["at"] for h in history]
+        assert browser.evaluate("window.__historyPages") >= len(history) - 1
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     sent = stack.send_emails("first@example.com", "second@example.com")
     for item in sent:
