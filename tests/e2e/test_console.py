@@ -217,6 +217,56 @@ def test_an_items_timeline_follows_the_history_cursor_to_the_end(stack, browser)
         browser.reload()
 
 
+# The refresh timer under the test's hand: its callback is kept (and the real timer made an
+# hour long), the tab's visibility is a flag, and the API calls are counted.
+HELD_TIMER = """
+const realSetInterval = window.setInterval;
+window.setInterval = (callback, ms) => {
+  window.__tick = callback;
+  window.__tickMs = ms;
+  return realSetInterval(callback, 3600000);
+};
+window.__hidden = false;
+Object.defineProperty(document, "visibilityState", {get: () => window.__hidden ? "hidden"
+  : "visible"});
+const countedFetch = window.fetch;
+window.__apiCalls = 0;
+window.fetch = (input, options) => {
+  if (String(input).includes("/queue-items")) window.__apiCalls += 1;
+  return countedFetch(input, options);
+};
+"""
+
+
+def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        assert browser.evaluate("window.__tickMs") == 5000
+        entries = len(timeline(browser))
+        retried = stack.api("POST", f"/queue-items/{item['id']}/transitions/retry")
+        assert retried.status_code == 200, retried.text
+        stack.wait(item["id"], "errored")  # the new attempt bounced too
+        browser.evaluate("window.__hidden = true")
+        calls = browser.evaluate("window.__apiCalls")
+        browser.evaluate("window.__tick()")  # a tick while hidden: no request, nothing redrawn
+        assert browser.evaluate("window.__apiCalls") == calls
+        assert len(timeline(browser)) == entries
+        browser.evaluate("window.__hidden = false")
+        browser.evaluate("window.__tick()")  # visible again: the page is read and redrawn
+        assert browser.evaluate("window.__apiCalls") > calls
+        assert len(timeline(browser)) > entries
+        assert "updated: errored" in browser.text("#status")  # said in the live region
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     sent = stack.send_emails("first@example.com", "second@example.com")
     for item in sent:
