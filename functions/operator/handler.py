@@ -4,6 +4,9 @@ Routing by the operation table (vdq.operations.router over vdq.operations.spec),
 validates query strings; the OpenAPI document served is the one generated from it at build
 time (vdq.openapi, which is not in the asset), so this function never imports pydantic.
 
+It also serves the operator console's static files and settings (vdq.console) on the two
+console routes, which API Gateway passes without an authorizer.
+
 The reads (lists, details) are what most requests are; the modules only a change (transitions
 and resend: vdq.operations.actions, with enqueue and the transitions), an attachment download
 or the document need are imported by their routes, so a read's cold start does not pay for them.

@@ -168,3 +168,30 @@ def test_unknown_groups_are_refused():
 def test_the_sign_in_page_escapes_what_the_request_carries():
     page = _issuer().sign_in_page({**_request("v" * 43), "state": '"><script>x()</script>'})
     assert "<script>" not in page and "&quot;&gt;&lt;script&gt;" in page
+
+
+class FakeRequest:
+    """What oauth.serve reads of an http.server request, and what it answers."""
+
+    def __init__(self, method: str, path: str, host: str) -> None:
+        self.command, self.path, self.headers = method, path, {"Host": host}
+        self.server = type("S", (), {"server_port": 9999})()
+        self.answered: tuple = ()
+
+    def answer(self, status: int, body: object = b"", headers: dict | None = None) -> None:
+        self.answered = (status, body, headers or {})
+
+
+def test_the_local_sign_in_answers_only_at_a_loopback_host():
+    verifier = secrets.token_urlsafe(48)
+    query = "&".join(f"{k}={v}" for k, v in _request(verifier).items() if k != "username")
+    path = f"{oauth.PREFIX}/authorize?{query.replace(':', '%3A').replace('/', '%2F')}"
+    for host in ("127.0.0.1:9999", "localhost:9999", "[::1]:9999"):
+        request = FakeRequest("GET", path, host)
+        oauth.serve(_issuer(), request, f"{oauth.PREFIX}/authorize", b"")
+        assert request.answered[0] == 200, (host, request.answered)
+        assert "frame-ancestors 'none'" in request.answered[2]["Content-Security-Policy"]
+    for host in ("attacker.example:9999", "127.0.0.1.attacker.example", ""):
+        request = FakeRequest("GET", path, host)
+        oauth.serve(_issuer(), request, f"{oauth.PREFIX}/authorize", b"")
+        assert request.answered[0] == 403 and request.answered[1]["error"] == "access_denied"

@@ -4,7 +4,9 @@ Each request becomes the event API Gateway's REST API passes to a Lambda proxy i
 (resource, path, pathParameters, query strings, headers, body, requestContext). Protected routes
 need ``Authorization: Bearer <JWT>``, an HS256 token verified with ``VDQ_LOCAL_JWT_SECRET``; its
 ``sub`` and ``cognito:groups`` become ``requestContext.authorizer.claims`` as the Cognito
-authorizer passes them. ``GET /_local/status`` reports the parts of the stack.
+authorizer passes them. ``GET /_local/status`` reports the parts of the stack; under
+``/_local/oauth2/`` the console signs in (vdq.local.oauth, the local stand-in for Cognito's
+hosted UI).
 
 What happens before a function runs follows API Gateway's REST API: a trailing slash reaches the
 same resource (the event's ``path`` keeps it); a body over 10 MB is 413, and so is a request

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from vdq.local.aws import LOOPBACK_NAMES
 from vdq.local.front import make_token
 
 PREFIX = "/_local/oauth2"
@@ -171,8 +172,19 @@ def form_fields(body: bytes) -> tuple[dict[str, str], list[str]]:
 
 
 def serve(issuer: Issuer, request: Any, path: str, body: bytes) -> None:
-    """Answer a request under ``PREFIX`` (the local front's hook)."""
+    """Answer a request under ``PREFIX`` (the local front's hook).
+
+    Only for a loopback Host, as the local AWS endpoint: a web page that rebinds its own name
+    to 127.0.0.1 would otherwise be same-origin with the issuer and sign itself in."""
     query = {k: v[-1] for k, v in parse_qs(urlsplit(request.path).query).items()}
+    port = getattr(request.server, "server_port", "")
+    hosts = {n for name in LOOPBACK_NAMES for n in (name, f"{name}:{port}")}
+    host = (request.headers.get("Host") or "").lower()
+    if host not in hosts:
+        request.answer(403, {"error": "access_denied", "error_description":
+                             f"the local sign-in answers only at a loopback address, not Host "
+                             f"{host!r}"}, {"Cache-Control": "no-store"})  # fmt: skip
+        return
     try:
         if path == f"{PREFIX}/authorize" and request.command == "GET":
             issuer.check_request(query)
