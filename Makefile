@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: venv test test-runtime lint run bench synth soak clean
+.PHONY: venv test test-runtime lint run bench synth soak clean browser
 
 venv: $(STAMP) $(NODE_STAMP)
 
@@ -28,7 +28,7 @@ $(NODE_STAMP): package-lock.json
 
 # Two pytest runs side by side, one per core: the long, CPU-bound model-based reliability suite
 # (2,000 schedules) and everything else. Each prints its own summary; either failing fails.
-test: venv
+test: venv browser
 	@rel=$$(mktemp); \
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability $(PYTEST_ARGS) >$$rel 2>&1 & \
 	pid=$$!; status=0; \
@@ -54,6 +54,16 @@ $(RUNTIME_STAMP): pyproject.toml requirements/dev.lock
 test-runtime: $(RUNTIME_STAMP)
 	$(RUNTIME_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 13), sys.version'
 	$(RUNTIME_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/integration $(PYTEST_ARGS)
+
+# Headless Chromium from Debian for the console's browser tests (tests/e2e/test_console.py);
+# `make test` installs it when missing (apt-get as root, or through sudo).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; \
+	  else sudo=false; fi; \
+	  { $$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; } || \
+	  echo "chromium could not be installed (needs root or sudo, and apt): the console's" \
+	    "browser tests will skip"; }
 
 lint: venv
 	$(BIN)/ruff check shared functions infra tests bench

@@ -1,8 +1,9 @@
-"""The REST API and its users: Cognito user pool, groups, machine clients, the routes."""
+"""The REST API and its users: Cognito user pool, groups, machine clients, the operator
+console's client, the routes."""
 
 from __future__ import annotations
 
-from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_lambda as lambda_
@@ -12,7 +13,7 @@ from constructs import Construct
 from infra.config import DeployConfig
 from infra.functions import retention
 from infra.nag import suppress
-from vdq import resources
+from vdq import console, resources
 from vdq.api import GATEWAY_ERRORS, THROTTLE_RETRY_AFTER_SECONDS, gateway_template
 from vdq.operations import spec
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS
@@ -32,9 +33,12 @@ def _routes(function: str) -> tuple[tuple[str, str], ...]:
                  if op.function == function)  # fmt: skip
 
 
-PUBLIC_ROUTES = {(op.method, op.path.lstrip("/")) for op in spec.OPERATIONS if not op.permissions}
+# The operator console's files (vdq.console): public, served by the operator function.
+CONSOLE_ROUTES = tuple(("GET", resource.lstrip("/")) for resource in console.RESOURCES)
+PUBLIC_ROUTES = {(op.method, op.path.lstrip("/")) for op in spec.OPERATIONS
+                 if not op.permissions} | set(CONSOLE_ROUTES)  # fmt: skip
 ENQUEUE_ROUTES = _routes("enqueue")
-OPERATOR_ROUTES = _routes("operator")
+OPERATOR_ROUTES = _routes("operator") + CONSOLE_ROUTES
 WEBHOOK_ROUTES = _routes("webhook")
 
 
@@ -120,6 +124,7 @@ class Api(Construct):
             integration = apigw.LambdaIntegration(function, scope_permission_to_method=False)
             for method, path in routes:
                 self.methods[(method, path)] = self._route(method, path, integration)
+        self._console_client()
         suppress(
             self.rest_api,
             "APIG3",
@@ -142,6 +147,32 @@ class Api(Construct):
         return (
             f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
             f"/{STAGE}/"
+        )
+
+    @property
+    def console_url(self) -> str:
+        """Where the operator console is: its page, and its OAuth callback."""
+        return f"{self.url}console/"
+
+    def _console_client(self) -> None:
+        """The console's app client: authorization code with PKCE (a public client, no secret)
+        at the user pool's hosted UI, calling back to the console's page. Its access token
+        carries the user's groups (cognito:groups) and the signed-in user's scope the private
+        routes accept; never a vdq/<group> scope, which would grant a group to every user."""
+        self.console_client = self.user_pool.add_client(
+            "ConsoleClient",
+            generate_secret=False,
+            auth_flows=cognito.AuthFlow(),
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True),
+                scopes=[cognito.OAuthScope.OPENID, cognito.OAuthScope.COGNITO_ADMIN],
+                callback_urls=[self.console_url],
+                logout_urls=[self.console_url],
+            ),
+            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            prevent_user_existence_errors=True,
+            access_token_validity=Duration.hours(1),
+            id_token_validity=Duration.hours(1),
         )
 
     def _gateway_responses(self) -> None:
@@ -167,11 +198,13 @@ class Api(Construct):
                 authorization_type=apigw.AuthorizationType.NONE,
                 request_validator=self.validator,
             )
-            reason = (
-                "Twilio cannot send a Cognito token; the webhook checks the Twilio signature"
-                if path == TWILIO_CALLBACK_PATH
-                else "readiness and the OpenAPI document are public by the REST contract"
-            )
+            if path == TWILIO_CALLBACK_PATH:
+                reason = "Twilio cannot send a Cognito token; the webhook checks the signature"
+            elif (method, path) in CONSOLE_ROUTES:
+                reason = ("the console's static files and sign-in settings hold no data; the "
+                          "API calls the page makes carry the user's token")  # fmt: skip
+            else:
+                reason = "readiness and the OpenAPI document are public by the REST contract"
             suppress(added, "APIG4", reason)
             suppress(added, "COG4", reason)
             return added

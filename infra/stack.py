@@ -110,6 +110,11 @@ class VdqStack(Stack):
             operator=functions.operator,
             webhook=functions.webhook,
         )
+        # The operator console signs users in at the pool's hosted UI (vdq.console).
+        functions.operator.add_environment("VDQ_CONSOLE_AUTH_URL", api.domain.base_url())
+        functions.operator.add_environment(
+            "VDQ_CONSOLE_CLIENT_ID", api.console_client.user_pool_client_id
+        )
         # Unset: the API's own callback path. Set empty: no callback, the schedule polls Twilio.
         if config.twilio_webhook_url is None:
             webhook_url = f"{api.url}{TWILIO_CALLBACK_PATH}"
@@ -177,6 +182,7 @@ class VdqStack(Stack):
         )
         for name, value, description in (
             ("ApiUrl", api.url, "REST API base URL"),
+            ("ConsoleUrl", api.console_url, "operator console (sign in with a pool user)"),
             ("TwilioWebhookUrl", webhook_url, "Twilio status callback URL"),
             ("UserPoolId", api.user_pool.user_pool_id, "Cognito user pool of operators"),
             ("OperatorClientId", api.operator_client.user_pool_client_id, "operators' client"),

@@ -4,6 +4,9 @@ Routing by the operation table (vdq.operations.router over vdq.operations.spec),
 validates query strings; the OpenAPI document served is the one generated from it at build
 time (vdq.openapi, which is not in the asset), so this function never imports pydantic.
 
+It also serves the operator console's static files and settings (vdq.console) on the two
+console routes, which API Gateway passes without an authorizer.
+
 The reads (lists, details) are what most requests are; the modules only a change (transitions
 and resend: vdq.operations.actions, with enqueue and the transitions), an attachment download
 or the document need are imported by their routes, so a read's cold start does not pay for them.
@@ -19,12 +22,13 @@ from typing import Any
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
 import vdq
-from vdq import api
+from vdq import api, console
 from vdq.errors import ValidationError, VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
+from vdq.settings import get_settings
 from vdq.views import item_json
 
 app = Router()
@@ -135,7 +139,11 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
 def get_attachment(event: Event, id: str) -> Response:
     from vdq import attachments
 
-    url = attachments.download_url(id, _caller(event), Runtime.default())
+    who = _caller(event)
+    q = _query("getAttachment", event)
+    url = attachments.download_url(id, who, Runtime.default())
+    if not q["redirect"]:  # a page cannot read a redirect's Location (the console)
+        return _json(200, {"url": url}, {"Cache-Control": "no-store"})
     return Response(302, None, "", {"Location": url, "Cache-Control": "no-store"})
 
 
@@ -182,4 +190,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # A record this invocation leaves "in progress" expires at its deadline.
         settings = Runtime.default().settings
         intake.idempotency_config(settings.idempotency_seconds).register_lambda_context(context)
+    if event.get("resource") in console.RESOURCES:  # the console's files (no authorizer)
+        return console.answer(event, get_settings())
     return app.resolve(event)

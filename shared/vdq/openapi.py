@@ -83,6 +83,16 @@ def _responses(op: Any) -> dict[str, Any]:
                               "schema": {"type": "string", "const": "no-store"}},
         }  # fmt: skip
     statuses = {op.status: ok}
+    if op.status == 302:  # redirect=false: the URL in a body instead, for a web page
+        statuses[200] = {
+            "description": "With `redirect=false`: the presigned URL of the file, which a web "
+                           "page cannot read from a redirect.",
+            "headers": {"Cache-Control": ok["headers"]["Cache-Control"]},
+            "content": {_JSON: {
+                "schema": {"type": "object", "required": ["url"], "additionalProperties": False,
+                           "properties": {"url": {"type": "string", "format": "uri"}}},
+                "example": {"url": examples.RESPONSES[op.id]}}},
+        }  # fmt: skip
     for status in op.errors:
         if op.id == "health" and status == 503:
             statuses[503] = {"description": docs.STATUS_TEXT[503]["health"],

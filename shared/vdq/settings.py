@@ -298,6 +298,17 @@ class Settings:
     idempotency_seconds: int = _setting(
         "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"
     )
+    # Operator console (vdq.console): where it signs users in (set by the stack, not by hand).
+    console_auth_url: str | None = _setting(
+        "VDQ_CONSOLE_AUTH_URL",
+        None,
+        _optional_text,
+        "base URL of the sign-in service: the Cognito domain (its /oauth2/authorize and "
+        "/oauth2/token), or the local stack's /_local",
+    )
+    console_client_id: str | None = _setting(
+        "VDQ_CONSOLE_CLIENT_ID", None, _optional_text, "the console's OAuth client id"
+    )
     # Local stack only (vdq local); a deployment ignores these.
     local_jwt_secret: str | None = _setting(
         "VDQ_LOCAL_JWT_SECRET",

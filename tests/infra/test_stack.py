@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match
 
@@ -248,7 +250,7 @@ def test_ses_events_reach_the_results_queue_through_a_topic_only_this_accounts_s
                 ] == {"Ref": "AWS::AccountId"}
 
 
-def test_the_twilio_callback_health_and_openapi_are_the_only_paths_without_an_authorizer(synth):
+def test_the_twilio_callback_health_openapi_and_console_files_are_the_only_open_paths(synth):
     open_paths = set()
     for (method, path), construct in synth.stack.api.methods.items():
         properties = synth.template_json["Resources"][synth.logical_id(construct)]["Properties"]
@@ -261,6 +263,8 @@ def test_the_twilio_callback_health_and_openapi_are_the_only_paths_without_an_au
         ("POST", "twilio/status-callback"),
         ("GET", "health"),
         ("GET", "openapi.json"),
+        ("GET", "console"),
+        ("GET", "console/{file}"),
     }
 
 
@@ -307,6 +311,33 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
     synth.template.has_resource_properties(
         "AWS::Cognito::UserPool", {"AdminCreateUserConfig": {"AllowAdminCreateUserOnly": True}}
     )
+
+
+def test_console_client_signs_in_with_the_code_flow_at_the_hosted_ui_and_calls_back_to_it(synth):
+    [(client_id, client)] = [
+        (k, v) for k, v in synth.resources("AWS::Cognito::UserPoolClient").items()
+        if v["Properties"].get("AllowedOAuthFlows") == ["code"]
+    ]  # fmt: skip
+    props = client["Properties"]
+    # A public client (PKCE, no secret) that gets no vdq/<group> scope: groups come from the
+    # user's cognito:groups claim only.
+    assert props.get("GenerateSecret") in (None, False)
+    assert props["AllowedOAuthFlowsUserPoolClient"] is True
+    assert sorted(props["AllowedOAuthScopes"]) == ["aws.cognito.signin.user.admin", "openid"]
+    assert props["SupportedIdentityProviders"] == ["COGNITO"]
+    rest_api = synth.logical_id(synth.stack.api.rest_api)
+    for urls in (props["CallbackURLs"], props["LogoutURLs"]):
+        [url] = urls
+        text = json.dumps(url)
+        assert rest_api in text and text.endswith('/console/"]]}'), text
+    assert synth.resources("AWS::Cognito::UserPoolDomain")  # the hosted UI's domain
+    # The operator function serves the console and tells it where to sign in.
+    operator = synth.template_json["Resources"][synth.logical_id(synth.stack.functions.operator)]
+    env = operator["Properties"]["Environment"]["Variables"]
+    assert env["VDQ_CONSOLE_CLIENT_ID"] == {"Ref": client_id}
+    assert "amazoncognito.com" in json.dumps(env["VDQ_CONSOLE_AUTH_URL"])
+    outputs = synth.template_json["Outputs"]
+    assert any(k.startswith("ConsoleUrl") for k in outputs), sorted(outputs)
 
 
 def test_schedules_invoke_the_schedule_function_with_each_task(synth):

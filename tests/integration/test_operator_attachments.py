@@ -49,6 +49,25 @@ def test_a_reader_is_redirected_to_a_short_lived_presigned_url(aws, runtime):
     assert "report%201.pdf" in query["response-content-disposition"][0]
 
 
+def test_redirect_false_gives_a_page_the_presigned_url_in_the_body(aws, runtime):
+    [item, _] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, item)
+    answer = call("attachment", params={"id": record.id}, groups=["vdq-viewers"],
+                  query={"redirect": "false"})  # fmt: skip
+    assert answer.status == 200 and answer.headers["Cache-Control"] == "no-store"
+    url = urlparse(answer.body["url"])
+    assert record.s3_key in url.path
+    assert "report%201.pdf" in parse_qs(url.query)["response-content-disposition"][0]
+    for redirect in ("true", "1"):
+        assert call("attachment", params={"id": record.id},
+                    query={"redirect": redirect}).status == 302  # fmt: skip
+    refused = call("attachment", params={"id": record.id}, groups=["vdq-senders"],
+                   query={"redirect": "false"})  # fmt: skip
+    assert refused.status == 403
+    bad = call("attachment", params={"id": record.id}, query={"redirect": "maybe"})
+    assert bad.status == 422 and bad.body["error"]["details"]["field"] == "redirect"
+
+
 def test_attachment_access_needs_read_permission_and_a_known_id(aws, runtime):
     [item, _] = email(runtime, attachments=[PDF])
     [record] = _files(runtime, item)

@@ -4,7 +4,9 @@ Each request becomes the event API Gateway's REST API passes to a Lambda proxy i
 (resource, path, pathParameters, query strings, headers, body, requestContext). Protected routes
 need ``Authorization: Bearer <JWT>``, an HS256 token verified with ``VDQ_LOCAL_JWT_SECRET``; its
 ``sub`` and ``cognito:groups`` become ``requestContext.authorizer.claims`` as the Cognito
-authorizer passes them. ``GET /_local/status`` reports the parts of the stack.
+authorizer passes them. ``GET /_local/status`` reports the parts of the stack; under
+``/_local/oauth2/`` the console signs in (vdq.local.oauth, the local stand-in for Cognito's
+hosted UI).
 
 What happens before a function runs follows API Gateway's REST API: a trailing slash reaches the
 same resource (the event's ``path`` keeps it); a body over 10 MB is 413, and so is a request
@@ -31,6 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 
+from vdq import console
 from vdq.api import GATEWAY_BY_TYPE, LAMBDA_MAX_PAYLOAD_BYTES, error_body
 from vdq.api import GATEWAY_MAX_BODY_BYTES as MAX_BODY_BYTES
 from vdq.local.functions import Functions
@@ -56,9 +59,11 @@ class Route:
         return {k: unquote(v) for k, v in found.groupdict().items()} if found else None
 
 
-# The routes of the operation table (vdq.operations.spec), as the deployed API has them.
+# The routes of the operation table (vdq.operations.spec), as the deployed API has them, and
+# the console's files (vdq.console), which the operator function serves without an authorizer.
 ROUTES = tuple(Route(op.method, op.path, op.function, public=not op.permissions)
-               for op in spec.OPERATIONS)  # fmt: skip
+               for op in spec.OPERATIONS) + tuple(
+    Route("GET", resource, "operator", public=True) for resource in console.RESOURCES)  # fmt: skip
 
 
 def make_token(secret: str, groups: list[str], subject: str = "local-user",
@@ -223,6 +228,7 @@ class Front:
         self.secret = secret
         self.status = status
         self.ready = False
+        self.issuer: Any = None  # vdq.local.oauth.Issuer: the console's sign-in, when set
         front = self
 
         class Handler(QuietHandler):
@@ -263,6 +269,11 @@ class Front:
         path = urlsplit(request.path).path.rstrip("/") or "/"
         if path == "/_local/status" and request.command == "GET":
             request.answer(200, {"ready": self.ready, **self.status()})
+            return
+        if self.issuer is not None and path.startswith("/_local/oauth2/"):
+            from vdq.local import oauth
+
+            oauth.serve(self.issuer, request, path, body)
             return
         found = _find(request.command, path)
         if not isinstance(found, tuple):

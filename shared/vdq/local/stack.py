@@ -103,6 +103,9 @@ class LocalStack:
 
         self.functions = Functions()
         self.front = Front(self.functions, self.secret, self.options.port, self.status)
+        from vdq.local import oauth
+
+        self.front.issuer = oauth.Issuer(self.secret, f"{self.front.url}/console/", GROUPS)
         polling = self.options.polling or self.env.get("TWILIO_WEBHOOK_URL", None) == ""
         self.env.update(
             self.resources.env(),
@@ -111,6 +114,8 @@ class LocalStack:
             TWILIO_AUTH_TOKEN=token,
             TWILIO_WEBHOOK_URL="" if polling else f"{self.front.url}/twilio/status-callback",
             VDQ_TWILIO_API_URL=self.twilio.url,
+            VDQ_CONSOLE_AUTH_URL=f"{self.front.url}/_local",
+            VDQ_CONSOLE_CLIENT_ID=oauth.CLIENT_ID,
         )
         self.env.pop("VDQ_TWILIO_SECRET_NAME", None)
         from vdq import settings
@@ -205,6 +210,7 @@ class LocalStack:
             "VDQ local stack is up (Ctrl-C stops everything)",
             "",
             f"  API            {self.front.url}   (GET /health, /openapi.json, /_local/status)",
+            f"  Console        {self.front.url}/console/   (sign in as any user and groups)",
             f"  AWS (moto)     {self.moto_url}",
             f"  SES sandbox    {self.ses.url}/_sandbox/emails",
             f"  Twilio sandbox {self.twilio.url}/_sandbox/messages",

@@ -102,7 +102,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "getSentItem": {"id": _ITEM_ID},
     "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
-    "getAttachment": {"id": _FILE_ID},
+    "getAttachment": {"id": _FILE_ID, "redirect": True},
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
 }  # fmt: skip

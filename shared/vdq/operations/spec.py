@@ -194,9 +194,15 @@ OPERATIONS: tuple[Operation, ...] = (
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "
               "VDQ_ATTACHMENT_URL_SECONDS. 403 for an attachment that belongs to no queued "
-              "item; 410 `purged` once cleanup deleted the file (its metadata stays).",
+              "item; 410 `purged` once cleanup deleted the file (its metadata stays). With "
+              "`Accept: application/json` (and nothing else) the answer is a 200 "
+              "`{\"url\": ...}` instead, for a web page, which cannot read a redirect.",
               _READ, (Param("id", "path", "string", "The attachment's id, as getQueueItem "
-                            "lists it.", required=True, pattern=ids.PATTERN),),
+                            "lists it.", required=True, pattern=ids.PATTERN),
+                      Param("redirect", "query", "boolean",
+                            "false: answer 200 `{\"url\": ...}` with the presigned URL instead "
+                            "of redirecting to it (a web page cannot read a redirect's "
+                            "Location).", default=True)),
               status=302, errors=(404, 410)),
     Operation("postAttachmentUpload", "POST", "/attachments/uploads", "enqueue", "attachments",
               "Get a presigned URL to upload a large attachment",

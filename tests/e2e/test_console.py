@@ -1,0 +1,380 @@
+"""The operator console in a real browser (headless Chromium over CDP) against the local stack:
+sign-in with PKCE at the local issuer, lists, an item's page, retry with its dry run, live
+refresh, permissions, hostile content, and the headers that make it safe. The operator test takes
+the screenshots the README shows: into docs/ with VDQ_SCREENSHOTS=1 (a run that refreshes them),
+else into the test's own directory, so that a test run leaves the work tree as it found it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import requests
+from tests.e2e.conftest import REPO, SECRET, patient, requires
+from tests.support.browser import Browser, find_chromium
+
+pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
+
+SIM = "simulator.amazonses.com"
+DOCS = REPO / "docs"
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: docs/ when refreshing them (VDQ_SCREENSHOTS=1)."""
+    return DOCS if os.environ.get("VDQ_SCREENSHOTS") == "1" else tmp_path
+HOSTILE = {
+    "subject": "<script>window.__pwned = 'subject'</script>Invoice",
+    "text": "<img src=x onerror=\"window.__pwned = 'text'\"> body & <b>bold</b>",
+    "name": "<img src=x onerror=\"window.__pwned = 'name'\">Mallory",
+    "file": "javascript:window.__pwned='file'<svg onload=alert(1)>.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("headless Chromium is not installed and could not be: run `make browser` "
+                    "(apt-get install chromium, as root)")  # fmt: skip
+    b = Browser(binary, tmp_path_factory.mktemp("chromium"), timeout=patient(20))
+    yield b
+    b.close()
+
+
+def sign_in(browser: Browser, url: str, *groups: str, user: str = "ops") -> None:
+    """Through the console's sign-in button and the local issuer's form, as a user does."""
+    browser.goto(f"{url}/console/#/queue")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/_local/oauth2/authorize' && "
+                     "document.querySelector('#username')")  # fmt: skip
+    browser.evaluate("document.querySelector('#username').value = ''")
+    browser.click("#username")
+    browser.type(user)
+    for group in groups:
+        browser.click(f"input[value='{group}']")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/console/' && "
+                     "document.querySelector('#user').textContent.includes('Signed in')",
+                     timeout=patient(10))  # fmt: skip
+
+
+def wait_state(browser: Browser, state: str) -> None:
+    browser.wait_for(f"[...document.querySelectorAll('#fields tr')].some(r => "
+                     f"r.cells[0].textContent === 'state' && r.cells[0].nextElementSibling"
+                     f".textContent === {json.dumps(state)})", timeout=patient(30))  # fmt: skip
+
+
+def tab_to(browser: Browser, selector: str, presses: int = 40) -> None:
+    """Press Tab until ``selector`` has the focus, as a keyboard user gets there."""
+    for _ in range(presses):
+        if browser.evaluate(f"document.activeElement === document.querySelector("
+                            f"{json.dumps(selector)})"):  # fmt: skip
+            # Focus is visible where the keyboard put it.
+            assert browser.evaluate("getComputedStyle(document.activeElement).outlineStyle") \
+                == "solid", selector
+            return
+        browser.key("Tab")
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+def timeline(browser: Browser) -> list[str]:
+    return list(browser.evaluate(
+        "[...document.querySelectorAll('#timeline li .what')].map(e => e.textContent)"))
+
+
+def test_sign_in_exchanges_the_code_with_pkce_and_keeps_it_out_of_the_address_bar(stack, browser):
+    sign_in(browser, stack.url, "vdq-viewers", user="viewer-1")
+    assert browser.evaluate("location.search") == ""
+    assert "code=" not in browser.evaluate("location.href")
+    token = browser.evaluate("sessionStorage.getItem('vdq.console.token')")
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["sub"] == "viewer-1" and claims["cognito:groups"] == ["vdq-viewers"]
+    assert "viewer-1 (vdq-viewers)" in browser.text("#user")
+
+
+def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_move(
+        stack, browser, shots):  # fmt: skip
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/queue?state=errored&limit=100")
+    link = f"a[data-key='open-{item['id']}']"
+    browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+    browser.screenshot(shots / "console-list.png")
+    assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    tab_to(browser, link)  # the keyboard from here on: Tab and Enter
+    browser.key("Enter")
+    browser.wait_for("document.querySelector('#timeline')")
+    wait_state(browser, "errored")
+    before = timeline(browser)
+    assert before[-1].endswith("→ errored"), before
+    browser.screenshot(shots / "console-item.png", whole=True)
+
+    tab_to(browser, "#action-retry")  # the dry run first: nothing changes
+    browser.key("Enter")
+    browser.wait_for("document.querySelector('#preview-text')")
+    assert "from errored to queued" in browser.text("#preview-text")
+    assert stack.item(item["id"])["state"] == "errored"
+    assert browser.evaluate("document.activeElement.id") == "preview-title"
+
+    tab_to(browser, "#confirm-retry")
+    browser.key("Enter")
+    browser.wait_for("document.querySelector('#status').textContent.includes('Retried')")
+    # The retry, then (live refresh, no click) the new attempt's send and its bounce.
+    browser.wait_for(f"document.querySelectorAll('#timeline li').length > {len(before) + 2}",
+                     timeout=patient(30))  # fmt: skip
+    wait_state(browser, "errored")
+    after = timeline(browser)
+    assert "retry: errored → queued" in after[len(before):], after
+    assert stack.item(item["id"])["attempt"] == 2
+
+    browser.viewport(390, 844, mobile=True)
+    try:
+        browser.goto(f"{stack.url}/console/#/queue?state=errored")
+        browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+        # Readable at phone width: nothing runs off the side of the screen.
+        assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert browser.evaluate("window.innerWidth") == 390
+        browser.screenshot(shots / "console-phone.png")
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+def test_hostile_content_shows_as_text_and_runs_nothing(stack, browser):
+    attachment = {"filename": HOSTILE["file"], "content_type": "text/plain",
+                  "content_base64": base64.b64encode(b"hello").decode()}  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", subject=HOSTILE["subject"], text=HOSTILE["text"],
+                               sender={"email": "shop@example.com", "name": HOSTILE["name"]},
+                               attachments=[attachment])  # fmt: skip
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#content')")
+    page = "document.querySelector('#item-body')"
+    cells = browser.evaluate(f"[...{page}.querySelectorAll('td')].map(td => td.textContent)")
+    assert HOSTILE["subject"] in cells and HOSTILE["text"] in cells
+    assert any(HOSTILE["name"] in c for c in cells), cells
+    assert browser.text("#attachments .filename") == HOSTILE["file"]
+    # Nothing became markup: no element from the values, no handler ran, no link to a script.
+    assert browser.evaluate(f"{page}.querySelectorAll('script, img, svg, b').length") == 0
+    assert browser.evaluate("[...document.querySelectorAll('a')].filter(a => "
+                            "a.protocol === 'javascript:').length") == 0  # fmt: skip
+    assert browser.evaluate("window.__pwned === undefined")
+    # The download asks the API for the presigned URL (a page cannot read a redirect).
+    browser.send("Page.setDownloadBehavior", behavior="deny")
+    browser.click("#attachments button")
+    browser.wait_for("document.querySelector('#status').textContent.startsWith('Downloading')")
+    assert HOSTILE["file"] in browser.text("#status") and browser.text("#alert") == ""
+    browser.goto(f"{stack.url}/console/#/queue")  # the list shows the sender nowhere, but runs
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate("window.__pwned === undefined")
+
+
+# Pages of one history entry, so a short history takes several pages: the item's view keeps its
+# first entry and the history_cursor the API gives after it; every history read asks for one.
+ONE_ENTRY_PAGES = """
+const realFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), location.href);
+  if (/^\\/queue-items\\/[^/]+\\/history$/.test(url.pathname)) {
+    url.searchParams.set("limit", "1");
+    window.__historyPages = (window.__historyPages || 0) + 1;
+    return realFetch(url.href, options);
+  }
+  if (/^\\/queue-items\\/[^/]+$/.test(url.pathname)) {
+    const item = await (await realFetch(input, options)).json();
+    const first = new URL(url.pathname + "/history", location.href);
+    first.searchParams.set("limit", "1");
+    const page = await (await realFetch(first.href, options)).json();
+    item.history = page.entries;
+    item.history_cursor = page.cursor;
+    return new Response(JSON.stringify(item), {status: 200,
+      headers: {"Content-Type": "application/json"}});
+  }
+  return realFetch(input, options);
+};
+"""
+
+
+def test_an_items_timeline_follows_the_history_cursor_to_the_end(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    history = stack.wait(item["id"], "errored")["history"]
+    assert len(history) >= 3
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=ONE_ENTRY_PAGES)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        browser.wait_for(f"document.querySelectorAll('#timeline li').length >= {len(history)}")
+        shown = browser.evaluate("[...document.querySelectorAll('#timeline time')]"
+                                 ".map(t => t.getAttribute('datetime'))")  # fmt: skip
+        assert shown == [h["at"] for h in history]
+        assert browser.evaluate("window.__historyPages") >= len(history) - 1
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
+# The refresh timer under the test's hand: its callback is kept (and the real timer made an
+# hour long), the tab's visibility is a flag, and the API calls are counted.
+HELD_TIMER = """
+const realSetInterval = window.setInterval;
+window.setInterval = (callback, ms) => {
+  window.__tick = callback;
+  window.__tickMs = ms;
+  return realSetInterval(callback, 3600000);
+};
+window.__hidden = false;
+Object.defineProperty(document, "visibilityState", {get: () => window.__hidden ? "hidden"
+  : "visible"});
+const countedFetch = window.fetch;
+window.__apiCalls = 0;
+window.fetch = (input, options) => {
+  if (String(input).includes("/queue-items")) window.__apiCalls += 1;
+  return countedFetch(input, options);
+};
+"""
+
+
+def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        assert browser.evaluate("window.__tickMs") == 5000
+        entries = len(timeline(browser))
+        retried = stack.api("POST", f"/queue-items/{item['id']}/transitions/retry")
+        assert retried.status_code == 200, retried.text
+        stack.wait(item["id"], "errored")  # the new attempt bounced too
+        browser.evaluate("window.__hidden = true")
+        calls = browser.evaluate("window.__apiCalls")
+        browser.evaluate("window.__tick()")  # a tick while hidden: no request, nothing redrawn
+        assert browser.evaluate("window.__apiCalls") == calls
+        assert len(timeline(browser)) == entries
+        browser.evaluate("window.__hidden = false")
+        browser.evaluate("window.__tick()")  # visible again: the page is read and redrawn
+        assert browser.evaluate("window.__apiCalls") > calls
+        assert len(timeline(browser)) > entries
+        assert "updated: errored" in browser.text("#status")  # said in the live region
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
+def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
+    sent = stack.send_emails("first@example.com", "second@example.com")
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/sent?state=succeeded&limit=100")
+    for item in sent:
+        box = f"input[data-key='select-{item['id']}']"
+        browser.wait_for(f"document.querySelector({json.dumps(box)})", timeout=patient(10))
+        tab_to(browser, box)
+        browser.key(" ")
+        assert browser.evaluate(f"document.querySelector({json.dumps(box)}).checked")
+    browser.click("#resend-selected")
+    browser.wait_for("document.querySelector('#confirm-resend')")
+    assert "Resend 2 item(s)" in browser.text("#preview-title")
+    queued = stack.api("GET", "/queue-items?limit=100").json()["items"]
+    assert not [i for i in queued if i["resent_from"] in {s["id"] for s in sent}]  # a preview
+    browser.click("#confirm-resend")
+    browser.wait_for("document.querySelector('#status').textContent === 'Resent 2 item(s).'")
+    copies = browser.evaluate("[...document.querySelectorAll('#resend-box a')]"
+                              ".map(a => a.textContent)")  # fmt: skip
+    assert len(copies) == 2
+    assert sorted(stack.item(c)["resent_from"] for c in copies) == sorted(i["id"] for i in sent)
+
+
+def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
+    sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=10")
+    rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    first = browser.evaluate(rows)
+    assert len(first) == 10 and browser.evaluate("document.querySelector('#filter-limit').value") \
+        == "10"
+    assert browser.evaluate("document.querySelector('#previous-page').disabled")
+    browser.click("#next-page")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 2')")
+    second = browser.evaluate(rows)
+    assert second and not set(second) & set(first)
+    browser.click("#previous-page")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate(rows) == first
+
+
+def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    wait_state(browser, "errored")
+    assert browser.evaluate("document.querySelectorAll('#item-actions button').length") == 0
+    browser.goto(f"{stack.url}/console/#/sent")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate("document.querySelector('#resend-selected') === null")
+
+    # The server checks too: a token that lost the permission after the page offered the action.
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#action-retry')")
+    from vdq.local.front import make_token
+
+    viewer = make_token(SECRET, ["vdq-viewers"])
+    browser.evaluate(f"sessionStorage.setItem('vdq.console.token', {json.dumps(viewer)})")
+    browser.click("#action-retry")
+    browser.wait_for("document.querySelector('#alert').textContent.startsWith('Not allowed')")
+    assert re.match(r"Not allowed \(403 forbidden\): .*retry", browser.text("#alert")), (
+        browser.text("#alert"))
+    assert stack.item(item["id"])["state"] == "errored"
+
+
+def test_console_answers_carry_a_strict_content_security_policy(stack):
+    for path in ("/console/", "/console/console.js", "/console/console.css",
+                 "/console/config.json"):  # fmt: skip
+        answer = requests.get(stack.url + path, timeout=patient(10))
+        assert answer.status_code == 200, path
+        policy = dict(p.strip().split(" ", 1) for p in
+                      answer.headers["Content-Security-Policy"].split(";"))  # fmt: skip
+        assert policy["default-src"] == "'none'" and policy["script-src"] == "'self'"
+        assert policy["style-src"] == "'self'" and policy["frame-ancestors"] == "'none'"
+        assert policy["connect-src"].split() == ["'self'", stack.url]  # API and token endpoint
+        assert "unsafe" not in answer.headers["Content-Security-Policy"]
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    page = requests.get(f"{stack.url}/console/", timeout=patient(10)).text
+    # Nothing inline that the policy would have to allow.
+    assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son\w+=", page)
+    assert requests.get(f"{stack.url}/console/nope.js", timeout=patient(10)).status_code == 404
+    moved = requests.get(f"{stack.url}/console", allow_redirects=False, timeout=patient(10))
+    assert moved.status_code == 302 and moved.headers["Location"] == "console/"
+
+
+def test_the_script_never_writes_markup():
+    script = (REPO / "shared/vdq/console/static/console.js").read_text()
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(",
+                         script)  # fmt: skip
+
+
+def test_screenshots_are_where_the_readme_shows_them():
+    readme = (REPO / "README.md").read_text()
+    for name in ("console-list.png", "console-item.png", "console-phone.png"):
+        assert f"docs/{name}" in readme
+        assert Path(DOCS / name).is_file()
