@@ -271,9 +271,7 @@ class Front:
             request.answer(200, {"ready": self.ready, **self.status()})
             return
         if self.issuer is not None and path.startswith("/_local/oauth2/"):
-            from vdq.local import oauth
-
-            oauth.serve(self.issuer, request, path, body)
+            self.issuer.serve(request, path, body)
             return
         found = _find(request.command, path)
         if not isinstance(found, tuple):

@@ -72,6 +72,10 @@ class Issuer:
         self._lock = threading.Lock()
 
     # Authorize: the request, the form, the code.
+    def serve(self, request: Any, path: str, body: bytes) -> None:
+        """Answer a request under ``PREFIX`` (the front hands them over)."""
+        serve(self, request, path, body)
+
     def check_request(self, query: dict[str, str]) -> None:
         """The authorize request's parameters, or OAuthError (shown as a page: no redirect)."""
         if query.get("client_id") != CLIENT_ID:
