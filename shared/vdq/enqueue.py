@@ -197,7 +197,7 @@ def _publish(
     items: list[QueueItemRecord], runtime: Runtime, content: dict[str, Any] | None
 ) -> None:
     failed = runtime.send_queue.publish(
-        [SendMessage(i.id, int(i.attempt), content=content) for i in items]
+        [SendMessage(i.id, int(i.attempt), content=content, receiver=i.receiver) for i in items]
     )
     for item in items:
         if item.id in failed:
