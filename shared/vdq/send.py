@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, suppression, tracking, transitions
+from vdq import mime, suppression, tracking, transitions, unsubscribe
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.providers import (
@@ -163,6 +163,7 @@ def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime)
         content=content,
         files=read_files(content, runtime),
         date=runtime.clock.now(),
+        headers=unsubscribe.headers(item, content, runtime.settings),
     )
     tags: list[dict[str, str]] = []
     tracking.strategy_for(runtime).attach(tags, item)

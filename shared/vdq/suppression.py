@@ -40,6 +40,9 @@ REASONS = {
     "unsubscribe": "one-click unsubscribe",
     "operator": "an operator",
 }
+REASON_CODES = ("bounce", "complaint", "ses_suppression_list", "sms_opt_out", "unsubscribe",
+                "operator")  # fmt: skip
+assert REASON_CODES == tuple(REASONS)
 METRIC_SUPPRESSED = "SendsSuppressed"  # an item ended cancelled because its receiver is
 TWILIO_OPTED_OUT = "21610"  # Twilio: "Attempt to send to unsubscribed recipient"
 SES_LIST_SUBTYPES = frozenset({"OnAccountSuppressionList", "Suppressed"})

@@ -283,7 +283,8 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
         g["Properties"]["GroupName"]
         for g in synth.resources("AWS::Cognito::UserPoolGroup").values()
     }
-    assert groups == {"vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins"}
+    assert groups == {"vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions",
+                      "vdq-admins"}
     synth.template.has_resource_properties(
         "AWS::Cognito::UserPoolResourceServer",
         {
@@ -291,7 +292,8 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
             "Scopes": Match.array_with(
                 [
                     Match.object_like({"ScopeName": g})
-                    for g in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+                    for g in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions",
+                              "vdq-admins")
                 ]
             ),
         },

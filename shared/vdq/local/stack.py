@@ -25,7 +25,7 @@ from vdq import resources as definitions
 from vdq.settings import Settings
 
 DEFAULT_PORT = 8765
-GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions", "vdq-admins")
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
