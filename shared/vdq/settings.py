@@ -244,7 +244,8 @@ class Settings:
         "VDQ_UNSUBSCRIBE_SECRET_NAME",
         None,
         _optional_text,
-        "Secrets Manager secret whose value signs unsubscribe tokens (a deploy generates it)",
+        "Secrets Manager secret (name or ARN) whose value signs unsubscribe tokens (a deploy "
+        "generates it)",
     )
     sender_identities: tuple[str, ...] = _setting(
         "VDQ_SENDER_IDENTITIES",

@@ -248,7 +248,9 @@ def test_ses_events_reach_the_results_queue_through_a_topic_only_this_accounts_s
                 ] == {"Ref": "AWS::AccountId"}
 
 
-def test_the_twilio_callback_health_and_openapi_are_the_only_paths_without_an_authorizer(synth):
+def test_twilio_webhooks_unsubscribe_health_and_openapi_are_the_only_paths_without_authorizer(
+    synth,
+):
     open_paths = set()
     for (method, path), construct in synth.stack.api.methods.items():
         properties = synth.template_json["Resources"][synth.logical_id(construct)]["Properties"]
@@ -259,6 +261,9 @@ def test_the_twilio_callback_health_and_openapi_are_the_only_paths_without_an_au
             assert "vdq/vdq-senders" in properties["AuthorizationScopes"]
     assert open_paths == {
         ("POST", "twilio/status-callback"),
+        ("POST", "twilio/inbound"),  # signed by Twilio, checked by the webhook function
+        ("GET", "unsubscribe/{token}"),  # RFC 8058: no sign-in; the signed token decides
+        ("POST", "unsubscribe/{token}"),
         ("GET", "health"),
         ("GET", "openapi.json"),
     }

@@ -108,9 +108,14 @@ class LocalStack:
             TWILIO_ACCOUNT_SID=account,
             TWILIO_AUTH_TOKEN=token,
             TWILIO_WEBHOOK_URL="" if polling else f"{self.front.url}/twilio/status-callback",
+            TWILIO_INBOUND_URL=f"{self.front.url}/twilio/inbound",
             VDQ_TWILIO_API_URL=self.twilio.url,
+            VDQ_UNSUBSCRIBE_URL=f"{self.front.url}/unsubscribe/",
+            VDQ_UNSUBSCRIBE_KEY=self.env.get("VDQ_UNSUBSCRIBE_KEY") or secrets.token_urlsafe(32),
         )
+        self.twilio.inbound_url = f"{self.front.url}/twilio/inbound"
         self.env.pop("VDQ_TWILIO_SECRET_NAME", None)
+        self.env.pop("VDQ_UNSUBSCRIBE_SECRET_NAME", None)
         from vdq import settings
 
         settings.get_settings.cache_clear()
@@ -196,7 +201,8 @@ class LocalStack:
             f"  API            {self.front.url}   (GET /health, /openapi.json, /_local/status)",
             f"  AWS (moto)     {self.moto_url}",
             f"  SES sandbox    {self.ses.url}/_sandbox/emails",
-            f"  Twilio sandbox {self.twilio.url}/_sandbox/messages",
+            f"  Twilio sandbox {self.twilio.url}/_sandbox/messages   (POST /_sandbox/inbound "
+            '{"from": "+1...", "body": "STOP"}: an SMS to the account)',
             f"  Twilio mode    {'polling' if self.settings.twilio_polling else 'status callbacks'}",
             f"  schedules      every {self.local.schedule_seconds:g} s;  faults: "
             f"{self.faults.describe()}",
