@@ -42,7 +42,7 @@ REASONS = {
 }
 REASON_CODES = ("bounce", "complaint", "ses_suppression_list", "sms_opt_out", "unsubscribe",
                 "operator")  # fmt: skip
-assert REASON_CODES == tuple(REASONS)
+assert tuple(REASONS) == REASON_CODES
 METRIC_SUPPRESSED = "SendsSuppressed"  # an item ended cancelled because its receiver is
 TWILIO_OPTED_OUT = "21610"  # Twilio: "Attempt to send to unsubscribed recipient"
 SES_LIST_SUBTYPES = frozenset({"OnAccountSuppressionList", "Suppressed"})
