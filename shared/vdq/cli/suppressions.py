@@ -14,6 +14,7 @@ from vdq.cli.client import EXIT_OK
 
 def add_parser(command: Callable[..., Any]) -> None:
     from vdq.cli import commands
+    from vdq.cli.main import _global_flags  # called by main.parser(), once main is loaded
 
     def run(args: argparse.Namespace) -> int:
         return ACTIONS[args.action](commands.client(args), args)
@@ -21,18 +22,24 @@ def add_parser(command: Callable[..., Any]) -> None:
     p = command("suppressions", "list, show, add or remove receivers VDQ does not send to "
                 "(needs vdq-suppressions)", run)  # fmt: skip
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="the list, by receiver, a page at a time")
+    common = argparse.ArgumentParser(add_help=False)
+    _global_flags(common, here=True)  # --json, --api-url and --token after the action too
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        return actions.add_parser(name, help=help, description=help, parents=[common])
+
+    listing = action("list", "the list, by receiver, a page at a time")
     listing.add_argument("--channel", choices=["email", "sms"])
     listing.add_argument("--receiver", help="only this address or number")
     listing.add_argument("--limit", type=int, default=50, help="entries on a page (1-100, 50)")
     listing.add_argument("--cursor", help="the page after the one that printed this cursor")
     listing.add_argument("--all", action="store_true", help="follow the cursor to the end")
-    show = actions.add_parser("show", help="one receiver's suppression and its history")
+    show = action("show", "one receiver's suppression and its history")
     show.add_argument("receiver")
-    add = actions.add_parser("add", help="suppress an address or number")
+    add = action("add", "suppress an address or number")
     add.add_argument("receiver")
     add.add_argument("--text", help="why, for the history")
-    remove = actions.add_parser("remove", help="send to an address or number again")
+    remove = action("remove", "send to an address or number again")
     remove.add_argument("receiver")
 
 

@@ -201,8 +201,9 @@ class LocalStack:
             f"  API            {self.front.url}   (GET /health, /openapi.json, /_local/status)",
             f"  AWS (moto)     {self.moto_url}",
             f"  SES sandbox    {self.ses.url}/_sandbox/emails",
-            f"  Twilio sandbox {self.twilio.url}/_sandbox/messages   (POST /_sandbox/inbound "
-            '{"from": "+1...", "body": "STOP"}: an SMS to the account)',
+            f"  Twilio sandbox {self.twilio.url}/_sandbox/messages",
+            f"  Inbound SMS    POST {self.twilio.url}/_sandbox/inbound "
+            '{"from": "+1...", "body": "STOP"}',
             f"  Twilio mode    {'polling' if self.settings.twilio_polling else 'status callbacks'}",
             f"  schedules      every {self.local.schedule_seconds:g} s;  faults: "
             f"{self.faults.describe()}",
