@@ -461,7 +461,7 @@ class SuppressionRequest(_Strict):
     """A receiver to put on the suppression list."""
 
     receiver: str = Field(description=_RECEIVER_TEXT, min_length=1,
-                          max_length=messages.MAX_EMAIL)
+                          max_length=messages.MAX_EMAIL, pattern=spec.RECEIVER_PATTERN)
     text: str | None = Field(None, description="Why, for the history (one line).",
                              min_length=1, max_length=500, pattern=SINGLE_LINE)
 

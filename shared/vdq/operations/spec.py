@@ -102,9 +102,15 @@ _RESEND = ("vdq.can_resend", "vdq.read_queueitem")
 _SUPPRESSIONS_LIST = ("vdq.list_suppression",)
 _SUPPRESSIONS_CHANGE = ("vdq.change_suppression",)
 CHANNELS = ("email", "sms")
-_RECEIVER = Param("receiver", "path", "string",
-                  "An email address (compared in lower case; each +label variant is an address "
-                  "of its own) or an E.164 number.", required=True, max_length=254)
+# What the document promises for a receiver: an E.164 number, or a plain address (a subset of
+# what the server takes, vdq.messages: any address the pattern matches is accepted).
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
+RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
+                    f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
+_RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
+                  "of its own) or an E.164 number.")
+_RECEIVER = Param("receiver", "path", "string", _RECEIVER_TEXT, required=True, max_length=254,
+                  pattern=RECEIVER_PATTERN)
 _TOKEN = Param("token", "path", "string",
                "The signed token of the List-Unsubscribe URL, as the email carried it.",
                required=True, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$", max_length=600)
@@ -241,7 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "the provider. `receiver` looks up one (a page of one or none).",
               _SUPPRESSIONS_LIST,
               (Param("receiver", "query", "string", "Only this receiver (address or number).",
-                     max_length=254),
+                     max_length=254, pattern=RECEIVER_PATTERN),
                Param("channel", "query", "string", "Only addresses or only numbers.",
                      enum=CHANNELS), _LIMIT, _CURSOR),
               answer="SuppressionPage", errors=(400, 422)),
