@@ -341,9 +341,11 @@ def add_email(
     reply_to: Iterable[str | Mapping[str, str]] | None = None,
     attachments: Iterable[Mapping[str, Any]] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
+    list_unsubscribe: bool = False,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
-    """Queue an email: one item per receiver across to, cc and bcc. Validates all first."""
+    """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
+    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe)."""
     runtime = runtime or Runtime.default()
     body: dict[str, Any] = {
         "sender": {"email": sender} if isinstance(sender, str) else dict(sender),
@@ -360,6 +362,8 @@ def add_email(
         body["attachments"] = list(attachments)
     if origin is not None:
         body["origin"] = _origin(origin)
+    if list_unsubscribe:
+        body["list_unsubscribe"] = True
     email = messages.parse_email(
         body,
         max_receivers=runtime.settings.max_receivers,

@@ -222,6 +222,17 @@ def test_a_bulk_email_carries_one_click_headers_and_their_link_unsubscribes(aws,
     assert len(rt.store.suppression_history("ada@example.org")) == 1
 
 
+def test_the_python_api_marks_an_email_for_one_click_unsubscribe(aws, rt):
+    import vdq
+
+    vdq.add_email(SENDER, ["ada@example.org"], "News", "Hello", list_unsubscribe=True,
+                  runtime=rt)  # fmt: skip
+    [message] = drain(aws)
+    send.process_body(json.dumps(message), rt)
+    [sent] = sent_raw()
+    assert sent["List-Unsubscribe"].startswith(f"<{UNSUBSCRIBE_URL}")
+
+
 def test_an_email_not_marked_bulk_carries_no_unsubscribe_headers(aws, rt):
     enqueue_bulk(rt)
     [message] = drain(aws)
