@@ -236,10 +236,14 @@ def learn_from_send_error(item: Any, error: Exception, runtime: Runtime) -> str:
     receiver is suppressed from now on)."""
     if item.method != "sms":
         return ""
-    if learn_from_twilio_error(item.receiver, getattr(error, "code", None), runtime,
-                               where="on send"):  # fmt: skip
-        return f"; {item.receiver} is on the suppression list from now on"
-    return ""
+    try:
+        learnt = learn_from_twilio_error(item.receiver, getattr(error, "code", None), runtime,
+                                         where="on send")  # fmt: skip
+    except Exception:
+        # The item's error must be recorded whatever: a later 21610 or STOP suppresses it.
+        logger.exception("suppressing %s after Twilio 21610 failed", item.receiver)
+        return ""
+    return f"; {item.receiver} is on the suppression list from now on" if learnt else ""
 
 
 def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
