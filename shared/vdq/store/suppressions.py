@@ -36,11 +36,14 @@ class Suppressions:
             return None
 
     def get_suppressions(self, receivers: Iterable[str]) -> dict[str, SuppressionRecord]:
-        """The suppressions among ``receivers``: BatchGetItem, a hundred keys a request."""
+        """The suppressions among ``receivers``: BatchGetItem, a hundred keys a request.
+
+        Eventually consistent (half the read units): it only flags receivers in an enqueue's
+        answer; the worker's strongly consistent read decides whether an item is sent."""
         keys = [(suppression_pk(r), suppression_sk(r)) for r in dict.fromkeys(receivers)]
         if not keys:
             return {}
-        return {r.receiver: r for r in SuppressionRecord.batch_get(keys, consistent_read=True)}
+        return {r.receiver: r for r in SuppressionRecord.batch_get(keys)}
 
     def add_suppression(
         self, record: SuppressionRecord, entry: SuppressionEventRecord
