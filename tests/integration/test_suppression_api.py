@@ -124,12 +124,13 @@ def test_removing_a_receiver_not_on_the_list_is_a_404(aws, rt):
 # ---- inbound SMS --------------------------------------------------------------------------
 
 
-def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TOKEN):
+def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TOKEN,
+            **extra: str):  # fmt: skip
     from twilio.request_validator import RequestValidator
 
     event = load_event("twilio_status_delivered")
     form = {"MessageSid": "SM" + "c" * 32, "From": number, "To": "+15005550006",
-            "Body": body, "AccountSid": SAMPLE_ACCOUNT_SID}  # fmt: skip
+            "Body": body, "AccountSid": SAMPLE_ACCOUNT_SID, **extra}  # fmt: skip
     event.update(resource="/twilio/inbound", path="/twilio/inbound", body=urlencode(form),
                  queryStringParameters=None, multiValueQueryStringParameters=None)
     headers = dict(event["headers"])
@@ -168,6 +169,11 @@ def test_start_does_not_lift_an_operators_suppression(aws, rt):
 def test_an_unsigned_inbound_stop_is_refused_and_changes_nothing(aws, rt):
     assert inbound("STOP", token="forged")["statusCode"] == 403
     assert rt.store.get_suppression("+15551230001") is None
+
+
+def test_twilios_opt_out_type_wins_over_the_body(aws, rt):
+    inbound("Arrêt", OptOutType="STOP")  # Advanced Opt-Out: a keyword of the account's own
+    assert rt.store.get_suppression("+15551230001").reason == "sms_opt_out"
 
 
 def test_other_texts_change_nothing(aws, rt):
