@@ -198,8 +198,11 @@ class Api(Construct):
                 authorization_type=apigw.AuthorizationType.NONE,
                 request_validator=self.validator,
             )
-            if path == TWILIO_CALLBACK_PATH:
-                reason = "Twilio cannot send a Cognito token; the webhook checks the signature"
+            if path.startswith("twilio/"):
+                reason = "Twilio cannot send a Cognito token; the webhook checks its signature"
+            elif path.startswith("unsubscribe/"):
+                reason = ("a mail client unsubscribes without signing in (RFC 8058); the "
+                          "signed token in the path is the authority")  # fmt: skip
             elif (method, path) in CONSOLE_ROUTES:
                 reason = ("the console's static files and sign-in settings hold no data; the "
                           "API calls the page makes carry the user's token")  # fmt: skip

@@ -7,6 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import TWILIO_CALLBACK_PATH, Api
@@ -22,6 +23,7 @@ from vdq import resources
 from vdq.archive import TTL_PRINCIPAL
 from vdq.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
+from vdq.store.models import suppression_history_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
@@ -41,6 +43,9 @@ IDEMPOTENCY_PREFIX = "idempotency#"
 # records and its reference count (vdq.store.content_pk).
 ITEM_PREFIX = item_pk("")
 CONTENT_PREFIX = content_pk("")
+# Suppressions (SUP#<n>) and their history (SUPH#<receiver>): vdq.store.suppressions.
+SUPPRESSION_PREFIX = "SUP"
+assert suppression_history_pk("").startswith(SUPPRESSION_PREFIX)
 
 
 class VdqStack(Stack):
@@ -87,6 +92,23 @@ class VdqStack(Stack):
             # Enqueue refuses a sender the send role may not send from (vdq.messages).
             "VDQ_SENDER_IDENTITIES": ",".join(config.ses_identities),
         }
+        # The key of one-click unsubscribe tokens (vdq.unsubscribe): generated, never in the
+        # template; the send function signs with it, the webhook function checks.
+        unsubscribe_key = secretsmanager.Secret(
+            self,
+            "UnsubscribeKey",
+            description="VDQ: the key that signs one-click unsubscribe links",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True
+            ),
+        )
+        suppress(
+            unsubscribe_key,
+            "SMG4",
+            "rotating it would break the unsubscribe links of every email already sent; "
+            "it signs, it grants no access",
+        )
+        environment["VDQ_UNSUBSCRIBE_SECRET_NAME"] = unsubscribe_key.secret_arn
         functions = Functions(self, "Functions", config=config, environment=environment)
         functions.consume(
             functions.send,
@@ -123,6 +145,8 @@ class VdqStack(Stack):
         if config.twilio_webhook_url != "":
             for function in (functions.send, functions.webhook, functions.schedule):
                 function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
+        # Bulk emails link to the API's unsubscribe path (vdq.unsubscribe).
+        functions.send.add_environment("VDQ_UNSUBSCRIBE_URL", f"{api.url}unsubscribe/")
         schedules = Schedules(self, "Schedules", function=functions.schedule)
         archive_on = config.settings.get("VDQ_ARCHIVE", "").strip().lower() == "s3"
         # State-change events: the schedule function publishes them from the table's stream,
@@ -180,6 +204,9 @@ class VdqStack(Stack):
             functions, data, messaging, email_events, twilio_credentials, config.ses_identities,
             archive_on,
         )
+        # The unsubscribe key: send signs links, the webhook function checks them.
+        for function in (functions.send, functions.webhook):
+            unsubscribe_key.grant_read(function)
         for name, value, description in (
             ("ApiUrl", api.url, "REST API base URL"),
             ("ConsoleUrl", api.console_url, "operator console (sign in with a pool user)"),
@@ -257,6 +284,13 @@ class VdqStack(Stack):
             [table.table_arn],
             conditions=_leading_keys(CONTENT_PREFIX),
         )
+        # The receivers' suppressions, read in one batch to flag them in the answer.
+        _allow(
+            functions.enqueue,
+            ["dynamodb:BatchGetItem"],
+            [table.table_arn],
+            conditions=_leading_keys(SUPPRESSION_PREFIX),
+        )
         _allow(functions.enqueue, ["s3:DeleteObject"], [objects])
         _allow(functions.enqueue, ["s3:PutObject"], [objects])
         # Presigned uploads: the PUT URL it signs carries its s3:PutObject (granted above);
@@ -291,6 +325,9 @@ class VdqStack(Stack):
         # It is public (Twilio callback) and never reads attachments: no s3:GetObject.
         _allow(functions.webhook, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.webhook, SEND_MESSAGE, [messaging.results.queue.queue_arn])
+        # An inbound START takes a number off the suppression list (a Delete in a transaction).
+        _allow(functions.webhook, ["dynamodb:DeleteItem"], [table.table_arn],
+               conditions=_leading_keys(SUPPRESSION_PREFIX))  # fmt: skip
 
         # operator: lists (indexes), single items, operator transitions, resends, downloads.
         _allow(
@@ -299,6 +336,9 @@ class VdqStack(Stack):
             [table.table_arn],
         )
         _allow(functions.operator, QUERY, [f"{table.table_arn}/index/*"])
+        # Operators take receivers off the suppression list.
+        _allow(functions.operator, ["dynamodb:DeleteItem"], [table.table_arn],
+               conditions=_leading_keys(SUPPRESSION_PREFIX))  # fmt: skip
         # A resend with an Idempotency-Key keeps its record under the idempotency keys.
         _allow(
             functions.operator,

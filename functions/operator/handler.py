@@ -135,6 +135,48 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
     return _json(201, intake.once(operation, who, key, {"ids": item_ids}, runtime, work))
 
 
+@app.operation("listSuppressions")
+def list_suppressions(event: Event) -> Response:
+    from vdq.operations import suppressions
+
+    _caller(event).require(suppressions.LIST_PERMISSION)
+    q = _query("listSuppressions", event)
+    return _json(200, suppressions.list_suppressions(Runtime.default(), **q))
+
+
+@app.operation("addSuppression")
+def add_suppression(event: Event) -> Response:
+    from vdq.operations import suppressions
+
+    who = _caller(event)
+    who.require(suppressions.CHANGE_PERMISSION)
+    return _json(200, suppressions.add(api.json_body(event), who.subject, Runtime.default()))
+
+
+@app.operation("removeSuppression")
+def remove_suppression(event: Event, receiver: str) -> Response:
+    from vdq.operations import suppressions
+
+    who = _caller(event)
+    who.require(suppressions.CHANGE_PERMISSION)
+    return _json(200, suppressions.remove(_unquote(receiver), who.subject, Runtime.default()))
+
+
+@app.operation("getSuppressionHistory")
+def get_suppression_history(event: Event, receiver: str) -> Response:
+    from vdq.operations import suppressions
+
+    _caller(event).require(suppressions.LIST_PERMISSION)
+    return _json(200, suppressions.history(_unquote(receiver), Runtime.default()))
+
+
+def _unquote(segment: str) -> str:
+    """A path segment as sent (API Gateway passes the path undecoded: %40 for @, %2B for +)."""
+    from urllib.parse import unquote
+
+    return unquote(segment)
+
+
 @app.operation("getAttachment")
 def get_attachment(event: Event, id: str) -> Response:
     from vdq import attachments

@@ -1,5 +1,6 @@
 """Provider results: the Twilio status callback (API Gateway) and the results queue (SQS:
-SES events from the configuration set via SNS, and deferred Twilio lookups).
+SES events from the configuration set via SNS, and deferred Twilio lookups); and the other
+public routes: inbound SMS (STOP, START, HELP) and one-click unsubscribe.
 
 A well-formed, authentic event is always answered 2xx, also when it is late or a duplicate;
 a malformed one is logged and dropped (retrying cannot fix it). Only a failure that a retry can
@@ -23,9 +24,35 @@ from vdq.runtime import Runtime
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     runtime = Runtime.default()
-    if "httpMethod" in event:
-        return twilio_callback(event, runtime)
-    return results_batch(event.get("Records") or [], runtime)
+    if "httpMethod" not in event:
+        return results_batch(event.get("Records") or [], runtime)
+    resource = str(event.get("resource") or "")
+    if resource.startswith("/unsubscribe/"):
+        from vdq import unsubscribe
+
+        return unsubscribe.handle(event, runtime)
+    if resource == "/twilio/inbound":
+        return twilio_inbound(event, runtime)
+    return twilio_callback(event, runtime)
+
+
+def twilio_inbound(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """An incoming SMS: STOP, START and HELP change the suppression list (vdq.suppression)."""
+    from vdq import api, suppression, twilio_signature
+
+    if event.get("httpMethod") != "POST":
+        return api.response(405, api.error_body("method_not_allowed", "use POST"))
+    try:
+        params = twilio_signature.form_params(event)
+    except (ValueError, UnicodeDecodeError):
+        return api.response(400, api.error_body("bad_request", "the body is not a form"))
+    if not twilio_signature.is_authentic(event, params, runtime.settings, inbound=True):
+        logger.warning("inbound SMS with a missing or bad signature refused")
+        return api.response(403, api.error_body("forbidden", "the Twilio signature is not valid"))
+    outcome = suppression.handle_inbound_sms(params, runtime)
+    logger.info("inbound SMS %s: %s", params.get("MessageSid"), outcome)
+    return {"statusCode": 200, "headers": {"Content-Type": "text/xml"},
+            "body": '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'}
 
 
 def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:

@@ -205,7 +205,7 @@ def _publish(
     items: list[QueueItemRecord], runtime: Runtime, content: dict[str, Any] | None
 ) -> None:
     failed = runtime.send_queue.publish(
-        [SendMessage(i.id, int(i.attempt), content=content) for i in items]
+        [SendMessage(i.id, int(i.attempt), content=content, receiver=i.receiver) for i in items]
     )
     for item in items:
         if item.id in failed:
@@ -349,9 +349,11 @@ def add_email(
     reply_to: Iterable[str | Mapping[str, str]] | None = None,
     attachments: Iterable[Mapping[str, Any]] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
+    list_unsubscribe: bool = False,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
-    """Queue an email: one item per receiver across to, cc and bcc. Validates all first."""
+    """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
+    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe)."""
     runtime = runtime or Runtime.default()
     body: dict[str, Any] = {
         "sender": {"email": sender} if isinstance(sender, str) else dict(sender),
@@ -368,6 +370,8 @@ def add_email(
         body["attachments"] = list(attachments)
     if origin is not None:
         body["origin"] = _origin(origin)
+    if list_unsubscribe:
+        body["list_unsubscribe"] = True
     email = messages.parse_email(
         body,
         max_receivers=runtime.settings.max_receivers,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from vdq import messages
+from vdq import messages, suppression
 from vdq.api import Caller
 from vdq.enqueue import enqueue_email, enqueue_sms
 from vdq.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
@@ -73,11 +73,19 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
 
 def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[str, Any]:
     parsed = _parse(method, body, runtime)
+    # Read before anything is stored: a failed read fails the request with nothing queued.
+    suppressed = suppression.flags(_receivers(parsed), runtime)
     if isinstance(parsed, messages.Email):
         items = enqueue_email(parsed, runtime, created_by=created_by)
     else:
         items = enqueue_sms(parsed, runtime, created_by=created_by)
-    return {"items": [item_json(i) for i in items]}
+    return {"items": [item_json(i) for i in items], "suppressed": suppressed}
+
+
+def _receivers(parsed: messages.Email | messages.Sms) -> list[str]:
+    if isinstance(parsed, messages.Email):
+        return [a.email for a in parsed.receivers()]
+    return [r.cell for r in parsed.receivers()]
 
 
 @lru_cache(maxsize=4)

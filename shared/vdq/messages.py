@@ -87,6 +87,7 @@ class Email:
     html: str | None = None
     attachments: tuple[Attachment, ...] = ()
     origin: Origin | None = None
+    list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.unsubscribe)
 
     def receivers(self) -> list[Address]:
         """One receiver per distinct address across to, cc and bcc, in that order."""
@@ -108,6 +109,7 @@ class Email:
             "to": [_address_json(a) for a in self.to],
             "cc": [_address_json(a) for a in self.cc],
             "reply_to": [_address_json(a) for a in self.reply_to],
+            **({"list_unsubscribe": True} if self.list_unsubscribe else {}),
         }
 
 
@@ -344,7 +346,7 @@ def check_sender(address: str, identities: tuple[str, ...]) -> None:
 
 
 EMAIL_FIELDS = {"sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "attachments",
-                "origin"}  # fmt: skip
+                "origin", "list_unsubscribe"}  # fmt: skip
 SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin"}
 
 
@@ -385,6 +387,7 @@ def parse_email(
         html=html,
         attachments=attachments,
         origin=origin(body.get("origin")),
+        list_unsubscribe=_flag(body.get("list_unsubscribe"), "list_unsubscribe"),
     )
     if len(email.receivers()) > max_receivers:
         raise ValidationError("to", f"at most {max_receivers} receivers in one request")
@@ -409,6 +412,14 @@ def stored_content_size(email: Email) -> int:
     from vdq.store import encode_content
 
     return len(encode_content(content))
+
+
+def _flag(value: Any, path: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValidationError(path, "must be true or false")
+    return value
 
 
 def _check_stored_size(email: Email) -> None:

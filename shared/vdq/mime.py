@@ -44,8 +44,10 @@ def build_email(
     content: Mapping[str, Any],
     files: Sequence[File] = (),
     date: datetime | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> bytes:
-    """The raw message for ``content`` (as enqueue stores it) and its files."""
+    """The raw message for ``content`` (as enqueue stores it) and its files; ``headers`` are
+    added as given (List-Unsubscribe: vdq.unsubscribe)."""
     msg = EmailMessage(policy=POLICY)
     msg["Subject"] = content.get("subject") or ""
     msg["From"] = Address(display_name=sender_name or "", addr_spec=sender)
@@ -77,4 +79,17 @@ def build_email(
         if not f.inline:
             maintype, _, subtype = f.content_type.partition("/")
             msg.add_attachment(f.data, maintype, subtype, filename=f.filename)
-    return msg.as_bytes(policy=POLICY)
+    return _raw_headers(headers) + msg.as_bytes(policy=POLICY)
+
+
+def _raw_headers(headers: Mapping[str, str] | None) -> bytes:
+    """Header lines written as given, unfolded: a long List-Unsubscribe URL must stay one
+    ``<...>`` (the email package would fold it into encoded words, which clients do not
+    read). Each must be printable ASCII on one line, within RFC 5322's 998 characters."""
+    lines = []
+    for name, value in (headers or {}).items():
+        line = f"{name}: {value}"
+        if not line.isascii() or not line.isprintable() or len(line) > 998:
+            raise ValueError(f"header {name} cannot be written as one ASCII line")
+        lines.append(line.encode() + b"\r\n")
+    return b"".join(lines)

@@ -71,7 +71,10 @@ def _responses(op: Any) -> dict[str, Any]:
     from vdq.operations import docs, examples
 
     ok: dict[str, Any] = {"description": docs.SUCCESS[op.id]}
-    if op.answer:
+    if op.media:
+        ok["content"] = {op.media: {"schema": {"type": "string"},
+                                    "example": examples.RESPONSES[op.id]}}  # fmt: skip
+    elif op.answer:
         ok["content"] = {_JSON: {"schema": _schema_ref(op.answer),
                                  "example": examples.RESPONSES[op.id]}}  # fmt: skip
     if op.status == 302:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from vdq import tracking
+from vdq import suppression, tracking
 from vdq.clock import iso, parse_iso
 from vdq.errors import VdqError
 from vdq.observability import logger
@@ -313,6 +313,7 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
 def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
     """One SES event (the JSON SNS delivers raw to the results queue)."""
     update = parse_ses_event(event)
+    suppression.learn_from_ses_event(event, runtime)  # before matching: also for orphans
     found = tracking.strategy_for(runtime).find_queue_item(event)
     if found:
         item_id, attempt = found
@@ -340,6 +341,8 @@ def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime
     """One authentic Twilio status callback (the signature was checked by the caller, and
     covers ``item_key`` and ``attempt``, the status callback URL's query)."""
     update = parse_twilio_callback(params, item_key)
+    suppression.learn_from_twilio_error(params.get("To"), params.get("ErrorCode"), runtime,
+                                        where="in a status callback")
     if item_key and attempt is not None and attempt.isascii() and attempt.isdigit():
         update = replace(update, attempt_hint=int(attempt))
     now = iso(runtime.clock.now())

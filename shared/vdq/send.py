@@ -7,8 +7,9 @@ called without holding anything; the outcome is then recorded in one transaction
 ``send`` history entry the claim deferred (key ``send<attempt>`` at the claim time, so the lease
 sweep writing the same entry cannot duplicate it).
 
-Requests on the happy path of an email whose content rides in the message: the claim
-(UpdateItem) and the record (TransactWriteItems of state, provider-ID mapping and history).
+Requests on the happy path of an email whose content rides in the message: the suppression
+check (GetItem), the claim (UpdateItem) and the record (TransactWriteItems of state,
+provider-ID mapping and history).
 Files add one BatchGetItem of their metadata and one S3 read each.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, tracking, transitions
+from vdq import mime, suppression, tracking, transitions, unsubscribe
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.providers import (
@@ -42,6 +43,7 @@ ACCEPTED = "accepted"  # the provider took it; the item awaits its delivery stat
 DELAYED = "delayed"  # transient email error: a new attempt is published with a delay
 ERRORED = "errored"  # the item moved to errored
 KEPT = "kept"  # a status update or an operator moved the item first; its state was kept
+SUPPRESSED = "suppressed"  # the receiver is suppressed: the item was cancelled, nothing sent
 
 
 class MissingContent(Exception):
@@ -55,6 +57,8 @@ def process_body(body: str, runtime: Runtime | None = None) -> str:
 
 def process(message: SendMessage, runtime: Runtime) -> str:
     bind_item(message.item_id)
+    if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime):
+        return SUPPRESSED
     item = claim(message, runtime)
     if item is None:
         metrics.add_metric(name="SendsDropped", unit="Count", value=1)
@@ -73,7 +77,8 @@ def process(message: SendMessage, runtime: Runtime) -> str:
     except AmbiguousProviderError as exc:
         return fail(item, entry, ambiguous_result(exc), runtime)
     except (PermanentProviderError, MissingContent) as exc:
-        return fail(item, entry, str(exc), runtime)
+        return fail(item, entry, str(exc) + suppression.learn_from_send_error(item, exc, runtime),
+                    runtime)
     except Exception as exc:
         # The traceback goes to the log only: ``result`` is shown to operators and producers.
         logger.exception("send of %s failed", item.id)
@@ -158,6 +163,7 @@ def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime)
         content=content,
         files=read_files(content, runtime),
         date=runtime.clock.now(),
+        headers=unsubscribe.headers(item, content, runtime.settings),
     )
     tags: list[dict[str, str]] = []
     tracking.strategy_for(runtime).attach(tags, item)

@@ -1,8 +1,9 @@
 """The send queue: one SQS message per send attempt of a queue item.
 
 A message carries the item id and the attempt it was published for; the worker drops a message
-whose attempt is no longer the item's ("revoke"). Small content rides along so the worker needs
-no content read; larger content is read from the store.
+whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
+check the suppression list before it claims the item (vdq.suppression.refuse). Small content
+rides along so the worker needs no content read; larger content is read from the store.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ class SendMessage:
     attempt: int
     delay_seconds: int = 0
     content: dict[str, Any] | None = None
+    receiver: str | None = None
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
+        if self.receiver is not None:
+            data["to"] = self.receiver
         if self.content is not None:
             encoded = json.dumps(self.content, separators=(",", ":"))
             if len(encoded) <= MAX_INLINE_CONTENT:
@@ -38,7 +42,9 @@ class SendMessage:
         if not isinstance(item_id, str) or not isinstance(attempt, int):
             raise ValueError("send message needs a string id and an integer attempt")
         content = data.get("content")
-        return cls(item_id, attempt, 0, content if isinstance(content, dict) else None)
+        receiver = data.get("to")
+        return cls(item_id, attempt, 0, content if isinstance(content, dict) else None,
+                   receiver if isinstance(receiver, str) else None)
 
 
 class SendQueue:

@@ -28,6 +28,9 @@ DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "vdq.can_cancel",
         "vdq.can_resend",
     ),
+    # The suppression list holds people's addresses and numbers, and removing one sends to
+    # someone who bounced or opted out: its own permissions, its own group.
+    "vdq-suppressions": ("vdq.list_suppression", "vdq.change_suppression"),
     "vdq-admins": (
         "vdq.add_queueitem",
         "vdq.list_queueitem",
@@ -36,6 +39,8 @@ DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "vdq.can_retry",
         "vdq.can_cancel",
         "vdq.can_resend",
+        "vdq.list_suppression",
+        "vdq.change_suppression",
     ),
 }
 
@@ -214,6 +219,13 @@ class Settings:
     twilio_webhook_url: str | None = _setting(
         "TWILIO_WEBHOOK_URL", None, _optional_text, "status callback URL; empty selects polling"
     )
+    twilio_inbound_url: str | None = _setting(
+        "TWILIO_INBOUND_URL",
+        None,
+        _optional_text,
+        "incoming-message webhook URL set on the Twilio number (its signature covers it); "
+        "unset: TWILIO_WEBHOOK_URL with status-callback replaced by inbound",
+    )
     twilio_api_url: str | None = _setting(
         "VDQ_TWILIO_API_URL", None, _optional_text, "Twilio API base URL (the local sandbox)"
     )
@@ -225,6 +237,26 @@ class Settings:
         72.0,
         _positive_float,
         "awaiting email -> unconfirmed this long after SES accepted it with no final event",
+    )
+    unsubscribe_url: str | None = _setting(
+        "VDQ_UNSUBSCRIBE_URL",
+        None,
+        _optional_text,
+        "base URL of one-click unsubscribe links (the API's /unsubscribe/; a deploy sets it); "
+        "empty: emails carry no List-Unsubscribe",
+    )
+    unsubscribe_key: str | None = _setting(
+        "VDQ_UNSUBSCRIBE_KEY",
+        None,
+        _optional_text,
+        "secret that signs unsubscribe tokens (the local stack; a deploy uses the secret below)",
+    )
+    unsubscribe_secret_name: str | None = _setting(
+        "VDQ_UNSUBSCRIBE_SECRET_NAME",
+        None,
+        _optional_text,
+        "Secrets Manager secret (name or ARN) whose value signs unsubscribe tokens (a deploy "
+        "generates it)",
     )
     sender_identities: tuple[str, ...] = _setting(
         "VDQ_SENDER_IDENTITIES",
@@ -354,7 +386,7 @@ class Settings:
         for f in fields(cls):
             default = f.metadata["default"] if f.metadata["default"] is not None else ""
             if isinstance(default, Mapping):
-                default = "the four default groups"
+                default = "the five default groups"
             rows.append((f.metadata["env"], str(default), f.metadata["doc"]))
         return rows
 
@@ -366,6 +398,16 @@ class Settings:
         the token, when an awaiting SMS is first checked), so the checks run there by default.
         """
         return self.twilio_account_sid is not None or self.twilio_secret_name is not None
+
+    @property
+    def inbound_url(self) -> str | None:
+        """Where Twilio posts inbound SMS (STOP, START, HELP), as it signs them."""
+        if self.twilio_inbound_url:
+            return self.twilio_inbound_url
+        if self.twilio_webhook_url and "status-callback" in self.twilio_webhook_url:
+            base = self.twilio_webhook_url.split("?", 1)[0]
+            return base.rsplit("status-callback", 1)[0] + "inbound"
+        return None
 
     @property
     def twilio_polling(self) -> bool:

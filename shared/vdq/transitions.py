@@ -362,7 +362,8 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:
     """Publish the item's current attempt; a refused publish moves the item to ``errored``."""
-    failed = runtime.send_queue.publish([SendMessage(item.id, int(item.attempt), delay_seconds)])
+    failed = runtime.send_queue.publish([SendMessage(item.id, int(item.attempt), delay_seconds,
+                                                     receiver=item.receiver)])
     if not failed:
         return True
     error = failed[item.id]

@@ -51,11 +51,15 @@ def auth_token(settings: Settings) -> str:
     return settings_credentials(settings)()[1]
 
 
-def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings) -> bool:
+def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings, *,
+                 inbound: bool = False) -> bool:  # fmt: skip
+    """Twilio signed this request: a status callback (``TWILIO_WEBHOOK_URL``) or, ``inbound``,
+    an incoming message (``settings.inbound_url``)."""
     signature = api.header(event, "X-Twilio-Signature")
-    if not signature or not settings.twilio_webhook_url:
+    signed = settings.inbound_url if inbound else settings.twilio_webhook_url
+    if not signature or not signed:
         return False
     from twilio.request_validator import RequestValidator
 
-    url = public_url(settings.twilio_webhook_url, event)
+    url = public_url(signed, event)
     return bool(RequestValidator(auth_token(settings)).validate(url, params, signature))

@@ -18,8 +18,10 @@ SIM = "simulator.amazonses.com"
     "address,state,event",
     [
         (f"success@{SIM}", "succeeded", "deliver"),
-        (f"bounce@{SIM}", "errored", "bounce"),
-        (f"complaint@{SIM}", "succeeded", "complaint"),
+        # +labels: the bounce and the complaint suppress the address they reach, and other
+        # tests of this stack send to bounce@ too (each +label variant is its own address).
+        (f"bounce+email@{SIM}", "errored", "bounce"),
+        (f"complaint+email@{SIM}", "succeeded", "complaint"),
         (f"suppressionlist@{SIM}", "errored", "suppress"),
         (f"ooto@{SIM}", "succeeded", "deliver"),
         ("ada@example.org", "succeeded", "deliver"),

@@ -27,7 +27,7 @@ def test_retry_starts_a_new_attempt_that_sends_again(stack):
 
 
 def test_cancel_moves_an_errored_item_to_cancelled_and_refuses_a_done_one(stack):
-    [item] = stack.send_emails(f"bounce@{SIM}")
+    [item] = stack.send_emails(f"bounce+cancel@{SIM}")  # its own address: bounces suppress
     stack.wait(item["id"], "errored")
     cancelled = stack.cli("cancel", item["id"], "--json", check=True)
     assert json.loads(cancelled.stdout)["to_state"] == "cancelled"

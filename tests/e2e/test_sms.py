@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator"
     [
         ("+15005550001", "errored", "21211"),
         ("+15005550002", "errored", "21612"),
-        ("+15005550004", "errored", "21610"),
+        # 21610 (opted out) also suppresses the number: when an earlier test of this stack (vdq
+        # smoke) met it first, the item ends cancelled unsent, its result naming 21610.
+        ("+15005550004", ("errored", "cancelled"), "21610"),
         ("+15005550009", "errored", "21614"),
         ("+15005550010", "errored", "undelivered"),
         ("+15005550011", "errored", "failed"),

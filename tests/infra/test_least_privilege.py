@@ -40,6 +40,8 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
         # The content's reference count (confirmed, or counted off for items not stored).
         ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        # The receivers' suppressions, read to flag them in the answer (vdq.suppression).
+        ("SUP*",): {"dynamodb:BatchGetItem"},
     }  # fmt: skip
 
 
@@ -57,14 +59,20 @@ def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
     assert _actions(reads[0]) == ["s3:GetObject"]
 
 
-def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
+def test_no_function_deletes_records_outside_the_idempotency_and_suppression_keys(synth):
     # Records expire by TTL; only enqueue and the operator's resend delete, their own
-    # idempotency records.
+    # idempotency records; an operator's removal and an inbound START (the webhook) delete a
+    # suppression, and nothing else.
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
                 continue
             if "dynamodb:DeleteItem" in _actions(statement):
+                keys = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+                if keys == ["SUP*"]:
+                    assert name in ("operator", "webhook"), name
+                    assert _actions(statement) == ["dynamodb:DeleteItem"]
+                    continue
                 assert name in ("enqueue", "operator"), name
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}

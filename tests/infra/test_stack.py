@@ -250,7 +250,7 @@ def test_ses_events_reach_the_results_queue_through_a_topic_only_this_accounts_s
                 ] == {"Ref": "AWS::AccountId"}
 
 
-def test_the_twilio_callback_health_openapi_and_console_files_are_the_only_open_paths(synth):
+def test_twilio_webhooks_unsubscribe_health_openapi_and_console_are_the_only_open_paths(synth):
     open_paths = set()
     for (method, path), construct in synth.stack.api.methods.items():
         properties = synth.template_json["Resources"][synth.logical_id(construct)]["Properties"]
@@ -261,6 +261,9 @@ def test_the_twilio_callback_health_openapi_and_console_files_are_the_only_open_
             assert "vdq/vdq-senders" in properties["AuthorizationScopes"]
     assert open_paths == {
         ("POST", "twilio/status-callback"),
+        ("POST", "twilio/inbound"),  # signed by Twilio, checked by the webhook function
+        ("GET", "unsubscribe/{token}"),  # RFC 8058: no sign-in; the signed token decides
+        ("POST", "unsubscribe/{token}"),
         ("GET", "health"),
         ("GET", "openapi.json"),
         ("GET", "console"),
@@ -287,7 +290,8 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
         g["Properties"]["GroupName"]
         for g in synth.resources("AWS::Cognito::UserPoolGroup").values()
     }
-    assert groups == {"vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins"}
+    assert groups == {"vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions",
+                      "vdq-admins"}
     synth.template.has_resource_properties(
         "AWS::Cognito::UserPoolResourceServer",
         {
@@ -295,7 +299,8 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
             "Scopes": Match.array_with(
                 [
                     Match.object_like({"ScopeName": g})
-                    for g in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+                    for g in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions",
+                              "vdq-admins")
                 ]
             ),
         },

@@ -169,6 +169,12 @@ GOOD = {
 }
 
 
+def _bare(receiver: str) -> str:
+    """The simulator address without the run's +label (the scripts are keyed so)."""
+    local, at, domain = receiver.partition("@")
+    return local.split("+", 1)[0] + at + domain if at else receiver
+
+
 class FakeApi:
     """Items by receiver, each GET the next snapshot of its script (the last one repeats)."""
 
@@ -191,7 +197,7 @@ class FakeApi:
                 raise ApiError(0, "unreachable", "cannot reach the API")
             items = []
             for r in body["to"]:
-                receiver = r.get("email") or r.get("cell")
+                receiver = _bare(r.get("email") or r.get("cell"))
                 item_id = self.items.setdefault(receiver, f"01SMOKE{len(self.items):019d}")
                 items.append({"id": item_id, "state": "queued", "receiver": r})
             return {"items": items}
@@ -235,8 +241,10 @@ def test_every_check_passing_prints_a_table_of_passes_with_timings_and_exits_0(m
     assert list(table["email success"]) == ["CHECK", "RECEIVER", "EXPECTED", "GOT", "SECONDS",
                                             "RESULT", "ITEM"]  # fmt: skip
     success = table["email success"]
-    assert (success["RECEIVER"], success["EXPECTED"], success["GOT"]) == \
-        (f"success@{SIM}", "succeeded + deliver", "succeeded")  # fmt: skip
+    assert (success["EXPECTED"], success["GOT"]) == ("succeeded + deliver", "succeeded")
+    # Each run's own +label: the last run's bounce and complaint suppressed their addresses.
+    assert success["RECEIVER"].startswith("success+smoke-")
+    assert success["RECEIVER"].endswith(f"@{SIM}")
     assert success["SECONDS"] == "2.0"  # succeeded at the third look, a second apart (fake clock)
     assert success["ITEM"] == api.items[f"success@{SIM}"]
     assert table["sms accepted"]["EXPECTED"] == "awaiting or succeeded"
@@ -255,8 +263,8 @@ def test_one_request_per_method_each_under_the_runs_idempotency_key(monkeypatch,
     assert len(emails) == 2 and emails[0][2] == emails[1][2], "the same request, repeated"
     assert {e[3]["Idempotency-Key"] for e in emails} == {"vdq-smoke-r42-emails"}
     assert [s[3]["Idempotency-Key"] for s in sms] == ["vdq-smoke-r42-sms"]
-    assert [t["email"] for t in emails[0][2]["to"]] == [f"success@{SIM}", f"bounce@{SIM}",
-                                                         f"complaint@{SIM}"]  # fmt: skip
+    assert [t["email"] for t in emails[0][2]["to"]] == [
+        f"success+smoke-r42@{SIM}", f"bounce+smoke-r42@{SIM}", f"complaint+smoke-r42@{SIM}"]
     assert sms[0][2]["sender"] == {"cell": "+15005550006"}
     assert "run r42" in capsys.readouterr().err
 

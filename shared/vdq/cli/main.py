@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from vdq.cli import commands, render, smoke
+from vdq.cli import commands, render, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
 
 DESCRIPTION = """The command line client of VDQ's REST API, for any deployment (local or AWS).
@@ -141,6 +141,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     p.add_argument("--limit", type=int, default=100, help=argparse.SUPPRESS)
 
+    suppressions.add_parser(command)
     smoke.add_parser(command)
 
     p = command("completion", "print a shell completion script: "

@@ -3,7 +3,9 @@
 boto3 reaches it through ``AWS_ENDPOINT_URL_SESV2``. Each accepted email gets a message ID and,
 as SES does through a configuration set, its events (``Send`` then ``Delivery``, ``Bounce`` or
 ``Complaint``) go to the SNS topic, which delivers them raw to the results queue. Events carry
-the message's tags as ``mail.tags`` (``{name: [value]}``).
+the message's tags as ``mail.tags`` (``{name: [value]}``). ``GET /_sandbox/emails`` lists what
+was sent, each raw message with its headers (``List-Unsubscribe`` included), so what a
+receiver would get can be checked.
 """
 
 from __future__ import annotations
@@ -117,14 +119,16 @@ class SesSandbox:
             *destination.get("BccAddresses", []),
         ]
         subject, attachments, digests = None, [], []
+        raw_text, header_list = None, []
         if "Simple" in content:
             simple = content["Simple"]
             subject = (simple.get("Subject") or {}).get("Data")
             attachments = [a.get("FileName") for a in simple.get("Attachments", [])]
         elif "Raw" in content:
-            message = email.message_from_bytes(
-                base64.b64decode(content["Raw"]["Data"]), policy=email.policy.default
-            )
+            raw = base64.b64decode(content["Raw"]["Data"])
+            message = email.message_from_bytes(raw, policy=email.policy.default)
+            raw_text = raw.decode("ascii", "replace")  # 7-bit by construction (vdq.mime)
+            header_list = [[name, str(value)] for name, value in message.items()]
             subject = str(message.get("Subject") or "")
             source = source or str(message.get("From") or "")
             if not recipients:
@@ -158,6 +162,7 @@ class SesSandbox:
             self.sent.append({"message_id": message_id, "source": source,
                               "destination": recipients, "subject": subject, "tags": tags,
                               "attachments": attachments, "attachment_sha256": digests,
+                              "headers": header_list, "raw": raw_text,
                               "at": mail["timestamp"]})  # fmt: skip
         self._schedule(mail)
         return mail

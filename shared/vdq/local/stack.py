@@ -27,7 +27,7 @@ from vdq.settings import Settings
 
 DEFAULT_PORT = 8765
 STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
-GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins")
+GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions", "vdq-admins")
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
@@ -113,11 +113,16 @@ class LocalStack:
             TWILIO_ACCOUNT_SID=account,
             TWILIO_AUTH_TOKEN=token,
             TWILIO_WEBHOOK_URL="" if polling else f"{self.front.url}/twilio/status-callback",
+            TWILIO_INBOUND_URL=f"{self.front.url}/twilio/inbound",
             VDQ_TWILIO_API_URL=self.twilio.url,
             VDQ_CONSOLE_AUTH_URL=f"{self.front.url}/_local",
             VDQ_CONSOLE_CLIENT_ID=oauth.CLIENT_ID,
+            VDQ_UNSUBSCRIBE_URL=f"{self.front.url}/unsubscribe/",
+            VDQ_UNSUBSCRIBE_KEY=self.env.get("VDQ_UNSUBSCRIBE_KEY") or secrets.token_urlsafe(32),
         )
+        self.twilio.inbound_url = f"{self.front.url}/twilio/inbound"
         self.env.pop("VDQ_TWILIO_SECRET_NAME", None)
+        self.env.pop("VDQ_UNSUBSCRIBE_SECRET_NAME", None)
         from vdq import settings
 
         settings.get_settings.cache_clear()
@@ -214,6 +219,8 @@ class LocalStack:
             f"  AWS (moto)     {self.moto_url}",
             f"  SES sandbox    {self.ses.url}/_sandbox/emails",
             f"  Twilio sandbox {self.twilio.url}/_sandbox/messages",
+            f"  Inbound SMS    POST {self.twilio.url}/_sandbox/inbound "
+            '{"from": "+1...", "body": "STOP"}',
             f"  Twilio mode    {'polling' if self.settings.twilio_polling else 'status callbacks'}",
             f"  schedules      every {self.local.schedule_seconds:g} s;  faults: "
             f"{self.faults.describe()}",

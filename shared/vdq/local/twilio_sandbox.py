@@ -4,6 +4,9 @@
 fetches it, in Twilio's JSON shapes. Magic numbers behave as documented (DESIGN.md §5); any other
 number is delivered. When the create names a ``StatusCallback``, each status change is posted
 there, signed with the auth token as Twilio signs it (``X-Twilio-Signature``).
+``POST /_sandbox/inbound`` (JSON ``{"from", "to"?, "body"}``) plays someone texting one of the
+account's numbers: the incoming-message webhook (``inbound_url``) gets the form, signed alike,
+so STOP, START and HELP can be tried locally.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class TwilioSandbox:
         self.faults = faults
         self.messages: dict[str, Message] = {}
         self.callbacks_posted = 0
+        self.inbound_url: str | None = None  # the incoming-message webhook (the local stack's)
         self._lock = threading.Lock()
         self._later = Later("twilio-callbacks")
         self._http = requests.Session()
@@ -124,6 +128,9 @@ class TwilioSandbox:
                 listed = [{**m.resource(), "status_callback": m.callback}
                           for m in self.messages.values()]  # fmt: skip
             request.answer(200, {"messages": listed})
+            return
+        if method == "POST" and path.rstrip("/") == "/_sandbox/inbound":
+            self._inbound(request, body)
             return
         parts = path.strip("/").split("/")
         if len(parts) < 4 or parts[0] != API_VERSION or parts[1] != "Accounts":
@@ -210,6 +217,34 @@ class TwilioSandbox:
             for n in range(copies):
                 self._later.call(delay + 0.1 * n,
                                  functools.partial(self._post_callback, message, status, code))
+
+    def _inbound(self, request: QuietHandler, body: bytes) -> None:
+        """Someone texts the account: post the signed incoming-message form, answer what the
+        webhook answered."""
+        import json
+
+        try:
+            data = json.loads(body or b"{}")
+            sender, text = str(data["from"]), str(data["body"])
+        except (ValueError, KeyError, TypeError):
+            request.answer(400, {"message": 'send JSON {"from": "+1...", "body": "STOP"}'})
+            return
+        if not self.inbound_url:
+            request.answer(409, {"message": "no incoming-message webhook is set"})
+            return
+        params = {"AccountSid": self.account_sid, "ApiVersion": API_VERSION,
+                  "MessageSid": "SM" + secrets.token_hex(16), "SmsSid": "", "From": sender,
+                  "To": str(data.get("to") or "+15005550006"), "Body": text, "NumMedia": "0"}
+        params["SmsSid"] = params["MessageSid"]
+        headers = {"X-Twilio-Signature": self.signature(self.inbound_url, params),
+                   "User-Agent": "TwilioProxy/1.1"}  # fmt: skip
+        try:
+            answer = self._http.post(self.inbound_url, data=params, headers=headers, timeout=30)
+        except requests.RequestException as exc:
+            request.answer(502, {"message": f"the webhook did not answer: {exc}"})
+            return
+        request.answer(200, {"webhook_status": answer.status_code, "message_sid":
+                             params["MessageSid"]})  # fmt: skip
 
     def callback_params(self, message: Message, status: str, code: int | None) -> dict[str, str]:
         params = {

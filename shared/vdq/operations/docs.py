@@ -31,8 +31,13 @@ TAGS = [
      "sending them again as new items."},
     {"name": "attachments", "description": "The files of emails, downloaded through "
      "short-lived presigned URLs; large files are uploaded through them too."},
-    {"name": "webhooks", "description": "Calls from providers (Twilio's status callback), "
-     "authenticated by the provider's signature instead of a token."},
+    {"name": "suppressions", "description": "The suppression list: receivers VDQ does not "
+     "send to (hard bounces, complaints, SMS opt-outs, unsubscribes, operators' entries), one "
+     "list per deployment, with each receiver's history."},
+    {"name": "webhooks", "description": "Calls from providers (Twilio's status callback and "
+     "inbound messages), authenticated by the provider's signature instead of a token."},
+    {"name": "unsubscribe", "description": "One-click unsubscribe (RFC 8058): the signed "
+     "links bulk emails carry, for their receivers; no token."},
     {"name": "service", "description": "Readiness and this document; no token needed."},
 ]  # fmt: skip
 
@@ -57,6 +62,13 @@ SUCCESS = {
     "getAttachment": "Redirect to the file's presigned URL.",
     "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",
+    "listSuppressions": "One page of the suppression list.",
+    "addSuppression": "The receiver's suppression.",
+    "removeSuppression": "The suppression removed.",
+    "getSuppressionHistory": "The receiver's suppression and history.",
+    "twilioInbound": "Taken: empty TwiML (Twilio sends its own confirmation).",
+    "getUnsubscribe": "The confirmation page (HTML) with its button.",
+    "postUnsubscribe": "Unsubscribed (an HTML page saying so).",
     "health": "Ready.",
     "openapi": "This document.",
 }
@@ -66,6 +78,8 @@ BODIES = {
     "ResendRequest": "The done items to send again.",
     "UploadRequest": "The file to upload: name, MIME type and size.",
     "TwilioStatus": "Twilio's form, signed with X-Twilio-Signature.",
+    "TwilioInbound": "Twilio's incoming-message form, signed with X-Twilio-Signature.",
+    "SuppressionRequest": "The receiver to suppress, and why.",
 }
 
 _STATUS = {
@@ -90,6 +104,10 @@ _NOT_FOUND = {
     "resendSentItem": "no item has this id, or it is not done",
     "resendSentItems": "some ids are unknown or not done; details.ids lists them",
     "getAttachment": "no attachment has this id",
+    "removeSuppression": "the receiver is not on the suppression list",
+    "getSuppressionHistory": "the receiver has never been on the suppression list",
+    "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
+    "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
 }
 _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
@@ -121,9 +139,9 @@ def status_text(status: int, op: Any) -> str:
         return _STATUS[409].format(what=_CONFLICT[op.id])
     if status == 503:
         return STATUS_TEXT[503]["other"]
-    if status == 403 and op.id == "twilioStatusCallback":
+    if status == 403 and op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Forbidden (`forbidden`): the Twilio signature is missing or does not match."
-    if status == 400 and op.id == "twilioStatusCallback":
+    if status == 400 and op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Bad request (`bad_request`): the body is not a form."
     if status == 422 and op.id in ("resendSentItem", "resendSentItems") and op.body is None:
         return "Invalid (`invalid`): the Idempotency-Key was used with another request."
@@ -181,8 +199,10 @@ def security(op: Any) -> list[dict[str, list[str]]]:
 
 
 def permission_text(op: Any) -> str:
-    if op.id == "twilioStatusCallback":
+    if op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Permission: none (public), but only requests Twilio signed are taken."
+    if op.id in ("getUnsubscribe", "postUnsubscribe"):
+        return "Permission: none (public): the signed token in the path is the authority."
     if not op.permissions:
         return "Permission: none (public, no token)."
     needed = ", ".join(f"`{p}`" for p in op.permissions)
@@ -265,7 +285,7 @@ _CODE_TEXT = {
     "bad_request": "the body, a header or a cursor cannot be read",
     "unauthorized": "no valid bearer token",
     "forbidden": "a permission is missing, or the transition is the server's own",
-    "not_found": "no such item, attachment or route",
+    "not_found": "no such item, attachment, suppression, unsubscribe token or route",
     "conflict": "not possible now (a request in progress, files deleted)",
     "invalid_transition": "the item's state is no source of the transition",
     "contention": "others kept changing the item; try again",

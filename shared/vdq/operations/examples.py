@@ -66,6 +66,11 @@ _DETAIL = {
     "history_cursor": None,
 }  # fmt: skip
 
+_UNSUBSCRIBE_TOKEN = "YWRhQGV4YW1wbGUub3Jn.3q2-7wAAAAAAAAAAAAAAAA"
+_SUPPRESSION = {"receiver": "ada@example.org", "channel": "email", "reason": "bounce",
+                "text": "SES bounce (Permanent/General): smtp; 550 5.1.1 user unknown",
+                "since": _T0, "actor": "ses"}
+
 REQUESTS: dict[str, Any] = {
     "postEmails": {
         "sender": {"email": "shop@example.com", "name": "Example Shop"},
@@ -87,6 +92,9 @@ REQUESTS: dict[str, Any] = {
     "resendSentItems": {"ids": [_ITEM_ID, _OTHER_ID]},
     "postAttachmentUpload": {"filename": "catalogue-2027.pdf", "content_type": "application/pdf",
                              "size": 6815744},
+    "addSuppression": {"receiver": "ada@example.org", "text": "asked by phone, ticket 77"},
+    "twilioInbound": {"MessageSid": "SM89abcdef0123456789abcdef01234567",
+                      "From": "+14155550100", "To": "+15005550006", "Body": "STOP"},
     "twilioStatusCallback": {"MessageSid": "SM0123456789abcdef0123456789abcdef",
                              "MessageStatus": "delivered", "AccountSid": "AC0123456789abcdef"},
 }  # fmt: skip
@@ -105,11 +113,19 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "getAttachment": {"id": _FILE_ID, "redirect": True},
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
+    "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
+                         "cursor": _CURSOR},
+    "removeSuppression": {"receiver": "ada@example.org"},
+    "getSuppressionHistory": {"receiver": "ada@example.org"},
+    "twilioInbound": {"X-Twilio-Signature": "Qo1nDgQ0/KCTR6DLpKmkAf8muzZ="},
+    "getUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
+    "postUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
 }  # fmt: skip
 
 RESPONSES: dict[str, Any] = {
     "postEmails": {"items": [_email_item(), _email_item(
-        _OTHER_ID, receiver={"email": "archive@example.com", "name": None})]},
+        _OTHER_ID, receiver={"email": "archive@example.com", "name": None})],
+        "suppressed": [{"receiver": "archive@example.com", "reason": "bounce", "since": _T0}]},
     "postSms": {"items": [{**_SMS_ITEM, "state": "queued", "result": None, "updated_at": _T0,
                            "provider_id": None}]},
     "listQueueItems": {"items": [_email_item(state="errored", result="the address bounced",
@@ -139,6 +155,19 @@ RESPONSES: dict[str, Any] = {
                     "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744"},
         "expires_at": "2026-12-03T08:15:00.000000Z",
     },
+    "listSuppressions": {"suppressions": [_SUPPRESSION], "cursor": None},
+    "addSuppression": {"suppression": {**_SUPPRESSION, "reason": "operator",
+                                       "text": "asked by phone, ticket 77", "actor": "ops-kim"},
+                       "added": True},
+    "removeSuppression": {"suppression": _SUPPRESSION},
+    "getSuppressionHistory": {"receiver": "ada@example.org", "suppression": _SUPPRESSION,
+                              "history": [{"at": _T0, "actor": "ses", "action": "added",
+                                           "reason": "bounce",
+                                           "text": _SUPPRESSION["text"]}]},
+    "twilioInbound": '<?xml version="1.0" encoding="UTF-8"?><Response></Response>',
+    "getUnsubscribe": "<!doctype html><html lang=\"en\">... <form method=\"post\" ...>"
+                      "<button type=\"submit\">Unsubscribe</button></form> ...</html>",
+    "postUnsubscribe": "<!doctype html><html lang=\"en\">... <h1>Unsubscribed</h1> ...</html>",
     "health": {"status": "ok"},
     "openapi": {"openapi": "3.1.0", "info": {"title": "VDQ", "version": "1.0.0"}},
 }  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import ids, messages, segments
+from vdq import ids, messages, segments, suppression
 from vdq.operations import smsbody, spec
 from vdq.operations.upload_schemas import Upload, UploadedAttachmentIn, UploadRequest
 from vdq.settings import Settings
@@ -40,6 +40,7 @@ HistoryKind = Literal[HISTORY_KINDS]  # type: ignore[valid-type]
 HistorySource = Literal[HISTORY_SOURCES]  # type: ignore[valid-type]
 Transition = Literal[spec.OPERATOR_TRANSITIONS]  # type: ignore[valid-type]
 SmsEncoding = Literal[segments.ENCODINGS]  # type: ignore[valid-type]
+SuppressionReason = Literal[suppression.REASON_CODES]  # type: ignore[valid-type]
 ErrorCode = str  # the generator replaces the schema with the enum of codes (vdq.openapi)
 
 
@@ -142,6 +143,10 @@ class EmailRequest(_Strict):
         max_length=messages.MAX_ATTACHMENTS,
     )
     origin: Origin | None = Field(None, description="What caused the email, if anything.")
+    list_unsubscribe: bool = Field(False, description="Bulk mail: each receiver's copy carries "
+                                   "one-click unsubscribe headers (RFC 8058: List-Unsubscribe "
+                                   "with a signed https link, List-Unsubscribe-Post). Using "
+                                   "the link puts the address on the suppression list.")
 
 
 class SmsSender(_Strict):
@@ -262,10 +267,23 @@ class QueueItem(BaseModel):
                                  "bills for each receiver; null for an email.", ge=1)
 
 
+class SuppressedReceiver(BaseModel):
+    """A receiver of the request that is on the suppression list."""
+
+    receiver: str = Field(description="The receiver, as the list compares it (an address in "
+                          "lower case, or an E.164 number).")
+    reason: SuppressionReason = Field(description="Why it is suppressed.")
+    since: datetime = Field(description="Since when (UTC).")
+
+
 class Items(BaseModel):
     """The items a request created, in receiver order."""
 
     items: list[QueueItem] = Field(description="The new items.")
+    suppressed: list[SuppressedReceiver] | None = Field(
+        None, description="postEmails and postSms: the receivers on the suppression list. "
+        "Their items are queued all the same and end `cancelled`, unsent, with a result that "
+        "says why and since when.")
 
 
 class ItemPage(BaseModel):
@@ -424,7 +442,87 @@ class PartiallyEnqueued(BaseModel):
     error: PartialErrorDetail = Field(description="The error.")
 
 
+class TwilioInbound(BaseModel):
+    """Twilio's incoming-message form (any other field Twilio adds is accepted)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "additionalProperties": {"type": "string", "description": "Another field of Twilio's."}})
+    From: str = Field(description="The number that sent the message (E.164).")
+    Body: str = Field(description="The message text; a keyword is one word, any case.")
+    OptOutType: str = Field(None, description="Advanced Opt-Out: STOP, START or HELP.",  # type: ignore[assignment]
+                            json_schema_extra=_no_default)
+
+
+_RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
+                  "of its own) or an E.164 number.")
+
+
+class SuppressionRequest(_Strict):
+    """A receiver to put on the suppression list."""
+
+    receiver: str = Field(description=_RECEIVER_TEXT, min_length=1,
+                          max_length=messages.MAX_EMAIL, pattern=spec.RECEIVER_PATTERN)
+    text: str | None = Field(None, description="Why, for the history (one line).",
+                             min_length=1, max_length=500, pattern=SINGLE_LINE)
+
+
+class Suppression(BaseModel):
+    """A receiver VDQ does not send to."""
+
+    receiver: str = Field(description=_RECEIVER_TEXT)
+    channel: _METHOD = Field(description="`email` for an address, `sms` for a number.")
+    reason: SuppressionReason = Field(description="Why: `bounce` (SES permanent bounce), "
+                                      "`complaint`, `ses_suppression_list` (SES's account "
+                                      "list), `sms_opt_out` (STOP, Twilio 21610), "
+                                      "`unsubscribe` (one-click), `operator`.")
+    text: str | None = Field(description="What the feed said (the bounce, the keyword), or "
+                             "the operator's note.")
+    since: datetime = Field(description="Since when (UTC).")
+    actor: str = Field(description="Who put it there: ses, twilio, receiver, or the operator.")
+
+
+class SuppressionPage(BaseModel):
+    """One page of the suppression list."""
+
+    suppressions: list[Suppression] = Field(description="By receiver.")
+    cursor: str | None = Field(description="Pass it as `cursor` to get the next page; null at "
+                               "the end.", pattern=spec.cursor.PATTERN)
+
+
+class SuppressionChange(BaseModel):
+    """The suppression that holds after an add."""
+
+    suppression: Suppression = Field(description="The receiver's suppression.")
+    added: bool = Field(description="False when it was suppressed already.")
+
+
+class SuppressionRemoved(BaseModel):
+    """The suppression that was removed."""
+
+    suppression: Suppression = Field(description="What it was.")
+
+
+class SuppressionEvent(BaseModel):
+    """One entry of a receiver's suppression history."""
+
+    at: datetime = Field(description="When (UTC).")
+    actor: str = Field(description="Who did it: ses, twilio, receiver, or the operator.")
+    action: Literal["added", "removed", "noted"] = Field(description="What happened.")
+    reason: SuppressionReason | None = Field(description="Why, for an addition.")
+    text: str | None = Field(description="What the feed or the operator said.")
+
+
+class SuppressionHistory(BaseModel):
+    """A receiver's suppression and its history."""
+
+    receiver: str = Field(description=_RECEIVER_TEXT)
+    suppression: Suppression | None = Field(description="The suppression now, or null.")
+    history: list[SuppressionEvent] = Field(description="Oldest first.")
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage,
     TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued, UploadRequest, Upload,
+    TwilioInbound, SuppressionRequest, SuppressionPage, SuppressionChange, SuppressionRemoved,
+    SuppressionHistory,
 )  # fmt: skip

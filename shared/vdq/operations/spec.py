@@ -60,6 +60,7 @@ class Operation(NamedTuple):
     errors: tuple[int, ...] = ()
     public: bool = False  # no bearer token
     idempotent: bool = False  # takes an Idempotency-Key
+    media: str | None = None  # the success body's type when it is not JSON (text/html, ...)
 
     @property
     def rule(self) -> str:
@@ -98,6 +99,21 @@ _ADD = ("vdq.add_queueitem",)
 _READ = ("vdq.read_queueitem",)
 _LIST = ("vdq.list_queueitem",)
 _RESEND = ("vdq.can_resend", "vdq.read_queueitem")
+_SUPPRESSIONS_LIST = ("vdq.list_suppression",)
+_SUPPRESSIONS_CHANGE = ("vdq.change_suppression",)
+CHANNELS = ("email", "sms")
+# What the document promises for a receiver: an E.164 number, or a plain address (a subset of
+# what the server takes, vdq.messages: any address the pattern matches is accepted).
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
+RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
+                    f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
+_RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
+                  "of its own) or an E.164 number.")
+_RECEIVER = Param("receiver", "path", "string", _RECEIVER_TEXT, required=True, max_length=254,
+                  pattern=RECEIVER_PATTERN)
+_TOKEN = Param("token", "path", "string",
+               "The signed token of the List-Unsubscribe URL, as the email carried it.",
+               required=True, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$", max_length=600)
 _ENQUEUE_ERRORS = (400, 409, 422, 503)
 _ENQUEUE_TEXT = (
     "Validates the whole request first: nothing is stored unless all of it is valid (422 "
@@ -229,6 +245,64 @@ OPERATIONS: tuple[Operation, ...] = (
                          "Twilio's signature of the request (base64 HMAC-SHA1).",
                          required=True)),
               body="TwilioStatus", status=204, errors=(400, 403, 503), public=True),
+    Operation("listSuppressions", "GET", "/suppressions", "operator", "suppressions",
+              "List the suppression list, by receiver",
+              "The receivers VDQ does not send to, in receiver order, a page at a time: each "
+              "with why (`reason`), since when, and who put it there. One list per deployment: "
+              "every producer's items to a suppressed receiver end cancelled without reaching "
+              "the provider. `receiver` looks up one (a page of one or none).",
+              _SUPPRESSIONS_LIST,
+              (Param("receiver", "query", "string", "Only this receiver (address or number).",
+                     max_length=254, pattern=RECEIVER_PATTERN),
+               Param("channel", "query", "string", "Only addresses or only numbers.",
+                     enum=CHANNELS), _LIMIT, _CURSOR),
+              answer="SuppressionPage", errors=(400, 422)),
+    Operation("addSuppression", "POST", "/suppressions", "operator", "suppressions",
+              "Suppress a receiver",
+              "Puts an address or number on the suppression list (reason `operator`, the "
+              "caller as actor, in its history). A receiver suppressed already keeps its "
+              "first reason and `since`: `added` is false.",
+              _SUPPRESSIONS_CHANGE, (), body="SuppressionRequest", answer="SuppressionChange",
+              errors=(400, 422)),
+    Operation("removeSuppression", "DELETE", "/suppressions/{receiver}", "operator",
+              "suppressions", "Take a receiver off the suppression list",
+              "VDQ sends to the receiver again (items cancelled meanwhile stay cancelled: "
+              "resend them). The removal, with the caller, goes to the receiver's history.",
+              _SUPPRESSIONS_CHANGE, (_RECEIVER,), answer="SuppressionRemoved",
+              errors=(404, 422)),
+    Operation("getSuppressionHistory", "GET", "/suppressions/{receiver}/history", "operator",
+              "suppressions", "Read a receiver's suppression and its history",
+              "The receiver's suppression (null when it is not suppressed now) and every "
+              "addition, removal and note (an SMS HELP), oldest first, with who and when.",
+              _SUPPRESSIONS_LIST, (_RECEIVER,), answer="SuppressionHistory",
+              errors=(404, 422)),
+    Operation("twilioInbound", "POST", "/twilio/inbound", "webhook", "webhooks",
+              "Receive an inbound SMS (STOP, START, HELP)",
+              "Twilio posts here when someone texts a number of the account (set it as the "
+              "number's incoming-message webhook). Signed as the status callback is: a bad "
+              "signature is a 403 and nothing changes. STOP, STOPALL, UNSUBSCRIBE, CANCEL, "
+              "END, QUIT, REVOKE and OPTOUT (one word, any case) suppress the sender's number; "
+              "START, UNSTOP and YES remove its opt-out; HELP and INFO are recorded in its "
+              "history. Twilio's `OptOutType` wins over the body. The answer is empty TwiML: "
+              "Twilio sends its own confirmations. Not for other callers.",
+              (), (Param("X-Twilio-Signature", "header", "string",
+                         "Twilio's signature of the request (base64 HMAC-SHA1).",
+                         required=True),),
+              body="TwilioInbound", status=200, errors=(400, 403), public=True,
+              media="text/xml"),
+    Operation("getUnsubscribe", "GET", "/unsubscribe/{token}", "webhook", "unsubscribe",
+              "Show the one-click unsubscribe page",
+              "The page an email's List-Unsubscribe link opens: it names the address and "
+              "holds a button that POSTs to the same URL. Reading it changes nothing (mail "
+              "scanners fetch links). 404 for a token that is not valid.",
+              (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
+    Operation("postUnsubscribe", "POST", "/unsubscribe/{token}", "webhook", "unsubscribe",
+              "Unsubscribe in one click (RFC 8058)",
+              "What a mail client POSTs (`List-Unsubscribe=One-Click`) and what the page's "
+              "button sends: the token's address goes on the suppression list (reason "
+              "`unsubscribe`). No sign-in: the signed token is the authority. Repeating it "
+              "changes nothing more. 404 for a token that is not valid.",
+              (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
     Operation("health", "GET", "/health", "operator", "service", "Check readiness",
               "200 `ok` when the API answers. The local stack answers 503 `starting` until "
               "all of its parts are up, with the state of each.", (), status=200,

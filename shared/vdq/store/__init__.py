@@ -10,11 +10,14 @@ One table, every record kind under a prefixed key:
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
+| suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
+| its history   | ``SUPH#<to>``| ``H#<at>#…`` | added, removed, noted; outlives a removal      |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
-(transactions and batches of new records), ``expiry`` (records past their expiration, the
+(transactions and batches of new records), ``suppressions`` (suppressed receivers and their
+history), ``expiry`` (records past their expiration, the
 table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
@@ -46,13 +49,19 @@ from vdq.store.models import (
     ProviderRecord,
     QueueItemRecord,
     Release,
+    SuppressionEventRecord,
+    SuppressionRecord,
     attachment_pk,
     bind,
     content_pk,
     item_pk,
     provider_pk,
     shard,
+    suppression_history_pk,
+    suppression_pk,
+    suppression_sk,
 )
+from vdq.store.suppressions import Suppressions
 from vdq.store.tx import StoreBusy, WriteFailed, transact
 
 __all__ = [
@@ -79,6 +88,9 @@ __all__ = [
     "StateWrite",
     "Store",
     "StoreBusy",
+    "SuppressionEventRecord",
+    "SuppressionRecord",
+    "Suppressions",
     "WriteFailed",
     "attachment_pk",
     "bind",
@@ -89,11 +101,14 @@ __all__ = [
     "pack_history",
     "provider_pk",
     "shard",
+    "suppression_history_pk",
+    "suppression_pk",
+    "suppression_sk",
     "transact",
     "unpack_history",
 ]
 
 
-class Store(Contents, Keys):
+class Store(Contents, Keys, Suppressions):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
-    and attachments, provider-ID mappings)."""
+    and attachments, provider-ID mappings, suppressions)."""

@@ -46,6 +46,24 @@ def provider_pk(provider_id: str) -> str:
     return f"PID#{provider_id}"
 
 
+# Suppressions live in a fixed number of partitions, keyed by receiver inside each, so that one
+# is read by key (its partition is a hash of the receiver) and all are listed without an index.
+# Fixed, not a setting: changing it would move every record.
+SUPPRESSION_SHARDS = 8
+
+
+def suppression_pk(receiver: str) -> str:
+    return f"SUP#{shard(receiver, SUPPRESSION_SHARDS)}"
+
+
+def suppression_sk(receiver: str) -> str:
+    return f"R#{receiver}"
+
+
+def suppression_history_pk(receiver: str) -> str:
+    return f"SUPH#{receiver}"
+
+
 class _Table(Model):
     """Keys shared by every record kind. Meta is filled in by ``bind``."""
 
@@ -228,6 +246,27 @@ class ProviderRecord(_Table):
     orphans = UnicodeAttribute(null=True)
 
 
+class SuppressionRecord(_Table):
+    """A receiver VDQ does not send to (vdq.suppression): why, since when, who put it there."""
+
+    receiver = UnicodeAttribute()  # normalised: lower-case address or E.164 number
+    channel = UnicodeAttribute()  # "email" | "sms"
+    reason = UnicodeAttribute()  # vdq.suppression.REASONS
+    text = UnicodeAttribute(null=True)
+    since = UnicodeAttribute()
+    actor = UnicodeAttribute()
+
+
+class SuppressionEventRecord(_Table):
+    """One entry of a receiver's suppression history (added, removed, a HELP received)."""
+
+    at = UnicodeAttribute()
+    actor = UnicodeAttribute()
+    action = UnicodeAttribute()  # "added" | "removed" | "noted"
+    reason = UnicodeAttribute(null=True)
+    text = UnicodeAttribute(null=True)
+
+
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
@@ -236,6 +275,8 @@ MODELS: tuple[type[_Table], ...] = (
     AttachmentRecord,
     ProviderRecord,
     EventMarkRecord,
+    SuppressionRecord,
+    SuppressionEventRecord,
 )
 
 

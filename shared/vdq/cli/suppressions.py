@@ -1,0 +1,135 @@
+"""``vdq suppressions``: list, show, add and remove entries of the suppression list."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from vdq.cli import render
+from vdq.cli.client import EXIT_OK
+
+
+def add_parser(command: Callable[..., Any]) -> None:
+    from vdq.cli import commands
+    from vdq.cli.main import _global_flags  # called by main.parser(), once main is loaded
+
+    def run(args: argparse.Namespace) -> int:
+        return ACTIONS[args.action](commands.client(args), args)
+
+    p = command("suppressions", "list, show, add or remove receivers VDQ does not send to "
+                "(needs vdq-suppressions)", run)  # fmt: skip
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    common = argparse.ArgumentParser(add_help=False)
+    _global_flags(common, here=True)  # --json, --api-url and --token after the action too
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        return actions.add_parser(name, help=help, description=help, parents=[common])
+
+    listing = action("list", "the list, by receiver, a page at a time")
+    listing.add_argument("--channel", choices=["email", "sms"])
+    listing.add_argument("--receiver", help="only this address or number")
+    listing.add_argument("--limit", type=int, default=50, help="entries on a page (1-100, 50)")
+    listing.add_argument("--cursor", help="the page after the one that printed this cursor")
+    listing.add_argument("--all", action="store_true", help="follow the cursor to the end")
+    show = action("show", "one receiver's suppression and its history")
+    show.add_argument("receiver")
+    add = action("add", "suppress an address or number")
+    add.add_argument("receiver")
+    add.add_argument("--text", help="why, for the history")
+    remove = action("remove", "send to an address or number again")
+    remove.add_argument("receiver")
+
+
+def _rows(entries: list[dict[str, Any]]) -> list[list[str]]:
+    return [[render.safe(e.get("receiver")), render.safe(e.get("reason")),
+             render.safe((e.get("since") or "")[:19]), render.safe(e.get("actor")),
+             render.clip(render.safe(e.get("text")), 50)] for e in entries]  # fmt: skip
+
+
+def print_entries(entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        print("(no suppressions)")
+        return
+    print(render.table(_rows(entries), ["RECEIVER", "REASON", "SINCE", "BY", "TEXT"]))
+
+
+def list_entries(api: Any, args: argparse.Namespace) -> int:
+    from vdq.cli.commands import emit
+
+    params: dict[str, Any] = {"limit": args.limit}
+    for name in ("channel", "receiver", "cursor"):
+        if getattr(args, name):
+            params[name] = getattr(args, name)
+    entries: list[dict[str, Any]] = []
+    while True:
+        page = api.call("GET", "/suppressions", params=params)
+        entries.extend(page.get("suppressions") or [])
+        cursor = page.get("cursor")
+        if not cursor or not args.all:
+            break
+        params["cursor"] = cursor
+
+    def human(data: dict[str, Any]) -> None:
+        print_entries(data["suppressions"])
+        if data["cursor"]:
+            print(f"(more: vdq suppressions list --cursor {data['cursor']})", file=sys.stderr)
+
+    emit(args, {"suppressions": entries, "cursor": cursor}, human)
+    return EXIT_OK
+
+
+def _path(receiver: str) -> str:
+    return "/suppressions/" + quote(receiver, safe="")
+
+
+def show_entry(api: Any, args: argparse.Namespace) -> int:
+    from vdq.cli.commands import emit
+
+    data = api.call("GET", _path(args.receiver) + "/history")
+
+    def human(d: dict[str, Any]) -> None:
+        now = d.get("suppression")
+        print(f"{render.safe(d.get('receiver'))}: " + (
+            f"suppressed since {render.safe(now.get('since'))} ({render.safe(now.get('reason'))})"
+            if now else "not suppressed"))  # fmt: skip
+        for e in d.get("history") or []:
+            print(f"  {render.safe((e.get('at') or '')[:19])}  {render.safe(e.get('action'))}"
+                  f" by {render.safe(e.get('actor'))}"
+                  + (f" ({render.safe(e.get('reason'))})" if e.get("reason") else "")
+                  + (f": {render.safe(e.get('text'))}" if e.get("text") else ""))
+
+    emit(args, data, human)
+    return EXIT_OK
+
+
+def add_entry(api: Any, args: argparse.Namespace) -> int:
+    from vdq.cli.commands import emit
+
+    body = {"receiver": args.receiver, **({"text": args.text} if args.text else {})}
+    data = api.call("POST", "/suppressions", body)
+
+    def human(d: dict[str, Any]) -> None:
+        held = d["suppression"]
+        if d.get("added"):
+            print(f"{render.safe(held['receiver'])}: suppressed")
+        else:
+            print(f"{render.safe(held['receiver'])}: already suppressed since "
+                  f"{render.safe(held['since'])} ({render.safe(held['reason'])})")
+
+    emit(args, data, human)
+    return EXIT_OK
+
+
+def remove_entry(api: Any, args: argparse.Namespace) -> int:
+    from vdq.cli.commands import emit
+
+    data = api.call("DELETE", _path(args.receiver))
+    emit(args, data, lambda d: print(f"{render.safe(d['suppression']['receiver'])}: no longer "
+                                     "suppressed"))  # fmt: skip
+    return EXIT_OK
+
+
+ACTIONS = {"list": list_entries, "show": show_entry, "add": add_entry, "remove": remove_entry}

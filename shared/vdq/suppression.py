@@ -1,0 +1,279 @@
+"""The suppression list: receivers VDQ no longer hands to a provider, how they get there, and
+what a send to one does.
+
+Scope: one list per deployment, as SES's account-level list is per account. A hard bounce or a
+complaint is about the address, and STOP is about the number, whichever producer queued the
+message: the deployment's sending reputation (one SES account, one set of Twilio numbers) is
+what suffers, so every producer honours every entry.
+
+A receiver is compared normalised: an email address in lower case (each ``+label`` variant is
+an address of its own), an SMS number as E.164. Feeds: SES permanent bounces and complaints
+(also SES's own account-level list, whose entries SES reports as permanent bounces), Twilio
+error 21610 on a send or a status callback, inbound STOP/START/HELP, one-click unsubscribe, and
+operators. The worker reads one record before claiming an item (``refuse``); enqueue reads the
+request's receivers in one batch and flags them (``flags``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vdq import clock
+from vdq.errors import InvalidTransition, NotFound
+from vdq.observability import logger, metrics
+from vdq.runtime import Runtime
+from vdq.store import (
+    SuppressionEventRecord,
+    SuppressionRecord,
+    suppression_history_pk,
+    suppression_pk,
+    suppression_sk,
+)
+
+# Why a receiver is suppressed: code -> what the result and the list say.
+REASONS = {
+    "bounce": "a permanent bounce",
+    "complaint": "a complaint",
+    "ses_suppression_list": "SES's suppression list",
+    "sms_opt_out": "the number opted out of SMS (STOP)",
+    "unsubscribe": "one-click unsubscribe",
+    "operator": "an operator",
+}
+REASON_CODES = ("bounce", "complaint", "ses_suppression_list", "sms_opt_out", "unsubscribe",
+                "operator")  # fmt: skip
+assert tuple(REASONS) == REASON_CODES
+METRIC_SUPPRESSED = "SendsSuppressed"  # an item ended cancelled because its receiver is
+TWILIO_OPTED_OUT = "21610"  # Twilio: "Attempt to send to unsubscribed recipient"
+SES_LIST_SUBTYPES = frozenset({"OnAccountSuppressionList", "Suppressed"})
+# Twilio's default keywords (single word, any case); HELP changes nothing but is recorded.
+STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "REVOKE",
+                        "OPTOUT"})  # fmt: skip
+START_WORDS = frozenset({"START", "UNSTOP", "YES"})
+HELP_WORDS = frozenset({"HELP", "INFO"})
+
+
+def normalize(receiver: str) -> str:
+    """The form a receiver is compared in: an address in lower case, a number as given."""
+    text = receiver.strip()
+    return text.lower() if "@" in text else text
+
+
+def channel_of(receiver: str) -> str:
+    return "email" if "@" in receiver else "sms"
+
+
+def suppression_json(record: SuppressionRecord) -> dict[str, Any]:
+    return {"receiver": record.receiver, "channel": record.channel, "reason": record.reason,
+            "text": record.text, "since": record.since, "actor": record.actor}  # fmt: skip
+
+
+def event_json(entry: SuppressionEventRecord) -> dict[str, Any]:
+    return {"at": entry.at, "actor": entry.actor, "action": entry.action,
+            "reason": entry.reason, "text": entry.text}  # fmt: skip
+
+
+def describe(record: SuppressionRecord) -> str:
+    """The result of an item not sent because of ``record``."""
+    why = REASONS.get(record.reason, record.reason)
+    detail = f": {record.text}" if record.text else ""
+    return (f"not sent: {record.receiver} is on the suppression list since {record.since} "
+            f"({why}{detail})")  # fmt: skip
+
+
+# ---- adding and removing ---------------------------------------------------------------------
+
+
+def _entry(receiver: str, action: str, actor: str, reason: str | None, text: str | None,
+           runtime: Runtime) -> SuppressionEventRecord:  # fmt: skip
+    import os
+
+    at = clock.iso(runtime.clock.now())
+    return SuppressionEventRecord(suppression_history_pk(receiver), f"H#{at}#{os.urandom(3).hex()}",
+                                  at=at, actor=actor, action=action, reason=reason,
+                                  text=text[:1000] if text else None)  # fmt: skip
+
+
+def suppress(receiver: str, reason: str, *, actor: str, text: str | None,
+             runtime: Runtime) -> tuple[SuppressionRecord, bool]:  # fmt: skip
+    """Suppress ``receiver``; the suppression that holds, and whether this call added it (a
+    receiver suppressed already keeps its first reason and ``since``)."""
+    assert reason in REASONS, reason
+    key = normalize(receiver)
+    now = clock.iso(runtime.clock.now())
+    record = SuppressionRecord(suppression_pk(key), suppression_sk(key), receiver=key,
+                               channel=channel_of(key), reason=reason, since=now, actor=actor,
+                               text=text[:500] if text else None)  # fmt: skip
+    held, added = runtime.store.add_suppression(
+        record, _entry(key, "added", actor, reason, text, runtime))
+    if added:
+        logger.info("%s suppressed (%s) by %s", key, reason, actor)
+        metrics.add_metric(name="SuppressionsAdded", unit="Count", value=1)
+    return held, added
+
+
+def unsuppress(receiver: str, *, actor: str, text: str | None,
+               runtime: Runtime) -> SuppressionRecord | None:  # fmt: skip
+    """Remove the suppression of ``receiver``; the one removed, or None when there was none."""
+    key = normalize(receiver)
+    removed = runtime.store.remove_suppression(key, _entry(key, "removed", actor, None, text,
+                                                           runtime))  # fmt: skip
+    if removed is not None:
+        logger.info("%s no longer suppressed (by %s)", key, actor)
+    return removed
+
+
+def note(receiver: str, *, actor: str, text: str, runtime: Runtime) -> None:
+    key = normalize(receiver)
+    runtime.store.note_suppression_event(_entry(key, "noted", actor, None, text, runtime))
+
+
+# ---- the worker and enqueue ------------------------------------------------------------------
+
+
+def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -> bool:
+    """Before the claim: when the item's receiver is suppressed, cancel the item (result: why
+    and since when) and return True; the worker then drops the message without calling any
+    provider. One GetItem when the message names its receiver (it always does, but a message
+    published before it did costs a read of the item too)."""
+    from vdq import transitions
+    from vdq.workflow import State
+
+    if receiver is None:
+        item = runtime.store.get_item(item_id)
+        if item is None:
+            return False
+        receiver = item.receiver
+    record = runtime.store.get_suppression(normalize(receiver))
+    if record is None:
+        return False
+    step = transitions.Step("cancel", actor="worker", result=describe(record), attempt=attempt,
+                            expect=frozenset({State.QUEUED.value,
+                                              State.DELAYED.value}))  # fmt: skip
+    try:
+        outcome = transitions.apply(item_id, step, runtime)
+    except (InvalidTransition, NotFound):
+        return False  # claimed, cancelled or gone: the claim drops the message and says why
+    if outcome.kind != "moved":
+        return False
+    metrics.add_metric(name=METRIC_SUPPRESSED, unit="Count", value=1)
+    logger.info("%s not sent: %s is suppressed (%s)", item_id, record.receiver, record.reason)
+    return True
+
+
+def flags(receivers: Iterable[str], runtime: Runtime) -> list[dict[str, Any]]:
+    """The suppressed among an enqueue's receivers, in request order (one BatchGetItem per
+    hundred): they are queued all the same, and end cancelled when the worker reaches them."""
+    wanted = [normalize(r) for r in receivers]
+    found = runtime.store.get_suppressions(wanted)
+    out = []
+    for key in dict.fromkeys(wanted):
+        record = found.get(key)
+        if record is not None:
+            out.append({"receiver": key, "reason": record.reason, "since": record.since})
+    return out
+
+
+# ---- provider feeds --------------------------------------------------------------------------
+
+
+def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str]:
+    """Suppress the receivers of an SES permanent bounce or complaint; returns them."""
+    kind = event.get("eventType") or event.get("notificationType")
+    added: list[str] = []
+    if kind == "Bounce":
+        detail = event.get("bounce") or {}
+        if not isinstance(detail, Mapping) or detail.get("bounceType") != "Permanent":
+            return added
+        sub = str(detail.get("bounceSubType") or "")
+        reason = "ses_suppression_list" if sub in SES_LIST_SUBTYPES else "bounce"
+        for recipient in detail.get("bouncedRecipients") or []:
+            address = _address(recipient)
+            if address:
+                code = recipient.get("diagnosticCode") or recipient.get("status") or ""
+                text = f"SES bounce (Permanent/{sub}){': ' + str(code) if code else ''}"
+                suppress(address, reason, actor="ses", text=text, runtime=runtime)
+                added.append(address)
+    elif kind == "Complaint":
+        detail = event.get("complaint") or {}
+        if not isinstance(detail, Mapping):
+            return added
+        feedback = str(detail.get("complaintFeedbackType") or "unspecified")
+        if feedback == "not-spam":  # the receiver says it is not spam: no complaint
+            return added
+        for recipient in detail.get("complainedRecipients") or []:
+            address = _address(recipient)
+            if address:
+                suppress(address, "complaint", actor="ses", text=f"SES complaint ({feedback})",
+                         runtime=runtime)  # fmt: skip
+                added.append(address)
+    return added
+
+
+def _address(recipient: Any) -> str | None:
+    if not isinstance(recipient, Mapping):
+        return None
+    address = recipient.get("emailAddress")
+    if not isinstance(address, str) or "@" not in address or len(address) > 254:
+        return None
+    from email.utils import parseaddr
+
+    return parseaddr(address)[1] or None  # SES may write "Name <address>"
+
+
+def learn_from_twilio_error(number: str | None, code: Any, runtime: Runtime, *,
+                            where: str) -> bool:  # fmt: skip
+    """Twilio error 21610 (the number sent STOP): suppress it; True when it was that error."""
+    if str(code) != TWILIO_OPTED_OUT or not number:
+        return False
+    suppress(number, "sms_opt_out", actor="twilio",
+             text=f"Twilio error 21610 ({where}): the number replied STOP", runtime=runtime)
+    return True
+
+
+def learn_from_send_error(item: Any, error: Exception, runtime: Runtime) -> str:
+    """After a provider refused a send: the text to add to the item's result ("" or why the
+    receiver is suppressed from now on)."""
+    if item.method != "sms":
+        return ""
+    try:
+        learnt = learn_from_twilio_error(item.receiver, getattr(error, "code", None), runtime,
+                                         where="on send")  # fmt: skip
+    except Exception:
+        # The item's error must be recorded whatever: a later 21610 or STOP suppresses it.
+        logger.exception("suppressing %s after Twilio 21610 failed", item.receiver)
+        return ""
+    return f"; {item.receiver} is on the suppression list from now on" if learnt else ""
+
+
+def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
+    """An authentic inbound SMS (Twilio's incoming-message webhook): STOP and its synonyms
+    suppress the sender's number, START and its synonyms remove an opt-out, HELP is recorded.
+    Twilio's ``OptOutType`` (Advanced Opt-Out) wins over the body. Returns what it did."""
+    import re
+
+    from vdq.messages import E164
+
+    number = (params.get("From") or "").strip()
+    if not re.match(E164, number):
+        return "ignored"
+    word = (params.get("OptOutType") or params.get("Body") or "").strip().upper()
+    to = params.get("To") or "?"
+    if word in STOP_WORDS:
+        _, added = suppress(number, "sms_opt_out", actor="twilio",
+                            text=f"{word} sent to {to}", runtime=runtime)  # fmt: skip
+        return "suppressed" if added else "already suppressed"
+    if word in START_WORDS:
+        current = runtime.store.get_suppression(number)
+        if current is None:
+            return "not suppressed"
+        if current.reason != "sms_opt_out":
+            note(number, actor="twilio", runtime=runtime,
+                 text=f"{word} sent to {to}; the suppression by {REASONS[current.reason]} stays")
+            return "kept"
+        unsuppress(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime)
+        return "removed"
+    if word in HELP_WORDS:
+        note(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime)
+        return "noted"
+    return "ignored"

@@ -1,0 +1,222 @@
+"""The suppression list against moto: each feed, the worker refusing, the enqueue flag."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import boto3
+import pytest
+from functions.webhook import handler as webhook
+
+import vdq
+from tests.support.aws import drain
+from tests.support.fake_twilio import fake_twilio
+from tests.support.results import (
+    SAMPLE_ACCOUNT_SID,
+    SAMPLE_AUTH_TOKEN,
+    SAMPLE_WEBHOOK_URL,
+    LambdaContext,
+    ses_event,
+    sqs_event,
+    twilio_event,
+)
+from vdq import intake, send, suppression
+from vdq.api import Caller
+from vdq.runtime import Runtime
+
+SENDER = "shop@example.com"
+MESSAGE_ID = "0100019-suppression-test-000000"
+
+
+@pytest.fixture
+def rt(aws, settings, clock):
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    rt = Runtime(settings=replace(settings, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                                  twilio_auth_token=SAMPLE_AUTH_TOKEN,
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL), clock=clock)  # fmt: skip
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    yield rt
+    Runtime.reset_default()
+
+
+def messages(aws):
+    return {m["id"]: m for m in drain(aws)}
+
+
+def process(aws, rt, item):
+    import json
+
+    return send.process_body(json.dumps(messages(aws)[item.id]), rt)
+
+
+def one_email(rt, to="ada@example.org"):
+    [item] = vdq.add_email(SENDER, [to], "Hello", "Hi", runtime=rt)
+    return item
+
+
+def results(rt, *bodies):
+    return webhook.handler(sqs_event(*bodies), LambdaContext("webhook"))
+
+
+# ---- the worker ---------------------------------------------------------------------------
+
+
+def test_the_worker_cancels_an_item_to_a_suppressed_address_without_calling_ses(aws, rt):
+    suppression.suppress("Ada@Example.org", "bounce", actor="ses", text="550 user unknown",
+                         runtime=rt)  # fmt: skip
+    rt.clock.advance(60)
+    item = one_email(rt, "ada@example.org")
+    calls = []
+    no_ses = type("NoSes", (), {"send_raw": lambda *a, **k: calls.append(a)})
+    rt.overrides["ses_provider"] = no_ses()
+    assert process(aws, rt, item) == send.SUPPRESSED
+    assert calls == []
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "cancelled" and stored.done_at is not None
+    assert "ada@example.org is on the suppression list since 2026-01-01T00:00:00" in stored.result
+    assert "a permanent bounce: 550 user unknown" in stored.result
+    [entry] = rt.store.history(item.id)
+    assert (entry.name, entry.from_state, entry.to_state, entry.actor) == (
+        "cancel", "queued", "cancelled", "worker")
+    assert "suppression list" in entry.text
+
+
+def test_a_plus_label_variant_is_an_address_of_its_own(aws, rt):
+    suppression.suppress("bounce+a1@simulator.amazonses.com", "bounce", actor="ses", text=None,
+                         runtime=rt)  # fmt: skip
+    other = one_email(rt, "bounce+a2@simulator.amazonses.com")
+    assert process(aws, rt, other) == send.ACCEPTED
+
+
+def test_the_worker_sends_after_the_suppression_is_removed(aws, rt):
+    suppression.suppress("ada@example.org", "operator", actor="op", text=None, runtime=rt)
+    rt.clock.advance(1)
+    suppression.unsuppress("ada@example.org", actor="op", text="asked back", runtime=rt)
+    item = one_email(rt)
+    assert process(aws, rt, item) == send.ACCEPTED
+    actions = [(e.action, e.actor) for e in rt.store.suppression_history("ada@example.org")]
+    assert actions == [("added", "op"), ("removed", "op")]
+
+
+def test_a_duplicate_delivery_of_a_suppressed_item_changes_nothing(aws, rt):
+    import json
+
+    item = one_email(rt)
+    body = json.dumps(messages(aws)[item.id])
+    suppression.suppress("ada@example.org", "complaint", actor="ses", text=None, runtime=rt)
+    assert send.process_body(body, rt) == send.SUPPRESSED
+    assert send.process_body(body, rt) == send.DROPPED
+    assert len(rt.store.history(item.id)) == 1
+
+
+def test_an_sms_to_an_opted_out_number_is_not_handed_to_twilio(aws, rt):
+    http = fake_twilio(rt)
+    suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    [item] = vdq.add_sms("+15550000000", ["+15551230001"], "Hi", runtime=rt)
+    assert process(aws, rt, item) == send.SUPPRESSED
+    assert http.requests == []
+    assert rt.store.get_item(item.id).state == "cancelled"
+
+
+# ---- the enqueue flag ---------------------------------------------------------------------
+
+
+def test_enqueue_flags_suppressed_receivers_and_still_queues_them(aws, rt):
+    suppression.suppress("grace@example.org", "complaint", actor="ses", text=None, runtime=rt)
+    who = Caller("producer", ("vdq-senders",), frozenset({"vdq.add_queueitem"}))
+    body = {"sender": {"email": SENDER}, "to": [{"email": "ada@example.org"}],
+            "cc": [{"email": "Grace@Example.org"}], "subject": "Hi", "text": "Hello"}  # fmt: skip
+    answer = intake.submit("email", body, who, rt)
+    assert [i["receiver"]["email"] for i in answer["items"]] == [
+        "ada@example.org", "Grace@Example.org"]
+    assert answer["suppressed"] == [{"receiver": "grace@example.org", "reason": "complaint",
+                                     "since": "2026-01-01T00:00:00.000000Z"}]  # fmt: skip
+    assert len(messages(aws)) == 2  # both queued: nothing accepted is lost
+
+
+def test_enqueue_flags_nothing_when_no_receiver_is_suppressed(aws, rt):
+    who = Caller("producer", ("vdq-senders",), frozenset({"vdq.add_queueitem"}))
+    body = {"sender": {"cell": "+15550000000"}, "to": [{"cell": "+15551230001"}], "body": "Hi"}
+    assert intake.submit("sms", body, who, rt)["suppressed"] == []
+
+
+# ---- SES feeds ----------------------------------------------------------------------------
+
+
+def test_a_permanent_bounce_suppresses_the_address(aws, rt):
+    results(rt, ses_event("bounce_permanent", message_id=MESSAGE_ID))
+    record = rt.store.get_suppression("ada@example.org")
+    assert (record.reason, record.actor, record.channel) == ("bounce", "ses", "email")
+    assert "550 5.1.1 user unknown" in record.text
+
+
+def test_a_transient_bounce_suppresses_nothing(aws, rt):
+    results(rt, ses_event("bounce_transient", message_id=MESSAGE_ID))
+    assert rt.store.get_suppression("ada@example.org") is None
+
+
+def test_a_complaint_suppresses_the_address(aws, rt):
+    event = ses_event("complaint", message_id=MESSAGE_ID)
+    results(rt, event)
+    [who] = event["complaint"]["complainedRecipients"]
+    assert rt.store.get_suppression(who["emailAddress"].lower()).reason == "complaint"
+
+
+def test_a_not_spam_feedback_is_no_complaint(aws, rt):
+    event = ses_event("complaint", message_id=MESSAGE_ID, complaintFeedbackType="not-spam")
+    results(rt, event)
+    [who] = event["complaint"]["complainedRecipients"]
+    assert rt.store.get_suppression(who["emailAddress"].lower()) is None
+
+
+def test_ses_account_suppression_list_bounces_say_so(aws, rt):
+    results(rt, ses_event("bounce_permanent", message_id=MESSAGE_ID,
+                          bounceSubType="OnAccountSuppressionList"))  # fmt: skip
+    assert rt.store.get_suppression("ada@example.org").reason == "ses_suppression_list"
+
+
+def test_a_second_bounce_keeps_the_first_since(aws, rt):
+    results(rt, ses_event("bounce_permanent", message_id=MESSAGE_ID))
+    rt.clock.advance(3600)
+    results(rt, ses_event("bounce_permanent", message_id=MESSAGE_ID + "2"))
+    assert rt.store.get_suppression("ada@example.org").since == "2026-01-01T00:00:00.000000Z"
+    assert len(rt.store.suppression_history("ada@example.org")) == 1
+
+
+# ---- Twilio feeds -------------------------------------------------------------------------
+
+
+def test_twilio_21610_on_send_suppresses_the_number(aws, rt):
+    http = fake_twilio(rt)
+    http.answer(400, {"code": 21610, "message": "Attempt to send to unsubscribed recipient",
+                      "status": 400})  # fmt: skip
+    [item] = vdq.add_sms("+15550000000", ["+15551230004"], "Hi", runtime=rt)
+    assert process(aws, rt, item) == send.ERRORED
+    assert "+15551230004 is on the suppression list from now on" in rt.store.get_item(
+        item.id).result
+    assert rt.store.get_suppression("+15551230004").reason == "sms_opt_out"
+
+
+def test_another_twilio_refusal_suppresses_nothing(aws, rt):
+    http = fake_twilio(rt)
+    http.answer(400, {"code": 21211, "message": "not a valid phone number", "status": 400})
+    [item] = vdq.add_sms("+15550000000", ["+15551230004"], "Hi", runtime=rt)
+    assert process(aws, rt, item) == send.ERRORED
+    assert rt.store.get_suppression("+15551230004") is None
+
+
+def test_twilio_21610_in_a_status_callback_suppresses_the_number(aws, rt):
+    event = twilio_event("failed", sid="SM" + "b" * 32, item_id=None, ErrorCode="21610",
+                         To="+15551230009")  # fmt: skip
+    answer = webhook.handler(event, LambdaContext("webhook"))
+    assert answer["statusCode"] == 204
+    assert rt.store.get_suppression("+15551230009").reason == "sms_opt_out"
+
+
+def test_a_forged_callback_suppresses_nothing(aws, rt):
+    event = twilio_event("failed", sid="SM" + "b" * 32, item_id=None, ErrorCode="21610",
+                         To="+15551230009", token="not-the-token")  # fmt: skip
+    assert webhook.handler(event, LambdaContext("webhook"))["statusCode"] == 403
+    assert rt.store.get_suppression("+15551230009") is None

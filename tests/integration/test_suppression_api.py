@@ -1,0 +1,270 @@
+"""The suppression list through the API: operators (list, add, remove, history), the inbound
+SMS webhook (STOP, START, HELP) and one-click unsubscribe, against moto."""
+
+from __future__ import annotations
+
+import email
+import json
+from dataclasses import replace
+from email import policy
+from urllib.parse import urlencode
+
+import boto3
+import pytest
+from functions.webhook import handler as webhook
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ses.models import ses_backends
+
+from tests.support.aws import drain
+from tests.support.events import load_event
+from tests.support.operator import call
+from tests.support.results import (
+    SAMPLE_ACCOUNT_SID,
+    SAMPLE_AUTH_TOKEN,
+    SAMPLE_WEBHOOK_URL,
+    LambdaContext,
+)
+from vdq import intake, send, suppression, unsubscribe
+from vdq.api import Caller
+from vdq.runtime import Runtime
+
+SENDER = "shop@example.com"
+INBOUND_URL = SAMPLE_WEBHOOK_URL.replace("status-callback", "inbound")
+KEY = "unsubscribe-test-key"
+UNSUBSCRIBE_URL = "https://api.example.com/v1/unsubscribe/"
+
+
+@pytest.fixture
+def rt(aws, settings, clock):
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    rt = Runtime(settings=replace(settings, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                                  twilio_auth_token=SAMPLE_AUTH_TOKEN,
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL, unsubscribe_key=KEY,
+                                  unsubscribe_url=UNSUBSCRIBE_URL), clock=clock)  # fmt: skip
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    yield rt
+    Runtime.reset_default()
+
+
+OPS = ("vdq-suppressions",)
+
+
+# ---- operators ----------------------------------------------------------------------------
+
+
+def test_an_operator_adds_lists_and_removes_a_suppression_with_who_and_when(aws, rt):
+    added = call("add_suppression", body={"receiver": "Ada@Example.org", "text": "ticket 77"},
+                 groups=OPS)  # fmt: skip
+    assert added.status == 200 and added.body["added"] is True
+    held = added.body["suppression"]
+    assert (held["receiver"], held["channel"], held["reason"], held["text"]) == (
+        "ada@example.org", "email", "operator", "ticket 77")
+    actor = held["actor"]
+    assert actor and actor not in ("ses", "twilio", "receiver")  # the token's subject
+    again = call("add_suppression", body={"receiver": "ada@example.org"}, groups=OPS)
+    assert again.body["added"] is False
+    listed = call("list_suppressions", query={"limit": "20"}, groups=OPS)
+    assert [s["receiver"] for s in listed.body["suppressions"]] == ["ada@example.org"]
+    rt.clock.advance(5)
+    removed = call("remove_suppression", params={"receiver": "ada%40example.org"}, groups=OPS)
+    assert removed.status == 200 and removed.body["suppression"]["receiver"] == "ada@example.org"
+    assert rt.store.get_suppression("ada@example.org") is None
+    history = call("suppression_history", params={"receiver": "ada@example.org"}, groups=OPS)
+    assert history.body["suppression"] is None
+    assert [(e["action"], e["actor"]) for e in history.body["history"]] == [
+        ("added", actor), ("removed", actor)]
+    assert history.body["history"][0]["at"] == "2026-01-01T00:00:00.000000Z"
+
+
+def test_the_list_pages_in_receiver_order_across_partitions(aws, rt):
+    receivers = sorted(f"user{n:02d}@example.org" for n in range(23))
+    for r in receivers:
+        suppression.suppress(r, "operator", actor="op", text=None, runtime=rt)
+    seen, cursor = [], None
+    while True:
+        query = {"limit": "5", **({"cursor": cursor} if cursor else {})}
+        page = call("list_suppressions", query=query, groups=OPS).body
+        assert len(page["suppressions"]) <= 5
+        seen += [s["receiver"] for s in page["suppressions"]]
+        cursor = page["cursor"]
+        if not cursor:
+            break
+    assert seen == receivers
+
+
+def test_the_list_filters_by_channel_and_looks_up_one_receiver(aws, rt):
+    suppression.suppress("ada@example.org", "bounce", actor="ses", text=None, runtime=rt)
+    suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    sms = call("list_suppressions", query={"channel": "sms"}, groups=OPS).body
+    assert [s["receiver"] for s in sms["suppressions"]] == ["+15551230001"]
+    one = call("list_suppressions", query={"receiver": "ADA@example.org"}, groups=OPS).body
+    assert [s["reason"] for s in one["suppressions"]] == ["bounce"]
+
+
+def test_suppressions_need_their_own_permission(aws, rt):
+    for name, kwargs in (("list_suppressions", {}),
+                         ("add_suppression", {"body": {"receiver": "ada@example.org"}})):
+        assert call(name, groups=("vdq-operators",), **kwargs).status == 403
+    assert rt.store.get_suppression("ada@example.org") is None
+
+
+def test_a_bad_receiver_is_a_422_naming_the_field_and_changes_nothing(aws, rt):
+    answer = call("add_suppression", body={"receiver": "not an address"}, groups=OPS)
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
+    assert call("list_suppressions", groups=OPS).body["suppressions"] == []
+
+
+def test_removing_a_receiver_not_on_the_list_is_a_404(aws, rt):
+    answer = call("remove_suppression", params={"receiver": "%2B15551230001"}, groups=OPS)
+    assert answer.status == 404
+
+
+# ---- inbound SMS --------------------------------------------------------------------------
+
+
+def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TOKEN,
+            **extra: str):  # fmt: skip
+    from twilio.request_validator import RequestValidator
+
+    event = load_event("twilio_status_delivered")
+    form = {"MessageSid": "SM" + "c" * 32, "From": number, "To": "+15005550006",
+            "Body": body, "AccountSid": SAMPLE_ACCOUNT_SID, **extra}  # fmt: skip
+    event.update(resource="/twilio/inbound", path="/twilio/inbound", body=urlencode(form),
+                 queryStringParameters=None, multiValueQueryStringParameters=None)
+    headers = dict(event["headers"])
+    headers["X-Twilio-Signature"] = RequestValidator(token).compute_signature(INBOUND_URL, form)
+    event["headers"] = headers
+    return webhook.handler(event, LambdaContext("webhook"))
+
+
+@pytest.mark.parametrize("word", ["STOP", "stop", " StopAll ", "UNSUBSCRIBE", "CANCEL", "END",
+                                  "QUIT"])
+def test_stop_and_its_synonyms_suppress_the_number(aws, rt, word):
+    answer = inbound(word)
+    assert answer["statusCode"] == 200 and "<Response>" in answer["body"]
+    record = rt.store.get_suppression("+15551230001")
+    assert (record.reason, record.actor) == ("sms_opt_out", "twilio")
+
+
+def test_start_removes_the_opt_out_and_help_is_only_recorded(aws, rt):
+    inbound("HELP")
+    assert rt.store.get_suppression("+15551230001") is None
+    rt.clock.advance(1)
+    inbound("STOP")
+    rt.clock.advance(1)
+    inbound("start")
+    assert rt.store.get_suppression("+15551230001") is None
+    actions = [e.action for e in rt.store.suppression_history("+15551230001")]
+    assert actions == ["noted", "added", "removed"]
+
+
+def test_start_does_not_lift_an_operators_suppression(aws, rt):
+    suppression.suppress("+15551230001", "operator", actor="op", text=None, runtime=rt)
+    inbound("YES")
+    assert rt.store.get_suppression("+15551230001").reason == "operator"
+
+
+def test_an_unsigned_inbound_stop_is_refused_and_changes_nothing(aws, rt):
+    assert inbound("STOP", token="forged")["statusCode"] == 403
+    assert rt.store.get_suppression("+15551230001") is None
+
+
+def test_twilios_opt_out_type_wins_over_the_body(aws, rt):
+    inbound("Arrêt", OptOutType="STOP")  # Advanced Opt-Out: a keyword of the account's own
+    assert rt.store.get_suppression("+15551230001").reason == "sms_opt_out"
+
+
+def test_other_texts_change_nothing(aws, rt):
+    assert inbound("please stop texting me")["statusCode"] == 200
+    assert rt.store.get_suppression("+15551230001") is None
+
+
+# ---- one-click unsubscribe ----------------------------------------------------------------
+
+
+def unsubscribe_event(method: str, token: str):
+    event = load_event("twilio_status_delivered")
+    event.update(resource="/unsubscribe/{token}", path=f"/unsubscribe/{token}",
+                 httpMethod=method, pathParameters={"token": token},
+                 body="List-Unsubscribe=One-Click" if method == "POST" else None,
+                 queryStringParameters=None, multiValueQueryStringParameters=None)
+    return event
+
+
+def enqueue_bulk(rt, **extra):
+    who = Caller("producer", ("vdq-senders",), frozenset({"vdq.add_queueitem"}))
+    body = {"sender": {"email": SENDER}, "to": [{"email": "Ada@Example.org"}],
+            "subject": "News", "text": "Hello", **extra}  # fmt: skip
+    return intake.submit("email", body, who, rt)["items"]
+
+
+def sent_raw():
+    return [email.message_from_string(m.raw_data, policy=policy.default)
+            for m in ses_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].sent_messages]
+
+
+def test_a_bulk_email_carries_one_click_headers_and_their_link_unsubscribes(aws, rt):
+    enqueue_bulk(rt, list_unsubscribe=True)
+    [message] = drain(aws)
+    assert send.process_body(json.dumps(message), rt) == send.ACCEPTED
+    [sent] = sent_raw()
+    assert sent["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    link = sent["List-Unsubscribe"]
+    assert link.startswith(f"<{UNSUBSCRIBE_URL}") and link.endswith(">")
+    token = link[1:-1].rsplit("/", 1)[1]
+
+    page = webhook.handler(unsubscribe_event("GET", token), LambdaContext("webhook"))
+    assert page["statusCode"] == 200 and 'method="post"' in page["body"]
+    assert rt.store.get_suppression("ada@example.org") is None  # a GET (a scanner) changes nothing
+
+    done = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
+    assert done["statusCode"] == 200 and "Unsubscribed" in done["body"]
+    record = rt.store.get_suppression("ada@example.org")
+    assert (record.reason, record.actor) == ("unsubscribe", "receiver")
+    again = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
+    assert again["statusCode"] == 200  # a replay: still suppressed once
+    assert len(rt.store.suppression_history("ada@example.org")) == 1
+
+
+def test_the_python_api_marks_an_email_for_one_click_unsubscribe(aws, rt):
+    import vdq
+
+    vdq.add_email(SENDER, ["ada@example.org"], "News", "Hello", list_unsubscribe=True,
+                  runtime=rt)  # fmt: skip
+    [message] = drain(aws)
+    send.process_body(json.dumps(message), rt)
+    [sent] = sent_raw()
+    assert sent["List-Unsubscribe"].startswith(f"<{UNSUBSCRIBE_URL}")
+
+
+def test_an_email_not_marked_bulk_carries_no_unsubscribe_headers(aws, rt):
+    enqueue_bulk(rt)
+    [message] = drain(aws)
+    send.process_body(json.dumps(message), rt)
+    [sent] = sent_raw()
+    assert sent["List-Unsubscribe"] is None and sent["List-Unsubscribe-Post"] is None
+
+
+def test_list_unsubscribe_must_be_a_boolean(aws, rt):
+    from vdq.errors import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        enqueue_bulk(rt, list_unsubscribe="yes")
+    assert err.value.field == "list_unsubscribe"
+    assert drain(aws) == []
+
+
+def test_a_forged_token_is_a_404_and_suppresses_nothing(aws, rt):
+    forged = unsubscribe.make_token("ada@example.org", b"another key", rt.settings.table_name)
+    answer = webhook.handler(unsubscribe_event("POST", forged), LambdaContext("webhook"))
+    assert answer["statusCode"] == 404
+    assert rt.store.get_suppression("ada@example.org") is None
+
+
+def test_the_page_escapes_the_address(aws, rt):
+    secret = unsubscribe.key(rt.settings)
+    token = unsubscribe.make_token("<b>x</b>@example.org", secret, rt.settings.table_name)
+    page = webhook.handler(unsubscribe_event("GET", token), LambdaContext("webhook"))
+    assert "<b>x</b>" not in page["body"] and "&lt;b&gt;x&lt;/b&gt;@example.org" in page["body"]
