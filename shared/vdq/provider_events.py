@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vdq.clock import parse_iso
 from vdq.errors import VdqError
 
 SES = "ses"
@@ -70,10 +71,12 @@ class BadEvent(VdqError):
 
 
 MAX_PROVIDER_ID = 256  # SES message IDs are about 60 characters, Twilio SIDs 34
+MAX_EVENT_TYPE = 64  # SES's event types are single words ("Rendering Failure" the longest)
 
 
 def ses_event_type(event: dict[str, Any]) -> str:
-    return str(event.get("eventType") or event.get("notificationType") or "")
+    kind = event.get("eventType") or event.get("notificationType") or ""
+    return kind if isinstance(kind, str) and len(kind) <= MAX_EVENT_TYPE else ""
 
 
 def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
@@ -171,3 +174,24 @@ def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> Provi
     return twilio_update(sid, status, params.get("ErrorCode"), params.get("ErrorMessage"),
                          item_key or None)  # fmt: skip
 
+
+
+def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
+    """The update, tries and first sighting (ISO time) of a deferred Twilio lookup; BadEvent
+    for a malformed one, which no retry can fix."""
+    data, tries, first_seen = message.get("update"), message.get("tries") or 0, message.get(
+        "first_seen")
+    if (not isinstance(data, dict) or not isinstance(tries, int) or isinstance(tries, bool)
+            or not isinstance(first_seen, str)):  # fmt: skip
+        raise BadEvent("a deferred lookup needs an update, tries and first_seen")
+    fields = ("provider", "provider_id", "status", "name", "text", "event_id")
+    if not all(isinstance(data.get(f), str) and data[f] for f in fields) or not (
+        isinstance(data.get("item_hint"), str | None) and isinstance(data.get("at"), str | None)
+        and isinstance(data.get("attempt_hint"), int | None)
+    ):  # fmt: skip
+        raise BadEvent(f"the update of a deferred lookup needs the texts {', '.join(fields)}")
+    try:
+        parse_iso(first_seen)
+    except ValueError:
+        raise BadEvent("the first_seen of a deferred lookup is not a time") from None
+    return ProviderUpdate.from_json(data), tries, first_seen

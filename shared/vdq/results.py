@@ -28,7 +28,13 @@ from vdq import tracking
 from vdq.clock import iso, parse_iso
 from vdq.errors import VdqError
 from vdq.observability import logger
-from vdq.provider_events import BadEvent, ProviderUpdate, parse_ses_event, parse_twilio_callback
+from vdq.provider_events import (
+    BadEvent,
+    ProviderUpdate,
+    parse_lookup,
+    parse_ses_event,
+    parse_twilio_callback,
+)
 from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules)
 from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
@@ -340,7 +346,7 @@ def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime
     """One authentic Twilio status callback (the signature was checked by the caller, and
     covers ``item_key`` and ``attempt``, the status callback URL's query)."""
     update = parse_twilio_callback(params, item_key)
-    if item_key and attempt is not None and attempt.isascii() and attempt.isdigit():
+    if item_key and attempt is not None and tracking.is_attempt(attempt):
         update = replace(update, attempt_hint=int(attempt))
     now = iso(runtime.clock.now())
     return match_and_apply(update, runtime,
@@ -373,26 +379,30 @@ def defer_lookup(update: ProviderUpdate, runtime: Runtime, tries: int, first_see
 
 
 def handle_deferred_lookup(message: dict[str, Any], runtime: Runtime) -> str:
-    update = ProviderUpdate.from_json(message["update"])
-    tries, first_seen = int(message.get("tries") or 0), str(message["first_seen"])
+    update, tries, first_seen = parse_lookup(message)
     def again(u: ProviderUpdate, _seen: ProviderRecord | None) -> str | None:
         return defer_lookup(u, runtime, tries, first_seen)
 
     return match_and_apply(update, runtime, again)
 
 
-def handle_results_message(body: str, runtime: Runtime) -> str:
-    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
-    deferred lookup."""
+def _json_object(body: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
-        raise BadEvent("the message is not JSON") from None
+    except (ValueError, RecursionError):  # not JSON, nested past the parser, a huge number
+        raise BadEvent(f"the {what} is not JSON") from None
     if not isinstance(data, dict):
-        raise BadEvent("the message is not a JSON object")
+        raise BadEvent(f"the {what} is not a JSON object")
+    return data
+
+
+def handle_results_message(body: str, runtime: Runtime) -> str:
+    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
+    deferred lookup (which VDQ sends to the queue itself, never through SNS)."""
+    data = _json_object(body, "message")
     if data.get("kind") == LOOKUP_KIND:
         return handle_deferred_lookup(data, runtime)
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
-        return handle_results_message(data["Message"], runtime)
+        return handle_ses_event(_json_object(data["Message"], "SNS message"), runtime)
     return handle_ses_event(data, runtime)
 
