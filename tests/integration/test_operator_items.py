@@ -171,3 +171,19 @@ def test_an_entry_written_into_the_past_while_a_page_is_read_is_not_skipped(aws,
     whole = call("get_item_history", params={"id": item.id}, query={"limit": "500"}).body
     assert [(e["at"], e["name"]) for e in seen] == [(e["at"], e["name"]) for e in whole["entries"]]
     assert [e["name"] for e in whole["entries"]][-4:] == ["send", "delivered", "read", "await"]
+
+
+def test_a_history_of_exactly_100_entries_has_no_cursor_and_101_pages_one_more(aws, runtime,
+                                                                                clock):  # fmt: skip
+    [item] = sms(runtime)
+    succeed(runtime, item.id)  # queued, send, succeed
+    _events(runtime, clock, item.id, 97)
+    view = call("get_queue_item", params={"id": item.id}).body
+    assert len(view["history"]) == 100 and view["history_cursor"] is None
+    _events(runtime, clock, item.id, 1)
+    view = call("get_queue_item", params={"id": item.id}).body
+    assert len(view["history"]) == 100 and view["history_cursor"]
+    rest = call("get_item_history", params={"id": item.id},
+                query={"cursor": view["history_cursor"]}).body  # fmt: skip
+    assert [e["text"] for e in rest["entries"]] == ["open 0"] and rest["cursor"] is None
+    assert [e.get("text") for e in view["history"]][-1] == "open 96"
