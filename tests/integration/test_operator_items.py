@@ -187,3 +187,28 @@ def test_a_history_of_exactly_100_entries_has_no_cursor_and_101_pages_one_more(a
                 query={"cursor": view["history_cursor"]}).body  # fmt: skip
     assert [e["text"] for e in rest["entries"]] == ["open 0"] and rest["cursor"] is None
     assert [e.get("text") for e in view["history"]][-1] == "open 96"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limit: an event recorded by a function whose clock is behind another's, committed "
+    "after a reader's page ended past its time, sorts before that reader's cursor and is not on "
+    "the reader's later pages (a re-read from the start shows it). History is ordered by each "
+    "writer's clock and events that change no state do not advance the item; closing this needs "
+    "a per-item write sequence or cursors that remember recent keys."))  # fmt: skip
+def test_an_event_committed_late_with_a_lagging_clock_is_not_skipped_by_a_reader(
+        aws, runtime, clock):  # fmt: skip
+    from vdq.transitions import history_entry
+
+    [item] = sms(runtime)
+    succeed(runtime, item.id)
+    lagging_at = clock.now()  # function A reads its clock, then is slow to commit
+    clock.advance(0.05)
+    _events(runtime, clock, item.id, 3)  # function B's events, committed first
+    page = call("get_item_history", params={"id": item.id}, query={"limit": "4"}).body
+    runtime.store.append_history([history_entry(item.id, lagging_at, actor="ses",
+                                                source="provider", kind="event", name="Click",
+                                                text="click")])  # fmt: skip
+    rest = call("get_item_history", params={"id": item.id},
+                query={"cursor": page["cursor"]}).body  # fmt: skip
+    seen = [e["name"] for e in page["entries"] + rest["entries"]]
+    assert seen.count("Click") == 1
