@@ -369,6 +369,11 @@ def test_a_batch_of_hostile_records_is_dropped_and_the_good_one_applied_once(aws
         json.dumps({"Type": "Notification", "MessageId": "sns-1",
                     "Message": json.dumps(_forged_lookup(sms.id))}),
         json.dumps(huge_attempt),
+        json.dumps({"Type": "SubscriptionConfirmation", "Message": "You have chosen to subscribe",
+                    "SubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Confirm"}),
+        json.dumps({"Type": "UnsubscribeConfirmation", "Message": "unsubscribed"}),
+        json.dumps({"Type": "Notification", "MessageId": "sns-2"}),  # no Message
+        json.dumps({"Type": "Notification", "Message": "not json"}),
         json.dumps(odd_type),
         json.dumps(ses_event("delivery", message_id=MSG, item_id=item.id)),
     ]
