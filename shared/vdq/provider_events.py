@@ -71,6 +71,7 @@ class BadEvent(VdqError):
 
 
 MAX_PROVIDER_ID = 256  # SES message IDs are about 60 characters, Twilio SIDs 34
+MAX_LOOKUP_TRIES = 1000  # far above any SMS timeout window's count (15 in 2 hours)
 MAX_EVENT_TYPE = 64  # SES's event types are single words ("Rendering Failure" the longest)
 
 
@@ -182,8 +183,9 @@ def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
     data, tries, first_seen = message.get("update"), message.get("tries") or 0, message.get(
         "first_seen")
     if (not isinstance(data, dict) or not isinstance(tries, int) or isinstance(tries, bool)
-            or not isinstance(first_seen, str)):  # fmt: skip
-        raise BadEvent("a deferred lookup needs an update, tries and first_seen")
+            or not 0 <= tries <= MAX_LOOKUP_TRIES or not isinstance(first_seen, str)):  # fmt: skip
+        raise BadEvent("a deferred lookup needs an update, tries (0 to "
+                       f"{MAX_LOOKUP_TRIES}) and first_seen")
     fields = ("provider", "provider_id", "status", "name", "text", "event_id")
     if not all(isinstance(data.get(f), str) and data[f] for f in fields) or not (
         isinstance(data.get("item_hint"), str | None) and isinstance(data.get("at"), str | None)

@@ -367,7 +367,8 @@ def defer_lookup(update: ProviderUpdate, runtime: Runtime, tries: int, first_see
         logger.error("Twilio %s %s matched no queue item within %s hours: dropped",
                      update.provider_id, update.name, s.twilio_sms_timeout_hours)  # fmt: skip
         return "dropped"
-    delay = min(LOOKUP_MAX_DELAY, LOOKUP_FIRST_DELAY * 2**tries)
+    # The exponent is capped: 2 to the power of a huge count would compute for ever.
+    delay = min(LOOKUP_MAX_DELAY, LOOKUP_FIRST_DELAY * 2 ** min(tries, 16))
     runtime.client("sqs").send_message(
         QueueUrl=s.results_queue_url,
         MessageBody=json.dumps(lookup_message(update, tries + 1, first_seen)),
