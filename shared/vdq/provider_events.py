@@ -176,12 +176,11 @@ def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> Provi
                          item_key or None)  # fmt: skip
 
 
-
 def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
     """The update, tries and first sighting (ISO time) of a deferred Twilio lookup; BadEvent
     for a malformed one, which no retry can fix."""
-    data, tries, first_seen = message.get("update"), message.get("tries") or 0, message.get(
-        "first_seen")
+    data, first_seen = message.get("update"), message.get("first_seen")
+    tries = message.get("tries") or 0  # absent in a first lookup
     if (not isinstance(data, dict) or not isinstance(tries, int) or isinstance(tries, bool)
             or not 0 <= tries <= MAX_LOOKUP_TRIES or not isinstance(first_seen, str)):  # fmt: skip
         raise BadEvent("a deferred lookup needs an update, tries (0 to "
@@ -191,7 +190,8 @@ def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
         isinstance(data.get("item_hint"), str | None) and isinstance(data.get("at"), str | None)
         and isinstance(data.get("attempt_hint"), int | None)
     ):  # fmt: skip
-        raise BadEvent(f"the update of a deferred lookup needs the texts {', '.join(fields)}")
+        raise BadEvent(f"the update of a deferred lookup needs the texts {', '.join(fields)}, "
+                       "and item_hint, at (texts) and attempt_hint (a number) or none")
     try:
         parse_iso(first_seen)
     except ValueError:
