@@ -212,3 +212,21 @@ def test_an_event_committed_late_with_a_lagging_clock_is_not_skipped_by_a_reader
                 query={"cursor": page["cursor"]}).body  # fmt: skip
     seen = [e["name"] for e in page["entries"] + rest["entries"]]
     assert seen.count("Click") == 1
+
+
+def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
+    """Shown from the claim on (the worker writes it later), and not again once written, nor
+    beside one a transition already wrote."""
+    from tests.support.results import to_sending
+    from vdq.transitions import Step, apply, send_entry
+
+    [claimed, moved] = sms(runtime, "+14155550100", "+14155550101")
+    sending = to_sending(runtime.store.get_item(claimed.id), runtime)
+    move(runtime, moved.id, "send")
+    for item_id in (claimed.id, moved.id):
+        view = call("get_queue_item", params={"id": item_id}).body
+        assert [e["name"] for e in view["history"]] == ["queued", "send"], item_id
+    apply(sending, Step("await", actor="worker", provider_id="SM" + "2" * 32), runtime,
+          history=[send_entry(sending)])
+    view = call("get_queue_item", params={"id": claimed.id}).body
+    assert [e["name"] for e in view["history"]] == ["queued", "send", "await"]

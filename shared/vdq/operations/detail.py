@@ -103,11 +103,12 @@ def history_page(item: QueueItemRecord, runtime: Runtime, *, limit: int = HISTOR
     table = runtime.settings.table_name
     after = cursors.decode(cursor, key, table)[0] if cursor else None
     stored = {h.sk: h for h in runtime.store.history(item.id)}
-    if item.state == State.SENDING.value and item.claimed_at:
+    if (item.state == State.SENDING.value and item.claimed_at
+            and not any(h.name == "send" and h.at == item.claimed_at for h in stored.values())):
         from vdq.transitions import send_entry  # only here: a read's cold start skips it
 
         claim = send_entry(item)
-        stored.setdefault(claim.sk, claim)
+        stored[claim.sk] = claim
     rows: list[tuple[str, dict[str, Any]]] = [] if after else [(_BEFORE_ALL, _queued_entry(item))]
     rows += [(sk, history_json(stored[sk])) for sk in sorted(stored)
              if after is None or sk > after]  # fmt: skip
