@@ -114,3 +114,24 @@ def test_the_ses_sandbox_refuses_a_web_page_as_the_local_aws_endpoint_does():
         assert sdk.status_code == 200 and len(sandbox.sent) == 1
     finally:
         sandbox.stop()
+
+
+def test_the_twilio_sandbox_refuses_a_web_page_reading_the_messages_it_sent():
+    """/_sandbox/messages lists every SMS body sent locally (one-time codes included) without
+    the account's credentials: a page rebound to 127.0.0.1, or any cross-origin request, is
+    refused; a test's or an SDK's request is served."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.twilio_sandbox import TwilioSandbox
+
+    sandbox = TwilioSandbox("AC" + "0" * 32, "token", Faults()).start()
+    try:
+        listing = f"{sandbox.url}/_sandbox/messages"
+        assert requests.get(listing, timeout=10, headers={
+            "Origin": "https://evil.example"}).status_code == 403  # fmt: skip
+        prepared = requests.Request("GET", listing).prepare()
+        prepared.headers["Host"] = f"rebound.evil.example:{sandbox.server.port}"
+        assert requests.Session().send(prepared, timeout=10).status_code == 403
+        assert requests.get(listing, timeout=10).json() == {"messages": []}
+    finally:
+        sandbox.stop()
