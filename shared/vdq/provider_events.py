@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vdq.clock import parse_iso
 from vdq.errors import VdqError
 
 SES = "ses"
@@ -70,10 +71,13 @@ class BadEvent(VdqError):
 
 
 MAX_PROVIDER_ID = 256  # SES message IDs are about 60 characters, Twilio SIDs 34
+MAX_LOOKUP_TRIES = 1000  # far above any SMS timeout window's count (15 in 2 hours)
+MAX_EVENT_TYPE = 64  # SES's event types are single words ("Rendering Failure" the longest)
 
 
 def ses_event_type(event: dict[str, Any]) -> str:
-    return str(event.get("eventType") or event.get("notificationType") or "")
+    kind = event.get("eventType") or event.get("notificationType") or ""
+    return kind if isinstance(kind, str) and len(kind) <= MAX_EVENT_TYPE else ""
 
 
 def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
@@ -171,3 +175,25 @@ def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> Provi
     return twilio_update(sid, status, params.get("ErrorCode"), params.get("ErrorMessage"),
                          item_key or None)  # fmt: skip
 
+
+def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
+    """The update, tries and first sighting (ISO time) of a deferred Twilio lookup; BadEvent
+    for a malformed one, which no retry can fix."""
+    data, first_seen = message.get("update"), message.get("first_seen")
+    tries = message.get("tries") or 0  # absent in a first lookup
+    if (not isinstance(data, dict) or not isinstance(tries, int) or isinstance(tries, bool)
+            or not 0 <= tries <= MAX_LOOKUP_TRIES or not isinstance(first_seen, str)):  # fmt: skip
+        raise BadEvent("a deferred lookup needs an update, tries (0 to "
+                       f"{MAX_LOOKUP_TRIES}) and first_seen")
+    fields = ("provider", "provider_id", "status", "name", "text", "event_id")
+    if not all(isinstance(data.get(f), str) and data[f] for f in fields) or not (
+        isinstance(data.get("item_hint"), str | None) and isinstance(data.get("at"), str | None)
+        and isinstance(data.get("attempt_hint"), int | None)
+    ):  # fmt: skip
+        raise BadEvent(f"the update of a deferred lookup needs the texts {', '.join(fields)}, "
+                       "and item_hint, at (texts) and attempt_hint (a number) or none")
+    try:
+        parse_iso(first_seen)
+    except ValueError:
+        raise BadEvent("the first_seen of a deferred lookup is not a time") from None
+    return ProviderUpdate.from_json(data), tries, first_seen

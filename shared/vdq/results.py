@@ -28,7 +28,13 @@ from vdq import suppression, tracking
 from vdq.clock import iso, parse_iso
 from vdq.errors import VdqError
 from vdq.observability import logger
-from vdq.provider_events import BadEvent, ProviderUpdate, parse_ses_event, parse_twilio_callback
+from vdq.provider_events import (
+    BadEvent,
+    ProviderUpdate,
+    parse_lookup,
+    parse_ses_event,
+    parse_twilio_callback,
+)
 from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules)
 from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
@@ -343,7 +349,7 @@ def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime
     update = parse_twilio_callback(params, item_key)
     suppression.learn_from_twilio_error(params.get("To"), params.get("ErrorCode"), runtime,
                                         where="in a status callback")
-    if item_key and attempt is not None and attempt.isascii() and attempt.isdigit():
+    if item_key and attempt is not None and tracking.is_attempt(attempt):
         update = replace(update, attempt_hint=int(attempt))
     now = iso(runtime.clock.now())
     return match_and_apply(update, runtime,
@@ -364,7 +370,8 @@ def defer_lookup(update: ProviderUpdate, runtime: Runtime, tries: int, first_see
         logger.error("Twilio %s %s matched no queue item within %s hours: dropped",
                      update.provider_id, update.name, s.twilio_sms_timeout_hours)  # fmt: skip
         return "dropped"
-    delay = min(LOOKUP_MAX_DELAY, LOOKUP_FIRST_DELAY * 2**tries)
+    # The exponent is capped: 2 to the power of a huge count would compute for ever.
+    delay = min(LOOKUP_MAX_DELAY, LOOKUP_FIRST_DELAY * 2 ** min(tries, 16))
     runtime.client("sqs").send_message(
         QueueUrl=s.results_queue_url,
         MessageBody=json.dumps(lookup_message(update, tries + 1, first_seen)),
@@ -376,26 +383,30 @@ def defer_lookup(update: ProviderUpdate, runtime: Runtime, tries: int, first_see
 
 
 def handle_deferred_lookup(message: dict[str, Any], runtime: Runtime) -> str:
-    update = ProviderUpdate.from_json(message["update"])
-    tries, first_seen = int(message.get("tries") or 0), str(message["first_seen"])
+    update, tries, first_seen = parse_lookup(message)
     def again(u: ProviderUpdate, _seen: ProviderRecord | None) -> str | None:
         return defer_lookup(u, runtime, tries, first_seen)
 
     return match_and_apply(update, runtime, again)
 
 
-def handle_results_message(body: str, runtime: Runtime) -> str:
-    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
-    deferred lookup."""
+def _json_object(body: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
-        raise BadEvent("the message is not JSON") from None
+    except (ValueError, RecursionError):  # not JSON, nested past the parser, a huge number
+        raise BadEvent(f"the {what} is not JSON") from None
     if not isinstance(data, dict):
-        raise BadEvent("the message is not a JSON object")
+        raise BadEvent(f"the {what} is not a JSON object")
+    return data
+
+
+def handle_results_message(body: str, runtime: Runtime) -> str:
+    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
+    deferred lookup (which VDQ sends to the queue itself, never through SNS)."""
+    data = _json_object(body, "message")
     if data.get("kind") == LOOKUP_KIND:
         return handle_deferred_lookup(data, runtime)
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
-        return handle_results_message(data["Message"], runtime)
+        return handle_ses_event(_json_object(data["Message"], "SNS message"), runtime)
     return handle_ses_event(data, runtime)
 

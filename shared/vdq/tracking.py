@@ -20,6 +20,7 @@ from vdq.ids import is_id
 
 ITEM_TAG = "vdq_item"
 ATTEMPT_TAG = "vdq_attempt"
+MAX_ATTEMPT_DIGITS = 9
 
 
 class EmailTrackingStrategy:
@@ -55,9 +56,15 @@ class TagEmailTrackingStrategy(EmailTrackingStrategy):
         if item_id is None or not is_id(item_id):
             return None
         attempt = _first(tags.get(ATTEMPT_TAG))
-        if attempt is None or not (attempt.isascii() and attempt.isdigit()):
+        if attempt is None or not is_attempt(attempt):
             return item_id, None
         return item_id, int(attempt)
+
+
+def is_attempt(text: str) -> bool:
+    """Whether ``text`` is an attempt number as VDQ writes one (ASCII digits, a few of them;
+    never thousands, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_ATTEMPT_DIGITS
 
 
 def _first(values: Any) -> str | None:

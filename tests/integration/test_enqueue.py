@@ -107,6 +107,9 @@ def test_bad_input_is_refused_and_nothing_is_written(aws, runtime, body, status,
     ("other@ops.example.net", False),  # another address of a domain that is not one
     ("shop@mail.example.com", False),  # a subdomain is an identity of its own
     ("shop@example.com.evil.org", False),
+    ("alerts+x@ops.example.net", False),  # SES verifies the address, not its plus-variants
+    ("shop@example.com.", False),  # a trailing dot is no address (sender.email names it)
+    ("shop@EXAMPLE.COM", True),
 ])  # fmt: skip
 def test_a_sender_outside_the_ses_identities_is_refused_naming_the_field(aws, runtime, sender,
                                                                         accepted):  # fmt: skip

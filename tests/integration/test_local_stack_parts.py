@@ -76,3 +76,62 @@ def test_the_front_passes_claims_only_from_a_token_it_can_verify():
     assert verify_token("t" * 40, "Bearer " + make_token(secret, ["vdq-admins"])) is None
     assert verify_token(secret, "Bearer " + make_token(secret, ["x"], hours=-1)) is None
     assert verify_token(secret, None) is None
+
+
+def test_the_ses_sandbox_refuses_a_web_page_as_the_local_aws_endpoint_does():
+    """The SES sandbox is the local SESv2 endpoint and asks for no credentials: a page a
+    developer visits could POST a text/plain "SendEmail" (no preflight) and have it publish
+    Send and Bounce events with tags of its choosing, or, rebound to 127.0.0.1, read every
+    email sent locally from /_sandbox/emails. A request with an Origin or under a name that is
+    not loopback is refused before anything is sent or published."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.ses_sandbox import SesSandbox
+
+    class Sns:
+        published: list[dict[str, Any]] = []
+
+        def publish(self, **kwargs: Any) -> None:
+            self.published.append(kwargs)
+
+    sandbox = SesSandbox(Sns(), "arn:aws:sns:us-east-1:123456789012:t", Faults()).start()
+    try:
+        url = f"{sandbox.url}/v2/email/outbound-emails"
+        mail = json.dumps({"FromEmailAddress": "shop@example.com", "Destination": {
+            "ToAddresses": ["bounce@simulator.amazonses.com"]}, "Content": {"Simple": {
+                "Subject": {"Data": "s"}, "Body": {"Text": {"Data": "t"}}}}})  # fmt: skip
+        page = requests.post(url, data=mail, timeout=10, headers={
+            "Origin": "https://evil.example", "Content-Type": "text/plain"})  # fmt: skip
+        assert page.status_code == 403
+        session = requests.Session()
+        for method, target in (("POST", url), ("GET", f"{sandbox.url}/_sandbox/emails")):
+            request = requests.Request(method, target, data=mail if method == "POST" else None)
+            prepared = request.prepare()
+            prepared.headers["Host"] = f"evil.example:{sandbox.server.port}"
+            assert session.send(prepared, timeout=10).status_code == 403
+        assert sandbox.sent == []
+        sdk = requests.post(url, data=mail, timeout=10)  # what boto3 sends: no Origin, loopback
+        assert sdk.status_code == 200 and len(sandbox.sent) == 1
+    finally:
+        sandbox.stop()
+
+
+def test_the_twilio_sandbox_refuses_a_web_page_reading_the_messages_it_sent():
+    """/_sandbox/messages lists every SMS body sent locally (one-time codes included) without
+    the account's credentials: a page rebound to 127.0.0.1, or any cross-origin request, is
+    refused; a test's or an SDK's request is served."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.twilio_sandbox import TwilioSandbox
+
+    sandbox = TwilioSandbox("AC" + "0" * 32, "token", Faults()).start()
+    try:
+        listing = f"{sandbox.url}/_sandbox/messages"
+        assert requests.get(listing, timeout=10, headers={
+            "Origin": "https://evil.example"}).status_code == 403  # fmt: skip
+        prepared = requests.Request("GET", listing).prepare()
+        prepared.headers["Host"] = f"rebound.evil.example:{sandbox.server.port}"
+        assert requests.Session().send(prepared, timeout=10).status_code == 403
+        assert requests.get(listing, timeout=10).json() == {"messages": []}
+    finally:
+        sandbox.stop()

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tests.support.operator import call, email, sms, succeed
+from tests.support.operator import call, email, move, sms, succeed
 
 PDF = {"filename": "invoice.pdf", "content_type": "application/pdf",
        "content_base64": base64.b64encode(b"%PDF-1.4 x").decode()}  # fmt: skip
@@ -136,3 +136,97 @@ def test_a_history_cursor_of_another_item_or_made_up_is_a_400_naming_it(aws, run
         assert answer.status in (400, 422) and answer.body["error"]["details"]["field"] == "limit"
     assert call("get_item_history", params={"id": "01JDQ5V7X3K9Q2M4N6P8R0S2T4"}).status == 404
     assert call("get_item_history", params={"id": item.id}, groups=["vdq-senders"]).status == 403
+
+
+def test_an_entry_written_into_the_past_while_a_page_is_read_is_not_skipped(aws, runtime, clock):
+    """The claim's ``send`` entry is written with the send's outcome but dated at the claim:
+    an event recorded while the item was sending sorts after it. A reader whose page ended at
+    that event still meets ``send`` (the view shows it from the claim on), and no entry twice."""
+    from tests.support.results import to_sending
+    from vdq.transitions import Step, apply, history_entry, item_now, send_entry
+
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    apply(item.id, Step("retry", actor="operator", source="operator"), runtime)
+    clock.advance(1)
+    sending = to_sending(runtime.store.get_item(item.id), runtime)
+    for status in ("delivered", "read"):  # attempt 1's late results, while 2 is being sent
+        clock.advance(1)
+        runtime.store.append_history([history_entry(
+            item.id, item_now(sending, runtime), actor="twilio", source="provider", kind="late",
+            name=status, attempt=2, text=f"Twilio reported {status}")])
+    first = call("get_item_history", params={"id": item.id}, query={"limit": "500"}).body
+    assert first["cursor"] is None and first["entries"][-1]["kind"] == "late"
+    size = len(first["entries"])
+    page = call("get_item_history", params={"id": item.id},
+                query={"limit": str(size - 1)}).body  # fmt: skip
+    clock.advance(1)
+    apply(sending, Step("await", actor="worker", provider_id="SM" + "1" * 32), runtime,
+          history=[send_entry(sending)])  # the worker's outcome, with the deferred entry
+    seen = page["entries"]
+    cursor = page["cursor"]
+    while cursor:
+        answer = call("get_item_history", params={"id": item.id}, query={"cursor": cursor}).body
+        seen, cursor = seen + answer["entries"], answer["cursor"]
+    whole = call("get_item_history", params={"id": item.id}, query={"limit": "500"}).body
+    assert [(e["at"], e["name"]) for e in seen] == [(e["at"], e["name"]) for e in whole["entries"]]
+    assert [e["name"] for e in whole["entries"]][-4:] == ["send", "delivered", "read", "await"]
+
+
+def test_a_history_of_exactly_100_entries_has_no_cursor_and_101_pages_one_more(aws, runtime,
+                                                                                clock):  # fmt: skip
+    [item] = sms(runtime)
+    succeed(runtime, item.id)  # queued, send, succeed
+    _events(runtime, clock, item.id, 97)
+    view = call("get_queue_item", params={"id": item.id}).body
+    assert len(view["history"]) == 100 and view["history_cursor"] is None
+    _events(runtime, clock, item.id, 1)
+    view = call("get_queue_item", params={"id": item.id}).body
+    assert len(view["history"]) == 100 and view["history_cursor"]
+    rest = call("get_item_history", params={"id": item.id},
+                query={"cursor": view["history_cursor"]}).body  # fmt: skip
+    assert [e["text"] for e in rest["entries"]] == ["open 0"] and rest["cursor"] is None
+    assert [e.get("text") for e in view["history"]][-1] == "open 96"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limit: an event recorded by a function whose clock is behind another's, committed "
+    "after a reader's page ended past its time, sorts before that reader's cursor and is not on "
+    "the reader's later pages (a re-read from the start shows it). History is ordered by each "
+    "writer's clock and events that change no state do not advance the item; closing this needs "
+    "a per-item write sequence or cursors that remember recent keys."))  # fmt: skip
+def test_an_event_committed_late_with_a_lagging_clock_is_not_skipped_by_a_reader(
+        aws, runtime, clock):  # fmt: skip
+    from vdq.transitions import history_entry
+
+    [item] = sms(runtime)
+    succeed(runtime, item.id)
+    lagging_at = clock.now()  # function A reads its clock, then is slow to commit
+    clock.advance(0.05)
+    _events(runtime, clock, item.id, 3)  # function B's events, committed first
+    page = call("get_item_history", params={"id": item.id}, query={"limit": "4"}).body
+    runtime.store.append_history([history_entry(item.id, lagging_at, actor="ses",
+                                                source="provider", kind="event", name="Click",
+                                                text="click")])  # fmt: skip
+    rest = call("get_item_history", params={"id": item.id},
+                query={"cursor": page["cursor"]}).body  # fmt: skip
+    seen = [e["name"] for e in page["entries"] + rest["entries"]]
+    assert seen.count("Click") == 1
+
+
+def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
+    """Shown from the claim on (the worker writes it later), and not again once written, nor
+    beside one a transition already wrote."""
+    from tests.support.results import to_sending
+    from vdq.transitions import Step, apply, send_entry
+
+    [claimed, moved] = sms(runtime, "+14155550100", "+14155550101")
+    sending = to_sending(runtime.store.get_item(claimed.id), runtime)
+    move(runtime, moved.id, "send")
+    for item_id in (claimed.id, moved.id):
+        view = call("get_queue_item", params={"id": item_id}).body
+        assert [e["name"] for e in view["history"]] == ["queued", "send"], item_id
+    apply(sending, Step("await", actor="worker", provider_id="SM" + "2" * 32), runtime,
+          history=[send_entry(sending)])
+    view = call("get_queue_item", params={"id": claimed.id}).body
+    assert [e["name"] for e in view["history"]] == ["queued", "send", "await"]

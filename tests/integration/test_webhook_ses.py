@@ -12,6 +12,7 @@ from tests.support.results import (
     LambdaContext,
     kinds,
     new_email,
+    new_sms,
     ses_event,
     sqs_event,
     to_awaiting,
@@ -337,3 +338,48 @@ def test_a_malformed_ses_event_is_logged_and_dropped_not_retried(aws, runtime, k
         assert stored.state == "awaiting"  # dropped: nothing changed
     else:
         assert stored.state in ("succeeded", "errored")  # applied, the odd field ignored
+
+
+def _forged_lookup(item_id: str) -> dict:
+    """A deferred Twilio lookup, the message VDQ itself puts on the results queue, saying the
+    item's SMS was delivered."""
+    update = results.twilio_update("SM" + "7" * 32, "delivered", item_hint=item_id)
+    return results.lookup_message(update, 1, "2026-01-01T00:00:00.000000Z")
+
+
+def test_a_batch_of_hostile_records_is_dropped_and_the_good_one_applied_once(aws, runtime):
+    """Records that no retry can fix (a body nested past the parser, a lookup without its
+    update or with fields of the wrong type, VDQ's own lookup smuggled in an SNS envelope, an
+    attempt tag of 5,000 digits, an eventType that is no word) are dropped, not retried into
+    the dead-letter queue; the good record beside them is applied once and nothing else changes."""
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    sms = to_awaiting(new_sms(runtime), runtime, "SM" + "7" * 32)
+    lookup = _forged_lookup(sms.id)
+    huge_attempt = ses_event("delivery", message_id="0100-other", item_id=item.id)
+    huge_attempt["mail"]["tags"]["vdq_attempt"] = ["1" * 5000]
+    odd_type = ses_event("delivery", message_id=MSG, item_id=item.id)
+    odd_type["eventType"] = ["Delivery"]
+    bodies = [
+        "[" * 100_000,
+        json.dumps({"Type": "Notification", "Message": "[" * 100_000}),
+        json.dumps({"kind": results.LOOKUP_KIND}),
+        json.dumps({**_forged_lookup(sms.id), "update": ["not", "an", "update"]}),
+        json.dumps({**_forged_lookup(sms.id), "first_seen": "yesterday"}),
+        json.dumps(dict(lookup, update={**lookup["update"], "item_hint": [sms.id]})),
+        json.dumps({"Type": "Notification", "MessageId": "sns-1",
+                    "Message": json.dumps(_forged_lookup(sms.id))}),
+        json.dumps(huge_attempt),
+        json.dumps({"Type": "SubscriptionConfirmation", "Message": "You have chosen to subscribe",
+                    "SubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Confirm"}),
+        json.dumps({"Type": "UnsubscribeConfirmation", "Message": "unsubscribed"}),
+        json.dumps({"Type": "Notification", "MessageId": "sns-2"}),  # no Message
+        json.dumps({"Type": "Notification", "Message": "not json"}),
+        json.dumps(odd_type),
+        json.dumps(ses_event("delivery", message_id=MSG, item_id=item.id)),
+    ]
+    before = len(runtime.store.history(item.id))
+    assert webhook.handler(sqs_event(*bodies), LambdaContext()) == {"batchItemFailures": []}
+    assert runtime.store.get_item(item.id).state == "succeeded"
+    assert len(runtime.store.history(item.id)) == before + 1  # the delivery, once
+    assert runtime.store.get_item(sms.id).state == "awaiting"  # no forged lookup applied
+    assert mapping("0100-other") is None

@@ -287,3 +287,13 @@ def test_deferred_lookup_backs_off_then_gives_up_after_the_sms_timeout(aws, runt
     assert webhook.handler(sqs_event(message), LambdaContext()) == {"batchItemFailures": []}
     assert len(sqs.sent) == count  # dropped with an error in the log
     drain(aws, resources.RESULTS_QUEUE)
+
+
+def test_an_attempt_of_thousands_of_digits_is_no_attempt_not_a_python_error(aws, runtime):
+    """``attempt`` on the callback URL passes str.isdigit at any length; int() refuses 4,301
+    digits with a ValueError, which would be a 502 and a Twilio retry for ever. It is read as
+    no attempt (the SID then decides), as any other attempt VDQ never writes is."""
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    params = {"MessageSid": SID, "MessageStatus": "delivered"}
+    outcome = results.handle_twilio_callback(params, item.id, runtime, attempt="1" * 5000)
+    assert outcome == "moved" and runtime.store.get_item(item.id).state == "succeeded"

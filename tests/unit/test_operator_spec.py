@@ -32,6 +32,18 @@ def test_bad_query_values_name_the_parameter(raw, field):
     assert err.value.field == field and err.value.status == 422
 
 
+@pytest.mark.parametrize("limit", ["1_0", "\u0665", "\uff15", " 5", "5 ", "+5", "5.0", "1e2",
+                                   "9" * 5000, "-1", ""])
+def test_a_limit_is_ascii_digits_as_the_contract_says_not_whatever_int_reads(limit):
+    """int() reads "1_0" as 10 and Arabic-Indic or full-width digits as numbers; the contract
+    says an integer, and a client that sent one of these has a bug to learn about."""
+    for operation in ("listQueueItems", "getItemHistory"):
+        with pytest.raises(ValidationError) as err:
+            spec.query(operation, {"limit": limit})
+        assert err.value.field == "limit" and err.value.status == 422
+    assert spec.query("getItemHistory", {"limit": "05"})["limit"] == 5
+
+
 def test_the_sent_list_takes_only_done_states():
     assert spec.query("listSentItems", {"state": "cancelled"})["state"] == "cancelled"
     with pytest.raises(ValidationError):

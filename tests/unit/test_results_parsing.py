@@ -7,6 +7,7 @@ import pytest
 from tests.support.events import load_event
 from tests.support.results import SAMPLE_ITEM, SAMPLE_WEBHOOK_URL, ses_body
 from vdq import results
+from vdq.provider_events import parse_lookup, twilio_update
 from vdq.results import TRANSITION_FOR, BadEvent, parse_ses_event, parse_twilio_callback
 from vdq.twilio_signature import form_params, public_url
 
@@ -96,3 +97,19 @@ def test_public_url_is_the_url_the_send_worker_gives_twilio():
         for k, v in parse_qsl(urlsplit(given).query):
             event["multiValueQueryStringParameters"].setdefault(k, []).append(v)
         assert public_url(webhook, event) == given
+
+
+@pytest.mark.parametrize("tries", [-1, 10**400, "3", True, None, 2.0])
+def test_a_deferred_lookup_with_tries_vdq_never_writes_is_a_bad_event(tries):
+    """A count of 10**400 would make the back-off 2**tries (computing until the function
+    times out, then retried into the dead-letter queue); a negative one a fractional delay
+    SQS refuses."""
+    update = twilio_update("SM" + "1" * 32, "delivered")
+    message = {"kind": "vdq.deferred_lookup", "update": update.to_json(), "tries": tries,
+               "first_seen": "2026-01-01T00:00:00.000000Z"}  # fmt: skip
+    if tries is None:
+        message.pop("tries")  # absent: a first lookup (0)
+        assert parse_lookup(message)[1] == 0
+        return
+    with pytest.raises(BadEvent):
+        parse_lookup(message)

@@ -141,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")
     p.add_argument("--limit", type=int, default=100, help=argparse.SUPPRESS)
 
-    suppressions.add_parser(command)
+    suppressions.add_parser(command, _global_flags)
     smoke.add_parser(command)
 
     p = command("completion", "print a shell completion script: "

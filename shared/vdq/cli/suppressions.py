@@ -12,9 +12,11 @@ from vdq.cli import render
 from vdq.cli.client import EXIT_OK
 
 
-def add_parser(command: Callable[..., Any]) -> None:
+def add_parser(command: Callable[..., Any],
+               global_flags: Callable[..., None]) -> None:  # fmt: skip
+    """The ``suppressions`` command; ``global_flags`` adds --json, --api-url and --token to
+    each action's parser (vdq.cli.main's, passed in: main imports this module)."""
     from vdq.cli import commands
-    from vdq.cli.main import _global_flags  # called by main.parser(), once main is loaded
 
     def run(args: argparse.Namespace) -> int:
         return ACTIONS[args.action](commands.client(args), args)
@@ -23,7 +25,7 @@ def add_parser(command: Callable[..., Any]) -> None:
                 "(needs vdq-suppressions)", run)  # fmt: skip
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
-    _global_flags(common, here=True)  # --json, --api-url and --token after the action too
+    global_flags(common, here=True)  # --json, --api-url and --token after the action too
 
     def action(name: str, help: str) -> argparse.ArgumentParser:
         return actions.add_parser(name, help=help, description=help, parents=[common])

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+from vdq.local.serving import web_page_refusal
 
 StartResponse = Callable[..., Any]
 
@@ -38,15 +38,10 @@ class Guard:
     def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]],
                  port: int) -> None:  # fmt: skip
         self.app = app
-        self.hosts = {n for name in LOOPBACK_NAMES for n in (name, f"{name}:{port}")}
+        self.port = port
 
     def refusal(self, environ: dict[str, Any]) -> str | None:
-        host = (environ.get("HTTP_HOST") or "").lower()
-        if host not in self.hosts:
-            return f"Host {host!r} is not this machine's loopback address"
-        if "HTTP_ORIGIN" in environ:
-            return "cross-origin requests are refused (the local AWS endpoint is for SDKs only)"
-        return None
+        return web_page_refusal(environ.get("HTTP_HOST"), environ.get("HTTP_ORIGIN"), self.port)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         reason = self.refusal(environ)

@@ -121,9 +121,10 @@ def read_body(request: QuietHandler) -> bytes:
     if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
         return _read_chunked(request)
     text = (request.headers.get("Content-Length") or "0").strip()
-    if not text.isdigit():
+    # ASCII digits only: http.server reads headers as Latin-1, and "\u00b2" passes isdigit.
+    if not (text.isascii() and text.isdigit()):
         raise BadBody(400, "the Content-Length header is not a number of bytes")
-    length = int(text)
+    length = int(text) if len(text) <= 18 else MAX_BODY_BYTES + 1  # int() refuses 4,301 digits
     if length > MAX_BODY_BYTES:  # answered before it is read (see Front.handle)
         raise BadBody(413, f"the body is over the limit of {MAX_BODY_BYTES} bytes")
     return request.rfile.read(length) if length else b""
@@ -145,16 +146,16 @@ def _drain(request: QuietHandler) -> None:
         return
 
 
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
 def _read_chunked(request: QuietHandler) -> bytes:
     body = bytearray()
     while True:
         size_line = request.rfile.readline(1024).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise BadBody(400, "the chunked body is malformed") from None
-        if size < 0:
+        if not _CHUNK_SIZE.fullmatch(size_line):  # int() would take "0x2", "+2" and "2_0"
             raise BadBody(400, "the chunked body is malformed")
+        size = int(size_line, 16)
         if size == 0:
             while request.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                 pass  # trailer fields

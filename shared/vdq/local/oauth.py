@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from vdq.local.aws import LOOPBACK_NAMES
 from vdq.local.front import make_token
+from vdq.local.serving import LOOPBACK_NAMES
 
 PREFIX = "/_local/oauth2"
 CLIENT_ID = "vdq-console"

@@ -14,6 +14,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 log = logging.getLogger("vdq.local")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def web_page_refusal(host: str | None, origin: str | None, port: int) -> str | None:
+    """Why a request to a local AWS endpoint is refused (None: an SDK's request): it carries an
+    ``Origin`` (a browser's cross-origin call; an AWS SDK never sends one), or its Host is not a
+    loopback name (a DNS-rebinding page arrives under its own)."""
+    host = (host or "").lower()
+    if host not in {n for name in LOOPBACK_NAMES for n in (name, f"{name}:{port}")}:
+        return f"Host {host!r} is not this machine's loopback address"
+    if origin is not None:
+        return "cross-origin requests are refused (the local AWS endpoints are for SDKs only)"
+    return None
 
 
 def free_port() -> int:

@@ -24,7 +24,7 @@ from email.utils import getaddresses
 from typing import Any
 
 from vdq.local.faults import Faults
-from vdq.local.serving import Later, QuietHandler, Server, log
+from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal
 
 SIMULATOR = "simulator.amazonses.com"
 ACCOUNT = "123456789012"
@@ -65,9 +65,12 @@ class SesSandbox:
 
         class Handler(QuietHandler):
             def do_POST(self) -> None:
-                sandbox._post(self)
+                if not sandbox._refused(self):
+                    sandbox._post(self)
 
             def do_GET(self) -> None:
+                if sandbox._refused(self):
+                    return
                 if self.path.rstrip("/") == "/_sandbox/emails":
                     with sandbox._lock:
                         self.answer(200, {"emails": list(sandbox.sent)})
@@ -84,6 +87,18 @@ class SesSandbox:
     def stop(self) -> None:
         self.server.stop()
         self._later.stop()
+
+    def _refused(self, request: QuietHandler) -> bool:
+        """A web page's request (no credentials are asked for here, as moto asks for none):
+        answered 403 before anything is sent, published or listed (vdq.local.aws.Guard)."""
+        reason = web_page_refusal(request.headers.get("Host"), request.headers.get("Origin"),
+                                  self.server.port)  # fmt: skip
+        if reason is None:
+            return False
+        request.answer(403, {"message": reason}, {"Connection": "close",
+                                                  "x-amzn-ErrorType": "AccessDeniedException"})
+        request.close_connection = True
+        return True
 
     # The SendEmail operation (REST-JSON: POST /v2/email/outbound-emails).
     def _post(self, request: QuietHandler) -> None:

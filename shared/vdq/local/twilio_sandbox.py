@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 import requests
 from vdq.local.faults import Faults
-from vdq.local.serving import Later, QuietHandler, Server, log
+from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal
 
 API_VERSION = "2010-04-01"
 # To numbers Twilio refuses at create: (HTTP status, error code, message).
@@ -122,6 +122,11 @@ class TwilioSandbox:
     def _route(self, request: QuietHandler, method: str) -> None:
         # Read the body first, whatever the answer: a keep-alive connection must not keep it.
         body = request.read_body()
+        refusal = web_page_refusal(request.headers.get("Host"), request.headers.get("Origin"),
+                                   self.server.port)  # fmt: skip
+        if refusal is not None:  # a web page's (vdq.local.aws.Guard): never served
+            self._error(request, 403, 20403, refusal)
+            return
         path = request.path.split("?")[0]
         if method == "GET" and path.rstrip("/") == "/_sandbox/messages":
             with self._lock:

@@ -10,7 +10,7 @@ from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord
 from vdq.views import history_json, item_json
-from vdq.workflow import is_done
+from vdq.workflow import State, is_done
 
 READ_PERMISSION = "vdq.read_queueitem"
 HISTORY_PAGE = 100  # entries an item's view holds; the rest is paged (getItemHistory)
@@ -95,14 +95,23 @@ def history_page(item: QueueItemRecord, runtime: Runtime, *, limit: int = HISTOR
 
     The cursor holds the key of the last entry shown, signed for this item, so a page goes on
     from where the last one ended even as new entries arrive. Every entry is read for each page
-    (one strongly consistent Query of the item's history; an entry written by a later write
-    can sort before entries written earlier), and the answer, not the read, is bounded."""
+    (one strongly consistent Query of the item's history), and the answer, not the read, is
+    bounded. The one entry written into the past, the claim's ``send`` (dated at the claim,
+    written with the outcome, after any event recorded while the item was sending), is shown
+    from the claim on, so no reader's cursor can pass its place before it is there."""
     key = cursors.ListKey("history", (item.id,), 1)
     table = runtime.settings.table_name
     after = cursors.decode(cursor, key, table)[0] if cursor else None
+    stored = {h.sk: h for h in runtime.store.history(item.id)}
+    if (item.state == State.SENDING.value and item.claimed_at
+            and not any(h.name == "send" and h.at == item.claimed_at for h in stored.values())):
+        from vdq.transitions import send_entry  # only here: a read's cold start skips it
+
+        claim = send_entry(item)
+        stored[claim.sk] = claim
     rows: list[tuple[str, dict[str, Any]]] = [] if after else [(_BEFORE_ALL, _queued_entry(item))]
-    rows += [(h.sk, history_json(h)) for h in runtime.store.history(item.id)
-             if after is None or h.sk > after]  # fmt: skip
+    rows += [(sk, history_json(stored[sk])) for sk in sorted(stored)
+             if after is None or sk > after]  # fmt: skip
     page = rows[:limit]
     more = len(rows) > limit
     return [entry for _, entry in page], (

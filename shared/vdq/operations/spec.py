@@ -8,6 +8,7 @@ importing it costs nothing at cold start.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -316,12 +317,16 @@ OPERATIONS: tuple[Operation, ...] = (
 BY_ID = {op.id: op for op in OPERATIONS}
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
 def _value(param: Param, raw: str) -> Any:
     if param.type == "integer":
-        try:
-            value: Any = int(raw)
-        except ValueError:
-            raise ValidationError(param.name, "must be a whole number") from None
+        # Digits as the contract writes an integer: int() would also read "1_0", " 5", "+5"
+        # and non-ASCII digits, and raise on thousands of digits.
+        if not _INTEGER.fullmatch(raw):
+            raise ValidationError(param.name, "must be a whole number")
+        value: Any = int(raw)
         if param.minimum is not None and value < param.minimum:
             raise ValidationError(param.name, f"must be at least {param.minimum}")
         if param.maximum is not None and value > param.maximum:
