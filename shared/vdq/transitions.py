@@ -19,10 +19,10 @@ from vdq import resources, workflow
 from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
+from vdq.lanes import message_for
 from vdq.observability import logger, metrics
 from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
 from vdq.store import (
     Duplicate,
     EventMark,
@@ -361,8 +361,9 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
 
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:
-    """Publish the item's current attempt; a refused publish moves the item to ``errored``."""
-    failed = runtime.send_queue.publish([SendMessage(item.id, int(item.attempt), delay_seconds)])
+    """Publish the item's current attempt in its lane; a refused publish moves the item to
+    ``errored``."""
+    failed = runtime.send_queue.publish([message_for(item, delay_seconds=delay_seconds)])
     if not failed:
         return True
     error = failed[item.id]

@@ -59,12 +59,17 @@ def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
 
 def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
     # Records expire by TTL; only enqueue and the operator's resend delete, their own
-    # idempotency records.
+    # idempotency records, and the schedule the due-time buckets of scheduled sends it
+    # published (vdq.scheduling).
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
                 continue
-            if "dynamodb:DeleteItem" in _actions(statement):
+            if "dynamodb:DeleteItem" in _actions(statement) and name == "schedule":
+                assert statement["Condition"] == {
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["SCHED#*"]}
+                }
+            elif "dynamodb:DeleteItem" in _actions(statement):
                 assert name in ("enqueue", "operator"), name
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
@@ -129,9 +134,12 @@ def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
     assert any({"Ref": config_set} in r["Fn::Join"][1] for r in _resources(statements[0]))
 
 
-def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
-    send_queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.messaging.send.queue), "Arn"]}
-    # The schedule's re-publish sweep reads the queue's backlog first.
+def test_producers_may_only_send_messages_to_the_queues_they_publish_to(synth):
+    # Every publisher may publish in each of the three priority lanes, and nowhere else.
+    send_queue = [{"Fn::GetAtt": [synth.logical_id(lane.queue), "Arn"]}
+                  for lane in synth.stack.messaging.send_lanes.values()]  # fmt: skip
+    assert len(send_queue) == 3
+    # The schedule's re-publish sweep reads the lanes' backlogs first.
     expected = {"enqueue": ["sqs:SendMessage"], "operator": ["sqs:SendMessage"],
                 "schedule": ["sqs:GetQueueAttributes", "sqs:SendMessage"]}  # fmt: skip
     # The schedule also consumes the table's stream: a batch it cannot publish goes, after its
@@ -144,7 +152,7 @@ def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
         sqs = [s for s in synth.role_statements(function)
                if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
         found = sorted((sorted(_actions(s)), s["Resource"]) for s in sqs)
-        assert found == sorted([(actions, send_queue), *also.get(name, [])])
+        assert found == sorted([(actions, send_queue), *also.get(name, [])]), name
 
 
 def test_no_function_holds_a_service_wide_wildcard_action(synth):

@@ -10,11 +10,13 @@ One table, every record kind under a prefixed key:
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
+| scheduled     | ``SCHED#<n>`` | ``<at>#…`` | items of a request waiting over 15 min to send |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
-attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
-(transactions and batches of new records), ``expiry`` (records past their expiration, the
+attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans),
+``scheduled`` (due-time buckets of long scheduled sends), ``tx`` (transactions and batches of
+new records), ``expiry`` (records past their expiration, the
 table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
@@ -46,6 +48,7 @@ from vdq.store.models import (
     ProviderRecord,
     QueueItemRecord,
     Release,
+    ScheduledRecord,
     attachment_pk,
     bind,
     content_pk,
@@ -53,6 +56,7 @@ from vdq.store.models import (
     provider_pk,
     shard,
 )
+from vdq.store.scheduled import Scheduled
 from vdq.store.tx import StoreBusy, WriteFailed, transact
 
 __all__ = [
@@ -76,6 +80,7 @@ __all__ = [
     "ProviderRecord",
     "QueueItemRecord",
     "Release",
+    "ScheduledRecord",
     "StateWrite",
     "Store",
     "StoreBusy",
@@ -94,6 +99,6 @@ __all__ = [
 ]
 
 
-class Store(Contents, Keys):
+class Store(Contents, Keys, Scheduled):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
     and attachments, provider-ID mappings)."""

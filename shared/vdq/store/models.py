@@ -23,6 +23,7 @@ CONTENT_SK = "CONTENT"
 REFS_SK = "REFS"
 FILE_SK = "FILE"
 MAP_SK = "MAP"
+SCHEDULED_PREFIX = "SCHED#"  # pk of the due-time buckets of long scheduled sends, by shard
 
 
 def shard(key: str, shards: int) -> int:
@@ -124,6 +125,8 @@ class QueueItemRecord(_Table):
     origin_id = UnicodeAttribute(null=True)
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
+    priority = UnicodeAttribute(null=True)  # the lane (vdq.lanes); absent: normal
+    send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.scheduling)
     encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.segments)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
@@ -222,6 +225,16 @@ class ProviderRecord(_Table):
     orphans = UnicodeAttribute(null=True)
 
 
+class ScheduledRecord(_Table):
+    """Queue items of one request whose send waits longer than SQS can delay a message: key
+    ``SCHED#<shard>`` / ``<send_at>#<content id>#<n>``, so the schedule reads only the buckets
+    that fell due (a key condition on time) and publishes their items without reading them."""
+
+    send_at = UnicodeAttribute()
+    priority = UnicodeAttribute()
+    item_ids = UnicodeAttribute()  # space-separated ids, each at attempt 1
+
+
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
@@ -230,6 +243,7 @@ MODELS: tuple[type[_Table], ...] = (
     AttachmentRecord,
     ProviderRecord,
     EventMarkRecord,
+    ScheduledRecord,
 )
 
 
