@@ -101,7 +101,8 @@ class VdqStack(Stack):
                 functions.send,
                 lane.queue,
                 batch_size=resources.SEND_BATCH_SIZE,
-                batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS,
+                batching_window_seconds=resources.HIGH_SEND_BATCHING_WINDOW_SECONDS
+                if priority == "high" else resources.SEND_BATCHING_WINDOW_SECONDS,
                 max_concurrency=lane_concurrency[priority],
             )
         functions.consume(
@@ -321,8 +322,7 @@ class VdqStack(Stack):
         _allow(functions.operator, SEND_MESSAGE, send_queues)
 
         # schedule: timers and purge indexes (queried; the table only by item), sweeps
-        # (transitions), purge of files. Records expire by TTL: no BatchWriteItem, and
-        # DeleteItem only of the scheduled sends' buckets.
+        # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
         _allow(functions.schedule, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.schedule, QUERY, [f"{table.table_arn}/index/*"])
         if archive_on:
@@ -334,9 +334,9 @@ class VdqStack(Stack):
         _allow(functions.schedule, QUERY, [table.table_arn], conditions=_leading_keys(ITEM_PREFIX))
         # The re-publish sweep reads each lane's backlog first (GetQueueAttributes).
         _allow(functions.schedule, [*SEND_MESSAGE, "sqs:GetQueueAttributes"], send_queues)
-        # Long scheduled sends: due-time buckets, queried by time and deleted once published.
-        _allow(functions.schedule, [*QUERY, "dynamodb:DeleteItem"], [table.table_arn],
-               conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
+        # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
+        _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
+               [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
 
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):

@@ -62,6 +62,8 @@ RESULTS_BATCH_SIZE = 10
 # How long Lambda may wait to fill a batch: a full batch shares one invocation and one receive
 # between ten messages. Sends wait at most a second; provider results are not urgent.
 SEND_BATCHING_WINDOW_SECONDS = 1
+# The high lane does not wait to fill a batch: its few messages are each a code someone waits for.
+HIGH_SEND_BATCHING_WINDOW_SECONDS = 0
 RESULTS_BATCHING_WINDOW_SECONDS = 10
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30

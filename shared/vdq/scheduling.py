@@ -6,15 +6,21 @@ An item with a ``send_at`` stays ``queued`` until then; nothing reads waiting it
   published at enqueue like any other.
 - A longer wait publishes nothing at enqueue. The request's items go into due-time buckets
   (``ScheduledRecord``: a few per request, keyed by send_at) that the minute sweep reads with a
-  key condition on time, ``LEAD_SECONDS`` ahead: it publishes each bucket's items with the rest
-  of the wait as their delay and deletes the bucket. The items themselves are not read or
-  written, so a cancelled item's message is dropped by the worker's attempt check (cancel
-  raised the attempt the bucket's message carries).
+  key condition on time, ``LEAD_SECONDS`` ahead, from a cursor a shard: it publishes each
+  bucket's items with the rest of the wait as their delay and moves the cursor past it (TTL
+  removes the bucket later, for free). The items themselves are not read or written, so a
+  cancelled item's message is dropped by the worker's attempt check (cancel raised the attempt
+  the bucket's message carries).
+
+The choice against EventBridge Scheduler one-time schedules (one CreateSchedule a receiver at
+enqueue, one billed invocation and one SQS message each) is by measured cost: ``python -m
+bench.lanes`` and the README's "Scheduled send".
 
 Precision: to the second (SQS's delay) for both, as long as the sweep runs at least once in the
-``LEAD_SECONDS`` before send_at (it runs every minute). The item's publish timer waits until
-send_at plus the grace period, so the re-publish sweep never sends it early, and a publish that
-was lost still goes out after that.
+``LEAD_SECONDS`` before send_at (it runs every minute) and a run's batch holds what is due. The
+item's publish timer waits until send_at plus the grace period, so the re-publish sweep never
+sends it early, and a publish that was lost (or a bucket written behind the cursor by a clock
+more than a minute behind the schedule's) still goes out then.
 """
 
 from __future__ import annotations
@@ -108,9 +114,10 @@ def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
 
 
 def release_due(runtime: Any, report: Any) -> None:
-    """Publish the items of every bucket due within ``LEAD_SECONDS``, each delayed until its
-    send_at, then delete the bucket. A bucket whose publish failed stays for the next run
-    (a message that went out twice is dropped by the worker's claim)."""
+    """Publish the items of every bucket due within ``LEAD_SECONDS`` that the last run did not,
+    each delayed until its send_at, and move the shard's cursor past them. A bucket whose
+    publish failed stops its shard there, for the next run (a message that goes out twice is
+    dropped by the worker's claim)."""
     s = runtime.settings
     now = runtime.clock.now()
     before = iso(now + timedelta(seconds=LEAD_SECONDS))
@@ -118,7 +125,9 @@ def release_due(runtime: Any, report: Any) -> None:
     for k in range(s.index_shards):
         if left <= 0:
             break
-        for bucket in runtime.store.due_buckets(k, before, left):
+        cursor = runtime.store.bucket_cursor(k)
+        moved = cursor
+        for bucket in runtime.store.due_buckets(k, before, left, after=cursor):
             ids = bucket.item_ids.split()
             delay = delay_for(bucket.send_at, now)
             messages = [SendMessage(i, 1, delay, priority=bucket.priority) for i in ids]
@@ -127,9 +136,12 @@ def release_due(runtime: Any, report: Any) -> None:
                 report.add("scheduled_publish_failed", len(failed))
                 logger.error("%d scheduled sends of %s not published: %s; the next run tries "
                              "again", len(failed), bucket.sk, next(iter(failed.values())))
-                continue
-            runtime.store.delete_bucket(bucket)
+                break
+            moved = bucket.sk
             report.add("scheduled_released", len(ids))
             left -= len(ids)
             if left <= 0:
                 break
+        if moved != cursor:
+            assert moved is not None
+            runtime.store.move_bucket_cursor(k, moved)

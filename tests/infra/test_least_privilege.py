@@ -59,17 +59,12 @@ def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
 
 def test_no_function_deletes_records_outside_the_idempotency_keys(synth):
     # Records expire by TTL; only enqueue and the operator's resend delete, their own
-    # idempotency records, and the schedule the due-time buckets of scheduled sends it
-    # published (vdq.scheduling).
+    # idempotency records. (The due-time buckets of scheduled sends expire by TTL too.)
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
                 continue
-            if "dynamodb:DeleteItem" in _actions(statement) and name == "schedule":
-                assert statement["Condition"] == {
-                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["SCHED#*"]}
-                }
-            elif "dynamodb:DeleteItem" in _actions(statement):
+            if "dynamodb:DeleteItem" in _actions(statement):
                 assert name in ("enqueue", "operator"), name
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}

@@ -228,11 +228,21 @@ class ProviderRecord(_Table):
 class ScheduledRecord(_Table):
     """Queue items of one request whose send waits longer than SQS can delay a message: key
     ``SCHED#<shard>`` / ``<send_at>#<content id>#<n>``, so the schedule reads only the buckets
-    that fell due (a key condition on time) and publishes their items without reading them."""
+    that fell due (a key condition on time) and publishes their items without reading them.
+    Never deleted by the schedule: the table's TTL removes it, at no charge."""
 
     send_at = UnicodeAttribute()
     priority = UnicodeAttribute()
     item_ids = UnicodeAttribute()  # space-separated ids, each at attempt 1
+
+
+SCHEDULED_CURSOR_SK = "~cursor"  # sorts after every time: no read of buckets returns it
+
+
+class ScheduledCursorRecord(_Table):
+    """How far the schedule has published a shard's buckets: the sort key of the last one."""
+
+    position = UnicodeAttribute()
 
 
 MODELS: tuple[type[_Table], ...] = (
@@ -244,6 +254,7 @@ MODELS: tuple[type[_Table], ...] = (
     ProviderRecord,
     EventMarkRecord,
     ScheduledRecord,
+    ScheduledCursorRecord,
 )
 
 
