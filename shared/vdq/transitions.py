@@ -178,6 +178,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         # history, so its late events are matched to the attempt they belong to.
         write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None,
                          provider_id=None)  # fmt: skip
+        if item.send_at is not None:  # a retry sends at once, whatever time was asked
+            write.set["send_at"] = None
     elif name == "cancel":
         write.set["retry_delay"] = None
     elif name == "delay":

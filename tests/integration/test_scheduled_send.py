@@ -240,3 +240,21 @@ def test_the_sweep_reads_past_its_cursor_only(aws, runtime, clock, spy):
     assert schedules.run(["sweep"], runtime)["scheduled_released"] == 2
     sent = [s[0] for s in spy.sent]
     assert sent[0] == first and sorted(sent[1:]) == sorted([third, second])  # shards: any order
+
+
+def test_an_operator_retry_of_a_scheduled_item_sends_it_at_once(aws, runtime, clock, spy):
+    class Refusing:
+        def publish(self, messages):
+            return {m.item_id: "publishing the send failed: throttled" for m in messages}
+
+    runtime.overrides["send_queue"] = Refusing()
+    runtime.__dict__.pop("send_queue", None)
+    item_id = post_email(at(clock, 600))[1]["items"][0]["id"]
+    assert runtime.store.get_item(item_id).state == "errored"
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    assert answer.body["item"]["send_at"] is None and answer.body["item"]["attempt"] == 2
+    assert spy.sent == [(item_id, 2, aws["queues"][LANES["normal"]], 0)]
+    assert call("list_queue_items", query={"scheduled": "true"}).body["items"] == []
