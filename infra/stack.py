@@ -335,10 +335,8 @@ class VdqStack(Stack):
         # The re-publish sweep reads each lane's backlog first (GetQueueAttributes).
         _allow(functions.schedule, [*SEND_MESSAGE, "sqs:GetQueueAttributes"], send_queues)
         # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
-        _allow(functions.schedule, QUERY, [table.table_arn],
-               conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
-        _allow(functions.schedule, ["dynamodb:GetItem", "dynamodb:PutItem"], [table.table_arn],
-               conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
+        _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
+               [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
 
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):
