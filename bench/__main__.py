@@ -71,7 +71,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
-                        "throughput scale storage")  # fmt: skip
+                        "throughput scale storage lanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     args = parser.parse_args(argv)
     env.prepare_process()
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     started = time.perf_counter()
     wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
-                               "storage"])  # fmt: skip
+                               "storage", "lanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
     if "requests" in wanted or "cost" in wanted:
@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     if "storage" in wanted:
         days = 40 if args.quick else storage.DAYS
         rows += section("storage", lambda: storage.rows(storage.measure(days)), storage.FIGURES)
+    if "lanes" in wanted:
+        from bench import lanes
+
+        rows += section("lanes", lambda: lanes.rows(lanes.measure(args.quick)), lanes.FIGURES)
     elapsed = time.perf_counter() - started
     print(table(rows))
     print(f"\n{len(rows)} figures in {elapsed:.0f} s on {machine()}")

@@ -24,6 +24,8 @@ STACK_SETTINGS = frozenset(
         "VDQ_TABLE_NAME",
         "VDQ_ATTACHMENTS_BUCKET",
         "VDQ_SEND_QUEUE_URL",
+        "VDQ_HIGH_SEND_QUEUE_URL",
+        "VDQ_BULK_SEND_QUEUE_URL",
         "VDQ_RESULTS_QUEUE_URL",
         "VDQ_EVENT_BUS_NAME",
         "VDQ_SES_CONFIGURATION_SET",
@@ -94,8 +96,8 @@ def _as_bool(value: Any) -> bool:
 MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000
 
 
-def _concurrency(node: Node, key: str) -> int:
-    value = int(_get(node, key, MIN_CONCURRENCY))
+def _concurrency(node: Node, key: str, default: int = MIN_CONCURRENCY) -> int:
+    value = int(_get(node, key, default))
     if not MIN_CONCURRENCY <= value <= MAX_CONCURRENCY:
         raise ConfigError(f"{key} must be {MIN_CONCURRENCY} to {MAX_CONCURRENCY}, not {value}")
     return value
@@ -111,7 +113,11 @@ class DeployConfig:
     log_retention_days: int = 30
     memory_mb: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MEMORY_MB))
     timeout_seconds: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_TIMEOUT_SECONDS))
-    send_max_concurrency: int = 2
+    send_max_concurrency: int = 2  # the normal lane's consumer
+    # The high lane's consumer gets headroom of its own: a code or a password reset never waits
+    # for a worker that normal or bulk sends hold. Bulk stays at the minimum.
+    high_send_max_concurrency: int = 4
+    bulk_send_max_concurrency: int = 2
     # The results consumer (SES events, deferred Twilio lookups): a burst of SES events must
     # not take a new account's whole concurrency (often 10) and throttle the API.
     results_max_concurrency: int = 2
@@ -174,6 +180,8 @@ class DeployConfig:
             memory_mb={k: int(v) for k, v in memory.items()},
             timeout_seconds={k: int(v) for k, v in timeouts.items()},
             send_max_concurrency=_concurrency(node, "vdq:sendMaxConcurrency"),
+            high_send_max_concurrency=_concurrency(node, "vdq:highSendMaxConcurrency", 4),
+            bulk_send_max_concurrency=_concurrency(node, "vdq:bulkSendMaxConcurrency"),
             results_max_concurrency=_concurrency(node, "vdq:resultsMaxConcurrency"),
             api_throttle_rate=float(_get(node, "vdq:apiThrottleRate", 50)),
             api_throttle_burst=int(_get(node, "vdq:apiThrottleBurst", 100)),

@@ -40,13 +40,22 @@ class WorkQueue(Construct):
         )
 
 
+_LANE_IDS = {"high": "SendHigh", "normal": "Send", "bulk": "SendBulk"}
+
+
 class Messaging(Construct):
     def __init__(
         self, scope: Construct, id: str, *, send_timeout_seconds: int, results_timeout_seconds: int
     ) -> None:
         super().__init__(scope, id)
-        self.send = WorkQueue(self, "Send", consumer_timeout_seconds=send_timeout_seconds,
-                              batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS)
+        # One send queue per priority lane (vdq.lanes); the normal lane keeps the original's id.
+        self.send_lanes = {
+            priority: WorkQueue(self, _LANE_IDS[priority],
+                                consumer_timeout_seconds=send_timeout_seconds,
+                                batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS)
+            for priority in resources.SEND_QUEUES
+        }  # fmt: skip
+        self.send = self.send_lanes["normal"]
         self.results = WorkQueue(self, "Results", consumer_timeout_seconds=results_timeout_seconds,
                                  batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS)
         self.bus = events.EventBus(self, "StateEvents")

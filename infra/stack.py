@@ -23,7 +23,7 @@ from vdq import resources
 from vdq.archive import TTL_PRINCIPAL
 from vdq.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
-from vdq.store.models import suppression_history_pk
+from vdq.store.models import SCHEDULED_PREFIX, suppression_history_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
@@ -85,6 +85,8 @@ class VdqStack(Stack):
             "VDQ_TABLE_NAME": data.table.table_name,
             "VDQ_ATTACHMENTS_BUCKET": data.bucket.bucket_name,
             "VDQ_SEND_QUEUE_URL": messaging.send.queue.queue_url,
+            "VDQ_HIGH_SEND_QUEUE_URL": messaging.send_lanes["high"].queue.queue_url,
+            "VDQ_BULK_SEND_QUEUE_URL": messaging.send_lanes["bulk"].queue.queue_url,
             "VDQ_RESULTS_QUEUE_URL": messaging.results.queue.queue_url,
             "VDQ_EVENT_BUS_NAME": messaging.bus.event_bus_name,
             "VDQ_SES_CONFIGURATION_SET": email_events.configuration_set.configuration_set_name,
@@ -110,13 +112,20 @@ class VdqStack(Stack):
         )
         environment["VDQ_UNSUBSCRIBE_SECRET_NAME"] = unsubscribe_key.secret_arn
         functions = Functions(self, "Functions", config=config, environment=environment)
-        functions.consume(
-            functions.send,
-            messaging.send.queue,
-            batch_size=resources.SEND_BATCH_SIZE,
-            batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS,
-            max_concurrency=config.send_max_concurrency,
-        )
+        # One event source per priority lane, each with its own concurrency: a bulk backlog
+        # holds at most the bulk lane's workers, never the high lane's.
+        lane_concurrency = {"high": config.high_send_max_concurrency,
+                            "normal": config.send_max_concurrency,
+                            "bulk": config.bulk_send_max_concurrency}  # fmt: skip
+        for priority, lane in messaging.send_lanes.items():
+            functions.consume(
+                functions.send,
+                lane.queue,
+                batch_size=resources.SEND_BATCH_SIZE,
+                batching_window_seconds=resources.HIGH_SEND_BATCHING_WINDOW_SECONDS
+                if priority == "high" else resources.SEND_BATCHING_WINDOW_SECONDS,
+                max_concurrency=lane_concurrency[priority],
+            )
         functions.consume(
             functions.webhook,
             messaging.results.queue,
@@ -184,6 +193,8 @@ class VdqStack(Stack):
             functions=functions.by_name,
             dead_letter_queues={
                 "Send": messaging.send.dead_letters,
+                "SendHigh": messaging.send_lanes["high"].dead_letters,
+                "SendBulk": messaging.send_lanes["bulk"].dead_letters,
                 "Results": messaging.results.dead_letters,
                 "Schedule": schedules.dead_letters,
                 "EmailEvents": email_events.dead_letters,
@@ -227,6 +238,10 @@ class VdqStack(Stack):
                 "SES configuration set VDQ sends with",
             ),
             ("SendDeadLetterQueue", messaging.send.dead_letters.queue_url, "send DLQ"),
+            ("SendHighDeadLetterQueue", messaging.send_lanes["high"].dead_letters.queue_url,
+             "high priority send DLQ"),
+            ("SendBulkDeadLetterQueue", messaging.send_lanes["bulk"].dead_letters.queue_url,
+             "bulk priority send DLQ"),
             ("ResultsDeadLetterQueue", messaging.results.dead_letters.queue_url, "results DLQ"),
             ("ScheduleDeadLetterQueue", schedules.dead_letters.queue_url, "schedule runs DLQ"),
             (
@@ -297,12 +312,14 @@ class VdqStack(Stack):
         # enqueue reads an upload (HeadObject, the source of its CopyObject into the files),
         # then deletes it. Reading is granted under the uploads prefix only.
         _allow(functions.enqueue, ["s3:GetObject"], [uploads])
-        _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        # Every function that publishes a send may publish in every lane (vdq.lanes).
+        send_queues = [lane.queue.queue_arn for lane in messaging.send_lanes.values()]
+        _allow(functions.enqueue, SEND_MESSAGE, send_queues)
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
         _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
-        _allow(functions.send, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        _allow(functions.send, SEND_MESSAGE, send_queues)
         # SES v2 SendEmail (raw content included) is the one action, authorised against the
         # sender's identity and the configuration set: only the identities the deployer named.
         _allow(
@@ -347,7 +364,7 @@ class VdqStack(Stack):
             conditions=_leading_keys(IDEMPOTENCY_PREFIX),
         )
         _allow(functions.operator, ["s3:GetObject"], [objects])
-        _allow(functions.operator, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        _allow(functions.operator, SEND_MESSAGE, send_queues)
 
         # schedule: timers and purge indexes (queried; the table only by item), sweeps
         # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
@@ -360,12 +377,11 @@ class VdqStack(Stack):
         # Retention: the stream consumer gives an item that became done the expiration on its
         # older records (history, event marks), read with a Query of that item's partition only.
         _allow(functions.schedule, QUERY, [table.table_arn], conditions=_leading_keys(ITEM_PREFIX))
-        # The re-publish sweep reads the send queue's backlog first (GetQueueAttributes).
-        _allow(
-            functions.schedule,
-            [*SEND_MESSAGE, "sqs:GetQueueAttributes"],
-            [messaging.send.queue.queue_arn],
-        )
+        # The re-publish sweep reads each lane's backlog first (GetQueueAttributes).
+        _allow(functions.schedule, [*SEND_MESSAGE, "sqs:GetQueueAttributes"], send_queues)
+        # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
+        _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
+               [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
 
         # Transitions may clean up files once every item of a set is done (files age 0).
         for function in (functions.send, functions.webhook, functions.operator, functions.schedule):

@@ -16,11 +16,12 @@ from vdq import ids, messages
 from vdq.attachments import file_records, store_files
 from vdq.clock import iso
 from vdq.errors import PartiallyEnqueued, ValidationError
+from vdq.lanes import DEFAULT_PRIORITY, message_for
 from vdq.messages import Email, Origin, Sms
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
+from vdq.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.segments import count as count_segments
-from vdq.sendqueue import SendMessage
 from vdq.store import (
     CONTENT_SK,
     REFS_SK,
@@ -63,13 +64,16 @@ def new_item(
     encoding: str | None = None,
     segments: int | None = None,
     counted: bool = False,
+    priority: str = DEFAULT_PRIORITY,
+    send_at: str | None = None,
 ) -> QueueItemRecord:
     """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
-    also with its body's encoding and segments)."""
+    also with its body's encoding and segments). A scheduled item's publish timer counts from
+    its ``send_at``: the re-publish sweep never sends it early."""
     s = runtime.settings
     item_id = ids.new_id(int(now.timestamp() * 1000))
     at = iso(now)
-    due = iso(now + timedelta(seconds=s.publish_grace_seconds))
+    due = iso(publish_after(send_at, now) + timedelta(seconds=s.publish_grace_seconds))
     return QueueItemRecord(
         item_pk(item_id),
         STATE_SK,
@@ -94,6 +98,8 @@ def new_item(
         resent_from=resent_from,
         encoding=encoding,
         segments=segments,
+        priority=priority,
+        send_at=send_at,
         active_pk=active_partition(item_id, s.index_shards),
         active_sk=f"{at}#{item_id}",
         timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards),
@@ -204,8 +210,12 @@ def _release_unborn(rejected: list[QueueItemRecord], runtime: Runtime) -> None:
 def _publish(
     items: list[QueueItemRecord], runtime: Runtime, content: dict[str, Any] | None
 ) -> None:
+    """Publish each item's first send in its lane, delayed until its send_at; an item that
+    waits longer than SQS can delay is published later from its due-time bucket."""
+    now = runtime.clock.now()
+    items = [i for i in items if not is_long(i.send_at, now)]
     failed = runtime.send_queue.publish(
-        [SendMessage(i.id, int(i.attempt), content=content, receiver=i.receiver) for i in items]
+        [message_for(i, delay_seconds=delay_for(i.send_at, now), content=content) for i in items]
     )
     for item in items:
         if item.id in failed:
@@ -252,11 +262,14 @@ def enqueue_email(
             created_by=created_by,
             now=now,
             runtime=runtime,
+            priority=email.priority,
+            send_at=email.send_at,
         )
         for r in receivers
     ]
     if files or len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
+    records += scheduled_buckets(items, content_id, now, runtime)
     accepted = store_and_publish(
         records, items, runtime, inline_content=content,
         file_keys=[f.s3_key for f in files],
@@ -267,6 +280,18 @@ def enqueue_email(
     # whose answer says to send the rejected receivers again. The lifecycle rule removes them.
     discard_uploads(uploads, runtime)
     return accepted
+
+
+def scheduled_buckets(items: list[QueueItemRecord], content_id: str, now: datetime,
+                      runtime: Runtime) -> list[Any]:  # fmt: skip
+    """The due-time buckets of a request whose items wait longer than SQS can delay, written
+    with its content: a bucket whose items were not stored publishes messages the worker drops
+    (no such item)."""
+    first = items[0] if items else None
+    if first is None or first.send_at is None or not is_long(first.send_at, now):
+        return []
+    return buckets(items, content_id, first.send_at, first.priority or DEFAULT_PRIORITY,
+                   runtime.settings.index_shards)  # fmt: skip
 
 
 PENDING_SECONDS = 900  # the longest a Lambda runs: an enqueue still unconfirmed after it died
@@ -317,12 +342,15 @@ def enqueue_sms(
             runtime=runtime,
             encoding=counted_body.encoding,
             segments=counted_body.segments,
+            priority=sms.priority,
+            send_at=sms.send_at,
         )
         for r in receivers
     ]
     records: list[Any] = [record]
     if len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime, files=False))
+    records += scheduled_buckets(items, content_id, now, runtime)
     return store_and_publish(records, items, runtime, inline_content=content)
 
 
@@ -331,6 +359,14 @@ def enqueue_sms(
 
 def _origin(origin: tuple[str, str] | Mapping[str, str]) -> Any:
     return {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
+
+
+def _dispatch(body: dict[str, Any], priority: str | None,
+              send_at: str | datetime | None) -> None:  # fmt: skip
+    if priority is not None:
+        body["priority"] = priority
+    if send_at is not None:
+        body["send_at"] = send_at.isoformat() if isinstance(send_at, datetime) else send_at
 
 
 def _addresses(values: Iterable[Any] | None) -> list[Any]:
@@ -350,10 +386,14 @@ def add_email(
     attachments: Iterable[Mapping[str, Any]] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
     list_unsubscribe: bool = False,
+    priority: str | None = None,
+    send_at: str | datetime | None = None,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
     """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
-    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe)."""
+    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe);
+    ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
+    RFC 3339 text)."""
     runtime = runtime or Runtime.default()
     body: dict[str, Any] = {
         "sender": {"email": sender} if isinstance(sender, str) else dict(sender),
@@ -372,11 +412,14 @@ def add_email(
         body["origin"] = _origin(origin)
     if list_unsubscribe:
         body["list_unsubscribe"] = True
+    _dispatch(body, priority, send_at)
     email = messages.parse_email(
         body,
         max_receivers=runtime.settings.max_receivers,
         max_attachment_bytes=runtime.settings.max_attachment_bytes,
         sender_identities=runtime.settings.sender_identities,
+        now=runtime.clock.now(),
+        max_schedule_days=runtime.settings.max_schedule_days,
     )
     return enqueue_email(email, runtime)
 
@@ -388,9 +431,12 @@ def add_sms(
     *,
     media_urls: Iterable[str] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
+    priority: str | None = None,
+    send_at: str | datetime | None = None,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
-    """Queue an SMS: one item per receiver (E.164 numbers)."""
+    """Queue an SMS: one item per receiver (E.164 numbers); ``priority`` and ``send_at`` as
+    for ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"cell": sender},
@@ -401,6 +447,9 @@ def add_sms(
         data["media_urls"] = list(media_urls)
     if origin is not None:
         data["origin"] = _origin(origin)
+    _dispatch(data, priority, send_at)
     sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers,
-                             max_segments=runtime.settings.sms_max_segments)
+                             max_segments=runtime.settings.sms_max_segments,
+                             now=runtime.clock.now(),
+                             max_schedule_days=runtime.settings.max_schedule_days)  # fmt: skip
     return enqueue_sms(sms, runtime)

@@ -30,6 +30,12 @@ class ValidationError(VdqError):
         self.field = field
 
 
+class BadValue(ValidationError):
+    """A value of a known field that is not one it may take (a priority, a send time): 400."""
+
+    status = 400
+
+
 class TooManySegments(ValidationError):
     """An SMS body over VDQ_SMS_MAX_SEGMENTS: a 400 naming the field, the count and the limit."""
 

@@ -62,13 +62,15 @@ def once(kind: str, who: Caller, idempotency_key: str, body: Any, runtime: Runti
 
 def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | messages.Sms:
     s = runtime.settings
+    now, days = runtime.clock.now(), s.max_schedule_days
     if method == "email":
         return messages.parse_email(
             body, max_receivers=s.max_receivers, max_attachment_bytes=s.max_attachment_bytes,
-            sender_identities=s.sender_identities,
+            sender_identities=s.sender_identities, now=now, max_schedule_days=days,
         )
     return messages.parse_sms(body, max_receivers=s.max_receivers,
-                              max_segments=s.sms_max_segments)
+                              max_segments=s.sms_max_segments, now=now,
+                              max_schedule_days=days)  # fmt: skip
 
 
 def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[str, Any]:

@@ -12,10 +12,12 @@ import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from vdq import ids, segments
 from vdq.errors import ValidationError
+from vdq.lanes import DEFAULT_PRIORITY, parse_priority
 
 MAX_SUBJECT = 998  # RFC 5322 line length
 MAX_TEXT = 1_000_000
@@ -88,6 +90,8 @@ class Email:
     attachments: tuple[Attachment, ...] = ()
     origin: Origin | None = None
     list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.unsubscribe)
+    priority: str = DEFAULT_PRIORITY  # the lane (vdq.lanes)
+    send_at: str | None = None  # stored form (UTC); None: send now (vdq.scheduling)
 
     def receivers(self) -> list[Address]:
         """One receiver per distinct address across to, cc and bcc, in that order."""
@@ -126,6 +130,8 @@ class Sms:
     body: str
     media_urls: tuple[str, ...] = field(default=())
     origin: Origin | None = None
+    priority: str = DEFAULT_PRIORITY
+    send_at: str | None = None
 
     def receivers(self) -> list[SmsReceiver]:
         seen: set[str] = set()
@@ -346,16 +352,28 @@ def check_sender(address: str, identities: tuple[str, ...]) -> None:
 
 
 EMAIL_FIELDS = {"sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "attachments",
-                "origin", "list_unsubscribe"}  # fmt: skip
-SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin"}
+                "origin", "list_unsubscribe", "priority", "send_at"}  # fmt: skip
+SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin", "priority", "send_at"}
+
+
+def dispatch(body: Mapping[str, Any], now: datetime | None,
+             max_schedule_days: int) -> tuple[str, str | None]:  # fmt: skip
+    """A request's ``priority`` and ``send_at`` (stored form), each a 400 naming it if bad."""
+    from vdq.scheduling import parse_send_at
+
+    priority = parse_priority(body.get("priority"))
+    send_at = parse_send_at(body.get("send_at"), now or datetime.now(UTC), max_schedule_days)
+    return priority, send_at
 
 
 def parse_email(
     data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000,
-    sender_identities: tuple[str, ...] = (),
+    sender_identities: tuple[str, ...] = (), now: datetime | None = None,
+    max_schedule_days: int = 30,
 ) -> Email:
     body = _object(data, "body")
     _known_keys(body, "", EMAIL_FIELDS)
+    priority, send_at = dispatch(body, now, max_schedule_days)
     sender = _address(body.get("sender"), "sender")
     check_sender(sender.email, sender_identities)
     to = _addresses(body.get("to"), "to", required=True, max_items=max_receivers)
@@ -388,6 +406,8 @@ def parse_email(
         attachments=attachments,
         origin=origin(body.get("origin")),
         list_unsubscribe=_flag(body.get("list_unsubscribe"), "list_unsubscribe"),
+        priority=priority,
+        send_at=send_at,
     )
     if len(email.receivers()) > max_receivers:
         raise ValidationError("to", f"at most {max_receivers} receivers in one request")
@@ -437,9 +457,11 @@ def _check_stored_size(email: Email) -> None:
     )
 
 
-def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10) -> Sms:
+def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10,
+              now: datetime | None = None, max_schedule_days: int = 30) -> Sms:  # fmt: skip
     body = _object(data, "body")
     _known_keys(body, "", SMS_FIELDS)
+    priority, send_at = dispatch(body, now, max_schedule_days)
     sender_data = _object(body.get("sender"), "sender")
     _known_keys(sender_data, "sender", {"cell"})
     sender = cell(sender_data.get("cell"), "sender.cell")
@@ -460,4 +482,5 @@ def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10) -
         if not value.startswith("https://"):
             raise ValidationError(f"media_urls[{i}]", "must be an https:// URL")
         urls.append(value)
-    return Sms(sender, tuple(receivers), text or "", tuple(urls), origin(body.get("origin")))
+    return Sms(sender, tuple(receivers), text or "", tuple(urls), origin(body.get("origin")),
+               priority, send_at)

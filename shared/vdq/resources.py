@@ -52,7 +52,9 @@ INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX)
 ARCHIVE_PREFIX = "archive/"
 
 # Queues: name suffix -> properties both deployments share.
-SEND_QUEUE = "send"
+SEND_QUEUE = "send"  # the normal priority lane's queue
+# One send queue per priority lane (vdq.lanes), each with its own dead-letter queue and consumer.
+SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
 MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
 SEND_BATCH_SIZE = 10
@@ -60,6 +62,8 @@ RESULTS_BATCH_SIZE = 10
 # How long Lambda may wait to fill a batch: a full batch shares one invocation and one receive
 # between ten messages. Sends wait at most a second; provider results are not urgent.
 SEND_BATCHING_WINDOW_SECONDS = 1
+# The high lane does not wait to fill a batch: its few messages are each a code someone waits for.
+HIGH_SEND_BATCHING_WINDOW_SECONDS = 0
 RESULTS_BATCHING_WINDOW_SECONDS = 10
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30

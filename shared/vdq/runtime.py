@@ -64,10 +64,11 @@ class Runtime:
 
     @cached_property
     def send_queue(self) -> Any:
+        from vdq.lanes import lane_urls
         from vdq.sendqueue import SendQueue
 
         return self.overrides.get("send_queue") or SendQueue(
-            self.client("sqs"), self.settings.send_queue_url
+            self.client("sqs"), self.settings.send_queue_url, lane_urls(self.settings)
         )
 
     @cached_property

@@ -15,9 +15,11 @@ race) is logged and the run goes on.
   took the message is unknown, and a later provider event still finds the item by its key.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
-  sweeps never publish the same item twice. Not while the send queue has a backlog: then an
+  sweeps never publish the same item twice. Not while the item's lane has a backlog: then an
   unclaimed item is most likely still waiting in it, and a copy would only lengthen the backlog
-  (every grace period, for every waiting item). A lost publish goes out once the queue drains.
+  (every grace period, for every waiting item). A lost publish goes out once the lane drains.
+- Scheduled sends: due-time buckets of long waits are published ahead of their time, delayed
+  until it (vdq.scheduling).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from vdq import resources
 from vdq.clock import iso
 from vdq.errors import InvalidTransition, VdqError
+from vdq.lanes import PRIORITIES, priority_of
 from vdq.observability import logger
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
@@ -79,6 +82,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
         if task == "sms":
             sms_checks(runtime, report)
         elif task == "sweep":
+            release_scheduled(runtime, report)
             lease_sweep(runtime, report)
             republish_sweep(runtime, report)
             email_timeouts(runtime, report)
@@ -249,30 +253,59 @@ def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> No
     report.add(f"lease_{outcome.kind}")
 
 
+def release_scheduled(runtime: Runtime, report: Report) -> None:
+    """Long scheduled sends whose time is near go to their lanes (vdq.scheduling)."""
+    from vdq.scheduling import release_due
+
+    try:
+        release_due(runtime, report)
+    except Exception:
+        report.add("failed")
+        logger.exception("releasing scheduled sends failed; the next run tries again")
+
+
 def republish_sweep(runtime: Runtime, report: Report) -> None:
     now = iso(runtime.clock.now())
     item_ids = due(TIMER_PUBLISH, now, runtime, SWEEP_BATCH)
     if not item_ids:
         return
-    try:
-        backlog = runtime.send_queue.backlog()
-    except Exception:  # unknown: publish as before; the claim drops a copy that was not needed
-        logger.exception("send queue backlog unknown; re-publishing the due items")
-        backlog = 0
-    if backlog:
+    backlogs: dict[str, int] = {}
+    if all(lane_backlog(p, runtime, backlogs) for p in PRIORITIES):
+        # Every lane is busy: no item needs to be read to know it waits.
         report.add("republish_waiting", len(item_ids))
-        logger.info("%d publish timers passed while %d sends wait in the queue: not re-published "
-                    "until it drains", len(item_ids), backlog)  # fmt: skip
+        logger.info("%d publish timers passed while every lane has a backlog (%s): not "
+                    "re-published until one drains", len(item_ids), backlogs)  # fmt: skip
         return
     for item_id in item_ids:
-        _guard(report, item_id, lambda i=item_id: republish(i, now, runtime, report))
+        _guard(report, item_id,
+               lambda i=item_id: republish(i, now, runtime, report, backlogs))  # fmt: skip
 
 
-def republish(item_id: str, now: str, runtime: Runtime, report: Report) -> None:
+def lane_backlog(priority: str, runtime: Runtime, backlogs: dict[str, int]) -> int:
+    """Sends waiting in a lane's queue, asked once a run; unknown counts as none (the claim
+    drops a copy that was not needed)."""
+    if priority not in backlogs:
+        try:
+            backlogs[priority] = runtime.send_queue.backlog(priority)
+        except Exception:
+            logger.exception("backlog of the %s send queue unknown; re-publishing", priority)
+            backlogs[priority] = 0
+    return backlogs[priority]
+
+
+def republish(item_id: str, now: str, runtime: Runtime, report: Report,
+              backlogs: dict[str, int] | None = None) -> None:  # fmt: skip
     item = runtime.store.get_item(item_id)
     if item is None or item.state not in (State.QUEUED.value, State.DELAYED.value):
         return
     if not _timer_due(item, TIMER_PUBLISH, now, runtime):
+        return
+    # While the item's lane has a backlog, its send is most likely still waiting in it.
+    backlog = lane_backlog(priority_of(item), runtime, {} if backlogs is None else backlogs)
+    if backlog:
+        report.add("republish_waiting")
+        logger.info("publish timer of %s passed while %d sends wait in its lane: not "
+                    "re-published until it drains", item.id, backlog)  # fmt: skip
         return
     s = runtime.settings
     next_due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))

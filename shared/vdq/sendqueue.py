@@ -1,15 +1,16 @@
-"""The send queue: one SQS message per send attempt of a queue item.
+"""The send queues: one SQS message per send attempt of a queue item, in the item's lane.
 
 A message carries the item id and the attempt it was published for; the worker drops a message
 whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
 check the suppression list before it claims the item (vdq.suppression.refuse). Small content
-rides along so the worker needs no content read; larger content is read from the store.
+rides along so the worker needs no content read; larger content is read from the store. Each
+priority has its own queue (vdq.lanes); a message goes to the queue of its ``priority``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ class SendMessage:
     delay_seconds: int = 0
     content: dict[str, Any] | None = None
     receiver: str | None = None
+    priority: str = "normal"  # the lane (vdq.lanes); not in the body: the worker needs none
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
@@ -48,40 +50,54 @@ class SendMessage:
 
 
 class SendQueue:
-    """Publishes send messages, ten to a request."""
+    """Publishes send messages to their lanes' queues, ten to a request."""
 
-    def __init__(self, sqs: Any, queue_url: str) -> None:
+    def __init__(self, sqs: Any, queue_url: str,
+                 lanes: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        """``queue_url`` takes every message whose lane ``lanes`` does not name."""
         self._sqs = sqs
         self._url = queue_url
+        self._lanes = dict(lanes or {})
+
+    def url_of(self, priority: str) -> str:
+        return self._lanes.get(priority) or self._url
 
     def publish(self, messages: Sequence[SendMessage]) -> dict[str, str]:
         """Publish; returns {item id: error text} for the messages SQS did not take."""
+        by_url: dict[str, list[SendMessage]] = {}
+        for m in messages:
+            by_url.setdefault(self.url_of(m.priority), []).append(m)
         failed: dict[str, str] = {}
-        for start in range(0, len(messages), 10):
-            chunk = messages[start : start + 10]
-            entries = [
-                {
-                    "Id": str(i),
-                    "MessageBody": m.body(),
-                    "DelaySeconds": max(0, min(m.delay_seconds, MAX_DELAY_SECONDS)),
-                }
-                for i, m in enumerate(chunk)
-            ]
-            try:
-                response = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)
-            except Exception as exc:  # the whole request failed: every message in it did
-                failed.update({m.item_id: f"publishing the send failed: {exc}" for m in chunk})
-                continue
-            for failure in response.get("Failed", []):
-                message = chunk[int(failure["Id"])]
-                failed[message.item_id] = (
-                    f"publishing the send failed: {failure.get('Code')}: {failure.get('Message')}"
-                )
+        for url, lane in by_url.items():
+            for start in range(0, len(lane), 10):
+                failed.update(self._publish_batch(url, lane[start : start + 10]))
         return failed
 
-    def backlog(self) -> int:
-        """Messages waiting for a consumer: SQS's approximate count of visible messages."""
+    def _publish_batch(self, url: str, chunk: Sequence[SendMessage]) -> dict[str, str]:
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": m.body(),
+                "DelaySeconds": max(0, min(m.delay_seconds, MAX_DELAY_SECONDS)),
+            }
+            for i, m in enumerate(chunk)
+        ]
+        try:
+            response = self._sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        except Exception as exc:  # the whole request failed: every message in it did
+            return {m.item_id: f"publishing the send failed: {exc}" for m in chunk}
+        failed: dict[str, str] = {}
+        for failure in response.get("Failed", []):
+            message = chunk[int(failure["Id"])]
+            failed[message.item_id] = (
+                f"publishing the send failed: {failure.get('Code')}: {failure.get('Message')}"
+            )
+        return failed
+
+    def backlog(self, priority: str = "normal") -> int:
+        """Messages waiting for a consumer in a lane: SQS's approximate count of visible
+        messages."""
         answer = self._sqs.get_queue_attributes(
-            QueueUrl=self._url, AttributeNames=["ApproximateNumberOfMessages"]
+            QueueUrl=self.url_of(priority), AttributeNames=["ApproximateNumberOfMessages"]
         )
         return int(answer["Attributes"]["ApproximateNumberOfMessages"])

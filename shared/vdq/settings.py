@@ -149,7 +149,17 @@ class Settings:
     attachments_bucket: str = _setting(
         "VDQ_ATTACHMENTS_BUCKET", "vdq-attachments", doc="S3 bucket of attachment files"
     )
-    send_queue_url: str = _setting("VDQ_SEND_QUEUE_URL", "", doc="SQS queue of send messages")
+    send_queue_url: str = _setting(
+        "VDQ_SEND_QUEUE_URL", "", doc="SQS queue of send messages of the normal priority lane"
+    )
+    high_send_queue_url: str = _setting(
+        "VDQ_HIGH_SEND_QUEUE_URL", "",
+        doc="SQS queue of the high priority lane (empty: the normal lane's queue)",
+    )  # fmt: skip
+    bulk_send_queue_url: str = _setting(
+        "VDQ_BULK_SEND_QUEUE_URL", "",
+        doc="SQS queue of the bulk priority lane (empty: the normal lane's queue)",
+    )  # fmt: skip
     results_queue_url: str = _setting(
         "VDQ_RESULTS_QUEUE_URL", "", doc="SQS queue of SES events and deferred lookups"
     )
@@ -294,6 +304,15 @@ class Settings:
         _positive_int,
         "a queued item not claimed this long after its publish is published again",
     )
+    max_schedule_days: int = _setting(
+        "VDQ_MAX_SCHEDULE_DAYS", 30, _positive_int,
+        "how far ahead a send_at may be, in days (later: a 400 naming send_at)",
+    )  # fmt: skip
+    schedule_batch: int = _setting(
+        "VDQ_SCHEDULE_BATCH", 2000, _positive_int,
+        "scheduled items the sweep hands to the send queues per run (each enters SQS up to "
+        "14 minutes before its send_at, with the rest of the wait as its delay)",
+    )  # fmt: skip
     index_shards: int = _setting(
         "VDQ_INDEX_SHARDS", 4, _positive_int, "write shards of each sparse index"
     )

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from vdq.lanes import DEFAULT_PRIORITY
 from vdq.workflow import DONE_STATES, TRANSITIONS, State
 
 SOURCE = "vdq"
@@ -63,6 +64,7 @@ def detail_of(record: dict[str, Any], mode: str) -> dict[str, Any] | None:
         "event_id": f"{item['id']}:{attempt}:{item['updated_at']}",
         "id": item["id"],
         "method": item["method"],
+        "priority": item.get("priority") or DEFAULT_PRIORITY,
         "transition": _TRANSITION_OF.get((before, after), "unknown"),
         "from": before,
         "to": after,

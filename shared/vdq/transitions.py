@@ -19,10 +19,10 @@ from vdq import resources, workflow
 from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
+from vdq.lanes import message_for
 from vdq.observability import logger, metrics
 from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
 from vdq.store import (
     Duplicate,
     EventMark,
@@ -178,6 +178,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         # history, so its late events are matched to the attempt they belong to.
         write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None,
                          provider_id=None)  # fmt: skip
+        if item.send_at is not None:  # a retry sends at once, whatever time was asked
+            write.set["send_at"] = None
     elif name == "cancel":
         write.set["retry_delay"] = None
     elif name == "delay":
@@ -361,9 +363,9 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
 
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:
-    """Publish the item's current attempt; a refused publish moves the item to ``errored``."""
-    failed = runtime.send_queue.publish([SendMessage(item.id, int(item.attempt), delay_seconds,
-                                                     receiver=item.receiver)])
+    """Publish the item's current attempt in its lane; a refused publish moves the item to
+    ``errored``."""
+    failed = runtime.send_queue.publish([message_for(item, delay_seconds=delay_seconds)])
     if not failed:
         return True
     error = failed[item.id]

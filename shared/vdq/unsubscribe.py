@@ -30,8 +30,13 @@ MAX_TOKEN = 600
 
 
 def wants_unsubscribe(item: Any, content: Mapping[str, Any]) -> bool:
-    """Whether an email carries the unsubscribe headers: the one place that decides it."""
-    return item.method == "email" and bool(content.get("list_unsubscribe"))
+    """Whether an email carries the unsubscribe headers: the one place that decides it. Bulk
+    mail does: the request asked (``list_unsubscribe``), or it was sent in the bulk lane."""
+    from vdq.lanes import priority_of
+
+    if item.method != "email":
+        return False
+    return bool(content.get("list_unsubscribe")) or priority_of(item) == "bulk"
 
 
 def _b64(data: bytes) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vdq.lanes import priority_of
 from vdq.store import HistoryRecord, QueueItemRecord
 
 # What a history entry's ``source`` and ``kind`` may be (the OpenAPI document's enums; a test
@@ -42,6 +43,8 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "resent_from": item.resent_from,
         "encoding": item.encoding,
         "segments": int(item.segments) if item.segments is not None else None,
+        "priority": priority_of(item),
+        "send_at": item.send_at,
     }
 
 

@@ -16,6 +16,7 @@ import os
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -81,7 +82,8 @@ class Fuzz:
 
     def cursor(self, path: str, query: dict[str, Any]) -> str | None:
         """A cursor of the list ``path`` with the case's filters, as a client gets one."""
-        filters = {k: v for k, v in query.items() if k in ("method", "state")}
+        filters = {k: v for k, v in query.items()
+                   if k in ("method", "state", "priority", "scheduled")}  # fmt: skip
         page = requests.get(self.stack.url + path, params={**filters, "limit": 1},
                             headers=self.auth(), timeout=patient(30))  # fmt: skip
         assert page.status_code == 200, page.text
@@ -109,6 +111,12 @@ class Fuzz:
             case.body["ids"] = [self.sent]
         if case.path == "/twilio/status-callback":
             self.sign(case)
+        scheduled = isinstance(case.body, dict) and isinstance(case.body.get("send_at"), str)
+        if case.path in ("/emails", "/sms") and scheduled:
+            # At most VDQ_MAX_SCHEDULE_DAYS ahead of the server's clock (the document says so in
+            # words): a drawn time is kept as a time an hour from now.
+            soon = datetime.now(UTC) + timedelta(hours=1)
+            case.body["send_at"] = soon.isoformat(timespec="seconds")
         if case.path == "/emails" and isinstance(case.body, dict):
             # An upload_id names a file PUT beforehand; one that names nothing is a 422 (like a
             # cursor, valid data cannot be drawn for it): each reference gets a real upload.

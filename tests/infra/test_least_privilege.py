@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytestmark = pytest.mark.infra
@@ -62,7 +64,7 @@ def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
 def test_no_function_deletes_records_outside_the_idempotency_and_suppression_keys(synth):
     # Records expire by TTL; only enqueue and the operator's resend delete, their own
     # idempotency records; an operator's removal and an inbound START (the webhook) delete a
-    # suppression, and nothing else.
+    # suppression, and nothing else. (The due-time buckets of scheduled sends expire by TTL.)
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
@@ -99,13 +101,16 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
                 assert _actions(statement) == ["dynamodb:Query"], name
             if "dynamodb:Query" in _actions(statement) and table_arn in resources:
                 # the operator: the history of one item; the schedule: the records of one item
-                # that became done, to stamp their expiration (vdq.retention), nothing else
+                # that became done, to stamp their expiration (vdq.retention), and the due-time
+                # buckets of scheduled sends (vdq.scheduling), nothing else
                 assert name in ("operator", "schedule"), name
                 if name == "schedule":
-                    assert _actions(statement) == ["dynamodb:Query"]
-                    assert statement["Condition"] == {
-                        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["QI#*"]}
-                    }
+                    (keys,) = statement["Condition"]["ForAllValues:StringLike"].values()
+                    if keys == ["SCHED#*"]:  # the buckets, and the cursor it reads and moves
+                        assert set(_actions(statement)) <= {"dynamodb:Query", "dynamodb:GetItem",
+                                                            "dynamodb:PutItem"}
+                    else:
+                        assert keys == ["QI#*"] and _actions(statement) == ["dynamodb:Query"]
 
 
 def test_only_sms_paths_read_the_twilio_secret(synth):
@@ -137,9 +142,12 @@ def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
     assert any({"Ref": config_set} in r["Fn::Join"][1] for r in _resources(statements[0]))
 
 
-def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
-    send_queue = {"Fn::GetAtt": [synth.logical_id(synth.stack.messaging.send.queue), "Arn"]}
-    # The schedule's re-publish sweep reads the queue's backlog first.
+def test_producers_may_only_send_messages_to_the_queues_they_publish_to(synth):
+    # Every publisher may publish in each of the three priority lanes, and nowhere else.
+    send_queue = [{"Fn::GetAtt": [synth.logical_id(lane.queue), "Arn"]}
+                  for lane in synth.stack.messaging.send_lanes.values()]  # fmt: skip
+    assert len(send_queue) == 3
+    # The schedule's re-publish sweep reads the lanes' backlogs first.
     expected = {"enqueue": ["sqs:SendMessage"], "operator": ["sqs:SendMessage"],
                 "schedule": ["sqs:GetQueueAttributes", "sqs:SendMessage"]}  # fmt: skip
     # The schedule also consumes the table's stream: a batch it cannot publish goes, after its
@@ -151,13 +159,17 @@ def test_producers_may_only_send_messages_to_the_queue_they_publish_to(synth):
         function = synth.stack.functions.by_name[name]
         sqs = [s for s in synth.role_statements(function)
                if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
-        found = sorted((sorted(_actions(s)), s["Resource"]) for s in sqs)
-        assert found == sorted([(actions, send_queue), *also.get(name, [])])
+        found = sorted((sorted(_actions(s)), _sorted(s["Resource"])) for s in sqs)
+        assert found == sorted([(actions, _sorted(send_queue)), *also.get(name, [])]), name
 
 
 def test_no_function_holds_a_service_wide_wildcard_action(synth):
     for function in synth.stack.functions.by_name.values():
         assert not [a for a in synth.role_actions(function) if a.endswith(":*") or a == "*"]
+
+
+def _sorted(resource: Any) -> Any:
+    return sorted(resource, key=str) if isinstance(resource, list) else resource
 
 
 def _actions(statement: dict) -> list[str]:

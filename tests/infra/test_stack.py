@@ -378,6 +378,7 @@ def test_alarms_watch_dead_letters_errored_items_stuck_sends_functions_and_api(s
         for a in alarms
         if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
     ]
-    assert len(dead_letter_alarms) == 4  # send, results, schedule, undeliverable SES events
+    # the three send lanes, results, schedule, undeliverable SES events
+    assert len(dead_letter_alarms) == 6
     assert all(a["Properties"]["AlarmActions"] for a in alarms)
     assert synth.resources("AWS::CloudWatch::Dashboard")

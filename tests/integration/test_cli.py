@@ -294,3 +294,34 @@ def test_show_prints_the_segments_of_an_sms_and_none_for_an_email(capsys, api):
     assert "    segments  3 (UCS-2)" in out.splitlines()
     _, out, _ = run(capsys, "show", email["id"])
     assert "segments" not in out
+
+
+def test_send_commands_pass_priority_and_send_at_and_show_prints_them(capsys, api):
+    api.routes[("POST", "/sms")] = (201, {"items": [item(1)]})
+    api.routes[("POST", "/emails")] = (201, {"items": [item(2)]})
+    code, _, _ = run(capsys, "send-sms", "--from", "+15005550006", "--to", "+14155550100",
+                     "--body", "Your code", "--priority", "high")  # fmt: skip
+    assert code == 0 and api.requests[-1]["body"]["priority"] == "high"
+    assert "send_at" not in api.requests[-1]["body"]
+    code, _, _ = run(capsys, "send-email", "--from", "shop@example.com", "--to", "a@example.org",
+                     "--subject", "News", "--text", "x", "--priority", "bulk",
+                     "--send-at", "2026-12-24T09:00:00+01:00")  # fmt: skip
+    body = api.requests[-1]["body"]
+    assert code == 0 and (body["priority"], body["send_at"]) == ("bulk",
+                                                                "2026-12-24T09:00:00+01:00")
+    code, _, err = run(capsys, "send-sms", "--from", "+15005550006", "--to", "+14155550100",
+                       "--body", "x", "--priority", "urgent")  # fmt: skip
+    assert code == 2 and "invalid choice" in err
+    api.routes[("GET", f"/queue-items/{item(3)['id']}")] = (200, item(
+        3, state="queued", priority="bulk", send_at="2026-12-24T08:00:00.000000Z", history=[]))
+    code, out, _ = run(capsys, "show", item(3)["id"])
+    assert code == 0 and "bulk" in out and "2026-12-24T08:00:00" in out
+
+
+def test_list_filters_by_priority_and_scheduled(capsys, api):
+    api.routes[("GET", "/queue-items")] = (200, {"items": [item(1)], "cursor": None})
+    code, _, _ = run(capsys, "list", "--priority", "high", "--scheduled", "true")
+    assert code == 0
+    assert api.requests[-1]["query"] == {"limit": "50", "priority": "high", "scheduled": "true"}
+    code, _, err = run(capsys, "list", "--sent", "--scheduled", "true")
+    assert code == 2 and "--scheduled" in err

@@ -25,7 +25,7 @@ class FakeFunctions:
     def available(self, name: str) -> bool:
         return True
 
-    def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
+    def invoke(self, name: str, event: dict[str, Any], lane: str = "") -> dict[str, Any]:
         self.events.append(event)
         failed = [r["messageId"] for r in event["Records"] if json.loads(r["body"])["fail"]]
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}

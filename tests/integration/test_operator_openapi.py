@@ -35,7 +35,8 @@ def test_the_document_has_every_path_of_the_contract_with_parameters_and_bodies(
     documented = {(m.upper(), p) for p, ops in paths.items() for m in ops}
     assert documented == {(op.method, op.path) for op in spec.OPERATIONS}
     listing = paths["/queue-items"]["get"]
-    assert {p["name"] for p in listing["parameters"]} == {"method", "state", "limit", "cursor"}
+    assert {p["name"] for p in listing["parameters"]} == {"method", "state", "priority",
+                                                          "scheduled", "limit", "cursor"}
     assert paths["/emails"]["post"]["requestBody"]["content"]["application/json"]
     assert paths["/sent-items/resend"]["post"]["requestBody"]
     assert paths["/attachments/{id}"]["get"]["responses"]["302"]["headers"]["Location"]

@@ -219,7 +219,7 @@ class RecordingQueue:
         self.bodies.extend(m.body() for m in messages)
         return {}
 
-    def backlog(self) -> int:
+    def backlog(self, priority: str = "normal") -> int:
         return 0  # the model delivers any body at any time: none is waiting in a queue
 
 

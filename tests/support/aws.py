@@ -69,6 +69,8 @@ def settings(aws: dict[str, Any]) -> Settings:
         table_name=aws["table"],
         attachments_bucket=aws["bucket"],
         send_queue_url=aws["queues"][resources.SEND_QUEUE],
+        high_send_queue_url=aws["queues"][resources.SEND_QUEUES["high"]],
+        bulk_send_queue_url=aws["queues"][resources.SEND_QUEUES["bulk"]],
         results_queue_url=aws["queues"][resources.RESULTS_QUEUE],
         event_bus_name="",
     )

@@ -54,7 +54,7 @@ def test_one_receiver_per_distinct_address_across_to_cc_and_bcc():
         ({"to": [{"email": "a@example.org"}, {"email": "b@@example.org"}]}, "to[1].email"),
         ({"cc": [{"email": "x@localhost"}]}, "cc[0].email"),
         ({"to": [{"email": "a@example.org", "nick": "x"}]}, "to[0].nick"),
-        ({"priority": "high"}, "priority"),
+        ({"priority": "urgent"}, "priority"),
         ({"origin": {"type": "order"}}, "origin.id"),
         ({"origin": {"type": "order", "id": "1", "extra": 1}}, "origin.extra"),
         ({"origin": "order:1"}, "origin"),

@@ -10,7 +10,8 @@ from vdq.operations import spec
 
 def test_defaults_apply_when_a_parameter_is_absent():
     assert spec.query("listQueueItems", None) == {
-        "method": None, "state": None, "limit": spec.DEFAULT_LIMIT, "cursor": None
+        "method": None, "state": None, "priority": None, "scheduled": None,
+        "limit": spec.DEFAULT_LIMIT, "cursor": None
     }  # fmt: skip
     assert spec.query("runTransition", {"dry_run": "true"}) == {"dry_run": True}
 

@@ -77,6 +77,22 @@ def test_headers_only_for_an_email_that_wants_them_with_a_key_and_a_url():
                                replace(settings, unsubscribe_key=None)) == {}
 
 
+def test_bulk_lane_mail_carries_the_headers_without_the_flag_and_sms_never_does():
+    class Bulk(_Item):
+        priority = "bulk"
+
+    class Normal(_Item):
+        priority = "normal"
+
+    class Sms(Bulk):
+        method = "sms"
+
+    assert unsubscribe.wants_unsubscribe(Bulk(), {})
+    assert not unsubscribe.wants_unsubscribe(Normal(), {})
+    assert unsubscribe.wants_unsubscribe(Normal(), {"list_unsubscribe": True})
+    assert not unsubscribe.wants_unsubscribe(Sms(), {"list_unsubscribe": True})
+
+
 def test_the_page_escapes_what_it_shows():
     html = unsubscribe.page("T", '<script>"x"</script>', 'a"b')
     assert "<script>" not in html and "&lt;script&gt;" in html

@@ -59,6 +59,14 @@ def _idempotency(args: argparse.Namespace) -> dict[str, str] | None:
     return {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
 
 
+def _dispatch(body: dict[str, Any], args: argparse.Namespace) -> None:
+    """``--priority`` and ``--send-at`` as given: the API checks them (a 400 names the field)."""
+    if args.priority:
+        body["priority"] = args.priority
+    if args.send_at:
+        body["send_at"] = args.send_at
+
+
 def send_email(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "sender": {"email": args.sender,
@@ -79,6 +87,7 @@ def send_email(args: argparse.Namespace) -> int:
         })  # fmt: skip
     if args.origin:
         body["origin"] = _origin(args.origin)
+    _dispatch(body, args)
     api = client(args)
     for name, data in large:  # each through a presigned upload, after every check above
         upload = api.call("POST", "/attachments/uploads", {
@@ -108,6 +117,7 @@ def send_sms(args: argparse.Namespace) -> int:
         body["media_urls"] = args.media_url
     if args.origin:
         body["origin"] = _origin(args.origin)
+    _dispatch(body, args)
     result = client(args).call("POST", "/sms", body, headers=_idempotency(args))
     emit(args, result, lambda r: render.print_items(r.get("items", [])))
     return EXIT_OK
@@ -117,7 +127,9 @@ def pages(api: Client, sent: bool, args: argparse.Namespace) -> tuple[list[Any],
     """The items of one page (from ``--cursor``), or of every page with ``--all``; and the cursor
     of the page after them (the API's ``cursor``; None at the end)."""
     params: dict[str, Any] = {"limit": args.limit}
-    for name in ("state", "method", "cursor"):
+    if sent and getattr(args, "scheduled", None):
+        raise UsageError("--scheduled lists the queue: sent items wait for nothing")
+    for name in ("state", "method", "priority", "scheduled", "cursor"):
         if getattr(args, name, None):
             params[name] = getattr(args, name)
     items: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ from typing import Any
 
 from vdq.cli import commands, render, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
+from vdq.lanes import PRIORITIES
 
 DESCRIPTION = """The command line client of VDQ's REST API, for any deployment (local or AWS).
 
@@ -36,6 +37,14 @@ environment:
   VDQ_LOCAL_JWT_SECRET  the local stack's token secret (for vdq token)
   NO_COLOR     set to print states without colour"""
 
+
+
+def dispatch_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--priority", choices=PRIORITIES,
+                   help="the lane: high (codes, resets), normal (default), bulk (newsletters)")
+    p.add_argument("--send-at", dest="send_at", metavar="TIME",
+                   help="send not before TIME: RFC 3339 with an offset, e.g. "
+                        "2026-12-24T09:00:00+01:00 (at most VDQ_MAX_SCHEDULE_DAYS ahead)")
 
 def _states() -> tuple[list[str], list[str]]:
     from vdq.workflow import DONE_STATES, State
@@ -106,6 +115,7 @@ def parser() -> argparse.ArgumentParser:
                    help="file to attach through a presigned upload, for files over about 4.5 MB "
                    "(repeatable)")  # fmt: skip
     p.add_argument("--origin", help="TYPE:ID of the record that caused the email")
+    dispatch_options(p)
     p.add_argument("--idempotency-key", help="Idempotency-Key header: a retry with the same key "
                    "queues nothing twice")  # fmt: skip
 
@@ -115,6 +125,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--body", required=True, help="the message text")
     p.add_argument("--media-url", action="append", help="https:// URL of a picture (repeatable)")
     p.add_argument("--origin", help="TYPE:ID of the record that caused the SMS")
+    dispatch_options(p)
     p.add_argument("--idempotency-key", help="Idempotency-Key header: a retry with the same key "
                    "queues nothing twice")  # fmt: skip
 
@@ -124,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--state", choices=active + done, metavar="STATE",
                    help=f"only this state: {', '.join(active)}; with --sent {', '.join(done)}")
     p.add_argument("--method", choices=["email", "sms"])
+    p.add_argument("--priority", choices=PRIORITIES, help="only this priority lane")
+    p.add_argument("--scheduled", choices=["true", "false"],
+                   help="true: only items waiting for their send time; false: the others "
+                        "(not with --sent)")  # fmt: skip
     p.add_argument("--limit", type=int, default=50, help="items on a page (1-100, 50)")
     p.add_argument("--cursor", help="the page after the one that printed this cursor")
     p.add_argument("--all", action="store_true", help="follow the cursor to the end")

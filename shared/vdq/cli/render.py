@@ -109,6 +109,10 @@ def print_item(item: dict[str, Any]) -> None:
     origin = item.get("origin")
     if isinstance(origin, dict):
         fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
+    if item.get("priority") not in (None, "normal"):
+        fields.append(("priority", item["priority"]))
+    if item.get("send_at"):
+        fields.append(("send at", item["send_at"]))
     if item.get("resent_from"):
         fields.append(("resent from", item["resent_from"]))
     if item.get("segments") is not None:

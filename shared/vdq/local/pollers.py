@@ -73,10 +73,13 @@ class _Loop(ABC):
 
 class Poller(_Loop):
     def __init__(self, sqs: Any, queue_url: str, function: str, functions: Functions,
-                 batch_size: int) -> None:  # fmt: skip
+                 batch_size: int, lane: str = "") -> None:  # fmt: skip
+        """``lane`` names the event source: pollers of one function in different lanes (the
+        send queue of each priority) invoke it side by side, as separate mappings do."""
         self.sqs = sqs
         self.queue_url = queue_url
         self.function = function
+        self.lane = lane
         self.functions = functions
         self.batch_size = batch_size
         self.queue_arn = sqs.get_queue_attributes(
@@ -85,7 +88,7 @@ class Poller(_Loop):
         self.invocations = 0
         self.failures = 0
         self.busy = False
-        super().__init__(f"poller-{function}")
+        super().__init__(f"poller-{function}{'-' + lane if lane else ''}")
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -119,7 +122,8 @@ class Poller(_Loop):
     def _invoke(self, messages: list[dict[str, Any]]) -> None:
         self.invocations += 1
         try:
-            result = self.functions.invoke(self.function, sqs_event(messages, self.queue_arn))
+            result = self.functions.invoke(self.function, sqs_event(messages, self.queue_arn),
+                                           self.lane)  # fmt: skip
         except Exception:
             log.exception("functions/%s raised; the batch of %d stays", self.function,
                           len(messages))  # fmt: skip

@@ -32,6 +32,8 @@ class LocalResources:
             "VDQ_TABLE_NAME": self.table,
             "VDQ_ATTACHMENTS_BUCKET": self.bucket,
             "VDQ_SEND_QUEUE_URL": self.queues[resources.SEND_QUEUE],
+            "VDQ_HIGH_SEND_QUEUE_URL": self.queues[resources.SEND_QUEUES["high"]],
+            "VDQ_BULK_SEND_QUEUE_URL": self.queues[resources.SEND_QUEUES["bulk"]],
             "VDQ_RESULTS_QUEUE_URL": self.queues[resources.RESULTS_QUEUE],
             "VDQ_EVENT_BUS_NAME": self.bus,
             "VDQ_SES_CONFIGURATION_SET": self.configuration_set,
@@ -64,7 +66,7 @@ def create(
 
     sqs = session.client("sqs")
     queues: dict[str, str] = {}
-    for name in (resources.SEND_QUEUE, resources.RESULTS_QUEUE):
+    for name in (*resources.SEND_QUEUES.values(), resources.RESULTS_QUEUE):
         attributes: dict[str, str] = {}
         if visibility_seconds is not None:
             attributes["VisibilityTimeout"] = str(visibility_seconds)

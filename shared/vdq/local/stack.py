@@ -133,9 +133,11 @@ class LocalStack:
         from vdq.local.pollers import Poller, StreamPoller
         from vdq.local.schedules import Schedules
 
+        # One send poller per priority lane, each its own event source (vdq.lanes).
         self.pollers = [
-            Poller(self.sqs, self.resources.queues[definitions.SEND_QUEUE], "send",
-                   self.functions, definitions.SEND_BATCH_SIZE).start(),
+            *(Poller(self.sqs, self.resources.queues[queue], "send", self.functions,
+                     definitions.SEND_BATCH_SIZE, lane=priority).start()
+              for priority, queue in definitions.SEND_QUEUES.items()),
             Poller(self.sqs, self.resources.queues[definitions.RESULTS_QUEUE], "webhook",
                    self.functions, definitions.RESULTS_BATCH_SIZE).start(),
         ]  # fmt: skip

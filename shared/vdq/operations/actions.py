@@ -11,6 +11,7 @@ from vdq.api import Caller
 from vdq.clock import iso, parse_iso
 from vdq.enqueue import new_item, store_and_publish
 from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
+from vdq.lanes import priority_of
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
@@ -60,7 +61,8 @@ def run_transition(
 
 
 def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:
-    """Copy each sent item into a new queued item and publish it; all or nothing.
+    """Copy each sent item into a new queued item (in its lane, sent now) and publish it; all
+    or nothing.
 
     Every id is checked first (unknown or not done: 404 naming them); then the copies of
     emails with files are counted on their content, which fails when cleanup deleted the files
@@ -85,7 +87,8 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
                  receiver=o.receiver, receiver_name=o.receiver_name, content_id=o.content_id,
                  has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
                  runtime=runtime, resent_from=o.id, encoding=o.encoding,
-                 segments=None if o.segments is None else int(o.segments), counted=True)
+                 segments=None if o.segments is None else int(o.segments), counted=True,
+                 priority=priority_of(o))
         for o in originals
     ]  # fmt: skip
     try:

@@ -90,11 +90,20 @@ _STATUS = {
     410: "Gone (`purged`): cleanup deleted the file; its metadata stays.",
     422: "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`.",
 }
+_DISPATCH_400 = (
+    "; or `priority` or `send_at` takes a value it may not (`invalid`, details.field names it: "
+    "a priority other than high, normal and bulk; a send_at that is not RFC 3339 with an "
+    "offset, or more than VDQ_MAX_SCHEDULE_DAYS ahead)"
+)
 _SMS_400 = (
     "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
     "(`bad_request`); or the SMS body takes more segments than VDQ_SMS_MAX_SEGMENTS allows "
     "(`too_many_segments`: details.field `body`, details.segments, details.limit and "
-    "details.encoding)."
+    f"details.encoding){_DISPATCH_400}."
+)
+_EMAIL_400 = (
+    "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
+    f"(`bad_request`){_DISPATCH_400}."
 )
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
@@ -147,6 +156,8 @@ def status_text(status: int, op: Any) -> str:
         return "Invalid (`invalid`): the Idempotency-Key was used with another request."
     if status == 400 and op.id == "postSms":
         return _SMS_400
+    if status == 400 and op.id == "postEmails":
+        return _EMAIL_400
     return _STATUS[status]
 
 

@@ -19,6 +19,7 @@ _HISTORY_CURSOR = "eyJ2IjoxLCJpIjoiaGlzdG9yeSJ9.Qm3cR8v0Lw2pYt6nXe1aZg"
 _T0 = "2026-12-03T08:00:00.000000Z"
 _T1 = "2026-12-03T08:00:01.250000Z"
 _T2 = "2026-12-03T08:00:02.500000Z"
+_T_SEND = "2026-12-03T17:00:00.000000Z"  # 18:00 at +01:00, as the example request asks
 
 
 def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
@@ -29,7 +30,8 @@ def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
         "result": None, "attempt": 1, "retry_delay": None, "queued_at": _T0,
         "updated_at": _T0, "done_since": _T0, "done_at": None,
         "origin": {"type": "shop.order", "id": "1042"}, "provider_id": None,
-        "resent_from": None, "encoding": None, "segments": None,
+        "resent_from": None, "encoding": None, "segments": None, "priority": "normal",
+        "send_at": None,
     }  # fmt: skip
     item.update(changes)
     return item
@@ -42,7 +44,8 @@ _SMS_ITEM = {
     "receiver": {"cell": "+14155550100", "name": "Grace"}, "result": "queued", "attempt": 1,
     "retry_delay": None, "queued_at": _T0, "updated_at": _T1, "done_since": _T0,
     "done_at": None, "origin": None, "provider_id": "SM0123456789abcdef0123456789abcdef",
-    "resent_from": None, "encoding": "GSM-7", "segments": 1,
+    "resent_from": None, "encoding": "GSM-7", "segments": 1, "priority": "high",
+    "send_at": None,
 }  # fmt: skip
 _HISTORY = [
     {"at": _T0, "actor": "producer-service", "source": "server", "kind": "transition",
@@ -83,11 +86,13 @@ REQUESTS: dict[str, Any] = {
                          "content_base64": "JVBERi0xLjQK"},
                         {"upload_id": _UPLOAD_ID, "filename": "catalogue-2027.pdf"}],
         "origin": {"type": "shop.order", "id": 1042},
+        "priority": "normal", "send_at": "2026-12-03T18:00:00+01:00",
     },
     "postSms": {
         "sender": {"cell": "+15005550006"},
         "to": [{"cell": "+14155550100", "name": "Grace"}],
         "body": "Your code is 123456", "origin": {"type": "auth.login", "id": "8731"},
+        "priority": "high",
     },
     "resendSentItems": {"ids": [_ITEM_ID, _OTHER_ID]},
     "postAttachmentUpload": {"filename": "catalogue-2027.pdf", "content_type": "application/pdf",
@@ -102,11 +107,13 @@ REQUESTS: dict[str, Any] = {
 PARAMETERS: dict[str, dict[str, Any]] = {
     "postEmails": {"Idempotency-Key": "order-1042-confirmation"},
     "postSms": {"Idempotency-Key": "login-8731-code"},
-    "listQueueItems": {"method": "email", "state": "errored", "limit": 20, "cursor": _CURSOR},
+    "listQueueItems": {"method": "email", "state": "errored", "priority": "bulk",
+                       "scheduled": False, "limit": 20, "cursor": _CURSOR},
     "getQueueItem": {"id": _ITEM_ID},
     "getItemHistory": {"id": _ITEM_ID, "limit": 100, "cursor": _HISTORY_CURSOR},
     "runTransition": {"id": _ITEM_ID, "name": "retry", "dry_run": False},
-    "listSentItems": {"method": "sms", "state": "succeeded", "limit": 20, "cursor": _CURSOR},
+    "listSentItems": {"method": "sms", "state": "succeeded", "priority": "high", "limit": 20,
+                      "cursor": _CURSOR},
     "getSentItem": {"id": _ITEM_ID},
     "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
@@ -123,8 +130,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 RESPONSES: dict[str, Any] = {
-    "postEmails": {"items": [_email_item(), _email_item(
-        _OTHER_ID, receiver={"email": "archive@example.com", "name": None})],
+    "postEmails": {"items": [_email_item(send_at=_T_SEND), _email_item(
+        _OTHER_ID, receiver={"email": "archive@example.com", "name": None}, send_at=_T_SEND)],
         "suppressed": [{"receiver": "archive@example.com", "reason": "bounce", "since": _T0}]},
     "postSms": {"items": [{**_SMS_ITEM, "state": "queued", "result": None, "updated_at": _T0,
                            "provider_id": None}]},

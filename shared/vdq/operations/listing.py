@@ -3,8 +3,8 @@
 Each shard is read from the cursor's position in it; the rows are merged by sort key (time,
 then id, so the order is total across shards), and the items of the page are read in one batch.
 A page never skips or repeats an item: a shard's position moves only past rows examined. The
-method and state filters apply to the items read, in a bounded number of rounds; a page may then
-hold fewer items than asked, with a cursor to go on.
+method, state, priority and scheduled filters apply to the items read, in a bounded number of
+rounds; a page may then hold fewer items than asked, with a cursor to go on.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vdq.clock import iso
+from vdq.lanes import priority_of
 from vdq.operations import cursor as cursors
 from vdq.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.views import item_json
-from vdq.workflow import is_done
+from vdq.workflow import State, is_done
 
 MAX_ROUNDS = 4
 LIST_PERMISSION = "vdq.list_queueitem"
@@ -43,12 +45,20 @@ def list_items(
     limit: int,
     method: str | None = None,
     state: str | None = None,
+    priority: str | None = None,
+    scheduled: bool | None = None,
     cursor: str | None = None,
 ) -> dict[str, Any]:
-    """``{"items": [...], "cursor": str | None}``: one page of the list, in its order."""
+    """``{"items": [...], "cursor": str | None}``: one page of the list, in its order.
+    ``scheduled``: true for the items waiting for their send_at (queued, send_at ahead),
+    false for the others."""
     settings = runtime.settings
     shards = settings.index_shards
-    key = cursors.ListKey(which.index.name, (method, state), shards)
+    now = iso(runtime.clock.now())
+    filters: tuple[str | None, ...] = (method, state)
+    if priority is not None or scheduled is not None:  # older cursors keep their key
+        filters = (method, state, priority, None if scheduled is None else str(scheduled))
+    key = cursors.ListKey(which.index.name, filters, shards)
     positions: list[str | None] = (
         cursors.decode(cursor, key, settings.table_name) if cursor else [None] * shards
     )
@@ -58,6 +68,8 @@ def list_items(
             is_done(item.state) == which.done
             and (method is None or item.method == method)
             and (state is None or item.state == state)
+            and (priority is None or priority_of(item) == priority)
+            and (scheduled is None or waiting(item, now) == scheduled)
         )
 
     page: list[QueueItemRecord] = []
@@ -68,6 +80,11 @@ def list_items(
             break
     next_cursor = cursors.encode(positions, key, settings.table_name) if more else None
     return {"items": [item_json(i) for i in page], "cursor": next_cursor}
+
+
+def waiting(item: QueueItemRecord, now: str) -> bool:
+    """The item waits for its send_at: still queued, and the time is ahead."""
+    return item.state == State.QUEUED.value and (item.send_at or "") > now
 
 
 def _round(

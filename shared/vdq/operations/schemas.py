@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vdq import ids, messages, segments, suppression
+from vdq.lanes import PRIORITIES
 from vdq.operations import smsbody, spec
 from vdq.operations.upload_schemas import Upload, UploadedAttachmentIn, UploadRequest
 from vdq.settings import Settings
@@ -116,6 +117,32 @@ class AttachmentIn(_Strict):
 _AnyAttachment = Annotated[AttachmentIn | UploadedAttachmentIn, Field(
     description="A file: its bytes inline (`content_base64`), or the `upload_id` of a file "
     "uploaded through POST /attachments/uploads.")]
+Priority = Literal[PRIORITIES]  # type: ignore[valid-type]
+_PRIORITY_TEXT = (
+    "The lane the items are sent in: `high` (password resets, codes), `normal`, or `bulk` "
+    "(newsletters). Each lane has its own queue and workers, so a bulk backlog never delays a "
+    "high item. Any other value is a 400 naming `priority`."
+)
+_SEND_AT_TEXT = (
+    "Send not before this time: an RFC 3339 timestamp with an offset (`Z` or `+hh:mm`; "
+    "without one it is a 400 naming `send_at`), at most VDQ_MAX_SCHEDULE_DAYS (default "
+    f"{_DEFAULTS.max_schedule_days}) days ahead (later: a 400). A time in the past means now. "
+    "The items stay `queued` until then, and an operator may cancel them meanwhile; they are "
+    "sent within seconds of the time."
+)
+
+
+def _priority_field() -> Any:
+    return Field("normal", description=_PRIORITY_TEXT, examples=["high"])
+
+
+def _send_at_field() -> Any:
+    return Field(None, description=_SEND_AT_TEXT, examples=["2026-12-24T09:00:00+01:00"],
+                 json_schema_extra={"format": "date-time", "pattern": _SEND_AT_PATTERN})
+
+
+_SEND_AT_PATTERN = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?"
+                    r"([Zz]|[+-]\d{2}:\d{2})$")
 _RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
               "receivers in one request")  # fmt: skip
 
@@ -146,7 +173,10 @@ class EmailRequest(_Strict):
     list_unsubscribe: bool = Field(False, description="Bulk mail: each receiver's copy carries "
                                    "one-click unsubscribe headers (RFC 8058: List-Unsubscribe "
                                    "with a signed https link, List-Unsubscribe-Post). Using "
-                                   "the link puts the address on the suppression list.")
+                                   "the link puts the address on the suppression list. The "
+                                   "`bulk` priority carries them too.")
+    priority: Priority = _priority_field()
+    send_at: str | None = _send_at_field()
 
 
 class SmsSender(_Strict):
@@ -182,6 +212,8 @@ class SmsRequest(_Strict):
                                      "description": "An https:// URL Twilio can fetch."}},
     )  # fmt: skip
     origin: Origin | None = Field(None, description="What caused the SMS, if anything.")
+    priority: Priority = _priority_field()
+    send_at: str | None = _send_at_field()
 
 
 class ResendRequest(_Strict):
@@ -265,6 +297,10 @@ class QueueItem(BaseModel):
         "for an email.")
     segments: int | None = Field(description="SMS: the segments the body takes, which Twilio "
                                  "bills for each receiver; null for an email.", ge=1)
+    priority: Priority = Field(description="The lane it is sent in: `high`, `normal` or "
+                               "`bulk`.")
+    send_at: datetime | None = Field(description="Not sent before this time (UTC), as the "
+                                     "request's `send_at` asked; null: sent when queued.")
 
 
 class SuppressedReceiver(BaseModel):

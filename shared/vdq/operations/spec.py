@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from vdq import ids
 from vdq.errors import ValidationError
+from vdq.lanes import PRIORITIES
 from vdq.operations import cursor
 from vdq.workflow import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
 
@@ -88,6 +89,11 @@ _HISTORY_CURSOR = _cursor("the item's `history_cursor`, or the `cursor` of the p
                           "of its history (signed for this item)",
                           "to start with the first entry")
 _METHOD = Param("method", "query", "string", "Only items sent by this method.", enum=METHODS)
+_PRIORITY = Param("priority", "query", "string", "Only items of this priority lane.",
+                  enum=PRIORITIES)  # fmt: skip
+_SCHEDULED = Param("scheduled", "query", "boolean",
+                   "true: only items waiting for their `send_at` (queued, the time still "
+                   "ahead); false: only the others. Leave it out for both.")  # fmt: skip
 _DRY_RUN = Param("dry_run", "query", "boolean",
                  "Check the permission and that the item's state is a source of the "
                  "transition, and answer as if it ran, without changing anything.",
@@ -144,11 +150,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("listQueueItems", "GET", "/queue-items", "operator", "queue-items",
               "List active (not done) items, oldest first",
               "The items not yet in a done state, oldest queued first, a page at a time. A "
-              "page filtered by method or state may hold fewer items than `limit` and still "
-              "carry a cursor: follow it until `cursor` is null.",
+              "page filtered by method, state, priority or scheduled may hold fewer items "
+              "than `limit` and still carry a cursor: follow it until `cursor` is null.",
               _LIST, (_METHOD, Param("state", "query", "string",
                                      "Only items in this active state.", enum=ACTIVE_STATES),
-                      _LIMIT, _CURSOR),
+                      _PRIORITY, _SCHEDULED, _LIMIT, _CURSOR),
               answer="ItemPage", errors=(400, 422)),
     Operation("getQueueItem", "GET", "/queue-items/{id}", "operator", "queue-items",
               "Read one item in any state, with content, attachments and history",
@@ -183,7 +189,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "`limit` and still carry a cursor: follow it until `cursor` is null.",
               _LIST, (_METHOD, Param("state", "query", "string",
                                      "Only items in this done state.", enum=SENT_STATES),
-                      _LIMIT, _CURSOR),
+                      _PRIORITY, _LIMIT, _CURSOR),
               answer="ItemPage", errors=(400, 422)),
     Operation("getSentItem", "GET", "/sent-items/{id}", "operator", "sent-items",
               "Read one done item, with content, attachments and history",

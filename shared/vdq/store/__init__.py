@@ -12,12 +12,14 @@ One table, every record kind under a prefixed key:
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 | suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
 | its history   | ``SUPH#<to>``| ``H#<at>#…`` | added, removed, noted; outlives a removal      |
+| scheduled     | ``SCHED#<n>`` | ``<at>#…`` | items of a request waiting over 15 min to send |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
-attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans), ``tx``
-(transactions and batches of new records), ``suppressions`` (suppressed receivers and their
-history), ``expiry`` (records past their expiration, the
+attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans),
+``scheduled`` (due-time buckets of long scheduled sends), ``tx`` (transactions and batches of
+new records), ``suppressions`` (suppressed receivers and their history), ``expiry`` (records
+past their expiration, the
 table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
@@ -49,6 +51,8 @@ from vdq.store.models import (
     ProviderRecord,
     QueueItemRecord,
     Release,
+    ScheduledCursorRecord,
+    ScheduledRecord,
     SuppressionEventRecord,
     SuppressionRecord,
     attachment_pk,
@@ -61,6 +65,7 @@ from vdq.store.models import (
     suppression_pk,
     suppression_sk,
 )
+from vdq.store.scheduled import Scheduled
 from vdq.store.suppressions import Suppressions
 from vdq.store.tx import StoreBusy, WriteFailed, transact
 
@@ -85,6 +90,8 @@ __all__ = [
     "ProviderRecord",
     "QueueItemRecord",
     "Release",
+    "ScheduledCursorRecord",
+    "ScheduledRecord",
     "StateWrite",
     "Store",
     "StoreBusy",
@@ -109,6 +116,6 @@ __all__ = [
 ]
 
 
-class Store(Contents, Keys, Suppressions):
+class Store(Contents, Keys, Suppressions, Scheduled):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
     and attachments, provider-ID mappings, suppressions)."""

@@ -23,6 +23,7 @@ CONTENT_SK = "CONTENT"
 REFS_SK = "REFS"
 FILE_SK = "FILE"
 MAP_SK = "MAP"
+SCHEDULED_PREFIX = "SCHED#"  # pk of the due-time buckets of long scheduled sends, by shard
 
 
 def shard(key: str, shards: int) -> int:
@@ -148,6 +149,8 @@ class QueueItemRecord(_Table):
     origin_id = UnicodeAttribute(null=True)
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
+    priority = UnicodeAttribute(null=True)  # the lane (vdq.lanes); absent: normal
+    send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.scheduling)
     encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.segments)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
@@ -267,6 +270,26 @@ class SuppressionEventRecord(_Table):
     text = UnicodeAttribute(null=True)
 
 
+class ScheduledRecord(_Table):
+    """Queue items of one request whose send waits longer than SQS can delay a message: key
+    ``SCHED#<shard>`` / ``<send_at>#<content id>#<n>``, so the schedule reads only the buckets
+    that fell due (a key condition on time) and publishes their items without reading them.
+    Never deleted by the schedule: the table's TTL removes it, at no charge."""
+
+    send_at = UnicodeAttribute()
+    priority = UnicodeAttribute()
+    item_ids = UnicodeAttribute()  # space-separated ids, each at attempt 1
+
+
+SCHEDULED_CURSOR_SK = "~cursor"  # sorts after every time: no read of buckets returns it
+
+
+class ScheduledCursorRecord(_Table):
+    """How far the schedule has published a shard's buckets: the sort key of the last one."""
+
+    position = UnicodeAttribute()
+
+
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
@@ -277,6 +300,8 @@ MODELS: tuple[type[_Table], ...] = (
     EventMarkRecord,
     SuppressionRecord,
     SuppressionEventRecord,
+    ScheduledRecord,
+    ScheduledCursorRecord,
 )
 
 

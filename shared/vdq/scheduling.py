@@ -1,0 +1,147 @@
+"""Scheduled send: a request's ``send_at``, and how an item waits for it.
+
+An item with a ``send_at`` stays ``queued`` until then; nothing reads waiting items one by one:
+
+- A wait of at most 900 s (SQS's longest delay) is the send message's DelaySeconds: the item is
+  published at enqueue like any other.
+- A longer wait publishes nothing at enqueue. The request's items go into due-time buckets
+  (``ScheduledRecord``: a few per request, keyed by send_at) that the minute sweep reads with a
+  key condition on time, ``LEAD_SECONDS`` ahead, from a cursor a shard: it publishes each
+  bucket's items with the rest of the wait as their delay and moves the cursor past it (TTL
+  removes the bucket later, for free). The items themselves are not read or written, so a
+  cancelled item's message is dropped by the worker's attempt check (cancel raised the attempt
+  the bucket's message carries).
+
+The choice against EventBridge Scheduler one-time schedules (one CreateSchedule a receiver at
+enqueue, one billed invocation and one SQS message each) is by measured cost: ``python -m
+bench.lanes`` and the README's "Scheduled send".
+
+Precision: to the second (SQS's delay) for both, as long as the sweep runs at least once in the
+``LEAD_SECONDS`` before send_at (it runs every minute) and a run's batch holds what is due. The
+item's publish timer waits until send_at plus the grace period, so the re-publish sweep never
+sends it early, and a publish that was lost (or a bucket written behind the cursor by a clock
+more than a minute behind the schedule's) still goes out then.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from vdq.clock import iso, parse_iso
+from vdq.errors import BadValue
+from vdq.observability import logger
+from vdq.sendqueue import MAX_DELAY_SECONDS, SendMessage
+from vdq.store.models import SCHEDULED_PREFIX, ScheduledRecord, shard
+
+# A long wait's bucket is published this long before send_at: below SQS's 900 s, with a
+# minute's sweep to spare.
+LEAD_SECONDS = MAX_DELAY_SECONDS - 60
+BUCKET_IDS = 5000  # item ids per bucket: 26 characters and a space each, about 135 KB
+BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
+
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?$"
+)
+
+
+def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at") -> str | None:
+    """The stored form (UTC) of a requested send time; None when absent, null, or not later
+    than now (a time in the past means now). A 400 naming the field when it is not an RFC 3339
+    timestamp with an offset, or more than ``max_days`` ahead."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadValue(path, "must be an RFC 3339 timestamp, e.g. 2026-12-24T09:00:00+01:00")
+    match = _RFC3339.match(value)
+    if match is None:
+        raise BadValue(path, f"{value[:40]!r} is not an RFC 3339 timestamp, e.g. "
+                             "2026-12-24T09:00:00+01:00")  # fmt: skip
+    if match.group("offset") is None:
+        raise BadValue(path, "needs a UTC offset (Z or +hh:mm): without one the time is "
+                             "ambiguous")  # fmt: skip
+    text = value[:-1] + "+00:00" if value[-1] in "Zz" else value
+    fraction = match.group(1)
+    if fraction and len(fraction) > 7:  # Python reads at most microseconds
+        text = text.replace(fraction, fraction[:7], 1)
+    try:
+        at = datetime.fromisoformat(text.replace("t", "T"))
+    except ValueError as exc:
+        raise BadValue(path, f"is not a valid time: {exc}") from None
+    if at > now + timedelta(days=max_days):
+        raise BadValue(path, f"is more than {max_days} days ahead (VDQ_MAX_SCHEDULE_DAYS)")
+    if at <= now:
+        return None
+    return iso(at.astimezone(UTC))
+
+
+def wait_seconds(send_at: str | None, now: datetime) -> float:
+    """Seconds until ``send_at``; 0 when there is none or it passed."""
+    if send_at is None:
+        return 0.0
+    return max(0.0, (parse_iso(send_at) - now).total_seconds())
+
+
+def delay_for(send_at: str | None, now: datetime) -> int:
+    """The DelaySeconds that holds a message until ``send_at`` (never early)."""
+    return min(MAX_DELAY_SECONDS, math.ceil(wait_seconds(send_at, now)))
+
+
+def is_long(send_at: str | None, now: datetime) -> bool:
+    """Longer than SQS can delay a message: the item waits in a due-time bucket."""
+    return wait_seconds(send_at, now) > MAX_DELAY_SECONDS
+
+
+def publish_after(send_at: str | None, now: datetime) -> datetime:
+    """From when the item's publish counts: its send time, or now."""
+    return parse_iso(send_at) if send_at is not None and parse_iso(send_at) > now else now
+
+
+def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
+            shards: int) -> list[ScheduledRecord]:  # fmt: skip
+    """The due-time buckets of a request's items that wait longer than SQS can delay."""
+    out = []
+    expiry = int((parse_iso(send_at) + timedelta(days=BUCKET_EXPIRY_DAYS)).timestamp())
+    for n, start in enumerate(range(0, len(items), BUCKET_IDS)):
+        ids = " ".join(i.id for i in items[start : start + BUCKET_IDS])
+        out.append(ScheduledRecord(
+            f"{SCHEDULED_PREFIX}{shard(content_id, shards)}", f"{send_at}#{content_id}#{n}",
+            send_at=send_at, priority=priority, item_ids=ids, expiration=expiry,
+        ))  # fmt: skip
+    return out
+
+
+def release_due(runtime: Any, report: Any) -> None:
+    """Publish the items of every bucket due within ``LEAD_SECONDS`` that the last run did not,
+    each delayed until its send_at, and move the shard's cursor past them. A bucket whose
+    publish failed stops its shard there, for the next run (a message that goes out twice is
+    dropped by the worker's claim)."""
+    s = runtime.settings
+    now = runtime.clock.now()
+    before = iso(now + timedelta(seconds=LEAD_SECONDS))
+    left = s.schedule_batch
+    for k in range(s.index_shards):
+        if left <= 0:
+            break
+        cursor = runtime.store.bucket_cursor(k)
+        moved = cursor
+        for bucket in runtime.store.due_buckets(k, before, left, after=cursor):
+            ids = bucket.item_ids.split()
+            delay = delay_for(bucket.send_at, now)
+            messages = [SendMessage(i, 1, delay, priority=bucket.priority) for i in ids]
+            failed = runtime.send_queue.publish(messages)
+            if failed:
+                report.add("scheduled_publish_failed", len(failed))
+                logger.error("%d scheduled sends of %s not published: %s; the next run tries "
+                             "again", len(failed), bucket.sk, next(iter(failed.values())))
+                break
+            moved = bucket.sk
+            report.add("scheduled_released", len(ids))
+            left -= len(ids)
+            if left <= 0:
+                break
+        if moved != cursor:
+            assert moved is not None
+            runtime.store.move_bucket_cursor(k, moved)

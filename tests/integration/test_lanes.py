@@ -1,0 +1,157 @@
+"""Priority lanes against moto: every path that publishes a send puts it in the item's lane."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from functions.enqueue import handler as enqueue_handler
+
+import vdq
+from tests.support.aws import drain
+from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
+from tests.support.operator import call, move, succeed
+from vdq import resources, schedules, send
+from vdq.providers import TransientProviderError
+
+LANES = resources.SEND_QUEUES
+
+
+def post(name, body):
+    event = api_event(name, body=body, groups=["vdq-senders"])
+    response = enqueue_handler.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"]) if response["body"] else None
+
+
+def email_request(**changes):
+    body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+            "subject": "Your code", "text": "123456"}  # fmt: skip
+    body.update(changes)
+    return body
+
+
+def in_lanes(aws):
+    """{priority: [item ids]} of the messages waiting in each lane's queue (drained)."""
+    return {p: [m["id"] for m in drain(aws, queue)] for p, queue in LANES.items()}
+
+
+def add(runtime, priority, *receivers):
+    return vdq.add_email("shop@example.com", list(receivers or ["ada@example.org"]), "Hi",
+                         "Text", priority=priority, runtime=runtime)  # fmt: skip
+
+
+@pytest.mark.parametrize("priority", ["high", "normal", "bulk"])
+def test_post_emails_stores_the_priority_and_publishes_in_its_lane_only(aws, runtime, priority):
+    status, body = post("apigw_post_emails", email_request(priority=priority))
+    assert status == 201, body
+    [item] = body["items"]
+    assert item["priority"] == priority and item["send_at"] is None
+    assert runtime.store.get_item(item["id"]).priority == priority
+    expected = {p: [] for p in LANES}
+    expected[priority] = [item["id"]]
+    assert in_lanes(aws) == expected
+
+
+def test_without_a_priority_an_sms_is_normal(aws, runtime):
+    status, body = post("apigw_post_sms", {"sender": {"cell": "+15005550006"},
+                                           "to": [{"cell": "+14155550100"}], "body": "hi"})
+    assert status == 201, body
+    assert body["items"][0]["priority"] == "normal"
+    assert in_lanes(aws) == {"high": [], "normal": [body["items"][0]["id"]], "bulk": []}
+
+
+def test_a_bad_priority_is_a_400_naming_it_and_stores_nothing(aws, runtime):
+    status, body = post("apigw_post_emails", email_request(priority="urgent"))
+    assert status == 400 and body["error"]["details"]["field"] == "priority", body
+    assert in_lanes(aws) == {p: [] for p in LANES}
+    assert call("list_queue_items", query={}).body["items"] == []
+
+
+class Spy:
+    """The real send queue, recording which queue URL each message went to."""
+
+    def __init__(self, queue):
+        self.queue, self.sent = queue, []
+
+    def publish(self, messages):
+        self.sent += [(m.item_id, self.queue.url_of(m.priority), m.delay_seconds)
+                      for m in messages]  # fmt: skip
+        return self.queue.publish(messages)
+
+    def backlog(self, priority="normal"):
+        return self.queue.backlog(priority)
+
+
+@pytest.fixture
+def spy(aws, runtime):
+    spy = Spy(runtime.send_queue)
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    return spy
+
+
+def test_an_operator_retry_publishes_in_the_items_lane(aws, runtime):
+    [item] = add(runtime, "bulk")
+    drain(aws, LANES["bulk"])
+    move(runtime, item.id, "send", "error")
+    answer = call("transition", params={"id": item.id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    assert in_lanes(aws) == {"high": [], "normal": [], "bulk": [item.id]}
+
+
+def test_the_workers_retry_later_publishes_in_the_items_lane(aws, runtime, spy):
+    [item] = add(runtime, "high")
+    [body] = [json.dumps(m) for m in drain(aws, LANES["high"])]
+
+    class Throttled:
+        def send_raw(self, **_):
+            raise TransientProviderError("SES", "Maximum sending rate exceeded.")
+
+    runtime.overrides["ses_provider"] = Throttled()
+    assert send.process_body(body, runtime) == send.DELAYED
+    assert spy.sent[-1] == (item.id, aws["queues"][LANES["high"]], 16)
+
+
+def test_the_republish_sweep_publishes_in_the_items_lane(aws, runtime, clock):
+    [high] = add(runtime, "high")
+    [bulk] = add(runtime, "bulk", "bob@example.org")
+    in_lanes(aws)  # both publishes were lost
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"republished": 2}
+    assert in_lanes(aws) == {"high": [high.id], "normal": [], "bulk": [bulk.id]}
+
+
+def test_a_bulk_backlog_holds_back_no_re_publish_of_a_high_item(aws, runtime, clock):
+    [high] = add(runtime, "high")
+    drain(aws, LANES["high"])  # its publish was lost
+    add(runtime, "bulk", "a@example.org", "b@example.org")  # waiting in the bulk lane
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    counts = schedules.run(["sweep"], runtime)
+    assert counts == {"republished": 1, "republish_waiting": 2}
+    assert [m["id"] for m in drain(aws, LANES["high"])] == [high.id]
+
+
+def test_a_resent_item_goes_in_its_originals_lane(aws, runtime):
+    [item] = add(runtime, "bulk")
+    succeed(runtime, item.id)
+    in_lanes(aws)
+    answer = call("resend", params={"id": item.id})
+    assert answer.status == 201, answer.body
+    [copy] = answer.body["items"]
+    assert copy["priority"] == "bulk"
+    assert in_lanes(aws) == {"high": [], "normal": [], "bulk": [copy["id"]]}
+
+
+def test_lists_filter_by_priority(aws, runtime):
+    [high] = add(runtime, "high")
+    add(runtime, "bulk", "b@example.org")
+    answer = call("list_queue_items", query={"priority": "high"})
+    assert [i["id"] for i in answer.body["items"]] == [high.id]
+    assert all(i["priority"] == "high" for i in answer.body["items"])
+    succeed(runtime, high.id)
+    sent = call("list_sent_items", query={"priority": "high"}).body["items"]
+    assert [i["id"] for i in sent] == [high.id]
+    assert call("list_sent_items", query={"priority": "bulk"}).body["items"] == []
+    bad = call("list_queue_items", query={"priority": "urgent"})
+    assert bad.status == 422 and bad.body["error"]["details"]["field"] == "priority"

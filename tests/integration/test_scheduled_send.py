@@ -1,0 +1,260 @@
+"""Scheduled send against moto with a fake clock: short waits as SQS delays, long waits in
+due-time buckets the minute sweep releases, the publish timer, cancel, and the list filter."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from functions.enqueue import handler as enqueue_handler
+
+import vdq
+from tests.support.aws import drain
+from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
+from tests.support.operator import call
+from vdq import resources, schedules, send
+from vdq.clock import iso
+from vdq.scheduling import LEAD_SECONDS
+from vdq.store import ScheduledRecord
+
+LANES = resources.SEND_QUEUES
+HOUR = 3600
+
+
+class Spy:
+    """The real send queue, recording each message's queue URL, attempt and delay."""
+
+    def __init__(self, queue):
+        self.queue, self.sent = queue, []
+
+    def publish(self, messages):
+        self.sent += [(m.item_id, m.attempt, self.queue.url_of(m.priority), m.delay_seconds)
+                      for m in messages]  # fmt: skip
+        return self.queue.publish(messages)
+
+    def backlog(self, priority="normal"):
+        return self.queue.backlog(priority)
+
+
+@pytest.fixture
+def spy(aws, runtime):
+    spy = Spy(runtime.send_queue)
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    return spy
+
+
+class CountingSes:
+    def __init__(self):
+        self.calls = 0
+
+    def send_raw(self, **_):
+        self.calls += 1
+        return f"ses-{self.calls}"
+
+
+def post_email(send_at, priority=None):
+    body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+            "subject": "Reminder", "text": "Tomorrow at 9", "send_at": send_at}  # fmt: skip
+    if priority:
+        body["priority"] = priority
+    event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"])
+    response = enqueue_handler.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def at(clock, seconds):
+    return (clock.now() + timedelta(seconds=seconds)).isoformat()
+
+
+def buckets(runtime):
+    """The buckets not yet published: past each shard's cursor."""
+    store = runtime.store
+    return [b for k in range(runtime.settings.index_shards)
+            for b in store.due_buckets(k, "~", 100, after=store.bucket_cursor(k))]  # fmt: skip
+
+
+def test_a_short_wait_is_the_first_publishs_sqs_delay(aws, runtime, clock, spy):
+    status, body = post_email(at(clock, 300.4), priority="high")
+    assert status == 201, body
+    [item] = body["items"]
+    assert item["state"] == "queued" and item["send_at"] == iso(
+        clock.now() + timedelta(seconds=300.4))
+    assert spy.sent == [(item["id"], 1, aws["queues"][LANES["high"]], 301)]  # never early
+    assert buckets(runtime) == []
+    # Its publish timer counts from send_at: the re-publish sweep leaves it until then.
+    stored = runtime.store.get_item(item["id"])
+    grace = runtime.settings.publish_grace_seconds
+    assert stored.timer_sk.startswith(iso(clock.now() + timedelta(seconds=300.4 + grace)))
+
+
+def test_a_long_wait_publishes_nothing_until_the_sweep_releases_its_bucket(aws, runtime, clock,
+                                                                           spy):  # fmt: skip
+    status, body = post_email(at(clock, 2 * 24 * HOUR), priority="bulk")
+    assert status == 201, body
+    item_id = body["items"][0]["id"]
+    send_at = clock.now() + timedelta(days=2)
+    assert spy.sent == [] and len(buckets(runtime)) == 1
+    # A day of minute sweeps: nothing due, nothing published, the item untouched (no publish
+    # timer fires while it waits: it counts from send_at).
+    for _ in range(24):
+        clock.advance(HOUR)
+        assert schedules.run(["sweep"], runtime) == {}
+    clock.advance(24 * HOUR - LEAD_SECONDS - 30)  # 30 s before the bucket is due
+    assert schedules.run(["sweep"], runtime) == {}
+    clock.advance(45)  # the first sweep after it fell due
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 1}
+    wait = (send_at - clock.now()).total_seconds()
+    assert spy.sent == [(item_id, 1, aws["queues"][LANES["bulk"]], round(wait))]
+    assert 0 < wait <= LEAD_SECONDS
+    assert buckets(runtime) == []
+    assert schedules.run(["sweep"], runtime) == {}  # released once
+    stored = runtime.store.get_item(item_id)
+    assert (stored.state, stored.attempt) == ("queued", 1)
+    # The message the bucket published is the item's: the worker sends it.
+    runtime.overrides["ses_provider"] = ses = CountingSes()
+    message = {"id": item_id, "attempt": 1}  # as published (moto holds it for real seconds)
+    assert send.process_body(json.dumps(message), runtime) == send.ACCEPTED and ses.calls == 1
+
+
+def test_a_sweep_that_runs_late_publishes_at_once(aws, runtime, clock, spy):
+    post_email(at(clock, 3 * HOUR))
+    clock.advance(3 * HOUR + 120)  # the sweeps stopped for a while
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 1}
+    assert spy.sent[-1][3] == 0
+
+
+def test_a_request_with_many_receivers_shares_one_bucket(aws, runtime, clock, spy):
+    items = vdq.add_sms("+15005550006", [f"+1415555{n:04d}" for n in range(30)], "Sale",
+                        send_at=clock.now() + timedelta(hours=5), runtime=runtime)
+    [bucket] = buckets(runtime)
+    assert bucket.item_ids.split() == [i.id for i in items]
+    clock.advance(5 * HOUR)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 30}
+    assert [s[0] for s in spy.sent] == [i.id for i in items]
+
+
+@pytest.mark.parametrize("wait", [600, 3 * 24 * HOUR], ids=["short", "long"])
+def test_a_cancelled_scheduled_item_is_never_sent(aws, runtime, clock, spy, wait):
+    _, body = post_email(at(clock, wait))
+    item_id = body["items"][0]["id"]
+    answer = call("transition", params={"id": item_id, "name": "cancel"}, query={})
+    assert answer.status == 200 and answer.body["item"]["state"] == "cancelled", answer.body
+    clock.advance(wait)
+    schedules.run(["sweep"], runtime)
+    runtime.overrides["ses_provider"] = ses = CountingSes()
+    # Whatever reaches the worker when the time comes (the delayed message, or the bucket's)
+    # carries attempt 1; cancel moved the item to attempt 2.
+    assert [(s[0], s[1]) for s in spy.sent] == [(item_id, 1)]
+    assert send.process_body(json.dumps({"id": item_id, "attempt": 1}), runtime) == send.DROPPED
+    assert ses.calls == 0
+    assert runtime.store.get_item(item_id).state == "cancelled"
+
+
+def test_a_failed_release_keeps_the_bucket_for_the_next_sweep(aws, runtime, clock, spy):
+    post_email(at(clock, 2 * HOUR))
+    clock.advance(2 * HOUR)
+
+    class Refusing:
+        def publish(self, messages):
+            return {m.item_id: "publishing the send failed: throttled" for m in messages}
+
+    runtime.overrides["send_queue"] = Refusing()
+    runtime.__dict__.pop("send_queue", None)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_publish_failed": 1}
+    assert len(buckets(runtime)) == 1
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 1}
+    assert buckets(runtime) == []
+
+
+def test_the_active_list_filters_by_scheduled(aws, runtime, clock):
+    send_at = clock.now() + timedelta(days=1)
+    [waiting] = vdq.add_email("shop@example.com", ["a@example.org"], "Hi", "Later",
+                              send_at=send_at, runtime=runtime)
+    [now] = vdq.add_email("shop@example.com", ["b@example.org"], "Hi", "Now", runtime=runtime)
+    ids = lambda q: [i["id"] for i in call("list_queue_items", query=q).body["items"]]  # noqa: E731
+    assert ids({"scheduled": "true"}) == [waiting.id]
+    assert ids({"scheduled": "false"}) == [now.id]
+    assert sorted(ids({})) == sorted([waiting.id, now.id])
+    clock.advance(24 * HOUR + 1)  # its time came: no longer waiting
+    assert ids({"scheduled": "true"}) == []
+    detail = call("get_queue_item", params={"id": waiting.id}).body
+    assert detail["send_at"] == iso(send_at) and detail["state"] == "queued"
+
+
+@pytest.mark.parametrize("send_at,why", [
+    ("2026-01-02T09:00:00", "needs a UTC offset"),
+    ("2026-03-01T09:00:00Z", "days ahead"),
+])  # fmt: skip
+def test_a_bad_send_at_is_a_400_naming_it_and_stores_nothing(aws, runtime, send_at, why):
+    status, body = post_email(send_at)
+    assert status == 400 and body["error"]["details"]["field"] == "send_at", body
+    assert why in body["error"]["message"]
+    assert buckets(runtime) == [] and drain(aws) == []
+    assert call("list_queue_items", query={}).body["items"] == []
+
+
+def test_the_schedule_days_setting_bounds_send_at(aws, runtime, clock):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, max_schedule_days=1)
+    status, body = post_email(at(clock, 2 * 24 * HOUR))
+    assert status == 400 and "1 days ahead" in body["error"]["message"]
+
+
+def test_an_idempotent_repeat_of_a_scheduled_request_schedules_nothing_again(aws, runtime,
+                                                                              clock):  # fmt: skip
+    body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+            "subject": "Reminder", "text": "x", "send_at": at(clock, 5 * HOUR)}  # fmt: skip
+    answers = []
+    for _ in range(2):
+        event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"],
+                          headers={"Idempotency-Key": "reminder-42"})
+        answers.append(json.loads(enqueue_handler.handler(event, LambdaContext())["body"]))
+    assert answers[0] == answers[1]
+    assert len(buckets(runtime)) == 1
+
+
+def test_a_bucket_record_expires_a_week_after_its_time(aws, runtime, clock):
+    post_email(at(clock, 2 * HOUR))
+    [bucket] = buckets(runtime)
+    assert isinstance(bucket, ScheduledRecord)
+    assert bucket.expiration == int((clock.now() + timedelta(hours=2, days=7)).timestamp())
+
+
+def test_the_sweep_reads_past_its_cursor_only(aws, runtime, clock, spy):
+    first = post_email(at(clock, 2 * HOUR))[1]["items"][0]["id"]
+    second = post_email(at(clock, 5 * HOUR))[1]["items"][0]["id"]
+    clock.advance(2 * HOUR)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 1}
+    clock.advance(2 * HOUR)
+    # The first is behind the cursor. (Its publish timer passed too, but its message waits in
+    # its lane: the re-publish sweep leaves it.)
+    assert "scheduled_released" not in schedules.run(["sweep"], runtime)
+    third = post_email(at(clock, 20 * 60))[1]["items"][0]["id"]  # due before the second
+    clock.advance(HOUR)
+    assert schedules.run(["sweep"], runtime)["scheduled_released"] == 2
+    sent = [s[0] for s in spy.sent]
+    assert sent[0] == first and sorted(sent[1:]) == sorted([third, second])  # shards: any order
+
+
+def test_an_operator_retry_of_a_scheduled_item_sends_it_at_once(aws, runtime, clock, spy):
+    class Refusing:
+        def publish(self, messages):
+            return {m.item_id: "publishing the send failed: throttled" for m in messages}
+
+    runtime.overrides["send_queue"] = Refusing()
+    runtime.__dict__.pop("send_queue", None)
+    item_id = post_email(at(clock, 600))[1]["items"][0]["id"]
+    assert runtime.store.get_item(item_id).state == "errored"
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    assert answer.body["item"]["send_at"] is None and answer.body["item"]["attempt"] == 2
+    assert spy.sent == [(item_id, 2, aws["queues"][LANES["normal"]], 0)]
+    assert call("list_queue_items", query={"scheduled": "true"}).body["items"] == []
