@@ -34,7 +34,9 @@ from vdq.providers import (
 )
 
 PROVIDER = "SES"
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=3,
+# total_max_attempts counts the first request; botocore's max_attempts counts only retries,
+# so max_attempts=1 would retry a read timeout once.
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3,
                         read_timeout=20)  # fmt: skip
 
 # SES's answers over the account's sending rate or daily quota (v2 names them
