@@ -38,6 +38,7 @@ RECOVERY = 0.02  # share of the limit regained per second after a cut (additive 
 FLOOR = 0.05  # the rate never falls below this share of the limit
 CUT_COOLDOWN = 2.0  # seconds: throttling answers this soon after a cut belong to its burst
 SLOT_GRACE = 1.0  # seconds a reserved slot may still be used after its time
+BUSY_MEMORY = 2.0  # seconds after the schedule was last seen ahead that it is guessed busy
 LIMIT_SECONDS = 300.0  # how long the SES account's rate is kept before it is read again
 LIMIT_RETRY_SECONDS = 60.0  # after a failed read: unpaced for this long, then read again
 PACED = "paced"  # what ``send.process`` did: the item went back on the queue for its turn
@@ -99,16 +100,22 @@ class Pacer:
     def _reserve(self, key: str, limit: float, need: int, want: int, now: float) -> None:
         state = self.seen.get(key)
         rate = current_rate(limit, state, now)
-        count = max(need, min(want, math.floor(rate * self.max_wait)))
+        ahead = max(0.0, (state.tat or now) - now) if state is not None else 0.0
+        # As many as fit before the longest wait, by what was last seen of the schedule.
+        count = max(need, min(want, math.floor(rate * (self.max_wait - ahead))))
         length = count / rate
         latest = now + max(0.0, self.max_wait - length)
-        busy = state is not None and state.tat is not None and state.tat >= now
+        # The schedule is likely still busy if it ran ahead of the clock a moment ago (other
+        # workers keep it ahead); a wrong guess costs one more request.
+        busy = state is not None and state.tat is not None and state.tat >= now - BUSY_MEMORY
         reservation = self.records.reserve(key, length, now, latest, busy=busy)
         self.requests += reservation.requests
         self.seen[key] = reservation.state
         if reservation.start is None:
             tat = reservation.state.tat or now
-            jitter = random.uniform(0, self.max_wait / 2)
+            # Spread over the schedule already reserved, so given-back items do not all come
+            # back at the moment it frees.
+            jitter = random.uniform(0, max(self.max_wait, tat - now) / 2)
             raise NoSlot(max(1, math.ceil(tat - latest + jitter)))
         self.slots[key].extend(reservation.start + i / rate for i in range(count))
 

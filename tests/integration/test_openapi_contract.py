@@ -146,7 +146,8 @@ _SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_histor
             "getSentItem": "get_sent_item",
             "listQueueItems": "list_queue_items", "listSentItems": "list_sent_items",
             "runTransition": "transition", "resendSentItem": "resend",
-            "resendSentItems": "bulk_resend", "getAttachment": "attachment"}  # fmt: skip
+            "resendSentItems": "bulk_resend", "getAttachment": "attachment",
+            "getProducerUsage": "producer_usage"}  # fmt: skip
 
 
 def _call_with(op_id: str, permissions: set[str]) -> int:

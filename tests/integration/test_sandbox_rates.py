@@ -38,11 +38,11 @@ class NoTopic:
 def test_a_rate_limit_refuses_past_one_seconds_burst_and_refills_at_the_rate():
     clock = Clock()
     limit = RateLimit(2.0, clock=clock)
-    assert [limit.take("a") for _ in range(3)] == [True, True, False]
+    assert [limit.take("a") for _ in range(4)] == [True, True, True, False]
     assert limit.take("b")  # each sender has its own bucket
     clock.now += 0.5
     assert limit.take("a") and not limit.take("a")
-    assert (limit.accepted, limit.refused) == (4, 2)
+    assert (limit.accepted, limit.refused) == (5, 2)
     assert RateLimit(None).take("a")  # no rate: no limit
 
 
@@ -64,12 +64,12 @@ def test_the_ses_sandbox_reports_its_rate_and_throttles_as_ses_does(ses_sandbox)
     ses = ses_provider(ses_sandbox.url)
     assert ses.max_send_rate() == 2.0
     raw = b"From: a@example.com\r\nTo: b@example.org\r\nSubject: hi\r\n\r\nhello\r\n"
-    for _ in range(2):
+    for _ in range(3):
         assert ses.send_raw(sender="a@example.com", receiver="b@example.org", raw=raw)
     with pytest.raises(ThrottledProviderError) as refused:
         ses.send_raw(sender="a@example.com", receiver="b@example.org", raw=raw)
     assert refused.value.rate_exceeded and "Maximum sending rate exceeded" in str(refused.value)
-    assert len(ses_sandbox.sent) == 2 and ses_sandbox.rate.refused == 1
+    assert len(ses_sandbox.sent) == 3 and ses_sandbox.rate.refused == 1
 
 
 def test_an_ses_sandbox_without_a_rate_takes_everything_and_says_so():
@@ -86,6 +86,7 @@ def test_the_twilio_sandbox_throttles_each_sender_with_429_20429():
     try:
         twilio = TwilioProvider(lambda: (SID, TOKEN), api_url=sandbox.url)
         assert twilio.send("+15005550006", "+15551230001", "one")
+        assert twilio.send("+15005550006", "+15551230001", "two")
         with pytest.raises(ThrottledProviderError) as refused:
             twilio.send("+15005550006", "+15551230002", "two")
         assert refused.value.code == 20429
@@ -102,8 +103,8 @@ def test_the_ses_client_makes_one_request_per_send_and_no_retry_of_its_own(ses_s
                           config=provider.client.meta.config)  # fmt: skip
     client.meta.events.register("before-send.sesv2.SendEmail", lambda **_: requests.append(1))
     raw = b"From: a@example.com\r\nTo: b@example.org\r\nSubject: hi\r\n\r\nhello\r\n"
-    for _ in range(3):
+    for _ in range(4):
         with contextlib.suppress(ThrottledProviderError):
             SesProvider(client).send_raw(sender="a@example.com", receiver="b@example.org",
                                          raw=raw)  # fmt: skip
-    assert len(requests) == 3 and ses_sandbox.rate.refused == 1
+    assert len(requests) == 4 and ses_sandbox.rate.refused == 1

@@ -1,8 +1,9 @@
 """The sandboxes' sending rate: a token bucket per sender, as the providers enforce theirs.
 
-A bucket fills at ``rate`` per second and holds at most one second's worth (at least one), so a
-sender paced at the rate is never refused and one that sends faster is refused past a short
-burst. ``None``: no limit (the default, so the sandboxes take whatever tests send).
+A bucket fills at ``rate`` per second and holds one second's worth plus one, so a sender paced
+at the rate is not refused for a few milliseconds of jitter, and one that sends faster is
+refused past a short burst. ``None``: no limit (the default: the sandboxes take whatever tests
+send).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ class RateLimit:
     def __init__(self, rate: float | None,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.rate = rate
-        self.capacity = max(1.0, rate) if rate else 0.0
+        self.capacity = rate + 1.0 if rate else 0.0
         self.accepted = 0
         self.refused = 0
         self._clock = clock

@@ -33,6 +33,8 @@ TAGS = [
      "short-lived presigned URLs; large files are uploaded through them too."},
     {"name": "webhooks", "description": "Calls from providers (Twilio's status callback), "
      "authenticated by the provider's signature instead of a token."},
+    {"name": "producers", "description": "What each producer enqueued against its quota "
+     "(VDQ_PRODUCER_QUOTAS)."},
     {"name": "service", "description": "Readiness and this document; no token needed."},
 ]  # fmt: skip
 
@@ -54,6 +56,7 @@ SUCCESS = {
     "getSentItem": "The done item with its content, attachments and history.",
     "resendSentItem": "The new item, queued.",
     "resendSentItems": "The new items, queued, in the order of the ids.",
+    "getProducerUsage": "The producer's limits and its use of each current window.",
     "getAttachment": "Redirect to the file's presigned URL.",
     "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",
@@ -82,6 +85,12 @@ _SMS_400 = (
     "(`too_many_segments`: details.field `body`, details.segments, details.limit and "
     "details.encoding)."
 )
+QUOTA_429 = (
+    "Too many requests: over the producer's quota (`quota_exceeded`: details.limit names the "
+    "limit, `per_second`, `per_minute` or `per_day`, with details.quota, details.used and "
+    "details.requested; a request counts one item per receiver and is refused whole, nothing "
+    "stored), or over the stage's rate (`throttled`). Try again after Retry-After seconds."
+)
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
     "getItemHistory": "no item has this id",
@@ -90,6 +99,7 @@ _NOT_FOUND = {
     "resendSentItem": "no item has this id, or it is not done",
     "resendSentItems": "some ids are unknown or not done; details.ids lists them",
     "getAttachment": "no attachment has this id",
+    "getProducerUsage": "no quota applies to this producer",
 }
 _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
@@ -129,6 +139,8 @@ def status_text(status: int, op: Any) -> str:
         return "Invalid (`invalid`): the Idempotency-Key was used with another request."
     if status == 400 and op.id == "postSms":
         return _SMS_400
+    if status == 429:
+        return QUOTA_429
     return _STATUS[status]
 
 
@@ -259,6 +271,8 @@ _DIRECT_CODES = {
     "bad_function_response": "(local stack) the function answered no status",
 }
 _CODE_TEXT = {
+    "quota_exceeded": "the request would pass its producer's quota (details.limit); nothing "
+                      "was stored: try again after Retry-After seconds",
     "internal_error": "the function failed unexpectedly; try again",
     "bad_setting": "the deployment's settings are invalid",
     "invalid": "invalid input; details.field names the field",
@@ -280,6 +294,7 @@ _CODE_TEXT = {
 
 def _api_error_codes() -> set[str]:
     import vdq.attachments
+    import vdq.quotas
     import vdq.results
     import vdq.store  # noqa: F401  (their VdqError subclasses)
 

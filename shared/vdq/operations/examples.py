@@ -103,6 +103,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
     "getAttachment": {"id": _FILE_ID},
+    "getProducerUsage": {"producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht"},
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
 }  # fmt: skip
@@ -138,6 +139,15 @@ RESPONSES: dict[str, Any] = {
         "headers": {"Content-Type": "application/pdf", "Content-Length": "6815744",
                     "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744"},
         "expires_at": "2026-12-03T08:15:00.000000Z",
+    },
+    "getProducerUsage": {
+        "producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "at": "2026-12-03T08:00:30Z",
+        "limits": [
+            {"limit": "per_minute", "quota": 600, "used": 412, "remaining": 188,
+             "resets_at": "2026-12-03T08:01:00Z"},
+            {"limit": "per_day", "quota": 100000, "used": 61520, "remaining": 38480,
+             "resets_at": "2026-12-04T00:00:00Z"},
+        ],
     },
     "health": {"status": "ok"},
     "openapi": {"openapi": "3.1.0", "info": {"title": "VDQ", "version": "1.0.0"}},
