@@ -106,6 +106,10 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
     producer, limits = found
     now = runtime.clock.now()
     current = windows(limits, now)
+    for window in current:  # never fits: refused without a request
+        if count > window.limit:
+            raise QuotaExceeded(producer, window, 0, count,
+                                max(1, math.ceil(window.ends_at - now.timestamp())))
     store = counters(runtime)
     if store.charge(producer, current, count):
         return Charge(producer, current, count)
