@@ -294,3 +294,17 @@ def test_show_prints_the_segments_of_an_sms_and_none_for_an_email(capsys, api):
     assert "    segments  3 (UCS-2)" in out.splitlines()
     _, out, _ = run(capsys, "show", email["id"])
     assert "segments" not in out
+
+
+def test_usage_prints_each_window_of_a_producers_quota(capsys, api):
+    api.routes[("GET", "/producers/group:vdq-bulk/usage")] = (200, {
+        "producer": "group:vdq-bulk", "at": "2026-12-03T08:00:30Z",
+        "limits": [{"limit": "per_minute", "quota": 600, "used": 412, "remaining": 188,
+                    "resets_at": "2026-12-03T08:01:00Z"}]})  # fmt: skip
+    code, out, _ = run(capsys, "usage", "group:vdq-bulk")
+    assert code == 0
+    assert "producer group:vdq-bulk" in out
+    assert out.splitlines()[-1].split() == ["per_minute", "600", "412", "188",
+                                            "2026-12-03T08:01:00Z"]  # fmt: skip
+    code, _, err = run(capsys, "usage", "nobody")  # the server's 404
+    assert code != 0 and err
