@@ -105,6 +105,10 @@ class Pacer:
         count = max(need, min(want, math.floor(rate * (self.max_wait - ahead))))
         length = count / rate
         latest = now + max(0.0, self.max_wait - length)
+        if state is not None and state.tat is not None and state.tat > latest:
+            # The schedule only moves on (it restarts only once it is behind the clock): a
+            # schedule seen past the longest wait is past it still, so no request is needed.
+            raise NoSlot(self._delay(state.tat, latest, now))
         # The schedule is likely still busy if it ran ahead of the clock a moment ago (other
         # workers keep it ahead); a wrong guess costs one more request.
         busy = state is not None and state.tat is not None and state.tat >= now - BUSY_MEMORY
@@ -112,12 +116,14 @@ class Pacer:
         self.requests += reservation.requests
         self.seen[key] = reservation.state
         if reservation.start is None:
-            tat = reservation.state.tat or now
-            # Spread over the schedule already reserved, so given-back items do not all come
-            # back at the moment it frees.
-            jitter = random.uniform(0, max(self.max_wait, tat - now) / 2)
-            raise NoSlot(max(1, math.ceil(tat - latest + jitter)))
+            raise NoSlot(self._delay(reservation.state.tat or now, latest, now))
         self.slots[key].extend(reservation.start + i / rate for i in range(count))
+
+    def _delay(self, tat: float, latest: float, now: float) -> int:
+        """Seconds until the schedule has room, spread over the schedule already reserved so
+        that given-back items do not all come back at the moment it frees."""
+        jitter = random.uniform(0, max(self.max_wait, tat - now) / 2)
+        return max(1, math.ceil(tat - latest + jitter))
 
     def slow_down(self, key: str, limit: float) -> bool:
         """A throttling answer: cut the shared rate (once per burst), drop the held slots."""

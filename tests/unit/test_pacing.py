@@ -114,6 +114,10 @@ def test_a_turn_further_off_than_the_longest_wait_is_given_back_with_its_delay()
     # spread over up to half the reserved schedule so that given-back items come back apart.
     assert 25 <= no_slot.value.delay <= 25 + 30 / 2 + 1
     assert wall.slept == []  # nothing waited for
+    # Seen full: the next one is refused without asking the schedule again.
+    with pytest.raises(NoSlot):
+        p.turn("ses", 10.0)
+    assert schedule.reservations == 1 and p.requests == 1
 
 
 def test_slots_left_from_a_batch_serve_the_next_sends_while_fresh():
