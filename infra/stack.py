@@ -22,6 +22,7 @@ from vdq import resources
 from vdq.archive import TTL_PRINCIPAL
 from vdq.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
+from vdq.store.counters import quota_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
@@ -41,6 +42,8 @@ IDEMPOTENCY_PREFIX = "idempotency#"
 # records and its reference count (vdq.store.content_pk).
 ITEM_PREFIX = item_pk("")
 CONTENT_PREFIX = content_pk("")
+# A producer's quota counters (vdq.store.counters).
+QUOTA_PREFIX = quota_pk("")
 
 
 class VdqStack(Stack):
@@ -258,11 +261,22 @@ class VdqStack(Stack):
         # then deletes it. Reading is granted under the uploads prefix only.
         _allow(functions.enqueue, ["s3:GetObject"], [uploads])
         _allow(functions.enqueue, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        # Producer quotas: the counters of the current windows, charged in one transaction of
+        # conditional ADDs, read when one is full, refunded when the items were not stored.
+        _allow(
+            functions.enqueue,
+            ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+            [table.table_arn],
+            conditions=_leading_keys(QUOTA_PREFIX),
+        )
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
         _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
         _allow(functions.send, SEND_MESSAGE, [messaging.send.queue.queue_arn])
+        # The pace records are UpdateItems on the table (granted above). The account's sending
+        # rate (GetAccount) has no resource to scope it to.
+        _allow(functions.send, ["ses:GetAccount"], ["*"])
         # SES v2 SendEmail (raw content included) is the one action, authorised against the
         # sender's identity and the configuration set: only the identities the deployer named.
         _allow(
@@ -364,8 +378,8 @@ class VdqStack(Stack):
                 role,
                 "IAM5",
                 "object keys are random per attachment, the indexes are the table's own, the "
-                "secret suffix is AWS's, X-Ray has no ARN, archive objects are keyed by day "
-                "and stream event",
+                "secret suffix is AWS's, X-Ray and SES GetAccount have no ARN, archive objects "
+                "are keyed by day and stream event",
                 findings=wildcards,
             )
 
