@@ -184,8 +184,16 @@ def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
          upcoming: int = 1) -> None:  # fmt: skip
     """Wait for the item's turn at its provider's rate; NoSlot when it is too far off."""
     key, limit, units = rate_of(item, content, runtime)
-    if limit is not None:
+    if limit is None:
+        return
+    try:
         get_pacer(runtime).turn(key, limit, units, upcoming)
+    except NoSlot:
+        raise
+    except Exception:
+        # The pace record could not be read or written: send unpaced rather than fail the
+        # item; a provider that throttles still slows the fleet down.
+        logger.exception("pacing of %s failed; %s is sent unpaced", key, item.id)
 
 
 def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],

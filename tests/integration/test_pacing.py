@@ -206,3 +206,15 @@ def test_twilio_429_puts_an_sms_back_on_the_queue_instead_of_erroring_it(aws, rt
     assert send.process_body(again, rt) == send.ACCEPTED
     record = rt.overrides["pacer"].records.read(f"twilio#{CELL}")
     assert record.rate == pytest.approx(0.7)  # VDQ_TWILIO_SENDER_RATE 1/s, cut by 0.7
+
+
+def test_a_pace_record_that_cannot_be_written_sends_unpaced_instead_of_failing(aws, rt):
+    class Broken:
+        def reserve(self, *args, **kwargs):
+            raise RuntimeError("ProvisionedThroughputExceededException")
+
+    rt.overrides["pacer"].records = Broken()
+    vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
+    rt.overrides["ses_provider"] = ThrottlingSes(times=0)
+    body = rt.overrides["send_queue"].messages[0].body()
+    assert send.process_body(body, rt) == send.ACCEPTED
