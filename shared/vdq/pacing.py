@@ -158,7 +158,11 @@ def get_pacer(runtime: Runtime) -> Pacer:
     pacer = runtime.overrides.get("pacer")
     if pacer is None:
         records = PaceRecords(runtime.client("dynamodb"), runtime.settings.table_name)
-        pacer = Pacer(records, runtime.settings.pacing_max_wait_seconds)
+        clock = runtime.clock
+        # The runtime's clock: a test's fake clock moves on (advance) where time would pass.
+        sleep = getattr(clock, "advance", None) or time.sleep
+        pacer = Pacer(records, runtime.settings.pacing_max_wait_seconds,
+                      wall=lambda: clock.now().timestamp(), sleep=sleep)  # fmt: skip
         runtime.overrides["pacer"] = pacer
     return pacer
 
