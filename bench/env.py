@@ -169,6 +169,8 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
             twilio_account_sid=TWILIO_SID,
             twilio_auth_token=TWILIO_TOKEN,
             twilio_webhook_url=WEBHOOK_URL,
+            # SES's production default; moto's SES v2 has no GetAccount to read it from.
+            ses_max_send_rate=14.0,
         )
         if settings_changes:
             settings = replace(settings, **settings_changes)

@@ -23,6 +23,7 @@ from vdq import resources
 from vdq.archive import TTL_PRINCIPAL
 from vdq.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
+from vdq.store.counters import quota_pk
 from vdq.store.models import SCHEDULED_PREFIX, suppression_history_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
@@ -46,6 +47,8 @@ CONTENT_PREFIX = content_pk("")
 # Suppressions (SUP#<n>) and their history (SUPH#<receiver>): vdq.store.suppressions.
 SUPPRESSION_PREFIX = "SUP"
 assert suppression_history_pk("").startswith(SUPPRESSION_PREFIX)
+# A producer's quota counters (vdq.store.counters).
+QUOTA_PREFIX = quota_pk("")
 
 
 class VdqStack(Stack):
@@ -315,11 +318,22 @@ class VdqStack(Stack):
         # Every function that publishes a send may publish in every lane (vdq.lanes).
         send_queues = [lane.queue.queue_arn for lane in messaging.send_lanes.values()]
         _allow(functions.enqueue, SEND_MESSAGE, send_queues)
+        # Producer quotas: the counters of the current windows, charged in one transaction of
+        # conditional ADDs, read when one is full, refunded when the items were not stored.
+        _allow(
+            functions.enqueue,
+            ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+            [table.table_arn],
+            conditions=_leading_keys(QUOTA_PREFIX),
+        )
 
         # send: claim and record (transitions), read content and attachments, call SES/Twilio.
         _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
         _allow(functions.send, ["s3:GetObject"], [objects])
         _allow(functions.send, SEND_MESSAGE, send_queues)
+        # The pace records are UpdateItems on the table (granted above). The account's sending
+        # rate (GetAccount) has no resource to scope it to.
+        _allow(functions.send, ["ses:GetAccount"], ["*"])
         # SES v2 SendEmail (raw content included) is the one action, authorised against the
         # sender's identity and the configuration set: only the identities the deployer named.
         _allow(
@@ -426,8 +440,8 @@ class VdqStack(Stack):
                 role,
                 "IAM5",
                 "object keys are random per attachment, the indexes are the table's own, the "
-                "secret suffix is AWS's, X-Ray has no ARN, archive objects are keyed by day "
-                "and stream event",
+                "secret suffix is AWS's, X-Ray and SES GetAccount have no ARN, archive objects "
+                "are keyed by day and stream event",
                 findings=wildcards,
             )
 

@@ -106,6 +106,14 @@ def get_sent_item(event: Event, id: str) -> Response:
     return _json(200, detail.item_detail(id, Runtime.default(), sent_only=True))
 
 
+@app.operation("getProducerUsage")
+def get_producer_usage(event: Event, producer: str) -> Response:
+    from vdq import quotas
+
+    _caller(event).require("vdq.list_queueitem")
+    return _json(200, quotas.usage(producer, Runtime.default()))
+
+
 @app.operation("resendSentItem")
 def resend_sent_item(event: Event, id: str) -> Response:
     return _resend("resendSentItem", event, _caller(event), [id])

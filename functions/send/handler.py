@@ -25,8 +25,8 @@ class BatchFailed(Exception):
 
 
 @tracer.capture_method(capture_response=False)
-def record_handler(record: dict[str, Any]) -> str:
-    return send.process_body(record["body"], Runtime.default())
+def record_handler(record: dict[str, Any], upcoming: int = 1) -> str:
+    return send.process_body(record["body"], Runtime.default(), upcoming=upcoming)
 
 
 @logger.inject_lambda_context(log_event=False)
@@ -38,9 +38,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError("not an SQS event: it has no Records")
     failures: list[dict[str, str]] = []
     last: Exception | None = None
-    for record in records:
+    for index, record in enumerate(records):
         try:
-            record_handler(record)
+            record_handler(record, len(records) - index)
         except Exception as exc:
             last = exc
             logger.exception("send message %s failed; SQS will deliver it again",

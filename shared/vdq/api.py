@@ -205,4 +205,6 @@ def error_body(code: str, message: str, details: Mapping[str, Any] | None = None
 
 
 def error_response(exc: VdqError) -> dict:
-    return response(exc.status, error_body(exc.code, exc.message, exc.details))
+    # An error may carry headers of its answer (a quota's 429 carries Retry-After).
+    return response(exc.status, error_body(exc.code, exc.message, exc.details),
+                    getattr(exc, "headers", None))

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from vdq import messages, suppression
+from vdq import messages, quotas, suppression
 from vdq.api import Caller
 from vdq.enqueue import enqueue_email, enqueue_sms
 from vdq.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
+from vdq.observability import logger
 from vdq.runtime import Runtime
 from vdq.views import item_json
 
@@ -35,12 +36,12 @@ def submit(
     """Enqueue one request; returns the response body ``{"items": [...]}``."""
     who.require(ADD_PERMISSION)
     if idempotency_key is None:
-        return _enqueue(method, body, who.subject, runtime)
+        return _enqueue(method, body, who, runtime)
     check_key(idempotency_key)
     # Validate before the idempotency record exists, so bad input never occupies a key.
     _parse(method, body, runtime)
     return once(method, who, idempotency_key, body, runtime,
-                lambda: _enqueue(method, body, who.subject, runtime))
+                lambda: _enqueue(method, body, who, runtime))
 
 
 def check_key(idempotency_key: str) -> None:
@@ -73,18 +74,28 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
                               max_schedule_days=days)  # fmt: skip
 
 
-def _enqueue(method: str, body: Any, created_by: str, runtime: Runtime) -> dict[str, Any]:
+def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     parsed = _parse(method, body, runtime)
+    receivers = _receivers(parsed)
     # Read before anything is stored: a failed read fails the request with nothing queued.
-    suppressed = suppression.flags(_receivers(parsed), runtime)
-    if isinstance(parsed, messages.Email):
-        items = enqueue_email(parsed, runtime, created_by=created_by)
-    else:
-        items = enqueue_sms(parsed, runtime, created_by=created_by)
+    suppressed = suppression.flags(receivers, runtime)
+    # One item per distinct receiver counts against the producer's quota, all or nothing.
+    spent = quotas.charge(who.subject, who.groups, len(receivers), runtime)
+    try:
+        if isinstance(parsed, messages.Email):
+            items = enqueue_email(parsed, runtime, created_by=who.subject)
+        else:
+            items = enqueue_sms(parsed, runtime, created_by=who.subject)
+    except PartiallyEnqueued:
+        raise  # some items were stored and will be sent: they stay counted
+    except Exception:
+        quotas.refund(spent, runtime, logger.warning)
+        raise
     return {"items": [item_json(i) for i in items], "suppressed": suppressed}
 
 
 def _receivers(parsed: messages.Email | messages.Sms) -> list[str]:
+    """The request's distinct receivers, in order."""
     if isinstance(parsed, messages.Email):
         return [a.email for a in parsed.receivers()]
     return [r.cell for r in parsed.receivers()]

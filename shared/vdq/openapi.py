@@ -104,6 +104,8 @@ def _responses(op: Any) -> dict[str, Any]:
             statuses[503] = _error(docs.STATUS_TEXT[503]["enqueue"], "PartiallyEnqueued")
         else:
             statuses[status] = _error(docs.status_text(status, op))
+        if status == 429:  # a quota's 429 carries Retry-After as API Gateway's does
+            statuses[429]["headers"] = docs.gateway_responses()["Throttled"]["headers"]
     refs = docs.gateway_statuses(op)
     for status in refs:
         statuses.setdefault(status, {"$ref": f"#/components/responses/{refs[status]}"})

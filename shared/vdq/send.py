@@ -18,13 +18,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, suppression, tracking, transitions, unsubscribe
+from vdq import mime, pacing, suppression, tracking, transitions, unsubscribe
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
     ProviderError,
+    ThrottledProviderError,
     TransientProviderError,
 )
 from vdq.retention import mapping_expiration
@@ -44,18 +45,21 @@ DELAYED = "delayed"  # transient email error: a new attempt is published with a 
 ERRORED = "errored"  # the item moved to errored
 KEPT = "kept"  # a status update or an operator moved the item first; its state was kept
 SUPPRESSED = "suppressed"  # the receiver is suppressed: the item was cancelled, nothing sent
+PACED = pacing.PACED  # throttled, or its turn at the provider's rate is far: back on the queue
 
 
 class MissingContent(Exception):
     """The content or a file the message needs is gone; sending cannot succeed."""
 
 
-def process_body(body: str, runtime: Runtime | None = None) -> str:
-    """Handle one SQS send message body. Raises only when nothing could be recorded."""
-    return process(SendMessage.parse(body), runtime or Runtime.default())
+def process_body(body: str, runtime: Runtime | None = None, *, upcoming: int = 1) -> str:
+    """Handle one SQS send message body. Raises only when nothing could be recorded.
+
+    ``upcoming``: this message and those after it in the batch (the pacer reserves for them)."""
+    return process(SendMessage.parse(body), runtime or Runtime.default(), upcoming=upcoming)
 
 
-def process(message: SendMessage, runtime: Runtime) -> str:
+def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str:
     bind_item(message.item_id)
     if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime):
         return SUPPRESSED
@@ -64,12 +68,18 @@ def process(message: SendMessage, runtime: Runtime) -> str:
         metrics.add_metric(name="SendsDropped", unit="Count", value=1)
         return DROPPED
     entry = send_entry(item)
+    content: dict[str, Any] = {}
     try:
         content = message.content or read_content(item, runtime)
+        pacing.gate(item, content, runtime, upcoming)  # waits for its turn at the provider's rate
         if item.method == "email":
             provider_id = send_email(item, content, runtime)
         else:
             provider_id = send_sms(item, content, runtime)
+    except pacing.NoSlot as no_slot:
+        return pacing.give_back(item, message, entry, no_slot.delay, runtime)
+    except ThrottledProviderError as exc:
+        return pacing.throttled(item, message, content, entry, exc, runtime)
     except TransientProviderError as exc:
         if item.method == "email":
             return retry_later(item, entry, exc, runtime)

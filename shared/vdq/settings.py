@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from vdq.errors import SettingsError
 
@@ -97,6 +97,39 @@ def _positive_float(value: str) -> float:
     if not math.isfinite(number) or number <= 0:
         raise ValueError("must be a number greater than 0")
     return number
+
+
+def _optional_positive_float(value: str) -> float | None:
+    return _positive_float(value) if value.strip() else None
+
+
+class QuotaLimits(NamedTuple):
+    """A producer's limits: queue items per second, per minute and per (UTC) day."""
+
+    per_second: int | None = None
+    per_minute: int | None = None
+    per_day: int | None = None
+
+
+def _producer_quotas(value: str) -> dict[str, QuotaLimits]:
+    data = json.loads(value) if value.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError('must be a JSON object: {"<client id or group>": {"per_minute": N, '
+                         '"per_day": M}, "*": {...}}')  # fmt: skip
+    out: dict[str, QuotaLimits] = {}
+    for name, limits in data.items():
+        if not name.strip():
+            raise ValueError("a producer name is empty")
+        if not isinstance(limits, dict) or not limits:
+            raise ValueError(f"{name!r} must map to an object of per_second, per_minute, per_day")
+        unknown = sorted(set(limits) - set(QuotaLimits._fields))
+        if unknown:
+            raise ValueError(f"{name!r} names unknown limits {unknown}")
+        for key, n in limits.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{name!r}: {key} must be a whole number of at least 1")
+        out[name] = QuotaLimits(**limits)
+    return out
 
 
 def _state_events(value: str) -> str:
@@ -285,6 +318,26 @@ class Settings:
     sms_poll_batch: int = _setting(
         "VDQ_SMS_POLL_BATCH", 100, _positive_int, "awaiting SMS fetched per polling run"
     )
+    ses_max_send_rate: float | None = _setting(
+        "VDQ_SES_MAX_SEND_RATE",
+        None,
+        _optional_positive_float,
+        "emails per second all send functions together stay under; unset: the account's "
+        "maximum sending rate (SES GetAccount, read every 5 minutes)",
+    )
+    twilio_sender_rate: float = _setting(
+        "VDQ_TWILIO_SENDER_RATE",
+        1.0,
+        _positive_float,
+        "SMS segments per second each Twilio sender number is paced to (a US long code: 1)",
+    )
+    pacing_max_wait_seconds: float = _setting(
+        "VDQ_PACING_MAX_WAIT_SECONDS",
+        5.0,
+        _positive_float,
+        "longest a send function waits for its turn at the provider's rate; an item whose turn "
+        "is further off goes back on the queue for that long",
+    )
     # Workflow timing.
     max_retries: int = _setting(
         "VDQ_MAX_RETRIES", 12, _non_negative_int, "automatic retries of a transient email error"
@@ -325,6 +378,14 @@ class Settings:
         _tracing,
         "lambda: X-Ray segments of Lambda itself; sdk: also Powertools Tracer subsegments "
         "of every AWS call (about 150 ms more cold start)",
+    )
+    producer_quotas: Mapping[str, QuotaLimits] = _setting(
+        "VDQ_PRODUCER_QUOTAS",
+        MappingProxyType({}),
+        _producer_quotas,
+        'JSON: producer (client id or group, "*" for any other) -> {"per_second", '
+        '"per_minute", "per_day"} queue items; over one, POST /emails and /sms answer 429; '
+        "empty: no quotas",
     )
     # Operator API.
     group_permissions: Mapping[str, tuple[str, ...]] = _setting(
@@ -370,6 +431,20 @@ class Settings:
     schedule_seconds: float = _setting(
         "VDQ_SCHEDULE_SECONDS", 10.0, _positive_float, "how often the local schedules run"
     )
+    local_ses_rate: float | None = _setting(
+        "VDQ_LOCAL_SES_RATE",
+        None,
+        _optional_positive_float,
+        "emails per second the SES sandbox takes (its account's MaxSendRate); faster sends "
+        "are refused as SES refuses them; unset: no limit",
+    )
+    local_twilio_rate: float | None = _setting(
+        "VDQ_LOCAL_TWILIO_RATE",
+        None,
+        _optional_positive_float,
+        "messages per second the Twilio sandbox takes from each sender; faster ones get 429 "
+        "(20429); unset: no limit",
+    )
     local_faults: str = _setting(
         "VDQ_LOCAL_FAULTS",
         "",
@@ -405,7 +480,7 @@ class Settings:
         for f in fields(cls):
             default = f.metadata["default"] if f.metadata["default"] is not None else ""
             if isinstance(default, Mapping):
-                default = "the five default groups"
+                default = "the five default groups" if default else ""
             rows.append((f.metadata["env"], str(default), f.metadata["doc"]))
         return rows
 

@@ -44,6 +44,8 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         # The receivers' suppressions, read to flag them in the answer (vdq.suppression).
         ("SUP*",): {"dynamodb:BatchGetItem"},
+        # Producer quotas: counters charged (a transaction of Updates), read, refunded.
+        ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
     }  # fmt: skip
 
 
@@ -126,11 +128,17 @@ def test_only_the_send_function_may_send_email(synth):
 
 
 def test_send_uses_sesv2_send_email_from_the_configured_identities_only(synth):
-    statements = [
+    ses = [
         s
         for s in synth.role_statements(synth.stack.functions.send)
         if any(a.startswith("ses:") for a in _actions(s))
     ]
+    # Besides sending, only GetAccount (the account's sending rate for pacing), which has no
+    # resource to scope it to.
+    others = [a for s in ses if "ses:SendEmail" not in _actions(s) for a in _actions(s)
+              if a.startswith("ses:")]  # fmt: skip
+    assert others == ["ses:GetAccount"]
+    statements = [s for s in ses if "ses:SendEmail" in _actions(s)]
     assert [_actions(s) for s in statements] == [["ses:SendEmail"]]  # SES v2: no SendRawEmail
     identities = [
         r["Fn::Join"][1][-1]

@@ -325,3 +325,17 @@ def test_list_filters_by_priority_and_scheduled(capsys, api):
     assert api.requests[-1]["query"] == {"limit": "50", "priority": "high", "scheduled": "true"}
     code, _, err = run(capsys, "list", "--sent", "--scheduled", "true")
     assert code == 2 and "--scheduled" in err
+
+
+def test_usage_prints_each_window_of_a_producers_quota(capsys, api):
+    api.routes[("GET", "/producers/group:vdq-bulk/usage")] = (200, {
+        "producer": "group:vdq-bulk", "at": "2026-12-03T08:00:30Z",
+        "limits": [{"limit": "per_minute", "quota": 600, "used": 412, "remaining": 188,
+                    "resets_at": "2026-12-03T08:01:00Z"}]})  # fmt: skip
+    code, out, _ = run(capsys, "usage", "group:vdq-bulk")
+    assert code == 0
+    assert "producer group:vdq-bulk" in out
+    assert out.splitlines()[-1].split() == ["per_minute", "600", "412", "188",
+                                            "2026-12-03T08:01:00Z"]  # fmt: skip
+    code, _, err = run(capsys, "usage", "nobody")  # the server's 404
+    assert code != 0 and err

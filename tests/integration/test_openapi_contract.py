@@ -150,7 +150,8 @@ _SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_histor
             "resendSentItems": "bulk_resend", "getAttachment": "attachment",
             "listSuppressions": "list_suppressions", "addSuppression": "add_suppression",
             "removeSuppression": "remove_suppression",
-            "getSuppressionHistory": "suppression_history"}  # fmt: skip
+            "getSuppressionHistory": "suppression_history",
+            "getProducerUsage": "producer_usage"}  # fmt: skip
 
 
 def _call_with(op_id: str, permissions: set[str]) -> int:

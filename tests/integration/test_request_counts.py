@@ -22,7 +22,7 @@ def by_phase(journey):
     return [(function, tally.operations()) for function, tally, _, _ in journey.phases]
 
 
-def test_a_delivered_email_costs_twelve_dynamodb_requests():
+def test_a_delivered_email_costs_thirteen_dynamodb_requests():
     # Enqueue reads the receivers' suppressions (one BatchGetItem, to flag them in its answer),
     # then writes the content before the items (an item is accepted only once all it needs
     # is stored): two BatchWriteItem requests, the same write units as one. SES publishes Send
@@ -31,24 +31,26 @@ def test_a_delivered_email_costs_twelve_dynamodb_requests():
     # publishes its state event and stamps the records written before the done write with
     # their expiry (one Query of the item's records, an UpdateItem each: vdq.store.expiry).
     # The worker reads the receiver's suppression (one GetItem) before it claims the item: the
-    # suppression list costs two reads per email (vdq.suppression).
+    # suppression list costs two reads per email (vdq.suppression). The send's second UpdateItem
+    # reserves its slot at SES's rate (vdq.pacing): one request for a batch of one; a full batch
+    # of ten shares it (see the batch test below).
     journey = rq.email_delivered()
     assert journey.final_state == "succeeded"
     assert by_phase(journey) == [
         ("enqueue", {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 2,
                      "sqs.SendMessageBatch": 1}),
         ("send", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1,
-                  "dynamodb.UpdateItem": 1, "sesv2.SendEmail": 1}),
+                  "dynamodb.UpdateItem": 2, "sesv2.SendEmail": 1}),
         ("webhook", {"dynamodb.GetItem": 1}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}),
         ("schedule", {"dynamodb.Query": 1, "dynamodb.UpdateItem": 2, "events.PutEvents": 1}),
     ]  # fmt: skip
     total = journey.total()
-    assert total.by_service()["dynamodb"] <= 12
+    assert total.by_service()["dynamodb"] <= 13
     assert 0 < total.sizes["state"] < 1024
 
 
-def test_a_delivered_email_writes_twenty_four_dynamodb_units():
+def test_a_delivered_email_writes_twenty_five_dynamodb_units():
     # Table units, then index units, per phase: enqueue puts the content (10 KB of HTML in
     # 2 KB) and the state; the worker's transaction holds the state and one history record (the
     # send entry rides with the outcome's; a tagged email has no mapping record); the Delivery's
@@ -56,10 +58,11 @@ def test_a_delivered_email_writes_twenty_four_dynamodb_units():
     # publish timer in, timer to lease, lease to the email's await timer (its timeout), await
     # timer out, active out and sent in. SES's Send writes nothing; the stream's expiry stamps
     # of the content and the send's history record are one unit each, plus one for the
-    # mapping-free state's history record written with the done state's companion.
+    # mapping-free state's history record written with the done state's companion. The send's
+    # pace record (its slot at SES's rate) is one unit more.
     journey = rq.email_delivered()
     units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
-    assert units == [("enqueue", 3, 2), ("send", 5, 4), ("webhook", 0, 0), ("webhook", 4, 3),
+    assert units == [("enqueue", 3, 2), ("send", 6, 4), ("webhook", 0, 0), ("webhook", 4, 3),
                      ("schedule", 3, 0)]  # fmt: skip
 
 
@@ -70,7 +73,7 @@ def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
         ("enqueue", {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 2,
                      "sqs.SendMessageBatch": 1}),
         ("send", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1,
-                  "dynamodb.UpdateItem": 1}),
+                  "dynamodb.UpdateItem": 2}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.TransactWriteItems": 1}),
         # The state event is published from the table's stream, off the webhook's path, where
@@ -88,6 +91,14 @@ def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
                                  "dynamodb.UpdateItem": 1, "sqs.SendMessageBatch": 10}  # fmt: skip
     assert tally["by_service"]["dynamodb"] / 100 <= 0.2
     assert tally["by_service"]["sqs"] / 100 <= 0.15
+
+
+def test_a_batch_of_ten_sends_reserves_its_pace_in_one_request():
+    # Ten claims (UpdateItem) and ten outcomes (TransactWriteItems), and one UpdateItem of the
+    # pace record for all ten slots: 0.1 pacing requests per email.
+    tally = rq.send_batch(10)
+    assert tally["requests"] == {"dynamodb.UpdateItem": 11, "dynamodb.TransactWriteItems": 10,
+                                 "sesv2.SendEmail": 10}  # fmt: skip
 
 
 def test_an_operator_retry_reads_once_writes_once_and_publishes_once():

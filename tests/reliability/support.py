@@ -63,6 +63,9 @@ DONE = {"cancelled", "succeeded", "unconfirmed"}
 NEW_ATTEMPT = {"retry", "cancel", "delay"}
 
 
+GIVE_BACKS = ("paced", "throttled")  # vdq.pacing's history names of an undone claim
+
+
 def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = True) -> list[str]:
     """Violations of the reference model in one item's stored history (empty when none)."""
     problems: list[str] = []
@@ -72,8 +75,18 @@ def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = Tru
     ats = [h.at for h in history]
     if ats != sorted(ats):
         problems.append(f"history times out of order: {ats}")
-    state, attempt = "queued", 1
+    state, attempt, claimed_from = "queued", 1, None
     for h in history:
+        if h.kind == "event" and h.name in GIVE_BACKS and h.from_state != h.to_state:
+            # vdq.pacing undoes a claim: back to the state the send took the item from, at
+            # the same attempt (throttled by the provider, or its turn at the rate is far).
+            if (h.from_state, state, h.to_state) != ("sending", "sending", claimed_from):
+                problems.append(f"{h.name} {h.from_state}->{h.to_state}: the item was {state}, "
+                                f"claimed from {claimed_from}")  # fmt: skip
+            state = h.to_state
+            continue
+        if h.kind == "transition" and h.name == "send":
+            claimed_from = h.from_state
         if h.kind == "transition":
             if h.from_state != state:
                 problems.append(f"{h.name}: from {h.from_state}, but the item was {state}")

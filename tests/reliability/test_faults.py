@@ -141,10 +141,30 @@ def test_a_status_update_that_moves_the_item_first_is_kept(env):
     assert stored.state == "succeeded" and stored.provider_id in ses.accepted
 
 
-@pytest.mark.parametrize(("code", "status"), [("TooManyRequestsException", 429),
-                                              ("InternalFailure", 500),
+def test_ses_throttling_puts_the_email_back_at_the_same_attempt_and_never_errors_it(env):
+    # Throttling is not a failure of the item (vdq.pacing): no new attempt, no retry counted.
+    rt, queue = env["rt"], env["queue"]
+    import boto3
+
+    boto3.client("ses").verify_email_identity(EmailAddress="shop@example.com")
+    client = boto3.client("sesv2")
+    rt.overrides["ses_provider"] = SesProvider(client)
+    aws_error(client, "SendEmail", "TooManyRequestsException", 429)
+    item = email(rt)
+    assert send.process(first(queue), rt) == send.PACED
+    stored = assert_sound(rt, item.id)
+    assert (stored.state, stored.attempt, stored.retries or 0) == ("queued", 1, 0)
+    assert "Maximum sending rate" in stored.result or "TooManyRequests" in stored.result
+    assert [json.loads(b)["attempt"] for b in queue.bodies] == [1, 1]
+    again = SendMessage.parse(queue.bodies[1])
+    assert send.process(again, rt) == send.ACCEPTED
+    assert send.process(first(queue), rt) == send.DROPPED  # the first copy: already claimed
+    assert assert_sound(rt, item.id).state == "awaiting"
+
+
+@pytest.mark.parametrize(("code", "status"), [("InternalFailure", 500),
                                               ("ServiceUnavailable", 503)])  # fmt: skip
-def test_ses_throttling_and_5xx_delay_the_email_and_publish_a_new_attempt(env, code, status):
+def test_ses_5xx_delay_the_email_and_publish_a_new_attempt(env, code, status):
     rt, queue = env["rt"], env["queue"]
     import boto3
 

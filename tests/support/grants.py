@@ -88,6 +88,8 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
             found.append(_request(action, {"kind": "configuration-set",
                                            "name": params["ConfigurationSetName"]}))  # fmt: skip
         return found
+    if service == "sesv2" and operation == "GetAccount":  # the account's quotas: no resource
+        return [_request("ses:GetAccount", {"kind": "arn", "arn": "*"})]
     if service == "secretsmanager" and operation in ("GetSecretValue", "DescribeSecret"):
         return [_request(f"secretsmanager:{operation}",
                          {"kind": "secret", "id": params["SecretId"]})]  # fmt: skip

@@ -31,21 +31,30 @@ def _records(*bodies: str) -> dict:
 @pytest.fixture
 def fake_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
+    upcoming: list[int] = []
 
-    def record_handler(record: dict) -> str:
+    def record_handler(record: dict, left: int = 1) -> str:
         seen.append(record["body"])
+        upcoming.append(left)
         if record["body"] == "fail":
             raise RuntimeError("the store failed")
         return "accepted"
 
     monkeypatch.setattr(send_handler, "record_handler", record_handler)
+    fake_send_upcoming.clear()
+    fake_send_upcoming.extend([upcoming])
     return seen
+
+
+fake_send_upcoming: list[list[int]] = []
 
 
 def test_send_reports_only_the_records_that_raised(fake_send):
     answer = send_handler.handler(_records("ok", "fail", "ok"), LambdaContext())
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert fake_send == ["ok", "fail", "ok"]  # one failure does not stop the batch
+    # Each record is told how many of the batch are left (the pacer reserves for them).
+    assert fake_send_upcoming[0] == [3, 2, 1]
 
 
 def test_send_reports_nothing_when_every_record_went_through(fake_send):

@@ -19,6 +19,7 @@ from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
     RejectedByProvider,
+    ThrottledProviderError,
     TransientProviderError,
     ses,
     twilio,
@@ -34,9 +35,10 @@ def client_error(code, status, message="m"):
 
 
 @pytest.mark.parametrize("exc,kind", [
-    (client_error("TooManyRequestsException", 429), TransientProviderError),
+    (client_error("TooManyRequestsException", 429), ThrottledProviderError),
     (client_error("LimitExceededException", 400), TransientProviderError),
-    (client_error("Throttling", 400), TransientProviderError),
+    (client_error("Throttling", 400), ThrottledProviderError),
+    (client_error("ThrottlingException", 400), ThrottledProviderError),
     (client_error("InternalFailure", 500), TransientProviderError),
     (client_error("Whatever", 503), TransientProviderError),
     (client_error("Whatever", 408), TransientProviderError),
@@ -57,6 +59,18 @@ def test_ses_errors_are_classified(exc, kind):
     assert error.provider == "SES"
 
 
+def test_throttling_is_its_own_class_and_says_whether_a_slower_pace_helps():
+    rate = ses.classify(client_error("TooManyRequestsException", 429,
+                                     "Maximum sending rate exceeded."))
+    daily = ses.classify(client_error("TooManyRequestsException", 429,
+                                      "Daily message quota exceeded."))
+    twilio_429 = twilio.classify(TwilioRestException(429, "/Messages.json", "Too Many Requests",
+                                                     20429))
+    assert isinstance(rate, TransientProviderError)  # nothing was sent
+    assert rate.rate_exceeded and twilio_429.rate_exceeded
+    assert not daily.rate_exceeded
+
+
 def test_an_ses_error_keeps_the_code_and_the_text():
     error = ses.classify(client_error("MessageRejected", 400, "Email address is not verified."))
     assert str(error) == "SES (MessageRejected): Email address is not verified."
@@ -74,7 +88,9 @@ def refused():
     (TwilioRestException(503, "/Messages.json", "Service unavailable", 20503),
      TransientProviderError),
     (TwilioRestException(429, "/Messages.json", "Too many requests", 20429),
-     TransientProviderError),
+     ThrottledProviderError),
+    (TwilioRestException(400, "/Messages.json", "Too many requests", 20429),
+     ThrottledProviderError),
     (requests.ConnectTimeout("connect timed out"), TransientProviderError),
     (refused(), TransientProviderError),
     (requests.ConnectionError(ProtocolError("Connection aborted.")), AmbiguousProviderError),

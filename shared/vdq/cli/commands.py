@@ -173,6 +173,14 @@ def show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def usage(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    answer = client(args).call("GET", f"/producers/{quote(args.producer, safe=':@')}/usage")
+    emit(args, answer, render.print_usage)
+    return EXIT_OK
+
+
 def transition(name: str) -> Any:
     def command(args: argparse.Namespace) -> int:
         params = {"dry_run": "true"} if args.dry_run else None

@@ -151,6 +151,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--dry-run", action="store_true", help="check only, change nothing")
     p = command("resend", "resend sent items as new queued items", commands.resend)
     p.add_argument("ids", nargs="+", metavar="ID")
+    p = command("usage", "show a producer's quota and what it used of each window",
+                commands.usage)  # fmt: skip
+    p.add_argument("producer", help="a machine client's id, or group:<name>")
     p = command("watch", "print state changes of the queue as they happen", commands.watch)
     p.add_argument("--interval", type=float, default=1.0, help="seconds between looks (1)")
     p.add_argument("--seconds", type=float, help="stop after this long (default: Ctrl-C)")

@@ -90,6 +90,14 @@ def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
             for i in items]  # fmt: skip
 
 
+def print_usage(usage: dict[str, Any]) -> None:
+    print(f"producer {safe(usage.get('producer'))} at {safe(usage.get('at'))}")
+    rows = [[safe(w.get("limit")), safe(w.get("quota")), safe(w.get("used")),
+             safe(w.get("remaining")), safe(w.get("resets_at"))]
+            for w in usage.get("limits") or []]  # fmt: skip
+    print(table(rows, ["LIMIT", "QUOTA", "USED", "REMAINING", "RESETS AT"]))
+
+
 def print_items(items: list[dict[str, Any]]) -> None:
     if not items:
         print("(no items)")

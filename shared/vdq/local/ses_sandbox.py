@@ -24,11 +24,15 @@ from email.utils import getaddresses
 from typing import Any
 
 from vdq.local.faults import Faults
+from vdq.local.ratelimit import RateLimit
 from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal
 
 SIMULATOR = "simulator.amazonses.com"
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
+# The account's MaxSendRate GetAccount reports when the sandbox has no rate (VDQ_LOCAL_SES_RATE).
+UNLIMITED_RATE = 1000.0
+MAX_24_HOUR_SEND = 50_000.0
 # Seconds after the send at which each event is published.
 SEND_EVENT_AFTER = 0.05
 FINAL_EVENT_AFTER = 0.25
@@ -53,10 +57,12 @@ def _now() -> str:
 
 
 class SesSandbox:
-    def __init__(self, sns: Any, topic_arn: str, faults: Faults, port: int = 0) -> None:
+    def __init__(self, sns: Any, topic_arn: str, faults: Faults, port: int = 0,
+                 rate: float | None = None) -> None:  # fmt: skip
         self.sns = sns
         self.topic_arn = topic_arn
         self.faults = faults
+        self.rate = RateLimit(rate)
         self.sent: list[dict[str, Any]] = []
         self.events_published = 0
         self._lock = threading.Lock()
@@ -74,6 +80,8 @@ class SesSandbox:
                 if self.path.rstrip("/") == "/_sandbox/emails":
                     with sandbox._lock:
                         self.answer(200, {"emails": list(sandbox.sent)})
+                elif self.path.split("?")[0].rstrip("/") == "/v2/email/account":
+                    self.answer(200, sandbox._account())
                 else:
                     self.answer(404, {"message": "not found"})
 
@@ -109,7 +117,7 @@ class SesSandbox:
             return
         if self.faults.hit("slow"):
             time.sleep(self.faults.delay_seconds)
-        if self.faults.hit("throttle"):
+        if self.faults.hit("throttle") or not self.rate.take():
             request.answer(429, {"message": "Maximum sending rate exceeded."},
                            {"x-amzn-ErrorType": "TooManyRequestsException"})  # fmt: skip
             return
@@ -123,6 +131,16 @@ class SesSandbox:
             request.answer(400, {"message": str(exc)}, {"x-amzn-ErrorType": "BadRequestException"})
             return
         request.answer(200, {"MessageId": mail["messageId"]})
+
+    def _account(self) -> dict[str, Any]:
+        """GetAccount's answer: the send quota is the sandbox's rate."""
+        with self._lock:
+            sent = len(self.sent)
+        return {"SendQuota": {"Max24HourSend": MAX_24_HOUR_SEND,
+                              "MaxSendRate": self.rate.rate or UNLIMITED_RATE,
+                              "SentLast24Hours": float(sent)},
+                "SendingEnabled": True, "ProductionAccessEnabled": True,
+                "EnforcementStatus": "HEALTHY"}  # fmt: skip
 
     def _accept(self, data: dict[str, Any]) -> dict[str, Any]:
         source = data.get("FromEmailAddress")

@@ -91,11 +91,13 @@ class LocalStack:
         from vdq.local.ses_sandbox import SesSandbox
         from vdq.local.twilio_sandbox import TwilioSandbox
 
-        self.ses = SesSandbox(session.client("sns"), self.resources.topic_arn, self.faults).start()
+        self.ses = SesSandbox(session.client("sns"), self.resources.topic_arn, self.faults,
+                              rate=self.local.local_ses_rate).start()  # fmt: skip
         self._parts.append(self.ses)
         account = self.env.get("TWILIO_ACCOUNT_SID") or "AC" + secrets.token_hex(16)
         token = self.env.get("TWILIO_AUTH_TOKEN") or secrets.token_hex(16)
-        self.twilio = TwilioSandbox(account, token, self.faults).start()
+        self.twilio = TwilioSandbox(account, token, self.faults,
+                                    rate=self.local.local_twilio_rate).start()  # fmt: skip
         self._parts.append(self.twilio)
 
         from vdq.local.front import Front

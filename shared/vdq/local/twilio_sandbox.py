@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 
 import requests
 from vdq.local.faults import Faults
+from vdq.local.ratelimit import RateLimit
 from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal
 
 API_VERSION = "2010-04-01"
@@ -85,10 +86,12 @@ class Message:
 
 
 class TwilioSandbox:
-    def __init__(self, account_sid: str, auth_token: str, faults: Faults, port: int = 0) -> None:
+    def __init__(self, account_sid: str, auth_token: str, faults: Faults, port: int = 0,
+                 rate: float | None = None) -> None:  # fmt: skip
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.faults = faults
+        self.rate = RateLimit(rate)  # per sender (From), as Twilio queues per number
         self.messages: dict[str, Message] = {}
         self.callbacks_posted = 0
         self.inbound_url: str | None = None  # the incoming-message webhook (the local stack's)
@@ -189,6 +192,9 @@ class TwilioSandbox:
             return
         if not sender:
             self._error(request, 400, 21603, "A 'From' phone number is required.")
+            return
+        if not self.rate.take(sender):
+            self._error(request, 429, 20429, "Too Many Requests")
             return
         refused = REFUSED.get(to)
         if refused:

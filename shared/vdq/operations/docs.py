@@ -36,6 +36,8 @@ TAGS = [
      "list per deployment, with each receiver's history."},
     {"name": "webhooks", "description": "Calls from providers (Twilio's status callback and "
      "inbound messages), authenticated by the provider's signature instead of a token."},
+    {"name": "producers", "description": "What each producer enqueued against its quota "
+     "(VDQ_PRODUCER_QUOTAS)."},
     {"name": "unsubscribe", "description": "One-click unsubscribe (RFC 8058): the signed "
      "links bulk emails carry, for their receivers; no token."},
     {"name": "service", "description": "Readiness and this document; no token needed."},
@@ -59,6 +61,7 @@ SUCCESS = {
     "getSentItem": "The done item with its content, attachments and history.",
     "resendSentItem": "The new item, queued.",
     "resendSentItems": "The new items, queued, in the order of the ids.",
+    "getProducerUsage": "The producer's limits and its use of each current window.",
     "getAttachment": "Redirect to the file's presigned URL.",
     "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",
@@ -105,6 +108,12 @@ _EMAIL_400 = (
     "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
     f"(`bad_request`){_DISPATCH_400}."
 )
+QUOTA_429 = (
+    "Too many requests: over the producer's quota (`quota_exceeded`: details.limit names the "
+    "limit, `per_second`, `per_minute` or `per_day`, with details.quota, details.used and "
+    "details.requested; a request counts one item per receiver and is refused whole, nothing "
+    "stored), or over the stage's rate (`throttled`). Try again after Retry-After seconds."
+)
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
     "getItemHistory": "no item has this id",
@@ -117,6 +126,7 @@ _NOT_FOUND = {
     "getSuppressionHistory": "the receiver has never been on the suppression list",
     "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
     "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
+    "getProducerUsage": "no quota applies to this producer",
 }
 _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
@@ -158,6 +168,8 @@ def status_text(status: int, op: Any) -> str:
         return _SMS_400
     if status == 400 and op.id == "postEmails":
         return _EMAIL_400
+    if status == 429 and op.id in ("postEmails", "postSms"):
+        return QUOTA_429
     return _STATUS[status]
 
 
@@ -290,6 +302,8 @@ _DIRECT_CODES = {
     "bad_function_response": "(local stack) the function answered no status",
 }
 _CODE_TEXT = {
+    "quota_exceeded": "the request would pass its producer's quota (details.limit); nothing "
+                      "was stored: try again after Retry-After seconds",
     "internal_error": "the function failed unexpectedly; try again",
     "bad_setting": "the deployment's settings are invalid",
     "invalid": "invalid input; details.field names the field",
@@ -311,6 +325,7 @@ _CODE_TEXT = {
 
 def _api_error_codes() -> set[str]:
     import vdq.attachments
+    import vdq.quotas
     import vdq.results
     import vdq.store  # noqa: F401  (their VdqError subclasses)
 

@@ -118,6 +118,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
     "getAttachment": {"id": _FILE_ID, "redirect": True},
+    "getProducerUsage": {"producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht"},
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
     "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
@@ -175,6 +176,15 @@ RESPONSES: dict[str, Any] = {
     "getUnsubscribe": "<!doctype html><html lang=\"en\">... <form method=\"post\" ...>"
                       "<button type=\"submit\">Unsubscribe</button></form> ...</html>",
     "postUnsubscribe": "<!doctype html><html lang=\"en\">... <h1>Unsubscribed</h1> ...</html>",
+    "getProducerUsage": {
+        "producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "at": "2026-12-03T08:00:30Z",
+        "limits": [
+            {"limit": "per_minute", "quota": 600, "used": 412, "remaining": 188,
+             "resets_at": "2026-12-03T08:01:00Z"},
+            {"limit": "per_day", "quota": 100000, "used": 61520, "remaining": 38480,
+             "resets_at": "2026-12-04T00:00:00Z"},
+        ],
+    },
     "health": {"status": "ok"},
     "openapi": {"openapi": "3.1.0", "info": {"title": "VDQ", "version": "1.0.0"}},
 }  # fmt: skip

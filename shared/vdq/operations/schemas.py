@@ -422,6 +422,25 @@ class TransitionResult(BaseModel):
     item: QueueItem = Field(description="The item as it is now (before, with dry_run).")
 
 
+class WindowUsage(BaseModel):
+    """One limit and its current window."""
+
+    limit: Literal["per_second", "per_minute", "per_day"] = Field(description="Which limit.")
+    quota: int = Field(description="Queue items the window allows.", ge=1)
+    used: int = Field(description="Queue items enqueued in the current window.")
+    remaining: int = Field(description="What the window still allows.", ge=0)
+    resets_at: datetime = Field(description="When the current window ends (UTC); a day "
+                                "window ends at midnight UTC.")
+
+
+class ProducerUsage(BaseModel):
+    """A producer's quota and what it used of it."""
+
+    producer: str = Field(description="The client id, or `group:<name>`.")
+    at: datetime = Field(description="When this was read (UTC).")
+    limits: list[WindowUsage] = Field(description="One entry per limit set for the producer.")
+
+
 class Health(BaseModel):
     """Readiness (the local stack adds the state of each of its parts)."""
 
@@ -560,5 +579,5 @@ MODELS: tuple[type[BaseModel], ...] = (
     EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage,
     TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued, UploadRequest, Upload,
     TwilioInbound, SuppressionRequest, SuppressionPage, SuppressionChange, SuppressionRemoved,
-    SuppressionHistory,
+    SuppressionHistory, ProducerUsage,
 )  # fmt: skip

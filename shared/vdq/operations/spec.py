@@ -121,7 +121,9 @@ _RECEIVER = Param("receiver", "path", "string", _RECEIVER_TEXT, required=True, m
 _TOKEN = Param("token", "path", "string",
                "The signed token of the List-Unsubscribe URL, as the email carried it.",
                required=True, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$", max_length=600)
-_ENQUEUE_ERRORS = (400, 409, 422, 503)
+_ENQUEUE_ERRORS = (400, 409, 422, 429, 503)
+# A client id (Cognito's are 26 lower-case letters and digits) or "group:<name>".
+PRODUCER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:._@+=-]{0,127}$"
 _ENQUEUE_TEXT = (
     "Validates the whole request first: nothing is stored unless all of it is valid (422 "
     "naming the field otherwise). {what} The answer lists the new items in receiver order; "
@@ -213,6 +215,16 @@ OPERATIONS: tuple[Operation, ...] = (
               _RESEND, (_KEY,),
               body="ResendRequest", status=201, answer="Items",
               errors=(400, 404, 409, 422, 503), idempotent=True),
+    Operation("getProducerUsage", "GET", "/producers/{producer}/usage", "operator", "producers",
+              "Read a producer's quota usage",
+              "The producer's limits (VDQ_PRODUCER_QUOTAS) and how many queue items it "
+              "enqueued in each current window: this second, this minute, this UTC day. The "
+              "producer is a machine client's id (the token's subject), or `group:<name>` for "
+              "the counters a group's members share. 404 when no quota applies to it.",
+              _LIST, (Param("producer", "path", "string",
+                            "The client id, or `group:<name>`.", required=True,
+                            pattern=PRODUCER_PATTERN),),
+              answer="ProducerUsage", errors=(404,)),
     Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "

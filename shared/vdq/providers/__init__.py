@@ -31,6 +31,20 @@ class TransientProviderError(ProviderError):
     kind = "transient"
 
 
+class ThrottledProviderError(TransientProviderError):
+    """The provider refused the request for its rate (SES "Maximum sending rate exceeded",
+    Twilio 429 / 20429): nothing was sent. The worker slows the fleet's pace and puts the item
+    back on the queue; it never counts as a failure of the item. ``rate_exceeded`` is False for
+    a quota that a slower pace does not help (SES "Daily message quota exceeded")."""
+
+    kind = "throttled"
+
+    def __init__(self, provider: str, message: str, *, code: str | int | None = None,
+                 rate_exceeded: bool = True) -> None:  # fmt: skip
+        super().__init__(provider, message, code=code)
+        self.rate_exceeded = rate_exceeded
+
+
 class PermanentProviderError(ProviderError):
     """The provider refused the message; sending it again as it is will fail again."""
 
@@ -55,5 +69,6 @@ __all__ = [
     "PermanentProviderError",
     "ProviderError",
     "RejectedByProvider",
+    "ThrottledProviderError",
     "TransientProviderError",
 ]

@@ -29,18 +29,25 @@ from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
     ProviderError,
+    ThrottledProviderError,
     TransientProviderError,
 )
 
 PROVIDER = "SES"
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=3,
+# total_max_attempts counts the first request; botocore's max_attempts counts only retries,
+# so max_attempts=1 would retry a read timeout once.
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3,
                         read_timeout=20)  # fmt: skip
 
+# SES's answers over the account's sending rate or daily quota (v2 names them
+# TooManyRequestsException, the query API Throttling; the message says which limit).
+THROTTLING_CODES = frozenset({"TooManyRequestsException", "Throttling", "ThrottlingException"})
+DAILY_QUOTA_TEXT = "daily message quota exceeded"
 # SES v2 SendEmail errors that say "not now": the same request can succeed later.
 TRANSIENT_CODES = frozenset({
-    "TooManyRequestsException", "Throttling", "ThrottlingException", "LimitExceededException",
-    "ServiceUnavailable", "ServiceUnavailableException", "InternalFailure", "InternalError",
-    "InternalServiceError", "RequestTimeout", "RequestTimeoutException",
+    "LimitExceededException", "ServiceUnavailable", "ServiceUnavailableException",
+    "InternalFailure", "InternalError", "InternalServiceError", "RequestTimeout",
+    "RequestTimeoutException",
 })  # fmt: skip
 # HTTP statuses the seed treats as transient besides 5xx.
 TRANSIENT_STATUSES = frozenset({408, 423, 429})
@@ -55,6 +62,9 @@ def classify(exc: ClientError | BotoCoreError) -> ProviderError:
         code = error.get("Code") or "Unknown"
         message = error.get("Message") or str(exc)
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code in THROTTLING_CODES or status == 429:
+            daily = DAILY_QUOTA_TEXT in message.lower()
+            return ThrottledProviderError(PROVIDER, message, code=code, rate_exceeded=not daily)
         if code in TRANSIENT_CODES or status >= 500 or status in TRANSIENT_STATUSES:
             return TransientProviderError(PROVIDER, message, code=code)
         # MessageRejected, MailFromDomainNotVerifiedException, AccountSuspendedException,
@@ -102,6 +112,15 @@ class SesProvider:
         if not message_id:
             raise AmbiguousProviderError(PROVIDER, "SES answered without a message ID")
         return message_id
+
+
+    def max_send_rate(self) -> float:
+        """The account's maximum sending rate (emails per second), as GetAccount reports it."""
+        try:
+            answer = self.client.get_account()
+        except (ClientError, BotoCoreError) as exc:
+            raise classify(exc) from exc
+        return float(answer["SendQuota"]["MaxSendRate"])
 
 
 def get_ses(runtime: Any) -> SesProvider:

@@ -24,11 +24,13 @@ from vdq.providers import (
     AmbiguousProviderError,
     ProviderError,
     RejectedByProvider,
+    ThrottledProviderError,
     TransientProviderError,
 )
 from vdq.settings import Settings
 
 PROVIDER = "Twilio"
+TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
 SECRET_MAX_AGE = 300
 REQUEST_TIMEOUT = 15.0
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
@@ -62,7 +64,9 @@ def classify(exc: Exception) -> ProviderError:
     """The provider error for an exception raised by a Twilio API call."""
     if isinstance(exc, TwilioRestException):
         message = exc.msg or str(exc)
-        if exc.status >= 500 or exc.status == 429:
+        if exc.status == 429 or exc.code == TOO_MANY_REQUESTS:
+            return ThrottledProviderError(PROVIDER, message, code=exc.code or exc.status)
+        if exc.status >= 500:
             return TransientProviderError(PROVIDER, message, code=exc.code or exc.status)
         return RejectedByProvider(PROVIDER, message, code=exc.code or exc.status)
     if isinstance(exc, requests.ConnectTimeout):

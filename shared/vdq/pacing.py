@@ -1,0 +1,272 @@
+"""Provider rate control: every send function paces its sends to the provider's rate.
+
+One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
+rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
+(VDQ_TWILIO_SENDER_RATE, in segments). A worker reserves the slots of several sends in one
+request (the rest of its SQS batch), keeps the spare ones for its next sends, and waits for
+each slot in turn. A slot further off than VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the
+item goes back to the state its claim took it from, at the same attempt, and its message is
+published again with a delay (see ``give_back``).
+
+A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
+rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
+the queue the same way: throttling never makes an item ``errored``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+from vdq.clock import iso
+from vdq.lanes import priority_of
+from vdq.observability import logger, metrics
+from vdq.providers import ThrottledProviderError
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
+from vdq.store.pacing import PaceRecords, PaceState
+from vdq.workflow import State
+
+DECREASE = 0.7  # a throttling answer cuts the shared rate to this share of what it was
+RECOVERY = 0.02  # share of the limit regained per second after a cut (additive increase)
+FLOOR = 0.05  # the rate never falls below this share of the limit
+CUT_COOLDOWN = 2.0  # seconds: throttling answers this soon after a cut belong to its burst
+SLOT_GRACE = 1.0  # seconds a reserved slot may still be used after its time
+BUSY_MEMORY = 2.0  # seconds after the schedule was last seen ahead that it is guessed busy
+LIMIT_SECONDS = 300.0  # how long the SES account's rate is kept before it is read again
+LIMIT_RETRY_SECONDS = 60.0  # after a failed read: unpaced for this long, then read again
+PACED = "paced"  # what ``send.process`` did: the item went back on the queue for its turn
+SES_KEY = "ses"
+
+
+def current_rate(limit: float, state: PaceState | None, now: float) -> float:
+    """The shared rate at ``now``: the last cut plus the recovery since, at most ``limit``."""
+    if state is None or state.rate is None or state.cut_at is None:
+        return limit
+    return min(limit, state.rate + RECOVERY * limit * max(0.0, now - state.cut_at))
+
+
+def cut_rate(limit: float, state: PaceState | None, now: float) -> float:
+    """The rate a throttling answer at ``now`` cuts to."""
+    return max(FLOOR * limit, DECREASE * current_rate(limit, state, now))
+
+
+class NoSlot(Exception):
+    """The item's turn is more than the longest wait away: give it back for ``delay`` s."""
+
+    def __init__(self, delay: int) -> None:
+        super().__init__(f"no sending slot within the wait; next in about {delay} s")
+        self.delay = delay
+
+
+@dataclass
+class Pacer:
+    """One per process: the pace records, the slots it holds, what it last saw of each."""
+
+    records: PaceRecords
+    max_wait: float
+    wall: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    slots: dict[str, deque[float]] = field(default_factory=dict)
+    seen: dict[str, PaceState] = field(default_factory=dict)
+    limits: dict[str, tuple[float | None, float]] = field(default_factory=dict)
+    requests: int = 0  # DynamoDB requests made for pacing (the bench divides by sends)
+    waited: float = 0.0  # seconds slept for slots
+
+    def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1) -> None:
+        """Wait for ``units`` slots of ``key``'s schedule; NoSlot when they are too far off.
+
+        ``upcoming``: sends this worker expects to make soon (the rest of its batch), reserved
+        together so that a batch costs one request."""
+        now = self.wall()
+        held = self.slots.setdefault(key, deque())
+        while held and held[0] < now - SLOT_GRACE:
+            held.popleft()
+        if len(held) < units:
+            self._reserve(key, limit, units - len(held), max(units, upcoming) - len(held), now)
+        for _ in range(units - 1):
+            held.popleft()
+        at = held.popleft()
+        if at > now:
+            self.waited += at - now
+            self.sleep(at - now)
+
+    def _reserve(self, key: str, limit: float, need: int, want: int, now: float) -> None:
+        state = self.seen.get(key)
+        rate = current_rate(limit, state, now)
+        ahead = max(0.0, (state.tat or now) - now) if state is not None else 0.0
+        # As many as fit before the longest wait, by what was last seen of the schedule.
+        count = max(need, min(want, math.floor(rate * (self.max_wait - ahead))))
+        length = count / rate
+        latest = now + max(0.0, self.max_wait - length)
+        if state is not None and state.tat is not None and state.tat > latest:
+            # The schedule only moves on (it restarts only once it is behind the clock): a
+            # schedule seen past the longest wait is past it still, so no request is needed.
+            raise NoSlot(self._delay(state.tat, latest, now))
+        # The schedule is likely still busy if it ran ahead of the clock a moment ago (other
+        # workers keep it ahead); a wrong guess costs one more request.
+        busy = state is not None and state.tat is not None and state.tat >= now - BUSY_MEMORY
+        reservation = self.records.reserve(key, length, now, latest, busy=busy)
+        self.requests += reservation.requests
+        self.seen[key] = reservation.state
+        if reservation.start is None:
+            raise NoSlot(self._delay(reservation.state.tat or now, latest, now))
+        self.slots[key].extend(reservation.start + i / rate for i in range(count))
+
+    def _delay(self, tat: float, latest: float, now: float) -> int:
+        """Seconds until the schedule has room, spread over the schedule already reserved so
+        that given-back items do not all come back at the moment it frees."""
+        jitter = random.uniform(0, max(self.max_wait, tat - now) / 2)
+        return max(1, math.ceil(tat - latest + jitter))
+
+    def slow_down(self, key: str, limit: float) -> bool:
+        """A throttling answer: cut the shared rate (once per burst), drop the held slots."""
+        now = self.wall()
+        self.slots.pop(key, None)
+        rate = cut_rate(limit, self.seen.get(key), now)
+        cut, state = self.records.cut(key, rate, now, since=now - CUT_COOLDOWN)
+        self.requests += 1
+        self.seen[key] = state
+        if cut:
+            logger.warning("throttled: the pace of %s is cut to %.2f/s", key, rate)
+        return cut
+
+    def limit(self, name: str, read: Callable[[], float]) -> float | None:
+        """A provider limit read by ``read``, cached; None (unpaced) while it cannot be read."""
+        now = self.wall()
+        value, until = self.limits.get(name, (None, 0.0))
+        if now < until:
+            return value
+        try:
+            value, until = read(), now + LIMIT_SECONDS
+        except Exception as exc:
+            logger.warning("the rate of %s could not be read (%s); sends are not paced for "
+                           "%d s", name, exc, LIMIT_RETRY_SECONDS)  # fmt: skip
+            value, until = None, now + LIMIT_RETRY_SECONDS
+        self.limits[name] = (value, until)
+        return value
+
+
+def get_pacer(runtime: Runtime) -> Pacer:
+    """The runtime's pacer (``runtime.overrides["pacer"]`` when a test or the bench sets one)."""
+    pacer = runtime.overrides.get("pacer")
+    if pacer is None:
+        records = PaceRecords(runtime.client("dynamodb"), runtime.settings.table_name)
+        clock = runtime.clock
+        # The runtime's clock: a test's fake clock moves on (advance) where time would pass.
+        sleep = getattr(clock, "advance", None) or time.sleep
+        pacer = Pacer(records, runtime.settings.pacing_max_wait_seconds,
+                      wall=lambda: clock.now().timestamp(), sleep=sleep)  # fmt: skip
+        runtime.overrides["pacer"] = pacer
+    return pacer
+
+
+def rate_of(item: QueueItemRecord, content: dict[str, Any],
+            runtime: Runtime) -> tuple[str, float | None, int]:  # fmt: skip
+    """(schedule key, its limit per second or None when unpaced, slots this send takes)."""
+    if item.method == "email":
+        configured = runtime.settings.ses_max_send_rate
+        if configured is not None:
+            return SES_KEY, configured, 1
+        from vdq.providers.ses import get_ses
+
+        limit = get_pacer(runtime).limit(SES_KEY, lambda: get_ses(runtime).max_send_rate())
+        return SES_KEY, limit, 1
+    from vdq import segments
+
+    units = segments.count(content.get("body") or "").segments
+    return f"twilio#{item.sender}", runtime.settings.twilio_sender_rate, units
+
+
+def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
+         upcoming: int = 1) -> None:  # fmt: skip
+    """Wait for the item's turn at its provider's rate; NoSlot when it is too far off."""
+    key, limit, units = rate_of(item, content, runtime)
+    if limit is None:
+        return
+    try:
+        get_pacer(runtime).turn(key, limit, units, upcoming)
+    except NoSlot:
+        raise
+    except Exception:
+        # The pace record could not be read or written: send unpaced rather than fail the
+        # item; a provider that throttles still slows the fleet down.
+        logger.exception("pacing of %s failed; %s is sent unpaced", key, item.id)
+
+
+def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],
+              entry: HistoryRecord, exc: ThrottledProviderError,
+              runtime: Runtime) -> str:  # fmt: skip
+    """The provider refused the send for its rate: slow the fleet, give the item back."""
+    metrics.add_metric(name="SendsThrottled", unit="Count", value=1)
+    key, limit, units = rate_of(item, content, runtime)
+    if not exc.rate_exceeded:  # a daily quota: no pace helps, try again much later
+        delay = runtime.settings.retry_backoff_max_seconds
+    else:
+        pacer = get_pacer(runtime)
+        if limit is not None:
+            pacer.slow_down(key, limit)
+        rate = current_rate(limit or 1.0, pacer.seen.get(key), pacer.wall())
+        delay = max(1, math.ceil(units / rate + random.uniform(0, pacer.max_wait)))
+    result = f"{exc}; not sent, back on the queue in {delay} s"
+    return give_back(item, message, entry, delay, runtime, name="throttled", result=result)
+
+
+def give_back(
+    item: QueueItemRecord,
+    message: SendMessage,
+    entry: HistoryRecord,
+    delay: int,
+    runtime: Runtime,
+    *,
+    name: str = "paced",
+    result: str | None = None,
+) -> str:
+    """Undo the claim: the item returns to the state it was claimed from, at the same attempt,
+    and its message (same attempt and lane) is published again ``delay`` seconds later.
+
+    The write is conditional on the claim (``sending`` at this attempt), so a status update or
+    an operator that moved the item first wins. A duplicate of the new message fails its claim
+    as any duplicate does; a lost publish is published again by the unclaimed-publish sweep
+    (the item's publish timer)."""
+    from vdq.transitions import (
+        TIMER_PUBLISH,
+        clip_result,
+        history_entry,
+        item_now,
+        timer_write,
+    )
+
+    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
+    now = item_now(item, runtime)
+    write = StateWrite(set={"state": source.value, "updated_at": iso(now), "claimed_at": None})
+    if result is not None:
+        write.set["result"] = clip_result(result)
+    due = now + timedelta(seconds=delay + runtime.settings.publish_grace_seconds)
+    timer_write(write, item.id, TIMER_PUBLISH, iso(due), runtime.settings.index_shards)
+    text = result or f"no sending slot within the wait; back on the queue in {delay} s"
+    note = history_entry(item.id, now, actor="worker", source="server", kind="event",
+                         name=name, from_state=State.SENDING.value, to_state=source.value,
+                         attempt=int(item.attempt), text=text)  # fmt: skip
+    try:
+        runtime.store.commit(item, write, [entry, note])
+    except Moved as moved:
+        state = moved.current.state if moved.current else "gone"
+        logger.info("%s item %s not given back: it is now %s", name, item.id, state)
+        return PACED
+    metrics.add_metric(name="SendsPaced", unit="Count", value=1)
+    # The same message (attempt, content, receiver) in the item's lane: a parsed message does
+    # not carry its lane.
+    again = replace(message, delay_seconds=delay, priority=priority_of(item))
+    failed = runtime.send_queue.publish([again])
+    if failed:
+        logger.error("publish of %s after %s failed (the sweep publishes it again): %s",
+                     item.id, name, failed[item.id])  # fmt: skip
+    return PACED

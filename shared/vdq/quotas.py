@@ -1,0 +1,172 @@
+"""Producer quotas: how many queue items each producer may enqueue per second, minute and day.
+
+VDQ_PRODUCER_QUOTAS names producers by machine client id (the token's subject) or by group; a
+client named there has its own counters, a group's members share the group's, and ``*`` gives
+every other producer its own counters with the default limits. A request counts one item per
+receiver and is refused whole (429, ``Retry-After``, the limit named) when it would pass any
+limit: nothing of it is stored. Windows are fixed (the current second, minute and UTC day), so
+a scheduled send counts on the day it is enqueued. Counters live in the table
+(vdq.store.counters) and expire a minute after their window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from vdq.errors import NotFound, VdqError
+from vdq.runtime import Runtime
+from vdq.settings import QuotaLimits
+from vdq.store.counters import Counters, Window
+
+DEFAULT = "*"
+GROUP_PREFIX = "group:"
+_SPANS = {"per_second": 1, "per_minute": 60, "per_day": 86_400}
+_WORDS = {"per_second": "a second", "per_minute": "a minute", "per_day": "a day (UTC)"}
+
+
+class QuotaExceeded(VdqError):
+    """The request would pass one of its producer's limits: 429 with Retry-After."""
+
+    status = 429
+    code = "quota_exceeded"
+
+    def __init__(self, producer: str, window: Window, used: int, requested: int,
+                 retry_after: int) -> None:  # fmt: skip
+        what = f"{window.limit} queue items {_WORDS[window.name]}"
+        if requested > window.limit:
+            message = (f"producer {producer}: this request's {requested} receivers are more than "
+                       f"its limit {window.name} of {what}; split the request")  # fmt: skip
+        else:
+            message = (f"producer {producer} is over its limit {window.name} of {what}: "
+                       f"{used} used, {requested} requested; try again in {retry_after} s")
+        super().__init__(message, details={
+            "producer": producer, "limit": window.name, "quota": window.limit, "used": used,
+            "requested": requested, "retry_after": retry_after})  # fmt: skip
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a request was charged, to take back when its items could not be stored."""
+
+    producer: str
+    windows: tuple[Window, ...]
+    count: int
+
+
+def producer_of(subject: str, groups: tuple[str, ...],
+                quotas: Any) -> tuple[str, QuotaLimits] | None:  # fmt: skip
+    """(the counters' producer name, its limits) for a caller; None when no quota applies."""
+    if subject in quotas:
+        return subject, quotas[subject]
+    for group in groups:
+        if group in quotas:
+            return GROUP_PREFIX + group, quotas[group]
+    if DEFAULT in quotas:
+        return subject, quotas[DEFAULT]
+    return None
+
+
+def windows(limits: QuotaLimits, now: datetime) -> tuple[Window, ...]:
+    """The current fixed window of each limit that is set."""
+    second = math.floor(now.timestamp())
+    day = now.astimezone(UTC).date()
+    day_end = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()) + 86_400
+    out = []
+    for name, limit in limits._asdict().items():
+        if limit is None:
+            continue
+        if name == "per_day":
+            out.append(Window(name, f"d#{day.isoformat()}", limit, day_end))
+        else:
+            span = _SPANS[name]
+            index = second // span
+            out.append(Window(name, f"{name[4]}#{index}", limit, (index + 1) * span))
+    return tuple(out)
+
+
+def counters(runtime: Runtime) -> Counters:
+    found = runtime.overrides.get("counters")
+    if found is None:
+        found = Counters(runtime.client("dynamodb"), runtime.settings.table_name)
+        runtime.overrides["counters"] = found
+    return found
+
+
+def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) -> Charge | None:
+    """Count ``count`` items against the caller's quota; QuotaExceeded when any limit would
+    be passed (nothing counted then). None when no quota applies."""
+    found = producer_of(subject, groups, runtime.settings.producer_quotas)
+    if found is None or count <= 0:
+        return None
+    producer, limits = found
+    now = runtime.clock.now()
+    current = windows(limits, now)
+    for window in current:  # never fits: refused without a request
+        if count > window.limit:
+            raise QuotaExceeded(producer, window, 0, count,
+                                max(1, math.ceil(window.ends_at - now.timestamp())))
+    store = counters(runtime)
+    if store.charge(producer, current, count):
+        return Charge(producer, current, count)
+    used = store.used(producer, current)
+    for window in sorted(current, key=lambda w: -w.ends_at):  # the longest wait first
+        if used[window.name] + count > window.limit:
+            wait = max(1, math.ceil(window.ends_at - now.timestamp()))
+            raise QuotaExceeded(producer, window, used[window.name], count, wait)
+    # Room now that an earlier charge was taken back (or a window turned): try once more.
+    if store.charge(producer, current, count):
+        return Charge(producer, current, count)
+    window = current[0]
+    raise QuotaExceeded(producer, window, used[window.name], count,
+                        max(1, math.ceil(window.ends_at - now.timestamp())))
+
+
+def refund(spent: Charge | None, runtime: Runtime,
+           log: Callable[..., None] | None = None) -> None:  # fmt: skip
+    """Take back ``spent`` (its items were not stored); a failure only leaves it counted."""
+    if spent is None:
+        return
+    try:
+        counters(runtime).refund(spent.producer, spent.windows, spent.count)
+    except Exception as exc:
+        if log is not None:
+            log("quota refund of %s failed: %s", spent.producer, exc)
+
+
+def usage(producer: str, runtime: Runtime) -> dict[str, Any]:
+    """A producer's limits and what it used in each current window (the operator's view).
+
+    ``producer`` is a client id, or ``group:<name>`` for a group's shared counters."""
+    quotas = runtime.settings.producer_quotas
+    name = producer.removeprefix(GROUP_PREFIX)
+    if producer.startswith(GROUP_PREFIX):
+        limits = quotas.get(name)
+        if limits is None:
+            raise NotFound(f"no quota is set for group {name} (VDQ_PRODUCER_QUOTAS)")
+    else:
+        limits = quotas.get(producer) or quotas.get(DEFAULT)
+        if limits is None:
+            raise NotFound(f"no quota applies to producer {producer} (VDQ_PRODUCER_QUOTAS "
+                           "names neither it nor a default \"*\")")  # fmt: skip
+    now = runtime.clock.now()
+    current = windows(limits, now)
+    used = counters(runtime).used(producer, current)
+    return {
+        "producer": producer,
+        "at": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "limits": [
+            {"limit": w.name, "quota": w.limit, "used": used[w.name],
+             "remaining": max(0, w.limit - used[w.name]),
+             "resets_at": (datetime.fromtimestamp(w.ends_at, UTC)
+                           .isoformat().replace("+00:00", "Z"))}
+            for w in current
+        ],
+    }  # fmt: skip
+
+
+__all__ = ["Charge", "QuotaExceeded", "charge", "refund", "usage", "windows"]

@@ -1,0 +1,97 @@
+"""Producer quotas through the enqueue and operator handlers, against moto (fake clock)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from functions.enqueue import handler as enqueue_handler
+
+from tests.support.aws import drain
+from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
+from tests.support.operator import call
+from vdq.settings import QuotaLimits
+
+CLIENT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample events' subject
+
+
+def post(name, receivers, groups=("vdq-senders",)):
+    body = json.loads(api_event(name)["body"])
+    if name == "apigw_post_emails":
+        body.pop("cc", None)
+        body["to"] = [{"email": f"r{i}@example.org"} for i in range(receivers)]
+    else:
+        body["to"] = [{"cell": f"+1415555{i:04d}"} for i in range(receivers)]
+    event = api_event(name, body=body, groups=list(groups))
+    answer = enqueue_handler.handler(event, LambdaContext())
+    return answer["statusCode"], answer["headers"], json.loads(answer["body"])
+
+
+@pytest.fixture
+def quotas(aws, runtime):
+    def set_quotas(table):
+        runtime.settings = replace(runtime.settings, producer_quotas=table)
+
+    return set_quotas
+
+
+def test_a_request_over_the_minute_limit_is_a_429_naming_it_and_stores_nothing(
+        aws, runtime, clock, quotas):  # fmt: skip
+    quotas({CLIENT: QuotaLimits(per_minute=5)})
+    status, _, body = post("apigw_post_emails", 3)
+    assert status == 201 and len(body["items"]) == 3
+    assert len(drain(aws)) == 3
+    status, headers, body = post("apigw_post_emails", 3)  # 3 + 3 > 5: refused whole
+    assert status == 429
+    assert body["error"]["code"] == "quota_exceeded"
+    assert "per_minute" in body["error"]["message"] and "5" in body["error"]["message"]
+    assert body["error"]["details"] == {"producer": CLIENT, "limit": "per_minute", "quota": 5,
+                                        "used": 3, "requested": 3,
+                                        "retry_after": int(headers["Retry-After"])}  # fmt: skip
+    assert 1 <= int(headers["Retry-After"]) <= 60
+    assert drain(aws) == []  # nothing published, nothing stored
+    assert call("producer_usage", params={"producer": CLIENT}).body["limits"][0]["used"] == 3
+    status, _, _ = post("apigw_post_emails", 2)  # what is left of the minute fits
+    assert status == 201
+    clock.advance(60)  # a new minute
+    status, _, _ = post("apigw_post_sms", 5)
+    assert status == 201
+
+
+def test_the_day_limit_counts_every_receiver_and_names_the_day(aws, runtime, clock, quotas):
+    quotas({"*": QuotaLimits(per_second=100, per_day=4)})
+    assert post("apigw_post_sms", 4)[0] == 201
+    clock.advance(3600)
+    status, headers, body = post("apigw_post_sms", 1)
+    assert status == 429 and body["error"]["details"]["limit"] == "per_day"
+    assert "a day (UTC)" in body["error"]["message"]
+    # Until midnight UTC, never more than a day.
+    assert 1 <= int(headers["Retry-After"]) <= 86_400
+
+
+def test_a_request_larger_than_the_limit_says_to_split_it(aws, runtime, quotas):
+    quotas({CLIENT: QuotaLimits(per_second=2)})
+    status, _, body = post("apigw_post_emails", 3)
+    assert status == 429 and "split the request" in body["error"]["message"]
+
+
+def test_a_group_quota_is_shared_by_its_members_and_operators_read_it(aws, runtime, quotas):
+    quotas({"vdq-bulk": QuotaLimits(per_minute=4)})
+    assert post("apigw_post_emails", 4, groups=("vdq-senders", "vdq-bulk"))[0] == 201
+    assert post("apigw_post_emails", 1, groups=("vdq-senders", "vdq-bulk"))[0] == 429
+    assert post("apigw_post_emails", 1, groups=("vdq-senders",))[0] == 201  # no quota applies
+    answer = call("producer_usage", params={"producer": "group:vdq-bulk"})
+    assert answer.status == 200
+    [minute] = answer.body["limits"]
+    assert (minute["limit"], minute["quota"], minute["used"], minute["remaining"]) == (
+        "per_minute", 4, 4, 0)
+    assert call("producer_usage", params={"producer": "someone-else"}).status == 404
+    assert call("producer_usage", params={"producer": "group:vdq-bulk"},
+                groups=("vdq-senders",)).status == 403  # fmt: skip
+
+
+def test_without_quotas_nothing_is_counted(aws, runtime):
+    assert post("apigw_post_emails", 3)[0] == 201
+    assert call("producer_usage", params={"producer": CLIENT}).status == 404

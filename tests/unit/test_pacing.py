@@ -1,0 +1,182 @@
+"""Provider rate control, offline: the AIMD maths and the pacer's use of its schedule.
+
+The schedule here is an in-memory stand-in with the pace record's contract (vdq.store.pacing:
+reserve after the last reserved slot, or now when idle; refuse past ``latest``); the record
+itself is tested against moto in tests/integration/test_pacing.py. Time is a fake wall clock
+that sleeping advances.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vdq.pacing import FLOOR, RECOVERY, NoSlot, Pacer, current_rate, cut_rate
+from vdq.store.pacing import PaceState, Reservation
+
+
+class Wall:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class Schedule:
+    """One pace record in memory."""
+
+    def __init__(self, tat: float | None = None) -> None:
+        self.state = PaceState(tat=tat)
+        self.reservations = 0
+
+    def reserve(self, key, seconds, now, latest, *, busy):
+        self.reservations += 1
+        start = max(self.state.tat or now, now)
+        if start > latest:
+            return Reservation(None, self.state, 1)
+        self.state = PaceState(start + seconds, self.state.rate, self.state.cut_at)
+        return Reservation(start, self.state, 1)
+
+    def cut(self, key, rate, now, since):
+        if self.state.cut_at is not None and self.state.cut_at >= since:
+            return False, self.state
+        self.state = PaceState(self.state.tat, rate, now)
+        return True, self.state
+
+
+def pacer(schedule: Schedule, wall: Wall, max_wait: float = 5.0) -> Pacer:
+    return Pacer(schedule, max_wait, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+
+
+# ---- AIMD -------------------------------------------------------------------------------------
+
+
+def test_without_a_cut_the_rate_is_the_limit():
+    assert current_rate(14.0, None, 5.0) == 14.0
+    assert current_rate(14.0, PaceState(tat=3.0), 5.0) == 14.0
+
+
+def test_a_cut_multiplies_the_rate_and_time_brings_it_back_additively():
+    cut = cut_rate(10.0, None, 100.0)
+    assert cut == pytest.approx(7.0)
+    state = PaceState(rate=cut, cut_at=100.0)
+    assert current_rate(10.0, state, 100.0) == pytest.approx(7.0)
+    # RECOVERY of the limit per second: +0.2/s here, linear, never past the limit.
+    assert current_rate(10.0, state, 105.0) == pytest.approx(7.0 + 5 * RECOVERY * 10.0)
+    assert current_rate(10.0, state, 110.0) == pytest.approx(7.0 + 10 * RECOVERY * 10.0)
+    assert current_rate(10.0, state, 1_000.0) == 10.0
+    # A second cut applies to the recovered rate, not to the one before.
+    assert cut_rate(10.0, state, 105.0) == pytest.approx(0.7 * 8.0)
+
+
+def test_cuts_never_take_the_rate_below_its_floor():
+    state = None
+    for second in range(50):
+        state = PaceState(rate=cut_rate(10.0, state, float(second)), cut_at=float(second))
+    assert state.rate == pytest.approx(FLOOR * 10.0)
+
+
+# ---- the pacer --------------------------------------------------------------------------------
+
+
+def test_a_batch_reserves_its_slots_in_one_request_and_waits_for_each():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall)
+    start = wall.now
+    for left in range(10, 0, -1):
+        p.turn("ses", 10.0, upcoming=left)
+    assert schedule.reservations == 1 and p.requests == 1
+    # Ten sends at 10/s: the first at once, then one every 0.1 s.
+    assert wall.now - start == pytest.approx(0.9)
+    assert schedule.state.tat == pytest.approx(start + 1.0)
+
+
+def test_a_reservation_is_capped_at_what_the_rate_fills_in_the_longest_wait():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall, max_wait=2.0)
+    p.turn("twilio#+15550001", 1.0, upcoming=10)
+    assert schedule.state.tat == pytest.approx(wall.now + 2.0 - 0.0)  # 2 slots, 1 used
+    assert len(p.slots["twilio#+15550001"]) == 1
+
+
+def test_a_turn_further_off_than_the_longest_wait_is_given_back_with_its_delay():
+    wall = Wall()
+    schedule = Schedule(tat=wall.now + 30.0)  # others reserved the next 30 s
+    p = pacer(schedule, wall)
+    with pytest.raises(NoSlot) as no_slot:
+        p.turn("ses", 10.0)
+    # Free for a one-slot reservation once the schedule is within the longest wait of now,
+    # spread over up to half the reserved schedule so that given-back items come back apart.
+    assert 25 <= no_slot.value.delay <= 25 + 30 / 2 + 1
+    assert wall.slept == []  # nothing waited for
+    # Seen full: the next one is refused without asking the schedule again.
+    with pytest.raises(NoSlot):
+        p.turn("ses", 10.0)
+    assert schedule.reservations == 1 and p.requests == 1
+
+
+def test_slots_left_from_a_batch_serve_the_next_sends_while_fresh():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall)
+    p.turn("ses", 10.0, upcoming=4)  # 4 reserved, 1 used
+    p.turn("ses", 10.0)
+    assert schedule.reservations == 1
+    wall.now += 10  # the 2 left are stale now
+    p.turn("ses", 10.0)
+    assert schedule.reservations == 2
+
+
+def test_an_sms_of_three_segments_takes_three_slots_of_its_sender():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall)
+    start = wall.now
+    p.turn("twilio#+15550001", 1.0, units=3)
+    assert wall.now - start == pytest.approx(2.0)  # slots at +0, +1, +2: it goes with the last
+    assert schedule.state.tat == pytest.approx(start + 3.0)
+
+
+def test_a_throttling_answer_cuts_once_per_burst_and_drops_the_held_slots():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall)
+    p.turn("ses", 10.0, upcoming=5)
+    assert p.slow_down("ses", 10.0) is True
+    assert "ses" not in p.slots
+    assert schedule.state.rate == pytest.approx(7.0)
+    wall.now += 0.5
+    assert p.slow_down("ses", 10.0) is False  # the same burst
+    assert schedule.state.rate == pytest.approx(7.0)
+    wall.now += 5
+    assert p.slow_down("ses", 10.0) is True
+    assert schedule.state.rate == pytest.approx(0.7 * (7.0 + 5.5 * RECOVERY * 10.0))
+
+
+def test_after_a_cut_the_slots_are_spaced_at_the_cut_rate():
+    wall, schedule = Wall(), Schedule()
+    p = pacer(schedule, wall)
+    p.slow_down("ses", 10.0)  # 7/s
+    start = wall.now
+    p.turn("ses", 10.0, upcoming=8)
+    p.turn("ses", 10.0)
+    assert wall.now - start == pytest.approx(1 / 7.0)
+
+
+def test_a_provider_rate_that_cannot_be_read_leaves_sends_unpaced_for_a_while():
+    wall = Wall()
+    p = pacer(Schedule(), wall)
+    calls = []
+
+    def failing() -> float:
+        calls.append(wall.now)
+        raise RuntimeError("AccessDenied")
+
+    assert p.limit("ses", failing) is None
+    assert p.limit("ses", failing) is None
+    assert len(calls) == 1  # not read again at once
+    wall.now += 61
+    assert p.limit("ses", lambda: 14.0) == 14.0
+    assert p.limit("ses", failing) == 14.0  # cached

@@ -1,0 +1,59 @@
+"""Producer quotas, offline: who a quota applies to, its fixed windows, and its settings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from vdq.errors import SettingsError
+from vdq.quotas import producer_of, windows
+from vdq.settings import QuotaLimits, Settings
+
+QUOTAS = {
+    "client-a": QuotaLimits(per_minute=10),
+    "vdq-bulk": QuotaLimits(per_second=5, per_day=1000),
+    "*": QuotaLimits(per_day=100),
+}
+
+
+def test_a_named_client_first_then_its_group_then_the_default_each_with_own_counters():
+    assert producer_of("client-a", ("vdq-bulk",), QUOTAS) == ("client-a", QUOTAS["client-a"])
+    # A group's members share the group's counters.
+    assert producer_of("client-b", ("vdq-senders", "vdq-bulk"), QUOTAS) == (
+        "group:vdq-bulk", QUOTAS["vdq-bulk"])
+    # The default gives every other producer counters of its own.
+    assert producer_of("client-c", ("vdq-senders",), QUOTAS) == ("client-c", QUOTAS["*"])
+    assert producer_of("client-c", (), {"client-a": QUOTAS["client-a"]}) is None
+
+
+def test_windows_are_the_current_second_minute_and_utc_day():
+    now = datetime(2026, 12, 3, 23, 59, 59, 500_000, tzinfo=UTC)
+    second, minute, day = windows(QuotaLimits(per_second=1, per_minute=2, per_day=3), now)
+    epoch = int(now.timestamp())
+    assert (second.name, second.limit, second.ends_at) == ("per_second", 1, epoch + 1)
+    assert (minute.name, minute.ends_at) == ("per_minute", (epoch // 60 + 1) * 60)
+    assert (day.name, day.sk) == ("per_day", "d#2026-12-03")
+    assert day.ends_at == int(datetime(2026, 12, 4, tzinfo=UTC).timestamp())
+    # Half a second later it is another day, minute and second: new counters.
+    later = windows(QuotaLimits(per_second=1, per_minute=2, per_day=3),
+                    datetime(2026, 12, 4, 0, 0, 0, tzinfo=UTC))  # fmt: skip
+    assert {w.sk for w in later}.isdisjoint({second.sk, minute.sk, day.sk})
+    assert later[2].sk == "d#2026-12-04"
+
+
+def test_only_the_limits_set_have_windows():
+    assert [w.name for w in windows(QuotaLimits(per_day=5), datetime.now(UTC))] == ["per_day"]
+
+
+def test_quotas_are_read_from_json_and_bad_ones_name_the_setting():
+    s = Settings.from_env({"VDQ_PRODUCER_QUOTAS": '{"c1": {"per_minute": 60}, '
+                                                  '"*": {"per_day": 1000, "per_second": 2}}'})
+    assert s.producer_quotas == {"c1": QuotaLimits(per_minute=60),
+                                 "*": QuotaLimits(per_second=2, per_day=1000)}  # fmt: skip
+    assert Settings.from_env({}).producer_quotas == {}
+    for bad in ('[1]', '{"c1": {"per_hour": 5}}', '{"c1": {"per_day": 0}}', '{"c1": {}}',
+                '{"c1": {"per_day": "5"}}', '{" ": {"per_day": 5}}'):
+        with pytest.raises(SettingsError) as err:
+            Settings.from_env({"VDQ_PRODUCER_QUOTAS": bad})
+        assert "VDQ_PRODUCER_QUOTAS" in str(err.value)
