@@ -94,10 +94,12 @@ def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
 
 
 def test_a_batch_of_ten_sends_reserves_its_pace_in_one_request():
-    # Ten claims (UpdateItem) and ten outcomes (TransactWriteItems), and one UpdateItem of the
-    # pace record for all ten slots: 0.1 pacing requests per email.
+    # Ten suppression reads (GetItem), ten claims (UpdateItem) and ten outcomes
+    # (TransactWriteItems), and one UpdateItem of the pace record for all ten slots: 0.1
+    # pacing requests per email.
     tally = rq.send_batch(10)
-    assert tally["requests"] == {"dynamodb.UpdateItem": 11, "dynamodb.TransactWriteItems": 10,
+    assert tally["requests"] == {"dynamodb.GetItem": 10, "dynamodb.UpdateItem": 11,
+                                 "dynamodb.TransactWriteItems": 10,
                                  "sesv2.SendEmail": 10}  # fmt: skip
 
 
