@@ -81,7 +81,8 @@ def test_an_operator_retry_after_twilio_21610_is_cancelled_without_calling_twili
     assert send.process_body(json.dumps(again), rt) == send.SUPPRESSED
     assert len(http.requests) == 1  # only the first attempt reached Twilio
     stored = rt.store.get_item(item.id)
-    assert stored.state == "cancelled" and "+15551230004 is on the suppression list" in stored.result
+    assert stored.state == "cancelled"
+    assert "+15551230004 is on the suppression list" in stored.result
 
 
 def test_a_resent_copy_to_an_address_suppressed_since_is_not_sent(aws, rt):
@@ -151,8 +152,8 @@ def test_help_never_suppresses_not_even_after_a_start(aws, rt):
     assert [e.action for e in rt.store.suppression_history("+15551230001")] == ["noted"] * 3
 
 
-def test_a_start_does_not_lift_a_suppression_that_changed_since_it_was_read(aws, rt,
-                                                                           monkeypatch):  # fmt: skip
+def test_a_start_does_not_lift_a_suppression_that_changed_since_it_was_read(
+        aws, rt, monkeypatch):  # fmt: skip
     # START read an opt-out; before it removed it, the opt-out was lifted and an operator
     # suppressed the number: START must not remove the operator's suppression.
     suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
@@ -182,7 +183,8 @@ def test_every_suppression_route_is_a_403_without_the_suppression_permissions(aw
     assert rt.store.get_suppression("bob@example.org") is None
 
 
-@pytest.mark.parametrize("segment", ["A%2BB%40Example.org", "a+b@example.org", "a%2Bb%40example.org"])
+@pytest.mark.parametrize("segment", ["A%2BB%40Example.org", "a+b@example.org",
+                                     "a%2Bb%40example.org"])
 def test_delete_takes_a_receiver_with_plus_and_at_encoded_or_not(aws, rt, segment):
     suppression.suppress("a+b@example.org", "operator", actor="op", text=None, runtime=rt)
     rt.clock.advance(1)
