@@ -202,11 +202,15 @@ def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str
         feedback = str(detail.get("complaintFeedbackType") or "unspecified")
         if feedback == "not-spam":  # the receiver says it is not spam: no complaint
             return added
+        # SES did not send: the address is on the account's list (an earlier complaint).
+        listed = str(detail.get("complaintSubType") or "") in SES_LIST_SUBTYPES
+        reason = "ses_suppression_list" if listed else "complaint"
+        text = ("SES complaint (OnAccountSuppressionList)" if listed
+                else f"SES complaint ({feedback})")  # fmt: skip
         for recipient in detail.get("complainedRecipients") or []:
             address = _address(recipient)
             if address:
-                suppress(address, "complaint", actor="ses", text=f"SES complaint ({feedback})",
-                         runtime=runtime)  # fmt: skip
+                suppress(address, reason, actor="ses", text=text, runtime=runtime)
                 added.append(address)
     return added
 

@@ -142,6 +142,18 @@ def test_a_complaint_naming_no_recipient_suppresses_nothing(aws, rt):
     assert call("list_suppressions", groups=OPS).body["suppressions"] == []
 
 
+def test_a_complaint_from_ses_account_suppression_list_says_so(aws, rt):
+    # SES did not send: the address is on the account's list (for an old complaint). The
+    # receiver did not complain about this message, and the event has no feedback type.
+    event = ses_event("complaint", message_id="m-4", complaintSubType="OnAccountSuppressionList")
+    event["complaint"].pop("complaintFeedbackType", None)
+    results(event)
+    [who] = event["complaint"]["complainedRecipients"]
+    record = rt.store.get_suppression(who["emailAddress"].lower())
+    assert record.reason == "ses_suppression_list"
+    assert "OnAccountSuppressionList" in record.text
+
+
 # ---- inbound SMS --------------------------------------------------------------------------
 
 
