@@ -16,6 +16,7 @@ from tests.integration.test_suppression_api import (
     KEY,
     UNSUBSCRIBE_URL,
     inbound,
+    sent_raw,
     unsubscribe_event,
 )
 from tests.support.aws import drain
@@ -233,3 +234,21 @@ def test_an_unreadable_unsubscribe_key_delays_a_bulk_email_instead_of_failing_it
     assert send.process_body(json.dumps(message), rt) == send.DELAYED
     stored = rt.store.get_item(item.id)
     assert stored.state == "delayed" and "unsubscribe key" in stored.result
+
+
+def test_a_deploys_key_from_secrets_manager_signs_the_links_the_webhook_accepts(aws, rt):
+    boto3.client("secretsmanager").create_secret(Name="vdq-review-unsubscribe-key",
+                                                 SecretString="a generated key")  # fmt: skip
+    rt = use(Runtime(settings=replace(rt.settings, unsubscribe_key=None,
+                                      unsubscribe_secret_name="vdq-review-unsubscribe-key"),
+                     clock=rt.clock))  # fmt: skip
+    vdq.add_email(SENDER, ["ada@example.org"], "News", "Hello", list_unsubscribe=True,
+                  runtime=rt)  # fmt: skip
+    [message] = drain(aws)
+    assert send.process_body(json.dumps(message), rt) == send.ACCEPTED
+    [sent] = sent_raw()
+    token = sent["List-Unsubscribe"][1:-1].rsplit("/", 1)[1]
+    assert token == token_for(rt)
+    answer = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
+    assert answer["statusCode"] == 200
+    assert rt.store.get_suppression("ada@example.org").reason == "unsubscribe"
