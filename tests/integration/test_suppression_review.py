@@ -252,3 +252,21 @@ def test_a_deploys_key_from_secrets_manager_signs_the_links_the_webhook_accepts(
     answer = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
     assert answer["statusCode"] == 200
     assert rt.store.get_suppression("ada@example.org").reason == "unsubscribe"
+
+
+def test_an_automatic_retry_to_an_address_suppressed_meanwhile_is_not_sent(aws, rt):
+    from vdq.lanes import message_for
+    from vdq.providers import TransientProviderError
+
+    def throttled(*_a, **_k):
+        raise TransientProviderError("SES", "throttled")
+
+    rt.overrides["ses_provider"] = type("Throttled", (), {"send_raw": throttled})()
+    [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
+    [message] = drain(aws)
+    assert send.process_body(json.dumps(message), rt) == send.DELAYED
+    suppression.suppress("ada@example.org", "bounce", actor="ses", text=None, runtime=rt)
+    calls = no_ses(rt)
+    retry = message_for(rt.store.get_item(item.id))  # what the delayed publish carries
+    assert send.process_body(retry.body(), rt) == send.SUPPRESSED
+    assert calls == [] and rt.store.get_item(item.id).state == "cancelled"
