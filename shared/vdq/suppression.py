@@ -112,12 +112,13 @@ def suppress(receiver: str, reason: str, *, actor: str, text: str | None,
     return held, added
 
 
-def unsuppress(receiver: str, *, actor: str, text: str | None,
-               runtime: Runtime) -> SuppressionRecord | None:  # fmt: skip
-    """Remove the suppression of ``receiver``; the one removed, or None when there was none."""
+def unsuppress(receiver: str, *, actor: str, text: str | None, runtime: Runtime,
+               reason: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+    """Remove the suppression of ``receiver`` (only one for ``reason``, when given); the one
+    removed, or None when there was none."""
     key = normalize(receiver)
-    removed = runtime.store.remove_suppression(key, _entry(key, "removed", actor, None, text,
-                                                           runtime))  # fmt: skip
+    removed = runtime.store.remove_suppression(
+        key, _entry(key, "removed", actor, None, text, runtime), reason=reason)
     if removed is not None:
         logger.info("%s no longer suppressed (by %s)", key, actor)
     return removed
@@ -201,11 +202,15 @@ def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str
         feedback = str(detail.get("complaintFeedbackType") or "unspecified")
         if feedback == "not-spam":  # the receiver says it is not spam: no complaint
             return added
+        # SES did not send: the address is on the account's list (an earlier complaint).
+        listed = str(detail.get("complaintSubType") or "") in SES_LIST_SUBTYPES
+        reason = "ses_suppression_list" if listed else "complaint"
+        text = ("SES complaint (OnAccountSuppressionList)" if listed
+                else f"SES complaint ({feedback})")  # fmt: skip
         for recipient in detail.get("complainedRecipients") or []:
             address = _address(recipient)
             if address:
-                suppress(address, "complaint", actor="ses", text=f"SES complaint ({feedback})",
-                         runtime=runtime)  # fmt: skip
+                suppress(address, reason, actor="ses", text=text, runtime=runtime)
                 added.append(address)
     return added
 
@@ -264,15 +269,17 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
                             text=f"{word} sent to {to}", runtime=runtime)  # fmt: skip
         return "suppressed" if added else "already suppressed"
     if word in START_WORDS:
+        # Only an opt-out, checked in the delete: a suppression of another reason that took
+        # its place in between stays.
+        if unsuppress(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime,
+                      reason="sms_opt_out") is not None:  # fmt: skip
+            return "removed"
         current = runtime.store.get_suppression(number)
         if current is None:
             return "not suppressed"
-        if current.reason != "sms_opt_out":
-            note(number, actor="twilio", runtime=runtime,
-                 text=f"{word} sent to {to}; the suppression by {REASONS[current.reason]} stays")
-            return "kept"
-        unsuppress(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime)
-        return "removed"
+        note(number, actor="twilio", runtime=runtime,
+             text=f"{word} sent to {to}; the suppression by {REASONS[current.reason]} stays")
+        return "kept"
     if word in HELP_WORDS:
         note(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime)
         return "noted"

@@ -7,7 +7,8 @@ only this deployment can make one, an edited or another receiver's token fails, 
 nothing to enumerate. It never expires (old emails keep working) and replaying it only
 suppresses the same address again, which changes nothing. The key is ``VDQ_UNSUBSCRIBE_KEY``
 or the Secrets Manager secret ``VDQ_UNSUBSCRIBE_SECRET_NAME`` (a deployment generates one);
-without either, or without ``VDQ_UNSUBSCRIBE_URL``, no email carries the headers.
+without either, or without ``VDQ_UNSUBSCRIBE_URL``, no email carries the headers; a secret that
+cannot be read delays a bulk email like an SES throttle (retried, never sent without them).
 
 A POST to the URL (what a mail client sends, or the page's button) suppresses the address and
 answers 200; a GET only shows the page with that button, since mail scanners fetch links.
@@ -75,9 +76,13 @@ def receiver_of(token: str, secret: bytes, deployment: str) -> str | None:
         return None
     encoded, signature = token.split(".")
     try:
-        receiver = _unb64(encoded).decode("utf-8")
-        given = _unb64(signature)
+        raw, given = _unb64(encoded), _unb64(signature)
+        receiver = raw.decode("utf-8")
     except (ValueError, UnicodeError):
+        return None
+    # Decoding skips characters outside the alphabet and takes padding and spare bits: only
+    # the text make_token writes is a token.
+    if _b64(raw) != encoded or _b64(given) != signature:
         return None
     if not receiver or not hmac.compare_digest(given, _signature(secret, receiver, deployment)):
         return None
@@ -89,10 +94,20 @@ def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[s
     want them, or unsubscribe is not configured)."""
     if not wants_unsubscribe(item, content) or not settings.unsubscribe_url:
         return {}
-    secret = key(settings)
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from vdq.providers import TransientProviderError
+    from vdq.suppression import normalize
+
+    try:
+        secret = key(settings)
+    except GetParameterError as exc:
+        # Nothing was sent: the email is retried as after an SES throttle, not errored for
+        # good, and never goes out without the headers it must carry.
+        raise TransientProviderError("Secrets Manager", "the unsubscribe key could not be "
+                                     f"read: {exc}") from exc  # fmt: skip
     if secret is None:
         return {}
-    from vdq.suppression import normalize
 
     token = make_token(normalize(item.receiver), secret, settings.table_name)
     url = settings.unsubscribe_url.rstrip("/") + "/" + token

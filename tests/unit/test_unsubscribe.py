@@ -37,6 +37,17 @@ def test_an_altered_token_is_refused():
     assert unsubscribe.receiver_of("%%%.%%%", KEY, TABLE) is None
 
 
+def test_only_the_exact_text_of_a_token_is_one():
+    # base64 decoding skips characters outside its alphabet and accepts padding: a token
+    # with anything added is refused all the same (one token per receiver, nothing else).
+    token = unsubscribe.make_token("ada@example.org", KEY, TABLE)
+    receiver, signature = token.split(".")
+    for edited in (token + "=", token + "==", f"{receiver[:4]}!{receiver[4:]}.{signature}",
+                   f"{receiver}=.{signature}", f"{receiver}.{signature[:10]}$${signature[10:]}",
+                   f"{receiver} .{signature}", f"{receiver}.{signature}\n", f"../{token}"):
+        assert unsubscribe.receiver_of(edited, KEY, TABLE) is None, edited
+
+
 def test_another_receivers_signature_does_not_fit():
     ada = unsubscribe.make_token("ada@example.org", KEY, TABLE)
     grace = unsubscribe.make_token("grace@example.org", KEY, TABLE)

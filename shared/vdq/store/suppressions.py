@@ -65,15 +65,18 @@ class Suppressions:
             return current, False
         return record, True
 
-    def remove_suppression(self, receiver: str,
-                           entry: SuppressionEventRecord) -> SuppressionRecord | None:  # fmt: skip
-        """Delete the suppression of ``receiver`` with its history ``entry``; the suppression
-        that was removed, or None when there was none (nothing written)."""
+    def remove_suppression(self, receiver: str, entry: SuppressionEventRecord, *,
+                           reason: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+        """Delete the suppression of ``receiver`` (only one for ``reason``, when given) with its
+        history ``entry``; the suppression that was removed, or None when there was none
+        (nothing written). The delete is conditional on the record read: one that changed in
+        between is read and checked again."""
         current = self.get_suppression(receiver)
-        if current is None:
+        if current is None or (reason is not None and current.reason != reason):
             return None
         def fill(tx: TransactWrite) -> None:
-            tx.delete(current, condition=SuppressionRecord.since == current.since)
+            tx.delete(current, condition=(SuppressionRecord.since == current.since)
+                      & (SuppressionRecord.reason == current.reason))  # fmt: skip
             tx.save(entry)
 
         try:
@@ -81,7 +84,7 @@ class Suppressions:
         except TransactWriteError as exc:
             if not condition_failed((exc.cancellation_reasons or [None])[0]):
                 raise
-            return self.remove_suppression(receiver, entry)
+            return self.remove_suppression(receiver, entry, reason=reason)
         return current
 
     def note_suppression_event(self, entry: SuppressionEventRecord) -> None:
