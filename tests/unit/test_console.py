@@ -195,3 +195,24 @@ def test_the_local_sign_in_answers_only_at_a_loopback_host():
         request = FakeRequest("GET", path, host)
         oauth.serve(_issuer(), request, f"{oauth.PREFIX}/authorize", b"")
         assert request.answered[0] == 403 and request.answered[1]["error"] == "access_denied"
+
+
+def test_a_web_page_elsewhere_cannot_post_the_sign_in_form():
+    """A cross-site form POST reaches the loopback issuer with its Host (it is a navigation), so
+    the Host check lets it in: the Origin must be the issuer's own, or no code is minted."""
+    verifier = secrets.token_urlsafe(48)
+    body = "&".join(f"{k}={v}" for k, v in _request(verifier).items()).encode()
+    path = f"{oauth.PREFIX}/authorize"
+    for origin in ("https://attacker.example", "null", None):
+        issuer, request = _issuer(), FakeRequest("POST", path, "127.0.0.1:9999")
+        if origin is not None:
+            request.headers["Origin"] = origin
+        oauth.serve(issuer, request, path, body)
+        assert request.answered[0] == 403, (origin, request.answered)
+        assert "Location" not in request.answered[2] and not issuer._codes
+    issuer, request = _issuer(), FakeRequest("POST", path, "127.0.0.1:9999")
+    request.headers["Origin"] = "http://127.0.0.1:9999"
+    oauth.serve(issuer, request, path, body)
+    assert request.answered[0] == 302 and len(issuer._codes) == 1
+    # The form's page sends its origin with the POST (no-referrer would make it "null").
+    assert oauth.PAGE_HEADERS["Referrer-Policy"] == "same-origin"
