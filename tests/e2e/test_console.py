@@ -275,6 +275,70 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
         browser.reload()
 
 
+# The API as the tab sees it: a request that hangs until released, or a network that is down.
+FLAKY_API = HELD_TIMER + """
+window.__down = false;
+window.__hang = false;
+const heldFetch = window.fetch;
+window.fetch = (input, options) => {
+  if (String(input).includes("/queue-items") && window.__hang) {
+    window.__apiCalls += 1;
+    return new Promise((_, reject) => {
+      window.__release = () => reject(new TypeError("Failed to fetch"));
+    });
+  }
+  if (String(input).includes("/queue-items") && window.__down) {
+    window.__apiCalls += 1;
+    return Promise.reject(new TypeError("Failed to fetch"));
+  }
+  return heldFetch(input, options);
+};
+"""
+
+
+def test_live_refresh_never_overlaps_backs_off_while_the_api_is_down_and_ends_with_the_session(
+        stack, browser):  # fmt: skip
+    [item] = stack.send_emails(f"bounce@{SIM}")
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FLAKY_API)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        # A slow API: the ticks that come while a refresh is out send nothing more.
+        browser.evaluate("window.__hang = true")
+        calls = browser.evaluate("window.__apiCalls")
+        for _ in range(5):
+            browser.evaluate("(window.__tick(), 0)")
+        assert browser.evaluate("window.__apiCalls") == calls + 1
+        browser.evaluate("window.__hang = false; window.__down = true; window.__release()")
+        browser.wait_for("document.querySelector('#alert').textContent.includes('Failed')")
+        # The API down: fewer and fewer tries (not one every tick), one alert standing.
+        calls = browser.evaluate("window.__apiCalls")
+        for _ in range(20):
+            browser.evaluate("window.__tick()")
+        tries = browser.evaluate("window.__apiCalls") - calls
+        assert 1 <= tries <= 5, tries
+        assert browser.evaluate("document.querySelectorAll('#alert strong').length") == 1
+        # Back up: a try comes within the longest pause (a minute of ticks), and it clears.
+        browser.evaluate("window.__down = false")
+        for _ in range(12):
+            browser.evaluate("window.__tick()")
+        assert browser.text("#alert") == ""
+        wait_state(browser, "errored")
+        # The token expires on screen: the next tick says so, instead of freezing the page.
+        expired = ("x." + base64.urlsafe_b64encode(json.dumps({"sub": "ops", "exp": 1})
+                   .encode()).decode().rstrip("=") + ".x")  # fmt: skip
+        browser.evaluate(f"sessionStorage.setItem('vdq.console.token', {json.dumps(expired)})")
+        browser.evaluate("window.__tick()")
+        assert browser.evaluate("!!document.querySelector('#sign-in')")
+        assert "session has ended" in browser.text("main")
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     sent = stack.send_emails("first@example.com", "second@example.com")
     for item in sent:

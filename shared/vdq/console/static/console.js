@@ -499,6 +499,14 @@ async function guarded(work) {
 }
 
 // ---- Live refresh: the visible view, every few seconds, paused while the tab is hidden -------
+//
+// One refresh at a time (a tick while one is out sends nothing), and while the API fails the
+// ticks skipped double, up to a minute's worth: a slow or down API is not asked every tick.
+
+const MAX_SKIPPED = 11; // ticks: a minute at REFRESH_MS
+let refreshing = false;
+let failures = 0;
+let skip = 0;
 
 function startRefresh() {
   stopRefresh();
@@ -511,11 +519,26 @@ function stopRefresh() {
 }
 
 async function refreshNow() {
-  if (document.visibilityState === "hidden" || !view || !claims()) return;
+  if (document.visibilityState === "hidden" || !view || refreshing) return;
+  if (!claims()) {
+    signOut("Your session has ended: sign in again.");
+    return;
+  }
+  if (skip > 0) {
+    skip -= 1;
+    return;
+  }
+  refreshing = true;
   try {
     await view.refresh();
+    if (failures) alertError(null);
+    failures = 0;
   } catch (error) {
+    failures += 1;
+    skip = Math.min(2 ** failures - 1, MAX_SKIPPED);
     if (error.status !== 401) alertError(error);
+  } finally {
+    refreshing = false;
   }
 }
 
