@@ -7,7 +7,6 @@
 // server's answer when it refuses anyway.
 
 const REFRESH_MS = 5000;
-const HISTORY_PAGES = 50; // at most this many pages of history are followed for one view
 const store = window.sessionStorage;
 const TOKEN_KEY = "vdq.console.token";
 const PKCE_KEY = "vdq.console.pkce";
@@ -364,17 +363,23 @@ function previewResend(box, ids, done) {
   }));
 }
 
-async function loadItem(id) {
+// An item and the pages of its history read so far. The first page comes with the item, the
+// next ones when asked for: an item of 10,000 entries costs no hundred requests a view. A
+// refresh reads the item and the last page shown again (history is only added to, at its end),
+// so it costs two requests whatever the number of pages on screen.
+async function loadItem(id, known) {
   const item = await api("GET", `/queue-items/${encodeURIComponent(id)}`);
-  let history = item.history || [];
-  let cursor = item.history_cursor;
-  for (let i = 0; cursor && i < HISTORY_PAGES; i += 1) {
-    const page = await api("GET", `/queue-items/${encodeURIComponent(id)}/history`,
-      { query: { cursor } });
-    history = history.concat(page.entries);
-    cursor = page.cursor;
+  const pages = [{ from: null, entries: item.history || [], next: item.history_cursor }];
+  if (known && known.item.id === item.id && known.pages.length > 1) {
+    pages.push(...known.pages.slice(1, -1), await historyPage(id, known.pages.at(-1).from));
   }
-  return { item, history };
+  return { item, pages };
+}
+
+async function historyPage(id, from) {
+  const page = await api("GET", `/queue-items/${encodeURIComponent(id)}/history`,
+    { query: { cursor: from } });
+  return { from, entries: page.entries, next: page.cursor };
 }
 
 function fieldTable(label, id, data) {
@@ -427,21 +432,36 @@ async function showItem(id) {
   const body = el("div", { id: "item-body" });
   $("main").append(actions, preview, body);
   let shown = "";
-  const draw = ({ item, history }) => {
-    const seen = JSON.stringify([item, history]);
+  let state = null;
+  const draw = (next) => {
+    state = next;
+    const { item, pages } = next;
+    const history = pages.flatMap((page) => page.entries);
+    const more = pages.at(-1).next;
+    const seen = JSON.stringify([item, history, more]);
     if (seen === shown) return;
     const first = shown === "";
+    const hadFocus = document.activeElement && document.activeElement.id === "history-more";
     shown = seen;
     const { content, attachments, history: _h, history_cursor: _c, ...fields } = item;
+    const moreButton = more ? el("button", { type: "button", id: "history-more",
+      on: { click: () => guarded(showMore) } }, "Show more history") : null;
     body.replaceChildren(
       el("h2", {}, "Fields"), fieldTable("The item", "fields", fields),
       el("h2", {}, "Content"), fieldTable("What is sent", "content", content || {}),
       el("h2", {}, "Attachments"), attachmentList(attachments || []),
-      el("h2", {}, "History"), timeline(history));
+      el("h2", {}, "History"), timeline(history),
+      more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
+      moreButton);
     drawActions(actions, preview, item, load);
+    if (hadFocus) (moreButton || $("timeline").lastElementChild || h).focus();
     if (!first) say(`Item ${item.id} updated: ${item.state}.`);
   };
-  const load = async () => draw(await loadItem(id));
+  const load = async () => draw(await loadItem(id, state));
+  const showMore = async () => {
+    const page = await historyPage(id, state.pages.at(-1).next);
+    draw({ ...state, pages: [...state.pages, page] });
+  };
   view = { kind: "item", refresh: load };
   await guarded(load);
   h.focus();
