@@ -436,6 +436,29 @@ def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stac
     assert stack.item(item["id"])["state"] == "errored"
 
 
+def test_a_mangled_address_or_the_page_by_its_file_name_still_works(stack, browser):
+    """What an impatient operator types or bookmarks: an item address cut mid-escape, and the
+    page as console/index.html, whose sign-in must still call back to the console's URI."""
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/%E0%A4")
+    browser.wait_for("document.querySelector('#alert').textContent.includes('address')")
+    browser.goto(f"{stack.url}/console/#/queue")  # the console goes on from there
+    browser.wait_for("document.querySelector('#items caption')")
+    browser.goto(f"{stack.url}/console/index.html#/queue")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/_local/oauth2/authorize' && "
+                     "document.querySelector('#username')")  # fmt: skip
+    assert browser.evaluate("new URLSearchParams(location.search).get('redirect_uri')") == \
+        f"{stack.url}/console/"
+    browser.click("#sign-in")
+    browser.wait_for("document.querySelector('#user').textContent.includes('Signed in')",
+                     timeout=patient(10))  # fmt: skip
+    assert browser.evaluate("location.search") == ""
+
+
 def test_console_answers_carry_a_strict_content_security_policy(stack):
     for path in ("/console/", "/console/console.js", "/console/console.css",
                  "/console/config.json"):  # fmt: skip

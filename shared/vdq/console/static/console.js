@@ -89,8 +89,10 @@ function randomText(size) {
   return b64url(crypto.getRandomValues(new Uint8Array(size)));
 }
 
+// The console's directory, the one callback URI the client has, even when the page was opened
+// as .../console/index.html.
 function redirectUri() {
-  return window.location.origin + window.location.pathname;
+  return window.location.origin + window.location.pathname.replace(/[^/]*$/, "");
 }
 
 async function signIn() {
@@ -213,7 +215,16 @@ async function render() {
   const { parts, params } = route();
   for (const link of document.querySelectorAll("#nav a")) link.removeAttribute("aria-current");
   if (parts[0] === "item" && parts[1]) {
-    await showItem(decodeURIComponent(parts[1]));
+    let id = null;
+    try {
+      id = decodeURIComponent(parts[1]);
+    } catch {
+      view = null; // an address cut mid-escape (%E0): said, not a page left half drawn
+      heading("No such item");
+      alertError(new Error(`the address names no item: ${parts[1]}`));
+      return;
+    }
+    await showItem(id);
   } else {
     const kind = parts[0] === "sent" ? "sent" : "queue";
     $(`nav-${kind}`).setAttribute("aria-current", "page");
