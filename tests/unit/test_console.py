@@ -216,3 +216,50 @@ def test_a_web_page_elsewhere_cannot_post_the_sign_in_form():
     assert request.answered[0] == 302 and len(issuer._codes) == 1
     # The form's page sends its origin with the POST (no-referrer would make it "null").
     assert oauth.PAGE_HEADERS["Referrer-Policy"] == "same-origin"
+
+
+@pytest.mark.parametrize("name", [
+    "..%2F__init__.py", "../__init__.py", "..%252F__init__.py", "%2e%2e%2fsettings.py",
+    "/etc/passwd", "static/console.js", "console.js%00.png", "console.js/", "Console.JS",
+    ".console.js", ".git", "console.css.map", "index.html~", "x" * 5000, "",
+])  # fmt: skip
+def test_no_name_reaches_past_the_three_files_and_every_answer_carries_the_policy(name):
+    answer = console.answer(_event(f"/console/{name}", name or None), _settings())
+    headers = {k: v[0] for k, v in answer["multiValueHeaders"].items()}
+    if name:
+        assert answer["statusCode"] == 404, name
+        assert headers["Content-Type"] == "application/json"
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_the_settings_and_the_redirect_carry_the_policy_too():
+    for event in (_event("/console/config.json", "config.json"), _event("/console")):
+        headers = {k: v[0] for k, v in console.answer(event, _settings())["multiValueHeaders"]
+                   .items()}  # fmt: skip
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+        assert headers["Referrer-Policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize("verifier", [
+    "a" * 42, "a" * 129, "a" * 42 + "+", "a" * 42 + "/", "a" * 42 + "=", "a" * 42 + "é", "",
+])  # fmt: skip
+def test_a_verifier_off_rfc_7636_is_refused_even_when_its_hash_is_the_challenge(verifier):
+    issuer = _issuer()
+    code = _code(issuer, verifier if verifier.isascii() else "a" * 43, [])
+    grant = issuer._codes[code]
+    if verifier.isascii():
+        assert grant.challenge == oauth.challenge_of(verifier)
+    with pytest.raises(oauth.OAuthError, match="code_verifier must be 43 to 128"):
+        _exchange(issuer, code, verifier)
+
+
+def test_an_authorize_request_without_a_challenge_is_refused():
+    request = _request("a" * 43)
+    del request["code_challenge"], request["code_challenge_method"]
+    with pytest.raises(oauth.OAuthError, match="code_challenge_method must be S256"):
+        _issuer().authorize(request, [])
+    request["code_challenge_method"] = "S256"
+    with pytest.raises(oauth.OAuthError, match="code_challenge must be"):
+        _issuer().authorize(request, [])
