@@ -459,6 +459,24 @@ def test_a_mangled_address_or_the_page_by_its_file_name_still_works(stack, brows
     assert browser.evaluate("location.search") == ""
 
 
+def test_a_forged_sign_in_error_link_shows_no_text_of_its_own(stack, browser):
+    """Anyone can send a link to console/?error=...&error_description=<words>: the page says
+    what the issuer said only for the tab's own request (its state), else a plain refusal."""
+    forged = "Your account is locked. Call +1 555 0100"
+    browser.goto(f"{stack.url}/console/")
+    browser.evaluate("sessionStorage.clear()")
+    browser.goto(f"{stack.url}/console/?error=access_denied&error_description="
+                 f"{requests.utils.quote(forged)}&state=guess")  # fmt: skip
+    browser.wait_for("document.querySelector('#alert').textContent")
+    assert "555" not in browser.text("#alert") and "this tab" in browser.text("#alert")
+    saved = json.dumps(json.dumps({"verifier": "v" * 43, "state": "mine", "hash": ""}))
+    browser.evaluate(f"sessionStorage.setItem('vdq.console.pkce', {saved})")
+    browser.goto(f"{stack.url}/console/?error=access_denied&error_description=cancelled"
+                 "&state=mine")  # fmt: skip
+    browser.wait_for("document.querySelector('#alert').textContent.includes('cancelled')")
+    assert browser.evaluate("location.search") == ""
+
+
 def test_console_answers_carry_a_strict_content_security_policy(stack):
     for path in ("/console/", "/console/console.js", "/console/console.css",
                  "/console/config.json"):  # fmt: skip

@@ -114,11 +114,12 @@ async function finishSignIn(params) {
   store.removeItem(PKCE_KEY);
   // The code leaves the address bar (and the history) before anything else happens.
   window.history.replaceState(null, "", window.location.pathname + (saved ? saved.hash : ""));
-  if (params.get("error")) {
-    throw new Error(`sign-in refused: ${params.get("error_description") || params.get("error")}`);
-  }
+  // The state first: a link anyone can send must not put words of its own on the page.
   if (!saved || params.get("state") !== saved.state) {
     throw new Error("the sign-in answer does not belong to this tab's request; sign in again");
+  }
+  if (params.get("error")) {
+    throw new Error(`sign-in refused: ${params.get("error_description") || params.get("error")}`);
   }
   const answer = await fetch(config.token_url, {
     method: "POST",
