@@ -477,6 +477,45 @@ def test_a_forged_sign_in_error_link_shows_no_text_of_its_own(stack, browser):
     assert browser.evaluate("location.search") == ""
 
 
+# An API answer whose attachment path points elsewhere; every URL the page asks for is kept.
+FOREIGN_PATH = """
+window.__asked = [];
+const keptFetch = window.fetch;
+window.fetch = async (input, options) => {
+  window.__asked.push(String(input));
+  const answer = await keptFetch(input, options);
+  if (!/\\/queue-items\\/[^/]+$/.test(new URL(String(input), location.href).pathname)) {
+    return answer;
+  }
+  const item = await answer.json();
+  for (const a of item.attachments) a.download_path = "https://attacker.example/steal";
+  return new Response(JSON.stringify(item), {status: 200,
+    headers: {"Content-Type": "application/json"}});
+};
+"""
+
+
+def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, browser):
+    """The bearer token is sent with every API call: a path in an answer (an attachment's
+    download_path) that leads off the API is refused by the page, not left to the CSP."""
+    attachment = {"filename": "a.txt", "content_type": "text/plain",
+                  "content_base64": base64.b64encode(b"hello").decode()}  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", attachments=[attachment])
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FOREIGN_PATH)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        browser.wait_for("document.querySelector('#attachments button')")
+        browser.click("#attachments button")
+        browser.wait_for("document.querySelector('#alert').textContent")
+        assert not [u for u in browser.evaluate("window.__asked") if "attacker" in u]
+        assert "not the API" in browser.text("#alert")
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_console_answers_carry_a_strict_content_security_policy(stack):
     for path in ("/console/", "/console/console.js", "/console/console.css",
                  "/console/config.json"):  # fmt: skip

@@ -183,6 +183,10 @@ class ApiError extends Error {
 
 async function api(method, path, { query, body } = {}) {
   const url = new URL(path.replace(/^\/+/, ""), apiBase);
+  if (url.origin !== apiBase.origin || !url.pathname.startsWith(apiBase.pathname)) {
+    // A path from an answer that leads elsewhere: the token goes to the API only.
+    throw new ApiError(0, "bad_path", `${path} is not the API's`);
+  }
   for (const [k, v] of Object.entries(query || {})) if (v) url.searchParams.set(k, v);
   const headers = { Authorization: `Bearer ${store.getItem(TOKEN_KEY) || ""}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
