@@ -237,6 +237,8 @@ def test_an_items_timeline_reads_more_history_when_asked_and_refresh_rereads_onl
             browser.click("#history-more")
             browser.wait_for(f"document.querySelectorAll('#timeline li').length === {shown}")
         assert browser.evaluate("!document.querySelector('#history-more')")
+        # The button went with the last page: the focus is on the timeline, not lost.
+        assert browser.evaluate("document.activeElement.id") == "timeline"
         dates = browser.evaluate("[...document.querySelectorAll('#timeline time')]"
                                  ".map(t => t.getAttribute('datetime'))")  # fmt: skip
         assert dates == [h["at"] for h in history]

@@ -406,7 +406,8 @@ function fieldTable(label, id, data) {
 }
 
 function timeline(history) {
-  return el("ol", { class: "timeline", id: "timeline", "aria-label": "History, oldest first" },
+  return el("ol", { class: "timeline", id: "timeline", "aria-label": "History, oldest first",
+    tabindex: "-1" },
     history.map((entry) => el("li", {},
       el("time", { class: "when", datetime: entry.at }, text(entry.at)),
       el("span", { class: "what" }, entry.from_state
@@ -470,7 +471,7 @@ async function showItem(id) {
       more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
       moreButton);
     drawActions(actions, preview, item, load);
-    if (hadFocus) (moreButton || $("timeline").lastElementChild || h).focus();
+    if (hadFocus) (moreButton || $("timeline")).focus(); // the button gone: where it led
     if (!first) say(`Item ${item.id} updated: ${item.state}.`);
   };
   const load = async () => draw(await loadItem(id, state));
