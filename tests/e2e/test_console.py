@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,12 @@ pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator"
 
 SIM = "simulator.amazonses.com"
 DOCS = REPO / "docs"
+
+
+def bouncing() -> str:
+    """An address that bounces and is on no suppression list yet: a bounce puts its address on
+    the list (issue 18), and the stack is the module's."""
+    return f"bounce+{uuid.uuid4().hex[:12]}@{SIM}"
 
 
 @pytest.fixture
@@ -104,7 +111,7 @@ def test_sign_in_exchanges_the_code_with_pkce_and_keeps_it_out_of_the_address_ba
 
 def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_move(
         stack, browser, shots):  # fmt: skip
-    [item] = stack.send_emails(f"bounce@{SIM}")
+    [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     browser.goto(f"{stack.url}/console/#/queue?state=errored&limit=100")
@@ -112,6 +119,19 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
     browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
     browser.screenshot(shots / "console-list.png")
     assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    browser.viewport(390, 844, mobile=True)
+    try:
+        browser.goto(f"{stack.url}/console/#/queue?state=errored")
+        browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+        # Readable at phone width: nothing runs off the side of the screen.
+        assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert browser.evaluate("window.innerWidth") == 390
+        browser.screenshot(shots / "console-phone.png")
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+    browser.goto(f"{stack.url}/console/#/queue?state=errored&limit=100")
+    browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
 
     tab_to(browser, link)  # the keyboard from here on: Tab and Enter
     browser.key("Enter")
@@ -131,24 +151,15 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
     tab_to(browser, "#confirm-retry")
     browser.key("Enter")
     browser.wait_for("document.querySelector('#status').textContent.includes('Retried')")
-    # The retry, then (live refresh, no click) the new attempt's send and its bounce.
-    browser.wait_for(f"document.querySelectorAll('#timeline li').length > {len(before) + 2}",
+    # The retry, then (live refresh, no click) the new attempt: the first bounce put the
+    # address on the suppression list (issue 18), so the worker cancels it.
+    browser.wait_for(f"document.querySelectorAll('#timeline li').length > {len(before) + 1}",
                      timeout=patient(30))  # fmt: skip
-    wait_state(browser, "errored")
+    wait_state(browser, "cancelled")
     after = timeline(browser)
-    assert "retry: errored → queued" in after[len(before):], after
-    assert stack.item(item["id"])["attempt"] == 2
-
-    browser.viewport(390, 844, mobile=True)
-    try:
-        browser.goto(f"{stack.url}/console/#/queue?state=errored")
-        browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
-        # Readable at phone width: nothing runs off the side of the screen.
-        assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-        assert browser.evaluate("window.innerWidth") == 390
-        browser.screenshot(shots / "console-phone.png")
-    finally:
-        browser.send("Emulation.clearDeviceMetricsOverride")
+    assert after[len(before):] == ["retry: errored → queued", "cancel: queued → cancelled"], after
+    # (2 after the retry; the worker's suppression cancel adds one more: the lead is told)
+    assert stack.item(item["id"])["attempt"] >= 2
 
 
 def test_hostile_content_shows_as_text_and_runs_nothing(stack, browser):
@@ -206,20 +217,35 @@ window.fetch = async (input, options) => {
 """
 
 
-def test_an_items_timeline_follows_the_history_cursor_to_the_end(stack, browser):
-    [item] = stack.send_emails(f"bounce@{SIM}")
+def test_an_items_timeline_reads_more_history_when_asked_and_refresh_rereads_only_the_last_page(
+        stack, browser):  # fmt: skip
+    """An item of 10,000 entries must not cost 100 requests a view and again every refresh:
+    the first page comes with the item, the next when asked for, and a refresh reads the item
+    and the last page shown (history is only added to), whatever the number of pages."""
+    [item] = stack.send_emails(bouncing())
     history = stack.wait(item["id"], "errored")["history"]
     assert len(history) >= 3
     sign_in(browser, stack.url, "vdq-viewers")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=ONE_ENTRY_PAGES)
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument",
+                          source=ONE_ENTRY_PAGES + HELD_TIMER)  # fmt: skip
     try:
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
-        browser.wait_for(f"document.querySelectorAll('#timeline li').length >= {len(history)}")
-        shown = browser.evaluate("[...document.querySelectorAll('#timeline time')]"
+        browser.wait_for("document.querySelector('#history-more')")
+        assert len(timeline(browser)) == 1 and not browser.evaluate("window.__historyPages")
+        for shown in range(2, len(history) + 1):
+            browser.click("#history-more")
+            browser.wait_for(f"document.querySelectorAll('#timeline li').length === {shown}")
+        assert browser.evaluate("!document.querySelector('#history-more')")
+        # The button went with the last page: the focus is on the timeline, not lost.
+        assert browser.evaluate("document.activeElement.id") == "timeline"
+        dates = browser.evaluate("[...document.querySelectorAll('#timeline time')]"
                                  ".map(t => t.getAttribute('datetime'))")  # fmt: skip
-        assert shown == [h["at"] for h in history]
-        assert browser.evaluate("window.__historyPages") >= len(history) - 1
+        assert dates == [h["at"] for h in history]
+        calls = browser.evaluate("window.__apiCalls")
+        browser.evaluate("window.__tick()")
+        assert browser.evaluate("window.__apiCalls") - calls == 2  # the item, the last page
+        assert len(timeline(browser)) == len(history)
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
@@ -247,7 +273,7 @@ window.fetch = (input, options) => {
 
 
 def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(stack, browser):
-    [item] = stack.send_emails(f"bounce@{SIM}")
+    [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
@@ -259,7 +285,8 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
         entries = len(timeline(browser))
         retried = stack.api("POST", f"/queue-items/{item['id']}/transitions/retry")
         assert retried.status_code == 200, retried.text
-        stack.wait(item["id"], "errored")  # the new attempt bounced too
+        # The first bounce put the address on the suppression list: the retry is cancelled.
+        stack.wait(item["id"], "cancelled")
         browser.evaluate("window.__hidden = true")
         calls = browser.evaluate("window.__apiCalls")
         browser.evaluate("window.__tick()")  # a tick while hidden: no request, nothing redrawn
@@ -269,7 +296,71 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
         browser.evaluate("window.__tick()")  # visible again: the page is read and redrawn
         assert browser.evaluate("window.__apiCalls") > calls
         assert len(timeline(browser)) > entries
-        assert "updated: errored" in browser.text("#status")  # said in the live region
+        assert "updated: cancelled" in browser.text("#status")  # said in the live region
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
+# The API as the tab sees it: a request that hangs until released, or a network that is down.
+FLAKY_API = HELD_TIMER + """
+window.__down = false;
+window.__hang = false;
+const heldFetch = window.fetch;
+window.fetch = (input, options) => {
+  if (String(input).includes("/queue-items") && window.__hang) {
+    window.__apiCalls += 1;
+    return new Promise((_, reject) => {
+      window.__release = () => reject(new TypeError("Failed to fetch"));
+    });
+  }
+  if (String(input).includes("/queue-items") && window.__down) {
+    window.__apiCalls += 1;
+    return Promise.reject(new TypeError("Failed to fetch"));
+  }
+  return heldFetch(input, options);
+};
+"""
+
+
+def test_live_refresh_never_overlaps_backs_off_while_the_api_is_down_and_ends_with_the_session(
+        stack, browser):  # fmt: skip
+    [item] = stack.send_emails(bouncing())
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FLAKY_API)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        # A slow API: the ticks that come while a refresh is out send nothing more.
+        browser.evaluate("window.__hang = true")
+        calls = browser.evaluate("window.__apiCalls")
+        for _ in range(5):
+            browser.evaluate("(window.__tick(), 0)")
+        assert browser.evaluate("window.__apiCalls") == calls + 1
+        browser.evaluate("window.__hang = false; window.__down = true; window.__release()")
+        browser.wait_for("document.querySelector('#alert').textContent.includes('Failed')")
+        # The API down: fewer and fewer tries (not one every tick), one alert standing.
+        calls = browser.evaluate("window.__apiCalls")
+        for _ in range(20):
+            browser.evaluate("window.__tick()")
+        tries = browser.evaluate("window.__apiCalls") - calls
+        assert 1 <= tries <= 5, tries
+        assert browser.evaluate("document.querySelectorAll('#alert strong').length") == 1
+        # Back up: a try comes within the longest pause (a minute of ticks), and it clears.
+        browser.evaluate("window.__down = false")
+        for _ in range(12):
+            browser.evaluate("window.__tick()")
+        assert browser.text("#alert") == ""
+        wait_state(browser, "errored")
+        # The token expires on screen: the next tick says so, instead of freezing the page.
+        expired = ("x." + base64.urlsafe_b64encode(json.dumps({"sub": "ops", "exp": 1})
+                   .encode()).decode().rstrip("=") + ".x")  # fmt: skip
+        browser.evaluate(f"sessionStorage.setItem('vdq.console.token', {json.dumps(expired)})")
+        browser.evaluate("window.__tick()")
+        assert browser.evaluate("!!document.querySelector('#sign-in')")
+        assert "session has ended" in browser.text("main")
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
@@ -322,7 +413,7 @@ def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
 
 
 def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
-    [item] = stack.send_emails(f"bounce@{SIM}")
+    [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-viewers")
     browser.goto(f"{stack.url}/console/#/item/{item['id']}")
@@ -345,6 +436,86 @@ def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stac
     assert re.match(r"Not allowed \(403 forbidden\): .*retry", browser.text("#alert")), (
         browser.text("#alert"))
     assert stack.item(item["id"])["state"] == "errored"
+
+
+def test_a_mangled_address_or_the_page_by_its_file_name_still_works(stack, browser):
+    """What an impatient operator types or bookmarks: an item address cut mid-escape, and the
+    page as console/index.html, whose sign-in must still call back to the console's URI."""
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/%E0%A4")
+    browser.wait_for("document.querySelector('#alert').textContent.includes('address')")
+    browser.goto(f"{stack.url}/console/#/queue")  # the console goes on from there
+    browser.wait_for("document.querySelector('#items caption')")
+    browser.goto(f"{stack.url}/console/index.html#/queue")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    browser.click("#sign-in")
+    browser.wait_for("location.pathname === '/_local/oauth2/authorize' && "
+                     "document.querySelector('#username')")  # fmt: skip
+    assert browser.evaluate("new URLSearchParams(location.search).get('redirect_uri')") == \
+        f"{stack.url}/console/"
+    browser.click("#sign-in")
+    browser.wait_for("document.querySelector('#user').textContent.includes('Signed in')",
+                     timeout=patient(10))  # fmt: skip
+    assert browser.evaluate("location.search") == ""
+
+
+def test_a_forged_sign_in_error_link_shows_no_text_of_its_own(stack, browser):
+    """Anyone can send a link to console/?error=...&error_description=<words>: the page says
+    what the issuer said only for the tab's own request (its state), else a plain refusal."""
+    forged = "Your account is locked. Call +1 555 0100"
+    browser.goto(f"{stack.url}/console/")
+    browser.evaluate("sessionStorage.clear()")
+    browser.goto(f"{stack.url}/console/?error=access_denied&error_description="
+                 f"{requests.utils.quote(forged)}&state=guess")  # fmt: skip
+    browser.wait_for("document.querySelector('#alert').textContent")
+    assert "555" not in browser.text("#alert") and "this tab" in browser.text("#alert")
+    saved = json.dumps(json.dumps({"verifier": "v" * 43, "state": "mine", "hash": ""}))
+    browser.evaluate(f"sessionStorage.setItem('vdq.console.pkce', {saved})")
+    browser.goto(f"{stack.url}/console/?error=access_denied&error_description=cancelled"
+                 "&state=mine")  # fmt: skip
+    browser.wait_for("document.querySelector('#alert').textContent.includes('cancelled')")
+    assert browser.evaluate("location.search") == ""
+
+
+# An API answer whose attachment path points elsewhere; every URL the page asks for is kept.
+FOREIGN_PATH = """
+window.__asked = [];
+const keptFetch = window.fetch;
+window.fetch = async (input, options) => {
+  window.__asked.push(String(input));
+  const answer = await keptFetch(input, options);
+  if (!/\\/queue-items\\/[^/]+$/.test(new URL(String(input), location.href).pathname)) {
+    return answer;
+  }
+  const item = await answer.json();
+  for (const a of item.attachments) a.download_path = "https://attacker.example/steal";
+  return new Response(JSON.stringify(item), {status: 200,
+    headers: {"Content-Type": "application/json"}});
+};
+"""
+
+
+def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, browser):
+    """The bearer token is sent with every API call: a path in an answer (an attachment's
+    download_path) that leads off the API is refused by the page, not left to the CSP."""
+    attachment = {"filename": "a.txt", "content_type": "text/plain",
+                  "content_base64": base64.b64encode(b"hello").decode()}  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", attachments=[attachment])
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FOREIGN_PATH)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        browser.wait_for("document.querySelector('#attachments button')")
+        browser.click("#attachments button")
+        browser.wait_for("document.querySelector('#alert').textContent")
+        assert not [u for u in browser.evaluate("window.__asked") if "attacker" in u]
+        assert "not the API" in browser.text("#alert")
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
 
 
 def test_console_answers_carry_a_strict_content_security_policy(stack):

@@ -195,3 +195,71 @@ def test_the_local_sign_in_answers_only_at_a_loopback_host():
         request = FakeRequest("GET", path, host)
         oauth.serve(_issuer(), request, f"{oauth.PREFIX}/authorize", b"")
         assert request.answered[0] == 403 and request.answered[1]["error"] == "access_denied"
+
+
+def test_a_web_page_elsewhere_cannot_post_the_sign_in_form():
+    """A cross-site form POST reaches the loopback issuer with its Host (it is a navigation), so
+    the Host check lets it in: the Origin must be the issuer's own, or no code is minted."""
+    verifier = secrets.token_urlsafe(48)
+    body = "&".join(f"{k}={v}" for k, v in _request(verifier).items()).encode()
+    path = f"{oauth.PREFIX}/authorize"
+    for origin in ("https://attacker.example", "null", None):
+        issuer, request = _issuer(), FakeRequest("POST", path, "127.0.0.1:9999")
+        if origin is not None:
+            request.headers["Origin"] = origin
+        oauth.serve(issuer, request, path, body)
+        assert request.answered[0] == 403, (origin, request.answered)
+        assert "Location" not in request.answered[2] and not issuer._codes
+    issuer, request = _issuer(), FakeRequest("POST", path, "127.0.0.1:9999")
+    request.headers["Origin"] = "http://127.0.0.1:9999"
+    oauth.serve(issuer, request, path, body)
+    assert request.answered[0] == 302 and len(issuer._codes) == 1
+    # The form's page sends its origin with the POST (no-referrer would make it "null").
+    assert oauth.PAGE_HEADERS["Referrer-Policy"] == "same-origin"
+
+
+@pytest.mark.parametrize("name", [
+    "..%2F__init__.py", "../__init__.py", "..%252F__init__.py", "%2e%2e%2fsettings.py",
+    "/etc/passwd", "static/console.js", "console.js%00.png", "console.js/", "Console.JS",
+    ".console.js", ".git", "console.css.map", "index.html~", "x" * 5000, "",
+])  # fmt: skip
+def test_no_name_reaches_past_the_three_files_and_every_answer_carries_the_policy(name):
+    answer = console.answer(_event(f"/console/{name}", name or None), _settings())
+    headers = {k: v[0] for k, v in answer["multiValueHeaders"].items()}
+    if name:
+        assert answer["statusCode"] == 404, name
+        assert headers["Content-Type"] == "application/json"
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_the_settings_and_the_redirect_carry_the_policy_too():
+    for event in (_event("/console/config.json", "config.json"), _event("/console")):
+        headers = {k: v[0] for k, v in console.answer(event, _settings())["multiValueHeaders"]
+                   .items()}  # fmt: skip
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+        assert headers["Referrer-Policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize("verifier", [
+    "a" * 42, "a" * 129, "a" * 42 + "+", "a" * 42 + "/", "a" * 42 + "=", "a" * 42 + "é", "",
+])  # fmt: skip
+def test_a_verifier_off_rfc_7636_is_refused_even_when_its_hash_is_the_challenge(verifier):
+    issuer = _issuer()
+    code = _code(issuer, verifier if verifier.isascii() else "a" * 43, [])
+    grant = issuer._codes[code]
+    if verifier.isascii():
+        assert grant.challenge == oauth.challenge_of(verifier)
+    with pytest.raises(oauth.OAuthError, match="code_verifier must be 43 to 128"):
+        _exchange(issuer, code, verifier)
+
+
+def test_an_authorize_request_without_a_challenge_is_refused():
+    request = _request("a" * 43)
+    del request["code_challenge"], request["code_challenge_method"]
+    with pytest.raises(oauth.OAuthError, match="code_challenge_method must be S256"):
+        _issuer().authorize(request, [])
+    request["code_challenge_method"] = "S256"
+    with pytest.raises(oauth.OAuthError, match="code_challenge must be"):
+        _issuer().authorize(request, [])

@@ -39,7 +39,9 @@ PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'; "
     "base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # The form's POST carries the page's origin (under no-referrer it would be "null"); the
+    # page's address holds the state and the challenge only, never a code.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -194,6 +196,12 @@ def serve(issuer: Issuer, request: Any, path: str, body: bytes) -> None:
             issuer.check_request(query)
             request.answer(200, issuer.sign_in_page(query), PAGE_HEADERS)
         elif path == f"{PREFIX}/authorize" and request.command == "POST":
+            # A page elsewhere can post the form (a navigation keeps the loopback Host): it
+            # would mint a code for a user and groups of its choosing. Only the issuer's own
+            # sign-in page may post it.
+            if request.headers.get("Origin") != f"http://{host}":
+                raise OAuthError(403, "access_denied", "the sign-in form is accepted only from "
+                                                       "the sign-in page")  # fmt: skip
             form, groups = form_fields(body)
             where = issuer.authorize(form, groups)
             request.answer(302, b"", {"Location": where, "Cache-Control": "no-store",

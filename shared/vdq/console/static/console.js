@@ -7,7 +7,6 @@
 // server's answer when it refuses anyway.
 
 const REFRESH_MS = 5000;
-const HISTORY_PAGES = 50; // at most this many pages of history are followed for one view
 const store = window.sessionStorage;
 const TOKEN_KEY = "vdq.console.token";
 const PKCE_KEY = "vdq.console.pkce";
@@ -90,8 +89,10 @@ function randomText(size) {
   return b64url(crypto.getRandomValues(new Uint8Array(size)));
 }
 
+// The console's directory, the one callback URI the client has, even when the page was opened
+// as .../console/index.html.
 function redirectUri() {
-  return window.location.origin + window.location.pathname;
+  return window.location.origin + window.location.pathname.replace(/[^/]*$/, "");
 }
 
 async function signIn() {
@@ -113,11 +114,12 @@ async function finishSignIn(params) {
   store.removeItem(PKCE_KEY);
   // The code leaves the address bar (and the history) before anything else happens.
   window.history.replaceState(null, "", window.location.pathname + (saved ? saved.hash : ""));
-  if (params.get("error")) {
-    throw new Error(`sign-in refused: ${params.get("error_description") || params.get("error")}`);
-  }
+  // The state first: a link anyone can send must not put words of its own on the page.
   if (!saved || params.get("state") !== saved.state) {
     throw new Error("the sign-in answer does not belong to this tab's request; sign in again");
+  }
+  if (params.get("error")) {
+    throw new Error(`sign-in refused: ${params.get("error_description") || params.get("error")}`);
   }
   const answer = await fetch(config.token_url, {
     method: "POST",
@@ -181,6 +183,10 @@ class ApiError extends Error {
 
 async function api(method, path, { query, body } = {}) {
   const url = new URL(path.replace(/^\/+/, ""), apiBase);
+  if (url.origin !== apiBase.origin || !url.pathname.startsWith(apiBase.pathname)) {
+    // A path from an answer that leads elsewhere: the token goes to the API only.
+    throw new ApiError(0, "bad_path", `${path} is not the API's`);
+  }
   for (const [k, v] of Object.entries(query || {})) if (v) url.searchParams.set(k, v);
   const headers = { Authorization: `Bearer ${store.getItem(TOKEN_KEY) || ""}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -214,7 +220,16 @@ async function render() {
   const { parts, params } = route();
   for (const link of document.querySelectorAll("#nav a")) link.removeAttribute("aria-current");
   if (parts[0] === "item" && parts[1]) {
-    await showItem(decodeURIComponent(parts[1]));
+    let id = null;
+    try {
+      id = decodeURIComponent(parts[1]);
+    } catch {
+      view = null; // an address cut mid-escape (%E0): said, not a page left half drawn
+      heading("No such item");
+      alertError(new Error(`the address names no item: ${parts[1]}`));
+      return;
+    }
+    await showItem(id);
   } else {
     const kind = parts[0] === "sent" ? "sent" : "queue";
     $(`nav-${kind}`).setAttribute("aria-current", "page");
@@ -364,17 +379,23 @@ function previewResend(box, ids, done) {
   }));
 }
 
-async function loadItem(id) {
+// An item and the pages of its history read so far. The first page comes with the item, the
+// next ones when asked for: an item of 10,000 entries costs no hundred requests a view. A
+// refresh reads the item and the last page shown again (history is only added to, at its end),
+// so it costs two requests whatever the number of pages on screen.
+async function loadItem(id, known) {
   const item = await api("GET", `/queue-items/${encodeURIComponent(id)}`);
-  let history = item.history || [];
-  let cursor = item.history_cursor;
-  for (let i = 0; cursor && i < HISTORY_PAGES; i += 1) {
-    const page = await api("GET", `/queue-items/${encodeURIComponent(id)}/history`,
-      { query: { cursor } });
-    history = history.concat(page.entries);
-    cursor = page.cursor;
+  const pages = [{ from: null, entries: item.history || [], next: item.history_cursor }];
+  if (known && known.item.id === item.id && known.pages.length > 1) {
+    pages.push(...known.pages.slice(1, -1), await historyPage(id, known.pages.at(-1).from));
   }
-  return { item, history };
+  return { item, pages };
+}
+
+async function historyPage(id, from) {
+  const page = await api("GET", `/queue-items/${encodeURIComponent(id)}/history`,
+    { query: { cursor: from } });
+  return { from, entries: page.entries, next: page.cursor };
 }
 
 function fieldTable(label, id, data) {
@@ -385,7 +406,8 @@ function fieldTable(label, id, data) {
 }
 
 function timeline(history) {
-  return el("ol", { class: "timeline", id: "timeline", "aria-label": "History, oldest first" },
+  return el("ol", { class: "timeline", id: "timeline", "aria-label": "History, oldest first",
+    tabindex: "-1" },
     history.map((entry) => el("li", {},
       el("time", { class: "when", datetime: entry.at }, text(entry.at)),
       el("span", { class: "what" }, entry.from_state
@@ -427,21 +449,36 @@ async function showItem(id) {
   const body = el("div", { id: "item-body" });
   $("main").append(actions, preview, body);
   let shown = "";
-  const draw = ({ item, history }) => {
-    const seen = JSON.stringify([item, history]);
+  let state = null;
+  const draw = (next) => {
+    state = next;
+    const { item, pages } = next;
+    const history = pages.flatMap((page) => page.entries);
+    const more = pages.at(-1).next;
+    const seen = JSON.stringify([item, history, more]);
     if (seen === shown) return;
     const first = shown === "";
+    const hadFocus = document.activeElement && document.activeElement.id === "history-more";
     shown = seen;
     const { content, attachments, history: _h, history_cursor: _c, ...fields } = item;
+    const moreButton = more ? el("button", { type: "button", id: "history-more",
+      on: { click: () => guarded(showMore) } }, "Show more history") : null;
     body.replaceChildren(
       el("h2", {}, "Fields"), fieldTable("The item", "fields", fields),
       el("h2", {}, "Content"), fieldTable("What is sent", "content", content || {}),
       el("h2", {}, "Attachments"), attachmentList(attachments || []),
-      el("h2", {}, "History"), timeline(history));
+      el("h2", {}, "History"), timeline(history),
+      more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
+      moreButton);
     drawActions(actions, preview, item, load);
+    if (hadFocus) (moreButton || $("timeline")).focus(); // the button gone: where it led
     if (!first) say(`Item ${item.id} updated: ${item.state}.`);
   };
-  const load = async () => draw(await loadItem(id));
+  const load = async () => draw(await loadItem(id, state));
+  const showMore = async () => {
+    const page = await historyPage(id, state.pages.at(-1).next);
+    draw({ ...state, pages: [...state.pages, page] });
+  };
   view = { kind: "item", refresh: load };
   await guarded(load);
   h.focus();
@@ -499,6 +536,14 @@ async function guarded(work) {
 }
 
 // ---- Live refresh: the visible view, every few seconds, paused while the tab is hidden -------
+//
+// One refresh at a time (a tick while one is out sends nothing), and while the API fails the
+// ticks skipped double, up to a minute's worth: a slow or down API is not asked every tick.
+
+const MAX_SKIPPED = 11; // ticks: a minute at REFRESH_MS
+let refreshing = false;
+let failures = 0;
+let skip = 0;
 
 function startRefresh() {
   stopRefresh();
@@ -511,11 +556,26 @@ function stopRefresh() {
 }
 
 async function refreshNow() {
-  if (document.visibilityState === "hidden" || !view || !claims()) return;
+  if (document.visibilityState === "hidden" || !view || refreshing) return;
+  if (!claims()) {
+    signOut("Your session has ended: sign in again.");
+    return;
+  }
+  if (skip > 0) {
+    skip -= 1;
+    return;
+  }
+  refreshing = true;
   try {
     await view.refresh();
+    if (failures) alertError(null);
+    failures = 0;
   } catch (error) {
+    failures += 1;
+    skip = Math.min(2 ** failures - 1, MAX_SKIPPED);
     if (error.status !== 401) alertError(error);
+  } finally {
+    refreshing = false;
   }
 }
 
