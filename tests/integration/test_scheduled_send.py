@@ -18,6 +18,7 @@ from vdq import resources, schedules, send
 from vdq.clock import iso
 from vdq.scheduling import LEAD_SECONDS
 from vdq.store import ScheduledRecord
+from vdq.store.models import scheduled_partition
 
 LANES = resources.SEND_QUEUES
 HOUR = 3600
@@ -70,10 +71,12 @@ def at(clock, seconds):
 
 
 def buckets(runtime):
-    """The buckets not yet published: past each shard's cursor."""
+    """The buckets not yet published: past each lane's and shard's cursor."""
     store = runtime.store
-    return [b for k in range(runtime.settings.index_shards)
-            for b in store.due_buckets(k, "~", 100, after=store.bucket_cursor(k))]  # fmt: skip
+    partitions = [scheduled_partition(p, k) for p in LANES
+                  for k in range(runtime.settings.index_shards)]  # fmt: skip
+    return [b for p in partitions
+            for b in store.due_buckets(p, "~", 100, after=store.bucket_cursor(p))]  # fmt: skip
 
 
 def test_a_short_wait_is_the_first_publishs_sqs_delay(aws, runtime, clock, spy):
@@ -258,3 +261,25 @@ def test_an_operator_retry_of_a_scheduled_item_sends_it_at_once(aws, runtime, cl
     assert answer.body["item"]["send_at"] is None and answer.body["item"]["attempt"] == 2
     assert spy.sent == [(item_id, 2, aws["queues"][LANES["normal"]], 0)]
     assert call("list_queue_items", query={"scheduled": "true"}).body["items"] == []
+
+
+def test_due_bulk_buckets_never_hold_back_a_high_one(aws, runtime, clock, spy):
+    """A newsletter scheduled for 9:00 fills more than a run's batch; a high item due then (a
+    second later, so its bucket sorts behind theirs in time) is released in the first run."""
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, schedule_batch=5, index_shards=1)
+    nine = clock.now() + timedelta(hours=2)
+    for n in range(3):
+        vdq.add_sms("+15005550006", [f"+1415555{n}{k:03d}" for k in range(10)], "Sale",
+                    priority="bulk", send_at=nine, runtime=runtime)  # fmt: skip
+    [high] = vdq.add_sms("+15005550006", ["+14155550199"], "Your code is 123456",
+                         priority="high", send_at=nine + timedelta(seconds=1), runtime=runtime)
+    clock.advance(2 * HOUR - LEAD_SECONDS + 2)  # all due
+    schedules.run(["sweep"], runtime)
+    assert (high.id, 1, aws["queues"][LANES["high"]], LEAD_SECONDS - 1) in spy.sent
+    # The bulk buckets go on at the batch's pace, each once.
+    for _ in range(3):
+        clock.advance(60)
+        schedules.run(["sweep"], runtime)
+    assert len(spy.sent) == len({s[0] for s in spy.sent}) == 31
