@@ -43,8 +43,12 @@ LEAD_SECONDS = MAX_DELAY_SECONDS - 60
 BUCKET_IDS = 5000  # item ids per bucket: 26 characters and a space each, about 135 KB
 BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
 
+# ASCII digits only, the whole text (``$`` would take a trailing newline); any number of
+# fraction digits, as RFC 3339 allows (read to the microsecond).
 _RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?$"
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
+    r"(?P<offset>[Zz]|[+-](?P<hours>\d{2}):(?P<minutes>\d{2}))?",
+    re.ASCII,
 )
 
 
@@ -56,13 +60,16 @@ def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at
         return None
     if not isinstance(value, str):
         raise BadValue(path, "must be an RFC 3339 timestamp, e.g. 2026-12-24T09:00:00+01:00")
-    match = _RFC3339.match(value)
+    match = _RFC3339.fullmatch(value)
     if match is None:
         raise BadValue(path, f"{value[:40]!r} is not an RFC 3339 timestamp, e.g. "
                              "2026-12-24T09:00:00+01:00")  # fmt: skip
     if match.group("offset") is None:
         raise BadValue(path, "needs a UTC offset (Z or +hh:mm): without one the time is "
                              "ambiguous")  # fmt: skip
+    if match.group("hours") and (int(match.group("hours")) > 23
+                                 or int(match.group("minutes")) > 59):  # fmt: skip
+        raise BadValue(path, "has an offset out of range: hours 00 to 23, minutes 00 to 59")
     text = value[:-1] + "+00:00" if value[-1] in "Zz" else value
     fraction = match.group(1)
     if fraction and len(fraction) > 7:  # Python reads at most microseconds
