@@ -146,6 +146,10 @@ def _release_partition(runtime: Any, report: Any, partition: str, before: str, n
     """Release one partition's due buckets until ``left`` items are published; what is left."""
     store = runtime.store
     cursor = store.bucket_cursor(partition)
+    if cursor is not None and cursor >= before:
+        # An overlapping run with a later clock moved it past this run's window: nothing is
+        # due here, and DynamoDB refuses a Query that starts outside its key condition.
+        return left
     moved = cursor
     for bucket in store.due_buckets(partition, before, left, after=cursor):
         ids = bucket.item_ids.split()
