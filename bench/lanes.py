@@ -185,9 +185,9 @@ def percentile(values: list[float], share: float) -> float:
 def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -> dict[str, Any]:
     """Extra US$ per million items of a long scheduled wait over sending at once, by service:
     ``requests`` real enqueues of ``receivers`` each (scheduled, and not) and the release of
-    their buckets by one sweep, counted on moto. The sweep's fixed cost (one Query a shard a
+    their buckets by one sweep, counted on moto. The sweep's fixed cost (its reads each
     minute, whatever is due, and the invocation the minute schedule makes anyway) is left out:
-    about 173,000 Queries a month, a few cents."""
+    a Query and a cursor read per lane and shard, about 518,000 of each a month, cents."""
     from datetime import timedelta
 
     from bench import cost

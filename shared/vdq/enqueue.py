@@ -102,7 +102,7 @@ def new_item(
         send_at=send_at,
         active_pk=active_partition(item_id, s.index_shards),
         active_sk=f"{at}#{item_id}",
-        timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards),
+        timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards, priority),
         timer_sk=f"{due}#{item_id}",
     )
 

@@ -45,6 +45,7 @@ from vdq.transitions import (
     apply,
     publish_send,
     send_entry,
+    shard_timer_partition,
     timer_partition,
 )
 from vdq.workflow import State
@@ -94,20 +95,26 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
     return report.counts
 
 
-def due(kind: str, before: str, runtime: Runtime, limit: int) -> list[str]:
-    """Ids of items whose ``kind`` timer is below ``before``, oldest first, across shards."""
+def due(kind: str, before: str, runtime: Runtime, limit: int,
+        lane: str | None = None) -> list[str]:  # fmt: skip
+    """Ids of items whose ``kind`` timer (in ``lane``: publish timers) is below ``before``,
+    oldest first, across shards."""
     store, shards = runtime.store, runtime.settings.index_shards
     rows = []
     for k in range(shards):
-        rows.extend(store.query_index(resources.TIMERS_INDEX, f"{kind}#{k}", below=before,
+        rows.extend(store.query_index(resources.TIMERS_INDEX,
+                                      shard_timer_partition(kind, k, lane), below=before,
                                       limit=limit))  # fmt: skip
     return [item_id for item_id, _ in heapq.nsmallest(limit, rows, key=lambda r: r[1])]
 
 
 def _timer_due(item: QueueItemRecord, kind: str, before: str, runtime: Runtime) -> bool:
-    """The item (read consistently) still has a ``kind`` timer below ``before``."""
-    expected = timer_partition(kind, item.id, runtime.settings.index_shards)
-    return item.timer_pk == expected and (item.timer_sk or "") < before
+    """The item (read consistently) still has a ``kind`` timer below ``before`` (a publish
+    timer in its lane's partition, or the shared one it had before lanes had their own)."""
+    shards = runtime.settings.index_shards
+    expected = {timer_partition(kind, item.id, shards),
+                timer_partition(kind, item.id, shards, priority_of(item))}  # fmt: skip
+    return item.timer_pk in expected and (item.timer_sk or "") < before
 
 
 # ---- SMS -------------------------------------------------------------------------------------
@@ -265,20 +272,24 @@ def release_scheduled(runtime: Runtime, report: Report) -> None:
 
 
 def republish_sweep(runtime: Runtime, report: Report) -> None:
+    """Each lane's passed publish timers, read from the lane's own partitions (high first),
+    a batch a lane: a lane with a backlog is only counted, none of its items read."""
     now = iso(runtime.clock.now())
-    item_ids = due(TIMER_PUBLISH, now, runtime, SWEEP_BATCH)
-    if not item_ids:
-        return
     backlogs: dict[str, int] = {}
-    if all(lane_backlog(p, runtime, backlogs) for p in PRIORITIES):
-        # Every lane is busy: no item needs to be read to know it waits.
-        report.add("republish_waiting", len(item_ids))
-        logger.info("%d publish timers passed while every lane has a backlog (%s): not "
-                    "re-published until one drains", len(item_ids), backlogs)  # fmt: skip
-        return
-    for item_id in item_ids:
-        _guard(report, item_id,
-               lambda i=item_id: republish(i, now, runtime, report, backlogs))  # fmt: skip
+    for lane in PRIORITIES:
+        item_ids = due(TIMER_PUBLISH, now, runtime, SWEEP_BATCH, lane)
+        if not item_ids:
+            continue
+        if lane_backlog(lane, runtime, backlogs):
+            # The lane is busy: no item needs to be read to know it waits.
+            report.add("republish_waiting", len(item_ids))
+            logger.info("%d publish timers of the %s lane passed while it has a backlog (%d): "
+                        "not re-published until it drains", len(item_ids), lane,
+                        backlogs[lane])  # fmt: skip
+            continue
+        for item_id in item_ids:
+            _guard(report, item_id,
+                   lambda i=item_id: republish(i, now, runtime, report, backlogs))  # fmt: skip
 
 
 def lane_backlog(priority: str, runtime: Runtime, backlogs: dict[str, int]) -> int:

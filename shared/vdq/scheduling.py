@@ -6,11 +6,11 @@ An item with a ``send_at`` stays ``queued`` until then; nothing reads waiting it
   published at enqueue like any other.
 - A longer wait publishes nothing at enqueue. The request's items go into due-time buckets
   (``ScheduledRecord``: a few per request, keyed by send_at) that the minute sweep reads with a
-  key condition on time, ``LEAD_SECONDS`` ahead, from a cursor a shard: it publishes each
-  bucket's items with the rest of the wait as their delay and moves the cursor past it (TTL
-  removes the bucket later, for free). The items themselves are not read or written, so a
-  cancelled item's message is dropped by the worker's attempt check (cancel raised the attempt
-  the bucket's message carries).
+  key condition on time, ``LEAD_SECONDS`` ahead, from a cursor per lane and shard (high lane
+  first): it publishes each bucket's items with the rest of the wait as their delay and moves
+  the cursor past it (TTL removes the bucket later, for free). The items themselves are not
+  read or written, so a cancelled item's message is dropped by the worker's attempt check
+  (cancel raised the attempt the bucket's message carries).
 
 The choice against EventBridge Scheduler one-time schedules (one CreateSchedule a receiver at
 enqueue, one billed invocation and one SQS message each) is by measured cost: ``python -m
@@ -32,9 +32,10 @@ from typing import Any
 
 from vdq.clock import iso, parse_iso
 from vdq.errors import BadValue
+from vdq.lanes import PRIORITIES
 from vdq.observability import logger
 from vdq.sendqueue import MAX_DELAY_SECONDS, SendMessage
-from vdq.store.models import SCHEDULED_PREFIX, ScheduledRecord, shard
+from vdq.store.models import ScheduledRecord, scheduled_partition, shard
 
 # A long wait's bucket is published this long before send_at: below SQS's 900 s, with a
 # minute's sweep to spare.
@@ -42,8 +43,12 @@ LEAD_SECONDS = MAX_DELAY_SECONDS - 60
 BUCKET_IDS = 5000  # item ids per bucket: 26 characters and a space each, about 135 KB
 BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
 
+# ASCII digits only, the whole text (``$`` would take a trailing newline); any number of
+# fraction digits, as RFC 3339 allows (read to the microsecond).
 _RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?$"
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
+    r"(?P<offset>[Zz]|[+-](?P<hours>\d{2}):(?P<minutes>\d{2}))?",
+    re.ASCII,
 )
 
 
@@ -55,13 +60,16 @@ def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at
         return None
     if not isinstance(value, str):
         raise BadValue(path, "must be an RFC 3339 timestamp, e.g. 2026-12-24T09:00:00+01:00")
-    match = _RFC3339.match(value)
+    match = _RFC3339.fullmatch(value)
     if match is None:
         raise BadValue(path, f"{value[:40]!r} is not an RFC 3339 timestamp, e.g. "
                              "2026-12-24T09:00:00+01:00")  # fmt: skip
     if match.group("offset") is None:
         raise BadValue(path, "needs a UTC offset (Z or +hh:mm): without one the time is "
                              "ambiguous")  # fmt: skip
+    if match.group("hours") and (int(match.group("hours")) > 23
+                                 or int(match.group("minutes")) > 59):  # fmt: skip
+        raise BadValue(path, "has an offset out of range: hours 00 to 23, minutes 00 to 59")
     text = value[:-1] + "+00:00" if value[-1] in "Zz" else value
     fraction = match.group(1)
     if fraction and len(fraction) > 7:  # Python reads at most microseconds
@@ -107,7 +115,8 @@ def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
     for n, start in enumerate(range(0, len(items), BUCKET_IDS)):
         ids = " ".join(i.id for i in items[start : start + BUCKET_IDS])
         out.append(ScheduledRecord(
-            f"{SCHEDULED_PREFIX}{shard(content_id, shards)}", f"{send_at}#{content_id}#{n}",
+            scheduled_partition(priority, shard(content_id, shards)),
+            f"{send_at}#{content_id}#{n}",
             send_at=send_at, priority=priority, item_ids=ids, expiration=expiry,
         ))  # fmt: skip
     return out
@@ -115,33 +124,49 @@ def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
 
 def release_due(runtime: Any, report: Any) -> None:
     """Publish the items of every bucket due within ``LEAD_SECONDS`` that the last run did not,
-    each delayed until its send_at, and move the shard's cursor past them. A bucket whose
-    publish failed stops its shard there, for the next run (a message that goes out twice is
-    dropped by the worker's claim)."""
+    each delayed until its send_at, and move the cursor of its lane and shard past them. The
+    high lane's buckets go first, then normal's, then bulk's: a run's batch spent on a bulk
+    backlog never holds back a high item due at the same time. A bucket whose publish failed
+    stops its partition there, for the next run (a message that goes out twice is dropped by
+    the worker's claim)."""
     s = runtime.settings
     now = runtime.clock.now()
     before = iso(now + timedelta(seconds=LEAD_SECONDS))
     left = s.schedule_batch
-    for k in range(s.index_shards):
+    for priority in PRIORITIES:
+        for k in range(s.index_shards):
+            if left <= 0:
+                return
+            left = _release_partition(runtime, report, scheduled_partition(priority, k),
+                                      before, now, left)  # fmt: skip
+
+
+def _release_partition(runtime: Any, report: Any, partition: str, before: str, now: datetime,
+                       left: int) -> int:  # fmt: skip
+    """Release one partition's due buckets until ``left`` items are published; what is left."""
+    store = runtime.store
+    cursor = store.bucket_cursor(partition)
+    if cursor is not None and cursor >= before:
+        # An overlapping run with a later clock moved it past this run's window: nothing is
+        # due here, and DynamoDB refuses a Query that starts outside its key condition.
+        return left
+    moved = cursor
+    for bucket in store.due_buckets(partition, before, left, after=cursor):
+        ids = bucket.item_ids.split()
+        delay = delay_for(bucket.send_at, now)
+        messages = [SendMessage(i, 1, delay, priority=bucket.priority) for i in ids]
+        failed = runtime.send_queue.publish(messages)
+        if failed:
+            report.add("scheduled_publish_failed", len(failed))
+            logger.error("%d scheduled sends of %s not published: %s; the next run tries "
+                         "again", len(failed), bucket.sk, next(iter(failed.values())))
+            break
+        moved = bucket.sk
+        report.add("scheduled_released", len(ids))
+        left -= len(ids)
         if left <= 0:
             break
-        cursor = runtime.store.bucket_cursor(k)
-        moved = cursor
-        for bucket in runtime.store.due_buckets(k, before, left, after=cursor):
-            ids = bucket.item_ids.split()
-            delay = delay_for(bucket.send_at, now)
-            messages = [SendMessage(i, 1, delay, priority=bucket.priority) for i in ids]
-            failed = runtime.send_queue.publish(messages)
-            if failed:
-                report.add("scheduled_publish_failed", len(failed))
-                logger.error("%d scheduled sends of %s not published: %s; the next run tries "
-                             "again", len(failed), bucket.sk, next(iter(failed.values())))
-                break
-            moved = bucket.sk
-            report.add("scheduled_released", len(ids))
-            left -= len(ids)
-            if left <= 0:
-                break
-        if moved != cursor:
-            assert moved is not None
-            runtime.store.move_bucket_cursor(k, moved)
+    if moved != cursor:
+        assert moved is not None
+        store.move_bucket_cursor(partition, moved)
+    return left

@@ -19,7 +19,7 @@ from vdq import resources, workflow
 from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
-from vdq.lanes import message_for
+from vdq.lanes import DEFAULT_PRIORITY, message_for, priority_of
 from vdq.observability import logger, metrics
 from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
@@ -91,8 +91,18 @@ def sent_partition(item_id: str, shards: int) -> str:
     return f"S#{shard(item_id, shards)}"
 
 
-def timer_partition(kind: str, item_id: str, shards: int) -> str:
-    return f"{kind}#{shard(item_id, shards)}"
+def timer_partition(kind: str, item_id: str, shards: int, lane: str | None = None) -> str:
+    return shard_timer_partition(kind, shard(item_id, shards), lane)
+
+
+def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
+    """The timers index partition of shard ``k``. Publish timers of the high and bulk lanes
+    have partitions of their own (``publish#<lane>#<k>``), so the re-publish sweep reads each
+    lane apart and a bulk backlog's passed timers never fill the batch a high item needs;
+    the normal lane's, and every other timer, is ``<kind>#<k>``."""
+    if lane is None or lane == DEFAULT_PRIORITY:
+        return f"{kind}#{k}"
+    return f"{kind}#{lane}#{k}"
 
 
 TIMER_PUBLISH = "publish"
@@ -138,13 +148,14 @@ def history_entry(
 
 
 def timer_write(
-    write: StateWrite, item_id: str, kind: str | None, due: str | None, shards: int
+    write: StateWrite, item_id: str, kind: str | None, due: str | None, shards: int,
+    lane: str | None = None,
 ) -> None:
     if kind is None:
         write.set["timer_pk"] = None
         write.set["timer_sk"] = None
     else:
-        write.set["timer_pk"] = timer_partition(kind, item_id, shards)
+        write.set["timer_pk"] = timer_partition(kind, item_id, shards, lane)
         write.set["timer_sk"] = f"{due}#{item_id}"
 
 
@@ -190,10 +201,10 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
 
     if target is State.QUEUED:
         due = now + timedelta(seconds=s.publish_grace_seconds)
-        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards)
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, priority_of(item))
     elif target is State.DELAYED:
         due = now + timedelta(seconds=(step.retry_delay or 0) + s.publish_grace_seconds)
-        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards)
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, priority_of(item))
     elif target is State.SENDING:
         due = now + timedelta(seconds=s.lease_seconds)
         timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards)

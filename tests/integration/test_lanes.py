@@ -132,6 +132,22 @@ def test_a_bulk_backlog_holds_back_no_re_publish_of_a_high_item(aws, runtime, cl
     assert [m["id"] for m in drain(aws, LANES["high"])] == [high.id]
 
 
+def test_a_bulk_backlog_older_than_a_sweeps_batch_holds_back_no_re_publish_of_a_high_item(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    """Every bulk item waiting longer than the grace period has a passed publish timer, older
+    than the high item's: they must not fill the sweep's batch run after run while the high
+    item's lost publish waits behind them (100,000 bulk items: hours)."""
+    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    add(runtime, "bulk", *[f"r{n}@example.org" for n in range(5)])  # waiting in the bulk lane
+    clock.advance(60)
+    [high] = add(runtime, "high")
+    drain(aws, LANES["high"])  # its publish was lost
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    counts = schedules.run(["sweep"], runtime)
+    assert counts.get("republished") == 1, counts
+    assert [m["id"] for m in drain(aws, LANES["high"])] == [high.id]
+
+
 def test_a_resent_item_goes_in_its_originals_lane(aws, runtime):
     [item] = add(runtime, "bulk")
     succeed(runtime, item.id)

@@ -45,6 +45,12 @@ def test_priority_defaults_to_normal_and_each_lane_is_kept():
     ("2026-12-03T10:00:00+01:00", "2026-12-03T09:00:00.000000Z"),
     ("2026-12-03t04:00:00.5-05:00", "2026-12-03T09:00:00.500000Z"),
     ("2026-12-03T09:00:00.123456789Z", "2026-12-03T09:00:00.123456Z"),
+    # RFC 3339's fraction has any number of digits: read to the microsecond.
+    ("2026-12-03T09:00:00.123456789012345Z", "2026-12-03T09:00:00.123456Z"),
+    ("2026-12-03T09:00:00-00:00", "2026-12-03T09:00:00.000000Z"),
+    ("2026-12-03T23:00:00+14:00", "2026-12-03T09:00:00.000000Z"),
+    ("2026-12-02T21:00:00-12:00", "2026-12-03T09:00:00.000000Z"),
+    ("2026-12-03T09:59:00+00:59", "2026-12-03T09:00:00.000000Z"),
 ])  # fmt: skip
 def test_send_at_with_an_offset_is_stored_in_utc(value, stored):
     assert messages.parse_email(email_body(send_at=value), now=NOW).send_at == stored
@@ -56,6 +62,12 @@ def test_send_at_with_an_offset_is_stored_in_utc(value, stored):
     ("2026-12-03", "not an RFC 3339 timestamp"),
     ("tomorrow", "not an RFC 3339 timestamp"),
     ("2026-02-30T09:00:00Z", "not a valid time"),
+    # An offset's minutes run to 59 and its hours to 23: +00:60 is not an hour ahead.
+    ("2026-12-03T10:00:00+00:60", "offset"),
+    ("2026-12-03T10:00:00+01:75", "offset"),
+    ("2026-12-03T10:00:00+24:00", "offset"),
+    ("2026-12-03T09:00:00Z\n", "not an RFC 3339 timestamp"),
+    ("\u0662\u0660\u0662\u0666-12-03T09:00:00Z", "not an RFC 3339 timestamp"),  # Arabic digits
     (1764748800, "must be an RFC 3339 timestamp"),
 ])  # fmt: skip
 def test_a_send_at_that_is_not_rfc_3339_with_an_offset_is_a_400_naming_send_at(value, why):

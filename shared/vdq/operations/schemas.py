@@ -141,8 +141,8 @@ def _send_at_field() -> Any:
                  json_schema_extra={"format": "date-time", "pattern": _SEND_AT_PATTERN})
 
 
-_SEND_AT_PATTERN = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?"
-                    r"([Zz]|[+-]\d{2}:\d{2})$")
+_SEND_AT_PATTERN = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
+                    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")
 _RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
               "receivers in one request")  # fmt: skip
 

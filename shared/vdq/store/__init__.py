@@ -12,7 +12,8 @@ One table, every record kind under a prefixed key:
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 | suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
 | its history   | ``SUPH#<to>``| ``H#<at>#…`` | added, removed, noted; outlives a removal      |
-| scheduled     | ``SCHED#<n>`` | ``<at>#…`` | items of a request waiting over 15 min to send |
+| scheduled     | ``SCHED#<n>`` | ``<at>#…`` | a request's items waiting over 15 min to send;  |
+|               |              |             | high, bulk lane: pk ``SCHED#<lane>#<n>``        |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``history`` (history entries and event marks), ``contents`` (contents,

@@ -281,6 +281,15 @@ class ScheduledRecord(_Table):
     item_ids = UnicodeAttribute()  # space-separated ids, each at attempt 1
 
 
+def scheduled_partition(priority: str, shard_: int) -> str:
+    """The partition of a lane's buckets in one shard, with its own cursor: the sweep releases
+    the high lane's due buckets first, so a bulk backlog never holds them back. The normal
+    lane's is ``SCHED#<shard>``, the partition of every bucket before lanes had their own."""
+    if priority == "normal":
+        return f"{SCHEDULED_PREFIX}{shard_}"
+    return f"{SCHEDULED_PREFIX}{priority}#{shard_}"
+
+
 SCHEDULED_CURSOR_SK = "~cursor"  # sorts after every time: no read of buckets returns it
 
 
