@@ -36,6 +36,7 @@ RESOURCE_SETTINGS = (
     "VDQ_EVENT_BUS_NAME",
     "VDQ_SES_CONFIGURATION_SET",
     "VDQ_TWILIO_SECRET_NAME",
+    "VDQ_UNSUBSCRIBE_SECRET_NAME",
 )
 
 
@@ -324,6 +325,9 @@ class Resolver:
             return f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{self._name(logical)}"
         if kind == "AWS::SNS::Topic":
             return self._get_att(logical, "TopicArn")
+        if kind == "AWS::SecretsManager::Secret":  # its ARN: the name and 6 random characters
+            secrets = f"arn:aws:secretsmanager:{self.region}:{ACCOUNT}:secret:"
+            return f"{secrets}{self._name(logical)}-AbCdEf"
         return self._name(logical)
 
     def _get_att(self, logical: str, attribute: str) -> str:
