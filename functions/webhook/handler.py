@@ -38,17 +38,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def twilio_inbound(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     """An incoming SMS: STOP, START and HELP change the suppression list (vdq.suppression)."""
-    from vdq import api, suppression, twilio_signature
+    from vdq import suppression
 
-    if event.get("httpMethod") != "POST":
-        return api.response(405, api.error_body("method_not_allowed", "use POST"))
-    try:
-        params = twilio_signature.form_params(event)
-    except (ValueError, UnicodeDecodeError):
-        return api.response(400, api.error_body("bad_request", "the body is not a form"))
-    if not twilio_signature.is_authentic(event, params, runtime.settings, inbound=True):
-        logger.warning("inbound SMS with a missing or bad signature refused")
-        return api.response(403, api.error_body("forbidden", "the Twilio signature is not valid"))
+    params, refused = _signed_form(event, runtime, what="inbound SMS", inbound=True)
+    if refused is not None:
+        return refused
     outcome = suppression.handle_inbound_sms(params, runtime)
     logger.info("inbound SMS %s: %s", params.get("MessageSid"), outcome)
     return {"statusCode": 200, "headers": {"Content-Type": "text/xml"},
@@ -56,18 +50,11 @@ def twilio_inbound(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
 
 
 def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-    # SMS only: the SES events, most of what this function gets, need neither.
-    from vdq import api, twilio_signature
+    from vdq import api
 
-    if event.get("httpMethod") != "POST":
-        return api.response(405, api.error_body("method_not_allowed", "use POST"))
-    try:
-        params = twilio_signature.form_params(event)
-    except (ValueError, UnicodeDecodeError):
-        return api.response(400, api.error_body("bad_request", "the body is not a form"))
-    if not twilio_signature.is_authentic(event, params, runtime.settings):
-        logger.warning("Twilio callback with a missing or bad signature refused")
-        return api.response(403, api.error_body("forbidden", "the Twilio signature is not valid"))
+    params, refused = _signed_form(event, runtime, what="Twilio callback")
+    if refused is not None:
+        return refused
     query = event.get("queryStringParameters") or {}
     try:
         outcome = results.handle_twilio_callback(params, query.get("queue_item"), runtime,
@@ -95,3 +82,26 @@ def results_batch(records: list[dict[str, Any]], runtime: Runtime) -> dict[str, 
                              record.get("messageId"))  # fmt: skip
             failures.append({"itemIdentifier": record["messageId"]})
     return {"batchItemFailures": failures}
+
+
+Form = dict[str, str]
+
+
+def _signed_form(event: dict[str, Any], runtime: Runtime, *, what: str,
+                 inbound: bool = False) -> tuple[Form, dict[str, Any] | None]:  # fmt: skip
+    """(the form Twilio posted, None) once its signature checks; else ({}, the answer to give:
+    405, 400 or 403)."""
+    # SMS only: the SES events, most of what this function gets, need neither module.
+    from vdq import api, twilio_signature
+
+    if event.get("httpMethod") != "POST":
+        return {}, api.response(405, api.error_body("method_not_allowed", "use POST"))
+    try:
+        params = twilio_signature.form_params(event)
+    except (ValueError, UnicodeDecodeError):
+        return {}, api.response(400, api.error_body("bad_request", "the body is not a form"))
+    if not twilio_signature.is_authentic(event, params, runtime.settings, inbound=inbound):
+        logger.warning("%s with a missing or bad signature refused", what)
+        return {}, api.response(403, api.error_body("forbidden",
+                                                    "the Twilio signature is not valid"))
+    return params, None
