@@ -23,7 +23,7 @@ from vdq.clock import iso
 from vdq.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger
-from vdq.retention import files_age_seconds
+from vdq.retention import expiration_at, files_age_seconds, stamp_content
 from vdq.runtime import Runtime
 from vdq.store import (
     FILE_SK,
@@ -139,25 +139,45 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     """Delete a content's files if none of its items is open; returns files deleted.
 
     Marked first, deleted, then taken out of the purge index: a purge that dies on the way is
-    finished by the next run, and a content with open items again just leaves the index."""
+    finished by the next run, and a content with open items again just leaves the index.
+
+    An enqueue that died before confirming its items left their count pending (and the
+    content here, with files or without): the count is settled first, and the content then
+    gets the expiration its items' stamps could not give it while the count was pending."""
     store = runtime.store
-    now = iso(runtime.clock.now())
+    now = runtime.clock.now()
     refs = store.get_refs(content_id)
-    if refs is not None and refs.pending is not None:
+    settled = refs is not None and refs.pending is not None
+    if settled:
+        assert refs is not None
         store.settle_pending(refs)
-    if not store.mark_purged(content_id, now):
-        store.unqueue_purge(content_id)
-        return 0
     # Read even past their expiration: the files go first, then their records.
     content = store.get_content(content_id, expired=True) or {}
+    if not content.get("attachments"):  # no files: only a pending count brought it here
+        stamp_settled(content_id, runtime, files=False)
+        store.unqueue_purge(content_id, settled=True)
+        return 0
+    if not store.mark_purged(content_id, iso(now)):
+        store.unqueue_purge(content_id)
+        return 0
     records = store.get_attachments(content.get("attachments", []), expired=True)
     runtime.files.delete([r.s3_key for r in records])
     for record in records:
         if record.purged_at is None:
-            record.update(actions=[AttachmentRecord.purged_at.set(now)])
+            record.update(actions=[AttachmentRecord.purged_at.set(iso(now))])
+    if settled:
+        stamp_settled(content_id, runtime, files=True)
     store.unqueue_purge(content_id)
     logger.info("purged %d files of content %s", len(records), content_id)
     return len(records)
+
+
+def stamp_settled(content_id: str, runtime: Runtime, *, files: bool) -> None:
+    """Give a content whose pending count was settled the expiration of an item done now, if
+    none of its items is open (each is done by now: the content outlives them all)."""
+    expiration = expiration_at(runtime.clock.now(), runtime.settings)
+    if expiration is not None:
+        stamp_content(content_id, expiration, runtime, counted=True, files=files)
 
 
 def purge_partition(content_id: str, runtime: Runtime) -> str:

@@ -140,7 +140,7 @@ def store_and_publish(
         written = {r.pk for r in exc.written}
         stored = [i for i in items if i.pk in written]
         if len(stored) == len(items):  # the failed request was applied after all (read back)
-            return _accepted(items, runtime, inline_content)
+            return publish_new(items, runtime, inline_content)
         if not stored:
             _discard(records, file_keys or [], runtime)
             raise WriteFailed([], f"{exc.message.removeprefix('the store refused the write: ')}; "
@@ -157,11 +157,12 @@ def store_and_publish(
                      "rejected": [i.receiver for i in rejected]},
         ) from exc  # fmt: skip
     _confirm(records, runtime)
-    return _accepted(items, runtime, inline_content)
+    return publish_new(items, runtime, inline_content)
 
 
-def _accepted(items: list[QueueItemRecord], runtime: Runtime,
-              inline_content: dict[str, Any] | None) -> list[QueueItemRecord]:  # fmt: skip
+def publish_new(items: list[QueueItemRecord], runtime: Runtime,
+                inline_content: dict[str, Any] | None = None) -> list[QueueItemRecord]:  # fmt: skip
+    """Publish the first send of stored new items, and count them."""
     _publish(items, runtime, inline_content)
     metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
     return items
@@ -268,7 +269,7 @@ def enqueue_email(
         for r in receivers
     ]
     if files or len(items) > 1:
-        records.append(pending_refs(content_id, items, now, runtime, files=bool(files)))
+        records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)
     accepted = store_and_publish(
         records, items, runtime, inline_content=content,
@@ -298,16 +299,13 @@ PENDING_SECONDS = 900  # the longest a Lambda runs: an enqueue still unconfirmed
 
 
 def pending_refs(content_id: str, items: list[QueueItemRecord], now: datetime,
-                 runtime: Runtime, *, files: bool = True) -> ContentRefsRecord:  # fmt: skip
+                 runtime: Runtime) -> ContentRefsRecord:  # fmt: skip
     """The open-item count of a new content with files or several items, written before its
-    items and pending until they are: a request with files that dies between the two leaves
-    it in the purge index, where the purge finds which of ``items`` exist and counts the
-    others off. (Without files, such a content is kept: its count stays pending.)"""
+    items and pending until they are: a request that dies between the two leaves it in the
+    purge index, where the purge finds which of ``items`` exist, counts the others off, and
+    lets the content expire (and deletes its files) once they are done."""
     due = iso(now + timedelta(seconds=PENDING_SECONDS))
     pending = json.dumps([i.id for i in items], separators=(",", ":"))
-    if not files:
-        return ContentRefsRecord(content_pk(content_id), REFS_SK, open_items=len(items),
-                                 pending=pending)  # fmt: skip
     return ContentRefsRecord(
         content_pk(content_id), REFS_SK, open_items=len(items), pending=pending,
         purge_pk=f"P#{shard(content_id, runtime.settings.index_shards)}",
@@ -349,7 +347,7 @@ def enqueue_sms(
     ]
     records: list[Any] = [record]
     if len(items) > 1:
-        records.append(pending_refs(content_id, items, now, runtime, files=False))
+        records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)
     return store_and_publish(records, items, runtime, inline_content=content)
 

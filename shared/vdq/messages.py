@@ -29,7 +29,9 @@ MAX_FILENAME = 255
 MAX_EMAIL = 254  # RFC 5321 path length
 MAX_CELL = 16  # "+" and 15 digits (E.164)
 MAX_REPLY_TO = 50
-MAX_ATTACHMENTS = 100
+# Stamping a content and storing a resend's copy write every attachment record in one
+# transaction with the content, its count and the copy: DynamoDB's 100 actions leave 97.
+MAX_ATTACHMENTS = 97
 MAX_CONTENT_TYPE = 255
 MAX_CONTENT_ID = 200
 MAX_MEDIA_URL = 2048

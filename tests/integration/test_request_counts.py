@@ -111,8 +111,8 @@ def test_an_operator_retry_reads_once_writes_once_and_publishes_once():
 
 def test_a_resend_reads_the_original_writes_the_copy_and_publishes_it():
     assert rq.resend_one()["requests"] == {
-        "dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 1, "dynamodb.PutItem": 1,
-        "dynamodb.TransactWriteItems": 1, "sqs.SendMessageBatch": 1,
+        "dynamodb.BatchGetItem": 1, "dynamodb.PutItem": 1, "dynamodb.TransactWriteItems": 1,
+        "sqs.SendMessageBatch": 1,
     }  # fmt: skip
 
 

@@ -155,12 +155,15 @@ class Seam:
             raise Crash(f"killed after AWS call {n} ({op or request.method})")
         return answer
 
-    @staticmethod
-    def _hits(when: int | str, n: int, op: str) -> bool:
-        """``when``: the step's n-th request, an operation's name (its first request), or
-        "write" (the step's first DynamoDB write)."""
+    def _hits(self, when: int | str, n: int, op: str) -> bool:
+        """``when``: the step's n-th request, an operation's name (its first request; with
+        ``#k``, its k-th, e.g. "BatchWriteItem#2"), or "write" (the step's first DynamoDB
+        write)."""
         if isinstance(when, int):
             return when == n
+        name, _, k = when.partition("#")
+        if k:
+            return op == name and self.ops.count(op) == int(k)
         return op == when or (when == "write" and op in WRITES)
 
     def _dispatch(self, original: Callable[..., Any], stub: BotocoreStubber, event_name: str,

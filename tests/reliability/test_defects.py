@@ -17,11 +17,12 @@ from tests.reliability.harsh import Plan
 from tests.reliability.support import Crash, fresh_clock
 from tests.reliability.world import MAX_STATE_BYTES, World, engagement_event, harsh_world
 from tests.support.results import ses_event
-from vdq import results, schedules, send
+from vdq import results, retention, schedules, send
 from vdq.api import Caller
-from vdq.errors import VdqError
+from vdq.errors import PartiallyEnqueued, VdqError
 from vdq.operations import actions
 from vdq.sendqueue import SendMessage
+from vdq.store import StoreBusy
 from vdq.transitions import Step, apply
 
 OPERATOR = Caller("op-1", ("vdq-operators",),
@@ -73,6 +74,22 @@ def operator(world: World, item_id: str, name: str) -> None:
 def email(world: World, receivers: list[str], files: bool = False) -> list[Any]:
     return vdq.add_email({"email": "shop@example.com"}, receivers, "Hi", "Text",
                          attachments=[FILE] if files else None, runtime=world.rt)  # fmt: skip
+
+
+def stream_stamps(world: World) -> None:
+    """What the table's stream consumer does for every item that reached a done state (the
+    harsh world runs no stream): stamp its records and its content."""
+    for item in world.items().values():
+        if item.expiration is not None:
+            retention.stamp_item(item.id, item.content_id, int(item.expiration), world.rt,
+                                 counted=bool(item.counted), files=bool(item.has_files))
+
+
+def content_expiration(item: Any) -> int | None:
+    from vdq.store.models import CONTENT_SK, ContentRecord, content_pk
+
+    record = ContentRecord.get(content_pk(item.content_id), CONTENT_SK, consistent_read=True)
+    return None if record.expiration is None else int(record.expiration)
 
 
 def sent_without_answer(world: World, item_id: str) -> str:
@@ -139,21 +156,54 @@ def test_2_a_partial_enqueue_answers_exactly_what_was_stored_and_sends_it_once(w
 
 
 def test_3_a_failed_bulk_resend_keeps_the_files_of_the_copies_it_stored(world):
-    a, b, c = email(world, ["a@example.org", "b@example.org", "c@example.org"], files=True)
+    """A bulk resend stores its copies content by content, each with its count (one
+    transaction): a worker that dies after the first content leaves that copy stored and
+    counted, and the second content's count untouched. (On a1687ad copies were written in
+    batches after every count was taken, and a failure gave back the stored copies' counts.)"""
+    a, c = email(world, ["a@example.org", "c@example.org"], files=True)
+    b, d = email(world, ["b@example.org", "d@example.org"], files=True)
     for item in (a, b):
         deliver(world, item.id)
         ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
-    with world.seam.step(Plan(batch="half_throttle")), pytest.raises(Exception):  # noqa: B017
+    files_of_b = set(world.files()[b.content_id])
+    with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
         actions.resend([a.id, b.id], OPERATOR, world.rt)
-    copies = [i for i in world.items().values() if i.resent_from]
-    assert len(copies) == 1, "the half-applied batch stored one copy"
-    # The last original finishes: the content's count must still hold the stored copy.
-    deliver(world, c.id)
-    ses(world, "delivery", world.item(c.id).provider_id, c.id, 1)
+    (copy,) = [i for i in world.items().values() if i.resent_from]
+    assert copy.resent_from == a.id, "the first content's copy is stored"
+    assert world.rt.store.get_refs(b.content_id).open_items == 1, "b's content counts d only"
+    # The last originals finish: a's content's count must still hold the stored copy.
+    for item in (c, d):
+        deliver(world, item.id)
+        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
     world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
-    schedules.run(["sweep"], world.rt)  # publishes the copy, if the failed resend did not
-    assert deliver(world, copies[0].id) == send.ACCEPTED
-    assert world.item(copies[0].id).state == "awaiting"
+    schedules.run(["sweep", "purge"], world.rt)  # publishes the copy, which the crash did not
+    assert not files_of_b & world.s3_keys(), "b's files were kept by a count of no item"
+    assert deliver(world, copy.id) == send.ACCEPTED
+    assert world.item(copy.id).state == "awaiting"
+
+
+def test_3_a_bulk_resend_that_fails_part_way_names_the_copies_it_stored(world, monkeypatch):
+    (a,) = email(world, ["a@example.org"])
+    (b,) = email(world, ["b@example.org"])
+    for item in (a, b):
+        deliver(world, item.id)
+        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    store_copies = world.rt.store.store_copies
+    calls = []
+
+    def second_fails(content_id: str, copies: list[Any], *, files: bool) -> bool:
+        calls.append(content_id)
+        if len(calls) == 2:
+            raise StoreBusy("DynamoDB kept cancelling the write")
+        return store_copies(content_id, copies, files=files)
+
+    monkeypatch.setattr(world.rt.store, "store_copies", second_fails)
+    with pytest.raises(PartiallyEnqueued) as answer:
+        actions.resend([a.id, b.id], OPERATOR, world.rt)
+    (copy,) = [i for i in world.items().values() if i.resent_from]
+    assert answer.value.details == {"accepted": [copy.id], "rejected": ["b@example.org"]}
+    assert deliver(world, copy.id) == send.ACCEPTED, "the stored copy was published"
+    assert world.rt.store.get_refs(b.content_id) is None, "b's content counts nothing"
 
 
 # ---- 4. a stale read overwrites another attempt's provider ID ------------------------------------
@@ -228,3 +278,78 @@ def test_8_a_flood_of_opens_keeps_the_state_item_small_and_writable(world):
     assert size <= MAX_STATE_BYTES, f"{FLOOD} opens made the state item {size} bytes"
     ses(world, "delivery", message_id, item.id, 1)
     assert world.item(item.id).state == "succeeded"
+
+
+# ---- found by the 20,000-schedule soak (session 5) -----------------------------------------------
+
+
+@pytest.mark.parametrize("files", [True, False], ids=["with files", "without files"])
+def test_a_resend_that_dies_after_its_first_write_leaves_no_count_behind(world, files):
+    """The soak's counterexample: a resend counted its copies on the content, then died before
+    storing them; the count stayed for ever (files never purged, content never expiring)."""
+    item, other = email(world, ["ada@example.org", "bob@example.org"], files=files)
+    deliver(world, item.id)
+    ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    # Resent while the other receiver's item is open (so the files are still there).
+    with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
+        actions.resend([item.id], OPERATOR, world.rt)
+    # Whatever the crash left is finished: a stored copy is published by the sweep and sent.
+    world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], world.rt)
+    for copy in [i for i in world.items().values() if i.resent_from == item.id] + [other]:
+        deliver(world, copy.id)
+        ses(world, "delivery", world.item(copy.id).provider_id, copy.id, 1)
+    assert all(i.state == "succeeded" for i in world.items().values())
+    refs = world.rt.store.get_refs(item.content_id)
+    assert refs is not None and refs.open_items == 0, "a count is left on the content"
+    world.rt.clock.advance(2)
+    schedules.run(["purge"], world.rt)
+    if files:
+        (keys,) = world.files().values()
+        assert not set(keys) & world.s3_keys(), "the files of a done content are still stored"
+    stream_stamps(world)
+    assert content_expiration(item) is not None, "the content of done items never expires"
+
+
+def test_an_email_with_the_most_attachments_expires_and_can_be_resent(world):
+    """Stamping and resending write every attachment record in one transaction with the
+    content and its count (DynamoDB: at most 100 actions a transaction)."""
+    many = [dict(FILE, filename=f"part{n}.pdf") for n in range(vdq.messages.MAX_ATTACHMENTS)]
+    item, other = vdq.add_email({"email": "shop@example.com"},
+                                ["ada@example.org", "bob@example.org"], "Hi", "Text",
+                                attachments=many, runtime=world.rt)  # fmt: skip
+    deliver(world, item.id)
+    ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    (copy,) = actions.resend([item.id], OPERATOR, world.rt)  # 100 actions: the most there are
+    for each in (other, copy):
+        deliver(world, each.id)
+        ses(world, "delivery", world.item(each.id).provider_id, each.id, 1)
+    assert {i.state for i in world.items().values()} == {"succeeded"}
+    stream_stamps(world)  # 99 actions
+    assert content_expiration(item) is not None, "the content was never stamped"
+
+
+@pytest.mark.parametrize("files", [True, False], ids=["with files", "without files"])
+def test_an_enqueue_that_dies_before_confirming_its_items_leaves_its_content_to_expire(world,
+                                                                                      files):
+    """The items were written, their content's count is still pending: once they are done,
+    the purge settles the count and the content expires after them (before, it never did:
+    its stamp waited for a confirmation that never came)."""
+    with world.seam.step(Plan(crash_after="BatchWriteItem#2")), pytest.raises(Crash):
+        email(world, ["a@example.org", "b@example.org"], files=files)
+    assert len(world.items()) == 2, "the items were written, their confirmation was not"
+    world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
+    schedules.run(["sweep"], world.rt)
+    for item in world.items().values():
+        deliver(world, item.id)
+        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    stream_stamps(world)
+    world.rt.clock.advance(2)
+    schedules.run(["purge"], world.rt)
+    (item, _) = world.items().values()
+    refs = world.rt.store.get_refs(item.content_id)
+    assert refs is not None and refs.pending is None and refs.open_items == 0
+    if files:
+        (keys,) = world.files().values()
+        assert not set(keys) & world.s3_keys(), "the files of a done content are still stored"
+    assert content_expiration(item) is not None, "the content of done items never expires"

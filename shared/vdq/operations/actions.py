@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from vdq import attachments, ids, retention, workflow
+from vdq import ids, workflow
 from vdq.api import Caller
 from vdq.clock import iso, parse_iso
-from vdq.enqueue import new_item, store_and_publish
+from vdq.enqueue import new_item, publish_new
 from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.lanes import priority_of
+from vdq.observability import logger
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
-from vdq.store import QueueItemRecord, WriteFailed
+from vdq.store import QueueItemRecord
 from vdq.transitions import Step, apply, history_entry
 from vdq.views import item_json
 from vdq.workflow import State
@@ -61,12 +61,14 @@ def run_transition(
 
 
 def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:
-    """Copy each sent item into a new queued item (in its lane, sent now) and publish it; all
-    or nothing.
+    """Copy each sent item into a new queued item (in its lane, sent now) and publish it.
 
-    Every id is checked first (unknown or not done: 404 naming them); then the copies of
-    emails with files are counted on their content, which fails when cleanup deleted the files
-    (409, and the counts taken are given back). Copies share the content and its files.
+    Every id is checked first (unknown or not done: 404 naming them). The copies share their
+    original's content and files: each content stores its copies together with their count on
+    it, in one transaction (``Store.store_copies``), so no count outlives a worker that dies
+    in between. A content whose files cleanup deleted refuses its copies (409); when that or a
+    store failure comes after other contents' copies were stored, the answer names exactly the
+    copies stored (each is sent) and the receivers that were not.
     """
     who.require(RESEND_PERMISSION)
     # A resend answers with the copies' sender and receiver: the caller must be allowed to
@@ -79,8 +81,7 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
         raise NotFound(f"not sent items (unknown or not done): {', '.join(missing)}",
                        details={"ids": missing})  # fmt: skip
     originals = [found[i] for i in wanted]
-    # Every copy is counted on its content (shared now), which keeps it from expiring.
-    _reserve(Counter(o.content_id for o in originals), originals, runtime)
+    _refuse_purged(originals, runtime)
     now = runtime.clock.now()
     copies = [
         new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,
@@ -91,24 +92,66 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
                  priority=priority_of(o))
         for o in originals
     ]  # fmt: skip
-    try:
-        store_and_publish([], copies, runtime, inline_content=None)
-    except PartiallyEnqueued as exc:
-        # The stored copies are sent and keep their counts (store_and_publish gave back the
-        # unstored copies' counts); only the originals' history is left to write.
-        accepted = set(exc.details.get("accepted", []))
-        _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in accepted],
-                      who, now, runtime)  # fmt: skip
-        raise
-    except WriteFailed:
-        # Nothing was stored: give back every count taken. (Any other failure leaves the
-        # counts: a stored copy must keep its files; at worst they are kept too long.)
-        _give_back(Counter(c.content_id for c in copies), originals, runtime)
-        raise
-    _note_resends(list(zip(originals, copies, strict=True)), who, now, runtime)
+    stored = _store_copies(originals, copies, runtime)
+    publish_new(stored, runtime)
+    kept = {c.id for c in stored}
+    _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in kept],
+                  who, now, runtime)  # fmt: skip
+    if len(stored) < len(copies):
+        raise PartiallyEnqueued(
+            f"stored {len(stored)} of {len(copies)} copies before the store failed: the stored "
+            "copies will be sent; resend the others again",
+            details={"accepted": [c.id for c in stored],
+                     "rejected": [c.receiver for c in copies if c.id not in kept]},
+        )  # fmt: skip
     return copies
 
 
+def _refuse_purged(originals: list[QueueItemRecord], runtime: Runtime) -> None:
+    """409 naming the items whose files cleanup deleted, read before anything is written when
+    the copies span several contents (one content's transaction checks it by itself)."""
+    if len({o.content_id for o in originals}) < 2:
+        return
+    purged = set()
+    for content_id in {o.content_id for o in originals if o.has_files}:
+        refs = runtime.store.get_refs(content_id)
+        if refs is None or refs.purged_at is not None:
+            purged.add(content_id)
+    if purged:
+        _conflict([o for o in originals if o.content_id in purged])
+
+
+def _conflict(refused: list[QueueItemRecord]) -> None:
+    names = [o.id for o in refused]
+    raise Conflict(
+        f"the attachment files of {', '.join(names)} were deleted by cleanup, so they cannot "
+        "be resent; queue a new email with the attachments instead",
+        details={"ids": names, "reason": "attachments_purged"},
+    )
+
+
+def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord],
+                  runtime: Runtime) -> list[QueueItemRecord]:  # fmt: skip
+    """Store the copies content by content; the copies stored. Raises when none was."""
+    stored: list[QueueItemRecord] = []
+    by_content: dict[str, list[QueueItemRecord]] = {}
+    for copy in copies:
+        by_content.setdefault(copy.content_id, []).append(copy)
+    for content_id, group in by_content.items():
+        files = any(c.has_files for c in group)
+        try:
+            ok = runtime.store.store_copies(content_id, group, files=files)
+        except Exception:
+            if not stored:
+                raise
+            logger.exception("resend stopped after storing %d copies", len(stored))
+            return stored
+        if not ok:
+            if not stored:
+                _conflict([o for o in originals if o.content_id == content_id])
+            return stored
+        stored.extend(group)
+    return stored
 def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Caller,
                   now: Any, runtime: Runtime) -> None:  # fmt: skip
     if not pairs:
@@ -121,37 +164,3 @@ def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Cal
         entry.expiration = o.expiration  # the originals are done: the notes expire with them
         entries.append(entry)
     runtime.store.append_history(entries)
-
-
-def _reserve(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
-    reserved: Counter[str] = Counter()
-    purged = []
-    files = {o.content_id for o in originals if o.has_files}
-    for content_id, n in counts.items():
-        if runtime.store.reserve_content(content_id, n, files=content_id in files):
-            reserved[content_id] = n
-        else:
-            purged.append(content_id)
-    if purged:
-        _give_back(reserved, originals, runtime)
-        refused = [o.id for o in originals if o.content_id in purged]
-        raise Conflict(
-            f"the attachment files of {', '.join(refused)} were deleted by cleanup, so they "
-            "cannot be resent; queue a new email with the attachments instead",
-            details={"ids": refused, "reason": "attachments_purged"},
-        )
-
-
-def _give_back(counts: Counter[str], originals: list[QueueItemRecord], runtime: Runtime) -> None:
-    """Count off reservations of copies never stored; a content idle again gets back the
-    expiration of its latest original (the reservation took it off)."""
-    for content_id, n in counts.items():
-        if not n:
-            continue
-        of_content = [o for o in originals if o.content_id == content_id]
-        files = any(o.has_files for o in of_content)
-        attachments.release(content_id, n, runtime, files=files)
-        expirations = [int(o.expiration) for o in of_content if o.expiration is not None]
-        if expirations:
-            retention.stamp_content(content_id, max(expirations), runtime, counted=True,
-                                    files=files)  # fmt: skip

@@ -22,11 +22,12 @@ from vdq.store.models import (
     AttachmentRecord,
     ContentRecord,
     ContentRefsRecord,
+    QueueItemRecord,
     Release,
     attachment_pk,
     content_pk,
 )
-from vdq.store.tx import condition_failed, transact
+from vdq.store.tx import TRANSACT_MAX_ACTIONS, condition_failed, transact
 
 
 def encode_content(data: dict[str, Any]) -> bytes:
@@ -91,14 +92,31 @@ class Contents(Items):
         refs.update(actions=actions)
         return refs
 
-    def reserve_content(self, content_id: str, count: int, *, files: bool = True) -> bool:
-        """Count ``count`` new items of a content (its REFS record is made if it had none: the
-        content of one item becomes shared) and take its expiration off, with its files'
-        (``files``: it has some, read from the content); one transaction. False if its files
-        were purged or it expired."""
+    def store_copies(self, content_id: str, copies: list[QueueItemRecord], *,
+                     files: bool) -> bool:  # fmt: skip
+        """Store new items of an existing content (a resend's copies) with their count on its
+        REFS record (made if it had none: the content of one item becomes shared), taking the
+        expiration off the content and its files' (``files``: it has some, read from the
+        content). The count and the items it counts are written together, one transaction
+        per chunk: a worker that dies between two chunks leaves no count without its item.
+
+        Returns False, with nothing written, when the files were purged or the content expired
+        (only the first chunk can find that: once it is written, the content has open items).
+        """
         content = self.get_content(content_id) if files else {}
         if content is None:
             return False
+        files_of = list(content.get("attachments") or [])
+        per_chunk = TRANSACT_MAX_ACTIONS - 2 - len(files_of)
+        assert per_chunk >= 1, f"{len(files_of)} attachments leave no room for a copy"
+        for start in range(0, len(copies), per_chunk):
+            chunk = copies[start : start + per_chunk]
+            if not self._store_chunk(content_id, chunk, files_of):
+                return False
+        return True
+
+    def _store_chunk(self, content_id: str, chunk: list[QueueItemRecord],
+                     files_of: list[str]) -> bool:  # fmt: skip
         pk = content_pk(content_id)
         now = int(self.clock.now().timestamp())
         unexpired = ContentRecord.pk.exists() & (
@@ -107,7 +125,7 @@ class Contents(Items):
 
         def fill(tx: TransactWrite) -> None:
             tx.update(ContentRefsRecord(pk, REFS_SK), [
-                ContentRefsRecord.open_items.add(count),
+                ContentRefsRecord.open_items.add(len(chunk)),
                 ContentRefsRecord.idle_since.remove(),
                 ContentRefsRecord.purge_pk.remove(),
                 ContentRefsRecord.purge_sk.remove(),
@@ -116,10 +134,12 @@ class Contents(Items):
             tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove(),
                                                       ContentRecord.shared.set(True)],
                       condition=unexpired)  # fmt: skip
-            for attachment_id in content.get("attachments") or []:
+            for attachment_id in files_of:
                 tx.update(AttachmentRecord(attachment_pk(attachment_id), FILE_SK),
                           [AttachmentRecord.expiration.remove()],
                           condition=AttachmentRecord.pk.exists())  # fmt: skip
+            for copy in chunk:
+                tx.save(copy, condition=QueueItemRecord.pk.does_not_exist())
 
         try:
             transact(fill)
@@ -127,6 +147,11 @@ class Contents(Items):
             if any(condition_failed(r) for r in exc.cancellation_reasons or []):
                 return False
             raise
+        except Exception:
+            # An error answer does not say the transaction was not applied (its answer may have
+            # been lost): it was if its first copy exists (read strongly consistent).
+            if self.get_item(chunk[0].id) is None:
+                raise
         return True
 
     def confirm_refs(self, content_id: str) -> None:
@@ -176,14 +201,16 @@ class Contents(Items):
             raise
         return True
 
-    def unqueue_purge(self, content_id: str) -> None:
+    def unqueue_purge(self, content_id: str, *, settled: bool = False) -> None:
         """Take a content out of the purge index: its files are deleted, or it has open items
-        again (a later release puts it back)."""
+        again (a later release puts it back); ``settled``: it has no files and its pending
+        count was settled (a later enqueue of it would be pending again)."""
         refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        done = (ContentRefsRecord.open_items > 0) | ContentRefsRecord.purged_at.exists()
         try:
             refs.update(
                 actions=[ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove()],
-                condition=(ContentRefsRecord.open_items > 0) | ContentRefsRecord.purged_at.exists(),
+                condition=ContentRefsRecord.pending.does_not_exist() if settled else done,
             )
         except UpdateError as exc:
             if exc.cause_response_code != "ConditionalCheckFailedException":

@@ -45,6 +45,10 @@ def _key_of(raw: dict[str, Any]) -> tuple[str, str]:
 _RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
+# DynamoDB's limit on the actions of one TransactWriteItems.
+TRANSACT_MAX_ACTIONS = 100
+
+
 def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
     """Run one TransactWriteItems, built by ``fill``, again when DynamoDB cancelled it only
     for a conflict with another transaction on one of its items or for throttling (neither
