@@ -127,6 +127,20 @@ class Monitoring(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Suppression",
+                left=[vdq_metric(resources.METRIC_SENDS_SUPPRESSED),
+                      vdq_metric(resources.METRIC_SUPPRESSIONS_ADDED)],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Provider rate",
+                left=[vdq_metric(resources.METRIC_SENDS_PACED),
+                      vdq_metric(resources.METRIC_SENDS_THROTTLED)],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)
         )
 

@@ -186,19 +186,23 @@ def rate_of(item: QueueItemRecord, content: dict[str, Any],
 
 
 def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
-         upcoming: int = 1) -> None:  # fmt: skip
-    """Wait for the item's turn at its provider's rate; NoSlot when it is too far off."""
+         upcoming: int = 1) -> float:  # fmt: skip
+    """Wait for the item's turn at its provider's rate; NoSlot when it is too far off.
+    Returns the seconds waited."""
     key, limit, units = rate_of(item, content, runtime)
     if limit is None:
-        return
+        return 0.0
+    pacer = get_pacer(runtime)
+    before = pacer.waited
     try:
-        get_pacer(runtime).turn(key, limit, units, upcoming)
+        pacer.turn(key, limit, units, upcoming)
     except NoSlot:
         raise
     except Exception:
         # The pace record could not be read or written: send unpaced rather than fail the
         # item; a provider that throttles still slows the fleet down.
         logger.exception("pacing of %s failed; %s is sent unpaced", key, item.id)
+    return pacer.waited - before
 
 
 def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],

@@ -71,13 +71,19 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
     content: dict[str, Any] = {}
     try:
         content = message.content or read_content(item, runtime)
-        pacing.gate(item, content, runtime, upcoming)  # waits for its turn at the provider's rate
+        waited = pacing.gate(item, content, runtime, upcoming)  # its turn at the provider's rate
+        suppression.check_again(item, waited, runtime)
         if item.method == "email":
             provider_id = send_email(item, content, runtime)
         else:
             provider_id = send_sms(item, content, runtime)
     except pacing.NoSlot as no_slot:
         return pacing.give_back(item, message, entry, no_slot.delay, runtime)
+    except suppression.SuppressedMeanwhile as exc:
+        # Back on the queue at once: the next delivery's check cancels it, as for any item
+        # to a suppressed receiver (a claimed item has no transition to cancelled).
+        pacing.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc))
+        return SUPPRESSED
     except ThrottledProviderError as exc:
         return pacing.throttled(item, message, content, entry, exc, runtime)
     except TransientProviderError as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vdq import clock
+from vdq import clock, resources
 from vdq.errors import InvalidTransition, NotFound
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
@@ -43,7 +43,7 @@ REASONS = {
 REASON_CODES = ("bounce", "complaint", "ses_suppression_list", "sms_opt_out", "unsubscribe",
                 "operator")  # fmt: skip
 assert tuple(REASONS) == REASON_CODES
-METRIC_SUPPRESSED = "SendsSuppressed"  # an item ended cancelled because its receiver is
+METRIC_SUPPRESSED = resources.METRIC_SENDS_SUPPRESSED
 TWILIO_OPTED_OUT = "21610"  # Twilio: "Attempt to send to unsubscribed recipient"
 SES_LIST_SUBTYPES = frozenset({"OnAccountSuppressionList", "Suppressed"})
 # Twilio's default keywords (single word, any case); HELP changes nothing but is recorded.
@@ -108,7 +108,7 @@ def suppress(receiver: str, reason: str, *, actor: str, text: str | None,
         record, _entry(key, "added", actor, reason, text, runtime))
     if added:
         logger.info("%s suppressed (%s) by %s", key, reason, actor)
-        metrics.add_metric(name="SuppressionsAdded", unit="Count", value=1)
+        metrics.add_metric(name=resources.METRIC_SUPPRESSIONS_ADDED, unit="Count", value=1)
     return held, added
 
 
@@ -160,6 +160,26 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -
     metrics.add_metric(name=METRIC_SUPPRESSED, unit="Count", value=1)
     logger.info("%s not sent: %s is suppressed (%s)", item_id, record.receiver, record.reason)
     return True
+
+
+class SuppressedMeanwhile(Exception):
+    """The receiver was suppressed while the worker waited for its turn at the provider."""
+
+
+# A send that waited longer than this for its turn reads the receiver's suppression again
+# before the provider call: the read costs a few milliseconds, the wait up to seconds.
+RECHECK_AFTER_WAIT_SECONDS = 0.25
+
+
+def check_again(item: Any, waited: float, runtime: Runtime) -> None:
+    """After a paced wait of ``waited`` seconds: SuppressedMeanwhile when the receiver was
+    suppressed since the check before the claim (one GetItem; none after a short wait)."""
+    if waited <= RECHECK_AFTER_WAIT_SECONDS:
+        return
+    record = runtime.store.get_suppression(normalize(item.receiver))
+    if record is not None:
+        raise SuppressedMeanwhile(f"{describe(record)}; suppressed while the send waited for its "
+                                  "turn at the provider's rate, so it was not sent")  # fmt: skip
 
 
 def flags(receivers: Iterable[str], runtime: Runtime) -> list[dict[str, Any]]:

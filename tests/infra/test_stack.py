@@ -381,4 +381,8 @@ def test_alarms_watch_dead_letters_errored_items_stuck_sends_functions_and_api(s
     # the three send lanes, results, schedule, undeliverable SES events
     assert len(dead_letter_alarms) == 6
     assert all(a["Properties"]["AlarmActions"] for a in alarms)
-    assert synth.resources("AWS::CloudWatch::Dashboard")
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for name in (resources.METRIC_SENDS_SUPPRESSED, resources.METRIC_SUPPRESSIONS_ADDED,
+                 resources.METRIC_SENDS_PACED, resources.METRIC_SENDS_THROTTLED):
+        assert f'\\"{name}\\"' in body, f"the dashboard shows no {name}"

@@ -83,6 +83,43 @@ def test_the_worker_cancels_an_item_to_a_suppressed_address_without_calling_ses(
     assert "suppression list" in entry.text
 
 
+@pytest.mark.parametrize("booked", [2.0, 0.1], ids=["long wait", "short wait"])
+def test_a_receiver_suppressed_while_the_send_waits_for_its_turn_is_not_sent(aws, rt, booked):
+    """The check before the claim is read again after a paced wait longer than a moment: a
+    complaint that arrives during the wait stops the send (the item goes back on the queue and
+    the next delivery cancels it). After a short wait no second read is made."""
+    from tests.integration.test_pacing import RecordingQueue, Wall, worker
+    from vdq import pacing
+
+    wall = Wall()
+    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
+    pacer = rt.overrides["pacer"] = worker(rt, wall)
+    queue = rt.overrides["send_queue"] = RecordingQueue()
+    rt.__dict__.pop("send_queue", None)
+    item = one_email(rt, "ada@example.org")
+    pacer.records.reserve(pacing.SES_KEY, booked, wall.now, wall.now, busy=False)
+
+    def complaint_meanwhile(seconds: float) -> None:
+        wall.sleep(seconds)
+        suppression.suppress("ada@example.org", "complaint", actor="ses", text=None, runtime=rt)
+
+    pacer.sleep = complaint_meanwhile
+    calls = []
+    rt.overrides["ses_provider"] = type("NoSes", (), {
+        "send_raw": lambda *a, **k: calls.append(a) or "0100-1"})()  # fmt: skip
+    outcome = send.process_body(queue.messages[0].body(), rt)
+    if booked <= suppression.RECHECK_AFTER_WAIT_SECONDS:
+        assert outcome == send.ACCEPTED and len(calls) == 1  # the moment's window stays
+        return
+    assert outcome == send.SUPPRESSED and calls == []
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "queued" and "while the send waited" in stored.result
+    assert send.process_body(queue.messages[-1].body(), rt) == send.SUPPRESSED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "cancelled" and calls == []
+    assert [h.name for h in rt.store.history(item.id)] == ["send", "suppressed", "cancel"]
+
+
 def test_a_plus_label_variant_is_an_address_of_its_own(aws, rt):
     suppression.suppress("bounce+a1@simulator.amazonses.com", "bounce", actor="ses", text=None,
                          runtime=rt)  # fmt: skip
