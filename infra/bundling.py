@@ -50,11 +50,11 @@ TOOLING = (
     "local",
     "cli",
     "openapi.py",
+    "operations/bodies.py",
     "operations/docs.py",
     "operations/examples.py",
     "operations/schemas.py",
     "operations/smsbody.py",
-    "operations/upload_schemas.py",
 )
 
 
