@@ -52,6 +52,7 @@ TOOLING = (
     "openapi.py",
     "operations/bodies.py",
     "operations/docs.py",
+    "operations/error_docs.py",
     "operations/examples.py",
     "operations/schemas.py",
     "operations/smsbody.py",
