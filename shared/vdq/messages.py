@@ -1,6 +1,9 @@
 """Enqueue input: emails and SMS, their bodies declared once (vdq.fields) and checked by
 vdq.validation, one path for the REST API and the Python API. Every error names the field
 (``to[1].email``) and nothing is written before all of the input has passed.
+
+The checks are imported when a body is parsed: the functions that only read a message's
+dataclasses (send, results, schedules) do not load them.
 """
 
 from __future__ import annotations
@@ -12,9 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from vdq.errors import ValidationError
-from vdq.fields import Body, Field, OneOf
-from vdq.lanes import DEFAULT_PRIORITY
-from vdq.validation import (  # noqa: F401  (re-exported: the checks of single values)
+from vdq.fields import (  # noqa: F401  (the formats: re-exported)
     CONTENT_ID_CHARS,
     CONTROL_CHARS,
     E164,
@@ -22,13 +23,11 @@ from vdq.validation import (  # noqa: F401  (re-exported: the checks of single v
     MAX_EMAIL,
     MAX_FILENAME,
     MIME_TYPE,
-    cell,
-    check,
-    check_text,
-    email_address,
-    field_value,
-    filename,
+    Body,
+    Field,
+    OneOf,
 )
+from vdq.lanes import DEFAULT_PRIORITY
 
 MAX_SUBJECT = 998  # RFC 5322 line length
 MAX_TEXT = 1_000_000
@@ -270,12 +269,16 @@ SMS = Body("SmsRequest", "An SMS to queue: one item per distinct receiver.", (
 
 def origin(value: Any, path: str = "origin") -> Origin | None:
     """An origin (``{"type": ..., "id": ...}``), or None for none."""
+    from vdq.validation import field_value
+
     result: Origin | None = field_value(Field("origin", "object", of=ORIGIN), value, path, {})
     return result
 
 
 def content_type(value: Any, path: str) -> str:
     """A MIME type (``type/subtype``), as an attachment's ``content_type`` is checked."""
+    from vdq.validation import field_value
+
     kind: str = field_value(Field(path, "mime", required=True, max_length=MAX_CONTENT_TYPE),
                             value, path, {})  # fmt: skip
     return kind
@@ -302,6 +305,8 @@ def parse_email(
     sender_identities: tuple[str, ...] = (), now: datetime | None = None,
     max_schedule_days: int = 30,
 ) -> Email:
+    from vdq.validation import check
+
     def total_size(attachments: list[Attachment]) -> None:
         total = sum(len(a.content) for a in attachments)
         if total > max_attachment_bytes:
@@ -370,6 +375,8 @@ def _check_stored_size(email: Email) -> None:
 
 def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10,
               now: datetime | None = None, max_schedule_days: int = 30) -> Sms:  # fmt: skip
+    from vdq.validation import check
+
     limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days,
               "sms_max_segments": max_segments}  # fmt: skip
     v = check(SMS, data, "", limits, first=DISPATCH)

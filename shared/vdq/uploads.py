@@ -36,7 +36,6 @@ from vdq.fields import Body, Field
 from vdq.observability import logger
 from vdq.resources import UPLOADS_PREFIX
 from vdq.runtime import Runtime
-from vdq.validation import check
 
 ADD_PERMISSION = "vdq.add_queueitem"
 UPLOAD = Body("UploadRequest", "A file to upload: what the presigned URL will accept.", (
@@ -91,6 +90,8 @@ def decode_name(value: str) -> str:
 def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     """``POST /attachments/uploads``: the presigned PUT of one declared file."""
     who.require(ADD_PERMISSION)
+    from vdq.validation import check
+
     limits = {"max_attachment_bytes": runtime.settings.max_attachment_bytes}
     declared = check(UPLOAD, body, "", limits)
     name, kind, size = declared["filename"], declared["content_type"], declared["size"]
@@ -151,6 +152,8 @@ def gone(upload: Upload, runtime: Runtime) -> bool:
 
 def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,
              limit: int) -> Upload:  # fmt: skip
+    from vdq.validation import filename
+
     declared = str(head["metadata"].get("size", ""))
     size = int(head["size"])
     if not declared.isdigit() or int(declared) != size:
@@ -160,7 +163,7 @@ def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment,
         raise ValidationError(path, f"the upload's {size} bytes are over the limit of {limit}")
     name = attachment.filename or decode_name(str(head["metadata"].get("filename", "")))
     try:
-        name = messages.filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
+        name = filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
         kind = messages.content_type(head["content_type"], path)
     except ValidationError:
         raise ValidationError(

@@ -13,26 +13,26 @@ from typing import Any
 
 from vdq import ids
 from vdq.errors import ValidationError
-from vdq.fields import Body, Field, Limits, OneOf
+from vdq.fields import (
+    CONTENT_ID_CHARS,
+    CONTROL_CHARS,
+    E164,
+    MAX_CELL,
+    MAX_EMAIL,
+    MAX_FILENAME,
+    MIME_TYPE,
+    Body,
+    Field,
+    Limits,
+    OneOf,
+)
 from vdq.lanes import parse_priority
 
-MAX_FILENAME = 255
-MAX_EMAIL = 254  # RFC 5321 path length
-MAX_CELL = 16  # "+" and 15 digits (E.164)
-
-E164 = r"^\+[1-9][0-9]{1,14}$"
 _E164 = re.compile(E164)
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
 _CONTENT_TYPE = re.compile(MIME_TYPE)
-CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
 _CONTENT_ID = re.compile(f"[{CONTENT_ID_CHARS}]+")
-# What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
-# (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
-# for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
-# document's patterns use the same class.
-CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 # A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
 _SURROGATE = re.compile("[\ud800-\udfff]")

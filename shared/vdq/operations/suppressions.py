@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import messages, suppression
+from vdq import messages, suppression, validation
 from vdq.errors import NotFound
 from vdq.fields import Body, Field
 from vdq.operations import cursor as cursors
@@ -13,7 +13,6 @@ from vdq.operations import spec
 from vdq.runtime import Runtime
 from vdq.store import SuppressionRecord
 from vdq.store.models import SUPPRESSION_SHARDS
-from vdq.validation import check
 
 LIST_PERMISSION = "vdq.list_suppression"
 CHANGE_PERMISSION = "vdq.change_suppression"
@@ -30,8 +29,8 @@ _INDEX = "suppressions"  # what a cursor of this list names
 def receiver(value: Any, field: str = "receiver") -> str:
     """A receiver as the list keys it: a valid email address (lower case) or E.164 number."""
     if isinstance(value, str) and "@" in value:
-        return suppression.normalize(messages.email_address(value, field))
-    return messages.cell(value, field)
+        return suppression.normalize(validation.email_address(value, field))
+    return validation.cell(value, field)
 
 
 def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None,
@@ -73,7 +72,7 @@ def _receiver_param(value: str) -> str:
 def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
     """Suppress the body's receiver (reason ``operator``); ``added`` is false when it was
     suppressed already (its first reason and ``since`` stay)."""
-    given = check(SUPPRESSION, body)
+    given = validation.check(SUPPRESSION, body)
     who, text = receiver(given["receiver"]), given["text"]
     record, added = suppression.suppress(who, "operator", actor=actor, text=text, runtime=runtime)
     return {"suppression": suppression.suppression_json(record), "added": added}
