@@ -57,6 +57,7 @@ class Body(NamedTuple):
     fields: tuple[Field, ...]
     # What the checked values make (a dataclass); None: the dict of the values by name.
     build: Callable[[dict[str, Any]], Any] | None = None
+    first: tuple[str, ...] = ()  # fields checked before the others (their errors are a 400)
 
     def names(self) -> set[str]:
         return {f.name for f in self.fields}

@@ -237,7 +237,7 @@ EMAIL = Body("EmailRequest", "An email to queue: one item per distinct receiver 
           "List-Unsubscribe-Post). Using the link puts the address on the suppression list. "
           "The `bulk` priority carries them too."),
     _PRIORITY, _SEND_AT,
-))
+), first=DISPATCH)
 SMS_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
     Field("cell", "cell", "An E.164 number (+ and up to 15 digits) of the Twilio account.",
           required=True, max_length=MAX_CELL),
@@ -264,7 +264,7 @@ SMS = Body("SmsRequest", "An SMS to queue: one item per distinct receiver.", (
                                              "fetch.", required=True, max_length=MAX_MEDIA_URL)),
     Field("origin", "object", "What caused the SMS, if anything.", of=ORIGIN),
     _PRIORITY, _SEND_AT,
-))  # fmt: skip
+), first=DISPATCH)  # fmt: skip
 
 
 def origin(value: Any, path: str = "origin") -> Origin | None:
@@ -315,7 +315,7 @@ def parse_email(
             )
 
     limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days}
-    v = check(EMAIL, data, "", limits, first=DISPATCH, after={
+    v = check(EMAIL, data, "", limits, after={
         "sender": lambda a: check_sender(a.email, sender_identities),
         "attachments": total_size})  # fmt: skip
     email = Email(
@@ -379,6 +379,6 @@ def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10,
 
     limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days,
               "sms_max_segments": max_segments}  # fmt: skip
-    v = check(SMS, data, "", limits, first=DISPATCH)
+    v = check(SMS, data, "", limits)
     return Sms(v["sender"], tuple(v["to"]), v["body"], tuple(v["media_urls"]), v["origin"],
                v["priority"], v["send_at"])

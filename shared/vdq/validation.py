@@ -193,7 +193,8 @@ def _base64(f: Field, value: Any, path: str, limits: Limits) -> Any:
 
 
 def _bool(f: Field, value: Any, path: str, limits: Limits) -> Any:
-    """True or false; a null reads as false unless the field's absence already does."""
+    """True or false. A null reads as false, but where absence already does (a ``default`` of
+    False, as ``inline`` has): there it is refused as any other non-boolean."""
     if value is None and f.default is None:
         return False
     if not isinstance(value, bool):
@@ -315,11 +316,11 @@ def field_value(f: Field, value: Any, path: str, limits: Limits) -> Any:
 
 
 def check(body: Body, value: Any, path: str = "", limits: Limits | None = None, *,
-          first: tuple[str, ...] = (),
           after: Mapping[str, Callable[[Any], None]] | None = None) -> Any:  # fmt: skip
     """``value`` checked against ``body``: what ``body.build`` makes of its fields' values (or
-    the dict of them). The fields are checked in order, those named in ``first`` before the
+    the dict of them). The fields are checked in order, those ``body.first`` names before the
     others; ``after[name]`` sees a field's value once it passed (a check across fields)."""
+    first = body.first
     limits = limits or {}
     data = check_object(value, path or "body")
     known_keys(data, path, body.names())

@@ -52,7 +52,7 @@ NARROWER = {"receiver", "item_id", "sms_body"}
 def _every_body() -> list[Body]:
     found: list[Body] = []
     for body in bodies.REQUESTS:
-        found += [b for b in bodies._nested(body) if b not in found]
+        found += [b for b in bodies.nested(body) if b not in found]
     return found
 
 
@@ -109,14 +109,14 @@ def _bounds(f: Field) -> list[tuple[Any, Any]]:
     """(a value at a bound, the value one past it) for each bound the field declares."""
     out = []
     if f.kind == "list":
-        most = bodies._bound(f.max_items)
+        most = bodies.at_default(f.max_items)
         if most is not None:
             out.append(([_entry(f)] * most, [_entry(f)] * (most + 1)))
         if f.required:
             out.append(([_entry(f)], []))
     elif f.kind == "integer":
-        out += [(bodies._bound(f.minimum), bodies._bound(f.minimum) - 1),
-                (bodies._bound(f.maximum), bodies._bound(f.maximum) + 1)]
+        out += [(bodies.at_default(f.minimum), bodies.at_default(f.minimum) - 1),
+                (bodies.at_default(f.maximum), bodies.at_default(f.maximum) + 1)]
     else:
         if f.max_length is not None:
             out.append((_text_of(f.kind, f.max_length), _text_of(f.kind, f.max_length + 1)))
@@ -183,3 +183,16 @@ def test_a_limit_that_is_a_setting_is_read_at_check_time_and_documented_at_its_d
     assert _server_error(messages.EMAIL, email, {"max_receivers": 2}) == "to"
     assert _server_error(messages.EMAIL, email, {"max_receivers": 3}) is None
     assert "default 1000" in SCHEMAS["EmailRequest"]["properties"]["to"]["description"]
+
+
+@pytest.mark.parametrize("body,other", [(messages.EMAIL, "subject"), (messages.SMS, "body")],
+                         ids=lambda v: getattr(v, "name", v))  # fmt: skip
+def test_priority_and_send_at_are_checked_first_so_their_400_wins_over_a_422(body, other):
+    assert body.first == ("priority", "send_at")
+    bad = {**SAMPLES[body.name], other: "", "send_at": "tomorrow"}
+    with pytest.raises(ValidationError) as err:
+        validation.check(body, bad, "", LIMITS)
+    assert (err.value.field, err.value.status) == ("send_at", 400)
+    with pytest.raises(ValidationError) as err:
+        validation.check(body, {**bad, "priority": "urgent"}, "", LIMITS)
+    assert (err.value.field, err.value.status) == ("priority", 400)

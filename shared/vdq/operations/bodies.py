@@ -54,7 +54,8 @@ def text(description: str) -> str:
     return _SETTING.sub(default, description)
 
 
-def _bound(value: int | str | None) -> int | None:
+def at_default(value: int | str | None) -> int | None:
+    """A declared bound, or the default of the setting it names."""
     return getattr(_DEFAULTS, value) if isinstance(value, str) else value
 
 
@@ -94,7 +95,7 @@ def _list(f: Field) -> dict[str, Any]:
     if f.required:
         out["minItems"] = 1
     if f.max_items is not None:
-        out["maxItems"] = _bound(f.max_items)
+        out["maxItems"] = at_default(f.max_items)
     return out
 
 
@@ -119,8 +120,8 @@ _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "https_url": lambda f: _string(f, f"^https://[^{_C}]*$"),
     "priority": lambda f: {"type": "string", "enum": list(PRIORITIES)},
     "send_at": lambda f: {"type": "string"},
-    "integer": lambda f: {"type": "integer", "minimum": _bound(f.minimum),
-                          "maximum": _bound(f.maximum)},
+    "integer": lambda f: {"type": "integer", "minimum": at_default(f.minimum),
+                          "maximum": at_default(f.maximum)},
     "list": _list,
     "object": _object,
 }
@@ -181,7 +182,7 @@ def _sorted(value: Any, parent: str | None = None) -> Any:
     return value
 
 
-def _nested(body: Body) -> list[Body]:
+def nested(body: Body) -> list[Body]:
     """``body`` and every body its fields hold, each once."""
     found = [body]
     for f in body.fields:
@@ -190,7 +191,7 @@ def _nested(body: Body) -> list[Body]:
             parts = ((entry.of.without_key, entry.of.with_key) if isinstance(entry.of, OneOf)
                      else (entry.of,))  # fmt: skip
             for part in parts:
-                found += [b for b in _nested(part) if b not in found]
+                found += [b for b in nested(part) if b not in found]
     return found
 
 
@@ -198,7 +199,7 @@ def schemas() -> dict[str, dict[str, Any]]:
     """Every request body's schema, and those of the objects they hold, by name."""
     out: dict[str, dict[str, Any]] = {}
     for body in REQUESTS:
-        for part in _nested(body):
+        for part in nested(body):
             out.setdefault(part.name, body_schema(part))
     return out
 
