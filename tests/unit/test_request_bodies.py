@@ -196,3 +196,26 @@ def test_priority_and_send_at_are_checked_first_so_their_400_wins_over_a_422(bod
     with pytest.raises(ValidationError) as err:
         validation.check(body, {**bad, "priority": "urgent"}, "", LIMITS)
     assert (err.value.field, err.value.status) == ("priority", 400)
+
+
+_ONE_LINE = {"line", "filename", "origin_id", "https_url"}
+_TEXT = {"line", "text", "sms_body", "filename", "origin_id"}
+
+
+@pytest.mark.parametrize("body,f", [(b, f) for b, f in CASES if f.kind in _TEXT],
+                         ids=lambda v: v.name if isinstance(v, Body | Field) else str(v))
+def test_text_the_server_refuses_the_document_refuses_too(body, f):
+    valid = _text_of(f.kind, 12)
+    # Inside the value: Python's $ (the validator's engine, not ECMA-262's) also matches
+    # before a final newline.
+    refused = [valid[:10] + "\x00" + valid[10:]]  # no string holds a NUL
+    if f.kind in _ONE_LINE:  # a single-line field: no line break or other control character
+        refused += [valid[:10] + c + valid[10:] for c in ("\n", "\r", "\u2028", "\x85")]
+    if f.required:  # a required one is not blank (what str.strip() removes)
+        refused += ["   ", "\x1c\t"]
+    for value in refused:
+        given = {**SAMPLES[body.name], f.name: value}
+        assert _server_error(body, given) == f.name, (f.name, value)
+        assert not _document_takes(body, given), (f.name, value)
+    assert _server_error(body, {**SAMPLES[body.name], f.name: valid}) is None
+    assert _document_takes(body, {**SAMPLES[body.name], f.name: valid})
