@@ -50,11 +50,12 @@ TOOLING = (
     "local",
     "cli",
     "openapi.py",
+    "operations/bodies.py",
     "operations/docs.py",
+    "operations/error_docs.py",
     "operations/examples.py",
     "operations/schemas.py",
     "operations/smsbody.py",
-    "operations/upload_schemas.py",
 )
 
 

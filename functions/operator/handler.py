@@ -23,7 +23,7 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 import vdq
 from vdq import api, console
-from vdq.errors import ValidationError, VdqError
+from vdq.errors import VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
@@ -198,18 +198,10 @@ def get_attachment(event: Event, id: str) -> Response:
 
 
 def _resend_ids(body: Any) -> list[str]:
-    if not isinstance(body, dict):
-        raise ValidationError("body", "must be an object")
-    unknown = sorted(set(body) - {"ids"})
-    if unknown:
-        raise ValidationError(unknown[0], "is not a known field")
-    ids = body.get("ids")
-    if not isinstance(ids, list) or not 0 < len(ids) <= spec.MAX_RESEND_IDS:
-        raise ValidationError("ids", f"must be a list of 1 to {spec.MAX_RESEND_IDS} item ids")
-    for i, value in enumerate(ids):
-        if not isinstance(value, str) or not 0 < len(value) <= 64:
-            raise ValidationError(f"ids[{i}]", "must be an item id")
-    return ids
+    from vdq.validation import check
+
+    item_ids: list[str] = check(spec.RESEND, body)["ids"]
+    return item_ids
 
 
 @app.error(VdqError)

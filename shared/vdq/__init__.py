@@ -13,7 +13,7 @@ __all__ = ["add_email", "add_sms"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from vdq import enqueue
+        from vdq import python_api
 
-        return getattr(enqueue, name)
+        return getattr(python_api, name)
     raise AttributeError(name)

@@ -159,7 +159,7 @@ def _no_constant(name: str) -> Any:
 def check_json(data: Any) -> None:
     """Refuse nesting over MAX_DEPTH (400) and strings or keys holding a lone surrogate (422,
     naming the field): such a string cannot be encoded as UTF-8, so it could never be sent."""
-    from vdq.messages import check_text
+    from vdq.validation import check_text
 
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:

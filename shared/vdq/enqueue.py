@@ -8,11 +8,11 @@ the re-publish sweep sends the item later. Nothing accepted is lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from vdq import ids, messages
+from vdq import ids
 from vdq.attachments import file_records, store_files
 from vdq.clock import iso
 from vdq.errors import PartiallyEnqueued, ValidationError
@@ -350,104 +350,3 @@ def enqueue_sms(
         records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)
     return store_and_publish(records, items, runtime, inline_content=content)
-
-
-# ---- the Python API --------------------------------------------------------------------------
-
-
-def _origin(origin: tuple[str, str] | Mapping[str, str]) -> Any:
-    return {"type": origin[0], "id": origin[1]} if isinstance(origin, tuple) else origin
-
-
-def _dispatch(body: dict[str, Any], priority: str | None,
-              send_at: str | datetime | None) -> None:  # fmt: skip
-    if priority is not None:
-        body["priority"] = priority
-    if send_at is not None:
-        body["send_at"] = send_at.isoformat() if isinstance(send_at, datetime) else send_at
-
-
-def _addresses(values: Iterable[Any] | None) -> list[Any]:
-    return [{"email": v} if isinstance(v, str) else v for v in (values or [])]
-
-
-def add_email(
-    sender: str | Mapping[str, str],
-    to: Iterable[str | Mapping[str, str]],
-    subject: str,
-    text: str,
-    *,
-    html: str | None = None,
-    cc: Iterable[str | Mapping[str, str]] | None = None,
-    bcc: Iterable[str | Mapping[str, str]] | None = None,
-    reply_to: Iterable[str | Mapping[str, str]] | None = None,
-    attachments: Iterable[Mapping[str, Any]] | None = None,
-    origin: tuple[str, str] | Mapping[str, str] | None = None,
-    list_unsubscribe: bool = False,
-    priority: str | None = None,
-    send_at: str | datetime | None = None,
-    runtime: Runtime | None = None,
-) -> list[QueueItemRecord]:
-    """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
-    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe);
-    ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
-    RFC 3339 text)."""
-    runtime = runtime or Runtime.default()
-    body: dict[str, Any] = {
-        "sender": {"email": sender} if isinstance(sender, str) else dict(sender),
-        "to": _addresses(to),
-        "cc": _addresses(cc),
-        "bcc": _addresses(bcc),
-        "reply_to": _addresses(reply_to),
-        "subject": subject,
-        "text": text,
-    }
-    if html is not None:
-        body["html"] = html
-    if attachments:
-        body["attachments"] = list(attachments)
-    if origin is not None:
-        body["origin"] = _origin(origin)
-    if list_unsubscribe:
-        body["list_unsubscribe"] = True
-    _dispatch(body, priority, send_at)
-    email = messages.parse_email(
-        body,
-        max_receivers=runtime.settings.max_receivers,
-        max_attachment_bytes=runtime.settings.max_attachment_bytes,
-        sender_identities=runtime.settings.sender_identities,
-        now=runtime.clock.now(),
-        max_schedule_days=runtime.settings.max_schedule_days,
-    )
-    return enqueue_email(email, runtime)
-
-
-def add_sms(
-    sender: str,
-    to: Iterable[str | Mapping[str, str]],
-    body: str,
-    *,
-    media_urls: Iterable[str] | None = None,
-    origin: tuple[str, str] | Mapping[str, str] | None = None,
-    priority: str | None = None,
-    send_at: str | datetime | None = None,
-    runtime: Runtime | None = None,
-) -> list[QueueItemRecord]:
-    """Queue an SMS: one item per receiver (E.164 numbers); ``priority`` and ``send_at`` as
-    for ``add_email``."""
-    runtime = runtime or Runtime.default()
-    data: dict[str, Any] = {
-        "sender": {"cell": sender},
-        "to": [{"cell": v} if isinstance(v, str) else v for v in to],
-        "body": body,
-    }
-    if media_urls:
-        data["media_urls"] = list(media_urls)
-    if origin is not None:
-        data["origin"] = _origin(origin)
-    _dispatch(data, priority, send_at)
-    sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers,
-                             max_segments=runtime.settings.sms_max_segments,
-                             now=runtime.clock.now(),
-                             max_schedule_days=runtime.settings.max_schedule_days)  # fmt: skip
-    return enqueue_sms(sms, runtime)

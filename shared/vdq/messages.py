@@ -1,23 +1,33 @@
-"""Enqueue input: parsing and validation of emails and SMS, one path for the REST API and the
-Python API. Every error names the field (``to[1].email``) and nothing is written before all of
-the input has passed.
+"""Enqueue input: emails and SMS, their bodies declared once (vdq.fields) and checked by
+vdq.validation, one path for the REST API and the Python API. Every error names the field
+(``to[1].email``) and nothing is written before all of the input has passed.
+
+The checks are imported when a body is parsed: the functions that only read a message's
+dataclasses (send, results, schedules) do not load them.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import re
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from vdq import ids, segments
 from vdq.errors import ValidationError
-from vdq.lanes import DEFAULT_PRIORITY, parse_priority
+from vdq.fields import (  # noqa: F401  (the formats: re-exported)
+    CONTENT_ID_CHARS,
+    CONTROL_CHARS,
+    E164,
+    MAX_CELL,
+    MAX_EMAIL,
+    MAX_FILENAME,
+    MIME_TYPE,
+    Body,
+    Field,
+    OneOf,
+)
+from vdq.lanes import DEFAULT_PRIORITY
 
 MAX_SUBJECT = 998  # RFC 5322 line length
 MAX_TEXT = 1_000_000
@@ -25,9 +35,6 @@ MAX_SMS_BODY = 1600  # Twilio's limit for one message
 MAX_MEDIA_URLS = 10
 MAX_NAME = 256
 MAX_ORIGIN_PART = 256
-MAX_FILENAME = 255
-MAX_EMAIL = 254  # RFC 5321 path length
-MAX_CELL = 16  # "+" and 15 digits (E.164)
 MAX_REPLY_TO = 50
 # Stamping a content and storing a resend's copy write every attachment record in one
 # transaction with the content, its count and the copy: DynamoDB's 100 actions leave 97.
@@ -36,22 +43,6 @@ MAX_CONTENT_TYPE = 255
 MAX_CONTENT_ID = 200
 MAX_MEDIA_URL = 2048
 
-E164 = r"^\+[1-9][0-9]{1,14}$"
-_E164 = re.compile(E164)
-_LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
-_CONTENT_TYPE = re.compile(MIME_TYPE)
-CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
-_CONTENT_ID = re.compile(f"^[{CONTENT_ID_CHARS}]{{1,{MAX_CONTENT_ID}}}$")
-# What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
-# (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
-# for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
-# document's patterns use the same class.
-CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
-_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
-# A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # The content record is one DynamoDB item (400 KB, attribute names included): the encoded content
 # may take this much, leaving room for the item's other attributes.
 MAX_STORED_CONTENT = 380_000
@@ -152,189 +143,147 @@ def _address_json(address: Address) -> dict[str, str]:
     return {"email": address.email, **({"name": address.name} if address.name else {})}
 
 
-# ---- field parsers ---------------------------------------------------------------------------
+# ---- the bodies ------------------------------------------------------------------------------
 
-
-def _object(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValidationError(path, "must be an object")
-    return value
-
-
-def _known_keys(value: Mapping[str, Any], path: str, allowed: set[str]) -> None:
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        prefix = f"{path}." if path else ""
-        raise ValidationError(f"{prefix}{unknown[0]}", "is not a known field")
-
-
-def _string(
-    value: Any, path: str, *, max_len: int, required: bool = True, single_line: bool = True
-) -> str | None:
-    if value is None:
-        if required:
-            raise ValidationError(path, "is required")
-        return None
-    if not isinstance(value, str):
-        raise ValidationError(path, "must be a string")
-    if required and not value.strip():
-        raise ValidationError(path, "must not be empty")
-    if len(value) > max_len:
-        raise ValidationError(path, f"must be at most {max_len} characters")
-    check_text(value, path, single_line=single_line)
-    return value
-
-
-def check_text(value: str, path: str, *, single_line: bool) -> None:
-    """ValidationError unless ``value`` is text that can be sent (and, if asked, one line)."""
-    found = _SURROGATE.search(value)
-    if found:
-        raise ValidationError(
-            path,
-            f"must not contain a lone surrogate "
-            f"(U+{ord(found.group()):04X} at {found.start()}): not text",
-        )
-    if single_line:
-        found = _CONTROL.search(value)
-        if found:
-            raise ValidationError(
-                path,
-                f"must not contain line breaks or control characters "
-                f"(U+{ord(found.group()):04X} at {found.start()})",
-            )
-    if "\x00" in value:
-        raise ValidationError(path, "must not contain NUL characters")
-
-
-def email_address(value: Any, path: str) -> str:
-    text = _string(value, path, max_len=MAX_EMAIL)
-    assert text is not None
-    local, at, domain = text.rpartition("@")
-    labels = domain.split(".")
-    if (
-        not at
-        or not _LOCAL.match(local)
-        or local.startswith(".")
-        or local.endswith(".")
-        or ".." in local
-        or len(labels) < 2
-        or not all(_LABEL.match(label) for label in labels)
-        or labels[-1].isdigit()
-    ):
-        raise ValidationError(path, f"{text!r} is not a valid email address")
-    return text
-
-
-def _address(value: Any, path: str) -> Address:
-    data = _object(value, path)
-    _known_keys(data, path, {"email", "name"})
-    name = _string(data.get("name"), f"{path}.name", max_len=MAX_NAME, required=False)
-    return Address(email_address(data.get("email"), f"{path}.email"), name or None)
-
-
-def _list(value: Any, path: str, *, required: bool, max_items: int) -> list[Any]:
-    if value is None:
-        if required:
-            raise ValidationError(path, "is required")
-        return []
-    if not isinstance(value, list):
-        raise ValidationError(path, "must be a list")
-    if required and not value:
-        raise ValidationError(path, "must name at least one receiver")
-    if len(value) > max_items:
-        raise ValidationError(path, f"must have at most {max_items} entries")
-    return value
-
-
-def _addresses(value: Any, path: str, *, required: bool, max_items: int) -> tuple[Address, ...]:
-    items = _list(value, path, required=required, max_items=max_items)
-    return tuple(_address(v, f"{path}[{i}]") for i, v in enumerate(items))
-
-
-def cell(value: Any, path: str) -> str:
-    text = _string(value, path, max_len=MAX_CELL)
-    assert text is not None
-    if not _E164.match(text):
-        raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)")
-    return text
+ADDRESS = Body("Address", "An email address, with the name shown beside it.", (
+    Field("email", "email", "The address; the server checks it strictly (no quoted local "
+          "parts, no IP literals, a domain of letters, digits and hyphens).", required=True,
+          max_length=MAX_EMAIL),
+    Field("name", "line", "The display name; leave it out or null for none.",
+          max_length=MAX_NAME),
+), build=lambda v: Address(v["email"], v["name"] or None))
+ORIGIN = Body("Origin", "What in the producing system caused the message, for finding its "
+              "items later.", (
+    Field("type", "line", "The kind of record, e.g. `shop.order`.", required=True,
+          max_length=MAX_ORIGIN_PART),
+    Field("id", "origin_id", "The record's id; a whole number (64-bit) is stored as its text.",
+          required=True, max_length=MAX_ORIGIN_PART),
+), build=lambda v: Origin(v["type"], v["id"]))
+_INLINE = Field("inline", "bool", "Show the file in the HTML body (referenced by "
+                "`cid:<content_id>`) instead of as an attachment.", default=False)
+_CONTENT_ID = Field("content_id", "content_id", "The Content-ID an inline file is referenced "
+                    "by (inline files only).", max_length=MAX_CONTENT_ID,
+                    requires=("inline", True, "is only for inline attachments"))
+_FILENAME_TEXT = "The file's name as the receiver sees it; a name, not a path (no slashes, not "
+INLINE_ATTACHMENT = Body("AttachmentIn", (
+    "A file to send with the email, base64-encoded. Together the files of one email may decode "
+    "to at most VDQ_MAX_ATTACHMENT_BYTES (default {max_attachment_bytes:,} bytes; a 422 on "
+    "`attachments` otherwise), and the request to about 6 MB (Lambda's limit; a 413 "
+    "otherwise): upload a larger file through POST /attachments/uploads. `content_id` is only "
+    "for an inline file."), (
+    Field("filename", "filename", _FILENAME_TEXT + "`.` or `..`).", required=True,
+          max_length=MAX_FILENAME),
+    Field("content_type", "mime", "The file's MIME type.", required=True,
+          max_length=MAX_CONTENT_TYPE, example="application/pdf"),  # see content_type
+    Field("content_base64", "base64", "The file's bytes in standard base64, padded.",
+          required=True),
+    _INLINE, _CONTENT_ID,
+), build=lambda v: Attachment(v["filename"] or "", v["content_type"], v["content_base64"],
+                              v["inline"], v["content_id"] or None))
+UPLOADED_ATTACHMENT = Body("UploadedAttachmentIn", (
+    "A file PUT through POST /attachments/uploads, named by its upload_id: for files too large "
+    "to send inline. Its type and size are the upload's; it counts towards "
+    "VDQ_MAX_ATTACHMENT_BYTES with the inline files. A 422 on `attachments[i].upload_id` when "
+    "the upload does not exist for this caller (never made, another caller's, already taken "
+    "by an email, or expired) or holds another size than declared."), (
+    Field("upload_id", "upload_id", "The upload_id that POST /attachments/uploads answered; "
+          "the file must be PUT to its URL first. Each upload is taken by one email.",
+          required=True),
+    Field("filename", "filename", _FILENAME_TEXT + "`.` or `..`); left out, the name the "
+          "upload was declared with.", max_length=MAX_FILENAME),
+    _INLINE, _CONTENT_ID,
+), build=lambda v: Attachment(v["filename"] or "", "", b"", v["inline"], v["content_id"] or None,
+                              v["upload_id"]))
+ATTACHMENT = OneOf("upload_id", UPLOADED_ATTACHMENT, INLINE_ATTACHMENT,
+                   "is set by the upload an upload_id names",
+                   "A file: its bytes inline (`content_base64`), or the `upload_id` of a file "
+                   "uploaded through POST /attachments/uploads.")
+_RECEIVERS = ("at most VDQ_MAX_RECEIVERS (default {max_receivers}) distinct receivers in one "
+              "request")
+_PRIORITY = Field("priority", "priority", (
+    "The lane the items are sent in: `high` (password resets, codes), `normal`, or `bulk` "
+    "(newsletters). Each lane has its own queue and workers, so a bulk backlog never delays a "
+    "high item. Any other value is a 400 naming `priority`."), example="high")
+_SEND_AT = Field("send_at", "send_at", (
+    "Send not before this time: an RFC 3339 timestamp with an offset (`Z` or `+hh:mm`; "
+    "without one it is a 400 naming `send_at`), at most VDQ_MAX_SCHEDULE_DAYS (default "
+    "{max_schedule_days}) days ahead (later: a 400). A time in the past means now. The items "
+    "stay `queued` until then, and an operator may cancel them meanwhile; they are sent within "
+    "seconds of the time."), example="2026-12-24T09:00:00+01:00")
+# A request's priority and send_at are checked first: their errors are a 400, the others' 422.
+DISPATCH = ("priority", "send_at")
+_ADDRESS = Field("", "object", required=True, of=ADDRESS)
+EMAIL = Body("EmailRequest", "An email to queue: one item per distinct receiver across to, cc "
+             "and bcc.", (
+    Field("sender", "object", "Who the email is from (SES must allow the address).",
+          required=True, of=ADDRESS),
+    Field("to", "list", f"The main receivers; {_RECEIVERS} across to, cc and bcc.",
+          required=True, max_items="max_receivers", of=_ADDRESS),
+    Field("cc", "list", "Receivers in copy, shown to every receiver.",
+          max_items="max_receivers", of=_ADDRESS),
+    Field("bcc", "list", "Receivers in blind copy, shown to nobody.",
+          max_items="max_receivers", of=_ADDRESS),
+    Field("reply_to", "list", "Where replies go (Reply-To).", max_items=MAX_REPLY_TO,
+          of=_ADDRESS),
+    Field("subject", "line", "The subject: one line, not blank.", required=True,
+          max_length=MAX_SUBJECT),
+    Field("text", "text", "The plain-text body: not blank.", required=True,
+          max_length=MAX_TEXT),
+    Field("html", "text", "The HTML body, sent beside the text.", max_length=MAX_TEXT),
+    Field("attachments", "list", "Files to send with the email: inline (base64) or presigned "
+          "uploads.", max_items=MAX_ATTACHMENTS,
+          of=Field("", "object", required=True, of=ATTACHMENT)),
+    Field("origin", "object", "What caused the email, if anything.", of=ORIGIN),
+    Field("list_unsubscribe", "bool", "Bulk mail: each receiver's copy carries one-click "
+          "unsubscribe headers (RFC 8058: List-Unsubscribe with a signed https link, "
+          "List-Unsubscribe-Post). Using the link puts the address on the suppression list. "
+          "The `bulk` priority carries them too."),
+    _PRIORITY, _SEND_AT,
+), first=DISPATCH)
+SMS_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
+    Field("cell", "cell", "An E.164 number (+ and up to 15 digits) of the Twilio account.",
+          required=True, max_length=MAX_CELL),
+), build=lambda v: v["cell"])
+SMS_RECEIVER = Body("SmsReceiver", "A number to send the SMS to.", (
+    Field("cell", "cell", "An E.164 number (+ and up to 15 digits).", required=True,
+          max_length=MAX_CELL),
+    Field("name", "line", "Who it is, for the operators.", max_length=MAX_NAME),
+), build=lambda v: SmsReceiver(v["cell"], v["name"] or None))
+SMS = Body("SmsRequest", "An SMS to queue: one item per distinct receiver.", (
+    Field("sender", "object", "Who the SMS is from.", required=True, of=SMS_SENDER),
+    Field("to", "list", f"The receivers; {_RECEIVERS}.", required=True,
+          max_items="max_receivers", of=Field("", "object", required=True, of=SMS_RECEIVER)),
+    Field("body", "sms_body", (
+        "The message: not blank. Twilio sends it as GSM-7 when every character is in the GSM "
+        "03.38 alphabet (its extension characters ^ { } \\ [ ~ ] | € and form feed take two "
+        "septets), else as UCS-2 (a character outside the BMP takes two code units); one "
+        "segment holds 160 septets or 70 code units, each segment of a longer body 153 or 67. "
+        "A body over VDQ_SMS_MAX_SEGMENTS (default {sms_max_segments}) segments is a 400 "
+        "`too_many_segments`; the anyOf gives, per kind of body, the length that always fits "
+        "at the default."), required=True, max_length=MAX_SMS_BODY),
+    Field("media_urls", "list", "https:// URLs of media to send as MMS.",
+          max_items=MAX_MEDIA_URLS, of=Field("", "https_url", "An https:// URL Twilio can "
+                                             "fetch.", required=True, max_length=MAX_MEDIA_URL)),
+    Field("origin", "object", "What caused the SMS, if anything.", of=ORIGIN),
+    _PRIORITY, _SEND_AT,
+), first=DISPATCH)  # fmt: skip
 
 
 def origin(value: Any, path: str = "origin") -> Origin | None:
-    if value is None:
-        return None
-    data = _object(value, path)
-    _known_keys(data, path, {"type", "id"})
-    kind = _string(data.get("type"), f"{path}.type", max_len=MAX_ORIGIN_PART)
-    ident = data.get("id")
-    # A whole number, also as JSON writes it with a fraction of zero (1042.0 is the integer
-    # 1042 to JSON Schema, so to a client validating against the document).
-    if isinstance(ident, float) and ident.is_integer():
-        ident = int(ident)
-    if isinstance(ident, int) and not isinstance(ident, bool):
-        ident = str(ident)
-    ident = _string(ident, f"{path}.id", max_len=MAX_ORIGIN_PART)
-    assert kind is not None and ident is not None
-    return Origin(kind, ident)
+    """An origin (``{"type": ..., "id": ...}``), or None for none."""
+    from vdq.validation import field_value
 
-
-def filename(value: Any, path: str, *, required: bool = True) -> str | None:
-    """A file name (not a path) that can go in a header."""
-    name = _string(value, path, max_len=MAX_FILENAME, required=required)
-    if name is not None and ("/" in name or "\\" in name or name in (".", "..")):
-        raise ValidationError(path, "must be a file name, not a path")
-    return name
+    result: Origin | None = field_value(Field("origin", "object", of=ORIGIN), value, path, {})
+    return result
 
 
 def content_type(value: Any, path: str) -> str:
-    text = _string(value, path, max_len=MAX_CONTENT_TYPE)
-    assert text is not None
-    if not _CONTENT_TYPE.match(text):
-        raise ValidationError(path, f"{text!r} is not a MIME type")
-    return text
+    """A MIME type (``type/subtype``), as an attachment's ``content_type`` is checked."""
+    from vdq.validation import field_value
 
-
-def _attachment(value: Any, path: str) -> Attachment:
-    """An inline file (``content_base64``) or a reference to a presigned upload (``upload_id``;
-    its file name may be given again, its type and size are the upload's)."""
-    data = _object(value, path)
-    upload_id = data.get("upload_id")
-    if upload_id is not None:
-        if "content_type" in data or "content_base64" in data:
-            wrong = "content_type" if "content_type" in data else "content_base64"
-            raise ValidationError(f"{path}.{wrong}", "is set by the upload an upload_id names")
-        _known_keys(data, path, {"upload_id", "filename", "inline", "content_id"})
-        if not isinstance(upload_id, str) or not ids.is_id(upload_id):
-            raise ValidationError(f"{path}.upload_id", "must be the upload_id of an upload")
-        name = filename(data.get("filename"), f"{path}.filename", required=False)
-        kind, content = "", b""
-    else:
-        _known_keys(data, path, {"filename", "content_type", "content_base64", "inline",
-                                 "content_id"})  # fmt: skip
-        name = filename(data.get("filename"), f"{path}.filename")
-        kind = content_type(data.get("content_type"), f"{path}.content_type")
-        content = _base64(data.get("content_base64"), f"{path}.content_base64")
-    inline = data.get("inline", False)
-    if not isinstance(inline, bool):
-        raise ValidationError(f"{path}.inline", "must be true or false")
-    content_id = _string(data.get("content_id"), f"{path}.content_id", max_len=MAX_CONTENT_ID,
-                         required=False)
-    if content_id is not None and not _CONTENT_ID.match(content_id):
-        raise ValidationError(f"{path}.content_id", "may hold only letters, digits and @.-_")
-    if content_id is not None and not inline:
-        raise ValidationError(f"{path}.content_id", "is only for inline attachments")
-    return Attachment(name or "", kind, content, inline, content_id or None, upload_id)
-
-
-def _base64(encoded: Any, path: str) -> bytes:
-    if not isinstance(encoded, str):
-        raise ValidationError(path, "is required and must be a string")
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValidationError(path, "is not valid base64") from None
-
-
-# ---- documents -------------------------------------------------------------------------------
+    kind: str = field_value(Field(path, "mime", required=True, max_length=MAX_CONTENT_TYPE),
+                            value, path, {})  # fmt: skip
+    return kind
 
 
 def check_sender(address: str, identities: tuple[str, ...]) -> None:
@@ -353,63 +302,38 @@ def check_sender(address: str, identities: tuple[str, ...]) -> None:
     )
 
 
-EMAIL_FIELDS = {"sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "attachments",
-                "origin", "list_unsubscribe", "priority", "send_at"}  # fmt: skip
-SMS_FIELDS = {"sender", "to", "body", "media_urls", "origin", "priority", "send_at"}
-
-
-def dispatch(body: Mapping[str, Any], now: datetime | None,
-             max_schedule_days: int) -> tuple[str, str | None]:  # fmt: skip
-    """A request's ``priority`` and ``send_at`` (stored form), each a 400 naming it if bad."""
-    from vdq.scheduling import parse_send_at
-
-    priority = parse_priority(body.get("priority"))
-    send_at = parse_send_at(body.get("send_at"), now or datetime.now(UTC), max_schedule_days)
-    return priority, send_at
-
-
 def parse_email(
     data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000,
     sender_identities: tuple[str, ...] = (), now: datetime | None = None,
     max_schedule_days: int = 30,
 ) -> Email:
-    body = _object(data, "body")
-    _known_keys(body, "", EMAIL_FIELDS)
-    priority, send_at = dispatch(body, now, max_schedule_days)
-    sender = _address(body.get("sender"), "sender")
-    check_sender(sender.email, sender_identities)
-    to = _addresses(body.get("to"), "to", required=True, max_items=max_receivers)
-    cc = _addresses(body.get("cc"), "cc", required=False, max_items=max_receivers)
-    bcc = _addresses(body.get("bcc"), "bcc", required=False, max_items=max_receivers)
-    reply_to = _addresses(body.get("reply_to"), "reply_to", required=False,
-                          max_items=MAX_REPLY_TO)
-    subject = _string(body.get("subject"), "subject", max_len=MAX_SUBJECT)
-    text = _string(body.get("text"), "text", max_len=MAX_TEXT, single_line=False)
-    html = _string(body.get("html"), "html", max_len=MAX_TEXT, required=False, single_line=False)
-    raw_attachments = _list(body.get("attachments"), "attachments", required=False,
-                            max_items=MAX_ATTACHMENTS)
-    attachments = tuple(
-        _attachment(a, f"attachments[{i}]") for i, a in enumerate(raw_attachments)
-    )
-    total = sum(len(a.content) for a in attachments)
-    if total > max_attachment_bytes:
-        raise ValidationError(
-            "attachments", f"total {total} bytes is over the limit of {max_attachment_bytes}"
-        )
+    from vdq.validation import check
+
+    def total_size(attachments: list[Attachment]) -> None:
+        total = sum(len(a.content) for a in attachments)
+        if total > max_attachment_bytes:
+            raise ValidationError(
+                "attachments", f"total {total} bytes is over the limit of {max_attachment_bytes}"
+            )
+
+    limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days}
+    v = check(EMAIL, data, "", limits, after={
+        "sender": lambda a: check_sender(a.email, sender_identities),
+        "attachments": total_size})  # fmt: skip
     email = Email(
-        sender=sender,
-        to=to,
-        cc=cc,
-        bcc=bcc,
-        reply_to=reply_to,
-        subject=subject or "",
-        text=text or "",
-        html=html,
-        attachments=attachments,
-        origin=origin(body.get("origin")),
-        list_unsubscribe=_flag(body.get("list_unsubscribe"), "list_unsubscribe"),
-        priority=priority,
-        send_at=send_at,
+        sender=v["sender"],
+        to=tuple(v["to"]),
+        cc=tuple(v["cc"]),
+        bcc=tuple(v["bcc"]),
+        reply_to=tuple(v["reply_to"]),
+        subject=v["subject"],
+        text=v["text"],
+        html=v["html"],
+        attachments=tuple(v["attachments"]),
+        origin=v["origin"],
+        list_unsubscribe=v["list_unsubscribe"],
+        priority=v["priority"],
+        send_at=v["send_at"],
     )
     if len(email.receivers()) > max_receivers:
         raise ValidationError("to", f"at most {max_receivers} receivers in one request")
@@ -436,14 +360,6 @@ def stored_content_size(email: Email) -> int:
     return len(encode_content(content))
 
 
-def _flag(value: Any, path: str) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ValidationError(path, "must be true or false")
-    return value
-
-
 def _check_stored_size(email: Email) -> None:
     size = stored_content_size(email)
     if size <= MAX_STORED_CONTENT:
@@ -461,28 +377,10 @@ def _check_stored_size(email: Email) -> None:
 
 def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10,
               now: datetime | None = None, max_schedule_days: int = 30) -> Sms:  # fmt: skip
-    body = _object(data, "body")
-    _known_keys(body, "", SMS_FIELDS)
-    priority, send_at = dispatch(body, now, max_schedule_days)
-    sender_data = _object(body.get("sender"), "sender")
-    _known_keys(sender_data, "sender", {"cell"})
-    sender = cell(sender_data.get("cell"), "sender.cell")
-    receivers = []
-    for i, value in enumerate(_list(body.get("to"), "to", required=True, max_items=max_receivers)):
-        entry = _object(value, f"to[{i}]")
-        _known_keys(entry, f"to[{i}]", {"cell", "name"})
-        name = _string(entry.get("name"), f"to[{i}].name", max_len=MAX_NAME, required=False)
-        receivers.append(SmsReceiver(cell(entry.get("cell"), f"to[{i}].cell"), name or None))
-    text = _string(body.get("body"), "body", max_len=MAX_SMS_BODY, single_line=False)
-    segments.check(text or "", "body", max_segments)
-    urls = []
-    for i, url in enumerate(
-        _list(body.get("media_urls"), "media_urls", required=False, max_items=MAX_MEDIA_URLS)
-    ):
-        value = _string(url, f"media_urls[{i}]", max_len=MAX_MEDIA_URL)
-        assert value is not None
-        if not value.startswith("https://"):
-            raise ValidationError(f"media_urls[{i}]", "must be an https:// URL")
-        urls.append(value)
-    return Sms(sender, tuple(receivers), text or "", tuple(urls), origin(body.get("origin")),
-               priority, send_at)
+    from vdq.validation import check
+
+    limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days,
+              "sms_max_segments": max_segments}  # fmt: skip
+    v = check(SMS, data, "", limits)
+    return Sms(v["sender"], tuple(v["to"]), v["body"], tuple(v["media_urls"]), v["origin"],
+               v["priority"], v["send_at"])

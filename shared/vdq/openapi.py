@@ -1,7 +1,8 @@
 """The OpenAPI document of the REST API: generated at build time, served as committed.
 
 ``python -m vdq.openapi`` writes ``openapi.json`` beside this module from the operation table
-(vdq.operations.spec), the body models (vdq.operations.schemas, pydantic), the examples
+(vdq.operations.spec), the request bodies' declarations (vdq.operations.bodies over
+vdq.fields), the response models (vdq.operations.schemas, pydantic), the examples
 (vdq.operations.examples) and the prose (vdq.operations.docs). The operator function serves the
 committed file, so it never imports pydantic at run time; a test rebuilds the document and fails
 when the committed one differs, or when the routes do.
@@ -142,12 +143,15 @@ def _operation(op: Any) -> dict[str, Any]:
 def _components_schemas() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
-    from vdq.operations import docs, schemas
+    from vdq.operations import bodies, docs, schemas
 
     _, definitions = models_json_schema(
         [(m, "validation") for m in schemas.MODELS], ref_template=_REF
     )
     found = definitions.get("$defs", {})
+    requests = bodies.schemas()
+    assert not set(requests) & set(found), "a request body is declared, not a model"
+    found.update(requests)
     for schema in found.values():
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():

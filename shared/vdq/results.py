@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from vdq import suppression, tracking
 from vdq.clock import iso, parse_iso
@@ -36,228 +36,22 @@ from vdq.provider_events import (
     parse_twilio_callback,
 )
 from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules)
-from vdq.retention import mapping_expiration
-from vdq.runtime import Runtime
-from vdq.store import Duplicate, Moved, ProviderIdTaken, ProviderRecord, QueueItemRecord, StateWrite
-from vdq.transitions import (
-    KEEP,
-    MAX_TRIES,
-    Step,
-    apply,
-    clip_result,
-    event_mark,
-    history_entry,
-    item_now,
-    send_entry,
+from vdq.provider_updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
+    TRANSITION_FOR,
+    apply_update,
+    replay_orphans,
+    replay_waiting_orphans,
 )
+from vdq.runtime import Runtime
+from vdq.store import ProviderIdTaken, ProviderRecord
+from vdq.transitions import MAX_TRIES
 from vdq.workflow import State
-
-# Normalised statuses (the seed's Anymail and Twilio words) -> the transition they apply.
-TRANSITION_FOR = {
-    "delivered": "succeed",
-    "bounced": "error",
-    "rejected": "error",
-    "failed": "error",
-    "undelivered": "error",
-    "queued": "await",
-    "sending": "await",
-    "sent": "await",
-    "deferred": "await",
-}
-# A final result changes an item only while a provider result can be due; from any other state
-# (queued or delayed for a new attempt, errored, succeeded, unconfirmed) it is a late event,
-# recorded in history. Cancelled is the workflow's ignored source: state kept, result written.
-PROVIDER_SOURCES = frozenset({State.SENDING.value, State.AWAITING.value, State.CANCELLED.value})
 
 ORPHAN_TTL_SECONDS = 7 * 86_400
 MAX_ORPHANS = 25
 LOOKUP_FIRST_DELAY = 30
 LOOKUP_MAX_DELAY = 900  # SQS's longest DelaySeconds
 LOOKUP_KIND = "vdq.deferred_lookup"
-
-
-# ---- applying an update to a matched item ----------------------------------------------------
-
-
-def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
-                 store_id: bool = False, attempt: int | None = None) -> str:  # fmt: skip
-    """Apply ``update`` to ``item``; returns what happened (moved, ignored, late, event,
-    duplicate, refused). ``store_id``: the item stores no provider ID yet; store the update's.
-    ``attempt``: the item's attempt that the provider took the message for, when the match
-    says (the mapping, the tags, the callback URL); otherwise the item's current one."""
-    for _ in range(MAX_TRIES):
-        event_attempt = _event_attempt(item, update, attempt)
-        outcome = _apply_once(item, update, runtime, store_id=store_id, attempt=event_attempt)
-        if outcome != "stale":
-            return outcome
-        # The item moved on to another attempt between the read and the write: decide again.
-        fresh = runtime.store.get_item(item.id)
-        if fresh is None:
-            return "dropped"
-        item, attempt, store_id = fresh, event_attempt, False
-    raise VdqError(f"{update.provider} update {update.event_id}: the item kept changing")
-
-
-def _event_attempt(item: QueueItemRecord, update: ProviderUpdate, attempt: int | None) -> int:
-    if update.attempt_hint is not None and update.item_hint == item.id:
-        return int(update.attempt_hint)
-    if attempt is not None:
-        return int(attempt)
-    return int(item.attempt)
-
-
-def redundant_send_event(item: QueueItemRecord, update: ProviderUpdate, *, older: bool) -> bool:
-    """SES's Send event once the worker has recorded the acceptance itself (the item stores
-    the message ID, and its history says "accepted by SES as ..."): it tells nothing new, so
-    it is not written (two writes and six write units saved per email). A Send that finds
-    the item still ``sending`` moves it to ``awaiting`` as before."""
-    return (update.provider == "ses" and update.name == "Send" and not older
-            and item.provider_id == update.provider_id)  # fmt: skip
-
-
-def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
-                store_id: bool, attempt: int) -> str:  # fmt: skip
-    # A cancelled item absorbs the results of the attempts before its cancel (the seed's
-    # ignored sources: state kept, result written); any other item takes results only for
-    # its current attempt, and keeps those of older attempts in history.
-    older = attempt != int(item.attempt) and item.state != State.CANCELLED.value
-    provider_id = update.provider_id if store_id and not older else None
-    transition = None if older else TRANSITION_FOR.get(update.status)
-    if transition == "await" and item.state != State.SENDING.value:
-        if redundant_send_event(item, update, older=older):
-            logger.info("SES Send for %s, which stores %s: nothing new", item.id,
-                        update.provider_id)  # fmt: skip
-            return "ignored"
-        transition = None  # in flight, but the item is past sending: an event in history
-    if transition is None:
-        return _storing_id(item.id, int(item.attempt), provider_id, runtime,
-                           lambda mapped: _record_event(item, update, runtime, provider_id,
-                                                        mapped, older=older))  # fmt: skip
-    step = Step(
-        transition,
-        actor=update.provider,
-        source="provider",
-        text=update.text,
-        result=update.text if update.writes_result else KEEP,
-        attempt=int(item.attempt),
-        late="record",
-        expect=frozenset({State.SENDING.value}) if transition == "await" else PROVIDER_SOURCES,
-        event_id=update.event_id,
-        provider_id=provider_id,
-    )
-    history = _deferred_send_entry(item)
-    outcome = _storing_id(item.id, int(item.attempt), provider_id, runtime,
-                          lambda mapped: apply(item, replace(step, map_provider_id=mapped),
-                                               runtime, history=history))  # fmt: skip
-    logger.info("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
-    return outcome.kind
-
-
-def _deferred_send_entry(item: QueueItemRecord) -> list[Any] | None:
-    """The claim's ``send`` entry, for an update that moves a ``sending`` item: a worker that
-    died after the provider took the message never writes it, and the lease sweep skips an
-    item that left ``sending``. Its key is deterministic, so the worker writing it too is
-    harmless."""
-    if item.state != State.SENDING.value or not item.claimed_at:
-        return None
-    return [send_entry(item)]
-
-
-def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
-                  provider_id: str | None, mapped: bool, *,
-                  older: bool = False) -> str:  # fmt: skip
-    """An update that moves no state: history (and, for a delay of the current attempt, the
-    result) only. ``older``: the update belongs to an attempt the item has left."""
-    store = runtime.store
-    current: QueueItemRecord | None = item
-    for _ in range(MAX_TRIES):
-        if current is None:
-            return "event"
-        now = item_now(current, runtime)
-        mark = event_mark(current.id, update.event_id)
-        entry = history_entry(current.id, now, actor=update.provider, source="provider",
-                              kind="late" if older else "event", name=update.name,
-                              from_state=current.state,
-                              to_state=current.state, attempt=int(current.attempt),
-                              text=update.text)  # fmt: skip
-        write = StateWrite(set={"updated_at": iso(now)})
-        current_attempt = not older and int(current.attempt) == int(item.attempt)
-        if (update.status == "deferred" and current_attempt
-                and current.state in (State.SENDING, State.AWAITING)):  # fmt: skip
-            write.set["result"] = clip_result(update.text)
-        if provider_id is not None:
-            write.set["provider_id"] = provider_id
-        try:
-            if len(write.set) == 1:
-                store.append_history([entry], mark=mark, expiration=current.expiration)
-            else:
-                store.commit(current, write, [entry], mark=mark,
-                             provider_id=provider_id if mapped else None,
-                             mapping_expiration=mapping_expiration(now, runtime.settings))
-        except Duplicate:
-            return "duplicate"
-        except Moved as moved:
-            current = moved.current
-            continue
-        return "event"
-    return "event"
-
-
-T = TypeVar("T")
-
-
-def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtime: Runtime,
-                attempt: Callable[[bool], T]) -> T:  # fmt: skip
-    """Run ``attempt(True)`` (which also writes the provider-ID mapping); when the mapping
-    exists and holds only orphans (or already names this item), adopt it, run
-    ``attempt(False)`` and apply the orphans to the item."""
-    if provider_id is None:
-        return attempt(False)
-    try:
-        return attempt(True)
-    except ProviderIdTaken as taken:
-        owner = taken.owner or runtime.store.find_by_provider_id(provider_id)
-        if owner is not None and owner.item_id not in (None, item_id):
-            raise
-    orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt,
-                                          mapping_expiration(runtime.clock.now(), runtime.settings))
-    result = attempt(False)
-    replay_orphans(item_id, provider_id, orphans, runtime)
-    return result
-
-
-def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
-                   runtime: Runtime) -> None:  # fmt: skip
-    """Apply the orphans of ``provider_id`` to the item that now stores it, oldest first."""
-    if not orphans:
-        return
-    failed = False
-    for data in sorted(orphans, key=lambda o: o.get("at") or ""):
-        item = runtime.store.get_item(item_id)
-        if item is None:
-            return
-        try:
-            apply_update(item, ProviderUpdate.from_json(data), runtime)
-        except Exception:
-            failed = True  # kept on the mapping; the event mark makes a replay harmless
-            logger.exception("orphan %s of %s not applied", data.get("event_id"), item_id)
-    if not failed:
-        runtime.store.clear_orphans(provider_id, item_id)
-    logger.info("applied %d orphan events of %s to %s", len(orphans), provider_id, item_id)
-
-
-def replay_waiting_orphans(item: QueueItemRecord, runtime: Runtime) -> bool:
-    """Apply the events that still wait on the mapping of the item's provider ID (a worker
-    died between storing the ID and adopting them); True when there were any."""
-    if not item.provider_id:
-        return False
-    mapping = runtime.store.find_by_provider_id(item.provider_id)
-    if mapping is None or not mapping.orphans or mapping.item_id not in (None, item.id):
-        return False
-    orphans = runtime.store.adopt_orphans(item.provider_id, item.id, int(item.attempt),
-                                          mapping_expiration(runtime.clock.now(), runtime.settings))
-    replay_orphans(item.id, item.provider_id, orphans, runtime)
-    return bool(orphans)
 
 
 # ---- matching --------------------------------------------------------------------------------

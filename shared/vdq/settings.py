@@ -6,169 +6,24 @@ reads ``os.environ``. The README lists each setting with its default.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
+from vdq import setting_values as read
 from vdq.errors import SettingsError
-
-DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
-    "vdq-senders": ("vdq.add_queueitem",),
-    "vdq-viewers": ("vdq.list_queueitem", "vdq.read_queueitem", "vdq.read_workflow"),
-    "vdq-operators": (
-        "vdq.list_queueitem",
-        "vdq.read_queueitem",
-        "vdq.read_workflow",
-        "vdq.can_retry",
-        "vdq.can_cancel",
-        "vdq.can_resend",
-    ),
-    # The suppression list holds people's addresses and numbers, and removing one sends to
-    # someone who bounced or opted out: its own permissions, its own group.
-    "vdq-suppressions": ("vdq.list_suppression", "vdq.change_suppression"),
-    "vdq-admins": (
-        "vdq.add_queueitem",
-        "vdq.list_queueitem",
-        "vdq.read_queueitem",
-        "vdq.read_workflow",
-        "vdq.can_retry",
-        "vdq.can_cancel",
-        "vdq.can_resend",
-        "vdq.list_suppression",
-        "vdq.change_suppression",
-    ),
-}
-
-ALL_PERMISSIONS = frozenset(p for perms in DEFAULT_GROUP_PERMISSIONS.values() for p in perms)
-
-def _text(value: str) -> str:
-    return value.strip()
+from vdq.setting_values import (  # noqa: F401  (re-exported)
+    ALL_PERMISSIONS,
+    DEFAULT_GROUP_PERMISSIONS,
+    PRESIGNED_MAX_SECONDS,
+    QuotaLimits,
+)
 
 
-def _optional_text(value: str) -> str | None:
-    return value.strip() or None
-
-
-def _identities(value: str) -> tuple[str, ...]:
-    """Comma-separated SES identities: addresses or domains, compared in lower case."""
-    out = tuple(dict.fromkeys(v.strip().lower() for v in value.split(",") if v.strip()))
-    for identity in out:
-        if "*" in identity or " " in identity or identity.startswith("@"):
-            raise ValueError(f"{identity!r} is not an address or a domain (no wildcards)")
-    return out
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be a whole number of at least 1")
-    return number
-
-
-PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
-
-
-def _url_seconds(value: str) -> int:
-    number = _positive_int(value)
-    if number > PRESIGNED_MAX_SECONDS:
-        raise ValueError(f"must be at most {PRESIGNED_MAX_SECONDS} (7 days: S3 refuses a "
-                         "presigned URL valid longer)")  # fmt: skip
-    return number
-
-
-def _non_negative_int(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError("must be a whole number of at least 0")
-    return number
-
-
-def _optional_non_negative_int(value: str) -> int | None:
-    return _non_negative_int(value) if value.strip() else None
-
-
-def _positive_float(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("must be a number greater than 0")
-    return number
-
-
-def _optional_positive_float(value: str) -> float | None:
-    return _positive_float(value) if value.strip() else None
-
-
-class QuotaLimits(NamedTuple):
-    """A producer's limits: queue items per second, per minute and per (UTC) day."""
-
-    per_second: int | None = None
-    per_minute: int | None = None
-    per_day: int | None = None
-
-
-def _producer_quotas(value: str) -> dict[str, QuotaLimits]:
-    data = json.loads(value) if value.strip() else {}
-    if not isinstance(data, dict):
-        raise ValueError('must be a JSON object: {"<client id or group>": {"per_minute": N, '
-                         '"per_day": M}, "*": {...}}')  # fmt: skip
-    out: dict[str, QuotaLimits] = {}
-    for name, limits in data.items():
-        if not name.strip():
-            raise ValueError("a producer name is empty")
-        if not isinstance(limits, dict) or not limits:
-            raise ValueError(f"{name!r} must map to an object of per_second, per_minute, per_day")
-        unknown = sorted(set(limits) - set(QuotaLimits._fields))
-        if unknown:
-            raise ValueError(f"{name!r} names unknown limits {unknown}")
-        for key, n in limits.items():
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"{name!r}: {key} must be a whole number of at least 1")
-        out[name] = QuotaLimits(**limits)
-    return out
-
-
-def _state_events(value: str) -> str:
-    choice = value.strip().lower()
-    if choice not in ("default", "all", "none"):
-        raise ValueError("must be one of: default, all, none")
-    return choice
-
-
-def _archive(value: str) -> str:
-    value = value.strip().lower()
-    if value not in ("", "s3"):
-        raise ValueError("must be s3 or empty")
-    return value
-
-
-def _tracing(value: str) -> str:
-    choice = value.strip().lower()
-    if choice not in ("lambda", "sdk"):
-        raise ValueError("must be one of: lambda, sdk")
-    return choice
-
-
-def _group_permissions(value: str) -> dict[str, tuple[str, ...]]:
-    data = json.loads(value)
-    if not isinstance(data, dict):
-        raise ValueError("must be a JSON object of group -> list of permissions")
-    parsed: dict[str, tuple[str, ...]] = {}
-    for group, perms in data.items():
-        if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
-            raise ValueError(f"group {group!r} must map to a list of permission names")
-        unknown = sorted(set(perms) - ALL_PERMISSIONS)
-        if unknown:
-            raise ValueError(f"group {group!r} names unknown permissions {unknown}")
-        parsed[group] = tuple(perms)
-    return parsed
-
-
-def _setting(env: str, default: Any, parse: Callable[[str], Any] = _text, doc: str = "") -> Any:
+def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, doc: str = "") -> Any:
     metadata = {"env": env, "parse": parse, "doc": doc, "default": default}
     if isinstance(default, Mapping):
         return field(default_factory=lambda: default, metadata=metadata)
@@ -202,12 +57,12 @@ class Settings:
     state_events: str = _setting(
         "VDQ_STATE_EVENTS",
         "default",
-        _state_events,
+        read.state_events,
         "default (errored and done states), all, or none",
     )
     # Email.
     ses_configuration_set: str | None = _setting(
-        "VDQ_SES_CONFIGURATION_SET", None, _optional_text, "SES configuration set for events"
+        "VDQ_SES_CONFIGURATION_SET", None, read.optional_text, "SES configuration set for events"
     )
     email_tracking_strategy: str = _setting(
         "VDQ_EMAIL_TRACKING_STRATEGY",
@@ -217,14 +72,14 @@ class Settings:
     max_attachment_bytes: int = _setting(
         "VDQ_MAX_ATTACHMENT_BYTES",
         7_000_000,
-        _positive_int,
+        read.positive_int,
         "total decoded size of an email's attachments, inline and uploaded (an inline one "
         "travels in the request, which Lambda limits to 6 MiB: about 4.5 MB decoded)",
     )
     max_files_age_seconds: int | None = _setting(
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
         None,
-        _optional_non_negative_int,
+        read.optional_non_negative_int,
         "0: delete files when all their items are done; N: daily purge after N s (at most the "
         "retention); unset: the daily purge deletes them with their records (retention), or "
         "keeps them when retention is 0",
@@ -232,7 +87,7 @@ class Settings:
     retention_days: int = _setting(
         "VDQ_RETENTION_DAYS",
         30,
-        _non_negative_int,
+        read.non_negative_int,
         "days a done item (its history, content, files) is kept after it reached a done state, "
         "then DynamoDB's TTL deletes it for free; each day kept holds about 3.7 KB per email "
         "(at US$0.25 per GB-month: about US$0.86 a month per million emails a day); 0: keep "
@@ -241,148 +96,149 @@ class Settings:
     archive: str = _setting(
         "VDQ_ARCHIVE",
         "",
-        _archive,
+        read.archive,
         "s3: records DynamoDB's TTL deletes are archived from the stream to the attachments "
         "bucket (archive/dt=<day>/, gzip JSON lines; see Retention for the Athena table); "
         "empty: off",
     )
     # SMS.
     twilio_account_sid: str | None = _setting(
-        "TWILIO_ACCOUNT_SID", None, _optional_text, "Twilio account (or the secret below)"
+        "TWILIO_ACCOUNT_SID", None, read.optional_text, "Twilio account (or the secret below)"
     )
     twilio_auth_token: str | None = _setting(
-        "TWILIO_AUTH_TOKEN", None, _optional_text, "Twilio auth token (or the secret below)"
+        "TWILIO_AUTH_TOKEN", None, read.optional_text, "Twilio auth token (or the secret below)"
     )
     twilio_secret_name: str | None = _setting(
         "VDQ_TWILIO_SECRET_NAME",
         None,
-        _optional_text,
+        read.optional_text,
         "Secrets Manager secret with account_sid and auth_token (a deploy sets it)",
     )
     twilio_webhook_url: str | None = _setting(
-        "TWILIO_WEBHOOK_URL", None, _optional_text, "status callback URL; empty selects polling"
+        "TWILIO_WEBHOOK_URL", None, read.optional_text, "status callback URL; empty selects polling"
     )
     twilio_inbound_url: str | None = _setting(
         "TWILIO_INBOUND_URL",
         None,
-        _optional_text,
+        read.optional_text,
         "incoming-message webhook URL set on the Twilio number (its signature covers it); "
         "unset: TWILIO_WEBHOOK_URL with status-callback replaced by inbound",
     )
     twilio_api_url: str | None = _setting(
-        "VDQ_TWILIO_API_URL", None, _optional_text, "Twilio API base URL (the local sandbox)"
+        "VDQ_TWILIO_API_URL", None, read.optional_text, "Twilio API base URL (the local sandbox)"
     )
     twilio_sms_timeout_hours: float = _setting(
-        "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, _positive_float, "awaiting SMS -> unconfirmed after"
+        "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, read.positive_float,
+        "awaiting SMS -> unconfirmed after",
     )
     email_timeout_hours: float = _setting(
         "VDQ_EMAIL_TIMEOUT_HOURS",
         72.0,
-        _positive_float,
+        read.positive_float,
         "awaiting email -> unconfirmed this long after SES accepted it with no final event",
     )
     unsubscribe_url: str | None = _setting(
         "VDQ_UNSUBSCRIBE_URL",
         None,
-        _optional_text,
+        read.optional_text,
         "base URL of one-click unsubscribe links (the API's /unsubscribe/; a deploy sets it); "
         "empty: emails carry no List-Unsubscribe",
     )
     unsubscribe_key: str | None = _setting(
         "VDQ_UNSUBSCRIBE_KEY",
         None,
-        _optional_text,
+        read.optional_text,
         "secret that signs unsubscribe tokens (the local stack; a deploy uses the secret below)",
     )
     unsubscribe_secret_name: str | None = _setting(
         "VDQ_UNSUBSCRIBE_SECRET_NAME",
         None,
-        _optional_text,
+        read.optional_text,
         "Secrets Manager secret (name or ARN) whose value signs unsubscribe tokens (a deploy "
         "generates it)",
     )
     sender_identities: tuple[str, ...] = _setting(
         "VDQ_SENDER_IDENTITIES",
         (),
-        _identities,
+        read.identities,
         "the SES identities (addresses or domains, comma-separated) email may be sent from: "
         "another sender is a 400 at enqueue; empty: any (the deployment sets vdq:sesIdentities)",
     )
     sms_max_segments: int = _setting(
         "VDQ_SMS_MAX_SEGMENTS",
         10,
-        _positive_int,
+        read.positive_int,
         "most segments an SMS body may take (153 GSM-7 septets or 67 UCS-2 code units each); "
         "a longer body is a 400",
     )
     sms_poll_batch: int = _setting(
-        "VDQ_SMS_POLL_BATCH", 100, _positive_int, "awaiting SMS fetched per polling run"
+        "VDQ_SMS_POLL_BATCH", 100, read.positive_int, "awaiting SMS fetched per polling run"
     )
     ses_max_send_rate: float | None = _setting(
         "VDQ_SES_MAX_SEND_RATE",
         None,
-        _optional_positive_float,
+        read.optional_positive_float,
         "emails per second all send functions together stay under; unset: the account's "
         "maximum sending rate (SES GetAccount, read every 5 minutes)",
     )
     twilio_sender_rate: float = _setting(
         "VDQ_TWILIO_SENDER_RATE",
         1.0,
-        _positive_float,
+        read.positive_float,
         "SMS segments per second each Twilio sender number is paced to (a US long code: 1)",
     )
     pacing_max_wait_seconds: float = _setting(
         "VDQ_PACING_MAX_WAIT_SECONDS",
         5.0,
-        _positive_float,
+        read.positive_float,
         "longest a send function waits for its turn at the provider's rate; an item whose turn "
         "is further off goes back on the queue for that long",
     )
     # Workflow timing.
     max_retries: int = _setting(
-        "VDQ_MAX_RETRIES", 12, _non_negative_int, "automatic retries of a transient email error"
+        "VDQ_MAX_RETRIES", 12, read.non_negative_int, "automatic retries of a transient email error"
     )
     retry_backoff_seconds: int = _setting(
-        "VDQ_RETRY_BACKOFF_SECONDS", 16, _positive_int, "first retry delay (doubles each time)"
+        "VDQ_RETRY_BACKOFF_SECONDS", 16, read.positive_int, "first retry delay (doubles each time)"
     )
     retry_backoff_max_seconds: int = _setting(
-        "VDQ_RETRY_BACKOFF_MAX_SECONDS", 600, _positive_int, "longest retry delay"
+        "VDQ_RETRY_BACKOFF_MAX_SECONDS", 600, read.positive_int, "longest retry delay"
     )
     lease_seconds: int = _setting(
-        "VDQ_LEASE_SECONDS", 300, _positive_int, "how long a send attempt may stay in sending"
+        "VDQ_LEASE_SECONDS", 300, read.positive_int, "how long a send attempt may stay in sending"
     )
     publish_grace_seconds: int = _setting(
         "VDQ_PUBLISH_GRACE_SECONDS",
         900,
-        _positive_int,
+        read.positive_int,
         "a queued item not claimed this long after its publish is published again",
     )
     max_schedule_days: int = _setting(
-        "VDQ_MAX_SCHEDULE_DAYS", 30, _positive_int,
+        "VDQ_MAX_SCHEDULE_DAYS", 30, read.positive_int,
         "how far ahead a send_at may be, in days (later: a 400 naming send_at)",
     )  # fmt: skip
     schedule_batch: int = _setting(
-        "VDQ_SCHEDULE_BATCH", 2000, _positive_int,
+        "VDQ_SCHEDULE_BATCH", 2000, read.positive_int,
         "scheduled items the sweep hands to the send queues per run (each enters SQS up to "
         "14 minutes before its send_at, with the rest of the wait as its delay)",
     )  # fmt: skip
     index_shards: int = _setting(
-        "VDQ_INDEX_SHARDS", 4, _positive_int, "write shards of each sparse index"
+        "VDQ_INDEX_SHARDS", 4, read.positive_int, "write shards of each sparse index"
     )
     max_receivers: int = _setting(
-        "VDQ_MAX_RECEIVERS", 1000, _positive_int, "receivers per enqueue request"
+        "VDQ_MAX_RECEIVERS", 1000, read.positive_int, "receivers per enqueue request"
     )
     tracing: str = _setting(
         "VDQ_TRACING",
         "lambda",
-        _tracing,
+        read.tracing,
         "lambda: X-Ray segments of Lambda itself; sdk: also Powertools Tracer subsegments "
         "of every AWS call (about 150 ms more cold start)",
     )
     producer_quotas: Mapping[str, QuotaLimits] = _setting(
         "VDQ_PRODUCER_QUOTAS",
         MappingProxyType({}),
-        _producer_quotas,
+        read.producer_quotas,
         'JSON: producer (client id or group, "*" for any other) -> {"per_second", '
         '"per_minute", "per_day"} queue items; over one, POST /emails and /sms answer 429; '
         "empty: no quotas",
@@ -391,57 +247,57 @@ class Settings:
     group_permissions: Mapping[str, tuple[str, ...]] = _setting(
         "VDQ_GROUP_PERMISSIONS",
         MappingProxyType(DEFAULT_GROUP_PERMISSIONS),
-        _group_permissions,
+        read.group_permissions,
         "JSON: group -> permissions",
     )
     attachment_url_seconds: int = _setting(
-        "VDQ_ATTACHMENT_URL_SECONDS", 300, _url_seconds,
+        "VDQ_ATTACHMENT_URL_SECONDS", 300, read.url_seconds,
         "lifetime of a presigned download URL (at most 604800, S3's 7 days; signed with the "
         "function's temporary credentials, a URL also ends when they do)",
     )  # fmt: skip
     upload_url_seconds: int = _setting(
         "VDQ_UPLOAD_URL_SECONDS",
         900,
-        _url_seconds,
+        read.url_seconds,
         "lifetime of a presigned attachment upload URL (POST /attachments/uploads; at most "
         "604800, as for downloads); the upload itself is deleted a day after it was made "
         "unless an email took it",
     )
     idempotency_seconds: int = _setting(
-        "VDQ_IDEMPOTENCY_SECONDS", 86_400, _positive_int, "how long an Idempotency-Key holds"
+        "VDQ_IDEMPOTENCY_SECONDS", 86_400, read.positive_int, "how long an Idempotency-Key holds"
     )
     # Operator console (vdq.console): where it signs users in (set by the stack, not by hand).
     console_auth_url: str | None = _setting(
         "VDQ_CONSOLE_AUTH_URL",
         None,
-        _optional_text,
+        read.optional_text,
         "base URL of the sign-in service: the Cognito domain (its /oauth2/authorize and "
         "/oauth2/token), or the local stack's /_local",
     )
     console_client_id: str | None = _setting(
-        "VDQ_CONSOLE_CLIENT_ID", None, _optional_text, "the console's OAuth client id"
+        "VDQ_CONSOLE_CLIENT_ID", None, read.optional_text, "the console's OAuth client id"
     )
     # Local stack only (vdq local); a deployment ignores these.
     local_jwt_secret: str | None = _setting(
         "VDQ_LOCAL_JWT_SECRET",
         None,
-        _optional_text,
+        read.optional_text,
         "HS256 secret the local front verifies tokens with (random and printed when unset)",
     )
     schedule_seconds: float = _setting(
-        "VDQ_SCHEDULE_SECONDS", 10.0, _positive_float, "how often the local schedules run"
+        "VDQ_SCHEDULE_SECONDS", 10.0, read.positive_float, "how often the local schedules run"
     )
     local_ses_rate: float | None = _setting(
         "VDQ_LOCAL_SES_RATE",
         None,
-        _optional_positive_float,
+        read.optional_positive_float,
         "emails per second the SES sandbox takes (its account's MaxSendRate); faster sends "
         "are refused as SES refuses them; unset: no limit",
     )
     local_twilio_rate: float | None = _setting(
         "VDQ_LOCAL_TWILIO_RATE",
         None,
-        _optional_positive_float,
+        read.optional_positive_float,
         "messages per second the Twilio sandbox takes from each sender; faster ones get 429 "
         "(20429); unset: no limit",
     )
@@ -452,10 +308,10 @@ class Settings:
         "5xx, slow",
     )
     local_fault_rate: float = _setting(
-        "VDQ_LOCAL_FAULT_RATE", 0.3, _positive_float, "share of sandbox answers a fault hits"
+        "VDQ_LOCAL_FAULT_RATE", 0.3, read.positive_float, "share of sandbox answers a fault hits"
     )
     local_fault_delay_seconds: float = _setting(
-        "VDQ_LOCAL_FAULT_DELAY_SECONDS", 2.0, _positive_float, "delay of late and slow faults"
+        "VDQ_LOCAL_FAULT_DELAY_SECONDS", 2.0, read.positive_float, "delay of late and slow faults"
     )
 
     @classmethod

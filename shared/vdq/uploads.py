@@ -32,12 +32,22 @@ from vdq import ids, messages
 from vdq.api import Caller
 from vdq.clock import iso
 from vdq.errors import ValidationError
+from vdq.fields import Body, Field
 from vdq.observability import logger
 from vdq.resources import UPLOADS_PREFIX
 from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"
-UPLOAD_FIELDS = {"filename", "content_type", "size"}
+UPLOAD = Body("UploadRequest", "A file to upload: what the presigned URL will accept.", (
+    Field("filename", "filename", "The file's name as the receiver sees it; a name, not a path "
+          "(no slashes, not `.` or `..`).", required=True, max_length=messages.MAX_FILENAME),
+    Field("content_type", "mime", "The file's MIME type: the PUT must send it as its "
+          "Content-Type.", required=True, max_length=messages.MAX_CONTENT_TYPE,
+          example="application/pdf"),
+    Field("size", "integer", "The file's size in bytes: the PUT must send exactly this many. "
+          "At most VDQ_MAX_ATTACHMENT_BYTES (default {max_attachment_bytes:,}).", required=True,
+          minimum=1, maximum="max_attachment_bytes", unit="bytes"),
+))
 NAME_METADATA_CHARS = 1024  # a percent-encoded name longer than this is base64-encoded
 _WORD = ("=?UTF-8?B?", "?=")  # an RFC 2047 encoded word (percent-encoding never starts so)
 
@@ -80,19 +90,11 @@ def decode_name(value: str) -> str:
 def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     """``POST /attachments/uploads``: the presigned PUT of one declared file."""
     who.require(ADD_PERMISSION)
-    data = messages._object(body, "body")
-    messages._known_keys(data, "", UPLOAD_FIELDS)
-    name = messages.filename(data.get("filename"), "filename")
-    assert name is not None
-    kind = messages.content_type(data.get("content_type"), "content_type")
-    size = data.get("size")
-    if isinstance(size, float) and size.is_integer():  # 534.0 is the integer 534 to JSON
-        size = int(size)
-    limit = runtime.settings.max_attachment_bytes
-    if not isinstance(size, int) or isinstance(size, bool):
-        raise ValidationError("size", "is required and must be a whole number of bytes")
-    if not 0 < size <= limit:
-        raise ValidationError("size", f"must be 1 to {limit} bytes (VDQ_MAX_ATTACHMENT_BYTES)")
+    from vdq.validation import check
+
+    limits = {"max_attachment_bytes": runtime.settings.max_attachment_bytes}
+    declared = check(UPLOAD, body, "", limits)
+    name, kind, size = declared["filename"], declared["content_type"], declared["size"]
     upload_id = ids.new_id()
     seconds = runtime.settings.upload_url_seconds
     metadata = {"filename": encode_name(name), "size": str(size)}
@@ -150,6 +152,8 @@ def gone(upload: Upload, runtime: Runtime) -> bool:
 
 def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,
              limit: int) -> Upload:  # fmt: skip
+    from vdq.validation import filename
+
     declared = str(head["metadata"].get("size", ""))
     size = int(head["size"])
     if not declared.isdigit() or int(declared) != size:
@@ -159,7 +163,7 @@ def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment,
         raise ValidationError(path, f"the upload's {size} bytes are over the limit of {limit}")
     name = attachment.filename or decode_name(str(head["metadata"].get("filename", "")))
     try:
-        name = messages.filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
+        name = filename(name, f"{path[: -len('.upload_id')]}.filename") or ""
         kind = messages.content_type(head["content_type"], path)
     except ValidationError:
         raise ValidationError(

@@ -1,5 +1,6 @@
 """The prose and the declarations of the OpenAPI document around the operation table: where the
-API is, how to get a token, which errors come back and why, and the idempotency rules.
+API is, how to get a token, what each success and body is, and the idempotency rules (the
+errors are vdq.operations.error_docs', re-exported here).
 
 Imported only by the generator (vdq.openapi). Every number and name is imported from the code
 that enforces or defines it (settings defaults, vdq.api, vdq.resources, vdq.intake, the
@@ -11,7 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from vdq import api, resources
-from vdq.errors import VdqError
+from vdq.operations.error_docs import (  # noqa: F401  (re-exported for vdq.openapi)
+    INTERNAL_CODES,
+    STATUS_TEXT,
+    error_code_text,
+    error_codes,
+    gateway_responses,
+    gateway_statuses,
+    status_text,
+)
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 from vdq.workflow import TRANSITIONS
 
@@ -84,94 +93,6 @@ BODIES = {
     "TwilioInbound": "Twilio's incoming-message form, signed with X-Twilio-Signature.",
     "SuppressionRequest": "The receiver to suppress, and why.",
 }
-
-_STATUS = {
-    400: "Bad request (`bad_request`): the body is not JSON or not UTF-8, the Idempotency-Key "
-         "is malformed, or a cursor is not one of this list (details.field says which).",
-    404: "Not found (`not_found`): {what}.",
-    409: "Not possible now: {what}.",
-    410: "Gone (`purged`): cleanup deleted the file; its metadata stays.",
-    422: "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`.",
-}
-_DISPATCH_400 = (
-    "; or `priority` or `send_at` takes a value it may not (`invalid`, details.field names it: "
-    "a priority other than high, normal and bulk; a send_at that is not RFC 3339 with an "
-    "offset, or more than VDQ_MAX_SCHEDULE_DAYS ahead)"
-)
-_SMS_400 = (
-    "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
-    "(`bad_request`); or the SMS body takes more segments than VDQ_SMS_MAX_SEGMENTS allows "
-    "(`too_many_segments`: details.field `body`, details.segments, details.limit and "
-    f"details.encoding){_DISPATCH_400}."
-)
-_EMAIL_400 = (
-    "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
-    f"(`bad_request`){_DISPATCH_400}."
-)
-QUOTA_429 = (
-    "Too many requests: over the producer's quota (`quota_exceeded`: details.limit names the "
-    "limit, `per_second`, `per_minute` or `per_day`, with details.quota, details.used and "
-    "details.requested; a request counts one item per receiver and is refused whole, nothing "
-    "stored), or over the stage's rate (`throttled`). Try again after Retry-After seconds."
-)
-_NOT_FOUND = {
-    "getQueueItem": "no item has this id",
-    "getItemHistory": "no item has this id",
-    "getSentItem": "no item has this id, or it is not done (details.state)",
-    "runTransition": "no item has this id",
-    "resendSentItem": "no item has this id, or it is not done",
-    "resendSentItems": "some ids are unknown or not done; details.ids lists them",
-    "getAttachment": "no attachment has this id",
-    "removeSuppression": "the receiver is not on the suppression list",
-    "getSuppressionHistory": "the receiver has never been on the suppression list",
-    "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
-    "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
-    "getProducerUsage": "no quota applies to this producer",
-}
-_CONFLICT = {
-    "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
-    "postSms": "a request with this Idempotency-Key is still in progress (`conflict`)",
-    "runTransition": "the item's state is no source of the transition "
-                     "(`invalid_transition`; details.state)",
-    "resendSentItem": "cleanup deleted the item's files (`conflict`, details.reason "
-                      "`attachments_purged`), or a request with this Idempotency-Key is still "
-                      "in progress",
-    "resendSentItems": "cleanup deleted the files of some items (`conflict`, details.ids and "
-                       "details.reason `attachments_purged`), or a request with this "
-                       "Idempotency-Key is still in progress",
-}  # fmt: skip
-STATUS_TEXT: dict[int, dict[str, str]] = {
-    503: {
-        "health": "Not ready yet (the local stack while it starts).",
-        "enqueue": "Partly queued (`partially_enqueued`): the store failed after some items "
-                   "were stored. Those (details.accepted) will be sent; send the receivers in "
-                   "details.rejected again, in a new request.",
-        "other": "Try again (`contention`): others kept changing the item.",
-    },
-}  # fmt: skip
-
-
-def status_text(status: int, op: Any) -> str:
-    if status == 404:
-        return _STATUS[404].format(what=_NOT_FOUND[op.id])
-    if status == 409:
-        return _STATUS[409].format(what=_CONFLICT[op.id])
-    if status == 503:
-        return STATUS_TEXT[503]["other"]
-    if status == 403 and op.id in ("twilioStatusCallback", "twilioInbound"):
-        return "Forbidden (`forbidden`): the Twilio signature is missing or does not match."
-    if status == 400 and op.id in ("twilioStatusCallback", "twilioInbound"):
-        return "Bad request (`bad_request`): the body is not a form."
-    if status == 422 and op.id in ("resendSentItem", "resendSentItems") and op.body is None:
-        return "Invalid (`invalid`): the Idempotency-Key was used with another request."
-    if status == 400 and op.id == "postSms":
-        return _SMS_400
-    if status == 400 and op.id == "postEmails":
-        return _EMAIL_400
-    if status == 429 and op.id in ("postEmails", "postSms"):
-        return QUOTA_429
-    return _STATUS[status]
-
 
 # ---- idempotency -----------------------------------------------------------------------------
 
@@ -284,117 +205,6 @@ def servers() -> list[dict[str, Any]]:
          "variables": {"port": {"default": str(DEFAULT_PORT),
                                 "description": "The port `vdq local` serves on."}}},
     ]  # fmt: skip
-
-
-# ---- errors ----------------------------------------------------------------------------------
-
-# Codes of VdqError subclasses that never reach a caller: each is handled where it is raised.
-INTERNAL_CODES = {
-    "bad_event": "a malformed provider event, dropped with a log line",
-    "provider_id_taken": "a provider ID already mapped, resolved inside the store",
-    "duplicate_event": "a provider event seen before, a no-op",
-}
-# Codes the handlers and the local front write directly (not through a VdqError).
-_DIRECT_CODES = {
-    "method_not_allowed": "the path exists, but not with this method",
-    "function_missing": "(local stack) the function's module is missing",
-    "function_error": "(local stack) the function raised",
-    "bad_function_response": "(local stack) the function answered no status",
-}
-_CODE_TEXT = {
-    "quota_exceeded": "the request would pass its producer's quota (details.limit); nothing "
-                      "was stored: try again after Retry-After seconds",
-    "internal_error": "the function failed unexpectedly; try again",
-    "bad_setting": "the deployment's settings are invalid",
-    "invalid": "invalid input; details.field names the field",
-    "bad_request": "the body, a header or a cursor cannot be read",
-    "unauthorized": "no valid bearer token",
-    "forbidden": "a permission is missing, or the transition is the server's own",
-    "not_found": "no such item, attachment, suppression, unsubscribe token or route",
-    "conflict": "not possible now (a request in progress, files deleted)",
-    "invalid_transition": "the item's state is no source of the transition",
-    "contention": "others kept changing the item; try again",
-    "partially_enqueued": "some items were stored, some not (details.accepted, rejected)",
-    "purged": "the attachment's file was deleted by cleanup",
-    "store_unavailable": "the store refused the write and nothing was stored; send it again",
-    "too_large": "the body, or the content it would store, is over a limit the message names",
-    "too_many_segments": "the SMS body takes more segments than VDQ_SMS_MAX_SEGMENTS allows "
-                         "(details.segments, details.limit)",
-}
-
-
-def _api_error_codes() -> set[str]:
-    import vdq.attachments
-    import vdq.quotas
-    import vdq.results
-    import vdq.store  # noqa: F401  (their VdqError subclasses)
-
-    seen: set[str] = set()
-    todo: list[type[VdqError]] = [VdqError]
-    while todo:
-        kind = todo.pop()
-        seen.add(kind.code)
-        todo.extend(kind.__subclasses__())
-    return seen - set(INTERNAL_CODES)
-
-
-def error_codes() -> dict[str, str]:
-    """Every error.code a caller can get, with its meaning."""
-    codes = {c: _CODE_TEXT[c] for c in _api_error_codes()}
-    codes.update(_DIRECT_CODES)
-    for g in api.GATEWAY_ERRORS:
-        codes.setdefault(g.code, f"(API Gateway) {g.meaning}")
-    return codes
-
-
-def error_code_text() -> str:
-    lines = [f"- `{c}`: {t}" for c, t in sorted(error_codes().items())]
-    return "What kind of error:\n" + "\n".join(lines)
-
-
-_GATEWAY_RESPONSES = {
-    "Unauthorized": (401, "UNAUTHORIZED", "No valid bearer token (`unauthorized`), from API "
-                     "Gateway's authorizer or the function."),
-    "Forbidden": (403, "ACCESS_DENIED", "Not allowed (`forbidden`): a permission the operation "
-                  "needs is missing (the message names it)."),
-    "TooLarge": (413, "REQUEST_TOO_LARGE", "The request is too large (`too_large`): API Gateway "
-                 f"takes at most {api.GATEWAY_MAX_BODY_BYTES // 1024 // 1024} MB, and Lambda "
-                 f"an event of {api.LAMBDA_MAX_PAYLOAD_BYTES // 1024 // 1024} MiB (the body "
-                 "and the request's context): upload large files through "
-                 "postAttachmentUpload."),
-    "Throttled": (429, "THROTTLED", "Too many requests (`throttled`): over the stage's rate; "
-                  "try again after Retry-After seconds."),
-    "ServerError": (500, "DEFAULT_5XX", "The function failed (`internal_error`); try again."),
-    "BadGateway": (502, "DEFAULT_5XX", "The function failed or answered nothing API Gateway "
-                   "could read (`gateway_error`; on the local stack `function_error`)."),
-    "GatewayTimeout": (504, "INTEGRATION_TIMEOUT", "The function did not answer in time "
-                       "(`timeout`); the request may still take effect: repeat it with the "
-                       "same Idempotency-Key where the operation takes one."),
-}  # fmt: skip
-
-
-def gateway_responses() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, (_, response_type, text) in _GATEWAY_RESPONSES.items():
-        assert response_type in api.GATEWAY_BY_TYPE
-        out[name] = {"description": text,
-                     "content": {"application/json": {"schema":
-                                                      {"$ref": "#/components/schemas/Error"}}}}
-    out["Throttled"]["headers"] = {"Retry-After": {
-        "description": "Seconds to wait before trying again.",
-        "schema": {"type": "integer", "minimum": 0},
-        "example": api.THROTTLE_RETRY_AFTER_SECONDS}}
-    return out  # fmt: skip
-
-
-def gateway_statuses(op: Any) -> dict[int, str]:
-    """The statuses API Gateway (or a failing function) can answer for ``op``."""
-    names = ["Throttled", "ServerError", "BadGateway", "GatewayTimeout"]
-    if not op.public:
-        names += ["Unauthorized", "Forbidden"]
-    if op.body:
-        names.append("TooLarge")
-    return {_GATEWAY_RESPONSES[n][0]: n for n in names}
 
 
 def overview() -> str:

@@ -1,39 +1,23 @@
-"""Request and response bodies as pydantic models, for the OpenAPI document only.
+"""Response bodies and Twilio's forms as pydantic models, for the OpenAPI document only.
 
 Imported by the generator (``python -m vdq.openapi``) at build and test time, never by a
-function at run time: the handlers validate input with vdq.messages and vdq.operations.spec.
-Every limit and pattern is imported from the code that enforces it, so the document cannot
-promise more than the server accepts.
+function at run time. The JSON request bodies are not here: each is declared once in the code
+that checks it (vdq.fields) and written out by vdq.operations.bodies.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import ids, messages, segments, suppression
+from vdq import ids, segments, suppression, validation
 from vdq.lanes import PRIORITIES
-from vdq.operations import smsbody, spec
-from vdq.operations.upload_schemas import Upload, UploadedAttachmentIn, UploadRequest
-from vdq.settings import Settings
+from vdq.operations import spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow import State
 
-_DEFAULTS = Settings()
-_C = messages.CONTROL_CHARS
-# What str.strip() removes, so what the server counts as blank (spelled out: regex engines
-# disagree on \s, e.g. about U+001C..U+001F).
-_SPACE = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
-# A single-line field: no control characters; a required one also holds a non-space character.
-SINGLE_LINE = f"^[^{_C}]*$"
-SINGLE_LINE_REQUIRED = f"^[^{_C}]*[^{_SPACE}{_C}][^{_C}]*$"
-# A body (text, html, SMS): any character but NUL; a required one holds a non-space character.
-MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{_SPACE}\\x00][^\\x00]*$"
-MULTI_LINE = "^[^\\x00]*$"
-BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
 _ID_TEXT = "26 characters of Crockford base32 (a ULID)"
 _METHOD = Literal["email", "sms"]
@@ -42,6 +26,7 @@ HistorySource = Literal[HISTORY_SOURCES]  # type: ignore[valid-type]
 Transition = Literal[spec.OPERATOR_TRANSITIONS]  # type: ignore[valid-type]
 SmsEncoding = Literal[segments.ENCODINGS]  # type: ignore[valid-type]
 SuppressionReason = Literal[suppression.REASON_CODES]  # type: ignore[valid-type]
+Priority = Literal[PRIORITIES]  # type: ignore[valid-type]
 ErrorCode = str  # the generator replaces the schema with the enum of codes (vdq.openapi)
 
 
@@ -49,182 +34,9 @@ def _id(description: str) -> Any:
     return Field(description=f"{description} ({_ID_TEXT}).", pattern=ids.PATTERN)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 # ---- requests --------------------------------------------------------------------------------
-
-
-class Address(_Strict):
-    """An email address, with the name shown beside it."""
-
-    email: str = Field(description="The address; the server checks it strictly (no quoted local "
-                       "parts, no IP literals, a domain of letters, digits and hyphens).",
-                       max_length=messages.MAX_EMAIL, json_schema_extra=EMAIL_FORMAT)
-    name: str | None = Field(None, description="The display name; leave it out or null for none.",
-                             max_length=messages.MAX_NAME, pattern=SINGLE_LINE)
-
-
-class Origin(_Strict):
-    """What in the producing system caused the message, for finding its items later."""
-
-    type: str = Field(description="The kind of record, e.g. `shop.order`.",
-                      max_length=messages.MAX_ORIGIN_PART, pattern=SINGLE_LINE_REQUIRED)
-    id: Annotated[str, Field(max_length=messages.MAX_ORIGIN_PART,
-                             pattern=SINGLE_LINE_REQUIRED)] | Annotated[
-        int, Field(ge=-(2**63), le=2**63 - 1)] = Field(
-        description="The record's id; a whole number (64-bit) is stored as its text."
-    )
-
-
-class AttachmentIn(_Strict):
-    """A file to send with the email."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "description": (
-                "A file to send with the email, base64-encoded. Together the files of one "
-                "email may decode to at most VDQ_MAX_ATTACHMENT_BYTES (default "
-                f"{_DEFAULTS.max_attachment_bytes:,} bytes; a 422 on `attachments` otherwise), "
-                "and the request to about 6 MB (Lambda's limit; a 413 otherwise): upload a "
-                "larger file through POST /attachments/uploads. "
-                "`content_id` is only for an inline file."
-            ),
-            # content_id only with inline: true (the server refuses it otherwise).
-            "if": {"required": ["content_id"],
-                   "properties": {"content_id": {"type": "string"}}},
-            "then": {"required": ["inline"], "properties": {"inline": {"const": True}}},
-        },
-    )  # fmt: skip
-    filename: str = Field(description="The file's name as the receiver sees it; a name, not a "
-                          "path (no slashes, not `.` or `..`).",
-                          max_length=messages.MAX_FILENAME, pattern=FILENAME,
-                          json_schema_extra={"not": {"enum": [".", ".."]}})
-    content_type: str = Field(description="The file's MIME type.", examples=["application/pdf"],
-                              max_length=messages.MAX_CONTENT_TYPE, pattern=messages.MIME_TYPE)
-    content_base64: str = Field(description="The file's bytes in standard base64, padded.",
-                                pattern=BASE64, json_schema_extra={"contentEncoding": "base64"})
-    inline: bool = Field(False, description="Show the file in the HTML body (referenced by "
-                         "`cid:<content_id>`) instead of as an attachment.")
-    content_id: str | None = Field(
-        None, description="The Content-ID an inline file is referenced by (inline files only).",
-        pattern=f"^[{messages.CONTENT_ID_CHARS}]{{1,{messages.MAX_CONTENT_ID}}}$",
-    )
-
-
-_AnyAttachment = Annotated[AttachmentIn | UploadedAttachmentIn, Field(
-    description="A file: its bytes inline (`content_base64`), or the `upload_id` of a file "
-    "uploaded through POST /attachments/uploads.")]
-Priority = Literal[PRIORITIES]  # type: ignore[valid-type]
-_PRIORITY_TEXT = (
-    "The lane the items are sent in: `high` (password resets, codes), `normal`, or `bulk` "
-    "(newsletters). Each lane has its own queue and workers, so a bulk backlog never delays a "
-    "high item. Any other value is a 400 naming `priority`."
-)
-_SEND_AT_TEXT = (
-    "Send not before this time: an RFC 3339 timestamp with an offset (`Z` or `+hh:mm`; "
-    "without one it is a 400 naming `send_at`), at most VDQ_MAX_SCHEDULE_DAYS (default "
-    f"{_DEFAULTS.max_schedule_days}) days ahead (later: a 400). A time in the past means now. "
-    "The items stay `queued` until then, and an operator may cancel them meanwhile; they are "
-    "sent within seconds of the time."
-)
-
-
-def _priority_field() -> Any:
-    return Field("normal", description=_PRIORITY_TEXT, examples=["high"])
-
-
-def _send_at_field() -> Any:
-    return Field(None, description=_SEND_AT_TEXT, examples=["2026-12-24T09:00:00+01:00"],
-                 json_schema_extra={"format": "date-time", "pattern": _SEND_AT_PATTERN})
-
-
-_SEND_AT_PATTERN = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
-                    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")
-_RECEIVERS = (f"at most VDQ_MAX_RECEIVERS (default {_DEFAULTS.max_receivers}) distinct "
-              "receivers in one request")  # fmt: skip
-
-
-class EmailRequest(_Strict):
-    """An email to queue: one item per distinct receiver across to, cc and bcc."""
-
-    sender: Address = Field(description="Who the email is from (SES must allow the address).")
-    to: list[Address] = Field(description=f"The main receivers; {_RECEIVERS} across to, cc and "
-                              "bcc.", min_length=1, max_length=_DEFAULTS.max_receivers)
-    cc: list[Address] = Field([], description="Receivers in copy, shown to every receiver.",
-                              max_length=_DEFAULTS.max_receivers)
-    bcc: list[Address] = Field([], description="Receivers in blind copy, shown to nobody.",
-                               max_length=_DEFAULTS.max_receivers)
-    reply_to: list[Address] = Field([], description="Where replies go (Reply-To).",
-                                    max_length=messages.MAX_REPLY_TO)
-    subject: str = Field(description="The subject: one line, not blank.",
-                         max_length=messages.MAX_SUBJECT, pattern=SINGLE_LINE_REQUIRED)
-    text: str = Field(description="The plain-text body: not blank.",
-                      max_length=messages.MAX_TEXT, pattern=MULTI_LINE_REQUIRED)
-    html: str | None = Field(None, description="The HTML body, sent beside the text.",
-                             max_length=messages.MAX_TEXT, pattern=MULTI_LINE)
-    attachments: list[_AnyAttachment] = Field(
-        [], description="Files to send with the email: inline (base64) or presigned uploads.",
-        max_length=messages.MAX_ATTACHMENTS,
-    )
-    origin: Origin | None = Field(None, description="What caused the email, if anything.")
-    list_unsubscribe: bool = Field(False, description="Bulk mail: each receiver's copy carries "
-                                   "one-click unsubscribe headers (RFC 8058: List-Unsubscribe "
-                                   "with a signed https link, List-Unsubscribe-Post). Using "
-                                   "the link puts the address on the suppression list. The "
-                                   "`bulk` priority carries them too.")
-    priority: Priority = _priority_field()
-    send_at: str | None = _send_at_field()
-
-
-class SmsSender(_Strict):
-    """The number an SMS is sent from."""
-
-    cell: str = Field(description="An E.164 number (+ and up to 15 digits) of the Twilio "
-                      "account.", pattern=messages.E164, max_length=messages.MAX_CELL)
-
-
-class SmsReceiver(_Strict):
-    """A number to send the SMS to."""
-
-    cell: str = Field(description="An E.164 number (+ and up to 15 digits).",
-                      pattern=messages.E164, max_length=messages.MAX_CELL)
-    name: str | None = Field(None, description="Who it is, for the operators.",
-                             max_length=messages.MAX_NAME, pattern=SINGLE_LINE)
-
-
-class SmsRequest(_Strict):
-    """An SMS to queue: one item per distinct receiver."""
-
-    sender: SmsSender = Field(description="Who the SMS is from.")
-    to: list[SmsReceiver] = Field(description=f"The receivers; {_RECEIVERS}.", min_length=1,
-                                  max_length=_DEFAULTS.max_receivers)
-    body: str = Field(description=smsbody.description(_DEFAULTS.sms_max_segments),
-                      max_length=messages.MAX_SMS_BODY, pattern=MULTI_LINE_REQUIRED,
-                      json_schema_extra={"anyOf": smsbody.limits(_DEFAULTS.sms_max_segments)})
-    media_urls: list[str] = Field(
-        [], description="https:// URLs of media to send as MMS.",
-        max_length=messages.MAX_MEDIA_URLS,
-        json_schema_extra={"items": {"type": "string", "maxLength": messages.MAX_MEDIA_URL,
-                                     "pattern": f"^https://[^{_C}]*$",
-                                     "description": "An https:// URL Twilio can fetch."}},
-    )  # fmt: skip
-    origin: Origin | None = Field(None, description="What caused the SMS, if anything.")
-    priority: Priority = _priority_field()
-    send_at: str | None = _send_at_field()
-
-
-class ResendRequest(_Strict):
-    """The done items to send again."""
-
-    ids: list[str] = Field(
-        description="Ids of done items; a repeated id is sent once.", min_length=1,
-        max_length=spec.MAX_RESEND_IDS,
-        json_schema_extra={"items": {"type": "string", "pattern": ids.PATTERN,
-                                     "description": f"A queue item's id ({_ID_TEXT})."}},
-    )  # fmt: skip
+# The JSON bodies are declared once (vdq.fields) and written by vdq.operations.bodies; Twilio's
+# forms are Twilio's, described here.
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -258,7 +70,7 @@ class SmsParty(BaseModel):
     """The sender or receiver of an SMS item."""
 
     model_config = ConfigDict(extra="forbid")
-    cell: str = Field(description="The E.164 number.", pattern=messages.E164)
+    cell: str = Field(description="The E.164 number.", pattern=validation.E164)
     name: str | None = Field(None, description="The receiver's name, or null (never on a "
                              "sender).")
 
@@ -497,6 +309,23 @@ class PartiallyEnqueued(BaseModel):
     error: PartialErrorDetail = Field(description="The error.")
 
 
+class Upload(BaseModel):
+    """Where to PUT the file, and the reference an email names it by."""
+
+    upload_id: str = Field(description="Name it in an email's attachments as "
+                           "`{\"upload_id\": ...}` once the PUT succeeded.",
+                           pattern=ids.PATTERN)  # fmt: skip
+    url: str = Field(description="The presigned S3 URL to PUT the file's bytes to (no token: "
+                     "the URL carries its signature).")  # fmt: skip
+    method: str = Field(description="Always `PUT`.", json_schema_extra={"const": "PUT"})
+    headers: dict[str, str] = Field(description="Send exactly these headers with the PUT: "
+                                    "they are signed, and S3 refuses a PUT whose Content-Type, "
+                                    "Content-Length or metadata differ.")  # fmt: skip
+    expires_at: str = Field(description="When the URL stops working (VDQ_UPLOAD_URL_SECONDS "
+                            "after it was made). An upload no email takes is deleted a day "
+                            "after it was made.", json_schema_extra={"format": "date-time"})
+
+
 class TwilioInbound(BaseModel):
     """Twilio's incoming-message form (any other field Twilio adds is accepted)."""
 
@@ -508,23 +337,10 @@ class TwilioInbound(BaseModel):
                             json_schema_extra=_no_default)
 
 
-_RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
-                  "of its own) or an E.164 number.")
-
-
-class SuppressionRequest(_Strict):
-    """A receiver to put on the suppression list."""
-
-    receiver: str = Field(description=_RECEIVER_TEXT, min_length=1,
-                          max_length=messages.MAX_EMAIL, pattern=spec.RECEIVER_PATTERN)
-    text: str | None = Field(None, description="Why, for the history (one line).",
-                             min_length=1, max_length=500, pattern=SINGLE_LINE)
-
-
 class Suppression(BaseModel):
     """A receiver VDQ does not send to."""
 
-    receiver: str = Field(description=_RECEIVER_TEXT)
+    receiver: str = Field(description=spec.RECEIVER_TEXT)
     channel: _METHOD = Field(description="`email` for an address, `sms` for a number.")
     reason: SuppressionReason = Field(description="Why: `bounce` (SES permanent bounce), "
                                       "`complaint`, `ses_suppression_list` (SES's account "
@@ -570,14 +386,13 @@ class SuppressionEvent(BaseModel):
 class SuppressionHistory(BaseModel):
     """A receiver's suppression and its history."""
 
-    receiver: str = Field(description=_RECEIVER_TEXT)
+    receiver: str = Field(description=spec.RECEIVER_TEXT)
     suppression: Suppression | None = Field(description="The suppression now, or null.")
     history: list[SuppressionEvent] = Field(description="Oldest first.")
 
 
 MODELS: tuple[type[BaseModel], ...] = (
-    EmailRequest, SmsRequest, ResendRequest, TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage,
-    TransitionResult, Health, OpenApiDocument, Error, PartiallyEnqueued, UploadRequest, Upload,
-    TwilioInbound, SuppressionRequest, SuppressionPage, SuppressionChange, SuppressionRemoved,
-    SuppressionHistory, ProducerUsage,
+    TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage, TransitionResult, Health,
+    OpenApiDocument, Error, PartiallyEnqueued, Upload, TwilioInbound, SuppressionPage,
+    SuppressionChange, SuppressionRemoved, SuppressionHistory, ProducerUsage,
 )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The OpenAPI schema of an SMS body's segment limit (generator-only, like vdq.operations.schemas).
+"""The OpenAPI schema of an SMS body's segment limit (generator-only, like vdq.operations.bodies).
 
 JSON Schema cannot count segments, so the document declares, per kind of body, the length under
 which any body of that kind fits in VDQ_SMS_MAX_SEGMENTS at its default: a body valid by the
@@ -48,15 +48,3 @@ def limits(max_segments: int) -> list[Any]:
         branch["maxLength"] = segments.longest(widest, max_segments, messages.MAX_SMS_BODY)
         out.append(branch)
     return out
-
-
-def description(max_segments: int) -> str:
-    return (
-        "The message: not blank. Twilio sends it as GSM-7 when every character is in the GSM "
-        "03.38 alphabet (its extension characters ^ { } \\ [ ~ ] | € and form feed take two "
-        "septets), else as UCS-2 (a character outside the BMP takes two code units); one "
-        "segment holds 160 septets or 70 code units, each segment of a longer body 153 or 67. "
-        f"A body over VDQ_SMS_MAX_SEGMENTS (default {max_segments}) segments is a 400 "
-        "`too_many_segments`; the anyOf gives, per kind of body, the length that always fits "
-        "at the default."
-    )

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from vdq import ids
 from vdq.errors import ValidationError
+from vdq.fields import Body, Field
 from vdq.lanes import PRIORITIES
 from vdq.operations import cursor
 from vdq.workflow import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
@@ -27,6 +28,14 @@ MAX_LIMIT = 100
 DEFAULT_LIMIT = 50
 MAX_RESEND_IDS = 100
 MAX_QUERY_VALUE = 2048  # characters of a string query parameter
+MAX_ITEM_ID = 64  # characters of an id in a resend body (an unknown one is a 404)
+RESEND = Body("ResendRequest", "The done items to send again.", (
+    Field("ids", "list", "Ids of done items; a repeated id is sent once.", required=True,
+          max_items=MAX_RESEND_IDS, message="must be a list of 1 to {max_items} item ids",
+          of=Field("", "item_id", "A queue item's id (26 characters of Crockford base32 (a "
+                   "ULID)).", required=True, min_length=1, max_length=MAX_ITEM_ID,
+                   message="must be an item id")),
+))  # fmt: skip
 
 
 # NamedTuples, not frozen dataclasses: as immutable, and about a tenth of the import work.
@@ -114,9 +123,9 @@ CHANNELS = ("email", "sms")
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
 RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
                     f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
-_RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
+RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
                   "of its own) or an E.164 number.")
-_RECEIVER = Param("receiver", "path", "string", _RECEIVER_TEXT, required=True, max_length=254,
+_RECEIVER = Param("receiver", "path", "string", RECEIVER_TEXT, required=True, max_length=254,
                   pattern=RECEIVER_PATTERN)
 _TOKEN = Param("token", "path", "string",
                "The signed token of the List-Unsubscribe URL, as the email carried it.",

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import messages, suppression
-from vdq.errors import NotFound, ValidationError
+from vdq import messages, suppression, validation
+from vdq.errors import NotFound
+from vdq.fields import Body, Field
 from vdq.operations import cursor as cursors
+from vdq.operations import spec
 from vdq.runtime import Runtime
 from vdq.store import SuppressionRecord
 from vdq.store.models import SUPPRESSION_SHARDS
@@ -15,14 +17,20 @@ from vdq.store.models import SUPPRESSION_SHARDS
 LIST_PERMISSION = "vdq.list_suppression"
 CHANGE_PERMISSION = "vdq.change_suppression"
 MAX_TEXT = 500
+SUPPRESSION = Body("SuppressionRequest", "A receiver to put on the suppression list.", (
+    Field("receiver", "receiver", spec.RECEIVER_TEXT, required=True, min_length=1,
+          max_length=messages.MAX_EMAIL),
+    Field("text", "line", "Why, for the history (one line).", min_length=1, max_length=MAX_TEXT,
+          message="must be a string of {min_length} to {max_length} characters"),
+))
 _INDEX = "suppressions"  # what a cursor of this list names
 
 
 def receiver(value: Any, field: str = "receiver") -> str:
     """A receiver as the list keys it: a valid email address (lower case) or E.164 number."""
     if isinstance(value, str) and "@" in value:
-        return suppression.normalize(messages.email_address(value, field))
-    return messages.cell(value, field)
+        return suppression.normalize(validation.email_address(value, field))
+    return validation.cell(value, field)
 
 
 def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None,
@@ -61,26 +69,11 @@ def _receiver_param(value: str) -> str:
     return receiver(value, "receiver")
 
 
-def _text(body: dict[str, Any]) -> str | None:
-    text = body.get("text")
-    if text is None:
-        return None
-    if not isinstance(text, str) or not 0 < len(text) <= MAX_TEXT:
-        raise ValidationError("text", f"must be a string of 1 to {MAX_TEXT} characters")
-    messages.check_text(text, "text", single_line=True)
-    return text
-
-
 def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
     """Suppress the body's receiver (reason ``operator``); ``added`` is false when it was
     suppressed already (its first reason and ``since`` stay)."""
-    if not isinstance(body, dict):
-        raise ValidationError("body", "must be an object")
-    unknown = sorted(set(body) - {"receiver", "text"})
-    if unknown:
-        raise ValidationError(unknown[0], "is not a known field")
-    who = receiver(body.get("receiver"))
-    text = _text(body)
+    given = validation.check(SUPPRESSION, body)
+    who, text = receiver(given["receiver"]), given["text"]
     record, added = suppression.suppress(who, "operator", actor=actor, text=text, runtime=runtime)
     return {"suppression": suppression.suppression_json(record), "added": added}
 

@@ -1,0 +1,76 @@
+"""The request bodies of the REST API as data: each field's name, kind, bounds and description.
+
+One declaration per body serves two readers: the handlers check a request against it
+(vdq.validation) and the OpenAPI generator writes it as JSON Schema (vdq.operations.bodies), so
+the document states exactly the limits the server enforces. A field's ``kind`` names what its
+value is (a line of text, an email address, a list, an object, ...); each reader has one
+entry per kind, and the formats both readers share (patterns, lengths) are here. Pure data:
+importing it costs nothing at cold start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+MAX_FILENAME = 255
+MAX_EMAIL = 254  # RFC 5321 path length
+MAX_CELL = 16  # "+" and 15 digits (E.164)
+E164 = r"^\+[1-9][0-9]{1,14}$"
+MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
+CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
+# What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
+# (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
+# for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
+# document's patterns use the same class.
+CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+
+
+class Field(NamedTuple):
+    """One field of a body (or the entry of a list, with no name)."""
+
+    name: str
+    kind: str  # what the value is: a key of vdq.validation.KINDS
+    # For the document. ``{setting}`` or ``{setting:,}`` stands for a setting's default (the
+    # generator writes it in), e.g. ``{max_receivers}``.
+    description: str = ""
+    required: bool = False
+    min_length: int | None = None  # characters
+    max_length: int | None = None
+    max_items: int | str | None = None  # a list's entries; a str names a limit (a setting)
+    minimum: int | None = None  # an integer's bounds; a str names a limit (a setting)
+    maximum: int | str | None = None
+    of: Any = None  # a list's entry (a Field); an object's Body or OneOf
+    message: str | None = None  # the one error for any value out of type or bounds
+    # Given only when another field has a value: (that field, its value, the error otherwise).
+    requires: tuple[str, Any, str] | None = None
+    default: Any = None  # what an absent field reads as (a null reads as null)
+    example: Any = None  # for the document
+    unit: str = ""  # what an integer counts, for its errors ("bytes")
+
+
+class Body(NamedTuple):
+    """A JSON object: its fields, in the document's order (and the order they are checked)."""
+
+    name: str  # the schema's name in the document
+    description: str
+    fields: tuple[Field, ...]
+    # What the checked values make (a dataclass); None: the dict of the values by name.
+    build: Callable[[dict[str, Any]], Any] | None = None
+    first: tuple[str, ...] = ()  # fields checked before the others (their errors are a 400)
+
+    def names(self) -> set[str]:
+        return {f.name for f in self.fields}
+
+
+class OneOf(NamedTuple):
+    """One of two bodies, chosen by whether ``key`` is given (and not null)."""
+
+    key: str
+    with_key: Body
+    without_key: Body
+    conflict: str  # the error for a field of ``without_key`` only, given beside ``key``
+    description: str = ""
+
+
+Limits = dict[str, Any]  # the limits a check reads, by the name a Field gives (settings, now)

@@ -1,0 +1,158 @@
+"""How a setting's text is read: the parser of each kind of value (a bad one raises, and
+vdq.settings names the variable), and the default groups with their permissions."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import NamedTuple
+
+DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    "vdq-senders": ("vdq.add_queueitem",),
+    "vdq-viewers": ("vdq.list_queueitem", "vdq.read_queueitem", "vdq.read_workflow"),
+    "vdq-operators": (
+        "vdq.list_queueitem",
+        "vdq.read_queueitem",
+        "vdq.read_workflow",
+        "vdq.can_retry",
+        "vdq.can_cancel",
+        "vdq.can_resend",
+    ),
+    # The suppression list holds people's addresses and numbers, and removing one sends to
+    # someone who bounced or opted out: its own permissions, its own group.
+    "vdq-suppressions": ("vdq.list_suppression", "vdq.change_suppression"),
+    "vdq-admins": (
+        "vdq.add_queueitem",
+        "vdq.list_queueitem",
+        "vdq.read_queueitem",
+        "vdq.read_workflow",
+        "vdq.can_retry",
+        "vdq.can_cancel",
+        "vdq.can_resend",
+        "vdq.list_suppression",
+        "vdq.change_suppression",
+    ),
+}
+
+ALL_PERMISSIONS = frozenset(p for perms in DEFAULT_GROUP_PERMISSIONS.values() for p in perms)
+
+def text(value: str) -> str:
+    return value.strip()
+
+
+def optional_text(value: str) -> str | None:
+    return value.strip() or None
+
+
+def identities(value: str) -> tuple[str, ...]:
+    """Comma-separated SES identities: addresses or domains, compared in lower case."""
+    out = tuple(dict.fromkeys(v.strip().lower() for v in value.split(",") if v.strip()))
+    for identity in out:
+        if "*" in identity or " " in identity or identity.startswith("@"):
+            raise ValueError(f"{identity!r} is not an address or a domain (no wildcards)")
+    return out
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return number
+
+
+PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
+
+
+def url_seconds(value: str) -> int:
+    number = positive_int(value)
+    if number > PRESIGNED_MAX_SECONDS:
+        raise ValueError(f"must be at most {PRESIGNED_MAX_SECONDS} (7 days: S3 refuses a "
+                         "presigned URL valid longer)")  # fmt: skip
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be a whole number of at least 0")
+    return number
+
+
+def optional_non_negative_int(value: str) -> int | None:
+    return non_negative_int(value) if value.strip() else None
+
+
+def positive_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("must be a number greater than 0")
+    return number
+
+
+def optional_positive_float(value: str) -> float | None:
+    return positive_float(value) if value.strip() else None
+
+
+class QuotaLimits(NamedTuple):
+    """A producer's limits: queue items per second, per minute and per (UTC) day."""
+
+    per_second: int | None = None
+    per_minute: int | None = None
+    per_day: int | None = None
+
+
+def producer_quotas(value: str) -> dict[str, QuotaLimits]:
+    data = json.loads(value) if value.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError('must be a JSON object: {"<client id or group>": {"per_minute": N, '
+                         '"per_day": M}, "*": {...}}')  # fmt: skip
+    out: dict[str, QuotaLimits] = {}
+    for name, limits in data.items():
+        if not name.strip():
+            raise ValueError("a producer name is empty")
+        if not isinstance(limits, dict) or not limits:
+            raise ValueError(f"{name!r} must map to an object of per_second, per_minute, per_day")
+        unknown = sorted(set(limits) - set(QuotaLimits._fields))
+        if unknown:
+            raise ValueError(f"{name!r} names unknown limits {unknown}")
+        for key, n in limits.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{name!r}: {key} must be a whole number of at least 1")
+        out[name] = QuotaLimits(**limits)
+    return out
+
+
+def state_events(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in ("default", "all", "none"):
+        raise ValueError("must be one of: default, all, none")
+    return choice
+
+
+def archive(value: str) -> str:
+    value = value.strip().lower()
+    if value not in ("", "s3"):
+        raise ValueError("must be s3 or empty")
+    return value
+
+
+def tracing(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in ("lambda", "sdk"):
+        raise ValueError("must be one of: lambda, sdk")
+    return choice
+
+
+def group_permissions(value: str) -> dict[str, tuple[str, ...]]:
+    data = json.loads(value)
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object of group -> list of permissions")
+    parsed: dict[str, tuple[str, ...]] = {}
+    for group, perms in data.items():
+        if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
+            raise ValueError(f"group {group!r} must map to a list of permission names")
+        unknown = sorted(set(perms) - ALL_PERMISSIONS)
+        if unknown:
+            raise ValueError(f"group {group!r} names unknown permissions {unknown}")
+        parsed[group] = tuple(perms)
+    return parsed

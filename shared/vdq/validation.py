@@ -1,0 +1,339 @@
+"""Request bodies checked against their declarations (vdq.fields): the check of each kind of
+value, and ``check``, which walks a body's fields. Every error names the field (``to[1].email``)
+and nothing is written before all of the input has passed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from vdq import ids
+from vdq.errors import ValidationError
+from vdq.fields import (
+    CONTENT_ID_CHARS,
+    CONTROL_CHARS,
+    E164,
+    MAX_CELL,
+    MAX_EMAIL,
+    MAX_FILENAME,
+    MIME_TYPE,
+    Body,
+    Field,
+    Limits,
+    OneOf,
+)
+from vdq.lanes import parse_priority
+
+_E164 = re.compile(E164)
+_LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_CONTENT_TYPE = re.compile(MIME_TYPE)
+_CONTENT_ID = re.compile(f"[{CONTENT_ID_CHARS}]+")
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
+# A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# ---- values of each kind ---------------------------------------------------------------------
+
+
+def check_object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(path, "must be an object")
+    return value
+
+
+def known_keys(value: Mapping[str, Any], path: str, allowed: set[str]) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        prefix = f"{path}." if path else ""
+        raise ValidationError(f"{prefix}{unknown[0]}", "is not a known field")
+
+
+def string(
+    value: Any, path: str, *, max_len: int, required: bool = True, single_line: bool = True
+) -> str | None:
+    if value is None:
+        if required:
+            raise ValidationError(path, "is required")
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(path, "must be a string")
+    if required and not value.strip():
+        raise ValidationError(path, "must not be empty")
+    if len(value) > max_len:
+        raise ValidationError(path, f"must be at most {max_len} characters")
+    check_text(value, path, single_line=single_line)
+    return value
+
+
+def check_text(value: str, path: str, *, single_line: bool) -> None:
+    """ValidationError unless ``value`` is text that can be sent (and, if asked, one line)."""
+    found = _SURROGATE.search(value)
+    if found:
+        raise ValidationError(
+            path,
+            f"must not contain a lone surrogate "
+            f"(U+{ord(found.group()):04X} at {found.start()}): not text",
+        )
+    if single_line:
+        found = _CONTROL.search(value)
+        if found:
+            raise ValidationError(
+                path,
+                f"must not contain line breaks or control characters "
+                f"(U+{ord(found.group()):04X} at {found.start()})",
+            )
+    if "\x00" in value:
+        raise ValidationError(path, "must not contain NUL characters")
+
+
+def email_address(value: Any, path: str) -> str:
+    text = string(value, path, max_len=MAX_EMAIL)
+    assert text is not None
+    local, at, domain = text.rpartition("@")
+    labels = domain.split(".")
+    if (
+        not at
+        or not _LOCAL.match(local)
+        or local.startswith(".")
+        or local.endswith(".")
+        or ".." in local
+        or len(labels) < 2
+        or not all(_LABEL.match(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
+        raise ValidationError(path, f"{text!r} is not a valid email address")
+    return text
+
+
+def cell(value: Any, path: str) -> str:
+    text = string(value, path, max_len=MAX_CELL)
+    assert text is not None
+    if not _E164.match(text):
+        raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)")
+    return text
+
+
+def filename(value: Any, path: str, *, required: bool = True) -> str | None:
+    """A file name (not a path) that can go in a header."""
+    name = string(value, path, max_len=MAX_FILENAME, required=required)
+    if name is not None and ("/" in name or "\\" in name or name in (".", "..")):
+        raise ValidationError(path, "must be a file name, not a path")
+    return name
+
+
+def _bounded(f: Field, value: Any, path: str) -> Any:
+    """A field with one error for any value out of type or bounds (``f.message``)."""
+    low, high = f.min_length or 0, f.max_length or 0
+    if not isinstance(value, str) or not low <= len(value) <= high:
+        raise ValidationError(path, (f.message or "").format_map(f._asdict()))
+    return value
+
+
+def _line(f: Field, value: Any, path: str, limits: Limits, *, one: bool = True) -> Any:
+    if f.message is not None and value is not None:
+        check_text(_bounded(f, value, path), path, single_line=one)
+        return value
+    assert f.max_length is not None
+    return string(value, path, max_len=f.max_length, required=f.required, single_line=one)
+
+
+def _text(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return _line(f, value, path, limits, one=False)
+
+
+def _sms_body(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    from vdq import segments
+
+    text = _text(f, value, path, limits)
+    segments.check(text or "", path, limits["sms_max_segments"])
+    return text
+
+
+def _email(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return email_address(value, path)
+
+
+def _cell(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return cell(value, path)
+
+
+def _receiver(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    """An email address or an E.164 number (as given: the suppression list normalizes it)."""
+    if isinstance(value, str) and "@" in value:
+        return email_address(value, path)
+    return cell(value, path)
+
+
+def _filename(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return filename(value, path, required=f.required)
+
+
+def _mime(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    assert f.max_length is not None
+    text = string(value, path, max_len=f.max_length)
+    assert text is not None
+    if not _CONTENT_TYPE.match(text):
+        raise ValidationError(path, f"{text!r} is not a MIME type")
+    return text
+
+
+def _base64(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    if not isinstance(value, str):
+        raise ValidationError(path, "is required and must be a string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError(path, "is not valid base64") from None
+
+
+def _bool(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    """True or false. A null reads as false, but where absence already does (a ``default`` of
+    False, as ``inline`` has): there it is refused as any other non-boolean."""
+    if value is None and f.default is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValidationError(path, "must be true or false")
+    return value
+
+
+def _content_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    assert f.max_length is not None
+    text = string(value, path, max_len=f.max_length, required=False)
+    if text is not None and not _CONTENT_ID.fullmatch(text):
+        raise ValidationError(path, "may hold only letters, digits and @.-_")
+    return text
+
+
+def _upload_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    if not isinstance(value, str) or not ids.is_id(value):
+        raise ValidationError(path, "must be the upload_id of an upload")
+    return value
+
+
+def _item_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return _bounded(f, value, path)
+
+
+def _origin_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    # A whole number, also as JSON writes it with a fraction of zero (1042.0 is the integer
+    # 1042 to JSON Schema, so to a client validating against the document).
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return _line(f, value, path, limits)
+
+
+def _https_url(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    text = _line(f, value, path, limits)
+    if not text.startswith("https://"):
+        raise ValidationError(path, "must be an https:// URL")
+    return text
+
+
+def _priority(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return parse_priority(value, path)
+
+
+def _send_at(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    from datetime import UTC, datetime
+
+    from vdq.scheduling import parse_send_at
+
+    now = limits.get("now") or datetime.now(UTC)
+    return parse_send_at(value, now, limits["max_schedule_days"], path)
+
+
+def limit(bound: int | str | None, limits: Limits) -> int | None:
+    """A bound as declared, or the limit it names (a setting) as the check was given it."""
+    return limits[bound] if isinstance(bound, str) else bound
+
+
+def _integer(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    if isinstance(value, float) and value.is_integer():  # 534.0 is the integer 534 to JSON
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(path, f"is required and must be a whole number of {f.unit}")
+    low, high = limit(f.minimum, limits), limit(f.maximum, limits)
+    if (low is not None and value < low) or (high is not None and value > high):
+        setting = f" (VDQ_{f.maximum.upper()})" if isinstance(f.maximum, str) else ""
+        raise ValidationError(path, f"must be {low} to {high} {f.unit}{setting}")
+    return value
+
+
+def _list(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    most = limit(f.max_items, limits)
+    if f.message is not None and (not isinstance(value, list)
+                                  or not 0 < len(value) <= (most or 0)):  # fmt: skip
+        raise ValidationError(path, f.message.format_map(f._asdict()))
+    if value is None:
+        if f.required:
+            raise ValidationError(path, "is required")
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(path, "must be a list")
+    if f.required and not value:
+        raise ValidationError(path, "must name at least one receiver")
+    if most is not None and len(value) > most:
+        raise ValidationError(path, f"must have at most {most} entries")
+    return [field_value(f.of, v, f"{path}[{i}]", limits) for i, v in enumerate(value)]
+
+
+def _object(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    if value is None and not f.required:
+        return None
+    if isinstance(f.of, OneOf):
+        data = check_object(value, path)
+        chosen = f.of.with_key if data.get(f.of.key) is not None else f.of.without_key
+        if chosen is f.of.with_key:
+            for other in f.of.without_key.fields:
+                if other.name in data and other.name not in chosen.names():
+                    raise ValidationError(f"{path}.{other.name}", f.of.conflict)
+        return check(chosen, data, path, limits)
+    return check(f.of, value, path, limits)
+
+
+Check = Callable[[Field, Any, str, Limits], Any]
+# Each kind's check: the value as the field reads it (a null or absent field as None), or a
+# ValidationError naming the field. The generator describes the same kinds.
+KINDS: dict[str, Check] = {
+    "line": _line, "text": _text, "sms_body": _sms_body, "email": _email, "cell": _cell,
+    "receiver": _receiver, "filename": _filename, "mime": _mime, "base64": _base64,
+    "bool": _bool, "content_id": _content_id, "upload_id": _upload_id, "item_id": _item_id,
+    "origin_id": _origin_id, "https_url": _https_url, "priority": _priority,
+    "send_at": _send_at, "integer": _integer, "list": _list, "object": _object,
+}  # fmt: skip
+
+
+def field_value(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return KINDS[f.kind](f, value, path, limits)
+
+
+def check(body: Body, value: Any, path: str = "", limits: Limits | None = None, *,
+          after: Mapping[str, Callable[[Any], None]] | None = None) -> Any:  # fmt: skip
+    """``value`` checked against ``body``: what ``body.build`` makes of its fields' values (or
+    the dict of them). The fields are checked in order, those ``body.first`` names before the
+    others; ``after[name]`` sees a field's value once it passed (a check across fields)."""
+    first = body.first
+    limits = limits or {}
+    data = check_object(value, path or "body")
+    known_keys(data, path, body.names())
+    ordered = sorted(body.fields, key=lambda f: first.index(f.name) if f.name in first
+                     else len(first))  # fmt: skip
+    out: dict[str, Any] = {}
+    for f in ordered:
+        where = f"{path}.{f.name}" if path else f.name
+        out[f.name] = field_value(f, data.get(f.name, f.default), where, limits)
+        if f.requires is not None and out[f.name] is not None:
+            other, wanted, error = f.requires
+            if out.get(other) != wanted:
+                raise ValidationError(where, error)
+        if after and f.name in after:
+            after[f.name](out[f.name])
+    return body.build(out) if body.build else out
