@@ -81,7 +81,7 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
                 }
-            else:  # BatchWriteItem creates records: enqueue, and operator's resend
+            else:  # BatchWriteItem creates records: enqueue, and the notes of a bulk resend
                 assert name in ("enqueue", "operator"), name
 
 
