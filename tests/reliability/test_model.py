@@ -422,6 +422,7 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.oversized(self.w), "state item size")
         self._violation(w.provider_id_kept(self.w, items), "provider ID")
         self._violation(w.retention_problems(self.w, items), "retention")
+        self._violation(w.count_problems(self.w, items), "content count")
 
 
 def narrowed(machine: type[Workflow]) -> type[Workflow]:

@@ -294,6 +294,23 @@ def file_problems(world: World, items: dict[str, QueueItemRecord], *,
     return problems
 
 
+def count_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
+    """A content's open count is its items not done: once every item of it is done and no
+    enqueue's count is pending on it, nothing is left counted (a count left would keep its
+    files and its records for ever)."""
+    problems = []
+    by_content: dict[str, list[QueueItemRecord]] = {}
+    for item in items.values():
+        by_content.setdefault(item.content_id, []).append(item)
+    for content_id, members in by_content.items():
+        if any(i.state not in DONE for i in members):
+            continue
+        refs = world.rt.store.get_refs(content_id)
+        if refs is not None and refs.pending is None and refs.open_items > 0:
+            problems.append(f"content {content_id}: every item done, {refs.open_items} counted")
+    return problems
+
+
 def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
     """An item not done has no expiration, nor has any of its records; a done item expires
     the retention after its done time, and a record of it that has an expiration has the
