@@ -147,9 +147,9 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     store = runtime.store
     now = runtime.clock.now()
     refs = store.get_refs(content_id)
-    settled = refs is not None and refs.pending is not None
-    if settled:
-        assert refs is not None
+    # Settled now, or by an earlier run that died before stamping (it left ``unstamped``).
+    settled = refs is not None and (refs.pending is not None or bool(refs.unstamped))
+    if refs is not None and refs.pending is not None:
         store.settle_pending(refs)
     # Read even past their expiration: the files go first, then their records.
     content = store.get_content(content_id, expired=True) or {}

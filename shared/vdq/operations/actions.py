@@ -14,7 +14,7 @@ from vdq.lanes import priority_of
 from vdq.observability import logger
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
-from vdq.store import QueueItemRecord
+from vdq.store import QueueItemRecord, WriteFailed
 from vdq.transitions import Step, apply, history_entry
 from vdq.views import item_json
 from vdq.workflow import State
@@ -95,8 +95,13 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
     stored = _store_copies(originals, copies, runtime)
     publish_new(stored, runtime)
     kept = {c.id for c in stored}
-    _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in kept],
-                  who, now, runtime)  # fmt: skip
+    try:
+        _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in kept],
+                      who, now, runtime)  # fmt: skip
+    except Exception:
+        # The copies are stored and published (each will be sent): they are the answer, not a
+        # 503 that invites the caller to resend them again; only the originals' notes are lost.
+        logger.exception("the resend of %s stored its copies but not its notes", list(kept))
     if len(stored) < len(copies):
         raise PartiallyEnqueued(
             f"stored {len(stored)} of {len(copies)} copies before the store failed: the stored "
@@ -141,7 +146,11 @@ def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord
         files = any(c.has_files for c in group)
         try:
             ok = runtime.store.store_copies(content_id, group, files=files)
-        except Exception:
+        except Exception as exc:
+            # A content of many copies stores them in several transactions: those stored
+            # before one failed are counted and will be sent (WriteFailed names them).
+            written = {r.pk for r in exc.written} if isinstance(exc, WriteFailed) else set()
+            stored.extend(c for c in group if c.pk in written)
             if not stored:
                 raise
             logger.exception("resend stopped after storing %d copies", len(stored))
@@ -152,6 +161,8 @@ def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord
             return stored
         stored.extend(group)
     return stored
+
+
 def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Caller,
                   now: Any, runtime: Runtime) -> None:  # fmt: skip
     if not pairs:
