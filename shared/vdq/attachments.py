@@ -7,8 +7,8 @@ item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which d
 of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
 their records expire (unset: just before; vdq.retention.files_age_seconds); with neither set,
 every file is kept. A content's
-REFS record counts its open items; a resend counts its copies there before they exist, so the
-files of a content being resent are never deleted under it.
+REFS record counts its open items; a resend writes its copies with their count there, refused
+once the files are purged, so the files of a content being resent are never deleted under it.
 """
 
 from __future__ import annotations
