@@ -906,3 +906,39 @@ def test_a_resend_whose_notes_on_the_originals_fail_answers_with_the_copies_it_s
     copies = actions.resend([a.id, b.id], OPERATOR, rt)
     assert {c.id for c in copies} == {c.id for c in copies_of(a.id) + copies_of(b.id)}
     assert all(published(queue, c.id) for c in copies)
+
+
+def test_a_bulk_resend_with_a_content_purged_meanwhile_stores_the_others_and_says_why(env,
+                                                                                    monkeypatch):
+    """Three done emails, each its own content with a file. The resend reads that no content
+    is purged; then, before the second content's transaction, the purge deletes that content's
+    files (it was idle). Its copy is refused; the first and third are stored and sent. The
+    answer is the partial enqueue naming both stored copies and the refused receiver, and it
+    says why (the files were cleaned up: resending it again is a 409, the documented status).
+    On ccde45c the resend stopped at the refused content without trying the third, and told
+    the caller "before the store failed ... resend the others again"."""
+    from vdq import attachments
+
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
+    a, b, c = [vdq.add_email("shop@example.com", [who], "Hi", "Text",
+                             attachments=[attachment("a.txt")], runtime=rt)[0]
+               for who in ("ada@example.org", "bob@example.org", "cy@example.org")]  # fmt: skip
+    deliver(rt, queue, ses, [a.id, b.id, c.id])
+    store_copies = rt.store.store_copies
+
+    def purged_meanwhile(content_id: str, copies: Any, *, files: bool) -> bool:
+        if content_id == b.content_id:
+            assert attachments.purge_content_files(b.content_id, rt) == 1
+        return store_copies(content_id, copies, files=files)
+
+    monkeypatch.setattr(rt.store, "store_copies", purged_meanwhile)
+    with pytest.raises(PartiallyEnqueued) as raised:
+        actions.resend([a.id, b.id, c.id], OPERATOR, rt)
+    stored = copies_of(a.id) + copies_of(c.id)
+    assert len(stored) == 2 and copies_of(b.id) == []
+    assert raised.value.details == {"accepted": [x.id for x in stored],
+                                    "rejected": ["bob@example.org"]}  # fmt: skip
+    assert all(published(queue, x.id) for x in stored)
+    assert "deleted by cleanup" in raised.value.message
+    assert "again" not in raised.value.message, "a purged content cannot be resent again"
