@@ -7,8 +7,8 @@ item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which d
 of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
 their records expire (unset: just before; vdq.retention.files_age_seconds); with neither set,
 every file is kept. A content's
-REFS record counts its open items; a resend counts its copies there before they exist, so the
-files of a content being resent are never deleted under it.
+REFS record counts its open items; a resend writes its copies with their count there, refused
+once the files are purged, so the files of a content being resent are never deleted under it.
 """
 
 from __future__ import annotations
@@ -147,9 +147,9 @@ def purge_content_files(content_id: str, runtime: Runtime) -> int:
     store = runtime.store
     now = runtime.clock.now()
     refs = store.get_refs(content_id)
-    settled = refs is not None and refs.pending is not None
-    if settled:
-        assert refs is not None
+    # Settled now, or by an earlier run that died before stamping (it left ``unstamped``).
+    settled = refs is not None and (refs.pending is not None or bool(refs.unstamped))
+    if refs is not None and refs.pending is not None:
         store.settle_pending(refs)
     # Read even past their expiration: the files go first, then their records.
     content = store.get_content(content_id, expired=True) or {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+from vdq import resources
 from vdq.clock import iso
 from vdq.lanes import priority_of
 from vdq.observability import logger, metrics
@@ -232,6 +233,7 @@ def give_back(
     *,
     name: str = "paced",
     result: str | None = None,
+    counted: bool = True,
 ) -> str:
     """Undo the claim: the item returns to the state it was claimed from, at the same attempt,
     and its message (same attempt and lane) is published again ``delay`` seconds later.
@@ -239,7 +241,7 @@ def give_back(
     The write is conditional on the claim (``sending`` at this attempt), so a status update or
     an operator that moved the item first wins. A duplicate of the new message fails its claim
     as any duplicate does; a lost publish is published again by the unclaimed-publish sweep
-    (the item's publish timer)."""
+    (the item's publish timer). ``counted``: a wait for a turn at the rate (SendsPaced)."""
     from vdq.transitions import (
         TIMER_PUBLISH,
         clip_result,
@@ -265,7 +267,8 @@ def give_back(
         state = moved.current.state if moved.current else "gone"
         logger.info("%s item %s not given back: it is now %s", name, item.id, state)
         return PACED
-    metrics.add_metric(name="SendsPaced", unit="Count", value=1)
+    if counted:  # waits for its turn at the rate (not: given back for a suppression)
+        metrics.add_metric(name=resources.METRIC_SENDS_PACED, unit="Count", value=1)
     # The same message (attempt, content, receiver) in the item's lane: a parsed message does
     # not carry its lane.
     again = replace(message, delay_seconds=delay, priority=priority_of(item))

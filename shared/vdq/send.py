@@ -82,7 +82,8 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
     except suppression.SuppressedMeanwhile as exc:
         # Back on the queue at once: the next delivery's check cancels it, as for any item
         # to a suppressed receiver (a claimed item has no transition to cancelled).
-        pacing.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc))
+        pacing.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc),
+                         counted=False)  # fmt: skip
         return SUPPRESSED
     except ThrottledProviderError as exc:
         return pacing.throttled(item, message, content, entry, exc, runtime)

@@ -120,6 +120,72 @@ def test_a_receiver_suppressed_while_the_send_waits_for_its_turn_is_not_sent(aws
     assert [h.name for h in rt.store.history(item.id)] == ["send", "suppressed", "cancel"]
 
 
+def test_a_failed_read_again_after_a_paced_wait_sends_rather_than_errors_the_item(aws, rt,
+                                                                                 monkeypatch):
+    """The read after a paced wait is a second look at a receiver that passed the check before
+    the claim. When that GetItem fails (throttled, a timeout), the item must still be sent, as
+    a send whose pacing record cannot be read is (vdq.pacing.gate). On eb5de0e the failure
+    reaches the worker's catch-all: the item ends errored ("internal error in the send
+    worker") and waits for an operator, though nothing says its receiver is suppressed."""
+    from tests.integration.test_pacing import RecordingQueue, Wall, worker
+    from vdq import pacing
+
+    wall = Wall()
+    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
+    pacer = rt.overrides["pacer"] = worker(rt, wall)
+    queue = rt.overrides["send_queue"] = RecordingQueue()
+    rt.__dict__.pop("send_queue", None)
+    item = one_email(rt, "ada@example.org")
+    pacer.records.reserve(pacing.SES_KEY, 2.0, wall.now, wall.now, busy=False)
+    pacer.sleep = wall.sleep
+    reads = []
+    get_suppression = rt.store.get_suppression
+
+    def second_read_fails(key: str):
+        reads.append(key)
+        if len(reads) == 2:
+            raise RuntimeError("injected: the read was throttled")
+        return get_suppression(key)
+
+    monkeypatch.setattr(rt.store, "get_suppression", second_read_fails)
+    calls = []
+    rt.overrides["ses_provider"] = type("NoSes", (), {
+        "send_raw": lambda *a, **k: calls.append(a) or "0100-1"})()  # fmt: skip
+    assert send.process_body(queue.messages[0].body(), rt) == send.ACCEPTED
+    assert len(reads) == 2 and len(calls) == 1
+    assert rt.store.get_item(item.id).state == "awaiting"
+
+
+def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, monkeypatch):
+    """The dashboard's Provider rate widget shows SendsPaced, "an item given back to wait for
+    its turn at the rate" (vdq.resources). An item given back because its receiver was
+    suppressed during the wait is counted once, as SendsSuppressed when its next delivery
+    cancels it; on eb5de0e the give-back also counted it as paced."""
+    from tests.integration.test_pacing import RecordingQueue, Wall, worker
+    from vdq import pacing, resources
+    from vdq.observability import metrics
+
+    counted: list[str] = []
+    monkeypatch.setattr(metrics, "add_metric", lambda name, **_: counted.append(name))
+    wall = Wall()
+    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
+    pacer = rt.overrides["pacer"] = worker(rt, wall)
+    queue = rt.overrides["send_queue"] = RecordingQueue()
+    rt.__dict__.pop("send_queue", None)
+    one_email(rt, "ada@example.org")
+    pacer.records.reserve(pacing.SES_KEY, 2.0, wall.now, wall.now, busy=False)
+
+    def complaint_meanwhile(seconds: float) -> None:
+        wall.sleep(seconds)
+        suppression.suppress("ada@example.org", "complaint", actor="ses", text=None, runtime=rt)
+
+    pacer.sleep = complaint_meanwhile
+    assert send.process_body(queue.messages[0].body(), rt) == send.SUPPRESSED
+    assert send.process_body(queue.messages[-1].body(), rt) == send.SUPPRESSED
+    assert counted.count(resources.METRIC_SENDS_SUPPRESSED) == 1
+    assert resources.METRIC_SENDS_PACED not in counted
+
+
 def test_a_plus_label_variant_is_an_address_of_its_own(aws, rt):
     suppression.suppress("bounce+a1@simulator.amazonses.com", "bounce", actor="ses", text=None,
                          runtime=rt)  # fmt: skip

@@ -152,15 +152,17 @@ def open_items(content_id: str) -> int:
 
 def test_a_half_applied_bulk_resend_of_two_contents_gives_back_each_contents_own_count(env):
     """Bulk resend of three done emails: two share content A (one email to two receivers),
-    one has content B. BatchWriteItem stores only the first copy (of A) and leaves the copy of
-    A and the copy of B unprocessed. The answer is a partial enqueue (503) naming the stored
-    copy; the stored copy must still be sendable (its files kept: A counts one open item),
-    and B's count must go back to 0 so its files are deleted (seed: files are deleted when all
-    items that use them are done; issue 14: no leaked file, none deleted early).
+    one has content B. The store takes the copies of A and refuses the copy of B. The answer
+    is a partial enqueue (503) naming the stored copies; they must still be sendable (their
+    files kept: A counts two open items), and B's count must stay at 0 so its files are deleted
+    (seed: files are deleted when all items that use them are done; issue 14: no leaked file,
+    none deleted early).
 
     On 86b31df ``_release_unborn`` gives the whole count of the rejected copies back to the
     first rejected copy's content: A drops to 0 and its files are deleted under the stored
-    copy (which then errors "file was deleted"), B stays at 1 and keeps its files forever."""
+    copy (which then errors "file was deleted"), B stays at 1 and keeps its files forever.
+    (Since ccde45c each content's copies are one transaction with their count: the refused
+    write is B's transaction, throttled; before, one BatchWriteItem held every copy.)"""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     rt.settings = replace(rt.settings, max_files_age_seconds=None)  # keep them while done
     a1, a2 = vdq.add_email("shop@example.com", ["ada@example.org", "bob@example.org"], "A",
@@ -171,16 +173,17 @@ def test_a_half_applied_bulk_resend_of_two_contents_gives_back_each_contents_own
     rt.settings = replace(rt.settings, max_files_age_seconds=0)  # files go when all are done
     assert open_items(a1.content_id) == 0 and open_items(b1.content_id) == 0
 
-    half_apply_batch_writes(keep=1)
+    throttle_once("TransactWriteItems", after=1)  # A's copies are stored, B's write refused
     with pytest.raises(PartiallyEnqueued) as raised:
         actions.resend([a1.id, a2.id, b1.id], OPERATOR, rt)
-    (stored_id,) = raised.value.details["accepted"]
-    stored = rt.store.get_item(stored_id)
-    assert stored.content_id == a1.content_id
+    assert raised.value.details["rejected"] == ["cy@example.org"]
+    stored = [rt.store.get_item(i) for i in raised.value.details["accepted"]]
+    assert {c.content_id for c in stored} == {a1.content_id} and len(stored) == 2
 
-    assert open_items(a1.content_id) == 1, "content A: its stored copy is open"
-    assert files_of(rt, a1.content_id), "content A's files were deleted under a stored copy"
+    assert open_items(a1.content_id) == 2, "content A: its stored copies are open"
     assert open_items(b1.content_id) == 0, "content B: no copy was stored"
+    schedules.run(["purge"], rt)  # B stayed in the purge index: nothing took it out
+    assert files_of(rt, a1.content_id), "content A's files were deleted under a stored copy"
     assert files_of(rt, b1.content_id) == [], "content B's files are kept forever"
 
 
@@ -690,3 +693,252 @@ def test_orphans_adopted_by_a_worker_that_dies_are_still_applied(env, monkeypatc
     schedules.run(["sweep"], rt)
     final = rt.store.get_item(item.id)
     assert final.state == "succeeded", f"{final.state}: {final.result}"
+
+
+# ---- review of ccde45c: a resend's copies stored with their count, the purge settling ---------
+
+
+def applied_then_answered(answer_body: dict[str, Any]) -> None:
+    """The next TransactWriteItems is applied by DynamoDB, but its caller gets ``answer_body``
+    (an error) instead of the answer: the response was lost and botocore's retry of it was
+    throttled (ProvisionedThroughputExceeded), or the retry found the first try's writes and
+    was cancelled (TransactionCanceled with a failed condition on the items it had put)."""
+    client = dynamodb_client()
+    direct = boto3.client("dynamodb", region_name=client.meta.region_name)
+    left = [1]
+
+    def answer(params: dict[str, Any], **_: Any) -> Any:
+        if not left[0]:
+            return None
+        left[0] = 0
+        request = json.loads(params["body"])
+        direct.transact_write_items(TransactItems=request["TransactItems"])
+        FIGURES["faults injected"] += 1
+        return AWSResponse("https://injected", 400, {}, None), answer_body
+
+    hook(client, "before-call.dynamodb.TransactWriteItems", answer)
+
+
+THROTTLED = {"Error": {"Code": "ProvisionedThroughputExceededException",
+                       "Message": "injected: the applied request's retries were throttled"},
+             "ResponseMetadata": {"HTTPStatusCode": 400}}  # fmt: skip
+
+
+def copies_of(item_id: str) -> list[QueueItemRecord]:
+    return [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE")
+            if i.resent_from == item_id]  # fmt: skip
+
+
+def published(queue: RecordingQueue, item_id: str) -> bool:
+    return any(SendMessage.parse(b).item_id == item_id for b in queue.bodies)
+
+
+@pytest.mark.parametrize("files", [False, True], ids=["without files", "with files"])
+def test_a_resend_whose_transaction_was_applied_but_its_answer_lost_answers_with_the_copy(env,
+                                                                                         files):
+    """The copy and its count are one TransactWriteItems; DynamoDB applies it and the answer is
+    lost (PynamoDB raises TransactWriteError without cancellation reasons). ``_store_chunk``
+    promises a read-back of the first copy for exactly this; on ccde45c the read-back sits in
+    an ``except Exception`` that a TransactWriteError never reaches: the resend answers 503
+    while its copy is stored (the sweep publishes it later; a client that resends again sends
+    the email twice)."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
+                            attachments=[attachment("a.txt")] if files else None,
+                            runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [item.id])
+    applied_then_answered(THROTTLED)
+    (copy,) = actions.resend([item.id], OPERATOR, rt)
+    assert [c.id for c in copies_of(item.id)] == [copy.id]
+    assert published(queue, copy.id), "the stored copy was answered and published"
+
+
+def test_a_resend_the_sdk_retried_after_it_was_applied_is_not_refused_as_purged(env):
+    """botocore retries a TransactWriteItems whose answer was lost (a 500, a reset connection);
+    VDQ sends no ClientRequestToken, so the retry is a new transaction: the first try stored
+    the copy, and the retry is cancelled for the copy's ``does_not_exist`` condition. On
+    ccde45c any failed condition means "files purged or content expired": the resend answers
+    409 "the attachment files ... were deleted by cleanup" while the copy is stored, counted
+    and its files kept, and the sweep later sends it."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
+    (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text",
+                            attachments=[attachment("a.txt")], runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [item.id])
+    # refs, content, one attachment record: fine; the copy: it exists (the first try put it).
+    reasons = [{"Code": "None"}] * 3 + [{"Code": "ConditionalCheckFailed",
+                                         "Message": "The conditional request failed"}]
+    applied_then_answered({"Error": {"Code": "TransactionCanceledException",
+                                     "Message": "Transaction cancelled, please refer "
+                                                "cancellation reasons for specific reasons "
+                                                "[None, None, None, ConditionalCheckFailed]"},
+                           "CancellationReasons": reasons,
+                           "ResponseMetadata": {"HTTPStatusCode": 400}})  # fmt: skip
+    (copy,) = actions.resend([item.id], OPERATOR, rt)
+    assert [c.id for c in copies_of(item.id)] == [copy.id]
+    assert published(queue, copy.id)
+
+
+def test_a_resend_of_one_content_that_fails_after_its_first_chunk_names_the_stored_copies(env):
+    """An email with the most attachments (97) leaves room for one copy a transaction, so a
+    resend of two of its receivers is two transactions. The second fails (throttled, nothing
+    written): the first copy is stored, counted and will be sent. The answer must be the
+    partial enqueue naming it (503 partially_enqueued, accepted/rejected), as the docstring of
+    ``resend`` promises; on ccde45c it is a plain 503 ("nothing was written, try again") and
+    the stored copy is neither published nor noted on its original."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
+    many = [attachment(f"part{n}.txt") for n in range(vdq.messages.MAX_ATTACHMENTS)]
+    a, b = vdq.add_email("shop@example.com", ["ada@example.org", "bob@example.org"], "Hi",
+                         "Text", attachments=many, runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [a.id, b.id])
+    throttle_once("TransactWriteItems", after=1)
+    with pytest.raises(PartiallyEnqueued) as raised:
+        actions.resend([a.id, b.id], OPERATOR, rt)
+    (copy,) = copies_of(a.id)
+    assert copies_of(b.id) == []
+    assert raised.value.details == {"accepted": [copy.id], "rejected": ["bob@example.org"]}
+    assert published(queue, copy.id), "the stored copy is sent"
+    assert open_items(a.content_id) == 1, "the stored copy, and only it, is counted"
+
+
+def stamp_done_items(rt: Any) -> None:
+    """What the table's stream does for every item that reached a done state: stamp it and
+    its content (refused while the content's count is pending)."""
+    from vdq import retention
+
+    for item in QueueItemRecord.scan(QueueItemRecord.sk == "STATE"):
+        if item.expiration is not None:
+            retention.stamp_item(item.id, item.content_id, int(item.expiration), rt,
+                                 counted=bool(item.counted), files=bool(item.has_files))
+
+
+def content_expiration(content_id: str) -> int | None:
+    from vdq.store import CONTENT_SK, ContentRecord
+
+    record = ContentRecord.get(content_pk(content_id), CONTENT_SK, consistent_read=True)
+    return None if record.expiration is None else int(record.expiration)
+
+
+def unconfirmed_email(rt: Any, monkeypatch: pytest.MonkeyPatch, receivers: list[str],
+                      files: bool) -> list[QueueItemRecord]:  # fmt: skip
+    """An enqueue whose items were written and published, and whose confirmation of its
+    content's count failed: the count stays pending for the purge to settle."""
+
+    def lost(content_id: str) -> None:
+        raise RuntimeError("injected: the confirmation was throttled")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rt.store, "confirm_refs", lost)
+        return vdq.add_email("shop@example.com", receivers, "Hi", "Text",
+                             attachments=[attachment("a.txt")] if files else None,
+                             runtime=rt)  # fmt: skip
+
+
+def test_a_purge_killed_after_settling_a_pending_count_still_lets_the_content_expire(
+    env, monkeypatch
+):
+    """Daily purge (files age one hour). An enqueue's confirmation failed; its items are done,
+    and their stamps were refused while the count was pending. The purge settles the count
+    and dies before deleting the files and stamping the content. The next run finds the count
+    settled (``pending`` gone), deletes the files, and on ccde45c never stamps the content:
+    content, REFS and file records are kept for ever (retention: a content expires with its
+    last item)."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=3600)
+    a, b = unconfirmed_email(rt, monkeypatch, ["ada@example.org", "bob@example.org"], True)
+    deliver(rt, queue, ses, [a.id, b.id])
+    stamp_done_items(rt)
+    assert content_expiration(a.content_id) is None, "refused while the count is pending"
+    settle = rt.store.settle_pending
+
+    def dies_after_settling(refs: Any) -> None:
+        settle(refs)
+        raise Crash()
+
+    rt.clock.advance(2 * 3600)
+    with monkeypatch.context() as patch:
+        patch.setattr(rt.store, "settle_pending", dies_after_settling)
+        with pytest.raises(Crash):
+            schedules.run(["purge"], rt)
+    rt.clock.advance(86_400)
+    schedules.run(["purge"], rt)
+    assert files_of(rt, a.content_id) == []
+    assert content_expiration(a.content_id) is not None, "the content never expires"
+
+
+def test_a_resend_before_the_purge_settles_a_pending_count_still_lets_the_content_expire(
+    env, monkeypatch
+):
+    """An email without files to two receivers whose confirmation failed (its count is pending
+    and in the purge index). Both are delivered, one is resent, and the copy is delivered. The
+    resend's transaction takes the content out of the purge index, and a done item of a
+    content without files never puts it back (only files do): on ccde45c the purge never
+    settles the count, every stamp is refused, and the content is kept for ever."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=3600)
+    a, b = unconfirmed_email(rt, monkeypatch, ["ada@example.org", "bob@example.org"], False)
+    deliver(rt, queue, ses, [a.id, b.id])
+    (copy,) = actions.resend([a.id], OPERATOR, rt)
+    deliver(rt, queue, ses, [copy.id])
+    stamp_done_items(rt)
+    for _ in range(3):  # the daily purge, days later
+        rt.clock.advance(86_400)
+        schedules.run(["purge"], rt)
+    stamp_done_items(rt)
+    refs = rt.store.get_refs(a.content_id)
+    assert refs is not None and refs.pending is None, "the pending count is never settled"
+    assert content_expiration(a.content_id) is not None, "the content never expires"
+
+
+def test_a_resend_whose_notes_on_the_originals_fail_answers_with_the_copies_it_sent(env):
+    """The copies are stored with their counts and published; then the "resent" notes on the
+    originals (one BatchWriteItem) are half applied and refused. On ccde45c that failure is
+    the answer (503 store_unavailable, "the store refused the write"): the caller is told
+    nothing was resent while every copy is on its way, and resending again sends them twice.
+    The answer must be the copies (201): the notes are secondary to what was sent."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    a, b = vdq.add_email("shop@example.com", ["ada@example.org", "bob@example.org"], "Hi",
+                         "Text", runtime=rt)  # fmt: skip
+    deliver(rt, queue, ses, [a.id, b.id])
+    half_apply_batch_writes(keep=1)
+    copies = actions.resend([a.id, b.id], OPERATOR, rt)
+    assert {c.id for c in copies} == {c.id for c in copies_of(a.id) + copies_of(b.id)}
+    assert all(published(queue, c.id) for c in copies)
+
+
+def test_a_bulk_resend_with_a_content_purged_meanwhile_stores_the_others_and_says_why(env,
+                                                                                    monkeypatch):
+    """Three done emails, each its own content with a file. The resend reads that no content
+    is purged; then, before the second content's transaction, the purge deletes that content's
+    files (it was idle). Its copy is refused; the first and third are stored and sent. The
+    answer is the partial enqueue naming both stored copies and the refused receiver, and it
+    says why (the files were cleaned up: resending it again is a 409, the documented status).
+    On ccde45c the resend stopped at the refused content without trying the third, and told
+    the caller "before the store failed ... resend the others again"."""
+    from vdq import attachments
+
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
+    a, b, c = [vdq.add_email("shop@example.com", [who], "Hi", "Text",
+                             attachments=[attachment("a.txt")], runtime=rt)[0]
+               for who in ("ada@example.org", "bob@example.org", "cy@example.org")]  # fmt: skip
+    deliver(rt, queue, ses, [a.id, b.id, c.id])
+    store_copies = rt.store.store_copies
+
+    def purged_meanwhile(content_id: str, copies: Any, *, files: bool) -> bool:
+        if content_id == b.content_id:
+            assert attachments.purge_content_files(b.content_id, rt) == 1
+        return store_copies(content_id, copies, files=files)
+
+    monkeypatch.setattr(rt.store, "store_copies", purged_meanwhile)
+    with pytest.raises(PartiallyEnqueued) as raised:
+        actions.resend([a.id, b.id, c.id], OPERATOR, rt)
+    stored = copies_of(a.id) + copies_of(c.id)
+    assert len(stored) == 2 and copies_of(b.id) == []
+    assert raised.value.details == {"accepted": [x.id for x in stored],
+                                    "rejected": ["bob@example.org"]}  # fmt: skip
+    assert all(published(queue, x.id) for x in stored)
+    assert "deleted by cleanup" in raised.value.message
+    assert "again" not in raised.value.message, "a purged content cannot be resent again"

@@ -14,7 +14,7 @@ from vdq.lanes import priority_of
 from vdq.observability import logger
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
-from vdq.store import QueueItemRecord
+from vdq.store import QueueItemRecord, WriteFailed
 from vdq.transitions import Step, apply, history_entry
 from vdq.views import item_json
 from vdq.workflow import State
@@ -92,15 +92,19 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
                  priority=priority_of(o))
         for o in originals
     ]  # fmt: skip
-    stored = _store_copies(originals, copies, runtime)
+    stored, why = _store_copies(originals, copies, runtime)
     publish_new(stored, runtime)
     kept = {c.id for c in stored}
-    _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in kept],
-                  who, now, runtime)  # fmt: skip
+    try:
+        _note_resends([(o, c) for o, c in zip(originals, copies, strict=True) if c.id in kept],
+                      who, now, runtime)  # fmt: skip
+    except Exception:
+        # The copies are stored and published (each will be sent): they are the answer, not a
+        # 503 that invites the caller to resend them again; only the originals' notes are lost.
+        logger.exception("the resend of %s stored its copies but not its notes", list(kept))
     if len(stored) < len(copies):
         raise PartiallyEnqueued(
-            f"stored {len(stored)} of {len(copies)} copies before the store failed: the stored "
-            "copies will be sent; resend the others again",
+            f"stored {len(stored)} of {len(copies)} copies (the stored copies will be sent); {why}",
             details={"accepted": [c.id for c in stored],
                      "rejected": [c.receiver for c in copies if c.id not in kept]},
         )  # fmt: skip
@@ -130,10 +134,15 @@ def _conflict(refused: list[QueueItemRecord]) -> None:
     )
 
 
+AGAIN = "the store failed before the others: resend them again"
+
+
 def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord],
-                  runtime: Runtime) -> list[QueueItemRecord]:  # fmt: skip
-    """Store the copies content by content; the copies stored. Raises when none was."""
+                  runtime: Runtime) -> tuple[list[QueueItemRecord], str]:  # fmt: skip
+    """Store the copies content by content; the copies stored, and why the others were not.
+    Raises when none was (a first content whose files were purged: 409)."""
     stored: list[QueueItemRecord] = []
+    refused: list[str] = []  # originals of a content purged after ``_refuse_purged`` read it
     by_content: dict[str, list[QueueItemRecord]] = {}
     for copy in copies:
         by_content.setdefault(copy.content_id, []).append(copy)
@@ -141,17 +150,31 @@ def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord
         files = any(c.has_files for c in group)
         try:
             ok = runtime.store.store_copies(content_id, group, files=files)
-        except Exception:
+        except Exception as exc:
+            # A content of many copies stores them in several transactions: those stored
+            # before one failed are counted and will be sent (WriteFailed names them).
+            written = {r.pk for r in exc.written} if isinstance(exc, WriteFailed) else set()
+            stored.extend(c for c in group if c.pk in written)
             if not stored:
                 raise
             logger.exception("resend stopped after storing %d copies", len(stored))
-            return stored
+            return stored, "; ".join(filter(None, [_purged_text(refused), AGAIN]))
         if not ok:
             if not stored:
                 _conflict([o for o in originals if o.content_id == content_id])
-            return stored
+            refused += [o.id for o in originals if o.content_id == content_id]
+            continue
         stored.extend(group)
-    return stored
+    return stored, _purged_text(refused)
+
+
+def _purged_text(refused: list[str]) -> str:
+    if not refused:
+        return ""
+    return (f"the attachment files of {', '.join(refused)} were deleted by cleanup, so they "
+            "cannot be resent")  # fmt: skip
+
+
 def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Caller,
                   now: Any, runtime: Runtime) -> None:  # fmt: skip
     if not pairs:

@@ -27,7 +27,7 @@ from vdq.store.models import (
     attachment_pk,
     content_pk,
 )
-from vdq.store.tx import TRANSACT_MAX_ACTIONS, condition_failed, transact
+from vdq.store.tx import TRANSACT_MAX_ACTIONS, WriteFailed, condition_failed, transact
 
 
 def encode_content(data: dict[str, Any]) -> bytes:
@@ -102,6 +102,8 @@ class Contents(Items):
 
         Returns False, with nothing written, when the files were purged or the content expired
         (only the first chunk can find that: once it is written, the content has open items).
+        A chunk that fails after others were stored raises ``WriteFailed`` naming exactly the
+        copies stored (its caller answers with them: they are counted and will be sent).
         """
         content = self.get_content(content_id) if files else {}
         if content is None:
@@ -109,10 +111,20 @@ class Contents(Items):
         files_of = list(content.get("attachments") or [])
         per_chunk = TRANSACT_MAX_ACTIONS - 2 - len(files_of)
         assert per_chunk >= 1, f"{len(files_of)} attachments leave no room for a copy"
+        stored: list[QueueItemRecord] = []
         for start in range(0, len(copies), per_chunk):
             chunk = copies[start : start + per_chunk]
-            if not self._store_chunk(content_id, chunk, files_of):
-                return False
+            try:
+                ok = self._store_chunk(content_id, chunk, files_of)
+            except Exception as exc:
+                if not stored:
+                    raise
+                raise WriteFailed(stored, f"{exc}; {len(stored)} copies were stored") from exc
+            if not ok:
+                if not stored:
+                    return False
+                raise WriteFailed(stored, f"content {content_id} refused more copies")
+            stored.extend(chunk)
         return True
 
     def _store_chunk(self, content_id: str, chunk: list[QueueItemRecord],
@@ -123,14 +135,17 @@ class Contents(Items):
             ContentRecord.expiration.does_not_exist() | (ContentRecord.expiration > now)
         )
 
+        refs = [ContentRefsRecord.open_items.add(len(chunk)), ContentRefsRecord.idle_since.remove(),
+                ContentRefsRecord.expiration.remove()]  # fmt: skip
+        if files_of:
+            # Open again: out of the purge index until a copy's release puts it back. A content
+            # without files is there only while an enqueue's count is pending, and no release
+            # of its puts it back: it stays for the purge to settle the count.
+            refs += [ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove()]
+
         def fill(tx: TransactWrite) -> None:
-            tx.update(ContentRefsRecord(pk, REFS_SK), [
-                ContentRefsRecord.open_items.add(len(chunk)),
-                ContentRefsRecord.idle_since.remove(),
-                ContentRefsRecord.purge_pk.remove(),
-                ContentRefsRecord.purge_sk.remove(),
-                ContentRefsRecord.expiration.remove(),
-            ], condition=ContentRefsRecord.purged_at.does_not_exist())  # fmt: skip
+            tx.update(ContentRefsRecord(pk, REFS_SK), refs,
+                      condition=ContentRefsRecord.purged_at.does_not_exist())  # fmt: skip
             tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove(),
                                                       ContentRecord.shared.set(True)],
                       condition=unexpired)  # fmt: skip
@@ -143,15 +158,17 @@ class Contents(Items):
 
         try:
             transact(fill)
-        except TransactWriteError as exc:
-            if any(condition_failed(r) for r in exc.cancellation_reasons or []):
+        except Exception as exc:
+            # An error answer does not say the transaction was not applied: its answer may have
+            # been lost (PynamoDB raises TransactWriteError without reasons), or botocore sent
+            # it again after it was applied and the copies' own conditions cancelled the retry
+            # (no request token). It was applied if its first copy exists (read consistent).
+            if self.get_item(chunk[0].id) is not None:
+                return True
+            if isinstance(exc, TransactWriteError) and any(
+                    condition_failed(r) for r in exc.cancellation_reasons or []):  # fmt: skip
                 return False
             raise
-        except Exception:
-            # An error answer does not say the transaction was not applied (its answer may have
-            # been lost): it was if its first copy exists (read strongly consistent).
-            if self.get_item(chunk[0].id) is None:
-                raise
         return True
 
     def confirm_refs(self, content_id: str) -> None:
@@ -169,14 +186,16 @@ class Contents(Items):
 
     def settle_pending(self, refs: ContentRefsRecord) -> None:
         """An enqueue died before confirming its items: count off those that were never
-        stored (read strongly consistent), once."""
+        stored (read strongly consistent), once; the content is marked ``unstamped`` until
+        the purge that settled it takes it out of the purge index."""
         assert refs.pending is not None
         item_ids = json.loads(refs.pending)
         missing = len(item_ids) - len(self.get_items(item_ids))
         try:
             refs.update(
                 actions=[ContentRefsRecord.open_items.add(-missing),
-                         ContentRefsRecord.pending.remove()],
+                         ContentRefsRecord.pending.remove(),
+                         ContentRefsRecord.unstamped.set(True)],
                 condition=ContentRefsRecord.pending == refs.pending,
             )  # fmt: skip
         except UpdateError as exc:
@@ -209,7 +228,8 @@ class Contents(Items):
         done = (ContentRefsRecord.open_items > 0) | ContentRefsRecord.purged_at.exists()
         try:
             refs.update(
-                actions=[ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove()],
+                actions=[ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove(),
+                         ContentRefsRecord.unstamped.remove()],
                 condition=ContentRefsRecord.pending.does_not_exist() if settled else done,
             )
         except UpdateError as exc:

@@ -220,6 +220,9 @@ class ContentRefsRecord(_Table):
     # JSON list of the item ids an enqueue is writing, until it confirms them: see
     # vdq.enqueue.pending_refs and Store.settle_pending.
     pending = UnicodeAttribute(null=True)
+    # The purge settled a pending count: the items' stamps were refused until then, so the
+    # purge stamps the content itself (a purge killed before that finds this on its next run).
+    unstamped = BooleanAttribute(null=True)
     purged_at = UnicodeAttribute(null=True)
     idle_since = UnicodeAttribute(null=True)
     purge_pk = UnicodeAttribute(null=True)
