@@ -112,7 +112,7 @@ def run(bulk: int, high: int, interval: float, ses_rate: float | None = None) ->
 
     moto = MotoTimes().install()
     env.lean_moto_transactions()  # moto copies the whole table per transaction: not VDQ's cost
-    os.environ.update(VDQ_SCHEDULE_SECONDS="1", POWERTOOLS_METRICS_DISABLED="true")
+    os.environ.update(POWERTOOLS_METRICS_DISABLED="true")  # schedules as `make run` has them
     for name in [k for k in os.environ if k.startswith(("VDQ_LOCAL_SES", "VDQ_LOCAL_FAULT"))]:
         del os.environ[name]
     if ses_rate is not None:
