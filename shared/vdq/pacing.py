@@ -2,11 +2,12 @@
 
 One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
-(VDQ_TWILIO_SENDER_RATE, in segments). A worker reserves the slots of several sends in one
-request (the rest of its SQS batch), keeps the spare ones for its next sends, and waits for
-each slot in turn. A slot further off than VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the
-item goes back to the state its claim took it from, at the same attempt, and its message is
-published again with a delay (see ``give_back``).
+(VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming (``plan``:
+each rate's slots reserved in one request, the sends made in slot order), keeps spare slots
+for its next sends, and waits for each slot in turn. A slot further off than
+VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
+it from, at the same attempt, and its message is published again with a delay (see
+``give_back``).
 
 A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
 rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
