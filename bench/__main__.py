@@ -71,8 +71,11 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
-                        "throughput scale storage lanes")  # fmt: skip
+                        "throughput scale storage lanes stacklanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    parser.add_argument("--stack-bulk", type=int, default=None,
+                        help="bulk backlog of the stacklanes section (default 2,000; the "
+                        "issue's figure: 100000)")  # fmt: skip
     args = parser.parse_args(argv)
     env.prepare_process()
     from bench import coldstart, figures, scale, storage, throughput
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     started = time.perf_counter()
     wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
-                               "storage", "lanes"])  # fmt: skip
+                               "storage", "lanes", "stacklanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
     if "requests" in wanted or "cost" in wanted:
@@ -109,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         from bench import lanes
 
         rows += section("lanes", lambda: lanes.rows(lanes.measure(args.quick)), lanes.FIGURES)
+    if "stacklanes" in wanted:
+        from bench import stacklanes
+
+        bulk = args.stack_bulk or (500 if args.quick else stacklanes.BULK)
+        high = 20 if args.quick else stacklanes.HIGH
+        rows += section("stacklanes", lambda: stacklanes.rows(stacklanes.measure(bulk, high)),
+                        stacklanes.FIGURES)  # fmt: skip
     elapsed = time.perf_counter() - started
     print(table(rows))
     print(f"\n{len(rows)} figures in {elapsed:.0f} s on {machine()}")

@@ -6,7 +6,10 @@ a sending rate (as VDQ_LOCAL_SES_RATE / VDQ_LOCAL_TWILIO_RATE set it), and ``WOR
 each one send function: its own Runtime, pacer and provider clients, running the real
 ``vdq.send`` on batches of ten taken off an in-memory send queue (delays included). Printed per
 scenario: achieved rate against the limit, the throttling answers the sandbox gave, DynamoDB
-requests per sent message made for pacing, and how many items went back on the queue.
+requests per sent message (those made for pacing, and all the send functions made: claims,
+give-backs and records included), and how many items went back on the queue; per Twilio sender,
+its sends, achieved rate and throttling answers. The workers take each batch in the order the
+send function's handler does (``vdq.pacing.plan``).
 
 Scenarios: SES with its rate read from the account (GetAccount on the sandbox); SES with
 VDQ_SES_MAX_SEND_RATE set 50% above the sandbox's true rate (AIMD finds it); Twilio senders
@@ -18,7 +21,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench import env
@@ -67,7 +70,15 @@ class NoTopic:
         return {}
 
 
-def atomic_moto() -> Any:
+class Requests:
+    """DynamoDB requests made while ``counting`` (every one passes moto's stubber)."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.dynamodb = 0
+
+
+def atomic_moto(requests: Requests) -> Any:
     from moto.core.botocore_stubber import BotocoreStubber
 
     lock = threading.RLock()
@@ -75,6 +86,8 @@ def atomic_moto() -> Any:
 
     def atomic(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
         with lock:
+            if requests.counting and event_name.startswith("before-send.dynamodb."):
+                requests.dynamodb += 1
             return original(self, event_name, request, **kwargs)
 
     BotocoreStubber.__call__ = atomic  # type: ignore[method-assign]
@@ -90,6 +103,8 @@ class Result:
     throttled: int
     given_back: int
     pacing_requests: int
+    dynamodb_requests: int = 0
+    senders: dict[str, tuple[int, int]] = field(default_factory=dict)  # (accepted, refused)
 
     @property
     def rate(self) -> float:
@@ -98,11 +113,17 @@ class Result:
     def row(self) -> str:
         return (f"{self.scenario:<44} {self.limit:>6.1f}/s {self.rate:>7.2f}/s "
                 f"{self.rate / self.limit:>6.1%} {self.throttled:>9} {self.given_back:>10} "
-                f"{self.pacing_requests / max(1, self.sent):>9.3f}")  # fmt: skip
+                f"{self.pacing_requests / max(1, self.sent):>9.3f} "
+                f"{self.dynamodb_requests / max(1, self.sent):>9.2f}")  # fmt: skip
+
+    def sender_rows(self, rate: float) -> list[str]:
+        return [f"  sender {sender}: {accepted} sent, {accepted / self.seconds:.2f}/s of "
+                f"{rate:g}/s ({accepted / self.seconds / rate:.1%}), {refused} throttled"
+                for sender, (accepted, refused) in sorted(self.senders.items())]  # fmt: skip
 
 
 HEADER = (f"{'scenario':<44} {'limit':>8} {'achieved':>9} {'share':>6} {'throttled':>9} "
-          f"{'given back':>10} {'DDB/msg':>9}")  # fmt: skip
+          f"{'given back':>10} {'pace/msg':>9} {'DDB/msg':>9}")  # fmt: skip
 
 
 def run(scenario: str, *, method: str, count: int, true_rate: float,
@@ -110,7 +131,7 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
     import boto3
 
     import vdq
-    from vdq import send
+    from vdq import pacing, send
     from vdq.local.faults import Faults
     from vdq.local.ses_sandbox import SesSandbox
     from vdq.local.twilio_sandbox import TwilioSandbox
@@ -121,7 +142,8 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
     from vdq.store.pacing import PaceRecords
 
     with env.stack(**settings_changes) as stack:
-        plain = atomic_moto()
+        requests = Requests()
+        plain = atomic_moto(requests)
         ses_box = SesSandbox(NoTopic(), "arn:aws:sns:us-east-1:123456789012:ses", Faults(),
                              rate=true_rate).start()  # fmt: skip
         twilio_box = TwilioSandbox(env.TWILIO_SID, env.TWILIO_TOKEN, Faults(),
@@ -164,11 +186,12 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
                     if not batch:
                         time.sleep(0.02)  # the event source mapping's poll
                         continue
-                    for i, body in enumerate(batch):
-                        outcome = send.process_body(body, rt, upcoming=len(batch) - i)
+                    for index, upcoming in pacing.plan(batch, rt):  # as the handler does
+                        outcome = send.process_body(batch[index], rt, upcoming=upcoming)
                         with lock:
                             outcomes.append(outcome)
 
+            requests.counting = True
             started = time.time()
             threads = [threading.Thread(target=worker, args=(rt,)) for rt in runtimes]
             for t in threads:
@@ -177,13 +200,16 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
                 t.join()
             box = ses_box if method == "email" else twilio_box
             seconds = time.time() - started
+            requests.counting = False
             limit = true_rate * (senders if method == "sms" else 1)
             errored = sum(o == send.ERRORED for o in outcomes)
             if errored:
                 print(f"[bench] {scenario}: {errored} items errored", flush=True)
             return Result(scenario, limit, box.rate.accepted, seconds, box.rate.refused,
                           sum(o == send.PACED for o in outcomes),
-                          sum(rt.overrides["pacer"].requests for rt in runtimes))  # fmt: skip
+                          sum(rt.overrides["pacer"].requests for rt in runtimes),
+                          requests.dynamodb,
+                          dict(box.rate.by_sender) if method == "sms" else {})  # fmt: skip
         finally:
             ses_box.stop()
             twilio_box.stop()
@@ -220,6 +246,8 @@ def main() -> None:
         print(r.row())
     for r in results:
         print(f"{r.scenario}: {r.sent} sent in {r.seconds:.1f} s")
+        for line in r.sender_rows(TWILIO_RATE):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import send
+from vdq import pacing, send
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
@@ -38,9 +38,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError("not an SQS event: it has no Records")
     failures: list[dict[str, str]] = []
     last: Exception | None = None
-    for index, record in enumerate(records):
+    # In the order of their slots at the provider's rate (each rate's reserved up front), each
+    # told how many more sends of its rate follow.
+    bodies = [r.get("body") if isinstance(r, dict) else None for r in records]
+    for index, upcoming in pacing.plan(bodies, Runtime.default()):
+        record = records[index]
         try:
-            record_handler(record, len(records) - index)
+            record_handler(record, upcoming)
         except Exception as exc:
             last = exc
             logger.exception("send message %s failed; SQS will deliver it again",

@@ -44,6 +44,8 @@ def message_for(item: Any, *, delay_seconds: int = 0,
                 content: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """The send message of the item's current attempt, in the item's lane."""
     from vdq.sendqueue import SendMessage
+    from vdq.store.pacing import key_of
 
     return SendMessage(item.id, int(item.attempt), delay_seconds, content,
-                       receiver=item.receiver, priority=priority_of(item))  # fmt: skip
+                       receiver=item.receiver, priority=priority_of(item),
+                       pace=key_of(item.method, item.sender))  # fmt: skip

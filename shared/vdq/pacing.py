@@ -2,11 +2,12 @@
 
 One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
-(VDQ_TWILIO_SENDER_RATE, in segments). A worker reserves the slots of several sends in one
-request (the rest of its SQS batch), keeps the spare ones for its next sends, and waits for
-each slot in turn. A slot further off than VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the
-item goes back to the state its claim took it from, at the same attempt, and its message is
-published again with a delay (see ``give_back``).
+(VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming (``plan``:
+each rate's slots reserved in one request, the sends made in slot order), keeps spare slots
+for its next sends, and waits for each slot in turn. A slot further off than
+VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
+it from, at the same attempt, and its message is published again with a delay (see
+``give_back``).
 
 A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
 rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
@@ -15,11 +16,12 @@ the queue the same way: throttling never makes an item ``errored``.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -32,8 +34,8 @@ from vdq.providers import ThrottledProviderError
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
-from vdq.store.pacing import PaceRecords, PaceState
-from vdq.workflow import State
+from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
+from vdq.workflow import GIVE_BACK_ENTRIES, State, claim_source
 
 DECREASE = 0.7  # a throttling answer cuts the shared rate to this share of what it was
 RECOVERY = 0.02  # share of the limit regained per second after a cut (additive increase)
@@ -44,7 +46,6 @@ BUSY_MEMORY = 2.0  # seconds after the schedule was last seen ahead that it is g
 LIMIT_SECONDS = 300.0  # how long the SES account's rate is kept before it is read again
 LIMIT_RETRY_SECONDS = 60.0  # after a failed read: unpaced for this long, then read again
 PACED = "paced"  # what ``send.process`` did: the item went back on the queue for its turn
-SES_KEY = "ses"
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -77,6 +78,8 @@ class Pacer:
     sleep: Callable[[float], None] = time.sleep
     slots: dict[str, deque[float]] = field(default_factory=dict)
     seen: dict[str, PaceState] = field(default_factory=dict)
+    full: set[str] = field(default_factory=set)  # rates the current batch's plan found full
+    deferred: dict[str, float] = field(default_factory=dict)  # when the last given back returns
     limits: dict[str, tuple[float | None, float]] = field(default_factory=dict)
     requests: int = 0  # DynamoDB requests made for pacing (the bench divides by sends)
     waited: float = 0.0  # seconds slept for slots
@@ -99,6 +102,30 @@ class Pacer:
             self.waited += at - now
             self.sleep(at - now)
 
+    def hold(self, key: str, limit: float, units: int) -> list[float]:
+        """Reserve up to ``units`` slots ahead of the sends that will take them (a batch's
+        plan); the times of the slots now held, in order. NoSlot when the schedule is full."""
+        now = self.wall()
+        held = self.slots.setdefault(key, deque())
+        while held and held[0] < now - SLOT_GRACE:
+            held.popleft()
+        if len(held) < units:
+            deferred = self.deferred.get(key)
+            try:
+                try:
+                    self._reserve(key, limit, 1, units - len(held), now)
+                except NoSlot:
+                    # All of them did not fit; as many as fit by what the refusal showed (no
+                    # request when not even one does).
+                    self._reserve(key, limit, 1, units - len(held), now)
+            except NoSlot:
+                if deferred is not None:  # nothing given back yet: only the sends will be
+                    self.deferred[key] = deferred
+                else:
+                    self.deferred.pop(key, None)
+                raise
+        return list(held)
+
     def _reserve(self, key: str, limit: float, need: int, want: int, now: float) -> None:
         state = self.seen.get(key)
         rate = current_rate(limit, state, now)
@@ -107,10 +134,15 @@ class Pacer:
         count = max(need, min(want, math.floor(rate * (self.max_wait - ahead))))
         length = count / rate
         latest = now + max(0.0, self.max_wait - length)
+        if key in self.full and state is not None and state.tat is not None:
+            # The batch's plan found this rate full: the rest of the batch at this rate goes
+            # back too, rather than a slot at a time as the schedule drains (a worker sleeping
+            # on a rate another worker keeps busy while other senders' sends wait).
+            raise NoSlot(self._delay(key, max(state.tat, latest), latest, now, need / rate))
         if state is not None and state.tat is not None and state.tat > latest:
             # The schedule only moves on (it restarts only once it is behind the clock): a
             # schedule seen past the longest wait is past it still, so no request is needed.
-            raise NoSlot(self._delay(state.tat, latest, now))
+            raise NoSlot(self._delay(key, state.tat, latest, now, need / rate))
         # The schedule is likely still busy if it ran ahead of the clock a moment ago (other
         # workers keep it ahead); a wrong guess costs one more request.
         busy = state is not None and state.tat is not None and state.tat >= now - BUSY_MEMORY
@@ -118,14 +150,18 @@ class Pacer:
         self.requests += reservation.requests
         self.seen[key] = reservation.state
         if reservation.start is None:
-            raise NoSlot(self._delay(reservation.state.tat or now, latest, now))
+            raise NoSlot(self._delay(key, reservation.state.tat or now, latest, now, need / rate))
         self.slots[key].extend(reservation.start + i / rate for i in range(count))
 
-    def _delay(self, tat: float, latest: float, now: float) -> int:
-        """Seconds until the schedule has room, spread over the schedule already reserved so
-        that given-back items do not all come back at the moment it frees."""
+    def _delay(self, key: str, tat: float, latest: float, now: float, length: float) -> int:
+        """Seconds until the schedule has room for a send of ``length`` seconds: the sends
+        this worker gives back one after another come back one after another at the rate
+        (not all at the moment the schedule frees, when only the first would find room), and
+        spread over the schedule already reserved so that other workers' do not collide."""
+        start = max(now + tat - latest, self.deferred.get(key, 0.0))
+        self.deferred[key] = start + length
         jitter = random.uniform(0, max(self.max_wait, tat - now) / 2)
-        return max(1, math.ceil(tat - latest + jitter))
+        return max(1, math.ceil(start - now + jitter))
 
     def slow_down(self, key: str, limit: float) -> bool:
         """A throttling answer: cut the shared rate (once per burst), drop the held slots."""
@@ -169,21 +205,119 @@ def get_pacer(runtime: Runtime) -> Pacer:
     return pacer
 
 
+def limit_of(key: str, runtime: Runtime) -> float | None:
+    """The limit per second of the rate ``key`` names, or None when unpaced."""
+    if key != SES_KEY:
+        return runtime.settings.twilio_sender_rate
+    configured = runtime.settings.ses_max_send_rate
+    if configured is not None:
+        return configured
+    from vdq.providers.ses import get_ses
+
+    return get_pacer(runtime).limit(SES_KEY, lambda: get_ses(runtime).max_send_rate())
+
+
+def units_of(method: str, content: dict[str, Any] | None) -> int:
+    """Slots one send takes: one per email, one per segment of an SMS (one when unknown)."""
+    if method == "email" or content is None:
+        return 1
+    from vdq import segments
+
+    return segments.count(content.get("body") or "").segments
+
+
 def rate_of(item: QueueItemRecord, content: dict[str, Any],
             runtime: Runtime) -> tuple[str, float | None, int]:  # fmt: skip
     """(schedule key, its limit per second or None when unpaced, slots this send takes)."""
-    if item.method == "email":
-        configured = runtime.settings.ses_max_send_rate
-        if configured is not None:
-            return SES_KEY, configured, 1
-        from vdq.providers.ses import get_ses
+    key = key_of(item.method, item.sender)
+    return key, limit_of(key, runtime), units_of(item.method, content)
 
-        limit = get_pacer(runtime).limit(SES_KEY, lambda: get_ses(runtime).max_send_rate())
-        return SES_KEY, limit, 1
-    from vdq import segments
 
-    units = segments.count(content.get("body") or "").segments
-    return f"twilio#{item.sender}", runtime.settings.twilio_sender_rate, units
+def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:
+    """The batch's messages grouped by provider rate (their ``pace``), as (index, upcoming).
+
+    ``upcoming`` counts the sends left in the batch at the same rate, this one included: a
+    worker reserves slots only for sends it will make, never for another sender's. The rates
+    take turns (round robin). Messages without ``pace`` (published before it existed, or by a
+    scheduled release) count as one rate of their own."""
+    groups = _groups(bodies)
+    order: list[tuple[int, int]] = []
+    while groups:
+        for key in list(groups):
+            waiting = groups[key]
+            order.append((waiting.popleft()[0], len(waiting) + 1))
+            if not waiting:
+                del groups[key]
+    return order
+
+
+def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
+    """The order a worker sends a batch in, as (index, upcoming): by the time of each send's
+    slot.
+
+    The slots of every rate in the batch are reserved first (one request per rate, as the
+    first send of each would), then the sends are made in the order of their slots: a worker
+    holding slots of two senders uses each one's at its time, never sleeping through one
+    sender's slots (which then go unused) while it waits for the other's. Sends whose rate is
+    full (given back at once) or unpaced go first; sends that do not name their rate go last
+    (each reserves at its turn). When the reservation fails, the batch is taken as
+    ``batch_order`` gives it (each send then paces itself as it comes)."""
+    order = batch_order(bodies)
+    try:
+        at = _slot_times(_groups(bodies), runtime)
+    except Exception:
+        logger.exception("the batch's slots could not be reserved; each send paces itself")
+        return order
+    return sorted(order, key=lambda pair: at.get(pair[0], math.inf))
+
+
+def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]],
+                runtime: Runtime) -> dict[int, float]:  # fmt: skip
+    """Reserve each rate's slots for its sends; {index: when its send may go}."""
+    pacer = get_pacer(runtime)
+    pacer.full.clear()
+    at: dict[int, float] = {}
+    for key, members in groups.items():
+        if key is None:
+            continue
+        limit = limit_of(key, runtime)
+        if limit is None:
+            at.update((index, -math.inf) for index, _ in members)
+            continue
+        method = "email" if key == SES_KEY else "sms"
+        units = [units_of(method, content) for _, content in members]
+        try:
+            held = pacer.hold(key, limit, sum(units))
+        except NoSlot:
+            pacer.full.add(key)
+            for index, _ in members:
+                at[index] = -math.inf  # given back first, at no wait
+            continue
+        last = held[-1] if held else pacer.wall()
+        rate = current_rate(limit, pacer.seen.get(key), pacer.wall())
+        for (index, _), n in zip(members, units, strict=True):
+            if len(held) >= n:
+                at[index], held = held[n - 1], held[n:]
+            else:  # past what one reservation holds: after it, at the rate
+                last += n / rate
+                at[index], held = last, []
+    return at
+
+
+def _groups(bodies: Sequence[Any]) -> dict[str | None, deque[tuple[int, dict[str, Any] | None]]]:
+    """The batch's messages by rate, in batch order: (index, the content it carries)."""
+    groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]] = {}
+    for index, body in enumerate(bodies):
+        pace, content = None, None
+        try:
+            data = json.loads(body) if isinstance(body, str) else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            pace = data.get("pace") if isinstance(data.get("pace"), str) else None
+            content = data.get("content") if isinstance(data.get("content"), dict) else None
+        groups.setdefault(pace, deque()).append((index, content))
+    return groups
 
 
 def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
@@ -236,7 +370,9 @@ def give_back(
     counted: bool = True,
 ) -> str:
     """Undo the claim: the item returns to the state it was claimed from, at the same attempt,
-    and its message (same attempt and lane) is published again ``delay`` seconds later.
+    and its message (same attempt and lane) is published again ``delay`` seconds later. Not a
+    transition of the workflow's table (why: vdq.workflow, ``GIVE_BACK``); ``name`` is its
+    history entry, one of ``workflow.GIVE_BACK_ENTRIES``.
 
     The write is conditional on the claim (``sending`` at this attempt), so a status update or
     an operator that moved the item first wins. A duplicate of the new message fails its claim
@@ -250,7 +386,8 @@ def give_back(
         timer_write,
     )
 
-    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
+    assert name in GIVE_BACK_ENTRIES
+    source = claim_source(item.retries)
     now = item_now(item, runtime)
     write = StateWrite(set={"state": source.value, "updated_at": iso(now), "claimed_at": None})
     if result is not None:

@@ -2,9 +2,11 @@
 
 A message carries the item id and the attempt it was published for; the worker drops a message
 whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
-check the suppression list before it claims the item (vdq.suppression.refuse). Small content
-rides along so the worker needs no content read; larger content is read from the store. Each
-priority has its own queue (vdq.lanes); a message goes to the queue of its ``priority``.
+check the suppression list before it claims the item (vdq.suppression.refuse), and the provider
+rate it is paced at (``pace``), so the worker can order a batch before claiming (vdq.pacing).
+Small content rides along so the worker needs no content read; larger content is read from the
+store. Each priority has its own queue (vdq.lanes); a message goes to the queue of its
+``priority``.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ class SendMessage:
     content: dict[str, Any] | None = None
     receiver: str | None = None
     priority: str = "normal"  # the lane (vdq.lanes); not in the body: the worker needs none
+    pace: str | None = None  # the provider rate's key (vdq.pacing.key_of); None: not known
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
         if self.receiver is not None:
             data["to"] = self.receiver
+        if self.pace is not None:
+            data["pace"] = self.pace
         if self.content is not None:
             encoded = json.dumps(self.content, separators=(",", ":"))
             if len(encoded) <= MAX_INLINE_CONTENT:
@@ -44,9 +49,10 @@ class SendMessage:
         if not isinstance(item_id, str) or not isinstance(attempt, int):
             raise ValueError("send message needs a string id and an integer attempt")
         content = data.get("content")
-        receiver = data.get("to")
+        receiver, pace = data.get("to"), data.get("pace")
         return cls(item_id, attempt, 0, content if isinstance(content, dict) else None,
-                   receiver if isinstance(receiver, str) else None)
+                   receiver if isinstance(receiver, str) else None,
+                   pace=pace if isinstance(pace, str) else None)  # fmt: skip
 
 
 class SendQueue:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from vdq.lanes import DEFAULT_PRIORITY
-from vdq.workflow import DONE_STATES, TRANSITIONS, State
+from vdq.workflow import DONE_STATES, GIVE_BACK, TRANSITIONS, State
 
 SOURCE = "vdq"
 DETAIL_TYPE = "Queue Item State Change"
@@ -25,6 +25,16 @@ PUT_EVENTS_BATCH = 10  # PutEvents takes at most 10 entries
 _TRANSITION_OF = {
     (source.value, t.target.value): name for name, t in TRANSITIONS.items() for source in t.sources
 }
+
+
+def transition_of(before: str, after: str, old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The transition a change of state is, or the give-back (vdq.workflow.GIVE_BACK): out of
+    ``sending`` to where the claim came from at the same attempt (``delay`` starts a new
+    one)."""
+    same_attempt = (old.get("attempt") or {}).get("N") == (new.get("attempt") or {}).get("N")
+    if before == State.SENDING and after in (State.QUEUED, State.DELAYED) and same_attempt:
+        return GIVE_BACK
+    return _TRANSITION_OF.get((before, after), "unknown")
 
 
 def wanted(mode: str, target: str) -> bool:
@@ -65,7 +75,7 @@ def detail_of(record: dict[str, Any], mode: str) -> dict[str, Any] | None:
         "id": item["id"],
         "method": item["method"],
         "priority": item.get("priority") or DEFAULT_PRIORITY,
-        "transition": _TRANSITION_OF.get((before, after), "unknown"),
+        "transition": transition_of(before, after, old, new),
         "from": before,
         "to": after,
         "attempt": attempt,

@@ -303,13 +303,11 @@ def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
 def send_entry(item: QueueItemRecord) -> HistoryRecord:
     """The ``send`` history entry of the claim, written with the outcome.
 
-    The claim's UpdateItem does not return the state it replaced. It is implied: an item enters
-    ``delayed`` only through ``delay``, which counts a retry, and ``queued`` only at creation or
-    through ``retry``, which resets the count; so the claimed item came from ``delayed`` exactly
-    when its retries are above 0.
+    The claim's UpdateItem does not return the state it replaced: ``workflow.claim_source``
+    implies it from the item's retries.
     """
     assert item.claimed_at is not None
-    source = State.DELAYED if (item.retries or 0) > 0 else State.QUEUED
+    source = workflow.claim_source(item.retries)
     return history_entry(
         item.id,
         parse_iso(item.claimed_at),

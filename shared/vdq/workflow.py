@@ -72,6 +72,27 @@ TRANSITIONS: dict[str, Transition] = {
 # Operator transitions start a new attempt: every send message of an older attempt drops itself.
 NEW_ATTEMPT_TRANSITIONS = frozenset({"retry", "cancel", "delay"})
 
+# The give-back is not a transition of the table. A worker that claimed an item (``send``) and
+# did not call the provider (its turn at the provider's rate is too far off, or the provider
+# refused it for its rate: vdq.pacing.give_back) undoes its own claim: the item returns to the
+# state the claim took it from, at the same attempt, its retries untouched. It moves nothing on
+# (no attempt, no retry, no result of a send), its target is wherever the claim came from
+# (``claim_source``), which a row of one target cannot say, and the table stays the seed's.
+# Only the worker whose claim it is writes it (conditional on ``sending`` at that attempt), so
+# no operator can apply it; its history entry names why (``GIVE_BACK_ENTRIES``, from
+# ``sending`` to the restored state), and a state event names it ``GIVE_BACK``.
+GIVE_BACK = "give_back"
+GIVE_BACK_ENTRIES = ("paced", "throttled")
+
+
+def claim_source(retries: float | None) -> State:
+    """The state a claim took an item from, which its give-back restores.
+
+    An item enters ``delayed`` only through ``delay``, which counts a retry, and ``queued``
+    only at creation or through ``retry``, which resets the count: a claimed item came from
+    ``delayed`` exactly when its retries are above 0."""
+    return State.DELAYED if (retries or 0) > 0 else State.QUEUED
+
 
 @dataclass(frozen=True)
 class Decision:

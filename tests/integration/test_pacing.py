@@ -15,10 +15,13 @@ import pytest
 from twilio.base.exceptions import TwilioRestException
 
 import vdq
+from tests.support.events import load_event
+from tests.support.lambda_context import LambdaContext
 from vdq import pacing, send
 from vdq.pacing import NoSlot, Pacer
 from vdq.providers import ThrottledProviderError
 from vdq.providers.twilio import classify as twilio_classify
+from vdq.sendqueue import SendMessage
 from vdq.store.pacing import PaceRecords
 
 SENDER = "shop@example.com"
@@ -231,3 +234,60 @@ def test_a_given_back_message_stays_in_its_items_lane(aws, rt, priority):
     rt.overrides["ses_provider"] = ThrottlingSes(times=1)
     assert send.process_body(first.body(), rt) == send.PACED
     assert rt.overrides["send_queue"].messages[-1].priority == priority
+
+
+def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(aws, rt):
+    # The handler orders a batch by this key before any claim (vdq.pacing.batch_order).
+    vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
+    vdq.add_sms(CELL, ["+14155550100"], "Your code is 1234", runtime=rt)
+    email, sms = rt.overrides["send_queue"].messages
+    assert (email.pace, sms.pace) == ("ses", f"twilio#{CELL}")
+    assert SendMessage.parse(sms.body()).pace == f"twilio#{CELL}"
+    rt.overrides["ses_provider"] = ThrottlingSes(times=1)
+    assert send.process_body(email.body(), rt) == send.PACED
+    assert SendMessage.parse(rt.overrides["send_queue"].messages[-1].body()).pace == "ses"
+
+
+def test_the_send_handler_takes_each_senders_messages_in_turn(aws, rt, monkeypatch):
+    from functions.send import handler as send_handler
+
+    other = "+15005550007"
+    vdq.add_sms(CELL, ["+14155550100", "+14155550101", "+14155550102"], "Hi", runtime=rt)
+    vdq.add_sms(other, ["+14155550103"], "Hi", runtime=rt)
+    messages = rt.overrides["send_queue"].messages
+    event = load_event("sqs_send_message")
+    event["Records"] = [{**event["Records"][0], "messageId": f"m{i}", "body": m.body()}
+                        for i, m in enumerate(messages)]  # fmt: skip
+    seen = []
+    monkeypatch.setattr(send_handler, "record_handler",
+                        lambda record, upcoming: seen.append((record["messageId"], upcoming)))
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    # The lone message of the second sender goes second, not after the first sender's three;
+    # each is told how many sends of its own sender follow (slots are reserved for those only).
+    assert seen == [("m0", 3), ("m3", 1), ("m1", 2), ("m2", 1)]
+
+
+def test_a_retry_given_back_returns_to_delayed_at_its_attempt_with_its_retries(aws, rt, wall):
+    from vdq.providers import TransientProviderError
+
+    class DownOnce:
+        calls = 0
+
+        def send_raw(self, **_):
+            self.calls += 1
+            if self.calls == 1:
+                raise TransientProviderError("SES", "Service unavailable", code="503")
+            return "0100-0001"
+
+    rt.overrides["ses_provider"] = DownOnce()
+    [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
+    queue = rt.overrides["send_queue"]
+    assert send.process_body(queue.messages[0].body(), rt) == send.DELAYED
+    retry = queue.messages[-1]
+    booked = rt.overrides["pacer"].records.reserve(pacing.SES_KEY, 60.0, wall.now, wall.now + 1,
+                                                   busy=True)  # a minute booked by others
+    assert booked.start is not None
+    assert send.process_body(retry.body(), rt) == send.PACED
+    stored = rt.store.get_item(item.id)
+    assert (stored.state, stored.attempt, stored.retries) == ("delayed", retry.attempt, 1)
+    assert states(rt, item.id)[-1] == ("paced", "sending", "delayed")

@@ -214,7 +214,7 @@ def test_republish_sweep_publishes_an_unclaimed_item_again_once(aws, runtime, cl
     assert drain(aws) == []
     clock.advance(2)
     assert schedules.run(["sweep"], runtime) == {"republished": 1}
-    assert drain(aws) == [{"id": item.id, "attempt": 1, "to": item.receiver}]
+    assert drain(aws) == [{"id": item.id, "attempt": 1, "to": item.receiver, "pace": "ses"}]
     stored = runtime.store.get_item(item.id)
     next_due = iso(clock.now() + timedelta(seconds=runtime.settings.publish_grace_seconds))
     assert stored.timer_sk == f"{next_due}#{item.id}"

@@ -8,9 +8,21 @@ that sleeping advances.
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 
-from vdq.pacing import FLOOR, RECOVERY, NoSlot, Pacer, current_rate, cut_rate
+from vdq.pacing import (
+    FLOOR,
+    RECOVERY,
+    NoSlot,
+    Pacer,
+    batch_order,
+    current_rate,
+    cut_rate,
+    plan,
+)
 from vdq.store.pacing import PaceState, Reservation
 
 
@@ -180,3 +192,114 @@ def test_a_provider_rate_that_cannot_be_read_leaves_sends_unpaced_for_a_while():
     wall.now += 61
     assert p.limit("ses", lambda: 14.0) == 14.0
     assert p.limit("ses", failing) == 14.0  # cached
+
+
+# ---- a batch's order ---------------------------------------------------------------------------
+
+
+def body(pace: str | None) -> str:
+    return json.dumps({"id": "I", "attempt": 1, **({"pace": pace} if pace else {})})
+
+
+def test_a_batch_takes_its_rates_in_turn_and_counts_upcoming_sends_per_rate():
+    bodies = [body("twilio#+1"), body("twilio#+1"), body("twilio#+1"), body("twilio#+2"),
+              body(None), "not json", body("twilio#+2")]  # fmt: skip
+    assert batch_order(bodies) == [
+        (0, 3), (3, 2), (4, 2),  # +1, +2, and the messages without a rate, each in turn
+        (1, 2), (6, 1), (5, 1),
+        (2, 1),
+    ]
+
+
+def test_one_rate_keeps_the_batch_order_and_reserves_for_the_whole_batch():
+    assert batch_order([body("ses")] * 4) == [(0, 4), (1, 3), (2, 2), (3, 1)]
+
+
+def test_a_worker_with_two_senders_in_a_batch_sends_both_at_their_rate_and_wastes_no_slot():
+    # Five SMS of each of two senders at 1/s: both senders' slots are used at their time, so
+    # the batch takes 4 s (not 9), and each sender's schedule holds exactly its five slots.
+    wall = Wall()
+    schedules = {"twilio#+1": Schedule(), "twilio#+2": Schedule()}
+
+    class Records:
+        def reserve(self, key, *args, **kwargs):
+            return schedules[key].reserve(key, *args, **kwargs)
+
+    p = Pacer(Records(), 5.0, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    start = wall.now
+    bodies = [body("twilio#+1")] * 5 + [body("twilio#+2")] * 5
+    for index, upcoming in batch_order(bodies):
+        p.turn(json.loads(bodies[index])["pace"], 1.0, upcoming=upcoming)
+    assert wall.now - start == pytest.approx(4.0)
+    for schedule in schedules.values():
+        assert schedule.reservations == 1
+        assert schedule.state.tat == pytest.approx(start + 5.0)
+
+
+class Records:
+    """One in-memory schedule per rate."""
+
+    def __init__(self, **tats: float) -> None:
+        self.schedules: dict[str, Schedule] = {}
+        self.tats = tats
+
+    def reserve(self, key, *args, **kwargs):
+        schedule = self.schedules.setdefault(key, Schedule(self.tats.get(key)))
+        return schedule.reserve(key, *args, **kwargs)
+
+
+def batch_runtime(p: Pacer, twilio_rate: float = 1.0) -> SimpleNamespace:
+    settings = SimpleNamespace(twilio_sender_rate=twilio_rate, ses_max_send_rate=10.0)
+    return SimpleNamespace(overrides={"pacer": p}, settings=settings)
+
+
+def run_batch(p: Pacer, bodies: list[str], wall: Wall,
+              give_back_seconds: float = 0.0) -> list[tuple[int, object]]:  # fmt: skip
+    """Each send of the batch in the plan's order: (index, when it went, or NoSlot)."""
+    done: list[tuple[int, object]] = []
+    for index, upcoming in plan(bodies, batch_runtime(p)):
+        try:
+            p.turn(json.loads(bodies[index])["pace"], 1.0, upcoming=upcoming)
+            done.append((index, wall.now))
+        except NoSlot as no_slot:
+            done.append((index, no_slot))
+            wall.now += give_back_seconds  # the give-back's writes
+    return done
+
+
+def test_a_plan_sends_in_the_order_of_the_slots_so_none_goes_unused():
+    # Sender +1's next 3 s are reserved by another worker, +2 is idle: +2's sends go at once
+    # and +1's after, each at its slot, instead of +2's slots passing while +1's are waited for.
+    wall = Wall()
+    records = Records(**{"twilio#+1": wall.now + 3.0})
+    p = Pacer(records, 5.0, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    bodies = [body("twilio#+1")] * 2 + [body("twilio#+2")] * 2
+    done = run_batch(p, bodies, wall)
+    start = 1_000.0
+    assert done == [(2, start), (3, start + 1), (0, start + 3), (1, start + 4)]
+    assert all(s.reservations == 1 for s in records.schedules.values())  # one request a rate
+
+
+def test_a_rate_the_plan_found_full_gives_back_the_whole_batch_at_that_rate():
+    # Full for the next 5 s: every send at that rate goes back, even when the schedule has
+    # room for one more by the time the later ones come up (the worker would otherwise sleep
+    # on a rate another worker keeps busy); the other rate's sends go meanwhile.
+    wall = Wall()
+    records = Records(**{"twilio#+1": wall.now + 5.0})
+    p = Pacer(records, 5.0, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    bodies = [body("twilio#+1")] * 3 + [body("twilio#+2")] * 3
+    done = run_batch(p, bodies, wall, give_back_seconds=1.5)  # room for one after the first
+    assert [i for i, outcome in done if isinstance(outcome, NoSlot)] == [0, 1, 2]
+    assert [i for i, outcome in done if not isinstance(outcome, NoSlot)] == [3, 4, 5]
+    assert records.schedules["twilio#+1"].reservations == 1
+
+
+def test_sends_given_back_together_come_back_one_after_another_at_the_rate(monkeypatch):
+    monkeypatch.setattr("vdq.pacing.random.uniform", lambda low, high: low)  # no jitter
+    wall = Wall()
+    records = Records(**{"twilio#+1": wall.now + 5.0})
+    p = Pacer(records, 5.0, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    done = run_batch(p, [body("twilio#+1")] * 3, wall)
+    # A one-slot reservation fits 1 s from now (4 s ahead); then one a second, at 1/s, not
+    # all three at the moment the schedule frees (where only the first would find room).
+    assert [outcome.delay for _, outcome in done] == [1, 2, 3]  # type: ignore[attr-defined]

@@ -76,3 +76,41 @@ def test_entering_done_only_from_an_active_state():
     assert workflow.decide("succeed", S.AWAITING, "I").enters_done
     assert workflow.decide("cancel", S.ERRORED, "I").enters_done
     assert not workflow.decide("error", S.SENDING, "I").enters_done
+
+
+# ---- the give-back: not a transition (vdq.workflow, GIVE_BACK) --------------------------------
+
+
+def test_the_give_back_is_not_a_transition_and_no_row_takes_sending_back():
+    # It undoes ``send``: no row of the table goes from sending to queued, and the only row
+    # from sending to delayed (``delay``) starts a new attempt, which a give-back never does.
+    assert workflow.GIVE_BACK not in workflow.TRANSITIONS
+    assert not any(S.SENDING in t.sources and t.target is S.QUEUED
+                   for t in workflow.TRANSITIONS.values())  # fmt: skip
+    assert [n for n, t in workflow.TRANSITIONS.items()
+            if S.SENDING in t.sources and t.target is S.DELAYED] == ["delay"]  # fmt: skip
+    assert "delay" in workflow.NEW_ATTEMPT_TRANSITIONS
+    with pytest.raises(NotFound):  # no operator can apply it
+        workflow.authorize(workflow.GIVE_BACK, frozenset(GATES | {"vdq.can_retry"}))
+
+
+@pytest.mark.parametrize(("retries", "source"), [(None, S.QUEUED), (0, S.QUEUED),
+                                                 (1, S.DELAYED), (5, S.DELAYED)])  # fmt: skip
+def test_a_give_back_restores_the_state_the_claim_took_the_item_from(retries, source):
+    assert workflow.claim_source(retries) is source
+    assert workflow.decide("send", source, "I1").target is S.SENDING  # a claim's source
+
+
+@pytest.mark.parametrize(("attempts", "transition"), [((3, 3), "give_back"), ((3, 4), "delay")])
+def test_a_state_event_names_a_give_back_apart_from_a_delay(attempts, transition):
+    from vdq import stateevents
+
+    image = {"sk": {"S": "STATE"}, "id": {"S": "X"}, "method": {"S": "email"},
+             "updated_at": {"S": "t"}}  # fmt: skip
+    record = {"eventName": "MODIFY", "dynamodb": {
+        "OldImage": {**image, "state": {"S": "sending"}, "attempt": {"N": str(attempts[0])}},
+        "NewImage": {**image, "state": {"S": "delayed"}, "attempt": {"N": str(attempts[1])}}}}
+    assert stateevents.detail_of(record, "all")["transition"] == transition
+    record["dynamodb"]["NewImage"]["state"] = {"S": "queued"}
+    expected = "give_back" if transition == "give_back" else "unknown"
+    assert stateevents.detail_of(record, "all")["transition"] == expected

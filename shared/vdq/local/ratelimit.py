@@ -20,6 +20,7 @@ class RateLimit:
         self.capacity = rate + 1.0 if rate else 0.0
         self.accepted = 0
         self.refused = 0
+        self.by_sender: dict[str, tuple[int, int]] = {}  # sender -> (accepted, refused)
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # sender -> (tokens, at)
         self._lock = threading.Lock()
@@ -32,12 +33,15 @@ class RateLimit:
             now = self._clock()
             tokens, at = self._buckets.get(sender, (self.capacity, now))
             tokens = min(self.capacity, tokens + (now - at) * self.rate)
+            accepted, refused = self.by_sender.get(sender, (0, 0))
             if tokens < 1.0:
                 self._buckets[sender] = (tokens, now)
                 self.refused += 1
+                self.by_sender[sender] = (accepted, refused + 1)
                 return False
             self._buckets[sender] = (tokens - 1.0, now)
             self.accepted += 1
+            self.by_sender[sender] = (accepted + 1, refused)
             return True
 
     def describe(self) -> str:

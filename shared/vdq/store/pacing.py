@@ -21,6 +21,15 @@ KEEP_SECONDS = 7 * 86_400
 _NAMES = {"#tat": "tat", "#rate": "rate", "#cut": "cut_at", "#exp": "expiration"}
 
 
+SES_KEY = "ses"
+
+
+def key_of(method: str, sender: str) -> str:
+    """The rate an item's send is paced at: SES's account rate for every email, the sender
+    number's for an SMS."""
+    return SES_KEY if method == "email" else f"twilio#{sender}"
+
+
 def pace_pk(key: str) -> str:
     return f"PACE#{key}"
 
