@@ -9,7 +9,7 @@ scenario: achieved rate against the limit, the throttling answers the sandbox ga
 requests per sent message (those made for pacing, and all the send functions made: claims,
 give-backs and records included), and how many items went back on the queue; per Twilio sender,
 its sends, achieved rate and throttling answers. The workers take each batch in the order the
-send function's handler does (``vdq.pacing.plan``).
+send function's handler does (``vdq.batchplan.plan``).
 
 Scenarios: SES with its rate read from the account (GetAccount on the sandbox); SES with
 VDQ_SES_MAX_SEND_RATE set 50% above the sandbox's true rate (AIMD finds it); Twilio senders
@@ -131,7 +131,7 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
     import boto3
 
     import vdq
-    from vdq import pacing, send
+    from vdq import batchplan, send
     from vdq.local.faults import Faults
     from vdq.local.ses_sandbox import SesSandbox
     from vdq.local.twilio_sandbox import TwilioSandbox
@@ -186,7 +186,7 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
                     if not batch:
                         time.sleep(0.02)  # the event source mapping's poll
                         continue
-                    for index, upcoming in pacing.plan(batch, rt):  # as the handler does
+                    for index, upcoming in batchplan.plan(batch, rt):  # as the handler does
                         outcome = send.process_body(batch[index], rt, upcoming=upcoming)
                         with lock:
                             outcomes.append(outcome)

@@ -2,8 +2,9 @@
 
 One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
-(VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming (``plan``:
-each rate's slots reserved in one request, the sends made in slot order), keeps spare slots
+(VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming
+(``vdq.batchplan``: each rate's slots reserved in one request, the sends made in slot order),
+keeps spare slots
 for its next sends, and waits for each slot in turn. A slot further off than
 VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
 it from, at the same attempt, and its message is published again with a delay (see
@@ -16,12 +17,11 @@ the queue the same way: throttling never makes an item ``errored``.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -231,93 +231,6 @@ def rate_of(item: QueueItemRecord, content: dict[str, Any],
     """(schedule key, its limit per second or None when unpaced, slots this send takes)."""
     key = key_of(item.method, item.sender)
     return key, limit_of(key, runtime), units_of(item.method, content)
-
-
-def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:
-    """The batch's messages grouped by provider rate (their ``pace``), as (index, upcoming).
-
-    ``upcoming`` counts the sends left in the batch at the same rate, this one included: a
-    worker reserves slots only for sends it will make, never for another sender's. The rates
-    take turns (round robin). Messages without ``pace`` (published before it existed, or by a
-    scheduled release) count as one rate of their own."""
-    groups = _groups(bodies)
-    order: list[tuple[int, int]] = []
-    while groups:
-        for key in list(groups):
-            waiting = groups[key]
-            order.append((waiting.popleft()[0], len(waiting) + 1))
-            if not waiting:
-                del groups[key]
-    return order
-
-
-def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
-    """The order a worker sends a batch in, as (index, upcoming): by the time of each send's
-    slot.
-
-    The slots of every rate in the batch are reserved first (one request per rate, as the
-    first send of each would), then the sends are made in the order of their slots: a worker
-    holding slots of two senders uses each one's at its time, never sleeping through one
-    sender's slots (which then go unused) while it waits for the other's. Sends whose rate is
-    full (given back at once) or unpaced go first; sends that do not name their rate go last
-    (each reserves at its turn). When the reservation fails, the batch is taken as
-    ``batch_order`` gives it (each send then paces itself as it comes)."""
-    order = batch_order(bodies)
-    try:
-        at = _slot_times(_groups(bodies), runtime)
-    except Exception:
-        logger.exception("the batch's slots could not be reserved; each send paces itself")
-        return order
-    return sorted(order, key=lambda pair: at.get(pair[0], math.inf))
-
-
-def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]],
-                runtime: Runtime) -> dict[int, float]:  # fmt: skip
-    """Reserve each rate's slots for its sends; {index: when its send may go}."""
-    pacer = get_pacer(runtime)
-    pacer.full.clear()
-    at: dict[int, float] = {}
-    for key, members in groups.items():
-        if key is None:
-            continue
-        limit = limit_of(key, runtime)
-        if limit is None:
-            at.update((index, -math.inf) for index, _ in members)
-            continue
-        method = "email" if key == SES_KEY else "sms"
-        units = [units_of(method, content) for _, content in members]
-        try:
-            held = pacer.hold(key, limit, sum(units))
-        except NoSlot:
-            pacer.full.add(key)
-            for index, _ in members:
-                at[index] = -math.inf  # given back first, at no wait
-            continue
-        last = held[-1] if held else pacer.wall()
-        rate = current_rate(limit, pacer.seen.get(key), pacer.wall())
-        for (index, _), n in zip(members, units, strict=True):
-            if len(held) >= n:
-                at[index], held = held[n - 1], held[n:]
-            else:  # past what one reservation holds: after it, at the rate
-                last += n / rate
-                at[index], held = last, []
-    return at
-
-
-def _groups(bodies: Sequence[Any]) -> dict[str | None, deque[tuple[int, dict[str, Any] | None]]]:
-    """The batch's messages by rate, in batch order: (index, the content it carries)."""
-    groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]] = {}
-    for index, body in enumerate(bodies):
-        pace, content = None, None
-        try:
-            data = json.loads(body) if isinstance(body, str) else None
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            pace = data.get("pace") if isinstance(data.get("pace"), str) else None
-            content = data.get("content") if isinstance(data.get("content"), dict) else None
-        groups.setdefault(pace, deque()).append((index, content))
-    return groups
 
 
 def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,

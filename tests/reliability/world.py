@@ -348,8 +348,11 @@ def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[
         open_items = [f"{i.id}={i.state}" for i in members if i.state not in DONE]
         if open_items:
             problems.append(f"content {pk[3:]} expires while {open_items} are not done")
-        latest = max((int(i.expiration) for i in members if i.expiration is not None), default=0)
-        if int(ttl["N"]) < latest:
+        # (A content no stored item uses, from an enqueue that died before its items, just
+        # expires: there is no item for it to outlive.)
+        expirations = [int(i.expiration) for i in members if i.expiration is not None]
+        latest = max(expirations, default=None)
+        if latest is not None and int(ttl["N"]) < latest:
             problems.append(f"content {pk[3:]} expires at {ttl['N']}, before its item ({latest})")
     return problems
 

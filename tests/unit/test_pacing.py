@@ -13,15 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from vdq.batchplan import batch_order, plan
 from vdq.pacing import (
     FLOOR,
     RECOVERY,
     NoSlot,
     Pacer,
-    batch_order,
     current_rate,
     cut_rate,
-    plan,
 )
 from vdq.store.pacing import PaceState, Reservation
 
