@@ -519,8 +519,8 @@ def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, bro
 
 
 def test_console_answers_carry_a_strict_content_security_policy(stack):
-    for path in ("/console/", "/console/console.js", "/console/console.css",
-                 "/console/config.json"):  # fmt: skip
+    for path in ("/console/", "/console/console.js", "/console/dom.js", "/console/session.js",
+                 "/console/item.js", "/console/console.css", "/console/config.json"):  # fmt: skip
         answer = requests.get(stack.url + path, timeout=patient(10))
         assert answer.status_code == 200, path
         policy = dict(p.strip().split(" ", 1) for p in
@@ -538,10 +538,12 @@ def test_console_answers_carry_a_strict_content_security_policy(stack):
     assert moved.status_code == 302 and moved.headers["Location"] == "console/"
 
 
-def test_the_script_never_writes_markup():
-    script = (REPO / "shared/vdq/console/static/console.js").read_text()
-    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(",
-                         script)  # fmt: skip
+def test_the_scripts_never_write_markup():
+    scripts = sorted((REPO / "shared/vdq/console/static").glob("*.js"))
+    assert [s.name for s in scripts] == ["console.js", "dom.js", "item.js", "session.js"]
+    for script in scripts:
+        assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(",
+                             script.read_text()), script.name  # fmt: skip
 
 
 def test_screenshots_are_where_the_readme_shows_them():

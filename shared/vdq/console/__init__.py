@@ -1,4 +1,4 @@
-"""The operator console: a static app (one page, one script module, one style sheet) and its
+"""The operator console: a static app (one page, four script modules, one style sheet) and its
 configuration, served by the operator function on two routes API Gateway passes without an
 authorizer, as the local front does.
 
@@ -30,6 +30,9 @@ STATIC = Path(__file__).with_name("static")
 TYPES = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
+    "dom.js": "text/javascript; charset=utf-8",
+    "session.js": "text/javascript; charset=utf-8",
+    "item.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }
 CONFIG = "config.json"
