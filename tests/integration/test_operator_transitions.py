@@ -99,7 +99,8 @@ def test_retry_starts_a_new_attempt_clears_delay_and_result_and_publishes(aws, r
     assert (after.state, after.attempt) == ("queued", before.attempt + 1)
     assert after.retry_delay is None and after.result is None
     assert answer.body["item"]["attempt"] == after.attempt
-    assert drain(aws) == [{"id": item.id, "attempt": after.attempt, "to": item.receiver}]
+    assert drain(aws) == [{"id": item.id, "attempt": after.attempt, "to": item.receiver,
+                           "pace": f"twilio#{item.sender}"}]  # fmt: skip
     # A send message of the older attempt drops itself: its claim fails.
     with pytest.raises(Moved):
         runtime.store.claim(item.id, before.attempt, ("queued", "delayed"),

@@ -63,7 +63,7 @@ DONE = {"cancelled", "succeeded", "unconfirmed"}
 NEW_ATTEMPT = {"retry", "cancel", "delay"}
 
 
-GIVE_BACKS = ("paced", "throttled")  # vdq.pacing's history names of an undone claim
+GIVE_BACKS = ("paced", "throttled", "suppressed")  # vdq.pacing's names of an undone claim
 
 
 def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = True) -> list[str]:
