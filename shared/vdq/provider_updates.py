@@ -176,8 +176,9 @@ T = TypeVar("T")
 def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtime: Runtime,
                 attempt: Callable[[bool], T]) -> T:  # fmt: skip
     """Run ``attempt(True)`` (which also writes the provider-ID mapping); when the mapping
-    exists and holds only orphans (or already names this item), adopt it, run
-    ``attempt(False)`` and apply the orphans to the item."""
+    exists and holds only orphans (or already names this item), adopt it, apply the orphans to
+    the item and then run ``attempt(False)``: the orphans arrived before this update, so the
+    item ends as the latest says (a cancelled item's result is the latest event's text)."""
     if provider_id is None:
         return attempt(False)
     try:
@@ -188,9 +189,8 @@ def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtim
             raise
     orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt,
                                           mapping_expiration(runtime.clock.now(), runtime.settings))
-    result = attempt(False)
     replay_orphans(item_id, provider_id, orphans, runtime)
-    return result
+    return attempt(False)
 
 
 def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],

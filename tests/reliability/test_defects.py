@@ -353,3 +353,20 @@ def test_an_enqueue_that_dies_before_confirming_its_items_leaves_its_content_to_
         (keys,) = world.files().values()
         assert not set(keys) & world.s3_keys(), "the files of a done content are still stored"
     assert content_expiration(item) is not None, "the content of done items never expires"
+
+
+def test_a_tagged_result_of_a_cancelled_email_wins_over_the_orphans_that_came_before_it(world):
+    """The soak's counterexample (session 6): SES took attempt 1 without an answer; its bounce
+    arrived untagged and waited as an orphan; the email was cancelled; a tagged reject of the
+    same message then stored the mapping, and the older orphan, replayed after it, wrote its
+    text over the reject's. The seed: the latest result of a cancelled email is its result."""
+    (item,) = email(world, ["ada@example.org"])
+    message_id = sent_without_answer(world, item.id)
+    untagged = ses_event("bounce_permanent", message_id=message_id, item_id=None, attempt=None)
+    results.handle_ses_event(untagged, world.rt)  # no item knows the message yet: an orphan
+    operator(world, item.id, "cancel")
+    reject = ses_event("reject", message_id=message_id, item_id=item.id, attempt=1)
+    results.handle_ses_event(reject, world.rt)
+    stored = world.item(item.id)
+    assert stored.state == "cancelled"
+    assert stored.result == results.parse_ses_event(reject).text
