@@ -56,6 +56,19 @@ def one_email(rt, to="ada@example.org"):
     return item
 
 
+def paced(rt):
+    """SES paced at 10/s by a worker on a fake wall clock, and a queue that keeps what is
+    published: (wall, pacer, queue)."""
+    from tests.integration.test_pacing import RecordingQueue, Wall, worker
+
+    wall = Wall()
+    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
+    pacer = rt.overrides["pacer"] = worker(rt, wall)
+    queue = rt.overrides["send_queue"] = RecordingQueue()
+    rt.__dict__.pop("send_queue", None)
+    return wall, pacer, queue
+
+
 def results(rt, *bodies):
     return webhook.handler(sqs_event(*bodies), LambdaContext("webhook"))
 
@@ -88,14 +101,9 @@ def test_a_receiver_suppressed_while_the_send_waits_for_its_turn_is_not_sent(aws
     """The check before the claim is read again after a paced wait longer than a moment: a
     complaint that arrives during the wait stops the send (the item goes back on the queue and
     the next delivery cancels it). After a short wait no second read is made."""
-    from tests.integration.test_pacing import RecordingQueue, Wall, worker
     from vdq import pacing
 
-    wall = Wall()
-    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
-    pacer = rt.overrides["pacer"] = worker(rt, wall)
-    queue = rt.overrides["send_queue"] = RecordingQueue()
-    rt.__dict__.pop("send_queue", None)
+    wall, pacer, queue = paced(rt)
     item = one_email(rt, "ada@example.org")
     pacer.records.reserve(pacing.SES_KEY, booked, wall.now, wall.now, busy=False)
 
@@ -127,14 +135,9 @@ def test_a_failed_read_again_after_a_paced_wait_sends_rather_than_errors_the_ite
     a send whose pacing record cannot be read is (vdq.pacing.gate). On eb5de0e the failure
     reaches the worker's catch-all: the item ends errored ("internal error in the send
     worker") and waits for an operator, though nothing says its receiver is suppressed."""
-    from tests.integration.test_pacing import RecordingQueue, Wall, worker
     from vdq import pacing
 
-    wall = Wall()
-    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
-    pacer = rt.overrides["pacer"] = worker(rt, wall)
-    queue = rt.overrides["send_queue"] = RecordingQueue()
-    rt.__dict__.pop("send_queue", None)
+    wall, pacer, queue = paced(rt)
     item = one_email(rt, "ada@example.org")
     pacer.records.reserve(pacing.SES_KEY, 2.0, wall.now, wall.now, busy=False)
     pacer.sleep = wall.sleep
@@ -161,17 +164,12 @@ def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, mo
     its turn at the rate" (vdq.resources). An item given back because its receiver was
     suppressed during the wait is counted once, as SendsSuppressed when its next delivery
     cancels it; on eb5de0e the give-back also counted it as paced."""
-    from tests.integration.test_pacing import RecordingQueue, Wall, worker
     from vdq import pacing, resources
     from vdq.observability import metrics
 
     counted: list[str] = []
     monkeypatch.setattr(metrics, "add_metric", lambda name, **_: counted.append(name))
-    wall = Wall()
-    rt.settings = replace(rt.settings, ses_max_send_rate=10.0)
-    pacer = rt.overrides["pacer"] = worker(rt, wall)
-    queue = rt.overrides["send_queue"] = RecordingQueue()
-    rt.__dict__.pop("send_queue", None)
+    wall, pacer, queue = paced(rt)
     one_email(rt, "ada@example.org")
     pacer.records.reserve(pacing.SES_KEY, 2.0, wall.now, wall.now, busy=False)
 
