@@ -36,6 +36,10 @@ _CONTENT_ID = re.compile(f"[{CONTENT_ID_CHARS}]+")
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 # A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# An RFC 2047 encoded word (=?charset?Q|B?text?=): mail readers, and the email package that
+# builds the message, decode it wherever a header holds text.
+_ENCODED_WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")
+_CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
 
 
 # ---- values of each kind ---------------------------------------------------------------------
@@ -88,8 +92,33 @@ def check_text(value: str, path: str, *, single_line: bool) -> None:
                 f"must not contain line breaks or control characters "
                 f"(U+{ord(found.group()):04X} at {found.start()})",
             )
+        if "=?" in value:
+            _check_encoded_words(value, path)
     if "\x00" in value:
         raise ValidationError(path, "must not contain NUL characters")
+
+
+def _check_encoded_words(value: str, path: str) -> None:
+    """A single line as a mail reader shows it: no encoded word may decode to a line break or
+    a control character (``=?UTF-8?Q?a=0D=0ABcc:...?=`` would be a header line of its own)."""
+    import quopri
+
+    for word in _ENCODED_WORD.finditer(value):
+        charset, encoding, text = word.groups()
+        try:
+            data = (base64.b64decode(text + "=" * (-len(text) % 4)) if encoding in "Bb"
+                    else quopri.decodestring(text.encode(), header=True))  # fmt: skip
+        except (binascii.Error, ValueError):
+            continue  # no encoded word to a reader: it shows the text as written (checked)
+        try:
+            shown = data.decode(charset.partition("*")[0], "replace")
+        except LookupError:
+            shown = ""
+        # The bytes themselves too: CR, LF and NUL are those bytes in any ASCII charset.
+        if _CONTROL.search(shown) or _CONTROL_BYTES.search(data):
+            raise ValidationError(
+                path, f"must not contain line breaks or control characters, also not in an "
+                      f"encoded word ({word.group()[:60]!r} at {word.start()})")  # fmt: skip
 
 
 def email_address(value: Any, path: str) -> str:
