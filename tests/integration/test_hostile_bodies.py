@@ -5,6 +5,7 @@ is stored as sent."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import boto3
 import pytest
@@ -14,7 +15,8 @@ from tests.support.aws import TABLE, drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.unit.test_hostile_text import build
-from vdq import messages
+from vdq import api, messages
+from vdq.errors import BadRequest, ValidationError
 
 EMAIL = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
          "subject": "Hi", "text": "Text"}  # fmt: skip
@@ -80,3 +82,43 @@ def test_an_encoded_word_without_control_characters_is_accepted_and_sent_as_one_
     names = [line.split(b":")[0] for line in head if not line.startswith((b" ", b"\t"))]
     assert sorted(names) == [b"Content-Transfer-Encoding", b"Content-Type", b"From",
                              b"MIME-Version", b"Subject", b"To"]  # fmt: skip
+
+
+# ---- bodies as wide as a request may be ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["0", "{}", '""', "[[[[[[[[0]]]]]]]]"])
+def test_walking_a_wide_body_takes_memory_of_its_depth_not_of_its_width(entry):
+    """A 6 MB body of 300,000+ small values: the walk that looks for lone surrogates and nesting
+    held a path string and a tuple for every value at once (about 150 bytes each: 400 MB more
+    for a 6 MB body, past the enqueue function's 512 MB, a 502)."""
+    data = json.loads('{"x": [' + ",".join([entry] * 300_000) + "]}")
+    api.check_json(["warm"])  # its imports, once
+    tracemalloc.start()
+    try:
+        api.check_json(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, f"{peak} bytes"
+
+
+@pytest.mark.parametrize("raw,field", [
+    ('{"a": [1, {"b": "\\ud800"}]}', "a[1].b"),
+    ('[[{"\\udc00": 1}]]', "[0][0].\\udc00"),
+    ('"\\ud800"', "body"),
+])  # fmt: skip
+def test_the_walk_names_where_a_lone_surrogate_is(raw, field):
+    with pytest.raises(ValidationError) as err:
+        api.json_body({"body": raw})
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("depth,refused", [(33, False), (34, True)])
+def test_nesting_is_refused_past_32_levels_below_the_top(depth, refused):
+    raw = "[" * depth + "]" * depth
+    if refused:
+        with pytest.raises(BadRequest, match="nests more than 32 levels"):
+            api.json_body({"body": raw})
+    else:
+        assert api.json_body({"body": raw}) == json.loads(raw)
