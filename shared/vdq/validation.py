@@ -249,12 +249,20 @@ def _item_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
     return _bounded(f, value, path)
 
 
+# A JSON number with a fraction is read as a float: whole numbers below 2^53 are exact (from
+# 2^53 on, two written numbers read as one float: 9007199254740993.0 as 9007199254740992).
+_EXACT_FLOAT = 2**53
+
+
 def _origin_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
-    # A whole number, also as JSON writes it with a fraction of zero (1042.0 is the integer
-    # 1042 to JSON Schema, so to a client validating against the document).
-    if isinstance(value, float) and value.is_integer():
+    # A whole number of 64 bits (as the document says), also as JSON writes it with a fraction
+    # of zero (1042.0 is the integer 1042 to JSON Schema): stored as its text, exactly.
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
         value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) or not -(2**63) <= value < 2**63:
+            raise ValidationError(path, "must be a string, or a whole number of 64 bits (one "
+                                        "written with a fraction, below 2^53)")  # fmt: skip
         value = str(value)
     return _line(f, value, path, limits)
 

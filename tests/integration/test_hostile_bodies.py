@@ -122,3 +122,32 @@ def test_nesting_is_refused_past_32_levels_below_the_top(depth, refused):
             api.json_body({"body": raw})
     else:
         assert api.json_body({"body": raw}) == json.loads(raw)
+
+
+# ---- numbers ------------------------------------------------------------------------------------
+
+
+def raw_email(origin_id: str) -> str:
+    return json.dumps(EMAIL)[:-1] + f', "origin": {{"type": "order", "id": {origin_id}}}}}'
+
+
+@pytest.mark.parametrize("number", [
+    "9007199254740993.0",  # was stored as "9007199254740992": a float holds 53 bits
+    "9007199254740992.0",
+    "1e20",  # was stored as "100000000000000000000": over the 64 bits the document promises
+    str(2**70), str(-(2**63) - 1), "1e309", "1.5", "-0.5",
+])  # fmt: skip
+def test_an_origin_id_number_that_is_not_exactly_a_64_bit_integer_is_refused(aws, runtime,
+                                                                             number):  # fmt: skip
+    error = refused(aws, raw_email(number), 422, "origin.id")
+    assert "64" in error["message"]
+
+
+@pytest.mark.parametrize("number,stored", [
+    ("1042", "1042"), ("1042.0", "1042"), ("-0.0", "0"), ("9007199254740991.0", "9007199254740991"),
+    (str(2**63 - 1), str(2**63 - 1)), (str(-(2**63)), str(-(2**63))),
+])  # fmt: skip
+def test_an_origin_id_number_is_stored_exactly(aws, runtime, number, stored):
+    status, answer = post(raw_email(number))
+    assert status == 201, answer
+    assert answer["items"][0]["origin"] == {"type": "order", "id": stored}
