@@ -40,6 +40,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # builds the message, decode it wherever a header holds text.
 _ENCODED_WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")
 _CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
+_SPACE = re.compile(r"\s")
 
 
 # ---- values of each kind ---------------------------------------------------------------------
@@ -268,9 +269,17 @@ def _origin_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
 
 
 def _https_url(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    """An https:// URL with a host and no spaces (what Twilio fetches; it refuses others at
+    send, when the item could only fail)."""
+    from urllib.parse import urlsplit
+
     text = _line(f, value, path, limits)
-    if not text.startswith("https://"):
-        raise ValidationError(path, "must be an https:// URL")
+    try:
+        host = urlsplit(text).hostname
+    except ValueError:  # an unclosed [IPv6 literal
+        host = None
+    if not text.startswith("https://") or not host or _SPACE.search(text):
+        raise ValidationError(path, "must be an https:// URL with a host, and no spaces")
     return text
 
 

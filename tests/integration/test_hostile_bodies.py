@@ -15,6 +15,7 @@ from tests.support.aws import TABLE, drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.unit.test_hostile_text import build
+from tests.unit.test_request_bodies import _document_takes
 from vdq import api, messages
 from vdq.errors import BadRequest, ValidationError
 
@@ -151,3 +152,27 @@ def test_an_origin_id_number_is_stored_exactly(aws, runtime, number, stored):
     status, answer = post(raw_email(number))
     assert status == 201, answer
     assert answer["items"][0]["origin"] == {"type": "order", "id": stored}
+
+
+# ---- SMS media URLs ----------------------------------------------------------------------------
+
+SMS = {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550100"}], "body": "Code"}
+
+
+@pytest.mark.parametrize("url", [
+    "https://", "https:///x.png", "https://:443/x.png", "https://@/x.png", "https://[::1/x.png",
+    "https://example.org/a b.png", "https://example.org/a\u00a0b.png",
+])  # fmt: skip
+def test_a_media_url_without_a_host_or_with_spaces_is_refused(aws, runtime, url):
+    """Were accepted (201): Twilio refuses such a MediaUrl at send, and the item errored."""
+    status, answer = post({**SMS, "media_urls": [url]}, "sms")
+    assert (status, answer["error"]["details"]["field"]) == (422, "media_urls[0]"), answer
+    assert records() == 0 and drain(aws) == []
+    assert not _document_takes(messages.SMS, {**SMS, "media_urls": [url]})
+
+
+def test_a_media_url_with_a_host_path_query_and_fragment_is_accepted(aws, runtime):
+    url = "https://cdn.example.org:8443/m/a%20b.png?v=2#x"
+    status, answer = post({**SMS, "media_urls": [url]}, "sms")
+    assert status == 201, answer
+    assert _document_takes(messages.SMS, {**SMS, "media_urls": [url]})

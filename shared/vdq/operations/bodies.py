@@ -38,6 +38,10 @@ BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 SEND_AT = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
            r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")  # fmt: skip
+# A host (a name, maybe with a port, or a bracketed IPv6 address), then a path, query or
+# fragment; no spaces. Narrower than the server, which also takes a user@ before the host.
+_HOST = f"(?:\\[[0-9A-Fa-f:.]+\\](?::[0-9]+)?|[^/?#:@\\[\\]\\s{_C}][^/?#@\\[\\]\\s{_C}]*)"
+HTTPS_URL = f"^https://{_HOST}(?:[/?#][^\\s{_C}]*)?$"
 _INT64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
 _SETTING = re.compile(r"\{(\w+)(:,)?\}")
 
@@ -117,7 +121,7 @@ _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "item_id": lambda f: _string(f, ids.PATTERN),
     # Any whole number the JSON of a 64-bit integer holds (stored as its text).
     "origin_id": lambda f: {"anyOf": [_line(f), _INT64]},
-    "https_url": lambda f: _string(f, f"^https://[^{_C}]*$"),
+    "https_url": lambda f: _string(f, HTTPS_URL),
     "priority": lambda f: {"type": "string", "enum": list(PRIORITIES)},
     "send_at": lambda f: {"type": "string"},
     "integer": lambda f: {"type": "integer", "minimum": at_default(f.minimum),
