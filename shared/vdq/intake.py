@@ -8,6 +8,7 @@ same way again: its stored items are sent once, and the rejected receivers need 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -22,6 +23,8 @@ from vdq.views import item_json
 
 ADD_PERMISSION = "vdq.add_queueitem"
 MAX_IDEMPOTENCY_KEY = 255
+IDEMPOTENCY_KEY_PATTERN = "^[\\x21-\\x7e](?:[\\x20-\\x7e]*[\\x21-\\x7e])?$"
+_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 PARTIAL = "partially_enqueued"  # how a partial answer is kept under its Idempotency-Key
 
 
@@ -45,8 +48,12 @@ def submit(
 
 
 def check_key(idempotency_key: str) -> None:
-    if not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable():
-        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+    """A 400 naming the header unless the key is what the document promises: printable ASCII
+    (what HTTP carries), with no space at either end (HTTP drops it)."""
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY or not _KEY.fullmatch(idempotency_key):
+        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII "
+                         "characters, with no space at either end",
+                         details={"field": "Idempotency-Key"})  # fmt: skip
 
 
 def once(kind: str, who: Caller, idempotency_key: str, body: Any, runtime: Runtime,

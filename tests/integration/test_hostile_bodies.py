@@ -176,3 +176,22 @@ def test_a_media_url_with_a_host_path_query_and_fragment_is_accepted(aws, runtim
     status, answer = post({**SMS, "media_urls": [url]}, "sms")
     assert status == 201, answer
     assert _document_takes(messages.SMS, {**SMS, "media_urls": [url]})
+
+
+# ---- Idempotency-Key ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [" ", " key", "key ", "clé", "key-😀", "a\tb", "x" * 256, ""])
+def test_an_idempotency_key_the_document_refuses_is_a_400_naming_the_header(aws, runtime, key):
+    """The document promises printable ASCII without a space at either end; " ", "clé" and
+    "key " were taken (201) and named no field when refused."""
+    status, answer = post(EMAIL, headers={"Idempotency-Key": key})
+    assert (status, answer["error"]["details"]["field"]) == (400, "Idempotency-Key"), answer
+    assert records() == 0 and drain(aws) == []
+
+
+def test_an_idempotency_key_of_printable_ascii_with_inner_spaces_is_taken(aws, runtime):
+    key = "order 1042/" + "~" * 200
+    first, again = (post(EMAIL, headers={"Idempotency-Key": key}) for _ in range(2))
+    assert first[0] == again[0] == 201
+    assert first[1]["items"][0]["id"] == again[1]["items"][0]["id"]

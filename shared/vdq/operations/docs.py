@@ -98,11 +98,11 @@ BODIES = {
 
 
 def _idempotency_schema() -> dict[str, Any]:
-    from vdq.intake import MAX_IDEMPOTENCY_KEY
+    from vdq.intake import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
 
     # Printable ASCII (what HTTP carries), not starting or ending with a space (HTTP drops it).
     return {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY,
-            "pattern": "^[\\x21-\\x7e](?:[\\x20-\\x7e]*[\\x21-\\x7e])?$"}  # fmt: skip
+            "pattern": IDEMPOTENCY_KEY_PATTERN}  # fmt: skip
 
 
 IDEMPOTENCY_KEY_SCHEMA = _idempotency_schema()
