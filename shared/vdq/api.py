@@ -130,7 +130,7 @@ def json_body(event: Mapping[str, Any]) -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body is over the limit of {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        data = json.loads(raw, parse_constant=_no_constant, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         raise BadRequest(
             f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -154,6 +154,21 @@ class _NotJson(ValueError):
 
 def _no_constant(name: str) -> Any:
     raise _NotJson(f"the body is not valid JSON: {name} is not a JSON value")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct: a key given twice has no one meaning (Python
+    reads the last, other readers the first)."""
+    data = dict(pairs)
+    if len(data) == len(pairs):
+        return data
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            name = key.encode("ascii", "backslashreplace").decode()
+            raise _NotJson(f"the body names {name!r} twice in one object: give each key once")
+        seen.add(key)
+    return data
 
 
 def check_json(data: Any) -> None:

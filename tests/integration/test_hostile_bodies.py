@@ -195,3 +195,21 @@ def test_an_idempotency_key_of_printable_ascii_with_inner_spaces_is_taken(aws, r
     first, again = (post(EMAIL, headers={"Idempotency-Key": key}) for _ in range(2))
     assert first[0] == again[0] == 201
     assert first[1]["items"][0]["id"] == again[1]["items"][0]["id"]
+
+
+# ---- duplicate keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw,key", [
+    (json.dumps(EMAIL)[:-1] + ', "subject": "Another"}', "subject"),
+    (json.dumps(EMAIL)[:-1] + ', "to": []}', "to"),
+    (json.dumps({**EMAIL, "to": [{"email": "ada@example.org"}]})
+     .replace('"ada@example.org"', '"ada@example.org", "email": "eve@example.net"'), "email"),
+])  # fmt: skip
+def test_a_key_given_twice_in_one_object_is_a_400_naming_it(aws, runtime, raw, key):
+    """Was read as the last value (201 with "Another"): a proxy, a log or a client-side check
+    that reads the first saw another request than the one sent."""
+    status, answer = post(raw)
+    assert status == 400, answer
+    assert f"'{key}' twice" in answer["error"]["message"]
+    assert records() == 0 and drain(aws) == []
