@@ -53,6 +53,11 @@ ENCODED_BREAKS = {
     "q LF": "News =?us-ascii?q?=0AX-Evil:_1?= today",
     "NUL": "=?UTF-8?Q?a=00b?=",
     "U+2028": "=?UTF-8?B?YeKAqGI=?=",
+    "lower hex": "=?utf-8?q?a=0d=0aX-Evil:_1?=",
+    "language": "=?us-ascii*en?Q?a=0AX-Evil:_1?=",
+    "unknown charset": "=?x-unknown?B?YQ0KWC1FdmlsOiAx?=",
+    "UTF-16": "=?utf-16-le?b?DQAKAA==?=",
+    "in a word": "Re:=?UTF-8?Q?=0A?=X-Evil: 1",
 }
 HEADER_FIELDS = {
     "subject": lambda v: {"subject": v},
