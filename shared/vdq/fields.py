@@ -24,6 +24,18 @@ CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
 # for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
 # document's patterns use the same class.
 CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+# The file name extensions SES refuses in an attachment (the SES Developer Guide, "Amazon SES
+# unsupported attachment types"): a message holding one is refused at send.
+SES_REFUSED_EXTENSIONS = frozenset({
+    "ade", "adp", "app", "asp", "bas", "bat", "cer", "chm", "cmd", "com", "cpl", "crt", "csh",
+    "der", "exe", "fxp", "gadget", "hlp", "hta", "inf", "ins", "isp", "its", "js", "jse", "ksh",
+    "lib", "lnk", "mad", "maf", "mag", "mam", "maq", "mar", "mas", "mat", "mau", "mav", "maw",
+    "mda", "mdb", "mde", "mdt", "mdw", "mdz", "msc", "msh", "msh1", "msh2", "mshxml", "msh1xml",
+    "msh2xml", "msi", "msp", "mst", "ops", "pcd", "pif", "plg", "prf", "prg", "reg", "scf", "scr",
+    "sct", "shb", "shs", "sys", "ps1", "ps1xml", "ps2", "ps2xml", "psc1", "psc2", "tmp", "url",
+    "vb", "vbe", "vbs", "vps", "vsmacros", "vss", "vst", "vsw", "vxd", "ws", "wsc", "wsf", "wsh",
+    "xnk",
+})  # fmt: skip
 
 
 class Field(NamedTuple):

@@ -164,7 +164,9 @@ _INLINE = Field("inline", "bool", "Show the file in the HTML body (referenced by
 _CONTENT_ID = Field("content_id", "content_id", "The Content-ID an inline file is referenced "
                     "by (inline files only).", max_length=MAX_CONTENT_ID,
                     requires=("inline", True, "is only for inline attachments"))
-_FILENAME_TEXT = "The file's name as the receiver sees it; a name, not a path (no slashes, not "
+_FILENAME_TEXT = ("The file's name as the receiver sees it; not of a type SES refuses (.exe, "
+                  ".bat, .js and the others of its unsupported attachment types: a 422); a "
+                  "name, not a path (no slashes, not ")
 INLINE_ATTACHMENT = Body("AttachmentIn", (
     "A file to send with the email, base64-encoded. Together the files of one email may decode "
     "to at most VDQ_MAX_ATTACHMENT_BYTES (default {max_attachment_bytes:,} bytes; a 422 on "

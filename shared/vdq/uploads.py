@@ -40,7 +40,9 @@ from vdq.runtime import Runtime
 ADD_PERMISSION = "vdq.add_queueitem"
 UPLOAD = Body("UploadRequest", "A file to upload: what the presigned URL will accept.", (
     Field("filename", "filename", "The file's name as the receiver sees it; a name, not a path "
-          "(no slashes, not `.` or `..`).", required=True, max_length=messages.MAX_FILENAME),
+          "(no slashes, not `.` or `..`), not of a type SES refuses (.exe, .bat, .js and the "
+          "others of its unsupported attachment types: a 422).", required=True,
+          max_length=messages.MAX_FILENAME),
     Field("content_type", "mime", "The file's MIME type: the PUT must send it as its "
           "Content-Type.", required=True, max_length=messages.MAX_CONTENT_TYPE,
           example="application/pdf"),

@@ -21,6 +21,7 @@ from vdq.fields import (
     MAX_EMAIL,
     MAX_FILENAME,
     MIME_TYPE,
+    SES_REFUSED_EXTENSIONS,
     Body,
     Field,
     Limits,
@@ -150,10 +151,15 @@ def cell(value: Any, path: str) -> str:
 
 
 def filename(value: Any, path: str, *, required: bool = True) -> str | None:
-    """A file name (not a path) that can go in a header."""
+    """A file name (not a path) that can go in a header, of a type SES sends."""
     name = string(value, path, max_len=MAX_FILENAME, required=required)
     if name is not None and ("/" in name or "\\" in name or name in (".", "..")):
         raise ValidationError(path, "must be a file name, not a path")
+    # Windows drops trailing dots and spaces: "a.exe." is run as a.exe.
+    _, dot, extension = (name or "").rstrip(". ").rpartition(".")
+    if dot and extension.lower() in SES_REFUSED_EXTENSIONS:
+        raise ValidationError(path, f"SES refuses attachments named *.{extension.lower()} (its "
+                                    "unsupported attachment types): rename or archive the file")
     return name
 
 

@@ -218,3 +218,28 @@ def test_a_key_given_twice_in_one_object_is_a_400_naming_it(aws, runtime, raw, k
     assert status == 400, answer
     assert f"'{key}' twice" in answer["error"]["message"]
     assert records() == 0 and drain(aws) == []
+
+
+# ---- attachment names SES refuses -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["setup.exe", "RUN.BAT", "x.tar.vbs", "invoice.pdf.scr",
+                                  "a.exe.", "mail.msh1xml"])  # fmt: skip
+def test_a_file_name_of_a_type_ses_refuses_is_a_422_at_enqueue(aws, runtime, name):
+    """Was accepted (201): SES refuses a message with such an attachment (its "unsupported
+    attachment types"), so the item could only fail at send."""
+    error = refused(aws, {**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]}, 422,
+                    "attachments[0].filename")  # fmt: skip
+    assert "SES" in error["message"]
+
+
+def test_an_upload_of_a_type_ses_refuses_is_a_422_before_its_url(aws, runtime):
+    body = {"filename": "tool.exe", "content_type": "application/octet-stream", "size": 10}
+    status, answer = post(body, "attachment_upload")
+    assert (status, answer["error"]["details"]["field"]) == (422, "filename"), answer
+
+
+@pytest.mark.parametrize("name", ["report.pdf", "exe", "notes.exe.txt", "photo.JPG", "a.js.map"])
+def test_other_file_names_are_sent(aws, runtime, name):
+    status, answer = post({**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]})
+    assert status == 201, answer
