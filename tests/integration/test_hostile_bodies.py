@@ -228,9 +228,10 @@ def test_a_key_given_twice_in_one_object_is_a_400_naming_it(aws, runtime, raw, k
 def test_a_file_name_of_a_type_ses_refuses_is_a_422_at_enqueue(aws, runtime, name):
     """Was accepted (201): SES refuses a message with such an attachment (its "unsupported
     attachment types"), so the item could only fail at send."""
-    error = refused(aws, {**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]}, 422,
-                    "attachments[0].filename")  # fmt: skip
+    body = {**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]}
+    error = refused(aws, body, 422, "attachments[0].filename")
     assert "SES" in error["message"]
+    assert not _document_takes(messages.EMAIL, body)
 
 
 def test_an_upload_of_a_type_ses_refuses_is_a_422_before_its_url(aws, runtime):
@@ -241,5 +242,7 @@ def test_an_upload_of_a_type_ses_refuses_is_a_422_before_its_url(aws, runtime):
 
 @pytest.mark.parametrize("name", ["report.pdf", "exe", "notes.exe.txt", "photo.JPG", "a.js.map"])
 def test_other_file_names_are_sent(aws, runtime, name):
-    status, answer = post({**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]})
+    body = {**EMAIL, "attachments": [{**ATTACHMENT, "filename": name}]}
+    status, answer = post(body)
     assert status == 201, answer
+    assert _document_takes(messages.EMAIL, body)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vdq import ids, messages, uploads, validation
-from vdq.fields import Body, Field, OneOf
+from vdq.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.lanes import DEFAULT_PRIORITY, PRIORITIES
 from vdq.operations import smsbody, spec, suppressions
 from vdq.settings import Settings
@@ -42,6 +42,11 @@ SEND_AT = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
 # fragment; no spaces. Narrower than the server, which also takes a user@ before the host.
 _HOST = f"(?:\\[[0-9A-Fa-f:.]+\\](?::[0-9]+)?|[^/?#:@\\[\\]\\s{_C}][^/?#@\\[\\]\\s{_C}]*)"
 HTTPS_URL = f"^https://{_HOST}(?:[/?#][^\\s{_C}]*)?$"
+# A name SES refuses (vdq.fields.SES_REFUSED_EXTENSIONS), in any case, with any trailing dots
+# and spaces (a pattern has no flag for case: each letter is a class).
+SES_REFUSED_NAME = "\\.(?:{})[. ]*$".format("|".join(
+    "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in ext)
+    for ext in sorted(SES_REFUSED_EXTENSIONS)))  # fmt: skip
 _INT64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
 _SETTING = re.compile(r"\{(\w+)(:,)?\}")
 
@@ -139,7 +144,8 @@ def property_schema(f: Field) -> dict[str, Any]:
     """The schema of one field: its value's, or (optional) that or null, with its default."""
     value = _KINDS[f.kind](f)
     if f.kind == "filename":
-        value["not"] = {"enum": [".", ".."]}
+        value["not"] = {"anyOf": [{"enum": [".", ".."]},
+                                  {"type": "string", "pattern": SES_REFUSED_NAME}]}
     outer: dict[str, Any] = dict(_OUTER.get(f.kind, {}))
     if not f.required and f.kind not in _DEFAULTS_OF:  # an optional value may be null
         nots = {"not": value.pop("not")} if "not" in value else {}
