@@ -149,7 +149,7 @@ ADDRESS = Body("Address", "An email address, with the name shown beside it.", (
     Field("email", "email", "The address; the server checks it strictly (no quoted local "
           "parts, no IP literals, a domain of letters, digits and hyphens).", required=True,
           max_length=MAX_EMAIL),
-    Field("name", "line", "The display name; leave it out or null for none.",
+    Field("name", "display_name", "The display name; leave it out or null for none.",
           max_length=MAX_NAME),
 ), build=lambda v: Address(v["email"], v["name"] or None))
 ORIGIN = Body("Origin", "What in the producing system caused the message, for finding its "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from vdq import ids
@@ -42,6 +42,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ENCODED_WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")
 _CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
 _SPACE = re.compile(r"\s")
+_ADDRESS_SYNTAX = re.compile(r'[,;:<>@"()\[\]\\]')
 
 
 # ---- values of each kind ---------------------------------------------------------------------
@@ -100,9 +101,10 @@ def check_text(value: str, path: str, *, single_line: bool) -> None:
         raise ValidationError(path, "must not contain NUL characters")
 
 
-def _check_encoded_words(value: str, path: str) -> None:
-    """A single line as a mail reader shows it: no encoded word may decode to a line break or
-    a control character (``=?UTF-8?Q?a=0D=0ABcc:...?=`` would be a header line of its own)."""
+def _encoded_words(value: str) -> Iterator[tuple[re.Match[str], str, bytes]]:
+    """Each RFC 2047 encoded word of ``value``: the word, its text as a mail reader shows it
+    (its charset read with replacement; "" for an unknown one) and its bytes. A word that does
+    not decode is no encoded word to a reader: it shows it as written."""
     import quopri
 
     for word in _ENCODED_WORD.finditer(value):
@@ -111,11 +113,18 @@ def _check_encoded_words(value: str, path: str) -> None:
             data = (base64.b64decode(text + "=" * (-len(text) % 4)) if encoding in "Bb"
                     else quopri.decodestring(text.encode(), header=True))  # fmt: skip
         except (binascii.Error, ValueError):
-            continue  # no encoded word to a reader: it shows the text as written (checked)
+            continue
         try:
             shown = data.decode(charset.partition("*")[0], "replace")
         except LookupError:
             shown = ""
+        yield word, shown, data
+
+
+def _check_encoded_words(value: str, path: str) -> None:
+    """A single line as a mail reader shows it: no encoded word may decode to a line break or
+    a control character (``=?UTF-8?Q?a=0D=0ABcc:...?=`` would be a header line of its own)."""
+    for word, shown, data in _encoded_words(value):
         # The bytes themselves too: CR, LF and NUL are those bytes in any ASCII charset.
         if _CONTROL.search(shown) or _CONTROL_BYTES.search(data):
             raise ValidationError(
@@ -177,6 +186,18 @@ def _line(f: Field, value: Any, path: str, limits: Limits, *, one: bool = True) 
         return value
     assert f.max_length is not None
     return string(value, path, max_len=f.max_length, required=f.required, single_line=one)
+
+
+def _display_name(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    """A line that names an address: the email package writes what an encoded word in it
+    decodes to unquoted, so address syntax there would change the header's addresses."""
+    text = _line(f, value, path, limits)
+    for word, shown, data in _encoded_words(text or ""):
+        if _ADDRESS_SYNTAX.search(shown) or _ADDRESS_SYNTAX.search(data.decode("latin-1")):
+            raise ValidationError(path, (
+                f"must not hold address syntax (, ; : < > @ \" ( ) [ ] \\) in an encoded word "
+                f"({word.group()[:60]!r} at {word.start()}): write the name as text"))  # fmt: skip
+    return text
 
 
 def _text(f: Field, value: Any, path: str, limits: Limits) -> Any:
@@ -355,7 +376,8 @@ Check = Callable[[Field, Any, str, Limits], Any]
 # Each kind's check: the value as the field reads it (a null or absent field as None), or a
 # ValidationError naming the field. The generator describes the same kinds.
 KINDS: dict[str, Check] = {
-    "line": _line, "text": _text, "sms_body": _sms_body, "email": _email, "cell": _cell,
+    "line": _line, "display_name": _display_name, "text": _text, "sms_body": _sms_body,
+    "email": _email, "cell": _cell,
     "receiver": _receiver, "filename": _filename, "mime": _mime, "base64": _base64,
     "bool": _bool, "content_id": _content_id, "upload_id": _upload_id, "item_id": _item_id,
     "origin_id": _origin_id, "https_url": _https_url, "priority": _priority,

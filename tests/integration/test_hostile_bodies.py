@@ -4,6 +4,9 @@ is stored as sent."""
 
 from __future__ import annotations
 
+import base64
+import email
+import email.policy
 import json
 import tracemalloc
 
@@ -246,3 +249,27 @@ def test_other_file_names_are_sent(aws, runtime, name):
     status, answer = post(body)
     assert status == 201, answer
     assert _document_takes(messages.EMAIL, body)
+
+
+# ---- display names that an encoded word turns into addresses -----------------------------------
+
+
+@pytest.mark.parametrize("decoded", ["x <evil@example.net>", "evil@example.net", "a, b", "a;b",
+                                     'a"b'])  # fmt: skip
+@pytest.mark.parametrize("field", ["sender.name", "to[0].name", "cc[0].name", "reply_to[0].name"])
+def test_an_encoded_word_of_address_syntax_in_a_name_is_refused(aws, runtime, decoded, field):
+    """Was accepted (201): the email package wrote the decoded name unquoted, so the worker's
+    message read ``From: x <evil@example.net> <shop@example.com>`` (a reader takes
+    evil@example.net for the sender) or split one address into two."""
+    word = f"=?UTF-8?B?{base64.b64encode(decoded.encode()).decode()}?="
+    error = refused(aws, {**EMAIL, **HEADER_FIELDS[field](word)}, 422, field)
+    assert "encoded word" in error["message"]
+
+
+def test_a_display_name_may_be_an_encoded_word_of_plain_text_and_stays_one_address():
+    body = {**EMAIL, "sender": {"email": "shop@example.com",
+                                "name": "=?UTF-8?Q?Andr=C3=A9_M=C3=BCller?="}}  # fmt: skip
+    raw = build(messages.parse_email(body))
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    assert [a.addr_spec for a in parsed["From"].addresses] == ["shop@example.com"]
+    assert parsed["From"].addresses[0].display_name == "André Müller"

@@ -198,8 +198,8 @@ def test_priority_and_send_at_are_checked_first_so_their_400_wins_over_a_422(bod
     assert (err.value.field, err.value.status) == ("priority", 400)
 
 
-_ONE_LINE = {"line", "filename", "origin_id", "https_url"}
-_TEXT = {"line", "text", "sms_body", "filename", "origin_id"}
+_ONE_LINE = {"line", "display_name", "filename", "origin_id", "https_url"}
+_TEXT = {"line", "display_name", "text", "sms_body", "filename", "origin_id"}
 
 
 @pytest.mark.parametrize("body,f", [(b, f) for b, f in CASES if f.kind in _TEXT],

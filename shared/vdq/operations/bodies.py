@@ -111,6 +111,7 @@ def _list(f: Field) -> dict[str, Any]:
 # Each kind's schema (of a value that is not null): what vdq.validation.KINDS checks.
 _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "line": _line,
+    "display_name": _line,
     "text": _text,
     "sms_body": _sms_body,
     "email": lambda f: _string(f, None, format="email"),
