@@ -63,7 +63,7 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # Seconds ahead of the clock a lane's sends may reserve the schedule to (absent: the longest
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
-BULK_LEAD = 0.25  # s: how much earlier than its slot a bulk worker may reserve a long slot
+BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
 REFILL = 1 / 3  # share of its horizon the schedule drains to before a bulk worker reserves again
 
 
@@ -211,12 +211,13 @@ class Pacer:
         if until is None or reach >= self.max_wait or tat > until:
             raise NoSlot(self._delay(key, tat, latest, now, need / rate))
         # Reserve again once a third of the reach is left: two thirds' worth in one request,
-        # with time to spare before the schedule runs dry. Other bulk workers wake at other
-        # moments within that spare time, so that fewer find the slots taken.
+        # with time to spare before the schedule runs dry (the request's own time, a loaded
+        # worker's lag). Other bulk workers wake at other moments within the first quarter of
+        # that spare time, so that fewer find the slots taken.
         chunk = max(need / rate, min(want / rate, (1 - REFILL) * reach))
         spare = max(0.0, reach - chunk)
         # At least a moment: a reservation refused by rounding is not asked again at once.
-        return max(0.001, tat - reach + chunk - now + random.uniform(0, spare / 2))
+        return max(0.001, tat - reach + chunk - now + random.uniform(0, spare / 4))
 
     def _delay(self, key: str, tat: float, latest: float, now: float, length: float) -> int:
         """Seconds until the schedule has room for a send of ``length`` seconds: the sends
