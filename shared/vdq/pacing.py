@@ -11,18 +11,18 @@ it from, at the same attempt, and its message is published again with a delay (s
 ``give_back``).
 
 Every lane books the same schedule, so together they never exceed the rate, but not equally
-far ahead. High and normal sends reserve up to the longest wait ahead; bulk sends only while
-the schedule is less than the bulk horizon (``HORIZONS``: 1 s; one send's slots and
-``BULK_LEAD`` when those are longer) ahead of the clock. A bulk send that finds the schedule
-further ahead waits in its worker until it has drained to a third of that horizon, then
-reserves the next two thirds; its turn still goes back on the queue when it is further off
-than the longest wait. So a bulk backlog keeps the schedule about a second ahead and never
-idle (the rate stays used), and a high send arriving meanwhile finds its slot at most that far
-off, however large the backlog. Why not shares of the rate: a share kept for high sends is lost
-whenever none come (a bulk-only backlog would send at the bulk share), and a share a lane
-borrows back is a reservation far ahead again. The price is requests: a bulk worker reserves
-two thirds of a horizon at a time, not a longest wait, and the bulk workers waking for the
-same slots each spend one request when another came first.
+far ahead. High and normal sends reserve up to the longest wait ahead. A bulk send first takes
+a turn in the bulk lane's own schedule for the rate (``queue_of``: reserved, and given back when
+full, exactly as the shared one is), then at that turn reserves its one slot of the shared
+schedule, only while the shared schedule is less than the bulk horizon ahead (``HORIZONS``: 1 s,
+or one send's slots and ``BULK_LEAD``); further ahead, it waits for it to drain, up to the
+longest wait. So a bulk backlog keeps the shared schedule a slot or so ahead, never idle, and a
+high send arriving meanwhile finds its slot at most that far off. The bulk queue is what keeps
+bulk workers from all asking for the same few shared slots (and shows them one another's
+demand, so that a worker gives back what it cannot send soon and takes other work). Why not
+shares of the rate: a share kept for high sends is lost whenever none come, so a bulk-only
+backlog would send at the bulk share. The price: a bulk send costs about one request for its
+shared slot, where a batch reserved its slots in one.
 
 A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
 rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
@@ -64,7 +64,6 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
 BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
-REFILL = 1 / 3  # share of its horizon the schedule drains to before a bulk worker reserves again
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -111,6 +110,9 @@ class Pacer:
         together so that a batch costs one request. ``lane``: the send's priority (its horizon,
         ``HORIZONS``); a lane with a horizon waits for the schedule to drain into it, up to the
         longest wait."""
+        if lane in HORIZONS:  # first its turn among its lane's sends
+            self._queue(key, limit, units, upcoming, lane)
+            upcoming = units  # its slot only, reserved at its turn
         now = self.wall()
         until = now + self.max_wait
         held = self._fresh(key, now)
@@ -124,17 +126,23 @@ class Pacer:
                 self.sleep(room)
             now = self.wall()
             held = self._fresh(key, now)
+        self._take(held, units, now)
+
+    def _take(self, held: deque[float], units: int, now: float, early: float = 0.0) -> None:
+        """Use ``units`` held slots: wait until the last one's time (less ``early``)."""
         for _ in range(units - 1):
             held.popleft()
-        at = held.popleft()
+        at = held.popleft() - early
         if at > now:
             self.waited += at - now
             self.sleep(at - now)
 
     def hold(self, key: str, limit: float, units: int, lane: str | None = None) -> list[float]:
         """Reserve up to ``units`` slots ahead of the sends that will take them (a batch's
-        plan); the times of the slots now held, in order (none yet when the lane must wait for
-        the schedule to drain into its horizon). NoSlot when the schedule is full."""
+        plan); the times of the slots now held, in order (a lane with a horizon: of its turns in
+        its queue, ``_queue``). NoSlot when the schedule is full."""
+        if lane in HORIZONS:
+            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units)
         now = self.wall()
         held = self._fresh(key, now)
         if len(held) < units:
@@ -154,6 +162,27 @@ class Pacer:
                     self.deferred.pop(key, None)
                 raise
         return list(held)
+
+    def _queue(self, key: str, limit: float, units: int, upcoming: int, lane: str) -> None:
+        """Wait for the send's turn in its lane's own schedule (``queue_of``), reserved up to the
+        longest wait ahead as the shared one is by the other lanes, then until its slot in the
+        shared schedule can be reserved within the lane's horizon. NoSlot when that turn is
+        too far off: the lane's workers see one another's demand there, and each holds turns
+        of its own, so they do not all ask the shared schedule for the same slots."""
+        queue = queue_of(key, lane)
+        if key in self.full:
+            self.full.add(queue)
+        now = self.wall()
+        held = self._fresh(queue, now)
+        if len(held) < units:
+            self._reserve(queue, self._lane_rate(key, limit), units - len(held),
+                          max(units, upcoming) - len(held), now)  # fmt: skip
+        # A moment early: the shared slot is reserved while the one before it still runs.
+        self._take(held, units, now, early=BULK_LEAD / 2)
+
+    def _lane_rate(self, key: str, limit: float) -> float:
+        """A lane's queue runs at the shared schedule's rate as last seen (after a cut too)."""
+        return current_rate(limit, self.seen.get(key), self.wall())
 
     def _fresh(self, key: str, now: float) -> deque[float]:
         """The slots of ``key`` held and still usable at ``now``."""
@@ -210,14 +239,11 @@ class Pacer:
         lane waits (``reach`` shorter than the longest wait); NoSlot otherwise."""
         if until is None or reach >= self.max_wait or tat > until:
             raise NoSlot(self._delay(key, tat, latest, now, need / rate))
-        # Reserve again once a third of the reach is left: two thirds' worth in one request,
-        # with time to spare before the schedule runs dry (the request's own time, a loaded
-        # worker's lag). Other bulk workers wake at other moments within the first quarter of
-        # that spare time, so that fewer find the slots taken.
-        chunk = max(need / rate, min(want / rate, (1 - REFILL) * reach))
-        spare = max(0.0, reach - chunk)
+        # Ask again once the slot fits; workers waiting together wake apart (a quarter of the
+        # time to spare), so that fewer find it taken.
+        spare = max(0.0, reach - want / rate)
         # At least a moment: a reservation refused by rounding is not asked again at once.
-        return max(0.001, tat - reach + chunk - now + random.uniform(0, spare / 4))
+        return max(0.001, tat - reach + want / rate - now + random.uniform(0, spare / 4))
 
     def _delay(self, key: str, tat: float, latest: float, now: float, length: float) -> int:
         """Seconds until the schedule has room for a send of ``length`` seconds: the sends
@@ -255,6 +281,11 @@ class Pacer:
             value, until = None, now + LIMIT_RETRY_SECONDS
         self.limits[name] = (value, until)
         return value
+
+
+def queue_of(key: str, lane: str) -> str:
+    """The schedule a lane with a horizon takes its turns in before the shared one."""
+    return f"{key}#{lane}"
 
 
 def get_pacer(runtime: Runtime) -> Pacer:
