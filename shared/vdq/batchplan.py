@@ -2,9 +2,9 @@
 
 Each rate's slots are reserved before any claim (vdq.pacing holds the schedules); the sends go
 in the order of their slots, the rates taking turns. A batch comes from one lane's queue; its
-messages name their lane (``lane``, absent for normal), and a bulk batch reserves only as far
-ahead as the bulk lane's horizon (vdq.pacing, ``HORIZONS``): the rest of its slots each send
-reserves at its turn, as the schedule drains.
+messages name their lane (``lane``, absent for normal). A bulk batch reserves its turns in the
+bulk lane's own schedule for each rate, and each send its shared slot at its turn (vdq.pacing,
+``HORIZONS``): the plan orders a bulk batch by those turns.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]
                 at[index] = -math.inf  # given back first, at no wait
             continue
         seen = pacer.seen.get(key)
-        # No slot held yet (a bulk batch waits for the schedule to drain): after the schedule.
+        # No slot held (none reserved, or all already used): after what the schedule holds.
         last = held[-1] if held else max(pacer.wall(), (seen.tat or 0.0) if seen else 0.0)
         rate = current_rate(limit, seen, pacer.wall())
         for (index, _), n in zip(members, units, strict=True):
