@@ -13,7 +13,8 @@ send function's handler does (``vdq.batchplan.plan``).
 
 Scenarios: SES with its rate read from the account (GetAccount on the sandbox); SES with
 VDQ_SES_MAX_SEND_RATE set 50% above the sandbox's true rate (AIMD finds it); Twilio senders
-paced at their per-sender rate.
+paced at their per-sender rate. ``--priority bulk`` enqueues the backlog in the bulk lane, which
+books the schedule only a horizon ahead (vdq.pacing, ``HORIZONS``); default: normal.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ HEADER = (f"{'scenario':<44} {'limit':>8} {'achieved':>9} {'share':>6} {'throttl
 
 
 def run(scenario: str, *, method: str, count: int, true_rate: float,
-        settings_changes: dict[str, Any], senders: int = 1) -> Result:  # fmt: skip
+        settings_changes: dict[str, Any], senders: int = 1,
+        priority: str = "normal") -> Result:  # fmt: skip
     import boto3
 
     import vdq
@@ -168,11 +170,12 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
             for n in range(senders):
                 receivers = [f"r{i}@example.org" for i in range(per_sender)]
                 if method == "email":
-                    vdq.add_email(env.SENDER, receivers, "Hi", "Hello", runtime=stack.runtime)
+                    vdq.add_email(env.SENDER, receivers, "Hi", "Hello", priority=priority,
+                                  runtime=stack.runtime)  # fmt: skip
                 else:
                     cells = [f"+1555{n:03d}{i:04d}" for i in range(per_sender)]
                     vdq.add_sms(f"+1500555{n:04d}", cells, "Your code is 1234",
-                                runtime=stack.runtime)  # fmt: skip
+                                priority=priority, runtime=stack.runtime)  # fmt: skip
             total = per_sender * senders
             outcomes: list[str] = []
             lock = threading.Lock()
@@ -218,14 +221,16 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
             BotocoreStubber.__call__ = plain  # type: ignore[method-assign]
 
 
-def measure(count: int = 120) -> list[Result]:
+def measure(count: int = 120, priority: str = "normal") -> list[Result]:
+    lane = "" if priority == "normal" else f" ({priority})"
     return [
-        run("SES, rate read from the account (GetAccount)", method="email", count=count,
-            true_rate=SES_RATE, settings_changes={"ses_max_send_rate": None}),
-        run("SES, VDQ_SES_MAX_SEND_RATE 50% over the true rate", method="email", count=count,
-            true_rate=SES_RATE, settings_changes={"ses_max_send_rate": SES_RATE * 1.5}),
-        run("Twilio, 3 senders at VDQ_TWILIO_SENDER_RATE", method="sms", count=count // 2,
-            true_rate=TWILIO_RATE, senders=3,
+        run(f"SES, rate read from the account{lane}", method="email", count=count,
+            true_rate=SES_RATE, settings_changes={"ses_max_send_rate": None}, priority=priority),
+        run(f"SES, VDQ_SES_MAX_SEND_RATE 50% over{lane}", method="email", count=count,
+            true_rate=SES_RATE, settings_changes={"ses_max_send_rate": SES_RATE * 1.5},
+            priority=priority),
+        run(f"Twilio, 3 senders at their rate{lane}", method="sms", count=count // 2,
+            true_rate=TWILIO_RATE, senders=3, priority=priority,
             # No status callbacks: the sandbox would post them to the bench's fake API URL.
             settings_changes={"twilio_sender_rate": TWILIO_RATE, "twilio_webhook_url": None}),
     ]  # fmt: skip
@@ -237,10 +242,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(prog="python -m bench.pacing", description=__doc__)
     parser.add_argument("--count", type=int, default=120, help="emails per SES scenario")
+    parser.add_argument("--priority", choices=["high", "normal", "bulk"], default="normal",
+                        help="the lane the backlog is enqueued in")  # fmt: skip
     args = parser.parse_args()
     env.prepare_process()
     logging.disable(logging.WARNING)
-    results = measure(args.count)
+    results = measure(args.count, args.priority)
     print(HEADER)
     for r in results:
         print(r.row())

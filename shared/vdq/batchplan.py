@@ -1,7 +1,10 @@
 """Batch plans: the order a send function takes its SQS batch in, by provider rate.
 
 Each rate's slots are reserved before any claim (vdq.pacing holds the schedules); the sends go
-in the order of their slots, the rates taking turns.
+in the order of their slots, the rates taking turns. A batch comes from one lane's queue; its
+messages name their lane (``lane``, absent for normal). A bulk batch reserves its turns in the
+bulk lane's own schedule for each rate, and each send its shared slot at its turn (vdq.pacing,
+``HORIZONS``): the plan orders a bulk batch by those turns.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from vdq.lanes import PRIORITIES
 from vdq.observability import logger
 from vdq.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
 from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
 from vdq.store.pacing import SES_KEY
 
 
@@ -49,7 +54,7 @@ def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
     ``batch_order`` gives it (each send then paces itself as it comes)."""
     order = batch_order(bodies)
     try:
-        at = _slot_times(_groups(bodies), runtime)
+        at = _slot_times(_groups(bodies), _lanes(bodies), runtime)
     except Exception:
         logger.exception("the batch's slots could not be reserved; each send paces itself")
         return order
@@ -57,7 +62,7 @@ def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
 
 
 def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]],
-                runtime: Runtime) -> dict[int, float]:  # fmt: skip
+                lanes: dict[str, str], runtime: Runtime) -> dict[int, float]:  # fmt: skip
     """Reserve each rate's slots for its sends; {index: when its send may go}."""
     pacer = get_pacer(runtime)
     pacer.full.clear()
@@ -72,14 +77,16 @@ def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]
         method = "email" if key == SES_KEY else "sms"
         units = [units_of(method, content) for _, content in members]
         try:
-            held = pacer.hold(key, limit, sum(units))
+            held = pacer.hold(key, limit, sum(units), lanes.get(key))
         except NoSlot:
             pacer.full.add(key)
             for index, _ in members:
                 at[index] = -math.inf  # given back first, at no wait
             continue
-        last = held[-1] if held else pacer.wall()
-        rate = current_rate(limit, pacer.seen.get(key), pacer.wall())
+        seen = pacer.seen.get(key)
+        # No slot held (none reserved, or all already used): after what the schedule holds.
+        last = held[-1] if held else max(pacer.wall(), (seen.tat or 0.0) if seen else 0.0)
+        rate = current_rate(limit, seen, pacer.wall())
         for (index, _), n in zip(members, units, strict=True):
             if len(held) >= n:
                 at[index], held = held[n - 1], held[n:]
@@ -87,6 +94,23 @@ def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]
                 last += n / rate
                 at[index], held = last, []
     return at
+
+
+def _lanes(bodies: Sequence[Any]) -> dict[str, str]:
+    """{rate: the lane its sends reserve as}: the most urgent lane of the batch's sends at that
+    rate (a batch is one lane's, but a send published before lanes named theirs is normal)."""
+    lanes: dict[str, str] = {}
+    for body in bodies:
+        try:
+            message = SendMessage.parse(body) if isinstance(body, str) else None
+        except (ValueError, KeyError, TypeError):
+            continue
+        if message is None or message.pace is None or message.priority not in PRIORITIES:
+            continue
+        known = lanes.get(message.pace)
+        if known is None or PRIORITIES.index(message.priority) < PRIORITIES.index(known):
+            lanes[message.pace] = message.priority
+    return lanes
 
 
 def _groups(bodies: Sequence[Any]) -> dict[str | None, deque[tuple[int, dict[str, Any] | None]]]:

@@ -10,6 +10,20 @@ VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state i
 it from, at the same attempt, and its message is published again with a delay (see
 ``give_back``).
 
+Every lane books the same schedule, so together they never exceed the rate, but not equally
+far ahead. High and normal sends reserve up to the longest wait ahead. A bulk send first takes
+a turn in the bulk lane's own schedule for the rate (``queue_of``: reserved, and given back when
+full, exactly as the shared one is), then at that turn reserves its one slot of the shared
+schedule, only while the shared schedule is less than the bulk horizon ahead (``HORIZONS``: 1 s,
+or one send's slots and ``BULK_LEAD``); further ahead, it waits for it to drain, up to the
+longest wait. So a bulk backlog keeps the shared schedule a slot or so ahead, never idle, and a
+high send arriving meanwhile finds its slot at most that far off. The bulk queue is what keeps
+bulk workers from all asking for the same few shared slots (and shows them one another's
+demand, so that a worker gives back what it cannot send soon and takes other work). Why not
+shares of the rate: a share kept for high sends is lost whenever none come, so a bulk-only
+backlog would send at the bulk share. The price: a bulk send costs about one request for its
+shared slot, where a batch reserved its slots in one.
+
 A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
 rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
 the queue the same way: throttling never makes an item ``errored``.
@@ -46,6 +60,10 @@ BUSY_MEMORY = 2.0  # seconds after the schedule was last seen ahead that it is g
 LIMIT_SECONDS = 300.0  # how long the SES account's rate is kept before it is read again
 LIMIT_RETRY_SECONDS = 60.0  # after a failed read: unpaced for this long, then read again
 PACED = "paced"  # what ``send.process`` did: the item went back on the queue for its turn
+# Seconds ahead of the clock a lane's sends may reserve the schedule to (absent: the longest
+# wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
+HORIZONS = {"bulk": 1.0}
+BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -84,40 +102,59 @@ class Pacer:
     requests: int = 0  # DynamoDB requests made for pacing (the bench divides by sends)
     waited: float = 0.0  # seconds slept for slots
 
-    def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1) -> None:
+    def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1,
+             lane: str | None = None) -> None:  # fmt: skip
         """Wait for ``units`` slots of ``key``'s schedule; NoSlot when they are too far off.
 
         ``upcoming``: sends this worker expects to make soon (the rest of its batch), reserved
-        together so that a batch costs one request."""
+        together so that a batch costs one request. ``lane``: the send's priority (its horizon,
+        ``HORIZONS``); a lane with a horizon waits for the schedule to drain into it, up to the
+        longest wait."""
+        if lane in HORIZONS:  # first its turn among its lane's sends
+            self._queue(key, limit, units, upcoming, lane)
+            upcoming = units  # its slot only, reserved at its turn
         now = self.wall()
-        held = self.slots.setdefault(key, deque())
-        while held and held[0] < now - SLOT_GRACE:
-            held.popleft()
-        if len(held) < units:
-            self._reserve(key, limit, units - len(held), max(units, upcoming) - len(held), now)
+        until = now + self.max_wait
+        held = self._fresh(key, now)
+        while len(held) < units:
+            room = self._reserve(key, limit, units - len(held), max(units, upcoming) - len(held),
+                                 now, lane, until)  # fmt: skip
+            if room is None:
+                break
+            if room > 0:
+                self.waited += room
+                self.sleep(room)
+            now = self.wall()
+            held = self._fresh(key, now)
+        self._take(held, units, now)
+
+    def _take(self, held: deque[float], units: int, now: float, early: float = 0.0) -> None:
+        """Use ``units`` held slots: wait until the last one's time (less ``early``)."""
         for _ in range(units - 1):
             held.popleft()
-        at = held.popleft()
+        at = held.popleft() - early
         if at > now:
             self.waited += at - now
             self.sleep(at - now)
 
-    def hold(self, key: str, limit: float, units: int) -> list[float]:
+    def hold(self, key: str, limit: float, units: int, lane: str | None = None) -> list[float]:
         """Reserve up to ``units`` slots ahead of the sends that will take them (a batch's
-        plan); the times of the slots now held, in order. NoSlot when the schedule is full."""
+        plan); the times of the slots now held, in order (a lane with a horizon: of its turns in
+        its queue, ``_queue``). NoSlot when the schedule is full."""
+        if lane in HORIZONS:
+            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units)
         now = self.wall()
-        held = self.slots.setdefault(key, deque())
-        while held and held[0] < now - SLOT_GRACE:
-            held.popleft()
+        held = self._fresh(key, now)
         if len(held) < units:
             deferred = self.deferred.get(key)
+            until = now + self.max_wait
             try:
                 try:
-                    self._reserve(key, limit, 1, units - len(held), now)
+                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
                 except NoSlot:
                     # All of them did not fit; as many as fit by what the refusal showed (no
                     # request when not even one does).
-                    self._reserve(key, limit, 1, units - len(held), now)
+                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
             except NoSlot:
                 if deferred is not None:  # nothing given back yet: only the sends will be
                     self.deferred[key] = deferred
@@ -126,14 +163,54 @@ class Pacer:
                 raise
         return list(held)
 
-    def _reserve(self, key: str, limit: float, need: int, want: int, now: float) -> None:
+    def _queue(self, key: str, limit: float, units: int, upcoming: int, lane: str) -> None:
+        """Wait for the send's turn in its lane's own schedule (``queue_of``), reserved up to the
+        longest wait ahead as the shared one is by the other lanes, then until its slot in the
+        shared schedule can be reserved within the lane's horizon. NoSlot when that turn is
+        too far off: the lane's workers see one another's demand there, and each holds turns
+        of its own, so they do not all ask the shared schedule for the same slots."""
+        queue = queue_of(key, lane)
+        if key in self.full:
+            self.full.add(queue)
+        now = self.wall()
+        held = self._fresh(queue, now)
+        if len(held) < units:
+            self._reserve(queue, self._lane_rate(key, limit), units - len(held),
+                          max(units, upcoming) - len(held), now)  # fmt: skip
+        # A moment early: the shared slot is reserved while the one before it still runs.
+        self._take(held, units, now, early=BULK_LEAD / 2)
+
+    def _lane_rate(self, key: str, limit: float) -> float:
+        """A lane's queue runs at the shared schedule's rate as last seen (after a cut too)."""
+        return current_rate(limit, self.seen.get(key), self.wall())
+
+    def _fresh(self, key: str, now: float) -> deque[float]:
+        """The slots of ``key`` held and still usable at ``now``."""
+        held = self.slots.setdefault(key, deque())
+        while held and held[0] < now - SLOT_GRACE:
+            held.popleft()
+        return held
+
+    def reach(self, rate: float, units: int, lane: str | None) -> float:
+        """How far ahead of the clock a send of ``units`` slots in ``lane`` may reserve."""
+        horizon = HORIZONS.get(lane or "")
+        if horizon is None:
+            return self.max_wait
+        return min(self.max_wait, max(horizon, units / rate + BULK_LEAD))
+
+    def _reserve(self, key: str, limit: float, need: int, want: int, now: float,
+                 lane: str | None = None, until: float | None = None) -> float | None:  # fmt: skip
+        """Reserve ``need`` to ``want`` slots within the lane's reach: None when reserved, else
+        the seconds until the schedule drains into the lane's reach (a lane with a horizon,
+        when its turn is before ``until``). NoSlot when the turn is too far off."""
         state = self.seen.get(key)
         rate = current_rate(limit, state, now)
+        reach = self.reach(rate, need, lane)
         ahead = max(0.0, (state.tat or now) - now) if state is not None else 0.0
-        # As many as fit before the longest wait, by what was last seen of the schedule.
-        count = max(need, min(want, math.floor(rate * (self.max_wait - ahead))))
+        # As many as fit within the lane's reach, by what was last seen of the schedule.
+        count = max(need, min(want, math.floor(rate * (reach - ahead))))
         length = count / rate
-        latest = now + max(0.0, self.max_wait - length)
+        latest = now + max(0.0, reach - length)
         if key in self.full and state is not None and state.tat is not None:
             # The batch's plan found this rate full: the rest of the batch at this rate goes
             # back too, rather than a slot at a time as the schedule drains (a worker sleeping
@@ -141,8 +218,8 @@ class Pacer:
             raise NoSlot(self._delay(key, max(state.tat, latest), latest, now, need / rate))
         if state is not None and state.tat is not None and state.tat > latest:
             # The schedule only moves on (it restarts only once it is behind the clock): a
-            # schedule seen past the longest wait is past it still, so no request is needed.
-            raise NoSlot(self._delay(key, state.tat, latest, now, need / rate))
+            # schedule seen past the lane's reach is past it still, so no request is needed.
+            return self._room(key, state.tat, latest, reach, rate, need, want, now, until)
         # The schedule is likely still busy if it ran ahead of the clock a moment ago (other
         # workers keep it ahead); a wrong guess costs one more request.
         busy = state is not None and state.tat is not None and state.tat >= now - BUSY_MEMORY
@@ -150,8 +227,23 @@ class Pacer:
         self.requests += reservation.requests
         self.seen[key] = reservation.state
         if reservation.start is None:
-            raise NoSlot(self._delay(key, reservation.state.tat or now, latest, now, need / rate))
+            tat = reservation.state.tat or now
+            return self._room(key, tat, latest, reach, rate, need, want, now, until)
         self.slots[key].extend(reservation.start + i / rate for i in range(count))
+        return None
+
+    def _room(self, key: str, tat: float, latest: float, reach: float, rate: float, need: int,
+              want: int, now: float, until: float | None) -> float:  # fmt: skip
+        """The schedule runs past ``latest`` until ``tat``: the seconds until it has drained
+        enough for the next reservation, when the turn after it is before ``until`` and the
+        lane waits (``reach`` shorter than the longest wait); NoSlot otherwise."""
+        if until is None or reach >= self.max_wait or tat > until:
+            raise NoSlot(self._delay(key, tat, latest, now, need / rate))
+        # Ask again once the slot fits; workers waiting together wake apart (a quarter of the
+        # time to spare), so that fewer find it taken.
+        spare = max(0.0, reach - want / rate)
+        # At least a moment: a reservation refused by rounding is not asked again at once.
+        return max(0.001, tat - reach + want / rate - now + random.uniform(0, spare / 4))
 
     def _delay(self, key: str, tat: float, latest: float, now: float, length: float) -> int:
         """Seconds until the schedule has room for a send of ``length`` seconds: the sends
@@ -189,6 +281,11 @@ class Pacer:
             value, until = None, now + LIMIT_RETRY_SECONDS
         self.limits[name] = (value, until)
         return value
+
+
+def queue_of(key: str, lane: str) -> str:
+    """The schedule a lane with a horizon takes its turns in before the shared one."""
+    return f"{key}#{lane}"
 
 
 def get_pacer(runtime: Runtime) -> Pacer:
@@ -243,7 +340,7 @@ def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
     pacer = get_pacer(runtime)
     before = pacer.waited
     try:
-        pacer.turn(key, limit, units, upcoming)
+        pacer.turn(key, limit, units, upcoming, priority_of(item))
     except NoSlot:
         raise
     except Exception:

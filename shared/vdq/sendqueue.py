@@ -3,7 +3,8 @@
 A message carries the item id and the attempt it was published for; the worker drops a message
 whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
 check the suppression list before it claims the item (vdq.suppression.refuse), and the provider
-rate it is paced at (``pace``), so the worker can order a batch before claiming (vdq.pacing).
+rate it is paced at (``pace``) and, outside the normal lane, its lane (``lane``), so the worker
+can plan a batch before claiming (vdq.batchplan: bulk books the rate's schedule less far ahead).
 Small content rides along so the worker needs no content read; larger content is read from the
 store. Each priority has its own queue (vdq.lanes); a message goes to the queue of its
 ``priority``.
@@ -27,7 +28,7 @@ class SendMessage:
     delay_seconds: int = 0
     content: dict[str, Any] | None = None
     receiver: str | None = None
-    priority: str = "normal"  # the lane (vdq.lanes); not in the body: the worker needs none
+    priority: str = "normal"  # the lane (vdq.lanes); in the body only when not normal
     pace: str | None = None  # the provider rate's key (vdq.pacing.key_of); None: not known
 
     def body(self) -> str:
@@ -36,6 +37,8 @@ class SendMessage:
             data["to"] = self.receiver
         if self.pace is not None:
             data["pace"] = self.pace
+        if self.priority != "normal":
+            data["lane"] = self.priority
         if self.content is not None:
             encoded = json.dumps(self.content, separators=(",", ":"))
             if len(encoded) <= MAX_INLINE_CONTENT:
@@ -49,9 +52,10 @@ class SendMessage:
         if not isinstance(item_id, str) or not isinstance(attempt, int):
             raise ValueError("send message needs a string id and an integer attempt")
         content = data.get("content")
-        receiver, pace = data.get("to"), data.get("pace")
+        receiver, pace, lane = data.get("to"), data.get("pace"), data.get("lane")
         return cls(item_id, attempt, 0, content if isinstance(content, dict) else None,
                    receiver if isinstance(receiver, str) else None,
+                   priority=lane if isinstance(lane, str) else "normal",
                    pace=pace if isinstance(pace, str) else None)  # fmt: skip
 
 

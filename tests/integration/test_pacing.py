@@ -189,6 +189,25 @@ def test_an_item_whose_turn_is_far_off_is_given_back_unsent(aws, rt, wall):
     assert send.process_body(message.body(), rt) == send.ACCEPTED
 
 
+@pytest.mark.parametrize(("priority", "most", "least"), [("bulk", 1.0, 0.1), ("high", 1.5, 1.5)])
+def test_a_bulk_send_books_the_schedule_only_a_horizon_ahead_a_high_one_the_longest_wait(
+        aws, rt, wall, priority, most, least):  # fmt: skip
+    # Others hold the next 3 s at 10/s. A send told that 15 of its batch come: the high one
+    # reserves all 15 at once (1.5 s past its slot, within the longest wait); the bulk one
+    # waits until the schedule is within its 1 s horizon and reserves no further than that.
+    records = rt.overrides["pacer"].records
+    records.reserve(pacing.SES_KEY, 3.0, wall.now, wall.now, busy=False)
+    start = wall.now
+    vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority, runtime=rt)
+    message = rt.overrides["send_queue"].messages[-1]
+    assert message.priority == priority
+    rt.overrides["ses_provider"] = ThrottlingSes(times=0)
+    assert send.process(message, rt, upcoming=15) == send.ACCEPTED
+    assert wall.now == pytest.approx(start + 3.0)  # at its slot, right after the others'
+    ahead = records.read(pacing.SES_KEY).tat - wall.now
+    assert least - 1e-3 <= ahead <= most + 1e-3
+
+
 def test_twilio_429_puts_an_sms_back_on_the_queue_instead_of_erroring_it(aws, rt):
     class Throttled429:
         calls = 0

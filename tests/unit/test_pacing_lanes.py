@@ -1,0 +1,246 @@
+"""Provider rate control across priority lanes, offline: bulk keeps the shared schedule only a
+horizon ahead, so a high send's slot is near however large the bulk backlog.
+
+Several workers (each its own Pacer) share one in-memory schedule (the pace record's contract,
+as in test_pacing.py) on a virtual clock: each worker is a thread that runs only while the
+others sleep, and time jumps to the next wake-up. Nothing here waits in real time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from tests.unit.test_pacing import Schedule, Wall, batch_runtime, body
+from vdq.batchplan import plan
+from vdq.pacing import NoSlot, Pacer
+from vdq.sendqueue import SendMessage
+
+KEY, RATE, MAX_WAIT = "ses", 10.0, 5.0
+BULK_REACH = 1.0  # the bulk horizon (vdq.pacing.HORIZONS): at 10/s longer than a slot and its lead
+
+
+class Stop(Exception):
+    """The simulation is over: a sleeping worker ends."""
+
+
+class VirtualTime:
+    """Threads that take turns on one clock: one runs at a time, until it sleeps."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+        self._lock = threading.Condition()
+        self._wakes: list[tuple[float, int, threading.Event]] = []
+        self._n = 0
+        self._running = 0
+        self._stopped = False
+
+    def wall(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        event = threading.Event()
+        with self._lock:
+            self._n += 1
+            heapq.heappush(self._wakes, (self.now + max(0.0, seconds), self._n, event))
+            self._running -= 1
+            self._lock.notify_all()
+        event.wait()
+        if self._stopped:
+            raise Stop
+
+    def run(self, workers: list[Callable[[], None]], until: float) -> None:
+        def body(work: Callable[[], None]) -> None:
+            try:
+                self.sleep(0.0)
+                work()
+            except Stop:
+                return
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    self._lock.notify_all()
+
+        threads = [threading.Thread(target=body, args=(w,), daemon=True) for w in workers]
+        with self._lock:
+            self._running = len(threads)
+        for t in threads:
+            t.start()
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._running == 0, timeout=30)
+                assert self._running == 0, "a worker neither slept nor ended"
+                if not self._wakes or self._wakes[0][0] > until:
+                    break
+                at, _, event = heapq.heappop(self._wakes)
+                self.now = max(self.now, at)
+                self._running = 1
+            event.set()
+        with self._lock:
+            self._stopped = True
+            self._running = len(self._wakes) + 1
+            for _, _, event in self._wakes:
+                event.set()
+            self._running -= 1
+        for t in threads:
+            t.join(timeout=30)
+
+
+class Booking:
+    """One worker's view of the schedules it shares with the others (the provider rate's, and
+    the bulk lane's queue for it): notes each reservation it made of the provider rate's."""
+
+    def __init__(self, schedules: dict[str, Schedule], clock) -> None:
+        self.schedules, self.clock = schedules, clock
+        self.booked: list[tuple[float, float]] = []  # (when, the schedule's end after it)
+
+    def reserve(self, key, seconds, now, latest, *, busy):
+        schedule = self.schedules.setdefault(key, Schedule())
+        reservation = schedule.reserve(key, seconds, now, latest, busy=busy)
+        if reservation.start is not None and key == KEY:
+            self.booked.append((now, reservation.state.tat))
+        return reservation
+
+    def cut(self, key, *args):
+        return self.schedules.setdefault(key, Schedule()).cut(key, *args)
+
+
+def bulk_worker(p: Pacer, clock: VirtualTime, sent: list[tuple[float, str]],
+                given_back: list[float]) -> Callable[[], None]:  # fmt: skip
+    """An endless bulk backlog: batches of ten, planned then sent one by one; a send that goes
+    back costs the worker a moment (its writes) and the backlog is no smaller."""
+
+    def work() -> None:
+        while True:
+            p.full.clear()
+            try:
+                p.hold(KEY, RATE, 10, "bulk")
+            except NoSlot:
+                p.full.add(KEY)
+            for left in range(10, 0, -1):
+                try:
+                    p.turn(KEY, RATE, upcoming=left, lane="bulk")
+                    sent.append((clock.now, "bulk"))
+                except NoSlot:
+                    given_back.append(clock.now)
+                    clock.sleep(0.05)
+            clock.sleep(0.02)  # the next batch's receive
+
+    return work
+
+
+def workers(clock: VirtualTime, schedules: dict[str, Schedule], count: int, sent: list,
+            given_back: list):  # fmt: skip
+    bookings = [Booking(schedules, clock) for _ in range(count)]
+    pacers = [Pacer(b, MAX_WAIT, wall=clock.wall, sleep=clock.sleep) for b in bookings]  # type: ignore[arg-type]
+    return bookings, pacers, [bulk_worker(p, clock, sent, given_back) for p in pacers]
+
+
+def at_most_the_rate(times: list[float]) -> bool:
+    """No second holds more than RATE sends: any RATE + 1 sends in a row span a second."""
+    times = sorted(times)
+    span = int(RATE)
+    return all(times[i + span] - times[i] >= 1.0 - 1e-6 for i in range(len(times) - span))
+
+
+def test_a_bulk_only_backlog_keeps_the_schedule_within_its_horizon_and_the_rate_used():
+    clock, schedules = VirtualTime(), {}
+    sent: list[tuple[float, str]] = []
+    given_back: list[float] = []
+    bookings, pacers, work = workers(clock, schedules, 4, sent, given_back)
+    start, seconds = clock.now, 60.0
+    clock.run(work, until=start + seconds)
+    # Bulk never reserved past its horizon...
+    assert all(end <= now + BULK_REACH + 1e-6 for b in bookings for now, end in b.booked)
+    # ...yet the schedule never ran dry: at least 90% of the rate was used.
+    assert len(sent) >= 0.9 * RATE * seconds
+    assert at_most_the_rate([t for t, _ in sent])
+    # One request a send for its shared slot, taken at its turn in the bulk queue (whose turns
+    # a batch reserves in one request): the workers do not all ask for the same slots.
+    requests = sum(p.requests for p in pacers)
+    assert requests / len(sent) < 1.25
+
+
+def test_a_high_send_during_a_bulk_backlog_goes_within_the_bulk_horizon():
+    clock, schedules = VirtualTime(), {}
+    sent: list[tuple[float, str]] = []
+    _, _, work = workers(clock, schedules, 4, sent, [])
+    high = Pacer(Booking(schedules, clock), MAX_WAIT, wall=clock.wall,  # type: ignore[arg-type]
+                 sleep=clock.sleep)  # fmt: skip
+    waits: list[float] = []
+
+    def high_sends() -> None:
+        clock.sleep(5.0)  # the bulk backlog has the schedule by now
+        for _ in range(20):
+            asked = clock.now
+            high.turn(KEY, RATE, lane="high")
+            waits.append(clock.now - asked)
+            sent.append((clock.now, "high"))
+            clock.sleep(0.73)  # at odd moments of the bulk workers' cycle
+
+    seconds = 45.0
+    clock.run([*work, high_sends], until=clock.now + seconds)
+    assert len(waits) == 20
+    assert max(waits) <= BULK_REACH + 1e-6
+    # The lanes share one schedule: together never over the rate.
+    assert at_most_the_rate([t for t, _ in sent])
+    # Bulk took the rest: the schedule was used, high sends did not leave it idle.
+    assert len(sent) >= 0.9 * RATE * seconds
+
+
+def test_a_bulk_batch_plans_its_turns_in_the_bulk_queue_and_each_slot_at_its_turn():
+    wall = Wall()
+    schedules: dict[str, Schedule] = {}
+    p = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    bodies = [SendMessage(f"I{i}", 1, pace="twilio#+1", priority="bulk").body() for i in range(5)]
+    start = wall.now
+    order = plan(bodies, batch_runtime(p, twilio_rate=1.0))
+    # The plan reserved five turns in the bulk lane's queue, nothing of the shared schedule.
+    assert schedules["twilio#+1#bulk"].state.tat == pytest.approx(start + 5.0)
+    assert "twilio#+1" not in schedules
+    for index, upcoming in order:
+        p.turn(json.loads(bodies[index])["pace"], 1.0, upcoming=upcoming, lane="bulk")
+        # Each send's slot reserved at its turn: at 1/s one send's slot and its lead (1.5 s).
+        assert schedules["twilio#+1"].state.tat <= wall.now + 1.5 + 1e-6
+    assert wall.now - start == pytest.approx(4.0, abs=0.2)  # all sent, at 1/s
+    assert p.full == set()
+
+
+def test_the_same_batch_in_the_normal_lane_plans_the_longest_wait():
+    wall, schedule = Wall(), Schedule()
+    p = Pacer(schedule, MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    plan([body("twilio#+1")] * 5, batch_runtime(p, twilio_rate=1.0))
+    assert schedule.state.tat == pytest.approx(wall.now + 5.0)
+
+
+def test_a_bulk_send_waits_for_a_schedule_within_the_longest_wait_and_gives_back_past_it():
+    wall = Wall()
+    schedule = Schedule(tat=wall.now + 3.0)  # high sends hold the next 3 s
+    booking = Booking({KEY: schedule}, wall)
+    p = Pacer(booking, MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    start = wall.now
+    p.turn(KEY, RATE, lane="bulk")
+    # It reserved only once the schedule was within the bulk horizon, and went at its slot.
+    [(reserved, end)] = booking.booked
+    assert reserved >= start + 3.0 - BULK_REACH and end <= reserved + BULK_REACH + 1e-6
+    assert wall.now == pytest.approx(start + 3.0)
+    far = Booking({KEY: Schedule(tat=wall.now + 30.0)}, wall)
+    q = Pacer(far, MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    before = wall.now
+    with pytest.raises(NoSlot) as no_slot:
+        q.turn(KEY, RATE, lane="bulk")
+    assert wall.now == before  # nothing waited for
+    assert no_slot.value.delay >= 29  # back when the schedule has drained into the horizon
+
+
+def test_a_send_message_names_its_lane_unless_normal():
+    bulk = SendMessage("I", 1, pace="ses", priority="bulk")
+    assert json.loads(bulk.body())["lane"] == "bulk"
+    assert SendMessage.parse(bulk.body()).priority == "bulk"
+    normal = SendMessage("I", 1, pace="ses")
+    assert "lane" not in json.loads(normal.body())
+    assert SendMessage.parse(normal.body()).priority == "normal"
