@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, pacing, suppression, tracking, transitions, unsubscribe
+from vdq import giveback, mime, pacing, suppression, tracking, transitions, unsubscribe
 from vdq.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.providers import (
@@ -78,15 +78,15 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
         else:
             provider_id = send_sms(item, content, runtime)
     except pacing.NoSlot as no_slot:
-        return pacing.give_back(item, message, entry, no_slot.delay, runtime)
+        return giveback.give_back(item, message, entry, no_slot.delay, runtime)
     except suppression.SuppressedMeanwhile as exc:
         # Back on the queue at once: the next delivery's check cancels it, as for any item
         # to a suppressed receiver (a claimed item has no transition to cancelled).
-        pacing.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc),
+        giveback.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc),
                          counted=False)  # fmt: skip
         return SUPPRESSED
     except ThrottledProviderError as exc:
-        return pacing.throttled(item, message, content, entry, exc, runtime)
+        return giveback.throttled(item, message, content, entry, exc, runtime)
     except TransientProviderError as exc:
         if item.method == "email":
             return retry_later(item, entry, exc, runtime)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from vdq import ids
+from vdq import encoded_words, ids
 from vdq.errors import ValidationError
 from vdq.fields import (
     CONTENT_ID_CHARS,
@@ -37,12 +37,7 @@ _CONTENT_ID = re.compile(f"[{CONTENT_ID_CHARS}]+")
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 # A lone surrogate is not a character: it cannot be encoded as UTF-8, so it cannot be sent.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# An RFC 2047 encoded word (=?charset?Q|B?text?=): mail readers, and the email package that
-# builds the message, decode it wherever a header holds text.
-_ENCODED_WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")
-_CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
 _SPACE = re.compile(r"\s")
-_ADDRESS_SYNTAX = re.compile(r'[,;:<>@"()\[\]\\]')
 
 
 # ---- values of each kind ---------------------------------------------------------------------
@@ -96,40 +91,9 @@ def check_text(value: str, path: str, *, single_line: bool) -> None:
                 f"(U+{ord(found.group()):04X} at {found.start()})",
             )
         if "=?" in value:
-            _check_encoded_words(value, path)
+            encoded_words.check_line(value, path)
     if "\x00" in value:
         raise ValidationError(path, "must not contain NUL characters")
-
-
-def _encoded_words(value: str) -> Iterator[tuple[re.Match[str], str, bytes]]:
-    """Each RFC 2047 encoded word of ``value``: the word, its text as a mail reader shows it
-    (its charset read with replacement; "" for an unknown one) and its bytes. A word that does
-    not decode is no encoded word to a reader: it shows it as written."""
-    import quopri
-
-    for word in _ENCODED_WORD.finditer(value):
-        charset, encoding, text = word.groups()
-        try:
-            data = (base64.b64decode(text + "=" * (-len(text) % 4)) if encoding in "Bb"
-                    else quopri.decodestring(text.encode(), header=True))  # fmt: skip
-        except (binascii.Error, ValueError):
-            continue
-        try:
-            shown = data.decode(charset.partition("*")[0], "replace")
-        except LookupError:
-            shown = ""
-        yield word, shown, data
-
-
-def _check_encoded_words(value: str, path: str) -> None:
-    """A single line as a mail reader shows it: no encoded word may decode to a line break or
-    a control character (``=?UTF-8?Q?a=0D=0ABcc:...?=`` would be a header line of its own)."""
-    for word, shown, data in _encoded_words(value):
-        # The bytes themselves too: CR, LF and NUL are those bytes in any ASCII charset.
-        if _CONTROL.search(shown) or _CONTROL_BYTES.search(data):
-            raise ValidationError(
-                path, f"must not contain line breaks or control characters, also not in an "
-                      f"encoded word ({word.group()[:60]!r} at {word.start()})")  # fmt: skip
 
 
 def email_address(value: Any, path: str) -> str:
@@ -192,11 +156,7 @@ def _display_name(f: Field, value: Any, path: str, limits: Limits) -> Any:
     """A line that names an address: the email package writes what an encoded word in it
     decodes to unquoted, so address syntax there would change the header's addresses."""
     text = _line(f, value, path, limits)
-    for word, shown, data in _encoded_words(text or ""):
-        if _ADDRESS_SYNTAX.search(shown) or _ADDRESS_SYNTAX.search(data.decode("latin-1")):
-            raise ValidationError(path, (
-                f"must not hold address syntax (, ; : < > @ \" ( ) [ ] \\) in an encoded word "
-                f"({word.group()[:60]!r} at {word.start()}): write the name as text"))  # fmt: skip
+    encoded_words.check_name(text or "", path)
     return text
 
 

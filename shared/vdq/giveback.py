@@ -1,0 +1,99 @@
+"""Giving a claimed item back: it waits for its turn at the provider's rate (vdq.pacing), was
+throttled by the provider, or its receiver was suppressed meanwhile (vdq.suppression). The
+item returns to the state its claim took it from, at the same attempt, and its message is
+published again with a delay: no attempt is spent and nothing is sent.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from vdq import resources
+from vdq.clock import iso
+from vdq.lanes import priority_of
+from vdq.observability import logger, metrics
+from vdq.pacing import PACED, current_rate, get_pacer, rate_of
+from vdq.providers import ThrottledProviderError
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
+from vdq.workflow import GIVE_BACK_ENTRIES, State, claim_source
+
+
+def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],
+              entry: HistoryRecord, exc: ThrottledProviderError,
+              runtime: Runtime) -> str:  # fmt: skip
+    """The provider refused the send for its rate: slow the fleet, give the item back."""
+    metrics.add_metric(name="SendsThrottled", unit="Count", value=1)
+    key, limit, units = rate_of(item, content, runtime)
+    if not exc.rate_exceeded:  # a daily quota: no pace helps, try again much later
+        delay = runtime.settings.retry_backoff_max_seconds
+    else:
+        pacer = get_pacer(runtime)
+        if limit is not None:
+            pacer.slow_down(key, limit)
+        rate = current_rate(limit or 1.0, pacer.seen.get(key), pacer.wall())
+        delay = max(1, math.ceil(units / rate + random.uniform(0, pacer.max_wait)))
+    result = f"{exc}; not sent, back on the queue in {delay} s"
+    return give_back(item, message, entry, delay, runtime, name="throttled", result=result)
+
+
+def give_back(
+    item: QueueItemRecord,
+    message: SendMessage,
+    entry: HistoryRecord,
+    delay: int,
+    runtime: Runtime,
+    *,
+    name: str = "paced",
+    result: str | None = None,
+    counted: bool = True,
+) -> str:
+    """Undo the claim: the item returns to the state it was claimed from, at the same attempt,
+    and its message (same attempt and lane) is published again ``delay`` seconds later. Not a
+    transition of the workflow's table (why: vdq.workflow, ``GIVE_BACK``); ``name`` is its
+    history entry, one of ``workflow.GIVE_BACK_ENTRIES``.
+
+    The write is conditional on the claim (``sending`` at this attempt), so a status update or
+    an operator that moved the item first wins. A duplicate of the new message fails its claim
+    as any duplicate does; a lost publish is published again by the unclaimed-publish sweep
+    (the item's publish timer). ``counted``: a wait for a turn at the rate (SendsPaced)."""
+    from vdq.transitions import (
+        TIMER_PUBLISH,
+        clip_result,
+        history_entry,
+        item_now,
+        timer_write,
+    )
+
+    assert name in GIVE_BACK_ENTRIES
+    source = claim_source(item.retries)
+    now = item_now(item, runtime)
+    write = StateWrite(set={"state": source.value, "updated_at": iso(now), "claimed_at": None})
+    if result is not None:
+        write.set["result"] = clip_result(result)
+    due = now + timedelta(seconds=delay + runtime.settings.publish_grace_seconds)
+    timer_write(write, item.id, TIMER_PUBLISH, iso(due), runtime.settings.index_shards)
+    text = result or f"no sending slot within the wait; back on the queue in {delay} s"
+    note = history_entry(item.id, now, actor="worker", source="server", kind="event",
+                         name=name, from_state=State.SENDING.value, to_state=source.value,
+                         attempt=int(item.attempt), text=text)  # fmt: skip
+    try:
+        runtime.store.commit(item, write, [entry, note])
+    except Moved as moved:
+        state = moved.current.state if moved.current else "gone"
+        logger.info("%s item %s not given back: it is now %s", name, item.id, state)
+        return PACED
+    if counted:  # waits for its turn at the rate (not: given back for a suppression)
+        metrics.add_metric(name=resources.METRIC_SENDS_PACED, unit="Count", value=1)
+    # The same message (attempt, content, receiver), in the item's lane.
+    again = replace(message, delay_seconds=delay, priority=priority_of(item))
+    failed = runtime.send_queue.publish([again])
+    if failed:
+        logger.error("publish of %s after %s failed (the sweep publishes it again): %s",
+                     item.id, name, failed[item.id])  # fmt: skip
+    return PACED
