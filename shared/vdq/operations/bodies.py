@@ -38,10 +38,7 @@ BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 SEND_AT = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
            r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")  # fmt: skip
-# A host (a name, maybe with a port, or a bracketed IPv6 address), then a path, query or
-# fragment; no spaces. Narrower than the server, which also takes a user@ before the host.
-_HOST = f"(?:\\[[0-9A-Fa-f:.]+\\](?::[0-9]+)?|[^/?#:@\\[\\]\\s{_C}][^/?#@\\[\\]\\s{_C}]*)"
-HTTPS_URL = f"^https://{_HOST}(?:[/?#][^\\s{_C}]*)?$"
+HTTPS_URL = validation.HTTPS_URL
 # A name SES refuses (vdq.fields.SES_REFUSED_EXTENSIONS), in any case, with any trailing dots
 # and spaces (a pattern has no flag for case: each letter is a class).
 SES_REFUSED_NAME = "\\.(?:{})[. ]*$".format("|".join(
