@@ -150,6 +150,14 @@ def forget_items(table: Any) -> None:
     shard = getattr(table, "stream_shard", None)
     if shard is not None:
         shard.items.clear()
+    # moto also keeps every model object it ever made (BaseModel.__new__ appends each to its
+    # class's ``instances_tracked``), and TransactWriteItems deep-copies every table, stream
+    # records included, for its rollback: a soak of 10,000 schedules grew to 12 GB and was
+    # killed. Only moto's own reset and its data API read those lists.
+    from moto.core.model_instances import model_data
+
+    for model in model_data["dynamodb"].values():
+        model.instances_tracked.clear()
 
 
 @contextmanager
