@@ -85,8 +85,10 @@ _LIMIT = Param("limit", "query", "integer", "How many items one page holds at mo
                minimum=1, maximum=MAX_LIMIT, default=DEFAULT_LIMIT)  # fmt: skip
 def _cursor(where_from: str, first: str) -> Param:
     return Param("cursor", "query", "string",
-                 f"Where the page starts: {where_from}, as returned. Opaque and signed: any "
-                 f"other value is a 400 with details.field `cursor`. Leave it out {first}.",
+                 f"Where the page starts: {where_from}, as returned. Opaque and signed: a value "
+                 f"that is not of this pattern or length is a 422, one that is but was not "
+                 f"signed for this request a 400, both with details.field `cursor`. Leave it "
+                 f"out {first}.",
                  pattern=cursor.PATTERN, max_length=MAX_QUERY_VALUE)  # fmt: skip
 
 
