@@ -20,6 +20,12 @@ from typing import Any
 POLICY = SMTP.clone(cte_type="7bit")
 
 
+class Unsendable(ValueError):
+    """The content cannot be written as a safe message: a header field holds an encoded word
+    that decodes to a line break, or a name one that decodes to address syntax. Enqueue refuses
+    such fields (vdq.validation); this guards content stored before that rule."""
+
+
 @dataclass(frozen=True)
 class File:
     filename: str
@@ -37,6 +43,27 @@ def _addresses(values: Sequence[Mapping[str, Any]] | None) -> list[Address]:
     return [_address(v) for v in values or ()]
 
 
+def _check_fields(content: Mapping[str, Any], sender_name: str | None,
+                  files: Sequence[File]) -> None:  # fmt: skip
+    """The header fields the email package decodes encoded words in (vdq.encoded_words)."""
+    from vdq import encoded_words
+    from vdq.errors import ValidationError
+
+    names = [("sender.name", sender_name or "")] + [
+        (f"{key}[{i}].name", value.get("name") or "")
+        for key in ("to", "cc", "reply_to") for i, value in enumerate(content.get(key) or ())
+    ]  # fmt: skip
+    try:
+        encoded_words.check_line(content.get("subject") or "", "subject")
+        for path, name in names:
+            encoded_words.check_line(name, path)
+            encoded_words.check_name(name, path)
+        for f in files:
+            encoded_words.check_line(f.filename, f"the file name {f.filename!r}")
+    except ValidationError as exc:
+        raise Unsendable(f"cannot be sent safely: {exc}") from None
+
+
 def build_email(
     *,
     sender: str,
@@ -48,6 +75,7 @@ def build_email(
 ) -> bytes:
     """The raw message for ``content`` (as enqueue stores it) and its files; ``headers`` are
     added as given (List-Unsubscribe: vdq.unsubscribe)."""
+    _check_fields(content, sender_name, files)
     msg = EmailMessage(policy=POLICY)
     msg["Subject"] = content.get("subject") or ""
     msg["From"] = Address(display_name=sender_name or "", addr_spec=sender)

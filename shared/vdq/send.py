@@ -93,7 +93,7 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
         return fail(item, entry, f"{exc}; not sent, and SMS has no automatic retry", runtime)
     except AmbiguousProviderError as exc:
         return fail(item, entry, ambiguous_result(exc), runtime)
-    except (PermanentProviderError, MissingContent) as exc:
+    except (PermanentProviderError, MissingContent, mime.Unsendable) as exc:
         return fail(item, entry, str(exc) + suppression.learn_from_send_error(item, exc, runtime),
                     runtime)
     except Exception as exc:

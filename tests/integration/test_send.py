@@ -182,6 +182,20 @@ def test_missing_content_errors_the_item_without_calling_ses(aws, rt):
     assert sent_emails() == []
 
 
+def test_stored_content_whose_subject_would_inject_a_header_errors_without_calling_ses(aws, rt):
+    """Content stored before enqueue refused encoded line breaks (or by another path) is never
+    written as a message with a Bcc line of its own."""
+    [item] = email_items(rt, cc=[], bcc=[])
+    message = json.loads(bodies(aws)[item.id])
+    message["content"] = {**message.get("content", {}),
+                          "subject": "=?UTF-8?Q?Hi=0D=0ABcc:_victim@example.net?="}  # fmt: skip
+    assert send.process_body(json.dumps(message), rt) == send.ERRORED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored" and "subject" in stored.result
+    assert "cannot be sent safely" in stored.result
+    assert sent_emails() == [] and drain(aws) == []
+
+
 def test_ses_permanent_rejection_errors_the_item_with_the_ses_text(aws, rt):
     items = vdq.add_email("unverified@example.com", ["ada@example.org"], "Hi", "Hello",
                           runtime=rt)  # fmt: skip

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import email
+import re
 from datetime import UTC, datetime
 from email import policy
 
-from vdq.mime import File, build_email
+import pytest
+
+from vdq.mime import File, Unsendable, build_email
 
 CONTENT = {
     "subject": "Grüße aus Zürich",
@@ -75,3 +78,28 @@ def test_no_bcc_header_is_ever_written():
     content = {**CONTENT, "bcc": [{"email": "hidden@example.org"}]}
     raw = build_email(sender="shop@example.com", sender_name=None, content=content)
     assert b"hidden@example.org" not in raw and b"Bcc" not in raw
+
+
+INJECTION = "=?UTF-8?Q?Hi=0D=0ABcc:_victim@example.net?="
+SPOOF = "=?UTF-8?Q?x_<evil@example.net>?="
+
+
+@pytest.mark.parametrize(("where", "change"), [
+    ("subject", lambda c, f: c.update(subject=INJECTION)),
+    ("to[0].name", lambda c, f: c.update(to=[{"email": "a@example.org", "name": SPOOF}])),
+    ("reply_to[0].name",
+     lambda c, f: c.update(reply_to=[{"email": "a@example.org", "name": INJECTION}])),
+    ("the file name", lambda c, f: f.append(File(INJECTION + ".pdf", "application/pdf", b"%"))),
+])  # fmt: skip
+def test_a_header_field_whose_encoded_word_injects_is_not_written(where, change):
+    """Enqueue refuses these fields (vdq.validation); content stored before that rule, or by
+    another path, must still never become a Bcc line or another From address."""
+    content, files = dict(CONTENT), []
+    change(content, files)
+    with pytest.raises(Unsendable, match=re.escape(where)):
+        build_email(sender="shop@example.com", sender_name=None, content=content, files=files)
+
+
+def test_a_sender_name_with_an_encoded_address_is_not_written():
+    with pytest.raises(Unsendable, match=re.escape("sender.name")):
+        build_email(sender="shop@example.com", sender_name=SPOOF, content=CONTENT)
