@@ -36,8 +36,10 @@ MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{_SPACE}\\x00][^\\x00]*$"
 MULTI_LINE = "^[^\\x00]*$"
 BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
-SEND_AT = (r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
-           r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")  # fmt: skip
+# Months, days, hours, minutes and seconds in range (no leap second: Python has none); a day
+# past its month's end (02-30) is the one thing only the server refuses.
+SEND_AT = (r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+           r"(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")  # fmt: skip
 HTTPS_URL = validation.HTTPS_URL
 # A name SES refuses (vdq.fields.SES_REFUSED_EXTENSIONS), in any case, with any trailing dots
 # and spaces (a pattern has no flag for case: each letter is a class).
