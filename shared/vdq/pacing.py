@@ -103,12 +103,13 @@ class Pacer:
         ``upcoming``: sends this worker expects to make soon (the rest of its batch), reserved
         together so that a batch costs one request. ``lane``: the send's priority (its horizon,
         ``HORIZONS``); a lane with a horizon waits for the schedule to drain into it, up to the
-        longest wait."""
+        longest wait (its turn in the lane's queue included: one send never waits longer than
+        one of another lane, and a batch of them ends within the send function's timeout)."""
+        until = self.wall() + self.max_wait
         if lane in HORIZONS:  # first its turn among its lane's sends
             self._queue(key, limit, units, upcoming, lane)
             upcoming = units  # its slot only, reserved at its turn
         now = self.wall()
-        until = now + self.max_wait
         held = self._fresh(key, now)
         while len(held) < units:
             room = self._reserve(key, limit, units - len(held), max(units, upcoming) - len(held),

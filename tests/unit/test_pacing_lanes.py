@@ -8,6 +8,7 @@ others sleep, and time jumps to the next wake-up. Nothing here waits in real tim
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import threading
@@ -19,6 +20,7 @@ from tests.unit.test_pacing import Schedule, Wall, batch_runtime, body
 from vdq.batchplan import plan
 from vdq.pacing import NoSlot, Pacer
 from vdq.sendqueue import SendMessage
+from vdq.store.pacing import PaceState
 
 KEY, RATE, MAX_WAIT = "ses", 10.0, 5.0
 BULK_REACH = 1.0  # the bulk horizon (vdq.pacing.HORIZONS): at 10/s longer than a slot and its lead
@@ -244,3 +246,36 @@ def test_a_send_message_names_its_lane_unless_normal():
     normal = SendMessage("I", 1, pace="ses")
     assert "lane" not in json.loads(normal.body())
     assert SendMessage.parse(normal.body()).priority == "normal"
+
+
+class Crowded:
+    """Schedules other workers keep ahead at every request: the bulk queue by another bulk
+    worker's turns, the shared one by high sends (which reserve up to the longest wait ahead)."""
+
+    def __init__(self, ahead: dict[str, float]) -> None:
+        self.ahead = ahead
+        self.schedules = {key: Schedule() for key in ahead}
+
+    def reserve(self, key, seconds, now, latest, *, busy):
+        schedule = self.schedules[key]
+        schedule.state = PaceState(max(schedule.state.tat or now, now + self.ahead[key]))
+        return schedule.reserve(key, seconds, now, latest, busy=busy)
+
+
+def test_a_bulk_send_waits_at_most_the_longest_wait_in_all_so_a_batch_ends_within_the_timeout():
+    from vdq.resources import SEND_FUNCTION_TIMEOUT_SECONDS
+
+    wall = Wall()
+    crowded = Crowded({"ses#bulk": MAX_WAIT - 1.1, KEY: MAX_WAIT - 0.6})
+    p = Pacer(crowded, MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    start, waits = wall.now, []
+    for left in range(10, 0, -1):
+        asked = wall.now
+        with contextlib.suppress(NoSlot):  # given back: the next send of the batch
+            p.turn(KEY, RATE, upcoming=left, lane="bulk")
+        waits.append(wall.now - asked)
+    # Its turn in the bulk queue and its slot in the shared schedule share the one wait (a
+    # send of another lane waits at most that and its slot's reach)...
+    assert max(waits) <= MAX_WAIT + BULK_REACH + 1e-6
+    # ...so a batch of ten sleeps less than the send function's timeout.
+    assert wall.now - start < SEND_FUNCTION_TIMEOUT_SECONDS
