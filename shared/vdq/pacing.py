@@ -132,24 +132,29 @@ class Pacer:
             self.waited += at - now
             self.sleep(at - now)
 
-    def hold(self, key: str, limit: float, units: int, lane: str | None = None) -> list[float]:
+    def hold(self, key: str, limit: float, units: int, lane: str | None = None,
+             first: int = 1) -> list[float]:  # fmt: skip
         """Reserve up to ``units`` slots ahead of the sends that will take them (a batch's
         plan); the times of the slots now held, in order (a lane with a horizon: of its turns in
-        its queue, ``_queue``). NoSlot when the schedule is full."""
+        its queue, ``_queue``). ``first``: the slots the first of those sends takes, reserved
+        together or not at all, as its turn would (an SMS of more segments than the longest
+        wait holds waits for an idle schedule: a plan holding only what fits would keep it
+        busy, and the send given back, for ever). NoSlot when the schedule is full."""
         if lane in HORIZONS:
-            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units)
+            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units, first=first)
         now = self.wall()
         held = self._fresh(key, now)
         if len(held) < units:
             deferred = self.deferred.get(key)
             until = now + self.max_wait
+            need = max(1, first - len(held))
             try:
                 try:
-                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
+                    self._reserve(key, limit, need, units - len(held), now, lane, until)
                 except NoSlot:
                     # All of them did not fit; as many as fit by what the refusal showed (no
                     # request when not even one does).
-                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
+                    self._reserve(key, limit, need, units - len(held), now, lane, until)
             except NoSlot:
                 if deferred is not None:  # nothing given back yet: only the sends will be
                     self.deferred[key] = deferred
@@ -172,8 +177,12 @@ class Pacer:
         if len(held) < units:
             self._reserve(queue, self._lane_rate(key, limit), units - len(held),
                           max(units, upcoming) - len(held), now)  # fmt: skip
-        # A moment early: the shared slot is reserved while the one before it still runs.
-        self._take(held, units, now, early=BULK_LEAD / 2)
+        # At the first of its turns, a moment early: its slots in the shared schedule are
+        # reserved while the send before them still runs, and then run along its turns (at
+        # the last turn, a send of many segments would wait for them twice over).
+        self._take(held, 1, now, early=BULK_LEAD / 2)
+        for _ in range(units - 1):
+            held.popleft()
 
     def _lane_rate(self, key: str, limit: float) -> float:
         """A lane's queue runs at the shared schedule's rate as last seen (after a cut too)."""

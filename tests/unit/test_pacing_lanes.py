@@ -279,3 +279,22 @@ def test_a_bulk_send_waits_at_most_the_longest_wait_in_all_so_a_batch_ends_withi
     assert max(waits) <= MAX_WAIT + BULK_REACH + 1e-6
     # ...so a batch of ten sleeps less than the send function's timeout.
     assert wall.now - start < SEND_FUNCTION_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize("lane", ["normal", "bulk"])
+def test_an_sms_of_more_segments_than_the_longest_wait_holds_goes_on_an_idle_schedule(lane):
+    from vdq import segments
+
+    wall = Wall()
+    schedules: dict[str, Schedule] = {}
+    p = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    text = "x" * 153 * 6
+    units = segments.count(text).segments
+    assert units > 1.0 * MAX_WAIT  # at 1/s its slots do not fit in the longest wait
+    message = SendMessage("I", 1, content={"body": text}, pace="twilio#+1", priority=lane)
+    # Every delivery of it is planned, then sent or given back; the schedule is idle each time
+    # (nobody else sends at this rate), so it must go on the first.
+    [(_, upcoming)] = plan([message.body()], batch_runtime(p, twilio_rate=1.0))
+    start = wall.now
+    p.turn("twilio#+1", 1.0, units=units, upcoming=upcoming, lane=lane)
+    assert wall.now - start == pytest.approx(units - 1.0, abs=BULK_REACH)  # at its last slot
