@@ -58,6 +58,9 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
 BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
+# Seconds of an invocation kept after its last wait for a slot: the send and its record, and
+# giving back the rest of the batch.
+TIMEOUT_MARGIN = 10.0
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -95,6 +98,9 @@ class Pacer:
     limits: dict[str, tuple[float | None, float]] = field(default_factory=dict)
     requests: int = 0  # DynamoDB requests made for pacing (the bench divides by sends)
     waited: float = 0.0  # seconds slept for slots
+    # No wait for a slot ends after this wall time (``set_deadline``: the invocation's timeout
+    # less TIMEOUT_MARGIN); a send whose slot is later goes back. None: no bound.
+    deadline: float | None = None
 
     def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1,
              lane: str | None = None) -> None:  # fmt: skip
@@ -105,7 +111,7 @@ class Pacer:
         ``HORIZONS``); a lane with a horizon waits for the schedule to drain into it, up to the
         longest wait (its turn in the lane's queue included: one send never waits longer than
         one of another lane, and a batch of them ends within the send function's timeout)."""
-        until = self.wall() + self.max_wait
+        until = min(self.wall() + self.max_wait, self.deadline or math.inf)
         if lane in HORIZONS:  # first its turn among its lane's sends
             self._queue(key, limit, units, upcoming, lane)
             upcoming = units  # its slot only, reserved at its turn
@@ -128,6 +134,10 @@ class Pacer:
         for _ in range(units - 1):
             held.popleft()
         at = held.popleft() - early
+        if self.deadline is not None and at > max(now, self.deadline):
+            # Past the invocation's time: a timeout would leave the claimed item ``sending``
+            # until its lease passed and the lease sweep made it errored.
+            raise NoSlot(max(1, math.ceil(at - now)))
         if at > now:
             self.waited += at - now
             self.sleep(at - now)
@@ -285,6 +295,15 @@ class Pacer:
             value, until = None, now + LIMIT_RETRY_SECONDS
         self.limits[name] = (value, until)
         return value
+
+
+def set_deadline(runtime: Runtime, remaining_ms: int | None) -> None:
+    """Bound the waits of this invocation's sends by its remaining time (None: unbounded)."""
+    pacer = get_pacer(runtime)
+    if remaining_ms is None:
+        pacer.deadline = None
+    else:
+        pacer.deadline = pacer.wall() + remaining_ms / 1000 - TIMEOUT_MARGIN
 
 
 def queue_of(key: str, lane: str) -> str:

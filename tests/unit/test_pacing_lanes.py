@@ -298,3 +298,22 @@ def test_an_sms_of_more_segments_than_the_longest_wait_holds_goes_on_an_idle_sch
     start = wall.now
     p.turn("twilio#+1", 1.0, units=units, upcoming=upcoming, lane=lane)
     assert wall.now - start == pytest.approx(units - 1.0, abs=BULK_REACH)  # at its last slot
+
+
+def test_no_send_of_a_batch_waits_for_its_slot_past_the_invocations_deadline():
+    wall = Wall()
+    schedules: dict[str, Schedule] = {}
+    p = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    start = wall.now
+    p.deadline = start + 50.0  # a 60 s timeout less the margin (vdq.pacing.set_deadline)
+    outcomes = []
+    # Ten SMS of ten segments, each from its own idle sender at 1/s: each waits 9 s for its
+    # last slot, 90 s in all.
+    for sender in range(10):
+        try:
+            p.turn(f"twilio#+{sender}", 1.0, units=10, lane="bulk" if sender % 2 else None)
+            outcomes.append("sent")
+        except NoSlot:
+            outcomes.append("back")
+    assert wall.now <= start + 50.0
+    assert outcomes[:5] == ["sent"] * 5 and set(outcomes[5:]) == {"back"}
