@@ -317,3 +317,22 @@ def test_no_send_of_a_batch_waits_for_its_slot_past_the_invocations_deadline():
             outcomes.append("back")
     assert wall.now <= start + 50.0
     assert outcomes[:5] == ["sent"] * 5 and set(outcomes[5:]) == {"back"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the schedule is kept in wall-clock times: a worker whose "
+    "clock runs ahead sends its slots that much early, so workers with clocks up to "
+    "1 s apart (Lambda) send up to a second's worth over the limit in some second",
+)
+def test_workers_whose_clocks_differ_by_up_to_a_second_together_keep_to_the_rate():
+    import random
+
+    random.seed(17)
+    clock, schedules = VirtualTime(), {}
+    sent: list[tuple[float, str]] = []
+    pacers = [Pacer(Booking(schedules, clock), MAX_WAIT,  # type: ignore[arg-type]
+                    wall=lambda skew=skew: clock.now + skew, sleep=clock.sleep)
+              for skew in (0.0, 1.0, 0.0, 0.5)]  # fmt: skip
+    clock.run([bulk_worker(p, clock, sent, []) for p in pacers], until=clock.now + 30.0)
+    assert at_most_the_rate([t for t, _ in sent])  # in true time
