@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import batchplan, send
+from vdq import batchplan, pacing, send
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
@@ -41,6 +41,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # In the order of their slots at the provider's rate (each rate's reserved up front), each
     # told how many more sends of its rate follow.
     bodies = [r.get("body") if isinstance(r, dict) else None for r in records]
+    # No send sleeps for its slot past the invocation's timeout (less a margin for the sends).
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    pacing.set_deadline(Runtime.default(), remaining() if callable(remaining) else None)
     for index, upcoming in batchplan.plan(bodies, Runtime.default()):
         record = records[index]
         try:

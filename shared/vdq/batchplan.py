@@ -77,7 +77,7 @@ def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]
         method = "email" if key == SES_KEY else "sms"
         units = [units_of(method, content) for _, content in members]
         try:
-            held = pacer.hold(key, limit, sum(units), lanes.get(key))
+            held = pacer.hold(key, limit, sum(units), lanes.get(key), first=units[0])
         except NoSlot:
             pacer.full.add(key)
             for index, _ in members:

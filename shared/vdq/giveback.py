@@ -35,7 +35,12 @@ def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, An
     else:
         pacer = get_pacer(runtime)
         if limit is not None:
-            pacer.slow_down(key, limit)
+            try:
+                pacer.slow_down(key, limit)
+            except Exception:
+                # The item is given back still: left in ``sending``, its lease would pass and
+                # the lease sweep make it errored. The next throttling answer cuts the rate.
+                logger.exception("the pace of %s could not be cut", key)
         rate = current_rate(limit or 1.0, pacer.seen.get(key), pacer.wall())
         delay = max(1, math.ceil(units / rate + random.uniform(0, pacer.max_wait)))
     result = f"{exc}; not sent, back on the queue in {delay} s"

@@ -58,6 +58,9 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
 BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
+# Seconds of an invocation kept after its last wait for a slot: the send and its record, and
+# giving back the rest of the batch.
+TIMEOUT_MARGIN = 10.0
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -95,6 +98,9 @@ class Pacer:
     limits: dict[str, tuple[float | None, float]] = field(default_factory=dict)
     requests: int = 0  # DynamoDB requests made for pacing (the bench divides by sends)
     waited: float = 0.0  # seconds slept for slots
+    # No wait for a slot ends after this wall time (``set_deadline``: the invocation's timeout
+    # less TIMEOUT_MARGIN); a send whose slot is later goes back. None: no bound.
+    deadline: float | None = None
 
     def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1,
              lane: str | None = None) -> None:  # fmt: skip
@@ -103,12 +109,13 @@ class Pacer:
         ``upcoming``: sends this worker expects to make soon (the rest of its batch), reserved
         together so that a batch costs one request. ``lane``: the send's priority (its horizon,
         ``HORIZONS``); a lane with a horizon waits for the schedule to drain into it, up to the
-        longest wait."""
+        longest wait (its turn in the lane's queue included: one send never waits longer than
+        one of another lane, and a batch of them ends within the send function's timeout)."""
+        until = min(self.wall() + self.max_wait, self.deadline or math.inf)
         if lane in HORIZONS:  # first its turn among its lane's sends
             self._queue(key, limit, units, upcoming, lane)
             upcoming = units  # its slot only, reserved at its turn
         now = self.wall()
-        until = now + self.max_wait
         held = self._fresh(key, now)
         while len(held) < units:
             room = self._reserve(key, limit, units - len(held), max(units, upcoming) - len(held),
@@ -127,28 +134,37 @@ class Pacer:
         for _ in range(units - 1):
             held.popleft()
         at = held.popleft() - early
+        if self.deadline is not None and at > max(now, self.deadline):
+            # Past the invocation's time: a timeout would leave the claimed item ``sending``
+            # until its lease passed and the lease sweep made it errored.
+            raise NoSlot(max(1, math.ceil(at - now)))
         if at > now:
             self.waited += at - now
             self.sleep(at - now)
 
-    def hold(self, key: str, limit: float, units: int, lane: str | None = None) -> list[float]:
+    def hold(self, key: str, limit: float, units: int, lane: str | None = None,
+             first: int = 1) -> list[float]:  # fmt: skip
         """Reserve up to ``units`` slots ahead of the sends that will take them (a batch's
         plan); the times of the slots now held, in order (a lane with a horizon: of its turns in
-        its queue, ``_queue``). NoSlot when the schedule is full."""
+        its queue, ``_queue``). ``first``: the slots the first of those sends takes, reserved
+        together or not at all, as its turn would (an SMS of more segments than the longest
+        wait holds waits for an idle schedule: a plan holding only what fits would keep it
+        busy, and the send given back, for ever). NoSlot when the schedule is full."""
         if lane in HORIZONS:
-            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units)
+            return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units, first=first)
         now = self.wall()
         held = self._fresh(key, now)
         if len(held) < units:
             deferred = self.deferred.get(key)
             until = now + self.max_wait
+            need = max(1, first - len(held))
             try:
                 try:
-                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
+                    self._reserve(key, limit, need, units - len(held), now, lane, until)
                 except NoSlot:
                     # All of them did not fit; as many as fit by what the refusal showed (no
                     # request when not even one does).
-                    self._reserve(key, limit, 1, units - len(held), now, lane, until)
+                    self._reserve(key, limit, need, units - len(held), now, lane, until)
             except NoSlot:
                 if deferred is not None:  # nothing given back yet: only the sends will be
                     self.deferred[key] = deferred
@@ -171,8 +187,12 @@ class Pacer:
         if len(held) < units:
             self._reserve(queue, self._lane_rate(key, limit), units - len(held),
                           max(units, upcoming) - len(held), now)  # fmt: skip
-        # A moment early: the shared slot is reserved while the one before it still runs.
-        self._take(held, units, now, early=BULK_LEAD / 2)
+        # At the first of its turns, a moment early: its slots in the shared schedule are
+        # reserved while the send before them still runs, and then run along its turns (at
+        # the last turn, a send of many segments would wait for them twice over).
+        self._take(held, 1, now, early=BULK_LEAD / 2)
+        for _ in range(units - 1):
+            held.popleft()
 
     def _lane_rate(self, key: str, limit: float) -> float:
         """A lane's queue runs at the shared schedule's rate as last seen (after a cut too)."""
@@ -275,6 +295,15 @@ class Pacer:
             value, until = None, now + LIMIT_RETRY_SECONDS
         self.limits[name] = (value, until)
         return value
+
+
+def set_deadline(runtime: Runtime, remaining_ms: int | None) -> None:
+    """Bound the waits of this invocation's sends by its remaining time (None: unbounded)."""
+    pacer = get_pacer(runtime)
+    if remaining_ms is None:
+        pacer.deadline = None
+    else:
+        pacer.deadline = pacer.wall() + remaining_ms / 1000 - TIMEOUT_MARGIN
 
 
 def queue_of(key: str, lane: str) -> str:

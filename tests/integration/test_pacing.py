@@ -313,3 +313,25 @@ def test_a_retry_given_back_returns_to_delayed_at_its_attempt_with_its_retries(a
     stored = rt.store.get_item(item.id)
     assert (stored.state, stored.attempt, stored.retries) == ("delayed", retry.attempt, 1)
     assert states(rt, item.id)[-1] == ("paced", "sending", "delayed")
+
+
+def test_a_throttled_send_whose_rate_cut_fails_still_goes_back_on_the_queue(aws, rt, monkeypatch):
+    """The pace record's write failing (DynamoDB throttling the one hot item) must not leave
+    the claimed item in ``sending``: its lease would pass and the sweep make it errored."""
+    from botocore.exceptions import ClientError
+
+    [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
+    body = rt.overrides["send_queue"].messages[0].body()
+    rt.overrides["ses_provider"] = ThrottlingSes(times=1)
+
+    def unavailable(*_args, **_kwargs):
+        error = {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}
+        raise ClientError({"Error": error}, "UpdateItem")
+
+    monkeypatch.setattr(rt.overrides["pacer"].records, "cut", unavailable)
+    assert send.process_body(body, rt) == send.PACED
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "queued" and stored.attempt == item.attempt
+    again = rt.overrides["send_queue"].messages[-1]
+    assert again.item_id == item.id and again.delay_seconds >= 1
+    assert rt.overrides["ses_provider"].calls == 1
