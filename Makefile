@@ -72,8 +72,19 @@ lint: venv
 run: venv  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
 	$(BIN)/vdq local --port $(or $(PORT),8765)
 
+# SOAK_EXAMPLES schedules of the model in two processes side by side, one per core, each with
+# its own random seed (the second runs the rest of the reliability suite at soak size too). A
+# process's memory stays flat (tests/reliability/support.py, forget_items).
+SOAK_EXAMPLES ?= 20000
 soak: venv
-	VDQ_SOAK=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability $(PYTEST_ARGS)
+	@half=$$(( $(SOAK_EXAMPLES) / 2 )); log=$$(mktemp); \
+	VDQ_SOAK=1 VDQ_MODEL_EXAMPLES=$$half $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/reliability/test_model.py $(PYTEST_ARGS) >$$log 2>&1 & \
+	pid=$$!; status=0; \
+	VDQ_SOAK=1 VDQ_MODEL_EXAMPLES=$$half $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/reliability $(PYTEST_ARGS) || status=$$?; \
+	wait $$pid || status=$$?; \
+	echo; echo "== the model's other half"; cat $$log; rm -f $$log; exit $$status
 
 bench: venv
 	$(BIN)/python -m bench
