@@ -65,7 +65,7 @@ def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     except VdqError as exc:  # contention: Twilio retries a callback that failed
         logger.error("Twilio callback not applied: %s", exc.message)
         return api.error_response(exc)
-    logger.info("Twilio callback %s: %s", params.get("MessageSid"), outcome)
+    logger.debug("Twilio callback %s: %s", params.get("MessageSid"), outcome)  # as results_batch
     return api.response(204)
 
 
@@ -74,7 +74,9 @@ def results_batch(records: list[dict[str, Any]], runtime: Runtime) -> dict[str, 
     for record in records:
         try:
             outcome = results.handle_results_message(record.get("body") or "", runtime)
-            logger.info("results message %s: %s", record.get("messageId"), outcome)
+            # Each outcome that changes an item is logged where it happens, with the item: this
+            # line would repeat it for every provider event (DEBUG shows it).
+            logger.debug("results message %s: %s", record.get("messageId"), outcome)
         except results.BadEvent as exc:
             logger.error("results message %s dropped: %s", record.get("messageId"), exc.message)
         except Exception:

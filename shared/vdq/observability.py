@@ -11,13 +11,31 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from vdq.settings import get_settings
 
 SERVICE = "vdq"
 NAMESPACE = "VDQ"
 
-logger = Logger(service=SERVICE)
+# Keys the Lambda context adds to every line that are the same on every line of a log group:
+# the group already names the function (its ARN, name and memory), and the service is VDQ.
+# Dropped, they take about 200 bytes off each line, about 40% of CloudWatch Logs ingestion per
+# email (bench.bill). Kept: the request id, the cold start flag, the correlation id (the queue
+# item) and, on AWS, the X-Ray trace id.
+CONSTANT_KEYS = frozenset({"function_arn", "function_name", "function_memory_size", "service"})
+
+
+class CompactFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines without the keys that never vary within a log group."""
+
+    def serialize(self, log: dict[str, Any]) -> str:  # type: ignore[override]
+        for key in CONSTANT_KEYS:
+            log.pop(key, None)
+        return super().serialize(log)
+
+
+logger = Logger(service=SERVICE, logger_formatter=CompactFormatter())
 metrics = Metrics(service=SERVICE, namespace=NAMESPACE)
 
 

@@ -41,3 +41,34 @@ def test_untraced_decorators_pass_the_function_through():
 
     assert tracer.capture_lambda_handler(handler) is handler
     assert tracer.capture_method(capture_response=False)(handler) is handler
+
+
+def test_log_lines_keep_what_varies_and_drop_what_the_log_group_already_says(capsys):
+    import io
+    import json
+
+    from tests.support.lambda_context import LambdaContext
+    from vdq.observability import CONSTANT_KEYS, bind_item, logger
+
+    buffer = io.StringIO()
+    handler = logger.registered_handler
+    stream = handler.stream
+    handler.setStream(buffer)
+    try:
+
+        @logger.inject_lambda_context(log_event=False)
+        def lambda_handler(event, context):
+            bind_item("01ITEM")
+            logger.info("moved")
+            logger.warning("odd", extra={"detail": 1})
+
+        lambda_handler({}, LambdaContext("vdq-send"))
+    finally:
+        handler.setStream(stream)
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    assert [line["message"] for line in lines] == ["moved", "odd"]
+    for line in lines:
+        assert not CONSTANT_KEYS & set(line), line
+        assert line["correlation_id"] == "01ITEM"
+        assert {"level", "location", "timestamp", "function_request_id", "cold_start"} <= set(line)
+    assert lines[1]["detail"] == 1
