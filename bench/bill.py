@@ -16,7 +16,7 @@ LINES = (
     ("dynamodb", "DynamoDB on-demand writes, index writes and reads"),
     ("sqs", "SQS requests (sends, the mappings' receives and deletes)"),
     ("sns", "SNS publishes of SES events (SES -> SNS -> results queue)"),
-    ("eventbridge", "EventBridge PutEvents of state events (default: errored and done)"),
+    ("eventbridge", "EventBridge PutEvents of state events (default: into errored only)"),
     ("s3", "S3 requests (attachments)"),
     ("cloudwatch_logs", "CloudWatch Logs: handler logs at INFO, EMF metrics, platform lines"),
     ("xray", "X-Ray traces (active tracing, default sampling)"),

@@ -589,9 +589,11 @@ STREAM = "stream"  # the phase of the table's stream: the schedule function publ
 
 def stream_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
     """The table's stream as the deployed event source mapping hands it on: the records its
-    filter lets through (modified state items), to the schedule function, which publishes the
-    state events. Lambda reads the stream for free; the phase's ``sns`` slot carries the
-    number of records, which decides what share of a batch of the mapping it is."""
+    filter lets through (modified state items), to the schedule function, which stamps the done
+    item's records with its expiration and publishes the state events of the default mode
+    (none for a delivered message). Lambda reads the stream for free; the phase's ``sns``
+    slot carries the number of records, which decides what share of a batch of the mapping it
+    is."""
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodbstreams.models import dynamodbstreams_backends
 
@@ -609,8 +611,8 @@ def stream_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
     handler = env.need("functions.schedule.handler", "handler")
     with COUNTER.measure(units=True) as tally:
         answer = handler({"Records": records}, env.LambdaContext("vdq-schedule"))
-    if not answer.get("published"):
-        raise RuntimeError(f"the stream published no state event: {answer}")
+    if not answer.get("expiring"):  # the done item's records get its expiration
+        raise RuntimeError(f"the stream stamped no record: {answer}")
     return "schedule", tally, STREAM, len(records)
 
 

@@ -122,10 +122,15 @@ def producer_quotas(value: str) -> dict[str, QuotaLimits]:
     return out
 
 
+STATE_EVENT_MODES = ("errored", "outcomes", "all", "none")
+
+
 def state_events(value: str) -> str:
     choice = value.strip().lower()
-    if choice not in ("default", "all", "none"):
-        raise ValueError("must be one of: default, all, none")
+    if choice == "default":
+        return "errored"
+    if choice not in STATE_EVENT_MODES:
+        raise ValueError("must be one of: " + ", ".join(STATE_EVENT_MODES))
     return choice
 
 

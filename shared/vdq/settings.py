@@ -56,9 +56,10 @@ class Settings:
     )
     state_events: str = _setting(
         "VDQ_STATE_EVENTS",
-        "default",
+        "errored",
         read.state_events,
-        "default (errored and done states), all, or none",
+        "errored (transitions into errored), outcomes (also into the done states: one event "
+        "per message, US$1.00 per million), all (every transition), or none",
     )
     # Email.
     ses_configuration_set: str | None = _setting(

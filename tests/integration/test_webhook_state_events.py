@@ -76,8 +76,8 @@ def journey(rt):
     return item
 
 
-def test_default_mode_announces_done_states_with_the_outcome(aws, settings, clock, bus_queue):
-    rt = with_mode(settings, clock, aws, "default")
+def test_outcomes_mode_announces_done_states_with_the_outcome(aws, settings, clock, bus_queue):
+    rt = with_mode(settings, clock, aws, "outcomes")
     item = journey(rt)
     (event,) = received(aws, bus_queue)
     assert (event["source"], event["detail-type"]) == ("vdq", "Queue Item State Change")
@@ -89,12 +89,26 @@ def test_default_mode_announces_done_states_with_the_outcome(aws, settings, cloc
     Runtime.reset_default()
 
 
-def test_default_mode_announces_errored(aws, settings, clock, bus_queue):
-    rt = with_mode(settings, clock, aws, "default")
+@pytest.mark.parametrize("mode", ["outcomes", "errored"])
+def test_errored_is_announced_in_the_default_mode_and_with_outcomes(aws, settings, clock,
+                                                                    bus_queue, mode):  # fmt: skip
+    rt = with_mode(settings, clock, aws, mode)
     item = new_email(rt)
     apply(item, Step("error", actor="vdq", result="publishing failed"), rt)
     (event,) = received(aws, bus_queue)
     assert event["detail"]["to"] == "errored"
+    Runtime.reset_default()
+
+
+def test_the_default_mode_leaves_delivered_messages_unannounced(aws, settings, clock,
+                                                                bus_queue):  # fmt: skip
+    """One event per delivered message is EventBridge's US$1.00 per million: by default only
+    what waits for an operator is announced."""
+    assert settings.state_events == "errored"
+    rt = with_mode(settings, clock, aws, settings.state_events)
+    item = journey(rt)
+    assert rt.store.get_item(item.id).state == "succeeded"
+    assert received(aws, bus_queue) == []
     Runtime.reset_default()
 
 
@@ -114,7 +128,7 @@ def test_a_function_that_dies_after_its_write_still_announces_it(aws, settings, 
     def dies(*args, **kwargs):
         raise SystemExit("the Lambda was killed right after its write")
 
-    rt = with_mode(settings, clock, aws, "default")
+    rt = with_mode(settings, clock, aws, "outcomes")
     item = new_email(rt)
     monkeypatch.setattr(transitions, "after_transition", dies)
     with pytest.raises(SystemExit):
@@ -126,7 +140,7 @@ def test_a_function_that_dies_after_its_write_still_announces_it(aws, settings, 
 
 def test_a_redelivered_batch_repeats_events_with_the_same_event_id(aws, settings, clock,
                                                                    bus_queue):
-    rt = with_mode(settings, clock, aws, "default")
+    rt = with_mode(settings, clock, aws, "outcomes")
     journey(rt)
     first = received(aws, bus_queue)
     again = received(aws, bus_queue)  # the whole stream once more, as a retried batch
@@ -136,7 +150,7 @@ def test_a_redelivered_batch_repeats_events_with_the_same_event_id(aws, settings
 
 def test_a_refused_publish_fails_the_batch_so_lambda_delivers_it_again(aws, settings, clock,
                                                                         bus_queue):
-    rt = with_mode(settings, clock, aws, "default")
+    rt = with_mode(settings, clock, aws, "outcomes")
     journey(rt)
     records = [dict(r, eventSource="aws:dynamodb") for r in stream_records(aws)
                if r["eventName"] == "MODIFY"]  # fmt: skip
@@ -148,7 +162,7 @@ def test_a_refused_publish_fails_the_batch_so_lambda_delivers_it_again(aws, sett
     rt.overrides["state_events"] = None
     from vdq.stateevents import StateEvents
 
-    rt.__dict__["state_events"] = StateEvents(Refusing(), aws["bus"], "default")
+    rt.__dict__["state_events"] = StateEvents(Refusing(), aws["bus"], "outcomes")
     with pytest.raises(RuntimeError, match="refused"):
         schedule.handler({"Records": records}, LambdaContext())
     Runtime.reset_default()

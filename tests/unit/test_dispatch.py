@@ -134,6 +134,6 @@ def test_state_events_carry_the_priority():
     record = {"eventName": "MODIFY", "dynamodb": {
         "OldImage": {**image, "state": {"S": "sending"}},
         "NewImage": {**image, "state": {"S": "errored"}, "priority": {"S": "high"}}}}
-    assert stateevents.detail_of(record, "default")["priority"] == "high"
+    assert stateevents.detail_of(record, "errored")["priority"] == "high"
     del record["dynamodb"]["NewImage"]["priority"]  # stored before lanes: normal
-    assert stateevents.detail_of(record, "default")["priority"] == "normal"
+    assert stateevents.detail_of(record, "errored")["priority"] == "normal"

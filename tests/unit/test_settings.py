@@ -38,6 +38,13 @@ def test_values_are_parsed_and_typed():
     assert s.state_events == "all"
 
 
+@pytest.mark.parametrize("value,mode", [("", "errored"), ("default", "errored"),
+                                        ("Outcomes", "outcomes"), ("none", "none")])
+def test_state_events_default_to_errored_only(value, mode):
+    env = {"VDQ_STATE_EVENTS": value} if value else {}
+    assert Settings.from_env(env).state_events == mode
+
+
 def test_an_empty_webhook_url_selects_polling():
     assert Settings.from_env({"TWILIO_WEBHOOK_URL": ""}).twilio_polling
 
