@@ -7,6 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.config import Capacity
 from infra.nag import suppress
 from vdq import resources
 
@@ -18,9 +19,31 @@ def _attribute(definition: dict, name: str) -> dynamodb.Attribute:
     return dynamodb.Attribute(name=name, type=_TYPES[types[name]])
 
 
+def _billing(capacity: Capacity | None) -> dict:
+    if capacity is None:
+        return {"billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST}
+    return {
+        "billing_mode": dynamodb.BillingMode.PROVISIONED,
+        "read_capacity": capacity.min_read,
+        "write_capacity": capacity.min_write,
+    }
+
+
+def _index_capacity(capacity: Capacity | None) -> dict:
+    if capacity is None:
+        return {}
+    return {"read_capacity": capacity.min_read, "write_capacity": capacity.min_write}
+
+
 class Data(Construct):
     def __init__(
-        self, scope: Construct, id: str, *, deletion_protection: bool, noncurrent_days: int
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        deletion_protection: bool,
+        noncurrent_days: int,
+        capacity: Capacity | None = None,
     ) -> None:
         super().__init__(scope, id)
         # The key schema and indexes come from vdq.resources, as the local stack's do.
@@ -31,7 +54,7 @@ class Data(Construct):
             "Table",
             partition_key=_attribute(definition, keys["HASH"]),
             sort_key=_attribute(definition, keys["RANGE"]),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            **_billing(capacity),
             # State-change events are published from the stream, at least once.
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -49,6 +72,11 @@ class Data(Construct):
                 partition_key=_attribute(definition, index_keys["HASH"]),
                 sort_key=_attribute(definition, index_keys["RANGE"]),
                 projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+                **_index_capacity(capacity),
+            )
+        if capacity is not None:
+            self._auto_scale(
+                capacity, [i["IndexName"] for i in definition["GlobalSecondaryIndexes"]]
             )
 
         self.access_logs = s3.Bucket(
@@ -93,3 +121,29 @@ class Data(Construct):
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )
+
+    def _auto_scale(self, capacity: Capacity, indexes: list[str]) -> None:
+        """Target tracking on the table and on every index: an index short of write capacity
+        throttles the table's writes, so each scales as the table does."""
+        t = self.table
+        scalables = [
+            t.auto_scale_write_capacity(
+                min_capacity=capacity.min_write, max_capacity=capacity.max_write
+            ),
+            t.auto_scale_read_capacity(
+                min_capacity=capacity.min_read, max_capacity=capacity.max_read
+            ),
+        ]
+        for name in indexes:
+            scalables.append(
+                t.auto_scale_global_secondary_index_write_capacity(
+                    name, min_capacity=capacity.min_write, max_capacity=capacity.max_write
+                )
+            )
+            scalables.append(
+                t.auto_scale_global_secondary_index_read_capacity(
+                    name, min_capacity=capacity.min_read, max_capacity=capacity.max_read
+                )
+            )
+        for scalable in scalables:
+            scalable.scale_on_utilization(target_utilization_percent=capacity.target)

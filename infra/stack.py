@@ -41,6 +41,7 @@ class VdqStack(Stack):
             "Data",
             deletion_protection=config.deletion_protection,
             noncurrent_days=config.files_noncurrent_days,
+            capacity=config.capacity,
         )
         messaging = Messaging(
             self,
