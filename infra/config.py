@@ -149,6 +149,18 @@ def _capacity(node: Node) -> Capacity | None:
     return Capacity(write[0], write[1], read[0], read[1], target)
 
 
+SYSTEM_LOG_LEVELS = ("DEBUG", "INFO", "WARN")
+
+
+def _system_log_level(node: Node) -> str:
+    """``vdq:systemLogLevel``: the level of Lambda's own log lines the functions keep."""
+    level = str(_get(node, "vdq:systemLogLevel", "INFO")).strip().upper()
+    if level not in SYSTEM_LOG_LEVELS:
+        raise ConfigError(f"vdq:systemLogLevel must be one of {', '.join(SYSTEM_LOG_LEVELS)}, "
+                          f"not {level!r}")  # fmt: skip
+    return level
+
+
 def _as_map(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
@@ -186,6 +198,9 @@ class DeployConfig:
     # the deployer or by cloud_watch_role), or the deploy fails. Default: cloud_watch_role.
     api_logs: bool = False
     capacity: Capacity | None = None  # None: on-demand
+    # Lambda's own log lines (platform.start and platform.report, about 700 bytes an invocation,
+    # 60% of the log bytes of an email): WARN leaves them out.
+    system_log_level: str = "INFO"
     settings: dict[str, str] = field(default_factory=dict)
 
     def require_ses_identities(self) -> None:
@@ -242,5 +257,6 @@ class DeployConfig:
             cloud_watch_role=cloud_watch_role,
             api_logs=_as_bool(_get(node, "vdq:apiLogs", cloud_watch_role)),
             capacity=_capacity(node),
+            system_log_level=_system_log_level(node),
             settings=settings,
         )

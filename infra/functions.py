@@ -75,6 +75,7 @@ class Functions(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            system_log_level_v2=getattr(lambda_.SystemLogLevel, config.system_log_level),
             environment={
                 **environment,
                 "POWERTOOLS_SERVICE_NAME": observability.SERVICE,
