@@ -144,9 +144,15 @@ def empty_table() -> None:
 
 
 def forget_items(table: Any) -> None:
-    """Empty a moto table: its items, and its stream's records (moto keeps every record of the
-    table's stream in memory, with both images: a long run would otherwise fill the machine)."""
+    """Empty a moto table: its items, and what moto keeps besides (``forget_garbage``)."""
     table.items.clear()
+    forget_garbage(table)
+
+
+def forget_garbage(table: Any) -> None:
+    """Drop what moto keeps that no request reads: its stream's records (every record of the
+    table's stream, with both images: a long run would otherwise fill the machine) and the
+    copies its transactions made."""
     shard = getattr(table, "stream_shard", None)
     if shard is not None:
         shard.items.clear()
