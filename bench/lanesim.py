@@ -11,8 +11,9 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
 - each invocation runs the send handler's pacing path: ``pacing.set_deadline`` from the send
   function's timeout, ``vdq.batchplan.plan`` over the batch's real message bodies
   (``SendMessage.body``), then for each record in the plan's order ``pacing.gate`` (what
-  ``vdq.send.process`` calls), the provider call at once after it, or on ``NoSlot`` the
-  give-back: the message is published again with its delay (vdq.giveback).
+  ``vdq.send.process`` calls), the provider call after it (and after a second suppression
+  read when it waited long: ``suppression.check_again``), or on ``NoSlot`` the give-back: the
+  message is published again with its delay (vdq.giveback).
 
 Modelled as ``bench/lanes.py`` does: each lane's queue (its messages visible oldest first, a
 poller takes up to a batch, waiting up to the lane's batching window from the first visible
@@ -156,7 +157,7 @@ class Outcome:
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import batchplan, pacing, resources
+    from vdq import batchplan, pacing, resources, suppression
     from vdq.pacing import NoSlot, Pacer
     from vdq.sendqueue import SendMessage
     from vdq.store.pacing import PaceRecords
@@ -212,12 +213,14 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                     item: Any = SimpleNamespace(id=f"I{number}", method="email", sender=SENDER,
                                            priority=lane)  # fmt: skip
                     try:
-                        pacing.gate(item, {"subject": lane}, runtime, upcoming)
+                        waited = pacing.gate(item, {"subject": lane}, runtime, upcoming)
                     except NoSlot as no_slot:
                         clock.sleep(timings.give_back)
                         out.given_back[lane] = out.given_back.get(lane, 0) + 1
                         queue.put(clock, number, enqueued, clock.now + no_slot.delay)
                         continue
+                    if waited > suppression.RECHECK_AFTER_WAIT_SECONDS:
+                        clock.sleep(timings.ddb)  # the receiver's suppression read again
                     out.sends.append((clock.now, lane))
                     if lane == "high":
                         out.high.append(clock.now - enqueued)
