@@ -128,7 +128,7 @@ def rows(result: dict[str, Any]) -> list[Row]:
                        {"bulk": run, "no_bulk": floor}))  # fmt: skip
     for (figure, target), run in zip(FIGURES[len(RUNS):], runs, strict=False):
         out.append(Row(figure, target,
-                       f"{run['use_min']:.1%} (lowest of {len(run['seeds'])} runs; most in any "
+                       f"{run['use_min']:.1%} (lowest of {len(run['seeds'])} run(s); most in any "
                        f"10 s: {run['most_in_10s']} at {run['rate_in_10s']:g}, closest two "
                        f"{run['closest_sends']:.3f} s apart)", run["use_min"] >= USE_TARGET))
     parts = []
