@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from bench.lanesim import Scenario, Timings, simulate
+from bench.lanesim import Queue, Scenario, Timings, simulate
 from bench.virtual import PaceTable, VirtualClock
 from botocore.exceptions import ClientError
 
@@ -188,3 +188,26 @@ def test_a_run_with_a_tiny_backlog_is_the_same_run_for_the_same_seed():
     assert first["latencies"] != other["latencies"]  # the seed sets the arrivals
     assert first["high_sent"] == first["high"] == 6
     assert first["sent"]["bulk"] > 0 and first["pacing_requests"]["bulk"] > 0
+
+
+def test_a_poller_waits_up_to_the_window_to_fill_its_batch_and_takes_a_full_one_at_once():
+    clock = VirtualClock()
+    queue = Queue("bulk", window=1.0)
+    for n in range(3):
+        queue.put(clock, n, 0.0, 0.0)
+    taken: list[tuple[float, list[int]]] = []
+
+    def poller() -> None:
+        while True:
+            batch = queue.take(clock, 10)
+            taken.append((clock.now, [n for n, _, _ in batch]))
+
+    def producer() -> None:
+        clock.sleep(0.5)
+        queue.put(clock, 3, 0.5, 0.5)  # within the window: joins the batch
+        clock.sleep(1.0)
+        for n in range(4, 14):
+            queue.put(clock, n, 1.5, 1.5)  # a full batch: taken at once
+
+    clock.run([poller, producer], until=5.0)
+    assert taken == [(1.0, [0, 1, 2, 3]), (1.5, list(range(4, 14)))]
