@@ -71,7 +71,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
-                        "throughput scale storage lanes stacklanes")  # fmt: skip
+                        "throughput scale storage lanes lanespace stacklanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--stack-bulk", type=int, default=None,
                         help="bulk backlog of the stacklanes section (default 2,000; the "
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     started = time.perf_counter()
     wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
-                               "storage", "lanes", "stacklanes"])  # fmt: skip
+                               "storage", "lanes", "lanespace", "stacklanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
     if "requests" in wanted or "cost" in wanted:
@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench import lanes
 
         rows += section("lanes", lambda: lanes.rows(lanes.measure(args.quick)), lanes.FIGURES)
+    if "lanespace" in wanted:
+        from bench import lanespace
+
+        rows += section("lanespace", lambda: lanespace.rows(lanespace.measure(args.quick)),
+                        lanespace.FIGURES)  # fmt: skip
     if "stacklanes" in wanted:
         from bench import stacklanes
 

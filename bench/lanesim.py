@@ -1,0 +1,288 @@
+"""The deployed priority lanes at the provider's rate, simulated on virtual time (bench.virtual),
+with the pacing decisions made by the product's code (``bench/lanespace.py`` prints its
+figures; ``bench/lanes.py`` simulates the lanes without the rate):
+
+- each simulated send function instance (a poller of a lane's event source mapping, as many as
+  ``infra.config.DeployConfig`` gives each lane) is a thread with its own real
+  ``vdq.pacing.Pacer`` (its held slots, what it last saw), whose ``wall`` and ``sleep`` are the
+  virtual clock's;
+- the pace records are the real ``vdq.store.pacing.PaceRecords`` over ``PaceTable``, an
+  in-memory table that evaluates the update and condition expressions ``PaceRecords`` sends;
+- each invocation runs the send handler's pacing path: ``pacing.set_deadline`` from the send
+  function's timeout, ``vdq.batchplan.plan`` over the batch's real message bodies
+  (``SendMessage.body``), then for each record in the plan's order ``pacing.gate`` (what
+  ``vdq.send.process`` calls), the provider call after it (and after a second suppression
+  read when it waited long: ``suppression.check_again``), or on ``NoSlot`` the give-back: the
+  message is published again with its delay (vdq.giveback).
+
+Modelled as ``bench/lanes.py`` does: each lane's queue (its messages visible oldest first, a
+poller takes up to a batch, waiting up to the lane's batching window from the first visible
+one to fill it; a message given back is visible again after its delay, behind those waiting),
+a batch's start one ReceiveMessage and the Lambda base time after it is taken, and the time of
+each request at the bill's latencies (prices.json ``assumptions``): before the pacing, the
+send's suppression read and claim (two DynamoDB requests, counted on moto: a send makes a
+GetItem and two UpdateItems, one of them pacing's, and its record's TransactWriteItems); the
+pacing requests themselves (one DynamoDB latency each, in PaceTable); the provider call; the
+record after it; a give-back's write and publish. The provider takes every send (its own
+throttling is not modelled: the figures report the most sends in any 10 s, and the closest two
+sends, against the rate).
+Not modelled: cold starts, the high lane's mapping scaling (its pollers are all there from the
+start), DynamoDB or SQS errors.
+
+Only the part of the backlog that can be sent in the simulated time is ever received, but the
+bulk queue holds every message (100,000 visible at the start), so its pollers always find full
+batches, as they would. With ``shared_pacer`` every lane's poller uses one Pacer, as the local
+stack's (one process) do: how ``bench/lanespace.py`` compares with ``bench/stacklanes.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from bench.virtual import PaceTable, VirtualClock
+
+BULK = 100_000
+SECONDS = 600.0  # of high arrivals
+HIGH_START = 5.0  # s: the first high item, once the bulk lane is sending
+SEED = 7
+SENDER = "shop@example.com"
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds of each step (prices.json's per-request latencies)."""
+
+    pickup: float  # the mapping's ReceiveMessage
+    base: float  # Lambda's own time per invocation
+    enqueue: float  # POST /emails until its message is visible
+    before: float  # a send's requests before its pacing: suppression read, claim
+    ddb: float  # one pacing request
+    provider: float  # the provider call
+    after: float  # the send's record
+    give_back: float  # a give-back's write and publish
+
+    @classmethod
+    def of(cls, prices: dict[str, Any], enqueue: float | None = None) -> Timings:
+        latency = {k: v / 1000 for k, v in prices["assumptions"]["request_latency_ms"].items()}
+        base = prices["assumptions"]["lambda_base_ms"] / 1000
+        return cls(pickup=latency["sqs"], base=base,
+                   enqueue=enqueue if enqueue is not None else base + 3 * latency["dynamodb"]
+                   + latency["sqs"],
+                   before=2 * latency["dynamodb"], ddb=latency["dynamodb"],
+                   provider=latency["sesv2"], after=latency["dynamodb"],
+                   give_back=latency["dynamodb"] + latency["sqs"])  # fmt: skip
+
+
+@dataclass
+class Scenario:
+    rate: float  # SES's sending rate, emails per second
+    bulk: int = BULK
+    high: int | None = None  # high items (None: as many as fit in ``seconds``)
+    interval: float = 1.0  # seconds between high items (on average, when ``poisson``)
+    poisson: bool = True  # high items at random (Poisson) times; False: every ``interval``
+    seconds: float = SECONDS
+    concurrency: dict[str, int] | None = None  # pollers per lane (None: as deployed)
+    windows: dict[str, float] | None = None  # batching window per lane (None: as deployed)
+    shared_pacer: bool = False  # one Pacer for every poller (the local stack)
+    max_wait: float = 5.0  # VDQ_PACING_MAX_WAIT_SECONDS' default
+    seed: int = SEED
+    drain: float = 60.0  # s after the last high item the run may go on to send it
+
+
+def deployed() -> tuple[dict[str, int], dict[str, float]]:
+    from infra.config import DeployConfig
+
+    from vdq import resources
+
+    config = DeployConfig()
+    return ({"high": config.high_send_max_concurrency, "normal": config.send_max_concurrency,
+             "bulk": config.bulk_send_max_concurrency},
+            {"high": resources.HIGH_SEND_BATCHING_WINDOW_SECONDS,
+             "normal": resources.SEND_BATCHING_WINDOW_SECONDS,
+             "bulk": resources.SEND_BATCHING_WINDOW_SECONDS})  # fmt: skip
+
+
+@dataclass
+class Queue:
+    """One lane's SQS queue: messages (item number, enqueued at, visible at) visible oldest
+    first; those not yet visible in order of their time."""
+
+    name: str
+    window: float
+    visible: deque[tuple[int, float, float]] = field(default_factory=deque)
+    later: deque[tuple[int, float, float]] = field(default_factory=deque)  # sorted by visible at
+
+    def put(self, clock: VirtualClock, number: int, enqueued: float, at: float) -> None:
+        entry = (number, enqueued, at)
+        if at <= clock.now:
+            self.visible.append(entry)
+        else:  # give-backs come in roughly in order: insert from the back
+            index = len(self.later)
+            while index and self.later[index - 1][2] > at:
+                index -= 1
+            self.later.insert(index, entry)
+        clock.notify(self.name, at)
+
+    def take(self, clock: VirtualClock, size: int) -> list[tuple[int, float, float]]:
+        """A poller's batch: blocks (virtual time) until one is there, by the window."""
+        while True:
+            while self.later and self.later[0][2] <= clock.now:
+                self.visible.append(self.later.popleft())
+            if self.visible:
+                full_at = clock.now if len(self.visible) >= size else (
+                    self.later[size - len(self.visible) - 1][2]
+                    if len(self.later) >= size - len(self.visible) else float("inf"))
+                until = min(full_at, self.visible[0][2] + self.window)
+                if until <= clock.now:
+                    return [self.visible.popleft() for _ in range(min(size, len(self.visible)))]
+                clock.wait(until, self.name)
+            else:
+                clock.wait(self.later[0][2] if self.later else float("inf"), self.name)
+
+
+@dataclass
+class Outcome:
+    high: list[float] = field(default_factory=list)  # seconds, enqueue -> provider call
+    sends: list[tuple[float, str]] = field(default_factory=list)  # (provider call at, lane)
+    given_back: dict[str, int] = field(default_factory=dict)
+    pacing_requests: dict[str, int] = field(default_factory=dict)
+
+
+def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
+    """One run: the figures of ``scenario`` (see ``summary``)."""
+    from vdq import batchplan, pacing, resources, suppression
+    from vdq.pacing import NoSlot, Pacer
+    from vdq.sendqueue import SendMessage
+    from vdq.store.pacing import PaceRecords
+
+    random.seed(scenario.seed)  # vdq.pacing's jitter
+    concurrency, windows = deployed()
+    concurrency = scenario.concurrency or concurrency
+    windows = scenario.windows or windows
+    clock = VirtualClock()
+    table = PaceTable(timings.ddb, clock.sleep)
+    records = PaceRecords(table, "vdq")
+    settings = SimpleNamespace(ses_max_send_rate=scenario.rate, twilio_sender_rate=1.0,
+                               pacing_max_wait_seconds=scenario.max_wait)  # fmt: skip
+    queues = {lane: Queue(lane, windows[lane]) for lane in concurrency}
+    for number in range(scenario.bulk):
+        queues["bulk"].visible.append((number, 0.0, 0.0))
+    high = scenario.high
+    if high is None:
+        high = int(scenario.seconds // scenario.interval)
+    first = scenario.bulk
+    # After HIGH_START, at random times (Poisson, ``interval`` apart on average) or every
+    # ``interval`` from a random phase: the seed's, so that high items do not all arrive at the
+    # same point of the rate's slots.
+    rng = random.Random(scenario.seed)
+    at, arrivals = HIGH_START + rng.uniform(0, scenario.interval), []
+    for _ in range(high):
+        arrivals.append(at)
+        at += rng.expovariate(1 / scenario.interval) if scenario.poisson else scenario.interval
+    for n, at in enumerate(arrivals):
+        queues["high"].later.append((first + n, at, at + timings.enqueue))
+    out = Outcome()
+    shared = Pacer(records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)
+    pacers: list[tuple[str, Pacer]] = []
+
+    def worker(lane: str) -> Any:
+        pacer = shared if scenario.shared_pacer else Pacer(
+            records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)  # fmt: skip
+        pacers.append((lane, pacer))
+        # What the pacing path reads of a Runtime: its settings and the pacer it holds.
+        runtime: Any = SimpleNamespace(overrides={"pacer": pacer}, settings=settings)
+        queue = queues[lane]
+
+        def work() -> None:
+            while True:
+                batch = queue.take(clock, resources.SEND_BATCH_SIZE)
+                clock.sleep(timings.pickup + timings.base)
+                pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
+                bodies = [SendMessage(f"I{n}", 1, content={"subject": lane}, receiver=f"r{n}",
+                                      priority=lane, pace="ses").body() for n, _, _ in batch]
+                for index, upcoming in batchplan.plan(bodies, runtime):
+                    number, enqueued, _ = batch[index]
+                    clock.sleep(timings.before)
+                    item: Any = SimpleNamespace(id=f"I{number}", method="email", sender=SENDER,
+                                           priority=lane)  # fmt: skip
+                    try:
+                        waited = pacing.gate(item, {"subject": lane}, runtime, upcoming)
+                    except NoSlot as no_slot:
+                        clock.sleep(timings.give_back)
+                        out.given_back[lane] = out.given_back.get(lane, 0) + 1
+                        queue.put(clock, number, enqueued, clock.now + no_slot.delay)
+                        continue
+                    if waited > suppression.RECHECK_AFTER_WAIT_SECONDS:
+                        clock.sleep(timings.ddb)  # the receiver's suppression read again
+                    out.sends.append((clock.now, lane))
+                    if lane == "high":
+                        out.high.append(clock.now - enqueued)
+                    clock.sleep(timings.provider + timings.after)
+
+        return work
+
+    workers = [worker(lane) for lane, n in concurrency.items() for _ in range(n)]
+    started = time.perf_counter()
+    until = (arrivals[-1] if arrivals else 0.0) + scenario.drain
+    clock.run(workers, until)
+    if scenario.shared_pacer:  # one pacer: its requests are every lane's
+        out.pacing_requests["all"] = shared.requests
+    for lane, pacer in pacers if not scenario.shared_pacer else []:
+        out.pacing_requests[lane] = out.pacing_requests.get(lane, 0) + pacer.requests
+    return summary(scenario, out, arrivals, time.perf_counter() - started, clock.handoffs,
+                   table.requests)
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest rank (as bench.stacklanes)."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))]
+
+
+def summary(scenario: Scenario, out: Outcome, arrivals: list[float], real: float,
+            handoffs: int, table_requests: int) -> dict[str, Any]:  # fmt: skip
+    """High latency (p50, p99, max, sent of), the share of the rate used while high items came
+    (from the first one's enqueue to the last one's provider call, as bench.stacklanes takes
+    it), the most sends in any 10 s, pacing requests per send by lane, give-backs."""
+    start = arrivals[0] if arrivals else 0.0
+    end = max((t for t, lane in out.sends if lane == "high"), default=start)
+    inside = [(t, lane) for t, lane in out.sends if start <= t < end]  # n sends span n - 1 slots
+    window = end - start
+    times = sorted(t for t, _ in out.sends)
+    peak, j = 0, 0
+    for i, t in enumerate(times):  # sends in [t, t + 10)
+        while j < len(times) and times[j] < t + 10.0:
+            j += 1
+        peak = max(peak, j - i)
+    gap = min((b - a for a, b in itertools.pairwise(times)), default=None)
+    sent = {lane: sum(1 for _, x in out.sends if x == lane) for lane in ("high", "normal", "bulk")}
+    sent["all"] = len(out.sends)
+    return {
+        "rate": scenario.rate, "bulk": scenario.bulk, "interval": scenario.interval,
+        "seed": scenario.seed, "shared_pacer": scenario.shared_pacer,
+        "high": len(arrivals), "high_sent": len(out.high),
+        "latencies": [round(x, 3) for x in out.high],
+        "p50": statistics.median(out.high) if out.high else None,
+        "p99": percentile(out.high, 0.99) if out.high else None,
+        "max": max(out.high) if out.high else None,
+        "window_seconds": round(window, 2),
+        "use": len(inside) / (scenario.rate * window) if window > 0 else None,
+        "bulk_in_window": sum(1 for _, lane in inside if lane == "bulk"),
+        "most_in_10s": peak, "closest_sends": gap, "rate_in_10s": scenario.rate * 10,
+        "sent": sent, "given_back": out.given_back,
+        "pacing_requests": dict(out.pacing_requests),
+        "pacing_requests_per_send": {lane: round(n / sent[lane], 3)
+                                     for lane, n in out.pacing_requests.items() if sent[lane]},
+        "bulk_waiting_at_end": scenario.bulk - sent["bulk"],
+        "pacing_table_requests": table_requests,
+        "real_seconds": round(real, 1), "handoffs": handoffs,
+    }  # fmt: skip
+
+

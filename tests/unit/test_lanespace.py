@@ -1,0 +1,213 @@
+"""The lanes-at-the-rate simulation's harness (bench.virtual) and the simulation (bench.lanesim):
+the virtual clock moves only when every worker is blocked, the in-memory pace table keeps the
+pace records' conditions, workers with the real Pacer on it keep to the rate together, and a
+run is the same run for the same seed. Nothing here waits in real time for the clock.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from bench.lanesim import Queue, Scenario, Timings, simulate
+from bench.virtual import PaceTable, VirtualClock
+from botocore.exceptions import ClientError
+
+from vdq.pacing import NoSlot, Pacer
+from vdq.store.pacing import PaceRecords, pace_pk
+
+RATE = 10.0
+TIMINGS = Timings(pickup=0.012, base=0.005, enqueue=0.035, before=0.012, ddb=0.006,
+                  provider=0.06, after=0.006, give_back=0.018)  # fmt: skip
+
+
+# ---- the virtual clock -------------------------------------------------------------------------
+
+
+def test_time_stands_still_while_a_worker_runs_even_for_real_time():
+    clock = VirtualClock()
+    seen: list[tuple[str, float]] = []
+
+    def busy() -> None:
+        clock.sleep(1.0)
+        before = clock.now
+        time.sleep(0.05)  # real work, no virtual sleep: the other worker must not run
+        seen.append(("busy", before))
+        seen.append(("busy", clock.now))
+
+    def ticking() -> None:
+        while True:
+            clock.sleep(0.25)
+            seen.append(("tick", clock.now))
+
+    clock.run([busy, ticking], until=2.0)
+    at = seen.index(("busy", 1.0))
+    assert seen[at + 1] == ("busy", 1.0)  # nothing ran, no time passed, between the two
+    assert [t for who, t in seen if who == "tick"] == [0.25 * n for n in range(1, 9)]
+
+
+def test_wake_ups_come_in_time_order_and_ties_in_the_order_they_were_asked():
+    clock = VirtualClock()
+    order: list[tuple[str, float]] = []
+
+    def worker(name: str, pauses: list[float]) -> object:
+        def work() -> None:
+            for pause in pauses:
+                clock.sleep(pause)
+                order.append((name, clock.now))
+
+        return work
+
+    clock.run([worker("a", [1.0, 1.0]), worker("b", [2.0]), worker("c", [0.5])], until=10.0)
+    # b asked for 2.0 (at 0) before a did (at 1.0)
+    assert order == [("c", 0.5), ("a", 1.0), ("b", 2.0), ("a", 2.0)]
+
+
+def test_a_notify_wakes_a_waiting_worker_earlier_and_never_in_the_past():
+    clock = VirtualClock()
+    woke: list[float] = []
+
+    def waiter() -> None:
+        clock.wait(100.0, "lane")
+        woke.append(clock.now)
+
+    def producer() -> None:
+        clock.sleep(3.0)
+        clock.notify("lane", 1.0)  # earlier than now: wakes now
+
+    clock.run([waiter, producer], until=200.0)
+    assert woke == [3.0]
+
+
+def test_a_run_ends_at_its_time_and_a_worker_error_is_raised():
+    clock = VirtualClock()
+    clock.run([lambda: clock.sleep(50.0)], until=10.0)
+    assert clock.now == 0.0  # the wake-up after ``until`` never came
+
+    other = VirtualClock()
+
+    def broken() -> None:
+        other.sleep(1.0)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        other.run([broken, lambda: other.sleep(100.0)], until=5.0)
+
+
+# ---- the pace table --------------------------------------------------------------------------
+
+
+def test_the_pace_table_keeps_the_reservation_conditions():
+    records = PaceRecords(PaceTable(), "t")
+    first = records.reserve("ses", 0.5, 100.0, 101.0, busy=True)  # a wrong guess: no record
+    assert (first.start, first.state.tat, first.requests) == (100.0, 100.5, 2)
+    second = records.reserve("ses", 0.5, 100.1, 101.0, busy=True)  # busy: after the last
+    assert (second.start, second.state.tat, second.requests) == (100.5, 101.0, 1)
+    full = records.reserve("ses", 0.5, 100.2, 100.9, busy=True)  # past ``latest``: refused
+    assert (full.start, full.state.tat, full.requests) == (None, 101.0, 1)
+    idle = records.reserve("ses", 0.5, 105.0, 106.0, busy=True)  # behind the clock: restarts
+    assert (idle.start, idle.state.tat, idle.requests) == (105.0, 105.5, 2)
+    assert records.read("ses").tat == 105.5
+
+
+def test_the_pace_table_cuts_once_per_burst():
+    records = PaceRecords(PaceTable(), "t")
+    assert records.cut("ses", 7.0, 100.0, since=98.0)[0]
+    cut, state = records.cut("ses", 4.9, 101.0, since=99.0)  # the same burst: refused
+    assert not cut and (state.rate, state.cut_at) == (7.0, 100.0)
+    assert records.cut("ses", 4.9, 103.0, since=101.0)[0]
+
+
+def test_the_pace_table_refuses_expressions_it_does_not_evaluate():
+    table = PaceTable()
+    key = {"pk": {"S": pace_pk("ses")}, "sk": {"S": "PACE"}}
+    with pytest.raises(ValueError, match="cannot evaluate"):
+        table.update_item(TableName="t", Key=key, UpdateExpression="SET #tat = :a",
+                          ConditionExpression="begins_with(#tat, :a)",
+                          ExpressionAttributeNames={"#tat": "tat"},
+                          ExpressionAttributeValues={":a": {"N": "1"}}, ReturnValues="ALL_NEW",
+                          ReturnValuesOnConditionCheckFailure="ALL_OLD")  # fmt: skip
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        table.update_item(TableName="t", Key=key, UpdateExpression="SET #tat = :a",
+                          ConditionExpression="#tat < :a", ExpressionAttributeNames={"#tat": "tat"},
+                          ExpressionAttributeValues={":a": {"N": "1"}}, ReturnValues="ALL_NEW",
+                          ReturnValuesOnConditionCheckFailure="ALL_OLD")  # fmt: skip
+
+
+# ---- the real Pacer on them ------------------------------------------------------------------
+
+
+def within_the_rate(times: list[float], rate: float, late: float = 0.02) -> bool:
+    """Any ``rate`` + 1 sends in a row span at least a second, less ``late``: a send goes
+    when the pacing requests it waited on answer, a few ms after its slot began (two at 6 ms);
+    workers sharing slots would send ms apart, a tenth of a second early."""
+    times = sorted(times)
+    span = int(rate)
+    return all(times[i + span] - times[i] >= 1.0 - late for i in range(len(times) - span))
+
+
+@pytest.mark.parametrize("lanes", [("high", "high"), ("normal", "bulk", "bulk")])
+def test_workers_with_their_own_pacers_keep_to_the_rate_together(lanes):
+    clock = VirtualClock(1_000.0)
+    records = PaceRecords(PaceTable(0.006, clock.sleep), "t")
+    sent: list[float] = []
+
+    def worker(lane: str) -> object:
+        pacer = Pacer(records, 5.0, wall=clock.wall, sleep=clock.sleep)
+
+        def work() -> None:
+            while True:
+                for left in range(10, 0, -1):
+                    try:
+                        pacer.turn("ses", RATE, upcoming=left, lane=lane)
+                        sent.append(clock.now)
+                        clock.sleep(0.066)
+                    except NoSlot:
+                        clock.sleep(0.03)
+
+        return work
+
+    clock.run([worker(lane) for lane in lanes], until=1_030.0)
+    assert len(sent) >= 0.9 * RATE * 30  # they use the rate...
+    assert within_the_rate(sent, RATE)  # ...and never more
+
+
+# ---- the simulation --------------------------------------------------------------------------
+
+
+def tiny(seed: int) -> dict:
+    result = simulate(Scenario(2.0, bulk=40, high=6, interval=1.5, seconds=10.0, seed=seed,
+                               drain=15.0), TIMINGS)  # fmt: skip
+    result.pop("real_seconds")
+    return result
+
+
+def test_a_run_with_a_tiny_backlog_is_the_same_run_for_the_same_seed():
+    first, again, other = tiny(3), tiny(3), tiny(4)
+    assert first == again
+    assert first["latencies"] != other["latencies"]  # the seed sets the arrivals
+    assert first["high_sent"] == first["high"] == 6
+    assert first["sent"]["bulk"] > 0 and first["pacing_requests"]["bulk"] > 0
+
+
+def test_a_poller_waits_up_to_the_window_to_fill_its_batch_and_takes_a_full_one_at_once():
+    clock = VirtualClock()
+    queue = Queue("bulk", window=1.0)
+    for n in range(3):
+        queue.put(clock, n, 0.0, 0.0)
+    taken: list[tuple[float, list[int]]] = []
+
+    def poller() -> None:
+        while True:
+            batch = queue.take(clock, 10)
+            taken.append((clock.now, [n for n, _, _ in batch]))
+
+    def producer() -> None:
+        clock.sleep(0.5)
+        queue.put(clock, 3, 0.5, 0.5)  # within the window: joins the batch
+        clock.sleep(1.0)
+        for n in range(4, 14):
+            queue.put(clock, n, 1.5, 1.5)  # a full batch: taken at once
+
+    clock.run([poller, producer], until=5.0)
+    assert taken == [(1.0, [0, 1, 2, 3]), (1.5, list(range(4, 14)))]
