@@ -4,8 +4,8 @@ One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's acc
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
 (VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming
 (``vdq.batchplan``: each rate's slots reserved in one request, the sends made in slot order),
-keeps spare slots
-for its next sends, and waits for each slot in turn. A slot further off than
+keeps spare slots for its next sends, and waits for each slot in turn. A slot that ends
+(1/rate after its start, for each message or segment) further off than
 VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
 it from, at the same attempt, and its message is published again with a delay (see
 vdq.giveback).

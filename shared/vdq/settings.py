@@ -192,8 +192,9 @@ class Settings:
         "VDQ_PACING_MAX_WAIT_SECONDS",
         5.0,
         read.positive_float,
-        "longest a send function waits for its turn at the provider's rate; an item whose turn "
-        "is further off goes back on the queue for that long",
+        "longest a send function waits for its turn at the provider's rate, to the end of its "
+        "slot (1/rate a message or segment later than its start); an item whose turn ends "
+        "further off goes back on the queue until about then",
     )
     # Workflow timing.
     max_retries: int = _setting(

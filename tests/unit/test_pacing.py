@@ -302,3 +302,20 @@ def test_sends_given_back_together_come_back_one_after_another_at_the_rate(monke
     # A one-slot reservation fits 1 s from now (4 s ahead); then one a second, at 1/s, not
     # all three at the moment the schedule frees (where only the first would find room).
     assert [outcome.delay for _, outcome in done] == [1, 2, 3]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("ahead,waits", [(3.0, True), (3.5, False)])
+def test_the_longest_wait_runs_to_the_end_of_the_slot(ahead, waits):
+    """At 0.5/s a slot lasts 2 s: within the longest wait (5 s), a slot may begin at most 3 s
+    away; one beginning 3.5 s away would end past it, and the item goes back instead."""
+    wall = Wall()
+    schedule = Schedule(tat=wall.now + ahead)
+    p = pacer(schedule, wall)
+    start = wall.now
+    if waits:
+        p.turn("twilio#+15550001", 0.5)
+        assert wall.now - start == pytest.approx(ahead)
+    else:
+        with pytest.raises(NoSlot):
+            p.turn("twilio#+15550001", 0.5)
+        assert wall.slept == []
