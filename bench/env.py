@@ -74,59 +74,13 @@ def need(module: str, attribute: str | None = None) -> Any:
 
 
 def lean_moto_transactions() -> Any:
-    """Make moto's TransactWriteItems snapshot only the items it touches.
+    """moto's TransactWriteItems without its copy of the whole table per transaction (a run of
+    thousands is otherwise quadratic: vdq.local.motolean, which the local stack uses too).
+    Returns the original, which ``stack`` puts back, so tests in the same process keep plain
+    moto."""
+    from vdq.local import motolean
 
-    moto backs every transaction up by deep-copying the whole table, once per item in it, so a
-    transaction's cost grows with the table and a run of thousands of them is quadratic: an
-    artefact of the emulator, not of DynamoDB or VDQ. This keeps moto's semantics (all or
-    nothing) with a snapshot of the touched items only. Benchmarks only: returns the original,
-    which ``stack`` puts back, so tests in the same process keep plain moto.
-    """
-    import copy
-
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
-
-    original = DynamoDBBackend.transact_write_items
-    if getattr(original, "_bench_lean", False):
-        return original._bench_original  # type: ignore[attr-defined]
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        saved = []
-        for entry in transact_items:
-            _, op = next(iter(entry.items()))
-            table = self.tables.get(op.get("TableName"))
-            if table is None:
-                continue
-            source = op.get("Item") or op.get("Key") or {}
-            if table.hash_key_attr not in source or table.range_key_attr not in source:
-                continue
-            hk = DynamoType(source[table.hash_key_attr])
-            rk = DynamoType(source[table.range_key_attr])
-            current = table.items.get(hk, {}).get(rk)
-            saved.append((table, hk, rk, copy.deepcopy(current)))
-        had = Table.__dict__.get("__deepcopy__")
-        Table.__deepcopy__ = lambda table, memo: table  # type: ignore[method-assign]
-        try:
-            original(self, transact_items)
-        except Exception:
-            for table, hk, rk, item in reversed(saved):
-                if item is None:
-                    table.items.get(hk, {}).pop(rk, None)
-                else:
-                    table.items[hk][rk] = item
-            raise
-        finally:
-            if had is None:
-                del Table.__deepcopy__
-            else:
-                Table.__deepcopy__ = had  # type: ignore[method-assign]
-
-    transact_write_items._bench_lean = True  # type: ignore[attr-defined]
-    transact_write_items._bench_original = original  # type: ignore[attr-defined]
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    return original
+    return motolean.install()
 
 
 @dataclass

@@ -93,6 +93,9 @@ class LocalAws:
         )
         from werkzeug.serving import make_server
 
+        from vdq.local import motolean
+
+        motolean.install()  # moto would keep a copy of the table per transaction
         self.serial = Serial(DomainDispatcherApplication(create_backend_app))
         app = Guard(self.serial, port)
         self.server = make_server("127.0.0.1", port, app, threaded=True,

@@ -1,0 +1,100 @@
+"""moto's TransactWriteItems, without its copy of the whole table.
+
+moto backs every transaction up by deep-copying each table it touches, once per action, and
+keeps every copy for good (each model object it makes joins its class's ``instances_tracked``,
+which only moto's own reset reads). A local stack that has sent a few thousand messages then
+holds a copy of its table per transaction: memory and time grow with the square of the
+messages sent. An artefact of the emulator, not of DynamoDB or VDQ.
+
+``install`` keeps moto's semantics (all or nothing, stream records only for what committed)
+with a snapshot of the items the transaction touches and of the length of each table's stream,
+and forgets moto's tracked DynamoDB objects after each transaction. The local stack installs it
+(its DynamoDB requests are served one at a time, ``vdq.local.aws.Serial``, so the class-level
+switch below never sees two transactions); the benchmarks install it too and put the original
+back (``uninstall``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+def install() -> Any:
+    """Patch moto; returns the original method (the same one however often installed)."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    original = DynamoDBBackend.transact_write_items
+    if getattr(original, "_vdq_lean", False):
+        return original._vdq_original  # type: ignore[attr-defined]
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: list[tuple[Any, Any, Any, Any]] = []
+        streams: dict[int, tuple[Any, int]] = {}
+        for entry in transact_items:
+            _, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            shard = getattr(table, "stream_shard", None)
+            if shard is not None:
+                streams.setdefault(id(shard), (shard, len(shard.items)))
+            source = op.get("Item") or op.get("Key") or {}
+            if table.hash_key_attr not in source or (
+                table.range_key_attr and table.range_key_attr not in source
+            ):
+                continue
+            hk = DynamoType(source[table.hash_key_attr])
+            rk = DynamoType(source[table.range_key_attr]) if table.range_key_attr else None
+            current = table.items.get(hk, {}).get(rk) if rk is not None else table.items.get(hk)
+            saved.append((table, hk, rk, copy.deepcopy(current)))
+        had = Table.__dict__.get("__deepcopy__")
+        setattr(Table, "__deepcopy__", lambda table, memo: table)  # noqa: B010
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table, hk, rk, item in reversed(saved):
+                _restore(table, hk, rk, item)
+            for shard, length in streams.values():
+                del shard.items[length:]  # the records of writes taken back
+            raise
+        finally:
+            if had is None:
+                delattr(Table, "__deepcopy__")
+            else:
+                setattr(Table, "__deepcopy__", had)  # noqa: B010
+            forget_tracked()
+
+    transact_write_items._vdq_lean = True  # type: ignore[attr-defined]
+    transact_write_items._vdq_original = original  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    return original
+
+
+def uninstall(original: Any) -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+
+def forget_tracked() -> None:
+    """Drop moto's list of every DynamoDB model object it made (only its reset reads them)."""
+    from moto.core.model_instances import model_data
+
+    for model in model_data.get("dynamodb", {}).values():
+        model.instances_tracked.clear()  # type: ignore[attr-defined]
+
+
+def _restore(table: Any, hk: Any, rk: Any, item: Any) -> None:
+    if rk is None:  # a table without a sort key
+        if item is None:
+            table.items.pop(hk, None)
+        else:
+            table.items[hk] = item
+        return
+    if item is None:
+        table.items.get(hk, {}).pop(rk, None)
+    else:
+        table.items.setdefault(hk, {})[rk] = item
