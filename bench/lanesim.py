@@ -103,6 +103,11 @@ class Scenario:
     tail: float = 1.0
     cpu: float = 0.0
     burst: int = 0
+    # One send function serves every lane's mapping: an invocation runs in any idle warm
+    # environment, whose Pacer (its held slots, what it saw, ``deferred``) another lane's
+    # batches used before. True: each batch takes the most recently freed environment of one
+    # pool (a new one when none is idle); False: each poller keeps its own, as deployed per lane.
+    environments: bool = False
     epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
 
 
@@ -163,6 +168,7 @@ class Outcome:
     sends: list[tuple[float, str]] = field(default_factory=list)  # (provider call at, lane)
     landed: list[float] = field(default_factory=list)  # when each call reaches the provider
     given_back: dict[str, int] = field(default_factory=dict)
+    delays: dict[str, list[int]] = field(default_factory=dict)  # give-backs' delays by lane
     pacing_requests: dict[str, int] = field(default_factory=dict)
 
 
@@ -211,11 +217,14 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     out = Outcome()
     shared = Pacer(records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)
     pacers: list[tuple[str, Pacer]] = []
+    idle: list[Pacer] = []  # warm environments' pacers (``environments``)
+    made: list[Pacer] = []
 
     def worker(lane: str) -> Any:
         pacer = shared if scenario.shared_pacer else Pacer(
             records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)  # fmt: skip
-        pacers.append((lane, pacer))
+        if not scenario.environments:
+            pacers.append((lane, pacer))
         # What the pacing path reads of a Runtime: its settings and the pacer it holds.
         runtime: Any = SimpleNamespace(overrides={"pacer": pacer}, settings=settings)
         queue = queues[lane]
@@ -223,6 +232,13 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
         def work() -> None:
             while True:
                 batch = queue.take(clock, resources.SEND_BATCH_SIZE)
+                if scenario.environments:
+                    if not idle:
+                        made.append(Pacer(records, scenario.max_wait, wall=clock.wall,
+                                          sleep=clock.sleep))  # fmt: skip
+                        idle.append(made[-1])
+                    runtime.overrides["pacer"] = env = idle.pop()
+                    before = env.requests
                 clock.sleep(lat(timings.pickup) + lat(timings.base))
                 pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
                 bodies = [SendMessage(f"I{n}", 1, content={"subject": lane}, receiver=f"r{n}",
@@ -237,6 +253,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                     except NoSlot as no_slot:
                         clock.sleep(lat(timings.give_back))
                         out.given_back[lane] = out.given_back.get(lane, 0) + 1
+                        out.delays.setdefault(lane, []).append(no_slot.delay)
                         queue.put(clock, number, enqueued, clock.now + no_slot.delay)
                         continue
                     if waited > suppression.RECHECK_AFTER_WAIT_SECONDS:
@@ -247,6 +264,10 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                     provider = lat(timings.provider)
                     out.landed.append(clock.now + provider / 2)
                     clock.sleep(provider + lat(timings.after))
+                if scenario.environments:
+                    out.pacing_requests[lane] = (out.pacing_requests.get(lane, 0)
+                                                 + env.requests - before)  # fmt: skip
+                    idle.append(env)
 
         return work
 
@@ -305,6 +326,7 @@ def summary(scenario: Scenario, out: Outcome, arrivals: list[float], real: float
         "most_in_10s": peak, "closest_sends": gap, "rate_in_10s": scenario.rate * 10,
         "most_landed_in_1s": most_1s,
         "sent": sent, "given_back": out.given_back,
+        "longest_give_back": {lane: max(d) for lane, d in out.delays.items()},
         "pacing_requests": dict(out.pacing_requests),
         "pacing_requests_per_send": {lane: round(n / sent[lane], 3)
                                      for lane, n in out.pacing_requests.items() if sent[lane]},

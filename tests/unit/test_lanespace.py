@@ -267,3 +267,17 @@ def test_a_burst_of_high_items_waits_its_turns_at_the_rate():
                               drain=20.0, burst=8), TIMINGS)  # fmt: skip
     assert burst["high"] == 12 and burst["high_sent"] == 12
     assert burst["max"] >= 8 / 4.0  # eight at once at 4/s: the last waits two seconds of slots
+
+
+def test_lanes_sharing_the_functions_environments_count_each_lanes_requests():
+    def run(environments: bool) -> dict:
+        return simulate(Scenario(4.0, bulk=200, high=6, interval=1.0, seconds=8.0, seed=2,
+                                 drain=20.0, environments=environments), TIMINGS)  # fmt: skip
+
+    own, shared = run(False), run(True)
+    assert shared["high_sent"] == shared["high"] == 6
+    def lanes(run: dict) -> set[str]:
+        return {lane for lane, n in run["pacing_requests"].items() if n}
+
+    assert lanes(shared) == lanes(own) == {"high", "bulk"}
+    assert sum(shared["pacing_requests"].values()) <= shared["pacing_table_requests"]
