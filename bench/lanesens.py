@@ -30,6 +30,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, float]]] = [
     ("SES median 200 ms", {}, {"provider": 0.200}),
     ("SES median 150 ms + tails 3x", {"tail": 3.0}, {"provider": 0.150}),
     ("lanes share the function's environments", {"environments": True}, {}),
+    ("rate read by GetAccount (as deployed)", {"read_limit": True}, {}),
     ("pickup 250 ms (ESM receive + invoke)", {}, {"pickup": 0.250}),
     ("burst of 20 high at once", {"burst": 20}, {}),
     ("burst of 100 high at once", {"burst": 100}, {}),

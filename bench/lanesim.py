@@ -108,6 +108,9 @@ class Scenario:
     # batches used before. True: each batch takes the most recently freed environment of one
     # pool (a new one when none is idle); False: each poller keeps its own, as deployed per lane.
     environments: bool = False
+    # As deployed, VDQ_SES_MAX_SEND_RATE is unset: each Pacer reads the rate with SES's
+    # GetAccount (one provider latency) when it first paces and every LIMIT_SECONDS after.
+    read_limit: bool = False
     epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
 
 
@@ -187,7 +190,8 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     table = PaceTable(timings.ddb, clock.sleep)
     table.sample = lambda: lat(timings.ddb)
     records = PaceRecords(table, "vdq")
-    settings = SimpleNamespace(ses_max_send_rate=scenario.rate, twilio_sender_rate=1.0,
+    settings = SimpleNamespace(ses_max_send_rate=None if scenario.read_limit else scenario.rate,
+                               twilio_sender_rate=1.0,
                                pacing_max_wait_seconds=scenario.max_wait)  # fmt: skip
     queues = {lane: Queue(lane, windows[lane]) for lane in concurrency}
     for number in range(scenario.bulk):
@@ -227,6 +231,12 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
             pacers.append((lane, pacer))
         # What the pacing path reads of a Runtime: its settings and the pacer it holds.
         runtime: Any = SimpleNamespace(overrides={"pacer": pacer}, settings=settings)
+
+        def get_account() -> float:
+            clock.sleep(lat(timings.provider))
+            return scenario.rate
+
+        runtime.overrides["ses_provider"] = SimpleNamespace(max_send_rate=get_account)
         queue = queues[lane]
 
         def work() -> None:
