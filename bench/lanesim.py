@@ -105,7 +105,7 @@ class Scenario:
     burst: int = 0
     # One send function serves every lane's mapping: an invocation runs in any idle warm
     # environment, whose Pacer (its held slots, what it saw, ``deferred``) another lane's
-    # batches used before. True: each batch takes the most recently freed environment of one
+    # batches used before. True: each batch takes the longest idle environment of one
     # pool (a new one when none is idle); False: each poller keeps its own, as deployed per lane.
     environments: bool = False
     # As deployed, VDQ_SES_MAX_SEND_RATE is unset: each Pacer reads the rate with SES's
@@ -247,7 +247,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                         made.append(Pacer(records, scenario.max_wait, wall=clock.wall,
                                           sleep=clock.sleep))  # fmt: skip
                         idle.append(made[-1])
-                    runtime.overrides["pacer"] = env = idle.pop()
+                    runtime.overrides["pacer"] = env = idle.pop(0)
                     before = env.requests
                 clock.sleep(lat(timings.pickup) + lat(timings.base))
                 pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
