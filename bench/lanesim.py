@@ -38,6 +38,7 @@ stack's (one process) do: how ``bench/lanespace.py`` compares with ``bench/stack
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import statistics
 import time
@@ -94,6 +95,23 @@ class Scenario:
     max_wait: float = 5.0  # VDQ_PACING_MAX_WAIT_SECONDS' default
     seed: int = SEED
     drain: float = 60.0  # s after the last high item the run may go on to send it
+    # Sensitivity (bench/lanespace.py's figures keep the defaults): every request's latency
+    # drawn from a lognormal whose median is prices.json's and whose p99 is ``tail`` times it
+    # (1: constant); ``cpu`` s of the function's own time per send (MIME, signing, logging),
+    # which the Timings leave out; ``burst`` high items arriving together at the first
+    # arrival, on top of the others.
+    tail: float = 1.0
+    cpu: float = 0.0
+    burst: int = 0
+    # One send function serves every lane's mapping: an invocation runs in any idle warm
+    # environment, whose Pacer (its held slots, what it saw, ``deferred``) another lane's
+    # batches used before. True: each batch takes the longest idle environment of one
+    # pool (a new one when none is idle); False: each poller keeps its own, as deployed per lane.
+    environments: bool = False
+    # As deployed, VDQ_SES_MAX_SEND_RATE is unset: each Pacer reads the rate with SES's
+    # GetAccount (one provider latency) when it first paces and every LIMIT_SECONDS after.
+    read_limit: bool = False
+    epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
 
 
 def deployed() -> tuple[dict[str, int], dict[str, float]]:
@@ -151,7 +169,9 @@ class Queue:
 class Outcome:
     high: list[float] = field(default_factory=list)  # seconds, enqueue -> provider call
     sends: list[tuple[float, str]] = field(default_factory=list)  # (provider call at, lane)
+    landed: list[float] = field(default_factory=list)  # when each call reaches the provider
     given_back: dict[str, int] = field(default_factory=dict)
+    delays: dict[str, list[int]] = field(default_factory=dict)  # give-backs' delays by lane
     pacing_requests: dict[str, int] = field(default_factory=dict)
 
 
@@ -166,14 +186,16 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     concurrency, windows = deployed()
     concurrency = scenario.concurrency or concurrency
     windows = scenario.windows or windows
-    clock = VirtualClock()
+    clock = VirtualClock(scenario.epoch)
     table = PaceTable(timings.ddb, clock.sleep)
+    table.sample = lambda: lat(timings.ddb)
     records = PaceRecords(table, "vdq")
-    settings = SimpleNamespace(ses_max_send_rate=scenario.rate, twilio_sender_rate=1.0,
+    settings = SimpleNamespace(ses_max_send_rate=None if scenario.read_limit else scenario.rate,
+                               twilio_sender_rate=1.0,
                                pacing_max_wait_seconds=scenario.max_wait)  # fmt: skip
     queues = {lane: Queue(lane, windows[lane]) for lane in concurrency}
     for number in range(scenario.bulk):
-        queues["bulk"].visible.append((number, 0.0, 0.0))
+        queues["bulk"].visible.append((number, scenario.epoch, scenario.epoch))
     high = scenario.high
     if high is None:
         high = int(scenario.seconds // scenario.interval)
@@ -182,49 +204,80 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     # ``interval`` from a random phase: the seed's, so that high items do not all arrive at the
     # same point of the rate's slots.
     rng = random.Random(scenario.seed)
-    at, arrivals = HIGH_START + rng.uniform(0, scenario.interval), []
+    at, arrivals = scenario.epoch + HIGH_START + rng.uniform(0, scenario.interval), []
     for _ in range(high):
         arrivals.append(at)
         at += rng.expovariate(1 / scenario.interval) if scenario.poisson else scenario.interval
+    arrivals = sorted(arrivals[:1] * scenario.burst + arrivals)
+    spread = random.Random(scenario.seed + 1)
+    sigma = math.log(scenario.tail) / 2.326  # z of the 99th percentile
+
+    def lat(median: float) -> float:
+        return median * math.exp(spread.gauss(0.0, sigma)) if sigma else median
+
     for n, at in enumerate(arrivals):
-        queues["high"].later.append((first + n, at, at + timings.enqueue))
+        queues["high"].later.append((first + n, at, at + lat(timings.enqueue)))
+    queues["high"].later = deque(sorted(queues["high"].later, key=lambda e: e[2]))
     out = Outcome()
     shared = Pacer(records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)
     pacers: list[tuple[str, Pacer]] = []
+    idle: list[Pacer] = []  # warm environments' pacers (``environments``)
+    made: list[Pacer] = []
 
     def worker(lane: str) -> Any:
         pacer = shared if scenario.shared_pacer else Pacer(
             records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)  # fmt: skip
-        pacers.append((lane, pacer))
+        if not scenario.environments:
+            pacers.append((lane, pacer))
         # What the pacing path reads of a Runtime: its settings and the pacer it holds.
         runtime: Any = SimpleNamespace(overrides={"pacer": pacer}, settings=settings)
+
+        def get_account() -> float:
+            clock.sleep(lat(timings.provider))
+            return scenario.rate
+
+        runtime.overrides["ses_provider"] = SimpleNamespace(max_send_rate=get_account)
         queue = queues[lane]
 
         def work() -> None:
             while True:
                 batch = queue.take(clock, resources.SEND_BATCH_SIZE)
-                clock.sleep(timings.pickup + timings.base)
+                if scenario.environments:
+                    if not idle:
+                        made.append(Pacer(records, scenario.max_wait, wall=clock.wall,
+                                          sleep=clock.sleep))  # fmt: skip
+                        idle.append(made[-1])
+                    runtime.overrides["pacer"] = env = idle.pop(0)
+                    before = env.requests
+                clock.sleep(lat(timings.pickup) + lat(timings.base))
                 pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
                 bodies = [SendMessage(f"I{n}", 1, content={"subject": lane}, receiver=f"r{n}",
                                       priority=lane, pace="ses").body() for n, _, _ in batch]
                 for index, upcoming in batchplan.plan(bodies, runtime):
                     number, enqueued, _ = batch[index]
-                    clock.sleep(timings.before)
+                    clock.sleep(lat(timings.before / 2) + lat(timings.before / 2) + scenario.cpu)
                     item: Any = SimpleNamespace(id=f"I{number}", method="email", sender=SENDER,
                                            priority=lane)  # fmt: skip
                     try:
                         waited = pacing.gate(item, {"subject": lane}, runtime, upcoming)
                     except NoSlot as no_slot:
-                        clock.sleep(timings.give_back)
+                        clock.sleep(lat(timings.give_back))
                         out.given_back[lane] = out.given_back.get(lane, 0) + 1
+                        out.delays.setdefault(lane, []).append(no_slot.delay)
                         queue.put(clock, number, enqueued, clock.now + no_slot.delay)
                         continue
                     if waited > suppression.RECHECK_AFTER_WAIT_SECONDS:
-                        clock.sleep(timings.ddb)  # the receiver's suppression read again
+                        clock.sleep(lat(timings.ddb))  # the receiver's suppression read again
                     out.sends.append((clock.now, lane))
                     if lane == "high":
                         out.high.append(clock.now - enqueued)
-                    clock.sleep(timings.provider + timings.after)
+                    provider = lat(timings.provider)
+                    out.landed.append(clock.now + provider / 2)
+                    clock.sleep(provider + lat(timings.after))
+                if scenario.environments:
+                    out.pacing_requests[lane] = (out.pacing_requests.get(lane, 0)
+                                                 + env.requests - before)  # fmt: skip
+                    idle.append(env)
 
         return work
 
@@ -262,6 +315,11 @@ def summary(scenario: Scenario, out: Outcome, arrivals: list[float], real: float
             j += 1
         peak = max(peak, j - i)
     gap = min((b - a for a, b in itertools.pairwise(times)), default=None)
+    landed, most_1s, j = sorted(out.landed), 0, 0
+    for i, t in enumerate(landed):  # calls reaching the provider in [t, t + 1)
+        while j < len(landed) and landed[j] < t + 1.0:
+            j += 1
+        most_1s = max(most_1s, j - i)
     sent = {lane: sum(1 for _, x in out.sends if x == lane) for lane in ("high", "normal", "bulk")}
     sent["all"] = len(out.sends)
     return {
@@ -276,7 +334,9 @@ def summary(scenario: Scenario, out: Outcome, arrivals: list[float], real: float
         "use": len(inside) / (scenario.rate * window) if window > 0 else None,
         "bulk_in_window": sum(1 for _, lane in inside if lane == "bulk"),
         "most_in_10s": peak, "closest_sends": gap, "rate_in_10s": scenario.rate * 10,
+        "most_landed_in_1s": most_1s,
         "sent": sent, "given_back": out.given_back,
+        "longest_give_back": {lane: max(d) for lane, d in out.delays.items()},
         "pacing_requests": dict(out.pacing_requests),
         "pacing_requests_per_send": {lane: round(n / sent[lane], 3)
                                      for lane, n in out.pacing_requests.items() if sent[lane]},

@@ -168,17 +168,22 @@ class PaceTable:
         self.items: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
         self.requests = 0
         self._latency, self._sleep = latency, sleep
+        self.sample: Callable[[], float] | None = None  # a request's latency (default: latency)
 
-    def _half(self) -> None:
-        if self._sleep is not None and self._latency:
-            self._sleep(self._latency / 2)
+    def _latency_of_one(self) -> float:
+        return self.sample() if self.sample is not None else self._latency
+
+    def _half(self, latency: float) -> None:
+        if self._sleep is not None and latency:
+            self._sleep(latency / 2)
 
     def get_item(self, *, TableName: str, Key: dict[str, Any],
                  ConsistentRead: bool = False) -> dict[str, Any]:  # fmt: skip
         self.requests += 1
-        self._half()
+        latency = self._latency_of_one()
+        self._half(latency)
         item = self.items.get((Key["pk"]["S"], Key["sk"]["S"]))
-        self._half()
+        self._half(latency)
         return {"Item": {k: dict(v) for k, v in item.items()}} if item is not None else {}
 
     def update_item(self, *, TableName: str, Key: dict[str, Any], UpdateExpression: str,
@@ -186,13 +191,14 @@ class PaceTable:
                     ExpressionAttributeValues: dict[str, Any], ReturnValues: str,
                     ReturnValuesOnConditionCheckFailure: str) -> dict[str, Any]:  # fmt: skip
         self.requests += 1
-        self._half()
+        latency = self._latency_of_one()
+        self._half(latency)
         key = (Key["pk"]["S"], Key["sk"]["S"])
         old = self.items.get(key)
         item = {k: dict(v) for k, v in (old or {}).items()}
         names, values = ExpressionAttributeNames, ExpressionAttributeValues
         if not _Condition(ConditionExpression, item, names, values).holds():
-            self._half()
+            self._half(latency)
             response: dict[str, Any] = {"Error": {"Code": "ConditionalCheckFailedException",
                                                   "Message": "The conditional request failed"}}
             if old is not None and ReturnValuesOnConditionCheckFailure == "ALL_OLD":
@@ -202,7 +208,7 @@ class PaceTable:
             item = {"pk": dict(Key["pk"]), "sk": dict(Key["sk"])}
         _apply(UpdateExpression, item, names, values)
         self.items[key] = item
-        self._half()
+        self._half(latency)
         assert ReturnValues == "ALL_NEW", ReturnValues
         return {"Attributes": {k: dict(v) for k, v in item.items()}}
 

@@ -211,3 +211,73 @@ def test_a_poller_waits_up_to_the_window_to_fill_its_batch_and_takes_a_full_one_
 
     clock.run([poller, producer], until=5.0)
     assert taken == [(1.0, [0, 1, 2, 3]), (1.5, list(range(4, 14)))]
+
+
+# ---- the sensitivity knobs (bench.lanesens) ----------------------------------------------------
+
+
+def test_a_sampled_request_latency_spans_both_halves_of_its_own_request():
+    # Two workers' requests overlap; each must take its own sampled latency, start to answer.
+    clock = VirtualClock()
+    table = PaceTable(0.006, clock.sleep)
+    draws = iter([0.010, 0.100])
+    table.sample = lambda: next(draws)
+    records = PaceRecords(table, "t")
+    took: dict[str, float] = {}
+
+    def worker(name: str) -> object:
+        def work() -> None:
+            start = clock.now
+            records.read(name)
+            took[name] = clock.now - start
+
+        return work
+
+    clock.run([worker("a"), worker("b")], until=1.0)
+    assert took == pytest.approx({"a": 0.010, "b": 0.100})
+
+
+def test_a_run_at_real_epoch_seconds_is_the_run_at_zero():
+    # Pace records hold epoch seconds at six decimals; the simulation's clock starts at 0.
+    def run(epoch: float) -> dict:
+        return simulate(Scenario(2.0, bulk=40, high=6, interval=1.5, seconds=10.0, seed=3,
+                                 drain=15.0, epoch=epoch), TIMINGS)  # fmt: skip
+
+    zero, real = run(0.0), run(1.764e9)
+    assert real["latencies"] == pytest.approx(zero["latencies"], abs=0.002)
+    assert real["sent"] == zero["sent"]
+
+
+def test_tails_and_the_functions_own_time_slow_the_two_bulk_pollers_below_the_rate():
+    # At 8/s with a 250 ms provider call, two serial bulk pollers are the bottleneck: a
+    # latency's mean over its median (the tail) and time outside requests cost sends.
+    slow = Timings(**{**TIMINGS.__dict__, "provider": 0.25})
+
+    def run(**knobs: float) -> dict:
+        return simulate(Scenario(8.0, bulk=400, high=4, interval=2.0, seconds=8.0, seed=1,
+                                 drain=20.0, **knobs), slow)  # fmt: skip
+
+    steady = run()["sent"]["bulk"]
+    assert run(tail=6.0)["sent"]["bulk"] < 0.9 * steady
+    assert run(cpu=0.2)["sent"]["bulk"] < 0.9 * steady
+
+
+def test_a_burst_of_high_items_waits_its_turns_at_the_rate():
+    burst = simulate(Scenario(4.0, bulk=200, high=4, interval=2.0, seconds=8.0, seed=1,
+                              drain=20.0, burst=8), TIMINGS)  # fmt: skip
+    assert burst["high"] == 12 and burst["high_sent"] == 12
+    assert burst["max"] >= 8 / 4.0  # eight at once at 4/s: the last waits two seconds of slots
+
+
+def test_lanes_sharing_the_functions_environments_count_each_lanes_requests():
+    def run(environments: bool) -> dict:
+        return simulate(Scenario(4.0, bulk=200, high=6, interval=1.0, seconds=8.0, seed=2,
+                                 drain=20.0, environments=environments), TIMINGS)  # fmt: skip
+
+    own, shared = run(False), run(True)
+    assert shared["high_sent"] == shared["high"] == 6
+    def lanes(run: dict) -> set[str]:
+        return {lane for lane, n in run["pacing_requests"].items() if n}
+
+    assert lanes(shared) == lanes(own) == {"high", "bulk"}
+    assert sum(shared["pacing_requests"].values()) <= shared["pacing_table_requests"]
