@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any
-
-from constructs import Node
+from typing import TYPE_CHECKING, Any
 
 from vdq import resources
 from vdq.settings import Settings
+
+if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's tests, bench)
+    from constructs import Node
 
 FUNCTIONS = ("enqueue", "send", "webhook", "operator", "schedule")
 # Settings the stack itself sets from the resources it creates.
