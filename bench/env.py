@@ -97,11 +97,11 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     prepare_process()
     import boto3
     from moto import mock_aws
-    from moto.dynamodb.models import DynamoDBBackend
 
     from vdq import resources
     from vdq import runtime as runtime_module
     from vdq.clock import FakeClock
+    from vdq.local import motolean
     from vdq.local import resources as local_resources
     from vdq.runtime import Runtime
     from vdq.settings import Settings
@@ -136,7 +136,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
             yield Stack(rt, clock, created.queues, boto3.client("sqs"))
         finally:
             Runtime.reset_default()
-            DynamoDBBackend.transact_write_items = plain  # type: ignore[method-assign]
+            motolean.uninstall(plain)
 
 
 class FakeTwilio:

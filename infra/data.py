@@ -22,14 +22,10 @@ def _attribute(definition: dict, name: str) -> dynamodb.Attribute:
 def _billing(capacity: Capacity | None) -> dict:
     if capacity is None:
         return {"billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST}
-    return {
-        "billing_mode": dynamodb.BillingMode.PROVISIONED,
-        "read_capacity": capacity.min_read,
-        "write_capacity": capacity.min_write,
-    }
+    return {"billing_mode": dynamodb.BillingMode.PROVISIONED, **_provisioned_units(capacity)}
 
 
-def _index_capacity(capacity: Capacity | None) -> dict:
+def _provisioned_units(capacity: Capacity | None) -> dict:
     if capacity is None:
         return {}
     return {"read_capacity": capacity.min_read, "write_capacity": capacity.min_write}
@@ -72,7 +68,7 @@ class Data(Construct):
                 partition_key=_attribute(definition, index_keys["HASH"]),
                 sort_key=_attribute(definition, index_keys["RANGE"]),
                 projection_type=dynamodb.ProjectionType.KEYS_ONLY,
-                **_index_capacity(capacity),
+                **_provisioned_units(capacity),
             )
         if capacity is not None:
             self._auto_scale(

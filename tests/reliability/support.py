@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from vdq import resources
 from vdq.clock import FakeClock, parse_iso
+from vdq.local import motolean
 from vdq.local import resources as local_resources
 from vdq.local.resources import LocalResources
 from vdq.providers import (
@@ -156,14 +157,10 @@ def forget_garbage(table: Any) -> None:
     shard = getattr(table, "stream_shard", None)
     if shard is not None:
         shard.items.clear()
-    # moto also keeps every model object it ever made (BaseModel.__new__ appends each to its
-    # class's ``instances_tracked``), and TransactWriteItems deep-copies every table, stream
-    # records included, for its rollback: a soak of 10,000 schedules grew to 12 GB and was
-    # killed. Only moto's own reset and its data API read those lists.
-    from moto.core.model_instances import model_data
-
-    for model in model_data["dynamodb"].values():
-        model.instances_tracked.clear()
+    # moto also keeps every model object it ever made, and TransactWriteItems deep-copies
+    # every table, stream records included, for its rollback: a soak of 10,000 schedules grew
+    # to 12 GB and was killed.
+    motolean.forget_tracked()
 
 
 @contextmanager
