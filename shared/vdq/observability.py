@@ -7,6 +7,7 @@ records every invocation without it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +36,19 @@ class CompactFormatter(LambdaPowertoolsFormatter):
         return super().serialize(log)
 
 
+class ThreadSafeMetrics(Metrics):
+    """Powertools' Metrics, whose ``add_metric`` (a read, a change and a write back of the
+    metric set) may be called from the send function's sending threads at once."""
+
+    _lock = threading.Lock()
+
+    def add_metric(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            super().add_metric(*args, **kwargs)
+
+
 logger = Logger(service=SERVICE, logger_formatter=CompactFormatter())
-metrics = Metrics(service=SERVICE, namespace=NAMESPACE)
+metrics = ThreadSafeMetrics(service=SERVICE, namespace=NAMESPACE)
 
 
 class UntracedHandlers:
@@ -61,5 +73,17 @@ tracer = _tracer()
 
 
 def bind_item(item_id: str | None) -> None:
-    """Use the queue item's id as the correlation id of what is logged next."""
-    logger.set_correlation_id(item_id)
+    """Use the queue item's id as the correlation id of what this thread logs next (the send
+    function's sending threads each log their own item's)."""
+    logger.thread_safe_append_keys(correlation_id=item_id)
+
+
+def trace_carrier() -> Callable[[], None]:
+    """Run in another thread, the returned function makes its AWS calls part of this thread's
+    X-Ray trace (with ``VDQ_TRACING=sdk``; otherwise it does nothing)."""
+    if isinstance(tracer, UntracedHandlers):
+        return lambda: None
+    from aws_xray_sdk.core import xray_recorder
+
+    entity = xray_recorder.get_trace_entity()
+    return lambda: xray_recorder.set_trace_entity(entity)

@@ -8,6 +8,7 @@ for the clients it touches.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,6 +44,9 @@ def s3_config(environ: Mapping[str, str] | None = None) -> Config:
     return _BOTO_CONFIG.merge(Config(signature_version="s3v4", s3=regional))
 
 
+_CLIENTS_LOCK = threading.Lock()
+
+
 @dataclass
 class Runtime:
     settings: Settings = field(default_factory=get_settings)
@@ -53,10 +57,13 @@ class Runtime:
         store_module.bind(self.settings.table_name)
 
     def client(self, service: str) -> Any:
-        if service not in self.overrides:
-            config = s3_config() if service == "s3" else _BOTO_CONFIG
-            self.overrides[service] = boto3.client(service, config=config)
-        return self.overrides[service]
+        """The service's client, made once. Clients are thread-safe; making one from boto3's
+        default session is not (the send function's sending threads may ask at once)."""
+        with _CLIENTS_LOCK:
+            if service not in self.overrides:
+                config = s3_config() if service == "s3" else _BOTO_CONFIG
+                self.overrides[service] = boto3.client(service, config=config)
+            return self.overrides[service]
 
     @cached_property
     def store(self) -> store_module.Store:

@@ -15,6 +15,7 @@ Files add one BatchGetItem of their metadata and one S3 read each.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -60,6 +61,36 @@ def process_body(body: str, runtime: Runtime | None = None, *, upcoming: int = 1
 
 
 def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str:
+    """One send, start to end: ``prepare``, ``deliver``, ``settle``."""
+    ready = prepare(message, runtime, upcoming=upcoming)
+    if isinstance(ready, str):
+        return ready
+    return settle(deliver(ready, runtime), runtime)
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A claimed item whose turn at the provider's rate has come: to be sent now."""
+
+    message: SendMessage
+    item: QueueItemRecord
+    entry: HistoryRecord  # the ``send`` history entry the claim deferred
+    content: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """The provider refused a send for its rate: ``settle`` slows the pacer and gives it back
+    (in the thread that owns the pacer: the send function's main thread)."""
+
+    ready: Ready
+    error: ThrottledProviderError
+
+
+def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Ready | str:
+    """Everything before the provider call: the suppression check, the claim, the content and
+    the wait for the item's turn at the provider's rate. Returns what was done instead of
+    sending (``DROPPED``, ``PACED``, ...) or the item, ready to send now."""
     bind_item(message.item_id)
     if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime):
         return SUPPRESSED
@@ -73,10 +104,6 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
         content = message.content or read_content(item, runtime)
         waited = pacing.gate(item, content, runtime, upcoming)  # its turn at the provider's rate
         suppression.check_again(item, waited, runtime)
-        if item.method == "email":
-            provider_id = send_email(item, content, runtime)
-        else:
-            provider_id = send_sms(item, content, runtime)
     except pacing.NoSlot as no_slot:
         return giveback.give_back(item, message, entry, no_slot.delay, runtime)
     except suppression.SuppressedMeanwhile as exc:
@@ -85,32 +112,84 @@ def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str
         giveback.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc),
                          counted=False)  # fmt: skip
         return SUPPRESSED
-    except ThrottledProviderError as exc:
-        return giveback.throttled(item, message, content, entry, exc, runtime)
-    except TransientProviderError as exc:
-        if item.method == "email":
-            return retry_later(item, entry, exc, runtime)
-        return fail(item, entry, f"{exc}; not sent, and SMS has no automatic retry", runtime)
-    except AmbiguousProviderError as exc:
-        return fail(item, entry, ambiguous_result(exc), runtime)
-    except (PermanentProviderError, MissingContent, mime.Unsendable) as exc:
-        return fail(item, entry, str(exc) + suppression.learn_from_send_error(item, exc, runtime),
-                    runtime)
     except Exception as exc:
-        # The traceback goes to the log only: ``result`` is shown to operators and producers.
-        logger.exception("send of %s failed", item.id)
-        text = (f"internal error in the send worker: {type(exc).__name__}: {exc} (the traceback "
-                "is in the send function's log)")  # fmt: skip
-        result = f"{item.result}\n{text}" if item.result else text
-        return fail(item, entry, result, runtime)
+        return failed(Ready(message, item, entry, content), exc, runtime)
+    return Ready(message, item, entry, content)
+
+
+def deliver(ready: Ready, runtime: Runtime) -> str | Throttled:
+    """The provider call and the record of its outcome. Safe to run in a thread of its own
+    beside other sends: it uses no pacer state (a throttling answer is returned for ``settle``)
+    and its store and provider clients are thread-safe. Raises only when nothing could be
+    recorded."""
+    item = ready.item
+    bind_item(item.id)
+    try:
+        if item.method == "email":
+            provider_id = send_email(item, ready.content, runtime)
+        else:
+            provider_id = send_sms(item, ready.content, runtime)
+    except ThrottledProviderError as exc:
+        return Throttled(ready, exc)
+    except Exception as exc:
+        return failed(ready, exc, runtime)
     try:
         mapped = tracking.maps_provider_id(item, runtime)
-        return record_accepted(item, entry, provider_id, runtime, map_provider_id=mapped)
+        return record_accepted(item, ready.entry, provider_id, runtime, map_provider_id=mapped)
     except Exception:
         # The lease sweep moves the item on later; the ID in the log lets an operator match it.
         logger.exception("%s accepted %s as %s, but the outcome was not recorded",
                          provider_label(item), item.id, provider_id)  # fmt: skip
         raise
+
+
+def warm(ready: Ready, runtime: Runtime) -> None:
+    """Make the clients ``deliver`` will use for ``ready``, in this thread: sending threads then
+    only use them (clients are thread-safe; boto3's default session does not make them so). A
+    client that cannot be made is left for ``deliver``, which records why."""
+    from vdq.providers.ses import get_ses
+    from vdq.providers.twilio import get_twilio
+
+    try:
+        if ready.item.method == "email":
+            get_ses(runtime)
+            if ready.content.get("attachments"):
+                runtime.files  # noqa: B018  (made now)
+        else:
+            get_twilio(runtime)
+    except Exception:
+        logger.debug("the provider's client for %s could not be made yet", ready.item.id)
+
+
+def settle(outcome: str | Throttled, runtime: Runtime) -> str:
+    """What ``deliver`` did; a throttled send slows the fleet's pace and goes back on the
+    queue (in the pacer's thread)."""
+    if isinstance(outcome, str):
+        return outcome
+    ready = outcome.ready
+    bind_item(ready.item.id)
+    return giveback.throttled(ready.item, ready.message, ready.content, ready.entry,
+                              outcome.error, runtime)  # fmt: skip
+
+
+def failed(ready: Ready, exc: Exception, runtime: Runtime) -> str:
+    """Record why the claimed item was not sent: a retry later, or errored."""
+    item, entry = ready.item, ready.entry
+    if isinstance(exc, TransientProviderError):
+        if item.method == "email":
+            return retry_later(item, entry, exc, runtime)
+        return fail(item, entry, f"{exc}; not sent, and SMS has no automatic retry", runtime)
+    if isinstance(exc, AmbiguousProviderError):
+        return fail(item, entry, ambiguous_result(exc), runtime)
+    if isinstance(exc, PermanentProviderError | MissingContent | mime.Unsendable):
+        return fail(item, entry, str(exc) + suppression.learn_from_send_error(item, exc, runtime),
+                    runtime)
+    # The traceback goes to the log only: ``result`` is shown to operators and producers.
+    logger.error("send of %s failed", item.id, exc_info=exc)
+    text = (f"internal error in the send worker: {type(exc).__name__}: {exc} (the traceback "
+            "is in the send function's log)")  # fmt: skip
+    result = f"{item.result}\n{text}" if item.result else text
+    return fail(item, entry, result, runtime)
 
 
 # ---- claim -----------------------------------------------------------------------------------

@@ -60,6 +60,15 @@ def positive_int(value: str) -> int:
     return number
 
 
+def send_parallelism(value: str) -> int:
+    number = positive_int(value)
+    if number > MAX_SEND_PARALLELISM:
+        raise ValueError(f"must be at most {MAX_SEND_PARALLELISM} (an SQS batch holds 10 "
+                         "messages)")  # fmt: skip
+    return number
+
+
+MAX_SEND_PARALLELISM = 10
 PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
 
 

@@ -196,6 +196,14 @@ class Settings:
         "slot (1/rate a message or segment later than its start); an item whose turn ends "
         "further off goes back on the queue until about then",
     )
+    send_parallelism: int = _setting(
+        "VDQ_SEND_PARALLELISM",
+        4,
+        read.send_parallelism,
+        "provider calls a send function has in flight at once: it claims and paces a batch's "
+        "sends one by one and hands each, at its slot, to a thread that calls the provider and "
+        "records the outcome (1: one send at a time; at most 10)",
+    )
     # Workflow timing.
     max_retries: int = _setting(
         "VDQ_MAX_RETRIES", 12, read.non_negative_int, "automatic retries of a transient email error"

@@ -270,6 +270,8 @@ def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(a
 def test_the_send_handler_takes_each_senders_messages_in_turn(aws, rt, monkeypatch):
     from functions.send import handler as send_handler
 
+    from vdq import sendbatch
+
     other = "+15005550007"
     vdq.add_sms(CELL, ["+14155550100", "+14155550101", "+14155550102"], "Hi", runtime=rt)
     vdq.add_sms(other, ["+14155550103"], "Hi", runtime=rt)
@@ -278,8 +280,8 @@ def test_the_send_handler_takes_each_senders_messages_in_turn(aws, rt, monkeypat
     event["Records"] = [{**event["Records"][0], "messageId": f"m{i}", "body": m.body()}
                         for i, m in enumerate(messages)]  # fmt: skip
     seen = []
-    monkeypatch.setattr(send_handler, "record_handler",
-                        lambda record, upcoming: seen.append((record["messageId"], upcoming)))
+    monkeypatch.setattr(sendbatch, "prepare",
+                        lambda record, upcoming, _: seen.append((record["messageId"], upcoming)))
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     # The lone message of the second sender goes second, not after the first sender's three;
     # each is told how many sends of its own sender follow (slots are reserved for those only).

@@ -14,6 +14,7 @@ import pytest
 from functions.send import handler as send_handler
 
 from tests.support.lambda_context import LambdaContext
+from vdq import sendbatch
 from vdq.errors import NotFound, VdqError
 from vdq.operations.router import Response, Router
 
@@ -33,14 +34,14 @@ def fake_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     upcoming: list[int] = []
 
-    def record_handler(record: dict, left: int = 1) -> str:
+    def prepare(record: dict, left: int, runtime: object) -> str:
         seen.append(record["body"])
         upcoming.append(left)
         if record["body"] == "fail":
             raise RuntimeError("the store failed")
         return "accepted"
 
-    monkeypatch.setattr(send_handler, "record_handler", record_handler)
+    monkeypatch.setattr(sendbatch, "prepare", prepare)
     fake_send_upcoming.clear()
     fake_send_upcoming.extend([upcoming])
     return seen

@@ -72,3 +72,41 @@ def test_log_lines_keep_what_varies_and_drop_what_the_log_group_already_says(cap
         assert line["correlation_id"] == "01ITEM"
         assert {"level", "location", "timestamp", "function_request_id", "cold_start"} <= set(line)
     assert lines[1]["detail"] == 1
+
+
+def test_metrics_added_from_threads_at_once_are_added_one_at_a_time(monkeypatch):
+    """The send function's sending threads count their sends into one metric set: Powertools'
+    add_metric reads, changes and writes it back, so two at once would lose a count."""
+    import threading
+    import time
+
+    from vdq.observability import metrics
+
+    provider = metrics.provider
+    original = provider.add_metric
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def slow_add(*args, **kwargs):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.002)  # another thread would enter here if it could
+        try:
+            return original(*args, **kwargs)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(provider, "add_metric", slow_add)
+    metrics.clear_metrics()
+    try:
+        threads = [threading.Thread(target=lambda: [metrics.add_metric(
+            name="EmailsSent", unit="Count", value=1) for _ in range(5)]) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert most[0] == 1
+        assert sum(metrics.metric_set["EmailsSent"]["Value"]) == 40
+    finally:
+        metrics.clear_metrics()

@@ -8,6 +8,7 @@ schedule (delay, new publish), without that risk.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ PROVIDER = "SES"
 # so max_attempts=1 would retry a read timeout once.
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3,
                         read_timeout=20)  # fmt: skip
+_CLIENT_LOCK = threading.Lock()  # boto3's default session makes clients one at a time
 
 # SES's answers over the account's sending rate or daily quota (v2 names them
 # TooManyRequestsException, the query API Throttling; the message says which limit).
@@ -89,7 +91,8 @@ class SesProvider:
 
     @classmethod
     def from_settings(cls, configuration_set: str | None) -> SesProvider:
-        return cls(boto3.client("sesv2", config=_CLIENT_CONFIG), configuration_set)
+        with _CLIENT_LOCK:  # boto3's default session does not make clients thread-safely
+            return cls(boto3.client("sesv2", config=_CLIENT_CONFIG), configuration_set)
 
     def send_raw(
         self, *, sender: str, receiver: str, raw: bytes, tags: Sequence[dict[str, str]] = ()

@@ -1,0 +1,148 @@
+"""A send function's SQS batch: claimed and paced one at a time, sent several at a time.
+
+The main thread takes the batch in the plan's order (vdq.batchplan) and, for each message,
+does everything before the provider call (``send.prepare``: the suppression check, the claim,
+the wait for the item's turn at the provider's rate). At its turn it hands the item to a
+sending thread, which calls the provider and records the outcome (``send.deliver``), and goes
+on to the next message while the provider answers. At most ``VDQ_SEND_PARALLELISM`` sends are
+in flight; the invocation ends when the last has been recorded.
+
+Why: sent one at a time, a send function makes at most 1 / (the time of one send) sends a
+second, so a lane's few pollers could not keep up with the provider's rate once a provider
+call takes more than a fraction of a slot (at SES 14/s and two bulk pollers: 140 ms). Here the
+pollers are bounded by the claim and the pacing requests, not by the provider's latency.
+
+Only the main thread touches the pacer (``vdq.pacing.Pacer`` is one per process and not
+thread-safe): a throttling answer comes back from the sending thread as ``send.Throttled`` and
+is settled here, before the next message is prepared. Everything a sending thread writes is
+conditional on the item's claim, exactly as when the same items go to separate invocations,
+so the claims' rules (vdq.send) hold unchanged: two messages for the same attempt in one batch
+still make one send.
+
+A message whose outcome could not be recorded (the store failed) is reported as a batch item
+failure, so SQS delivers it again; a redelivered attempt that was claimed drops itself. When
+every message of the batch failed, the invocation fails instead (``BatchFailed``), so the
+function's Errors alarm sees an outage and SQS keeps the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from functools import partial
+from typing import Any
+
+from vdq import batchplan, pacing, send
+from vdq.observability import logger, trace_carrier, tracer
+from vdq.runtime import Runtime
+from vdq.sendqueue import SendMessage
+
+
+class BatchFailed(Exception):
+    """Every record of the batch failed: fail the invocation, SQS delivers the batch again."""
+
+
+@tracer.capture_method(capture_response=False)
+def prepare(record: dict[str, Any], upcoming: int, runtime: Runtime) -> send.Ready | str:
+    return send.prepare(SendMessage.parse(record["body"]), runtime, upcoming=upcoming)
+
+
+@tracer.capture_method(capture_response=False)
+def deliver(ready: send.Ready, runtime: Runtime) -> str | send.Throttled:
+    return send.deliver(ready, runtime)
+
+
+def process(records: Sequence[Any], runtime: Runtime,
+            remaining_ms: int | None = None) -> list[dict[str, str]]:  # fmt: skip
+    """Send the batch; the batch item failures (``{"itemIdentifier": messageId}``)."""
+    if not records:
+        raise ValueError("not an SQS event: it has no Records")
+    # No send waits for its slot past the invocation's timeout (less a margin for the sends).
+    pacing.set_deadline(runtime, remaining_ms)
+    bodies = [r.get("body") if isinstance(r, dict) else None for r in records]
+    batch = Batch(runtime)
+    with batch:
+        # In the order of their slots at the provider's rate (each rate's reserved up front),
+        # each told how many more sends of its rate follow.
+        for index, upcoming in batchplan.plan(bodies, runtime):
+            record = records[index]
+            batch.settle_finished()
+            try:
+                ready = prepare(record, upcoming, runtime)
+            except Exception as exc:
+                batch.failed(record, exc)
+                continue
+            if isinstance(ready, send.Ready):
+                batch.start(record, ready)
+    if batch.failures and len(batch.failures) == len(records):
+        raise BatchFailed(f"all {len(records)} records of the batch failed") from batch.last
+    return batch.failures
+
+
+class Batch:
+    """The sends in flight: up to the runtime's ``send_parallelism`` (1: each made at once in
+    the calling thread, as ``send.process`` does)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.parallelism = runtime.settings.send_parallelism
+        self.failures: list[dict[str, str]] = []
+        self.last: Exception | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._flying: dict[Future[str | send.Throttled], dict[str, Any]] = {}
+
+    def __enter__(self) -> Batch:
+        if self.parallelism > 1:
+            self._pool = ThreadPoolExecutor(self.parallelism, thread_name_prefix="vdq-send")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if exc_info[0] is None:  # every send recorded before the invocation ends
+                self._settle(list(self._flying))
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)  # an error still waits for the sends in flight
+
+    def start(self, record: dict[str, Any], ready: send.Ready) -> None:
+        if self._pool is None:
+            self._outcome(record, lambda: send.settle(deliver(ready, self.runtime), self.runtime))
+            return
+        while len(self._flying) >= self.parallelism:
+            done, _ = wait(self._flying, return_when=FIRST_COMPLETED)
+            self._settle(list(done))
+        send.warm(ready, self.runtime)  # clients made here, not by threads at once
+        carry = trace_carrier()
+
+        def call() -> str | send.Throttled:
+            carry()
+            return deliver(ready, self.runtime)
+
+        self._flying[self._pool.submit(call)] = record
+
+    def settle_finished(self) -> None:
+        """Settle the sends that have finished (a throttled one slows the pace before the
+        next message is prepared)."""
+        self._settle([f for f in self._flying if f.done()])
+
+    def _settle(self, futures: list[Future[str | send.Throttled]]) -> None:
+        wait(futures)
+        for future in futures:
+            record = self._flying.pop(future)
+            self._outcome(record, partial(self._settle_one, future))
+
+    def _settle_one(self, future: Future[str | send.Throttled]) -> str:
+        return send.settle(future.result(), self.runtime)
+
+    def _outcome(self, record: dict[str, Any], outcome: Callable[[], str]) -> None:
+        try:
+            outcome()
+        except Exception as exc:
+            self.failed(record, exc)
+
+    def failed(self, record: Any, exc: Exception) -> None:
+        message_id = str(record.get("messageId", "")) if isinstance(record, dict) else ""
+        self.last = exc
+        logger.error("send message %s failed; SQS will deliver it again", message_id,
+                     exc_info=exc)  # fmt: skip
+        self.failures.append({"itemIdentifier": message_id})

@@ -1,0 +1,210 @@
+"""The send function's batch, sent several at a time (vdq.sendbatch), against moto.
+
+Provider fakes that wait on a barrier prove sends are in flight together without timing
+anything: if the handler sent one at a time, the barrier would never fill and would break.
+moto's requests are made atomic (``atomic_requests``), as DynamoDB's are.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from dataclasses import replace
+
+import boto3
+import pytest
+from functions.send import handler as send_handler
+
+import vdq
+from tests.support.aws import drain
+from tests.support.lambda_context import LambdaContext
+from vdq import pacing, send, sendbatch
+from vdq.observability import logger, metrics
+from vdq.providers import PermanentProviderError, ThrottledProviderError
+
+SENDER = "shop@example.com"
+BARRIER_TIMEOUT = 20.0  # s: only a broken pipeline ever waits this long
+
+
+class Crash(BaseException):
+    """The function's process dies (as a timeout or an out-of-memory kill would)."""
+
+
+class BarrierSes:
+    """Each send waits until ``together`` sends are in flight at once, then answers with
+    ``answer(receiver)``: a message ID, or an exception to raise."""
+
+    def __init__(self, together: int, answer=None) -> None:
+        self.barrier = threading.Barrier(together, timeout=BARRIER_TIMEOUT)
+        self.answer = answer or (lambda receiver: f"0100-{receiver}")
+        self.lock = threading.Lock()
+        self.flying = self.most = 0
+        self.threads: set[str] = set()
+        self.receivers: list[str] = []
+
+    def send_raw(self, *, receiver: str, **_):
+        with self.lock:
+            self.flying += 1
+            self.most = max(self.most, self.flying)
+            self.threads.add(threading.current_thread().name)
+            self.receivers.append(receiver)
+        try:
+            self.barrier.wait()
+            answer = self.answer(receiver)
+        finally:
+            with self.lock:
+                self.flying -= 1
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def rt(aws, runtime, atomic_requests):
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    runtime.settings = replace(runtime.settings, ses_max_send_rate=1000.0)
+    return runtime
+
+
+def batch(rt, aws, count: int, *, parallelism: int | None = None) -> tuple[list, dict]:
+    """``count`` emails enqueued; their items and the SQS event of their send messages."""
+    if parallelism is not None:
+        rt.settings = replace(rt.settings, send_parallelism=parallelism)
+    items = vdq.add_email(SENDER, [f"r{n}@example.org" for n in range(count)], "Hi", "Hello",
+                          runtime=rt)  # fmt: skip
+    by_id = {m["id"]: m for m in drain(aws)}
+    records = [{"messageId": f"m{n}", "body": json.dumps(by_id[item.id])}
+               for n, item in enumerate(items)]  # fmt: skip
+    return items, {"Records": records}
+
+
+def states(rt, items) -> list[str]:
+    return [rt.store.get_item(item.id).state for item in items]
+
+
+def test_a_batchs_sends_are_in_flight_together_and_all_recorded(rt, aws):
+    items, event = batch(rt, aws, 4)
+    ses = rt.overrides["ses_provider"] = BarrierSes(together=4)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert ses.most == 4 and threading.main_thread().name not in ses.threads
+    assert states(rt, items) == ["awaiting"] * 4
+    assert sorted(rt.store.get_item(i.id).provider_id for i in items) == sorted(
+        f"0100-r{n}@example.org" for n in range(4)
+    )
+
+
+def test_no_more_sends_are_in_flight_than_the_parallelism(rt, aws):
+    items, event = batch(rt, aws, 9, parallelism=3)
+    ses = rt.overrides["ses_provider"] = BarrierSes(together=3)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert ses.most == 3 and len(ses.receivers) == 9
+    assert states(rt, items) == ["awaiting"] * 9
+
+
+def test_parallelism_one_sends_each_in_the_calling_thread(rt, aws):
+    items, event = batch(rt, aws, 3, parallelism=1)
+    ses = rt.overrides["ses_provider"] = BarrierSes(together=1)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert ses.threads == {threading.current_thread().name} and ses.most == 1
+    assert states(rt, items) == ["awaiting"] * 3
+
+
+def test_a_throttled_send_slows_the_pace_in_the_main_thread_and_goes_back(rt, aws, monkeypatch):
+    items, event = batch(rt, aws, 4)
+    throttled = "r2@example.org"
+    rt.overrides["ses_provider"] = BarrierSes(together=4, answer=lambda receiver: (
+        ThrottledProviderError("SES", "Maximum sending rate exceeded.",
+                               code="TooManyRequestsException")
+        if receiver == throttled else f"0100-{receiver}"))  # fmt: skip
+    cuts: list[str] = []
+    pacer = pacing.get_pacer(rt)
+    original = pacer.slow_down
+
+    def slow_down(*args, **kwargs):
+        cuts.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pacer, "slow_down", slow_down)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert cuts == [threading.current_thread().name]  # the pacer's own thread, once
+    assert states(rt, items) == ["awaiting", "awaiting", "queued", "awaiting"]
+    delayed = aws["sqs"].get_queue_attributes(  # published again, after its delay
+        QueueUrl=rt.settings.send_queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert [h.name for h in rt.store.history(items[2].id)][-1] == "throttled"
+
+
+def test_a_send_whose_outcome_was_not_recorded_is_the_only_one_redelivered(rt, aws, monkeypatch):
+    items, event = batch(rt, aws, 3)
+    rt.overrides["ses_provider"] = BarrierSes(together=3)
+    original = send.record_accepted
+
+    def record_accepted(item, *args, **kwargs):
+        if item.id == items[1].id:
+            raise OSError("the store failed")
+        return original(item, *args, **kwargs)
+
+    monkeypatch.setattr(send, "record_accepted", record_accepted)
+    answer = send_handler.handler(event, LambdaContext())
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+    assert states(rt, items) == ["awaiting", "sending", "awaiting"]
+
+
+def test_every_send_failing_to_record_fails_the_invocation(rt, aws, monkeypatch):
+    _, event = batch(rt, aws, 2)
+    rt.overrides["ses_provider"] = BarrierSes(together=2)
+    monkeypatch.setattr(send, "record_accepted", lambda *a, **k: (_ for _ in ()).throw(
+        OSError("the store failed")))  # fmt: skip
+    with pytest.raises(sendbatch.BatchFailed):
+        send_handler.handler(event, LambdaContext())
+
+
+def test_two_copies_of_one_attempt_in_a_batch_make_one_send(rt, aws):
+    items, event = batch(rt, aws, 1)
+    first = event["Records"][0]
+    event["Records"].append({**first, "messageId": "copy"})
+    ses = rt.overrides["ses_provider"] = BarrierSes(together=1)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert ses.receivers == ["r0@example.org"] and states(rt, items) == ["awaiting"]
+
+
+def test_each_sending_thread_logs_with_its_own_items_id(rt, aws):
+    items, event = batch(rt, aws, 4)
+    rt.overrides["ses_provider"] = BarrierSes(together=4, answer=lambda receiver: (
+        PermanentProviderError("SES", f"refused {receiver}")))  # fmt: skip
+    handler, buffer = logger.registered_handler, io.StringIO()
+    stream = handler.stream
+    handler.setStream(buffer)
+    try:
+        assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    finally:
+        handler.setStream(stream)
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    failed = [line for line in lines if str(line.get("message", "")).startswith("send of ")]
+    assert len(failed) == 4
+    for line in failed:  # "send of <id> failed: ..." logged under the same item's id
+        assert line["message"].split()[2] == line["correlation_id"]
+    assert states(rt, items) == ["errored"] * 4
+
+
+def test_sends_counted_from_threads_at_once_are_all_counted(rt, aws):
+    _, event = batch(rt, aws, 8)
+    rt.overrides["ses_provider"] = BarrierSes(together=4)
+    metrics.clear_metrics()
+    try:
+        assert sendbatch.process(event["Records"], rt) == []
+        assert sum(metrics.metric_set["EmailsSent"]["Value"]) == 8
+    finally:
+        metrics.clear_metrics()
+
+
+def test_a_crash_in_a_sending_thread_ends_the_invocation_after_the_others(rt, aws):
+    items, event = batch(rt, aws, 4)
+    rt.overrides["ses_provider"] = BarrierSes(together=4, answer=lambda receiver: (
+        Crash() if receiver == "r1@example.org" else f"0100-{receiver}"))  # fmt: skip
+    with pytest.raises(Crash):
+        send_handler.handler(event, LambdaContext())
+    # The others finished; the crashed one stays claimed until SQS redelivers its message (or
+    # the lease sweep moves it on).
+    assert states(rt, items) == ["awaiting", "sending", "awaiting", "awaiting"]
