@@ -161,3 +161,34 @@ def test_serial_lets_one_request_of_a_racy_service_in_at_a_time(target, serial):
     for t in threads:
         t.join()
     assert most == (1 if serial else 4)
+
+
+def test_two_local_endpoints_in_one_process_serve_one_request_at_a_time_between_them():
+    """moto's backends are the process's, not a server's: a stopped stack's last request and
+    the next stack's first must not overlap either."""
+    import threading
+
+    from vdq.local.aws import Serial
+
+    inside, most = 0, 0
+    lock = threading.Lock()
+
+    def app(environ, start_response):
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        threading.Event().wait(0.2)
+        with lock:
+            inside -= 1
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    gates = [Serial(app), Serial(app)]
+    environ = {"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.TransactWriteItems"}
+    threads = [threading.Thread(target=g, args=(environ, lambda *a: None)) for g in gates]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most == 1

@@ -89,3 +89,53 @@ def test_installing_twice_keeps_one_original():
     finally:
         motolean.uninstall(first)
     assert DynamoDBBackend.transact_write_items is plain
+
+
+def test_overlapping_transactions_from_threads_leave_moto_all_or_nothing_once_uninstalled():
+    """Two threads' lean transactions, the second starting while the first runs: neither may
+    leave the table's copy switched off, or plain moto (once uninstalled) stops taking back
+    a cancelled transaction (CI: a stopped local stack's last request overlapped the next's)."""
+    import threading
+
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    plain = DynamoDBBackend.transact_write_items
+    first_inside, first_done = threading.Event(), threading.Event()
+    second_inside = threading.Event()
+
+    def slow_original(self, transact_items):  # the first waits for the second to come in
+        if threading.current_thread().name == "first":
+            first_inside.set()
+            second_inside.wait(timeout=1)
+        else:
+            second_inside.set()
+            first_done.wait(timeout=1)
+
+    DynamoDBBackend.transact_write_items = slow_original
+    try:
+        original = motolean.install()
+        try:
+            backend = object.__new__(DynamoDBBackend)
+            backend.tables = {}
+
+            def first():
+                backend.transact_write_items([])
+                first_done.set()
+
+            threads = [threading.Thread(target=first, name="first")]
+            threads[0].start()
+            first_inside.wait(timeout=1)
+            threads.append(threading.Thread(target=backend.transact_write_items, args=([],),
+                                            name="second"))  # fmt: skip
+            threads[1].start()
+            for t in threads:
+                t.join()
+        finally:
+            motolean.uninstall(original)
+    finally:
+        DynamoDBBackend.transact_write_items = plain
+        leaked = Table.__dict__.get("__deepcopy__")
+        if leaked is not None:  # keep the rest of the session's moto whole
+            delattr(Table, "__deepcopy__")
+    assert leaked is None

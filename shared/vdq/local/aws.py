@@ -64,11 +64,15 @@ UNSERIALIZED = ("AmazonSQS.ReceiveMessage",)
 
 
 class Serial:
-    """WSGI middleware: one DynamoDB, DynamoDB Streams or SQS request at a time, whole."""
+    """WSGI middleware: one DynamoDB, DynamoDB Streams or SQS request at a time, whole.
+
+    One lock for the process, not one per server: moto's backends are the process's, and a
+    stopped server's request thread may still be finishing when the next server serves."""
+
+    _lock = threading.Lock()
 
     def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
         self.app = app
-        self._lock = threading.Lock()
         self.requests = 0  # serialized so far, for tests
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

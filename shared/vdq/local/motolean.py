@@ -8,16 +8,21 @@ messages sent. An artefact of the emulator, not of DynamoDB or VDQ.
 
 ``install`` keeps moto's semantics (all or nothing, stream records only for what committed)
 with a snapshot of the items the transaction touches and of the length of each table's stream,
-and forgets moto's tracked DynamoDB objects after each transaction. The local stack installs it
-(its DynamoDB requests are served one at a time, ``vdq.local.aws.Serial``, so the class-level
-switch below never sees two transactions); the benchmarks install it too and put the original
-back (``uninstall``).
+and forgets moto's tracked DynamoDB objects after each transaction. The local stack installs it;
+the benchmarks install it too and put the original back (``uninstall``). Lean transactions run
+one at a time in the process (``_LOCK``), whoever calls them.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
+
+# Held for a whole lean transaction: the switch on moto's Table class below is the process's,
+# so two threads' transactions must not overlap (one would put back the other's switch, and
+# plain moto would then never take back a cancelled transaction).
+_LOCK = threading.RLock()
 
 
 def install() -> Any:
@@ -31,6 +36,10 @@ def install() -> Any:
         return original._vdq_original  # type: ignore[attr-defined]
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        with _LOCK:
+            lean(self, transact_items)
+
+    def lean(self: Any, transact_items: list[dict[str, Any]]) -> None:
         saved: list[tuple[Any, Any, Any, Any]] = []
         streams: dict[int, tuple[Any, int]] = {}
         for entry in transact_items:
@@ -51,7 +60,7 @@ def install() -> Any:
             current = table.items.get(hk, {}).get(rk) if rk is not None else table.items.get(hk)
             saved.append((table, hk, rk, copy.deepcopy(current)))
         had = Table.__dict__.get("__deepcopy__")
-        setattr(Table, "__deepcopy__", lambda table, memo: table)  # noqa: B010
+        setattr(Table, "__deepcopy__", _same_table)  # noqa: B010
         try:
             original(self, transact_items)
         except Exception:
@@ -75,8 +84,17 @@ def install() -> Any:
 
 def uninstall(original: Any) -> None:
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
 
-    DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+    with _LOCK:
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+        if Table.__dict__.get("__deepcopy__") is _same_table:
+            delattr(Table, "__deepcopy__")
+
+
+def _same_table(table: Any, memo: Any) -> Any:
+    """Table's deep copy while a lean transaction runs: the table itself."""
+    return table
 
 
 def forget_tracked() -> None:
