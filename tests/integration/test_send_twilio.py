@@ -127,3 +127,60 @@ def test_get_twilio_prefers_the_override_and_caches_the_real_provider(settings):
     fake = object()
     other = Runtime(settings=runtime.settings, overrides={"twilio": fake})
     assert get_twilio(other) is fake
+
+
+def test_sends_from_threads_at_once_use_an_http_client_each_and_get_their_own_sid(monkeypatch):
+    """twilio's HTTP client keeps its last answer on itself and returns it from there: two
+    threads' requests through one client can each read the other's message SID (the send
+    pipeline sends from several threads at once)."""
+    from twilio.http.response import Response
+
+    from vdq.providers.twilio import BaseUrlHttpClient
+
+    threads = 4
+    together = threading.Barrier(threads, timeout=5)
+    users: dict[str, int] = {}
+
+    def request(self, method, url, params=None, data=None, **_):
+        users[data["To"]] = id(self)
+        together.wait()  # every request is in flight at once
+        sid = "SM" + data["To"][-4:] * 8
+        return Response(201, json.dumps({"sid": sid, "status": "queued"}), {})
+
+    monkeypatch.setattr(BaseUrlHttpClient, "request", request)
+    provider = TwilioProvider(lambda: (ACCOUNT_SID, "tok"))
+    receivers = [f"+1415555{n:04d}" for n in range(threads)]
+    sids: dict[str, str] = {}
+
+    def send(to):
+        sids[to] = provider.send("+15005550006", to, "hi")
+
+    workers = [threading.Thread(target=send, args=(to,)) for to in receivers]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sids == {to: "SM" + to[-4:] * 8 for to in receivers}
+    assert len(set(users.values())) == threads  # no client served two requests at once
+
+
+def test_an_idle_client_is_used_again_and_a_rotated_token_gets_a_new_one(monkeypatch):
+    from twilio.http.response import Response
+
+    from vdq.providers.twilio import BaseUrlHttpClient
+
+    used = []
+
+    def request(self, method, url, params=None, data=None, auth=None, **_):
+        used.append((id(self), auth))
+        return Response(201, json.dumps({"sid": "SM" + "1" * 32, "status": "queued"}), {})
+
+    monkeypatch.setattr(BaseUrlHttpClient, "request", request)
+    token = ["first"]
+    provider = TwilioProvider(lambda: (ACCOUNT_SID, token[0]))
+    for rotate_to in (None, None, "second"):
+        token[0] = rotate_to or token[0]
+        provider.send("+15005550006", "+14155550100", "hi")
+    [(first, auth1), (again, _), (_, auth3)] = used
+    assert first == again and auth1 == (ACCOUNT_SID, "first")  # one connection pool kept warm
+    assert auth3 == (ACCOUNT_SID, "second")

@@ -36,7 +36,7 @@ class FakeTwilioHttp(HttpClient):
         self.clock = clock  # a FakeClock moves on by 50 ms per request, as a real call takes time
         self.requests: list[Request] = []
         self.answers: list[Response | Exception | Callable[[Request], Response]] = []
-        self._sids = (f"SM{n:032d}" for n in itertools.count(1))
+        self._numbers = itertools.count(1)  # next() of a count is atomic; a generator's is not
 
     def answer(self, status: int, body: dict[str, Any]) -> None:
         self.answers.append(Response(status, json.dumps(body)))
@@ -54,7 +54,7 @@ class FakeTwilioHttp(HttpClient):
                 raise answer
             return answer(request) if callable(answer) else answer
         if method == "POST":
-            return Response(201, json.dumps({"sid": next(self._sids), "status": "queued"}))
+            return Response(201, json.dumps({"sid": f"SM{next(self._numbers):032d}", "status": "queued"}))
         return Response(200, json.dumps({"sid": uri.rsplit("/", 1)[-1].removesuffix(".json"),
                                          "status": "delivered"}))  # fmt: skip
 

@@ -9,7 +9,9 @@ parameters (cached, so a rotated token is picked up within ``SECRET_MAX_AGE`` se
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +111,14 @@ def settings_credentials(settings: Settings) -> Callable[[], Credentials]:
 
 
 class TwilioProvider:
+    """Twilio's Messages API, safe to call from several threads at once.
+
+    twilio's HTTP client keeps the answer it read on itself and returns it from there, so one
+    client used by two threads at a time can hand each the other's message SID. A request
+    borrows an idle client (with its own HTTP connection pool, kept warm between requests) or
+    makes one, and gives it back after; a client made for other credentials (a rotated token)
+    is dropped. An ``http_client`` given (a test's fake) is shared by every client."""
+
     def __init__(
         self,
         credentials: Callable[[], Credentials],
@@ -117,22 +127,36 @@ class TwilioProvider:
         http_client: Any = None,
     ) -> None:
         self._credentials = credentials
-        self._http = http_client or BaseUrlHttpClient(api_url, timeout=REQUEST_TIMEOUT)
-        self._client: Client | None = None
-        self._client_for: Credentials | None = None
+        self._api_url = api_url
+        self._http = http_client
+        self._idle: list[tuple[Credentials, Client]] = []
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings, *, http_client: Any = None) -> TwilioProvider:
         return cls(settings_credentials(settings), api_url=settings.twilio_api_url,
                    http_client=http_client)  # fmt: skip
 
-    def client(self) -> Client:
+    @contextmanager
+    def client(self) -> Iterator[Client]:
+        """A client for this request alone."""
         credentials = self._credentials()
-        if self._client is None or credentials != self._client_for:
+        with self._lock:
+            while self._idle:
+                made_for, client = self._idle.pop()
+                if made_for == credentials:
+                    break
+            else:
+                client = None
+        if client is None:
             sid, token = credentials
-            self._client = Client(sid, token, http_client=self._http, environment={})
-            self._client_for = credentials
-        return self._client
+            http = self._http or BaseUrlHttpClient(self._api_url, timeout=REQUEST_TIMEOUT)
+            client = Client(sid, token, http_client=http, environment={})
+        try:
+            yield client
+        finally:
+            with self._lock:
+                self._idle.append((credentials, client))
 
     def send(
         self,
@@ -149,7 +173,8 @@ class TwilioProvider:
         if status_callback:
             params["status_callback"] = status_callback
         try:
-            message = self.client().messages.create(**params)
+            with self.client() as client:
+                message = client.messages.create(**params)
         except (TwilioException, requests.RequestException, ValueError) as exc:
             raise classify(exc) from exc
         if not message.sid:
@@ -159,7 +184,8 @@ class TwilioProvider:
     def fetch(self, sid: str) -> TwilioStatus:
         """The message's current status (polling mode)."""
         try:
-            message = self.client().messages(sid).fetch()
+            with self.client() as client:
+                message = client.messages(sid).fetch()
         except (TwilioException, requests.RequestException, ValueError) as exc:
             raise classify(exc) from exc
         return TwilioStatus(
