@@ -54,7 +54,8 @@ class FakeTwilioHttp(HttpClient):
                 raise answer
             return answer(request) if callable(answer) else answer
         if method == "POST":
-            return Response(201, json.dumps({"sid": f"SM{next(self._numbers):032d}", "status": "queued"}))
+            sid = f"SM{next(self._numbers):032d}"
+            return Response(201, json.dumps({"sid": sid, "status": "queued"}))
         return Response(200, json.dumps({"sid": uri.rsplit("/", 1)[-1].removesuffix(".json"),
                                          "status": "delivered"}))  # fmt: skip
 
