@@ -66,7 +66,7 @@ def process(records: Sequence[Any], runtime: Runtime,
         # each told how many more sends of its rate follow.
         for index, upcoming in batchplan.plan(bodies, runtime):
             record = records[index]
-            batch.settle_finished()
+            batch.make_room()  # nothing is claimed that no thread is free to send at its slot
             try:
                 ready = prepare(record, upcoming, runtime)
             except Exception as exc:
@@ -108,9 +108,6 @@ class Batch:
         if self._pool is None:
             self._outcome(record, lambda: send.settle(deliver(ready, self.runtime), self.runtime))
             return
-        while len(self._flying) >= self.parallelism:
-            done, _ = wait(self._flying, return_when=FIRST_COMPLETED)
-            self._settle(list(done))
         send.warm(ready, self.runtime)  # clients made here, not by threads at once
         carry = trace_carrier()
 
@@ -120,9 +117,11 @@ class Batch:
 
         self._flying[self._pool.submit(call)] = record
 
-    def settle_finished(self) -> None:
+    def make_room(self) -> None:
         """Settle the sends that have finished (a throttled one slows the pace before the
-        next message is prepared)."""
+        next message is prepared), first waiting for one while every thread is busy."""
+        if self._flying and len(self._flying) >= self.parallelism:
+            wait(self._flying, return_when=FIRST_COMPLETED)
         self._settle([f for f in self._flying if f.done()])
 
     def _settle(self, futures: list[Future[str | send.Throttled]]) -> None:

@@ -208,3 +208,31 @@ def test_a_crash_in_a_sending_thread_ends_the_invocation_after_the_others(rt, aw
     # The others finished; the crashed one stays claimed until SQS redelivers its message (or
     # the lease sweep moves it on).
     assert states(rt, items) == ["awaiting", "sending", "awaiting", "awaiting"]
+
+
+def test_an_item_is_claimed_only_when_a_sending_thread_is_free_to_send_it(rt, aws, monkeypatch):
+    """Claimed while every thread is busy, an item would sit ``sending`` past its slot at the
+    provider's rate (and, at a timeout, be left there for the sweep)."""
+    items, event = batch(rt, aws, 3, parallelism=2)
+    order: list[str] = []
+    third_prepared = threading.Event()
+    prepare = sendbatch.prepare
+
+    def watched(record, upcoming, runtime):
+        if json.loads(record["body"])["id"] == items[2].id:
+            order.append("third prepared")
+            third_prepared.set()
+        return prepare(record, upcoming, runtime)
+
+    class Ses:
+        def send_raw(self, *, receiver: str, **_):
+            if receiver != "r2@example.org":  # in flight until the third is claimed (or 1 s)
+                third_prepared.wait(timeout=1)
+                order.append("a send finished")
+            return f"0100-{receiver}"
+
+    monkeypatch.setattr(sendbatch, "prepare", watched)
+    rt.overrides["ses_provider"] = Ses()
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert order[0] == "a send finished"
+    assert states(rt, items) == ["awaiting"] * 3
