@@ -168,7 +168,12 @@ class LambdaContext:
         self.aws_request_id = "bench"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        """The deployed function's timeout (the send function's is longer than the rest)."""
+        from vdq import resources
+
+        if self.function_name == "vdq-send":
+            return resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000
+        return resources.RESULTS_FUNCTION_TIMEOUT_SECONDS * 1000
 
 
 def receive(sqs: Any, url: str, limit: int = 10) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Giving a claimed item back: it waits for its turn at the provider's rate (vdq.pacing), was
 throttled by the provider, or its receiver was suppressed meanwhile (vdq.suppression). The
 item returns to the state its claim took it from, at the same attempt, and its message is
-published again with a delay: no attempt is spent and nothing is sent.
+published again with a delay: no attempt is spent and nothing is sent. An invocation too near
+its timeout publishes the rest of its batch again unclaimed (``unclaimed``).
 """
 
 from __future__ import annotations
@@ -101,4 +102,17 @@ def give_back(
     if failed:
         logger.error("publish of %s after %s failed (the sweep publishes it again): %s",
                      item.id, name, failed[item.id])  # fmt: skip
+    return PACED
+
+
+def unclaimed(message: SendMessage, runtime: Runtime) -> str:
+    """Publish an unclaimed message again as it is (the invocation is too near its timeout to
+    send it): the next invocation takes it. Raises when the publish failed, so SQS delivers
+    the message again instead."""
+    failed = runtime.send_queue.publish([replace(message, delay_seconds=0)])
+    if failed:
+        raise RuntimeError(f"publish of {message.item_id} failed: {failed[message.item_id]}")
+    logger.info("%s not claimed: the invocation is near its timeout; back on the queue",
+                message.item_id)  # fmt: skip
+    metrics.add_metric(name=resources.METRIC_SENDS_PACED, unit="Count", value=1)
     return PACED

@@ -41,6 +41,7 @@ from typing import Any
 
 from vdq.lanes import priority_of
 from vdq.observability import logger
+from vdq.providers import LONGEST_CALL_SECONDS
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
@@ -58,9 +59,11 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
 BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
-# Seconds of an invocation kept after its last wait for a slot: the send and its record, and
-# giving back the rest of the batch.
-TIMEOUT_MARGIN = 10.0
+# Seconds of an invocation kept after the last claim or wait for a slot: the longest provider
+# call there can be, then its record and giving back the rest of the batch (RECORD_SECONDS).
+# A send still in flight at the timeout would leave its item ``sending`` until its lease passed.
+RECORD_SECONDS = 5.0
+TIMEOUT_MARGIN = LONGEST_CALL_SECONDS + RECORD_SECONDS
 
 
 def current_rate(limit: float, state: PaceState | None, now: float) -> float:
@@ -134,7 +137,7 @@ class Pacer:
         for _ in range(units - 1):
             held.popleft()
         at = held.popleft() - early
-        if self.deadline is not None and at > max(now, self.deadline):
+        if self.deadline is not None and max(at, now) > self.deadline:
             # Past the invocation's time: a timeout would leave the claimed item ``sending``
             # until its lease passed and the lease sweep made it errored.
             raise NoSlot(max(1, math.ceil(at - now)))
@@ -295,6 +298,12 @@ class Pacer:
             value, until = None, now + LIMIT_RETRY_SECONDS
         self.limits[name] = (value, until)
         return value
+
+
+def past_deadline(runtime: Runtime) -> bool:
+    """Whether this invocation is too near its timeout to claim another item."""
+    pacer = get_pacer(runtime)
+    return pacer.deadline is not None and pacer.wall() > pacer.deadline
 
 
 def set_deadline(runtime: Runtime, remaining_ms: int | None) -> None:

@@ -94,6 +94,8 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
     bind_item(message.item_id)
     if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime):
         return SUPPRESSED
+    if pacing.past_deadline(runtime):  # no time left to send and record it
+        return giveback.unclaimed(message, runtime)
     item = claim(message, runtime)
     if item is None:
         metrics.add_metric(name="SendsDropped", unit="Count", value=1)

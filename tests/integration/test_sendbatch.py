@@ -236,3 +236,45 @@ def test_an_item_is_claimed_only_when_a_sending_thread_is_free_to_send_it(rt, aw
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert order[0] == "a send finished"
     assert states(rt, items) == ["awaiting"] * 3
+
+
+def longest_provider_call() -> float:
+    """The longest a provider call can take, from the clients' own timeouts: SES's connect
+    and read timeouts (one attempt); requests applies Twilio's to the connect and the read."""
+    from vdq.providers import ses, twilio
+
+    config = ses._CLIENT_CONFIG
+    return max(config.connect_timeout + config.read_timeout, 2 * twilio.REQUEST_TIMEOUT)
+
+
+@pytest.mark.parametrize("paced", [True, False])
+def test_no_send_is_started_that_cannot_finish_before_the_invocations_timeout(rt, aws, paced):
+    """A send still in flight when the invocation times out leaves its item ``sending`` until
+    its lease passes, then errored: the batch claims nothing that could not be sent and
+    recorded in the time left, and puts those messages back on the queue unclaimed."""
+    if not paced:
+        rt.settings = replace(rt.settings, ses_max_send_rate=None)
+        rt.overrides["pacer"] = pacing.Pacer(None, 5.0, wall=lambda: rt.clock.now().timestamp(),
+                                             sleep=rt.clock.advance)  # fmt: skip
+    items, event = batch(rt, aws, 4, parallelism=1)
+    timeout = 60.0
+    started = rt.clock.now().timestamp()
+    starts: list[float] = []
+
+    class SlowSes:
+        max_send_rate = None
+
+        def send_raw(self, *, receiver: str, **_):
+            starts.append(rt.clock.now().timestamp() - started)
+            rt.clock.advance(12)  # each send takes 12 s
+            return f"0100-{receiver}"
+
+    rt.overrides["ses_provider"] = SlowSes()
+    context = LambdaContext(remaining_ms=int(timeout * 1000))
+    assert send_handler.handler(event, context) == {"batchItemFailures": []}
+    assert starts and all(s + longest_provider_call() < timeout for s in starts)
+    sent = len(starts)
+    assert states(rt, items) == ["awaiting"] * sent + ["queued"] * (4 - sent)
+    again = {m["id"]: m for m in drain(aws)}
+    assert set(again) == {i.id for i in items[sent:]}  # back on the queue, same attempt
+    assert all(again[i.id]["attempt"] == 1 for i in items[sent:])

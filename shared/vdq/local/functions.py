@@ -11,15 +11,24 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vdq import resources
 from vdq.local.serving import log
 
 REPO = Path(__file__).resolve().parents[3]
 NAMES = ("enqueue", "operator", "webhook", "send", "schedule")
+TIMEOUT_SECONDS = {  # the deployed functions' timeouts (infra.config.DEFAULT_TIMEOUT_SECONDS)
+    "enqueue": resources.API_FUNCTION_TIMEOUT_SECONDS,
+    "operator": resources.API_FUNCTION_TIMEOUT_SECONDS,
+    "webhook": resources.RESULTS_FUNCTION_TIMEOUT_SECONDS,
+    "send": resources.SEND_FUNCTION_TIMEOUT_SECONDS,
+    "schedule": resources.SCHEDULE_FUNCTION_TIMEOUT_SECONDS,
+}
 
 
 @dataclass
@@ -32,13 +41,17 @@ class LambdaContext:
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = ""
     log_stream_name: str = "local"
+    timeout_seconds: float = resources.RESULTS_FUNCTION_TIMEOUT_SECONDS
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def invoked_function_arn(self) -> str:
         return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        """The function's timeout less the time since the invocation started (not enforced)."""
+        left = self.timeout_seconds - (time.monotonic() - self.started)
+        return max(0, int(left * 1000))
 
 
 class Functions:
@@ -87,4 +100,5 @@ class Functions:
         with self._locks_lock:
             lock = self._locks.setdefault((name, lane), threading.Lock())
         with lock:
-            return handler(event, LambdaContext(f"vdq-local-{name}"))
+            return handler(event, LambdaContext(f"vdq-local-{name}",
+                                                timeout_seconds=TIMEOUT_SECONDS[name]))

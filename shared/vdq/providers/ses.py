@@ -27,6 +27,8 @@ from botocore.exceptions import (
 )
 
 from vdq.providers import (
+    SES_CONNECT_TIMEOUT,
+    SES_READ_TIMEOUT,
     AmbiguousProviderError,
     PermanentProviderError,
     ProviderError,
@@ -37,8 +39,9 @@ from vdq.providers import (
 PROVIDER = "SES"
 # total_max_attempts counts the first request; botocore's max_attempts counts only retries,
 # so max_attempts=1 would retry a read timeout once.
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3,
-                        read_timeout=20)  # fmt: skip
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1},
+                        connect_timeout=SES_CONNECT_TIMEOUT,
+                        read_timeout=SES_READ_TIMEOUT)  # fmt: skip
 _CLIENT_LOCK = threading.Lock()  # boto3's default session makes clients one at a time
 
 # SES's answers over the account's sending rate or daily quota (v2 names them

@@ -23,6 +23,7 @@ from urllib3.exceptions import NewConnectionError
 import requests
 from vdq.errors import SettingsError
 from vdq.providers import (
+    TWILIO_REQUEST_TIMEOUT,
     AmbiguousProviderError,
     ProviderError,
     RejectedByProvider,
@@ -34,7 +35,7 @@ from vdq.settings import Settings
 PROVIDER = "Twilio"
 TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
 SECRET_MAX_AGE = 300
-REQUEST_TIMEOUT = 15.0
+REQUEST_TIMEOUT = TWILIO_REQUEST_TIMEOUT
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
 
 Credentials = tuple[str, str]  # (account SID, auth token)
