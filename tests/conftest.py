@@ -20,3 +20,15 @@ for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)
 
 pytest_plugins = ["tests.support.aws", "tests.support.calls"]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """moto must still take back a cancelled transaction after every test: a test that left
+    its table copy switched off (vdq.local.motolean) made unrelated tests fail later in CI."""
+    import sys
+
+    if "moto.dynamodb.models.table" not in sys.modules:
+        return
+    from vdq.local import motolean
+
+    assert motolean.table_copies_on(), f"{item.nodeid} left moto's table copy switched off"

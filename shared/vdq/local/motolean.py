@@ -116,3 +116,13 @@ def _restore(table: Any, hk: Any, rk: Any, item: Any) -> None:
         table.items.get(hk, {}).pop(rk, None)
     else:
         table.items.setdefault(hk, {})[rk] = item
+
+
+def table_copies_on() -> bool:
+    """Whether moto copies a table in a transaction (what lets plain moto take one back),
+    waiting for a lean transaction in flight to end first. The tests check it after each test:
+    a leak would make every later cancelled transaction half-applied."""
+    from moto.dynamodb.models.table import Table
+
+    with _LOCK:
+        return "__deepcopy__" not in Table.__dict__
