@@ -1,6 +1,7 @@
 """How the lanes simulation's headline figures (bench/lanespace.py) move with the latencies it
 assumes: request latencies with tails, slower medians, the function's own time per send, and
-bursts of high items. ``python -m bench.lanesens [--seconds S] [--seeds N]``."""
+bursts of high items, at a send function's parallelism (VDQ_SEND_PARALLELISM; default: the
+deployed one). ``python -m bench.lanesens [--seconds S] [--seeds N] [--parallelism P]``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--rates", default="14,1")
+    parser.add_argument("--parallelism", type=int, default=None)
     args = parser.parse_args()
     base = Timings.of(cost.prices())
     for rate in (float(r) for r in args.rates.split(",")):
@@ -51,7 +53,7 @@ def main() -> None:
         for name, knobs, slow in CASES:
             timings = dataclasses.replace(base, **slow)
             runs = [simulate(Scenario(rate, interval=interval, seconds=args.seconds, seed=seed,
-                                      **knobs), timings)
+                                      parallelism=args.parallelism, **knobs), timings)
                     for seed in range(1, args.seeds + 1)]  # fmt: skip
             p = pooled(runs)
             print(f"{rate:>4g}/s  {name:<42} high {p['high_sent']}/{p['high']}  "

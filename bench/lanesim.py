@@ -112,6 +112,10 @@ class Scenario:
     # GetAccount (one provider latency) when it first paces and every LIMIT_SECONDS after.
     read_limit: bool = False
     epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
+    # Sending threads per send function (vdq.sendbatch; None: VDQ_SEND_PARALLELISM's default):
+    # the main thread waits for a free one before it claims the next message, hands each send
+    # over at its slot and goes on; the invocation ends when the last send is recorded.
+    parallelism: int | None = None
 
 
 def deployed() -> tuple[dict[str, int], dict[str, float]]:
@@ -183,6 +187,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     from vdq.store.pacing import PaceRecords
 
     random.seed(scenario.seed)  # vdq.pacing's jitter
+    parallelism = scenario.parallelism or default_parallelism()
     concurrency, windows = deployed()
     concurrency = scenario.concurrency or concurrency
     windows = scenario.windows or windows
@@ -253,8 +258,16 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                 pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
                 bodies = [SendMessage(f"I{n}", 1, content={"subject": lane}, receiver=f"r{n}",
                                       priority=lane, pace="ses").body() for n, _, _ in batch]
+                busy: list[float] = []  # when each sending thread's send is recorded
                 for index, upcoming in batchplan.plan(bodies, runtime):
                     number, enqueued, _ = batch[index]
+                    busy = [t for t in busy if t > clock.now]
+                    if len(busy) >= parallelism:  # Batch.make_room: a free thread first
+                        clock.sleep(min(busy) - clock.now)
+                        busy = [t for t in busy if t > clock.now]
+                    if pacing.past_deadline(runtime):  # published again, unclaimed
+                        queue.put(clock, number, enqueued, clock.now)
+                        continue
                     clock.sleep(lat(timings.before / 2) + lat(timings.before / 2) + scenario.cpu)
                     item: Any = SimpleNamespace(id=f"I{number}", method="email", sender=SENDER,
                                            priority=lane)  # fmt: skip
@@ -273,7 +286,13 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                         out.high.append(clock.now - enqueued)
                     provider = lat(timings.provider)
                     out.landed.append(clock.now + provider / 2)
-                    clock.sleep(provider + lat(timings.after))
+                    recorded = provider + lat(timings.after)
+                    if parallelism == 1:  # in the main thread
+                        clock.sleep(recorded)
+                    else:
+                        busy.append(clock.now + recorded)
+                if busy:  # the invocation ends when its last send is recorded
+                    clock.sleep(max(busy) - clock.now)
                 if scenario.environments:
                     out.pacing_requests[lane] = (out.pacing_requests.get(lane, 0)
                                                  + env.requests - before)  # fmt: skip
@@ -291,6 +310,13 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
         out.pacing_requests[lane] = out.pacing_requests.get(lane, 0) + pacer.requests
     return summary(scenario, out, arrivals, time.perf_counter() - started, clock.handoffs,
                    table.requests)
+
+
+def default_parallelism() -> int:
+    """VDQ_SEND_PARALLELISM's default (the deployed value)."""
+    from vdq.settings import Settings
+
+    return int(Settings.__dataclass_fields__["send_parallelism"].default)
 
 
 def percentile(values: list[float], share: float) -> float:

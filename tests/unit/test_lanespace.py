@@ -255,11 +255,26 @@ def test_tails_and_the_functions_own_time_slow_the_two_bulk_pollers_below_the_ra
 
     def run(**knobs: float) -> dict:
         return simulate(Scenario(8.0, bulk=400, high=4, interval=2.0, seconds=8.0, seed=1,
-                                 drain=20.0, **knobs), slow)  # fmt: skip
+                                 drain=20.0, parallelism=1, **knobs), slow)  # fmt: skip
 
     steady = run()["sent"]["bulk"]
     assert run(tail=6.0)["sent"]["bulk"] < 0.9 * steady
     assert run(cpu=0.2)["sent"]["bulk"] < 0.9 * steady
+
+
+def test_sending_threads_keep_two_bulk_pollers_at_the_rate_of_a_slow_provider():
+    # The same 250 ms provider call: one send at a time, the two bulk pollers use about 82% of
+    # 8/s; with sending threads (vdq.sendbatch) the provider's latency overlaps the next claims.
+    slow = Timings(**{**TIMINGS.__dict__, "provider": 0.25})
+
+    def run(parallelism: int) -> dict:
+        return simulate(Scenario(8.0, bulk=400, high=4, interval=2.0, seconds=8.0, seed=1,
+                                 drain=20.0, parallelism=parallelism), slow)  # fmt: skip
+
+    serial, threads = run(1), run(4)
+    assert serial["use"] < 0.9 <= threads["use"]
+    assert threads["sent"]["bulk"] > 1.2 * serial["sent"]["bulk"]
+    assert threads["high_sent"] == threads["high"] == 4
 
 
 def test_a_burst_of_high_items_waits_its_turns_at_the_rate():
