@@ -162,6 +162,17 @@ def _system_log_level(node: Node) -> str:
     return level
 
 
+def _check_send_timeout(seconds: int) -> None:
+    """A send function claims nothing in the last ``TIMEOUT_MARGIN`` seconds of its time (the
+    longest provider call and its record): a timeout no longer than that would publish every
+    batch again unclaimed, for ever, and send nothing."""
+    from vdq.pacing import TIMEOUT_MARGIN
+
+    if seconds <= TIMEOUT_MARGIN:
+        raise ConfigError(f"vdq:timeoutSeconds of send must be more than {TIMEOUT_MARGIN:g} s "
+                          f"(the longest provider call and its record), not {seconds}")
+
+
 def _as_map(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
@@ -219,6 +230,7 @@ class DeployConfig:
         unknown = sorted((set(memory) | set(timeouts)) - set(FUNCTIONS))
         if unknown:
             raise ConfigError(f"vdq:memoryMb / vdq:timeoutSeconds name unknown functions {unknown}")
+        _check_send_timeout(int(timeouts["send"]))
         settings = {}
         for name in SETTING_NAMES:
             value = node.try_get_context(name)

@@ -311,8 +311,13 @@ def set_deadline(runtime: Runtime, remaining_ms: int | None) -> None:
     pacer = get_pacer(runtime)
     if remaining_ms is None:
         pacer.deadline = None
-    else:
-        pacer.deadline = pacer.wall() + remaining_ms / 1000 - TIMEOUT_MARGIN
+        return
+    pacer.deadline = pacer.wall() + remaining_ms / 1000 - TIMEOUT_MARGIN
+    if remaining_ms / 1000 <= TIMEOUT_MARGIN:  # called at the invocation's start: its timeout
+        logger.error("the send function's timeout (%.0f s left at the start) is within the "
+                     "%g s it keeps for its last send: it claims nothing and publishes every "
+                     "message again; raise its timeout", remaining_ms / 1000,
+                     TIMEOUT_MARGIN)  # fmt: skip
 
 
 def queue_of(key: str, lane: str) -> str:

@@ -76,3 +76,18 @@ def test_the_app_is_not_built_without_ses_identities():
 
     with pytest.raises(ConfigError, match="vdq:sesIdentities is required"):
         build(cdk.App(context={}))
+
+
+@pytest.mark.parametrize("seconds", [10, 30, 35])
+def test_a_send_timeout_within_the_send_margin_is_refused(seconds):
+    # A send function claims nothing once its remaining time is under pacing.TIMEOUT_MARGIN
+    # (the longest provider call plus its record): with a timeout that short every invocation
+    # would publish its whole batch again unclaimed, for ever, and nothing would be sent.
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="send"):
+        _config({"vdq:timeoutSeconds": {"send": seconds}})
+
+
+def test_a_send_timeout_past_the_send_margin_is_kept():
+    assert _config({"vdq:timeoutSeconds": {"send": 45}}).timeout_seconds["send"] == 45

@@ -278,3 +278,23 @@ def test_no_send_is_started_that_cannot_finish_before_the_invocations_timeout(rt
     again = {m["id"]: m for m in drain(aws)}
     assert set(again) == {i.id for i in items[sent:]}  # back on the queue, same attempt
     assert all(again[i.id]["attempt"] == 1 for i in items[sent:])
+
+
+def test_an_invocation_whose_whole_time_is_within_the_margin_says_so_in_its_log(rt, aws):
+    """A send function whose timeout is no longer than pacing.TIMEOUT_MARGIN (set outside the
+    stack's config, e.g. in the console) claims nothing and publishes its whole batch again,
+    every invocation, for ever: the log must name the cause, not only a growing SendsPaced."""
+    items, event = batch(rt, aws, 2, parallelism=1)
+    handler, buffer = logger.registered_handler, io.StringIO()
+    stream = handler.stream
+    handler.setStream(buffer)
+    try:
+        context = LambdaContext(remaining_ms=int(pacing.TIMEOUT_MARGIN * 1000) - 5000)
+        assert send_handler.handler(event, context) == {"batchItemFailures": []}
+    finally:
+        handler.setStream(stream)
+    assert states(rt, items) == ["queued"] * 2  # nothing claimed, both back on the queue
+    assert len(drain(aws)) == 2
+    errors = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    errors = [e for e in errors if e.get("level") == "ERROR"]
+    assert any("timeout" in str(e.get("message")) for e in errors), errors
