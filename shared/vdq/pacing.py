@@ -58,7 +58,7 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # Seconds ahead of the clock a lane's sends may reserve the schedule to (absent: the longest
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
-BULK_LEAD = 0.5  # s: how much earlier than its slot a bulk worker may reserve a long slot
+BULK_LEAD = 0.2  # s: how much earlier than its slot a bulk worker may reserve a long slot
 # Seconds of an invocation kept after the last claim or wait for a slot: the longest provider
 # call there can be, then its record and giving back the rest of the batch (RECORD_SECONDS).
 # A send still in flight at the timeout would leave its item ``sending`` until its lease passed.
