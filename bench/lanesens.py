@@ -35,6 +35,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, float]]] = [
     ("pickup 250 ms (ESM receive + invoke)", {}, {"pickup": 0.250}),
     ("burst of 20 high at once", {"burst": 20}, {}),
     ("burst of 100 high at once", {"burst": 100}, {}),
+    ("SES refuses any call over its rate in 1 s", {"ses_burst": 0}, {}),
+    ("SES refuses past its rate + 1 in 1 s", {"ses_burst": 1}, {}),
+    ("SES refuses over its rate + tails 3x", {"ses_burst": 0, "tail": 3.0}, {}),
 ]
 
 
@@ -60,7 +63,8 @@ def main() -> None:
                   f"p50 {p['p50']:.2f}  p99 {p['p99']:.2f}  max {p['max']:.2f}  "
                   f"use {p['use_min']:.1%}  most/10s {p['most_in_10s']}/{p['rate_in_10s']:g}  "
                   f"at SES most in 1 s {max(r['most_landed_in_1s'] for r in runs)}  "
-                  f"given back {p['given_back']}", flush=True)  # fmt: skip
+                  f"given back {p['given_back']}  throttled {p['throttled']}",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ stack's (one process) do: how ``bench/lanespace.py`` compares with ``bench/stack
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import random
@@ -116,6 +117,11 @@ class Scenario:
     # the main thread waits for a free one before it claims the next message, hands each send
     # over at its slot and goes on; the invocation ends when the last send is recorded.
     parallelism: int | None = None
+    # SES's enforcement of its rate: it refuses a call when ``rate + ses_burst`` calls reached
+    # it in the trailing second (SES documents short bursts over the rate, not their size;
+    # 0: none at all). The refusal is settled as vdq.giveback.throttled does: the main thread
+    # cuts the shared pace (Pacer.slow_down) and gives the item back. None: SES accepts all.
+    ses_burst: int | None = None
 
 
 def deployed() -> tuple[dict[str, int], dict[str, float]]:
@@ -176,6 +182,7 @@ class Outcome:
     landed: list[float] = field(default_factory=list)  # when each call reaches the provider
     given_back: dict[str, int] = field(default_factory=dict)
     delays: dict[str, list[int]] = field(default_factory=dict)  # give-backs' delays by lane
+    throttled: dict[str, int] = field(default_factory=dict)  # calls SES refused, by lane
     pacing_requests: dict[str, int] = field(default_factory=dict)
 
 
@@ -184,7 +191,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     from vdq import batchplan, pacing, resources, suppression
     from vdq.pacing import NoSlot, Pacer
     from vdq.sendqueue import SendMessage
-    from vdq.store.pacing import PaceRecords
+    from vdq.store.pacing import SES_KEY, PaceRecords
 
     random.seed(scenario.seed)  # vdq.pacing's jitter
     parallelism = scenario.parallelism or default_parallelism()
@@ -224,6 +231,16 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
         queues["high"].later.append((first + n, at, at + lat(timings.enqueue)))
     queues["high"].later = deque(sorted(queues["high"].later, key=lambda e: e[2]))
     out = Outcome()
+    accepted: list[float] = []  # when each call SES took reached it, in order
+
+    def ses_takes(at: float) -> bool:
+        if scenario.ses_burst is None:
+            return True
+        recent = bisect.bisect_right(accepted, at) - bisect.bisect_right(accepted, at - 1.0)
+        if recent >= scenario.rate + scenario.ses_burst:
+            return False
+        bisect.insort(accepted, at)
+        return True
     shared = Pacer(records, scenario.max_wait, wall=clock.wall, sleep=clock.sleep)
     pacers: list[tuple[str, Pacer]] = []
     idle: list[Pacer] = []  # warm environments' pacers (``environments``)
@@ -243,6 +260,21 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
 
         runtime.overrides["ses_provider"] = SimpleNamespace(max_send_rate=get_account)
         queue = queues[lane]
+        refused: list[tuple[float, int, float]] = []  # (answered at, number, enqueued)
+
+        def settle(until: float) -> None:
+            """The refusals answered by ``until``, as vdq.giveback.throttled."""
+            for entry in [r for r in refused if r[0] <= until]:
+                refused.remove(entry)
+                _, number, enqueued = entry
+                pacer = runtime.overrides["pacer"]
+                pacer.slow_down(SES_KEY, scenario.rate)
+                rate = pacing.current_rate(scenario.rate, pacer.seen.get(SES_KEY),
+                                           clock.wall())  # fmt: skip
+                delay = max(1, math.ceil(1 / rate + random.uniform(0, scenario.max_wait)))
+                clock.sleep(lat(timings.give_back))
+                out.throttled[lane] = out.throttled.get(lane, 0) + 1
+                queue.put(clock, number, enqueued, clock.now + delay)
 
         def work() -> None:
             while True:
@@ -265,6 +297,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                     if len(busy) >= parallelism:  # Batch.make_room: a free thread first
                         clock.sleep(min(busy) - clock.now)
                         busy = [t for t in busy if t > clock.now]
+                    settle(clock.now)
                     if pacing.past_deadline(runtime):  # published again, unclaimed
                         queue.put(clock, number, enqueued, clock.now)
                         continue
@@ -281,18 +314,24 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                         continue
                     if waited > suppression.RECHECK_AFTER_WAIT_SECONDS:
                         clock.sleep(lat(timings.ddb))  # the receiver's suppression read again
-                    out.sends.append((clock.now, lane))
-                    if lane == "high":
-                        out.high.append(clock.now - enqueued)
                     provider = lat(timings.provider)
-                    out.landed.append(clock.now + provider / 2)
-                    recorded = provider + lat(timings.after)
+                    if ses_takes(clock.now + provider / 2):
+                        out.sends.append((clock.now, lane))
+                        if lane == "high":
+                            out.high.append(clock.now - enqueued)
+                        out.landed.append(clock.now + provider / 2)
+                        recorded = provider + lat(timings.after)
+                    else:  # the throttling answer, settled by the main thread
+                        recorded = provider
+                        refused.append((clock.now + provider, number, enqueued))
                     if parallelism == 1:  # in the main thread
                         clock.sleep(recorded)
+                        settle(clock.now)
                     else:
                         busy.append(clock.now + recorded)
                 if busy:  # the invocation ends when its last send is recorded
                     clock.sleep(max(busy) - clock.now)
+                settle(clock.now)
                 if scenario.environments:
                     out.pacing_requests[lane] = (out.pacing_requests.get(lane, 0)
                                                  + env.requests - before)  # fmt: skip
@@ -361,7 +400,7 @@ def summary(scenario: Scenario, out: Outcome, arrivals: list[float], real: float
         "bulk_in_window": sum(1 for _, lane in inside if lane == "bulk"),
         "most_in_10s": peak, "closest_sends": gap, "rate_in_10s": scenario.rate * 10,
         "most_landed_in_1s": most_1s,
-        "sent": sent, "given_back": out.given_back,
+        "sent": sent, "given_back": out.given_back, "throttled": out.throttled,
         "longest_give_back": {lane: max(d) for lane, d in out.delays.items()},
         "pacing_requests": dict(out.pacing_requests),
         "pacing_requests_per_send": {lane: round(n / sent[lane], 3)

@@ -73,6 +73,8 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "sent": sent,
         "given_back": {lane: sum(run["given_back"].get(lane, 0) for run in runs)
                        for lane in ("high", "normal", "bulk")},
+        "throttled": {lane: sum(run["throttled"].get(lane, 0) for run in runs)
+                      for lane in ("high", "normal", "bulk")},
         "pacing_requests_per_send": {lane: round(n / sent[lane], 3)
                                      for lane, n in requests.items() if n and sent[lane]},
         "real_seconds": round(sum(run["real_seconds"] for run in runs), 1),
