@@ -244,7 +244,7 @@ def longest_provider_call() -> float:
     from vdq.providers import ses, twilio
 
     config = ses._CLIENT_CONFIG
-    return max(config.connect_timeout + config.read_timeout, 2 * twilio.REQUEST_TIMEOUT)
+    return max(config.connect_timeout + config.read_timeout, 2 * twilio.TWILIO_REQUEST_TIMEOUT)
 
 
 @pytest.mark.parametrize("paced", [True, False])

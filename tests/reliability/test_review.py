@@ -586,13 +586,13 @@ def test_a_signed_callback_with_the_attempt_is_authentic_in_any_parameter_order(
         SAMPLE_WEBHOOK_URL,
         twilio_event,
     )
-    from vdq import twilio_signature
+    from vdq import outbound, twilio_signature
 
     settings = replace(env["rt"].settings, twilio_webhook_url=SAMPLE_WEBHOOK_URL,
                        twilio_auth_token=SAMPLE_AUTH_TOKEN,
                        twilio_account_sid=SAMPLE_ACCOUNT_SID)  # fmt: skip
     item_id = "01KBF3ZQ0M8Y4T6R2W9X5N7C3D"
-    signed_url = send.status_callback_url(SAMPLE_WEBHOOK_URL, item_id, 2)
+    signed_url = outbound.status_callback_url(SAMPLE_WEBHOOK_URL, item_id, 2)
     for order in ("as sent", "reversed"):
         event = twilio_event("delivered", sid="SM" + "3" * 32, item_id=item_id, sign=False)
         params = twilio_signature.form_params(event)

@@ -15,6 +15,7 @@ from twilio.base.exceptions import TwilioRestException
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
 import requests
+from vdq.outbound import status_callback_url
 from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
@@ -24,7 +25,6 @@ from vdq.providers import (
     ses,
     twilio,
 )
-from vdq.send import status_callback_url
 
 URL = "https://email.us-east-1.amazonaws.com"
 

@@ -35,7 +35,6 @@ from vdq.settings import Settings
 PROVIDER = "Twilio"
 TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
 SECRET_MAX_AGE = 300
-REQUEST_TIMEOUT = TWILIO_REQUEST_TIMEOUT
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
 
 Credentials = tuple[str, str]  # (account SID, auth token)
@@ -151,7 +150,7 @@ class TwilioProvider:
                 client = None
         if client is None:
             sid, token = credentials
-            http = self._http or BaseUrlHttpClient(self._api_url, timeout=REQUEST_TIMEOUT)
+            http = self._http or BaseUrlHttpClient(self._api_url, timeout=TWILIO_REQUEST_TIMEOUT)
             client = Client(sid, token, http_client=http, environment={})
         try:
             yield client
