@@ -4,6 +4,7 @@ and only loopback Host names (a DNS-rebinding page arrives under its own name)."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import boto3
@@ -123,6 +124,34 @@ def test_conditional_writes_and_transactions_are_atomic_under_concurrent_request
     assert aws.serial.requests > 0
 
 
+class Overlaps:
+    """A WSGI app that holds each request open for ``hold`` seconds and counts the most served
+    at once; ``through(gates, environ)`` sends one request through each gate from a thread."""
+
+    def __init__(self, hold: float) -> None:
+        self.hold = hold
+        self.inside = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        threading.Event().wait(self.hold)  # overlapping requests would pile up meanwhile
+        with self._lock:
+            self.inside -= 1
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    def through(self, gates, environ) -> int:
+        threads = [threading.Thread(target=g, args=(environ, lambda *a: None)) for g in gates]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return self.most
+
+
 @pytest.mark.parametrize(("target", "serial"), [
     ("DynamoDB_20120810.TransactWriteItems", True),
     ("DynamoDBStreams_20120810.GetRecords", True),
@@ -134,61 +163,18 @@ def test_conditional_writes_and_transactions_are_atomic_under_concurrent_request
     ("", False),  # S3 and the rest
 ])  # fmt: skip
 def test_serial_lets_one_request_of_a_racy_service_in_at_a_time(target, serial):
-    import threading
-
     from vdq.local.aws import Serial
 
-    inside, most = 0, 0
-    lock = threading.Lock()
-    release = threading.Event()
-
-    def app(environ, start_response):
-        nonlocal inside, most
-        with lock:
-            inside += 1
-            most = max(most, inside)
-        release.wait(timeout=0.5)  # holds the request open: overlapping ones would pile up
-        with lock:
-            inside -= 1
-        start_response("200 OK", [])
-        return [b"{}"]
-
+    app = Overlaps(hold=0.5)
     gate = Serial(app)
-    threads = [threading.Thread(target=gate, args=({"HTTP_X_AMZ_TARGET": target},
-                                                   lambda *a: None)) for _ in range(4)]  # fmt: skip
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert most == (1 if serial else 4)
+    assert app.through([gate] * 4, {"HTTP_X_AMZ_TARGET": target}) == (1 if serial else 4)
 
 
 def test_two_local_endpoints_in_one_process_serve_one_request_at_a_time_between_them():
     """moto's backends are the process's, not a server's: a stopped stack's last request and
     the next stack's first must not overlap either."""
-    import threading
-
     from vdq.local.aws import Serial
 
-    inside, most = 0, 0
-    lock = threading.Lock()
-
-    def app(environ, start_response):
-        nonlocal inside, most
-        with lock:
-            inside += 1
-            most = max(most, inside)
-        threading.Event().wait(0.2)
-        with lock:
-            inside -= 1
-        start_response("200 OK", [])
-        return [b"{}"]
-
-    gates = [Serial(app), Serial(app)]
+    app = Overlaps(hold=0.2)
     environ = {"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.TransactWriteItems"}
-    threads = [threading.Thread(target=g, args=(environ, lambda *a: None)) for g in gates]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert most == 1
+    assert app.through([Serial(app), Serial(app)], environ) == 1
