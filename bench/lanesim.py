@@ -186,9 +186,46 @@ class Outcome:
     pacing_requests: dict[str, int] = field(default_factory=dict)
 
 
+def arrivals_of(scenario: Scenario) -> list[float]:
+    """When the high items are enqueued: after HIGH_START, at random times (Poisson,
+    ``interval`` apart on average) or every ``interval`` from a random phase: the seed's, so
+    that high items do not all arrive at the same point of the rate's slots."""
+    high = scenario.high
+    if high is None:
+        high = int(scenario.seconds // scenario.interval)
+    rng = random.Random(scenario.seed)
+    at, arrivals = scenario.epoch + HIGH_START + rng.uniform(0, scenario.interval), []
+    for _ in range(high):
+        arrivals.append(at)
+        at += rng.expovariate(1 / scenario.interval) if scenario.poisson else scenario.interval
+    return sorted(arrivals[:1] * scenario.burst + arrivals)
+
+
+def ideal(scenario: Scenario, timings: Timings, phases: int = 10) -> list[float]:
+    """The high items' latencies (enqueue to provider call) under the best schedule that keeps
+    to the rate and fills it: a send every 1/rate s, each given to the oldest high item ready
+    for it, else to bulk; for each of ``phases`` phases of those sends (the same arrivals). A
+    high item is ready after the shortest path there is: its enqueue, one ReceiveMessage, the
+    Lambda base time and the send's requests before the call (no pacing request, no batching
+    window, no other item's claim first). A pacer that fills the rate with sends 1/rate apart
+    gives high items no earlier slots than these (each goes to a waiting high item first, in
+    arrival order); to do better it must leave slots empty (use under 100%) or send two within
+    1/rate (over the rate): the bound the lanes' figures are compared with at full use."""
+    path = timings.enqueue + timings.pickup + timings.base + timings.before
+    gap, arrivals, out = 1.0 / scenario.rate, arrivals_of(scenario), []
+    for phase in (gap * k / phases for k in range(phases)):
+        free = -math.inf
+        for arrived in arrivals:
+            slot = phase + math.ceil((arrived + path - phase) / gap - 1e-9) * gap  # the first
+            at = max(slot, free)  # a slot no earlier high item took
+            free = at + gap
+            out.append(at - arrived)
+    return out
+
+
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import batchplan, pacing, resources, suppression
+    from vdq import batchplan, giveback, pacing, resources, suppression
     from vdq.pacing import NoSlot, Pacer
     from vdq.sendqueue import SendMessage
     from vdq.store.pacing import SES_KEY, PaceRecords
@@ -208,19 +245,8 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     queues = {lane: Queue(lane, windows[lane]) for lane in concurrency}
     for number in range(scenario.bulk):
         queues["bulk"].visible.append((number, scenario.epoch, scenario.epoch))
-    high = scenario.high
-    if high is None:
-        high = int(scenario.seconds // scenario.interval)
     first = scenario.bulk
-    # After HIGH_START, at random times (Poisson, ``interval`` apart on average) or every
-    # ``interval`` from a random phase: the seed's, so that high items do not all arrive at the
-    # same point of the rate's slots.
-    rng = random.Random(scenario.seed)
-    at, arrivals = scenario.epoch + HIGH_START + rng.uniform(0, scenario.interval), []
-    for _ in range(high):
-        arrivals.append(at)
-        at += rng.expovariate(1 / scenario.interval) if scenario.poisson else scenario.interval
-    arrivals = sorted(arrivals[:1] * scenario.burst + arrivals)
+    arrivals = arrivals_of(scenario)
     spread = random.Random(scenario.seed + 1)
     sigma = math.log(scenario.tail) / 2.326  # z of the 99th percentile
 
@@ -271,7 +297,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                 pacer.slow_down(SES_KEY, scenario.rate)
                 rate = pacing.current_rate(scenario.rate, pacer.seen.get(SES_KEY),
                                            clock.wall())  # fmt: skip
-                delay = max(1, math.ceil(1 / rate + random.uniform(0, scenario.max_wait)))
+                delay = giveback.throttled_delay(1, rate, scenario.max_wait, lane)
                 clock.sleep(lat(timings.give_back))
                 out.throttled[lane] = out.throttled.get(lane, 0) + 1
                 queue.put(clock, number, enqueued, clock.now + delay)

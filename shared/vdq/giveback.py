@@ -24,6 +24,17 @@ from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
 from vdq.workflow import GIVE_BACK_ENTRIES, State, claim_source
 
+# Seconds over which throttled items come back, after their turn at the cut rate: a
+# throttling answer comes to many sends at once, and spread they do not all ask for the same
+# slots (over the longest wait). A high item's lane holds few, and its wait is the point.
+THROTTLED_SPREAD = {"high": 1.0}
+
+
+def throttled_delay(units: int, rate: float, max_wait: float, lane: str) -> int:
+    """Seconds a throttled send of ``units`` slots waits on the queue at the cut ``rate``."""
+    spread = THROTTLED_SPREAD.get(lane, max_wait)
+    return max(1, math.ceil(units / rate + random.uniform(0, spread)))
+
 
 def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],
               entry: HistoryRecord, exc: ThrottledProviderError,
@@ -43,7 +54,7 @@ def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, An
                 # the lease sweep make it errored. The next throttling answer cuts the rate.
                 logger.exception("the pace of %s could not be cut", key)
         rate = current_rate(limit or 1.0, pacer.seen.get(key), pacer.wall())
-        delay = max(1, math.ceil(units / rate + random.uniform(0, pacer.max_wait)))
+        delay = throttled_delay(units, rate, pacer.max_wait, priority_of(item))
     result = f"{exc}; not sent, back on the queue in {delay} s"
     return give_back(item, message, entry, delay, runtime, name="throttled", result=result)
 

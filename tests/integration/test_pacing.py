@@ -161,6 +161,21 @@ def test_a_throttled_email_goes_back_on_the_queue_and_never_ends_errored(aws, rt
     assert record.rate is not None and record.rate < 10.0  # the fleet's pace was cut
 
 
+@pytest.mark.parametrize(("priority", "longest"), [("high", 2), ("normal", 6), ("bulk", 6)])
+def test_a_throttled_high_email_comes_back_within_a_second_of_its_turn_others_spread_wider(
+        aws, rt, monkeypatch, priority, longest):  # fmt: skip
+    # Spread at its widest: 1 s for a high item (giveback.THROTTLED_SPREAD), the longest wait
+    # (5 s) for the others, after its turn at the cut rate (7/s: 0.14 s).
+    monkeypatch.setattr("vdq.giveback.random.uniform", lambda low, high: high)
+    [_item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority,
+                            runtime=rt)  # fmt: skip
+    body = rt.overrides["send_queue"].messages[0].body()
+    rt.overrides["ses_provider"] = ThrottlingSes(times=1)
+    assert send.process_body(body, rt) == send.PACED
+    again = rt.overrides["send_queue"].messages[-1]
+    assert again.priority == priority and again.delay_seconds == longest
+
+
 def test_a_duplicate_of_a_given_back_message_sends_once(aws, rt):
     [_item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
     body = rt.overrides["send_queue"].messages[0].body()
