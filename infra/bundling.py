@@ -262,7 +262,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["download"]:
         download_wheelhouse()
         print(f"wheelhouse ready: {WHEELHOUSE}")
-    elif sys.argv[1:] == ["lock"]:
-        locks.main()
+    elif sys.argv[1:] in (["lock"], ["lock", "--keep"]):
+        locks.main(keep=sys.argv[2:] == ["--keep"])
     else:
-        sys.exit("usage: python -m infra.bundling download|lock")
+        sys.exit("usage: python -m infra.bundling download|lock [--keep]")

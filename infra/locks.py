@@ -131,9 +131,34 @@ def _render(entries: list[dict[str, Any]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_runtime_lock() -> None:
-    with tempfile.TemporaryDirectory() as target:
-        entries = _resolve(["--target", target, *pip_platform_args(), *runtime_requirements()])
+def kept(lock: Path, requirements: list[str]) -> dict[str, str]:
+    """What ``lock`` pins that ``requirements`` (as ``dev_requirements`` lists them) still
+    allow: pins for ``lock --keep``, so that a changed requirement moves only what it must."""
+    from packaging.requirements import Requirement  # pytest's dependency: in dev.lock
+
+    wanted: dict[str, list[Any]] = {}
+    for text in requirements:
+        requirement = Requirement(text.split("] ", 1)[1] if text.startswith("[") else text)
+        wanted.setdefault(normalize(requirement.name), []).append(requirement.specifier)
+    return {name: version for name, version in pins(lock).items()
+            if all(spec.contains(version, prereleases=True)
+                   for spec in wanted.get(name, []))}  # fmt: skip
+
+
+def _constraints(path: Path, versions: dict[str, str]) -> list[str]:
+    path.write_text("".join(f"{name}=={version}\n" for name, version in versions.items()))
+    return ["-c", str(path)]
+
+
+def write_runtime_lock(keep: bool = False) -> None:
+    """``keep``: what the lock pins stays where pyproject.toml still allows it (``kept``)."""
+    with tempfile.TemporaryDirectory() as target, tempfile.TemporaryDirectory() as tmp:
+        old = {}
+        if keep and RUNTIME_LOCK.is_file():
+            old = kept(RUNTIME_LOCK, runtime_requirements())
+        constraints = _constraints(Path(tmp) / "kept.txt", old) if old else []
+        entries = _resolve(["--target", target, *pip_platform_args(), *constraints,
+                            *runtime_requirements()])  # fmt: skip
     RUNTIME_LOCK.parent.mkdir(exist_ok=True)
     RUNTIME_LOCK.write_text(_render(entries, [
         "The Lambda layer: [project].dependencies of pyproject.toml for the functions' runtime,",
@@ -143,11 +168,14 @@ def write_runtime_lock() -> None:
     ]))  # fmt: skip
 
 
-def write_dev_lock() -> None:
+def write_dev_lock(keep: bool = False) -> None:
+    """The runtime lock's versions, and with ``keep`` the dev lock's where still allowed."""
+    versions = pins(RUNTIME_LOCK)
+    if keep and DEV_LOCK.is_file():
+        versions = kept(DEV_LOCK, dev_requirements()) | versions
     with tempfile.TemporaryDirectory() as tmp:
-        constraints = Path(tmp) / "runtime.txt"
-        constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins(RUNTIME_LOCK).items()))
-        entries = _resolve(["-c", str(constraints), f".[{','.join(DEV_EXTRAS)}]"])
+        constraints = _constraints(Path(tmp) / "runtime.txt", versions)
+        entries = _resolve([*constraints, f".[{','.join(DEV_EXTRAS)}]"])
     DEV_LOCK.write_text(_render(entries, [
         f"Development: the project with its {' and '.join(DEV_EXTRAS)} extras, for "
         f"{dev_target()}",
@@ -157,8 +185,8 @@ def write_dev_lock() -> None:
     ]))  # fmt: skip
 
 
-def main() -> None:
-    write_runtime_lock()
-    write_dev_lock()
+def main(keep: bool = False) -> None:
+    write_runtime_lock(keep)
+    write_dev_lock(keep)
     for lock in (RUNTIME_LOCK, DEV_LOCK):
         print(f"{lock.relative_to(ROOT)}: {len(pins(lock))} distributions")

@@ -24,6 +24,19 @@ def test_the_inputs_digest_follows_the_requirements(monkeypatch):
     assert locks.runtime_inputs() != before
 
 
+def test_lock_keep_pins_what_the_requirements_still_allow_and_frees_the_rest(tmp_path):
+    lock = tmp_path / "x.lock"
+    lock.write_text("# header\n" + "".join(
+        f"{name}=={version} \\\n    --hash=sha256:{'0' * 64}\n"
+        for name, version in (("aws-lambda-powertools", "3.1.0"), ("boto3", "1.40.1"),
+                              ("jmespath", "1.0.1"), ("pytest", "8.4.0"))))  # fmt: skip
+    requirements = ["aws-lambda-powertools[tracer]>=3.2", "boto3>=1.35",
+                    "[dev] pytest>=9", "[local] vdq[dev]"]  # fmt: skip
+    # A raised floor frees its distribution (and a dev extra's); what only a dependency pins,
+    # or what is still allowed, stays.
+    assert locks.kept(lock, requirements) == {"boto3": "1.40.1", "jmespath": "1.0.1"}
+
+
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
 def test_every_entry_pins_one_version_with_its_sha256(lock):
     body = [b for b in lock.read_text().split("\n") if not b.startswith("#")]
