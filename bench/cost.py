@@ -42,11 +42,25 @@ def memory_mb() -> dict[str, int]:
     return dict(DEFAULT_MEMORY_MB)
 
 
+DAYS_A_MONTH = 30  # a GB-month, as bench.storage's steady state counts it
+
+
+def months_stored() -> float:
+    """How long a done message's records stay: VDQ_RETENTION_DAYS' default, then up to
+    bench.storage.TTL_LAG_DAYS until DynamoDB's TTL deletes them."""
+    from bench.storage import TTL_LAG_DAYS
+    from vdq.settings import Settings
+
+    retention = Settings.__dataclass_fields__["retention_days"].default
+    return (int(retention) + TTL_LAG_DAYS) / DAYS_A_MONTH  # type: ignore[call-overload]
+
+
 def journey_cost(journey: list[Invocation], messages: int = 1,
-                 table: dict[str, Any] | None = None, *,
-                 fill: int | None = None) -> dict[str, float]:  # fmt: skip
+                 table: dict[str, Any] | None = None, *, fill: int | None = None,
+                 stored_bytes: float = 0.0) -> dict[str, float]:  # fmt: skip
     """US$ per million messages, by service, for a journey that moved ``messages`` messages,
-    with ``fill`` messages in each SQS batch (default: the table's volume case)."""
+    with ``fill`` messages in each SQS batch (default: the table's volume case), leaving
+    ``stored_bytes`` in the table for the retention (``months_stored``)."""
     p = table or prices()
     a = p["assumptions"]
     latency = a["request_latency_ms"]
@@ -105,6 +119,8 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         * (p["cloudwatch_logs"]["per_gb_ingested"]
            + p["cloudwatch_logs"]["per_gb_month_stored"] * a["log_retention_months"]),
         "xray": million * usage["traces"] * p["xray"]["per_million_traces_recorded"] / 1e6,
+        "dynamodb_storage": million * stored_bytes / 1024**3
+        * p["dynamodb"]["per_gb_month_stored"] * months_stored(),
     }  # fmt: skip
     dollars = {k: round(v, 4) for k, v in dollars.items()}
     dollars["total"] = round(sum(dollars.values()), 4)

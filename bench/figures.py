@@ -127,12 +127,14 @@ def cost_rows(journeys: dict[str, Any]) -> list[Row]:
             continue
         fills = table["assumptions"]["batch_fill"]
         dollars = cost.journey_cost(journey.invocations(), journey.messages, table,
-                                    fill=fills["volume"])  # fmt: skip
+                                    fill=fills["volume"],
+                                    stored_bytes=journey.stored_bytes)  # fmt: skip
         parts = ", ".join(f"{k} {v:.2f}" for k, v in dollars.items()
                           if not k.startswith("_") and k != "total")  # fmt: skip
         holds = dollars["total"] <= COST_MAX if key == "email" else None
         trickle = cost.journey_cost(journey.invocations(), journey.messages, table,
-                                    fill=fills["trickle"])  # fmt: skip
+                                    fill=fills["trickle"],
+                                    stored_bytes=journey.stored_bytes)  # fmt: skip
         text = (f"US${dollars['total']:.2f} at volume, SQS batches of {fills['volume']} ({parts}); "
                 f"US${trickle['total']:.2f} at a trickle, one message a batch")
         detail = {**dollars, "trickle": trickle, "prices_checked": table["checked"]}

@@ -530,6 +530,9 @@ class Journey:
     phases: list[tuple[str, Tally, str | None, int]] = field(default_factory=list)
     final_state: str | None = None
     messages: int = 1
+    # Bytes the message leaves in the table once done and stamped for retention (DynamoDB's
+    # storage rules: bench.storage.record_bytes), until the TTL deletes them.
+    stored_bytes: int = 0
 
     def total(self) -> Tally:
         out = Tally()
@@ -578,7 +581,15 @@ def email_delivered() -> Journey:
             journey.phases.append(("webhook", tally, "results", 1))
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.append(stream_phase(stack))
+        journey.stored_bytes = stored_bytes(stack)
     return journey
+
+
+def stored_bytes(stack: env.Stack) -> int:
+    """What the table holds after one message's journey (its only message)."""
+    from bench import storage
+
+    return sum(map(storage.record_bytes, storage.table_records(stack.runtime.settings.table_name)))
 
 
 # The events SES publishes for a delivered email, of those the stack subscribes
@@ -643,4 +654,5 @@ def sms_delivered() -> Journey:
             journey.phases.append(("webhook", tally, None, 0))
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.append(stream_phase(stack))
+        journey.stored_bytes = stored_bytes(stack)
     return journey

@@ -27,7 +27,6 @@ TTL_LAG_DAYS = 2
 VOLUME_PER_DAY = 1_000_000
 RECORD_OVERHEAD = 100  # bytes DynamoDB adds to each stored record (and index entry)
 GB = 1024**3
-PRICE_GB_MONTH = 0.25  # DynamoDB Standard storage, us-east-1 (aws.amazon.com/dynamodb/pricing)
 
 FIGURES = [
     ("storage per email held (DynamoDB)", "(reported)"),
@@ -188,7 +187,9 @@ def rows(result: dict[str, Any]) -> list[Any]:
         return " ".join(f"d{d}:{sizes[d - 1] * scale / GB:.0f}" for d in days
                         if d <= len(sizes))  # fmt: skip
 
-    month_cost = steady / GB * PRICE_GB_MONTH
+    from bench.cost import prices
+
+    month_cost = steady / GB * prices()["dynamodb"]["per_gb_month_stored"]
     stamping = email["stamping"]
     return [
         Row(FIGURES[0][0], FIGURES[0][1],

@@ -43,3 +43,18 @@ def test_a_journey_bill_has_every_line_and_totals_them():
     assert billed["lines"]["cloudwatch_logs"] > 0 and billed["lines"]["dynamodb"] == 2.5
     text = bill.table_text({"email": billed})
     assert all(line in text for _, line in bill.LINES)
+
+
+def test_storage_is_a_line_for_the_retention_and_provider_fees_are_rows_outside_the_total():
+    journey = requests.Journey(stored_bytes=3_000)
+    billed = bill.bill(journey)
+    # 3,000 bytes a message, a million messages, 30 days of retention + 2 of TTL lag, at
+    # US$0.25 per GB-month.
+    expected = 1e6 * 3_000 / 1024**3 * 0.25 * (30 + 2) / 30
+    assert billed["lines"]["dynamodb_storage"] == round(expected, 4)
+    assert billed["total_on_demand"] == round(sum(billed["lines"].values()), 2)
+    assert billed["ses_fee"] == 100.0 and billed["twilio_fee"] is None
+    sms = bill.bill(requests.Journey(sms=True))
+    assert sms["ses_fee"] is None and sms["twilio_fee"] > 0
+    text = bill.table_text({"email": billed, "sms": sms})
+    assert "SES's own fee" in text and "(outside the total)" in text

@@ -72,6 +72,10 @@ def test_a_delivered_email_writes_twenty_five_dynamodb_units():
     units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
     assert units == [("enqueue", 3, 2), ("send", 6, 4), ("webhook", 0, 0), ("webhook", 4, 3),
                      ("schedule", 3, 0)]  # fmt: skip
+    # What it leaves for its retention (the bill's storage line): as bench.storage weighs it.
+    from bench import storage
+
+    assert journey.stored_bytes == storage.per_email()["bytes"]
 
 
 def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
