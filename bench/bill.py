@@ -74,5 +74,6 @@ def table_text(bills: dict[str, dict[str, Any]]) -> str:
                f"read units, {usage['log_bytes']:.0f} log bytes, {usage['sqs']:.2f} SQS "
                f"requests, {first['stored_bytes']:,.0f} bytes stored for "
                f"{cost.months_stored() * cost.DAYS_A_MONTH:.0f} days; prices of "
-               f"{first['prices_checked']} (bench/prices.json; Twilio's not rechecked since 2025: see its note there).")
+               f"{first['prices_checked']} (bench/prices.json; Twilio's not rechecked since "
+               "2025: see its note there).")
     return "\n".join(out)
