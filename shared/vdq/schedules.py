@@ -12,7 +12,9 @@ race) is logged and the run goes on.
   ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at most
   ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due.
 - Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
-  took the message is unknown, and a later provider event still finds the item by its key.
+  took the message is unknown, and a later provider event still finds the item by its key. An
+  email SES accepted kept its lease timer (vdq.transitions): still ``awaiting`` when the lease
+  passes, its timer moves to ``mailwait``, keyed on its claim, for the email timeout.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
   sweeps never publish the same item twice. Not while the item's lane has a backlog: then an
@@ -55,13 +57,17 @@ if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the 
 
 ACTOR = "schedule"
 SWEEP_BATCH = 200  # items per timer kind per run
+# Pages of passed lease timers a run goes through: awaiting emails move on (one write each),
+# so a run reads the next page behind them, up to this many (a sending item is never hidden
+# behind more than LEASE_PAGES x SWEEP_BATCH awaiting emails a minute).
+LEASE_PAGES = 10
 LEASE_RESULT = (
     "outcome unknown: the send attempt did not finish within its lease of {s} s; "
     "the provider may have accepted the message, so a retry may send it twice"
 )
 TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of queueing (last status: {last})"
 EMAIL_TIMEOUT_RESULT = (
-    "no final event from SES within {h:g} hours of accepting the message (its events may be "
+    "no final event from SES within {h:g} hours of sending the message (its events may be "
     "lost: check the configuration set's event destination); delivery is not confirmed"
 )
 
@@ -239,15 +245,24 @@ def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Rep
 
 def lease_sweep(runtime: Runtime, report: Report) -> None:
     now = iso(runtime.clock.now())
-    for item_id in due(TIMER_LEASE, now, runtime, SWEEP_BATCH):
-        _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
+    seen: set[str] = set()
+    for _ in range(LEASE_PAGES):
+        page = [i for i in due(TIMER_LEASE, now, runtime, SWEEP_BATCH) if i not in seen]
+        for item_id in page:
+            _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
+        seen.update(page)
+        if not page:
+            return
 
 
 def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> None:
     item = runtime.store.get_item(item_id)
-    if item is None or item.state != State.SENDING.value:
+    if item is None or not _timer_due(item, TIMER_LEASE, now, runtime):
         return
-    if not _timer_due(item, TIMER_LEASE, now, runtime):
+    if item.state == State.AWAITING.value and item.method == "email":
+        await_email(item, runtime, report)
+        return
+    if item.state != State.SENDING.value:
         return
     result = LEASE_RESULT.format(s=runtime.settings.lease_seconds)
     step = Step("error", actor=ACTOR, source="schedule", attempt=int(item.attempt), result=result,
@@ -258,6 +273,16 @@ def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> No
     except InvalidTransition:
         return  # the worker recorded its outcome first
     report.add(f"lease_{outcome.kind}")
+
+
+def await_email(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:
+    """An email SES accepted, still awaiting its final event when its lease passed: its timer
+    moves to the email timeout's, keyed on its claim (conditional on the item and timer as
+    read: a final event or another sweep first wins)."""
+    partition = timer_partition(TIMER_EMAIL_AWAIT, item.id, runtime.settings.index_shards)
+    since = item.claimed_at or item.updated_at
+    if runtime.store.move_timer(item, partition, f"{since}#{item.id}"):
+        report.add("lease_email_awaits")
 
 
 def release_scheduled(runtime: Runtime, report: Report) -> None:

@@ -136,7 +136,8 @@ class Settings:
         "VDQ_EMAIL_TIMEOUT_HOURS",
         72.0,
         read.positive_float,
-        "awaiting email -> unconfirmed this long after SES accepted it with no final event",
+        "awaiting email -> unconfirmed this long after the claim that sent it (SES accepted "
+        "it within the send's timeout) with no final event",
     )
     unsubscribe_url: str | None = _setting(
         "VDQ_UNSUBSCRIBE_URL",

@@ -108,7 +108,10 @@ def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
 TIMER_PUBLISH = "publish"
 TIMER_LEASE = "lease"
 TIMER_AWAIT = "await"  # an awaiting SMS: keyed on done_since (the seed's window)
-TIMER_EMAIL_AWAIT = "mailwait"  # an awaiting email: keyed on the time SES accepted it
+# An awaiting email: keyed on the claim that sent it. SES accepting an email leaves it on its
+# lease timer (its Delivery or Bounce most often comes before the lease passes, and ends it):
+# the lease sweep moves the timer of an email still awaiting then (vdq.schedules).
+TIMER_EMAIL_AWAIT = "mailwait"
 
 
 def clip_result(text: str | None) -> str | None:
@@ -211,7 +214,7 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
     elif target is State.AWAITING and item.method == "sms":
         timer_write(write, item.id, TIMER_AWAIT, item.done_since, s.index_shards)
     elif target is State.AWAITING:
-        timer_write(write, item.id, TIMER_EMAIL_AWAIT, iso(now), s.index_shards)
+        pass  # the claim's lease timer stays (TIMER_EMAIL_AWAIT): two index writes fewer
     else:
         timer_write(write, item.id, None, None, s.index_shards)
 

@@ -197,10 +197,56 @@ def test_lease_sweep_errors_an_expired_sending_item_with_an_unknown_outcome(aws,
 
 
 def test_lease_sweep_leaves_an_item_the_worker_recorded(aws, runtime, clock):
+    # An accepted email keeps the claim's lease timer (no index write when SES accepts it);
+    # still awaiting when the lease passes, it moves to the email timeout's timer, keyed on
+    # its claim, and stays awaiting.
     item = to_awaiting(new_email(runtime), runtime, "M-2")
+    assert item.timer_pk.startswith("lease#")
     clock.advance(runtime.settings.lease_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "awaiting"
+    assert stored.timer_pk.startswith("mailwait#")
+    assert stored.timer_sk == f"{item.claimed_at}#{item.id}"
+    assert schedules.run(["sweep"], runtime) == {}  # moved once
+
+
+def test_an_email_delivered_before_its_lease_passed_never_moves_its_timer(aws, runtime, clock):
+    item = to_awaiting(new_email(runtime), runtime, "M-3")
+    clock.advance(10)
+    apply(runtime.store.get_item(item.id), Step("succeed", actor="ses", source="provider"),
+          runtime)  # fmt: skip
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "succeeded" and stored.timer_pk is None
+    clock.advance(runtime.settings.lease_seconds)
     assert schedules.run(["sweep"], runtime) == {}
+
+
+def test_an_email_with_no_final_event_is_unconfirmed_its_timeout_after_the_claim(
+        aws, runtime, clock):  # fmt: skip
+    item = to_awaiting(new_email(runtime), runtime, "M-4")
+    hours = runtime.settings.email_timeout_hours
+    clock.advance(runtime.settings.lease_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    clock.advance(hours * HOUR - runtime.settings.lease_seconds - 2)
+    schedules.run(["sweep"], runtime)
     assert state(runtime, item) == "awaiting"
+    clock.advance(2)
+    assert schedules.run(["sweep"], runtime) == {"email_timeout_moved": 1}
+    assert state(runtime, item) == "unconfirmed"
+
+
+def test_one_run_moves_more_awaiting_emails_than_a_page_and_still_reaches_a_stuck_send(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{n}") for n in range(7)]
+    clock.advance(1)
+    stuck = to_sending(new_email(runtime), runtime)  # its lease passes after theirs
+    clock.advance(runtime.settings.lease_seconds + 1)
+    counts = schedules.run(["sweep"], runtime)
+    assert counts == {"lease_email_awaits": 7, "lease_moved": 1}
+    assert all(state(runtime, w) == "awaiting" for w in waiting)
+    assert state(runtime, stuck) == "errored"
 
 
 # ---- re-publish sweep ------------------------------------------------------------------------
