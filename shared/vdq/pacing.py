@@ -227,7 +227,14 @@ class Pacer:
         # As many as fit within the lane's reach, by what was last seen of the schedule.
         count = max(need, min(want, math.floor(rate * (reach - ahead))))
         length = count / rate
-        latest = now + max(0.0, reach - length)
+        slack = reach - length
+        if slack < 0 and lane not in HORIZONS:
+            # Longer than the longest wait (an SMS of many segments, or a cut rate): its first
+            # slot may be up to the longest wait off, as any other send's. Only on an idle
+            # schedule, it would never go while another lane keeps the schedule busy (a bulk
+            # backlog from the same sender keeps it a moment ahead of the clock for ever).
+            slack = reach
+        latest = now + max(0.0, slack)
         if key in self.full and state is not None and state.tat is not None:
             # The batch's plan found this rate full: the rest of the batch at this rate goes
             # back too, rather than a slot at a time as the schedule drains (a worker sleeping

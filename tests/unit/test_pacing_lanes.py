@@ -336,3 +336,50 @@ def test_workers_whose_clocks_differ_by_up_to_a_second_together_keep_to_the_rate
               for skew in (0.0, 1.0, 0.0, 0.5)]  # fmt: skip
     clock.run([bulk_worker(p, clock, sent, []) for p in pacers], until=clock.now + 30.0)
     assert at_most_the_rate([t for t, _ in sent])  # in true time
+
+
+def test_a_long_high_sms_is_sent_while_a_bulk_backlog_keeps_its_senders_schedule_busy():
+    # A high SMS whose segments take longer than the longest wait at its sender's rate (6 at
+    # 1/s) while bulk SMS from the same number keep that schedule a moment ahead of the clock
+    # (never idle): it must still go, soon; a bulk backlog never holds a high item back.
+    sender, rate = "twilio#+1", 1.0
+    clock, schedules = VirtualTime(), {}
+    sent: list[tuple[float, str]] = []
+
+    def bulk(p: Pacer) -> Callable[[], None]:
+        def work() -> None:
+            while True:
+                p.full.clear()
+                with contextlib.suppress(NoSlot):
+                    p.hold(sender, rate, 10, "bulk")
+                for left in range(10, 0, -1):
+                    try:
+                        p.turn(sender, rate, upcoming=left, lane="bulk")
+                        sent.append((clock.now, "bulk"))
+                    except NoSlot:
+                        clock.sleep(0.05)
+                clock.sleep(0.02)
+
+        return work
+
+    bulk_pacers = [Pacer(Booking(schedules, clock), MAX_WAIT, wall=clock.wall,  # type: ignore[arg-type]
+                         sleep=clock.sleep) for _ in range(2)]  # fmt: skip
+    high = Pacer(Booking(schedules, clock), MAX_WAIT, wall=clock.wall,  # type: ignore[arg-type]
+                 sleep=clock.sleep)  # fmt: skip
+    done: list[float] = []
+
+    def high_sms() -> None:
+        clock.sleep(5.0)  # the bulk backlog has the schedule by now
+        asked = clock.now
+        while True:
+            try:
+                high.turn(sender, rate, units=6, lane="high")
+            except NoSlot as no_slot:  # given back: on the queue again for its delay
+                clock.sleep(no_slot.delay)
+                continue
+            done.append(clock.now - asked)
+            return
+
+    clock.run([*(bulk(p) for p in bulk_pacers), high_sms], until=clock.now + 180.0)
+    assert len(sent) > 100  # the bulk backlog was sending all along
+    assert done and done[0] <= 6.0 + MAX_WAIT + 1.0  # its slots, after at most one wait
