@@ -338,12 +338,53 @@ def test_the_bound_gives_each_slot_to_one_high_item_at_most_in_arrival_order():
 def test_at_one_email_a_second_no_schedule_filling_the_rate_meets_two_seconds_for_high():
     # bench.lanespace's 1/s run: a high item every 5 s at random, for 10 minutes, 5 seeds. A
     # high item that comes while another waits waits a slot more, so the p99 is past 2 s for
-    # any pacer at full use; at 14/s a slot is 71 ms and it is far under.
+    # any pacer at full use on these arrivals (2.10 s; over seeds 1-40 it is 2.00 s: at the
+    # line, not past it); at 14/s a slot is 71 ms and it is far under.
     def p99(rate: float, interval: float) -> float:
-        from bench.lanesim import percentile
+        from bench.lanesim import ideal_percentile
 
-        return percentile([x for seed in range(1, 6) for x in ideal(
-            Scenario(rate, interval=interval, seconds=600.0, seed=seed), TIMINGS)], 0.99)
+        return ideal_percentile([Scenario(rate, interval=interval, seconds=600.0, seed=seed)
+                                 for seed in range(1, 6)], TIMINGS, 0.99)  # fmt: skip
 
     assert p99(1.0, 5.0) > 2.0
     assert p99(14.0, 1.0) < 0.25
+
+
+def on_time_first(arrivals: list[float], rate: float, phase: float, limit: float) -> list[float]:
+    """A schedule on the full rate's slots (a send every 1/rate s from ``phase``, one high
+    item each at most, none before the item is ready after PATH): each slot to the oldest
+    waiting item that can still be sent within ``limit`` of its enqueue, else to the oldest
+    that cannot (else to bulk). Every item is sent; their latencies in arrival order."""
+    import math
+
+    gap, out, waiting, late = 1.0 / rate, {}, [], []
+    pending = list(enumerate(arrivals))
+    slot = -math.inf
+    while pending or waiting or late:
+        if not waiting and not late:  # the next ready item's first slot (bulk meanwhile)
+            ready = pending[0][1] + PATH
+            slot = max(slot, phase + math.ceil((ready - phase) / gap - 1e-9) * gap)
+        while pending and pending[0][1] + PATH <= slot + 1e-9:
+            waiting.append(pending.pop(0))
+        while waiting and waiting[0][1] + limit < slot - 1e-9:
+            late.append(waiting.pop(0))
+        index, arrived = (waiting or late).pop(0)
+        assert slot >= arrived + PATH - 1e-9  # sent once ready, at a slot of its own
+        out[index] = slot - arrived
+        slot += gap
+    return [out[i] for i in range(len(arrivals))]
+
+
+def test_no_schedule_on_the_full_rates_slots_has_a_lower_p99_than_the_bound():
+    # The bound bench.lanespace prints for its 1/s run (5 seeds, 10 phases each) is the p99
+    # of giving each slot to the oldest ready high item. A schedule on the same slots that
+    # gives a slot to an item that can still make it, before one that is late anyway, has
+    # the same sends and fewer items past any latency: its p99 is lower.
+    from bench.lanesim import percentile
+    from bench.lanespace import bound
+
+    scenarios = [Scenario(1.0, interval=5.0, seconds=600.0, seed=seed) for seed in range(1, 6)]
+    other = [x for s in scenarios for k in range(10)
+             for x in on_time_first(arrivals_of(s), s.rate, k / 10 / s.rate, 2.1)]  # fmt: skip
+    assert len(other) == sum(len(arrivals_of(s)) for s in scenarios) * 10  # every item sent
+    assert bound(scenarios, TIMINGS)["p99"] <= percentile(other, 0.99) + 1e-9
