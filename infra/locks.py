@@ -131,34 +131,73 @@ def _render(entries: list[dict[str, Any]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kept(lock: Path, requirements: list[str]) -> dict[str, str]:
+def kept(lock: Path, requirements: list[str],
+         needs: dict[str, set[str]] | None = None) -> dict[str, str]:  # fmt: skip
     """What ``lock`` pins that ``requirements`` (as ``dev_requirements`` lists them) still
-    allow: pins for ``lock --keep``, so that a changed requirement moves only what it must."""
+    allow: pins for ``lock --keep``, so that a changed requirement moves only what it must.
+    ``needs`` (``dependencies`` of a resolution of the requirements as they are now): what a
+    moved or new requirement needs, at any depth, moves with it (a raised boto3 needs its
+    botocore, which no requirement names: kept, it would make the resolution impossible)."""
     from packaging.requirements import Requirement  # pytest's dependency: in dev.lock
 
     wanted: dict[str, list[Any]] = {}
     for text in requirements:
         requirement = Requirement(text.split("] ", 1)[1] if text.startswith("[") else text)
         wanted.setdefault(normalize(requirement.name), []).append(requirement.specifier)
-    return {name: version for name, version in pins(lock).items()
-            if all(spec.contains(version, prereleases=True)
-                   for spec in wanted.get(name, []))}  # fmt: skip
+    pinned = pins(lock)
+    moved = {name for name, version in pinned.items()
+             if not all(spec.contains(version, prereleases=True)
+                        for spec in wanted.get(name, []))}  # fmt: skip
+    moved |= set(wanted) - set(pinned) - {PROJECT}  # a new requirement (not the project's own)
+    todo = list(moved)
+    while needs is not None and todo:
+        for name in needs.get(todo.pop(), set()) - moved:
+            moved.add(name)
+            todo.append(name)
+    return {name: version for name, version in pinned.items() if name not in moved}
+
+
+def dependencies(entries: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """``{name: the names it requires}`` of a pip report's entries (markers and extras aside:
+    every name it may need)."""
+    from packaging.requirements import Requirement
+
+    return {normalize(e["metadata"]["name"]):
+            {normalize(Requirement(r).name) for r in e["metadata"].get("requires_dist") or []}
+            for e in entries}  # fmt: skip
 
 
 def _constraints(path: Path, versions: dict[str, str]) -> list[str]:
+    if not versions:
+        return []
     path.write_text("".join(f"{name}=={version}\n" for name, version in versions.items()))
     return ["-c", str(path)]
 
 
+def _resolve_keeping(args: list[str], lock: Path | None, requirements: list[str],
+                     fixed: dict[str, str]) -> list[dict[str, Any]]:  # fmt: skip
+    """pip's resolution of ``args`` with ``fixed`` pinned and, given a ``lock``, its pins kept
+    where the requirements and what they need now allow (``kept``); without them when even
+    those conflict (a kept pin that a moved distribution's new version excludes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = _resolve([*_constraints(Path(tmp) / "fixed.txt", fixed), *args])
+        if lock is None or not lock.is_file():
+            return fresh
+        versions = kept(lock, requirements, dependencies(fresh)) | fixed
+        try:
+            return _resolve([*_constraints(Path(tmp) / "kept.txt", versions), *args])
+        except subprocess.CalledProcessError:
+            print(f"{lock.name}: its pins conflict with the requirements; resolved afresh",
+                  file=sys.stderr)  # fmt: skip
+            return fresh
+
+
 def write_runtime_lock(keep: bool = False) -> None:
     """``keep``: what the lock pins stays where pyproject.toml still allows it (``kept``)."""
-    with tempfile.TemporaryDirectory() as target, tempfile.TemporaryDirectory() as tmp:
-        old = {}
-        if keep and RUNTIME_LOCK.is_file():
-            old = kept(RUNTIME_LOCK, runtime_requirements())
-        constraints = _constraints(Path(tmp) / "kept.txt", old) if old else []
-        entries = _resolve(["--target", target, *pip_platform_args(), *constraints,
-                            *runtime_requirements()])  # fmt: skip
+    with tempfile.TemporaryDirectory() as target:
+        entries = _resolve_keeping(["--target", target, *pip_platform_args(),
+                                    *runtime_requirements()],
+                                   RUNTIME_LOCK if keep else None, runtime_requirements(), {})
     RUNTIME_LOCK.parent.mkdir(exist_ok=True)
     RUNTIME_LOCK.write_text(_render(entries, [
         "The Lambda layer: [project].dependencies of pyproject.toml for the functions' runtime,",
@@ -170,12 +209,8 @@ def write_runtime_lock(keep: bool = False) -> None:
 
 def write_dev_lock(keep: bool = False) -> None:
     """The runtime lock's versions, and with ``keep`` the dev lock's where still allowed."""
-    versions = pins(RUNTIME_LOCK)
-    if keep and DEV_LOCK.is_file():
-        versions = kept(DEV_LOCK, dev_requirements()) | versions
-    with tempfile.TemporaryDirectory() as tmp:
-        constraints = _constraints(Path(tmp) / "runtime.txt", versions)
-        entries = _resolve([*constraints, f".[{','.join(DEV_EXTRAS)}]"])
+    entries = _resolve_keeping([f".[{','.join(DEV_EXTRAS)}]"], DEV_LOCK if keep else None,
+                               dev_requirements(), pins(RUNTIME_LOCK))  # fmt: skip
     DEV_LOCK.write_text(_render(entries, [
         f"Development: the project with its {' and '.join(DEV_EXTRAS)} extras, for "
         f"{dev_target()}",

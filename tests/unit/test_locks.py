@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,80 @@ def test_the_pynamodb_pin_stays_below_the_next_minor():
     spec = next(r for r in locks.runtime_requirements() if r.startswith("pynamodb"))
     assert "<6.2" in spec
     assert locks.pins(locks.RUNTIME_LOCK)["pynamodb"].startswith("6.1.")
+
+
+class FakeIndex:
+    """pip's resolution over a few releases (``_resolve``'s contract: its arguments, the report's
+    install entries; CalledProcessError when the requirements and constraints conflict)."""
+
+    RELEASES = {  # name: {version: its requirements}
+        "boto3": {"1.44.7": ["botocore==1.44.7", "jmespath>=1.0"],
+                  "1.44.8": ["botocore==1.44.8", "jmespath>=1.0"]},
+        "botocore": {"1.44.7": ["jmespath>=1.0"], "1.44.8": ["jmespath>=1.0"]},
+        "jmespath": {"1.0.1": [], "1.1.0": []},
+        "requests": {"2.31.0": [], "2.32.0": []},
+    }  # fmt: skip
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def resolve(self, args: list[str]) -> list[dict]:
+        import itertools
+        import subprocess
+
+        from packaging.requirements import Requirement
+        from packaging.version import Version
+
+        self.calls += 1
+        wanted, options = [], iter(args)
+        for arg in options:
+            if arg == "-c":
+                wanted += [Requirement(x) for x in Path(next(options)).read_text().split()]
+            elif arg in ("--target", "--platform", "--python-version", "--implementation"):
+                next(options)
+            elif not arg.startswith("-"):
+                wanted.append(Requirement(arg))
+        names = sorted(self.RELEASES)
+        combos = itertools.product(*(sorted(self.RELEASES[n], key=Version, reverse=True)
+                                     for n in names))  # fmt: skip
+        for combo in combos:  # the newest that holds
+            chosen = dict(zip(names, combo, strict=True))
+            needs = wanted + [Requirement(r) for n in names for r in self.RELEASES[n][chosen[n]]]
+            if all(r.specifier.contains(chosen[r.name]) for r in needs):
+                return [{"metadata": {"name": n, "version": v,
+                                      "requires_dist": self.RELEASES[n][v]},
+                         "download_info": {"archive_info": {"hashes": {"sha256": "0" * 64}}}}
+                        for n, v in chosen.items()]  # fmt: skip
+        raise subprocess.CalledProcessError(1, ["pip", "install", *args])
+
+
+def test_lock_keep_moves_what_a_raised_floor_needs_with_it(tmp_path, monkeypatch):
+    # boto3's floor raised past the locked 1.44.7: boto3 1.44.8 needs botocore 1.44.8, which
+    # no requirement of pyproject.toml names, so its pin is "still allowed"; kept, it makes
+    # the resolution impossible and `lock --keep` fails where `lock` works. What nothing
+    # moved needs (requests) stays.
+    lock = tmp_path / "runtime.lock"
+    lock.write_text("# header\n" + "".join(
+        f"{name}=={version} \\\n    --hash=sha256:{'0' * 64}\n"
+        for name, version in (("boto3", "1.44.7"), ("botocore", "1.44.7"),
+                              ("jmespath", "1.0.1"), ("requests", "2.31.0"))))  # fmt: skip
+    monkeypatch.setattr(locks, "RUNTIME_LOCK", lock)
+    monkeypatch.setattr(locks, "runtime_requirements", lambda: ["boto3>=1.44.8", "requests>=2.31"])
+    monkeypatch.setattr(locks, "_resolve", FakeIndex().resolve)
+    locks.write_runtime_lock(keep=True)
+    assert locks.pins(lock) | {"jmespath": "?"} == {
+        "boto3": "1.44.8", "botocore": "1.44.8", "jmespath": "?", "requests": "2.31.0"}
+
+
+def test_lock_keep_of_the_dev_lock_does_not_move_everything_the_project_needs():
+    # The dev extras name the project itself ("vdq[local]"), which no lock pins: it is not a
+    # new requirement whose needs (every dependency of the project) move with it.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lock = Path(tmp) / "dev.lock"
+        pinned = (("boto3", "1.44.7"), ("pytest", "8.4.0"))
+        lock.write_text("".join(f"{n}=={v} \\\n    --hash=sha256:{'0' * 64}\n" for n, v in pinned))
+        needs = {"vdq": {"boto3", "pytest"}, "boto3": set(), "pytest": set()}
+        assert locks.kept(lock, ["boto3>=1.35", "[dev] vdq[local]", "[dev] pytest>=8"],
+                          needs) == {"boto3": "1.44.7", "pytest": "8.4.0"}  # fmt: skip
