@@ -229,7 +229,7 @@ def _on_time(arrivals: list[float], gap: float, phase: float, path: float,
     """How many of the high items the full rate's slots (every ``gap`` s from ``phase``) can
     send within ``limit`` of their enqueue: each slot to the oldest ready item that can still
     make it (an item past it is sent after all, in a slot no such item wants: not counted)."""
-    met, i, waiting, slot = 0, 0, deque(), -math.inf
+    met, i, waiting, slot = 0, 0, deque[float](), -math.inf
     while i < len(arrivals) or waiting:
         if not waiting:
             slot = max(slot, phase + math.ceil((arrivals[i] + path - phase) / gap - 1e-9) * gap)
