@@ -93,7 +93,10 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         # lines (start, report) once per invocation; X-Ray: the sampled share of invocations.
         usage["log_bytes"] += t.get("log_bytes", 0) + a["lambda_platform_log_bytes"] * share
         usage["traces"] += a["xray_sampled_share"] * share
-        usage["wru"] += t["dynamodb_write_units"] + t["dynamodb_index_write_units"]
+        # The pace record's units are the batch's (one reservation of all its slots).
+        pace = t.get("dynamodb_pace_write_units", 0.0)
+        usage["wru"] += (t["dynamodb_write_units"] - pace + pace * share
+                         + t["dynamodb_index_write_units"])  # fmt: skip
         usage["rru"] += t["dynamodb_read_units"]
         billed = t.get("billed", {})
         usage["sqs"] += billed.get("sqs", 0)

@@ -95,6 +95,9 @@ class Tally:
     billed: _Counter = field(default_factory=_Counter)  # service -> billed units (64 KB chunks)
     rows: _Counter = field(default_factory=_Counter)  # "items" / "index" -> DynamoDB rows read
     log_bytes: int = 0  # what the handlers wrote to their log (stdout) at the deployed level
+    # Of ``wru``, those of the pace records: a send invocation reserves its whole batch's slots
+    # in one request (vdq.batchplan), so a full batch shares them (bench.cost).
+    pace_wru: float = 0.0
 
     def by_service(self) -> dict[str, int]:
         out: _Counter = _Counter()
@@ -109,12 +112,14 @@ class Tally:
         return {"requests": self.operations(), "by_service": self.by_service(),
                 "dynamodb_write_units": self.wru, "dynamodb_index_write_units": self.gsi_wru,
                 "dynamodb_read_units": self.rru, "item_sizes": self.sizes,
-                "billed": dict(self.billed), "log_bytes": self.log_bytes}  # fmt: skip
+                "billed": dict(self.billed), "log_bytes": self.log_bytes,
+                "dynamodb_pace_write_units": self.pace_wru}  # fmt: skip
 
     def add(self, other: Tally) -> None:
         self.requests.update(other.requests)
         self.billed.update(other.billed)
         self.wru += other.wru
+        self.pace_wru += other.pace_wru
         self.gsi_wru += other.gsi_wru
         self.rru += other.rru
         self.log_bytes += other.log_bytes
@@ -220,13 +225,17 @@ class Counter:
             size = max(item_size(before or {}), item_size(after or {}))
             if before is None and after is None:
                 continue
-            tally.wru += factor * max(1, math.ceil(size / 1024))
+            units = factor * max(1, math.ceil(size / 1024))
+            tally.wru += units
+            if str(key.get("pk", {}).get("S", "")).startswith(PACE_PREFIX):
+                tally.pace_wru += units
             tally.gsi_wru += _index_writes(before, after)
             _note_size(tally, after or before)
         tally.rru += _read_units(model.name, parsed)
 
 
 CHUNK = 65_536
+PACE_PREFIX = "PACE#"  # vdq.store.pacing.pace_pk
 
 
 def billed_units(service: str, operation: str, params: dict[str, Any]) -> int:

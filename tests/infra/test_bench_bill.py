@@ -58,3 +58,12 @@ def test_storage_is_a_line_for_the_retention_and_provider_fees_are_rows_outside_
     assert sms["ses_fee"] is None and sms["twilio_fee"] > 0
     text = bill.table_text({"email": billed, "sms": sms})
     assert "SES's own fee" in text and "(outside the total)" in text
+
+
+def test_a_full_batch_shares_its_pace_reservation_and_a_batch_of_one_pays_it_whole():
+    send = requests.Tally()
+    send.wru, send.pace_wru = 7.0, 1.0  # of which the pace record's slot: one UpdateItem
+    journey = [cost.Invocation("send", send.as_json(), queue="send")]
+    volume = cost.journey_cost(journey, fill=10)["_usage_per_message"]
+    trickle = cost.journey_cost(journey, fill=1)["_usage_per_message"]
+    assert volume["wru"] == 6.1 and trickle["wru"] == 7.0
