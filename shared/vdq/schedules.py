@@ -209,7 +209,8 @@ def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
 
 
 def email_timeouts(runtime: Runtime, report: Report) -> None:
-    """Awaiting emails whose window (from SES's acceptance) passed with no final event."""
+    """Awaiting emails whose window (from the claim that sent them (await_email), or
+    from SES's acceptance for one that awaited before this) passed with no final event."""
     hours = runtime.settings.email_timeout_hours
     window_start = iso(runtime.clock.now() - timedelta(hours=hours))
     for item_id in due(TIMER_EMAIL_AWAIT, window_start, runtime, SWEEP_BATCH):

@@ -9,6 +9,7 @@ from tests.support.operator import (
     allow_any_permission_set,
     call,
     dynamodb_requests,
+    email,
     groups_for,
     move,
     sms,
@@ -85,6 +86,32 @@ def test_a_transition_with_no_source_in_the_state_is_a_409_naming_it(
         assert answer.status == 409 and answer.code == "invalid_transition"
         assert answer.body["error"]["details"]["state"] == state
         assert repr(state) in answer.body["error"]["message"]
+
+
+def test_the_409_for_an_awaiting_email_names_when_its_timeout_moves_it(aws, runtime):
+    # SES's acceptance leaves the claim's lease timer on the email (vdq.schedules.await_email
+    # moves it to the email timeout's, keyed on the claim, once the lease passes): the time the
+    # refusal names is the claim's plus the timeout, before and after that move, not the
+    # lease's end plus the timeout.
+    from datetime import timedelta
+
+    from vdq import schedules
+    from vdq.clock import iso, parse_iso
+
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    move(runtime, item.id, "await", provider_id="0100-ses-hint")
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.timer_pk.startswith("lease#")
+    hours = runtime.settings.email_timeout_hours
+    until = iso(parse_iso(stored.claimed_at) + timedelta(hours=hours))
+    answer = _transition(item.id, "cancel")
+    assert answer.status == 409
+    assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
+    runtime.clock.advance(runtime.settings.lease_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    answer = _transition(item.id, "cancel")
+    assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
 
 
 def test_retry_starts_a_new_attempt_clears_delay_and_result_and_publishes(aws, runtime):
