@@ -105,13 +105,21 @@ def due(kind: str, before: str, runtime: Runtime, limit: int,
         lane: str | None = None) -> list[str]:  # fmt: skip
     """Ids of items whose ``kind`` timer (in ``lane``: publish timers) is below ``before``,
     oldest first, across shards."""
+    return [item_id for item_id, _ in due_rows(kind, before, runtime, limit, lane)]
+
+
+def due_rows(kind: str, before: str, runtime: Runtime, limit: int, lane: str | None = None,
+             after: str | None = None) -> list[tuple[str, str]]:  # fmt: skip
+    """(id, timer key) of the ``limit`` oldest ``kind`` timers below ``before`` (and past the
+    key ``after``: a cursor), across shards. Every timer of those shards between ``after``
+    and the last key returned is among them."""
     store, shards = runtime.store, runtime.settings.index_shards
     rows = []
     for k in range(shards):
         rows.extend(store.query_index(resources.TIMERS_INDEX,
                                       shard_timer_partition(kind, k, lane), below=before,
-                                      limit=limit))  # fmt: skip
-    return [item_id for item_id, _ in heapq.nsmallest(limit, rows, key=lambda r: r[1])]
+                                      start_after=after, limit=limit))  # fmt: skip
+    return heapq.nsmallest(limit, rows, key=lambda r: r[1])
 
 
 def _timer_due(item: QueueItemRecord, kind: str, before: str, runtime: Runtime) -> bool:
@@ -245,15 +253,22 @@ def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Rep
 
 
 def lease_sweep(runtime: Runtime, report: Report) -> None:
+    """Up to LEASE_PAGES pages of passed lease timers, each page read on from the last key of
+    the one before: the index is eventually consistent, so a page just handled can still be
+    in it (and an item whose step failed stays until the next run), and a stuck send behind
+    them must still be reached."""
     now = iso(runtime.clock.now())
     seen: set[str] = set()
+    after: str | None = None
     for _ in range(LEASE_PAGES):
-        page = [i for i in due(TIMER_LEASE, now, runtime, SWEEP_BATCH) if i not in seen]
-        for item_id in page:
-            _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
-        seen.update(page)
-        if not page:
+        rows = due_rows(TIMER_LEASE, now, runtime, SWEEP_BATCH, after=after)
+        if not rows:
             return
+        after = rows[-1][1]
+        for item_id, _ in rows:
+            if item_id not in seen:
+                seen.add(item_id)
+                _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
 
 
 def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> None:

@@ -249,6 +249,40 @@ def test_one_run_moves_more_awaiting_emails_than_a_page_and_still_reaches_a_stuc
     assert state(runtime, stuck) == "errored"
 
 
+def test_a_lagging_timers_index_does_not_end_the_lease_sweep_before_a_stuck_send(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    # The index is eventually consistent: right after a page of awaiting emails moved to
+    # their timeout's timer, a query can still return their lease entries. The next page must
+    # read on past them (they are handled), not stop the run at a page of entries it has seen
+    # while passed leases wait behind them.
+    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{n}") for n in range(3)]
+    clock.advance(1)
+    stuck = to_sending(new_email(runtime), runtime)
+    clock.advance(runtime.settings.lease_seconds + 1)
+    store = runtime.store
+    query = store.query_index
+    snapshot: dict[str, list[tuple[str, str]]] = {}
+
+    def lagging(index, partition, *, start_after=None, below=None, descending=False,
+                limit=100):  # fmt: skip
+        if not partition.startswith("lease#"):
+            return query(index, partition, start_after=start_after, below=below,
+                         descending=descending, limit=limit)  # fmt: skip
+        if partition not in snapshot:  # what the index holds as the run starts, for the run
+            snapshot[partition] = query(index, partition, below="~", limit=1000)
+        rows = [r for r in snapshot[partition]
+                if (below is None or r[1] < below)
+                and (start_after is None or r[1] > start_after)]  # fmt: skip
+        return rows[:limit]
+
+    monkeypatch.setattr(store, "query_index", lagging)
+    counts = schedules.run(["sweep"], runtime)
+    assert counts == {"lease_email_awaits": 3, "lease_moved": 1}
+    assert all(state(runtime, w) == "awaiting" for w in waiting)
+    assert state(runtime, stuck) == "errored"
+
+
 # ---- re-publish sweep ------------------------------------------------------------------------
 
 

@@ -129,21 +129,34 @@ class Items(BatchWrites, Expiring):
         """(item id, sort key) pairs of one index partition, in sort-key order.
 
         Sort keys end in the item id, so they are unique and ``start_after`` (exclusive, in the
-        order of reading) is a cursor. ``below`` bounds an ascending read from above.
+        order of reading) is a cursor. ``below`` bounds an ascending read from above (with
+        ``start_after``: the rows between the two).
         """
         if start_after is not None and below is not None:
-            raise ValueError("query_index takes start_after or below, not both")
-        gsi = {
-            resources.ACTIVE_INDEX.name: QueueItemRecord.active_index,
-            resources.SENT_INDEX.name: QueueItemRecord.sent_index,
-            resources.TIMERS_INDEX.name: QueueItemRecord.timers_index,
-        }[index.name]
+            if descending:
+                raise ValueError("query_index bounds a descending read by start_after only")
+            # One key condition per sort key: BETWEEN is inclusive, and the cursor's own row
+            # (read again) is dropped; ``below`` is a time, which no key (time#id) equals.
+            rows = self._query(index, partition,
+                               getattr(QueueItemRecord, index.sort_key).between(start_after,
+                                                                                 below),
+                               descending=False, limit=limit + 1)  # fmt: skip
+            return [r for r in rows if r[1] not in (start_after, below)][:limit]
         sort_attr = getattr(QueueItemRecord, index.sort_key)
         condition = None
         if start_after is not None:
             condition = sort_attr < start_after if descending else sort_attr > start_after
         elif below is not None:
             condition = sort_attr < below
+        return self._query(index, partition, condition, descending=descending, limit=limit)
+
+    def _query(self, index: resources.IndexSpec, partition: str, condition: Any, *,
+               descending: bool, limit: int) -> list[tuple[str, str]]:  # fmt: skip
+        gsi = {
+            resources.ACTIVE_INDEX.name: QueueItemRecord.active_index,
+            resources.SENT_INDEX.name: QueueItemRecord.sent_index,
+            resources.TIMERS_INDEX.name: QueueItemRecord.timers_index,
+        }[index.name]
         rows = gsi.query(
             partition, condition, scan_index_forward=not descending, limit=limit, page_size=limit
         )
