@@ -283,6 +283,56 @@ def test_a_lagging_timers_index_does_not_end_the_lease_sweep_before_a_stuck_send
     assert state(runtime, stuck) == "errored"
 
 
+def _ses(name, item, message_id):
+    answer = webhook.handler(sqs_event(ses_event(name, message_id=message_id, item_id=item.id)),
+                             LambdaContext())  # fmt: skip
+    assert answer == {"batchItemFailures": []}, answer
+
+
+def test_an_email_ses_accepted_after_its_worker_died_awaits_on_its_lease_then_times_out(
+        aws, runtime, clock):  # fmt: skip
+    # The worker died after SES took the message: SES's Send event moves the sending item to
+    # awaiting (its lease timer kept), and the sweep moves the timer rather than erroring it.
+    item = to_sending(new_email(runtime), runtime)
+    clock.advance(runtime.settings.lease_seconds + 5)  # the Send event comes after the lease
+    _ses("send", item, "M-5")
+    assert state(runtime, item) == "awaiting"
+    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    assert runtime.store.get_item(item.id).timer_sk == f"{item.claimed_at}#{item.id}"
+    clock.advance(runtime.settings.email_timeout_hours * HOUR)
+    assert schedules.run(["sweep"], runtime) == {"email_timeout_moved": 1}
+
+
+@pytest.mark.parametrize("first", ["sweep", "delivery"])
+def test_a_delivery_racing_the_move_of_the_timer_leaves_the_email_succeeded_with_no_timer(
+        aws, runtime, clock, monkeypatch, first):  # fmt: skip
+    item = to_awaiting(new_email(runtime), runtime, "M-6")
+    clock.advance(runtime.settings.lease_seconds + 1)
+    store = runtime.store
+    if first == "delivery":  # between the sweep's read and its conditional move
+        move = store.move_timer
+
+        def racing(*args):
+            _ses("delivery", item, "M-6")
+            return move(*args)
+
+        monkeypatch.setattr(store, "move_timer", racing)
+        assert schedules.run(["sweep"], runtime) == {}
+    else:  # between the Delivery's read and its commit
+        commit, ran = store.commit, []
+
+        def racing(*args, **kwargs):
+            if not ran:
+                ran.append(schedules.run(["sweep"], runtime))
+            return commit(*args, **kwargs)
+
+        monkeypatch.setattr(store, "commit", racing)
+        _ses("delivery", item, "M-6")
+        assert ran == [{"lease_email_awaits": 1}]
+    stored = store.get_item(item.id)
+    assert (stored.state, stored.timer_pk) == ("succeeded", None)
+
+
 # ---- re-publish sweep ------------------------------------------------------------------------
 
 
