@@ -56,8 +56,8 @@ STATE_TEXT = (
     "Where an item is in the workflow: `queued` (waiting for a worker), `sending` (a worker "
     "is sending it), `awaiting` (the provider took it; waiting for the outcome), `delayed` "
     "(a transient failure; retried automatically after retry_delay), `errored` (failed; an "
-    "operator may retry or cancel it); done: `succeeded`, `cancelled`, `unconfirmed` (an SMS "
-    "whose outcome never came)."
+    "operator may retry or cancel it); done: `succeeded`, `cancelled`, `unconfirmed` (no final "
+    "outcome came from the provider within the SMS or email timeout)."
 )
 SUCCESS = {
     "postEmails": "The items queued, one per distinct receiver.",
