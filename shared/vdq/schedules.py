@@ -27,6 +27,7 @@ race) is logged and the run goes on.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,9 @@ SWEEP_BATCH = 200  # items per timer kind per run
 # so a run reads the next page behind them, up to this many (a sending item is never hidden
 # behind more than LEASE_PAGES x SWEEP_BATCH awaiting emails a minute).
 LEASE_PAGES = 10
+# Pages of passed email timeouts a run goes through (each a transaction and a look for orphan
+# events): 1,000 a minute, so that lost SES events at volume do not outgrow the sweep.
+EMAIL_TIMEOUT_PAGES = 5
 LEASE_RESULT = (
     "outcome unknown: the send attempt did not finish within its lease of {s} s; "
     "the provider may have accepted the message, so a retry may send it twice"
@@ -221,8 +225,8 @@ def email_timeouts(runtime: Runtime, report: Report) -> None:
     from SES's acceptance for one that awaited before this) passed with no final event."""
     hours = runtime.settings.email_timeout_hours
     window_start = iso(runtime.clock.now() - timedelta(hours=hours))
-    for item_id in due(TIMER_EMAIL_AWAIT, window_start, runtime, SWEEP_BATCH):
-        _guard(report, item_id, lambda i=item_id: timeout_email(i, window_start, runtime, report))
+    sweep_pages(TIMER_EMAIL_AWAIT, window_start, EMAIL_TIMEOUT_PAGES, runtime, report,
+                lambda i: timeout_email(i, window_start, runtime, report))  # fmt: skip
 
 
 def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Report) -> None:
@@ -258,17 +262,25 @@ def lease_sweep(runtime: Runtime, report: Report) -> None:
     in it (and an item whose step failed stays until the next run), and a stuck send behind
     them must still be reached."""
     now = iso(runtime.clock.now())
+    sweep_pages(TIMER_LEASE, now, LEASE_PAGES, runtime, report,
+                lambda i: expire_lease(i, now, runtime, report))  # fmt: skip
+
+
+def sweep_pages(kind: str, before: str, pages: int, runtime: Runtime, report: Report,
+                act: Callable[[str], None]) -> None:  # fmt: skip
+    """``act`` on each item whose ``kind`` timer passed ``before``, oldest first, up to
+    ``pages`` pages of SWEEP_BATCH, each page read on from the last key of the one before."""
     seen: set[str] = set()
     after: str | None = None
-    for _ in range(LEASE_PAGES):
-        rows = due_rows(TIMER_LEASE, now, runtime, SWEEP_BATCH, after=after)
+    for _ in range(pages):
+        rows = due_rows(kind, before, runtime, SWEEP_BATCH, after=after)
         if not rows:
             return
         after = rows[-1][1]
         for item_id, _ in rows:
             if item_id not in seen:
                 seen.add(item_id)
-                _guard(report, item_id, lambda i=item_id: expire_lease(i, now, runtime, report))
+                _guard(report, item_id, lambda i=item_id: act(i))
 
 
 def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> None:

@@ -290,6 +290,16 @@ def _ses(name, item, message_id):
     assert answer == {"batchItemFailures": []}, answer
 
 
+def test_one_run_times_out_more_awaiting_emails_than_a_page(aws, runtime, clock, monkeypatch):
+    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    items = [to_awaiting(new_email(runtime), runtime, f"M-T{n}") for n in range(7)]
+    clock.advance(runtime.settings.lease_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 7}
+    clock.advance(runtime.settings.email_timeout_hours * HOUR)
+    assert schedules.run(["sweep"], runtime) == {"email_timeout_moved": 7}
+    assert {state(runtime, item) for item in items} == {"unconfirmed"}
+
+
 def test_an_email_ses_accepted_after_its_worker_died_awaits_on_its_lease_then_times_out(
         aws, runtime, clock):  # fmt: skip
     # The worker died after SES took the message: SES's Send event moves the sending item to
