@@ -46,6 +46,7 @@ from vdq.transitions import (
     TIMER_PUBLISH,
     Step,
     apply,
+    email_wait_since,
     publish_send,
     send_entry,
     shard_timer_partition,
@@ -308,8 +309,7 @@ def await_email(item: QueueItemRecord, runtime: Runtime, report: Report) -> None
     moves to the email timeout's, keyed on its claim (conditional on the item and timer as
     read: a final event or another sweep first wins)."""
     partition = timer_partition(TIMER_EMAIL_AWAIT, item.id, runtime.settings.index_shards)
-    since = item.claimed_at or item.updated_at
-    if runtime.store.move_timer(item, partition, f"{since}#{item.id}"):
+    if runtime.store.move_timer(item, partition, f"{email_wait_since(item)}#{item.id}"):
         report.add("lease_email_awaits")
 
 

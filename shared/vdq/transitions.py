@@ -114,6 +114,15 @@ TIMER_AWAIT = "await"  # an awaiting SMS: keyed on done_since (the seed's window
 TIMER_EMAIL_AWAIT = "mailwait"
 
 
+def email_wait_since(item: QueueItemRecord) -> str:
+    """When an awaiting email's timeout window began: its ``mailwait`` timer's key (the claim,
+    or SES's acceptance for an email that awaited before the lease timer stayed), else (still
+    on the claim's lease timer) its claim."""
+    if (item.timer_pk or "").startswith(f"{TIMER_EMAIL_AWAIT}#") and item.timer_sk:
+        return item.timer_sk.split("#")[0]
+    return item.claimed_at or item.updated_at
+
+
 def clip_result(text: str | None) -> str | None:
     if text is None or len(text) <= MAX_RESULT:
         return text

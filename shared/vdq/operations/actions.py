@@ -15,7 +15,7 @@ from vdq.observability import logger
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
-from vdq.transitions import TIMER_EMAIL_AWAIT, Step, apply, history_entry
+from vdq.transitions import Step, apply, email_wait_since, history_entry
 from vdq.views import item_json
 from vdq.workflow import State
 
@@ -28,13 +28,8 @@ def awaiting_hint(item: QueueItemRecord, runtime: Runtime) -> str:
     s = runtime.settings
     if item.method == "sms":
         start, hours = item.done_since, s.twilio_sms_timeout_hours
-    elif (item.timer_pk or "").startswith(f"{TIMER_EMAIL_AWAIT}#"):
-        # Keyed on the claim (vdq.schedules.await_email), or on SES's acceptance for an email
-        # that awaited before the timer stayed the lease's.
-        start, hours = (item.timer_sk or item.updated_at).split("#")[0], s.email_timeout_hours
     else:
-        # Still on the claim's lease timer: the lease sweep keys its timeout on the claim.
-        start, hours = item.claimed_at or item.updated_at, s.email_timeout_hours
+        start, hours = email_wait_since(item), s.email_timeout_hours
     until = iso(parse_iso(start) + timedelta(hours=hours))
     return (f"the provider has the message; a final status moves it on, and without one it "
             f"becomes unconfirmed at {until} (the {hours:g}-hour timeout)")
