@@ -237,13 +237,20 @@ def test_an_email_with_no_final_event_is_unconfirmed_its_timeout_after_the_claim
     assert state(runtime, item) == "unconfirmed"
 
 
+def _awaiting_then_stuck(runtime, clock, monkeypatch, n):
+    """Pages of 3; ``n`` emails SES accepted, then a send whose worker died, all past their
+    lease (the send's passed after theirs)."""
+    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{k}") for k in range(n)]
+    clock.advance(1)
+    stuck = to_sending(new_email(runtime), runtime)
+    clock.advance(runtime.settings.lease_seconds + 1)
+    return waiting, stuck
+
+
 def test_one_run_moves_more_awaiting_emails_than_a_page_and_still_reaches_a_stuck_send(
         aws, runtime, clock, monkeypatch):  # fmt: skip
-    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
-    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{n}") for n in range(7)]
-    clock.advance(1)
-    stuck = to_sending(new_email(runtime), runtime)  # its lease passes after theirs
-    clock.advance(runtime.settings.lease_seconds + 1)
+    waiting, stuck = _awaiting_then_stuck(runtime, clock, monkeypatch, 7)
     counts = schedules.run(["sweep"], runtime)
     assert counts == {"lease_email_awaits": 7, "lease_moved": 1}
     assert all(state(runtime, w) == "awaiting" for w in waiting)
@@ -256,11 +263,7 @@ def test_a_lagging_timers_index_does_not_end_the_lease_sweep_before_a_stuck_send
     # their timeout's timer, a query can still return their lease entries. The next page must
     # read on past them (they are handled), not stop the run at a page of entries it has seen
     # while passed leases wait behind them.
-    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
-    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{n}") for n in range(3)]
-    clock.advance(1)
-    stuck = to_sending(new_email(runtime), runtime)
-    clock.advance(runtime.settings.lease_seconds + 1)
+    waiting, stuck = _awaiting_then_stuck(runtime, clock, monkeypatch, 3)
     store = runtime.store
     query = store.query_index
     snapshot: dict[str, list[tuple[str, str]]] = {}
