@@ -156,7 +156,8 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
             write.set["provider_id"] = provider_id
         try:
             if len(write.set) == 1:
-                store.append_history([entry], mark=mark, expiration=current.expiration)
+                store.append_history([entry], mark=mark, expiration=current.expiration,
+                                     item=current)  # fmt: skip
             else:
                 store.commit(current, write, [entry], mark=mark,
                              provider_id=provider_id if mapped else None,

@@ -270,7 +270,7 @@ def apply(
                 raise
             try:
                 store.append_history([_entry(current, step, now, "late", None)], mark=mark,
-                                     expiration=current.expiration)  # fmt: skip
+                                     expiration=current.expiration, item=current)  # fmt: skip
             except Duplicate:
                 return Outcome("duplicate", current, before)
             logger.info("late %s for %s in %s recorded", step.transition, current.id, before)

@@ -7,6 +7,7 @@ import base64
 import json
 
 import boto3
+import pytest
 from functions.schedule import handler as schedule
 
 from tests.support.aws import stream_records
@@ -75,12 +76,27 @@ def test_the_done_transition_writes_the_expiration_on_the_item_and_its_history(a
     done = int(stored.expiration)
     assert done == retention.expiration_at(clock.now(), runtime.settings)
     assert done == int(retention.expiration_at(_parsed(stored.done_at), runtime.settings))
+    # Its history rides on the state item, so it expires with it: no record of its own.
+    assert records_of(aws, item_pk(item.id)) == {"STATE": done}
+    assert [h.name for h in runtime.store.history(item.id)] == ["send", "succeed"]
+
+
+def test_the_done_transition_stamps_its_history_record_when_the_state_item_is_full(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    import vdq.store.items
+
+    monkeypatch.setattr(vdq.store.items, "RECENT_LIMIT", 0)  # every entry is a record
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send", "succeed")
+    done = expected(runtime, item.id)
     history = records_of(aws, item_pk(item.id))
     [succeed_sk] = [sk for sk in history if sk.startswith("H#")
                     and runtime.store.history(item.id)[-1].sk == sk]
     assert history[succeed_sk] == done  # written in the same transaction
     # The history of the send, written before the item was done, waits for the stream.
     assert None in history.values()
+    assert run_stream(aws)["expiring"] == 1
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
 
 
 def _parsed(text):
@@ -143,7 +159,13 @@ def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, run
     assert runtime.store.get_item(item.id).expiration is not None
 
 
-def test_records_written_while_done_carry_the_expiration(aws, runtime):
+@pytest.mark.parametrize("on_state", [True, False], ids=["on-the-state-item", "records"])
+def test_history_written_while_done_carries_the_expiration(aws, runtime, monkeypatch,
+                                                           on_state):  # fmt: skip
+    import vdq.store.items
+
+    if not on_state:
+        monkeypatch.setattr(vdq.store.items, "RECENT_LIMIT", 0)  # every entry is a record
     [item] = sms(runtime)
     move(runtime, item.id, "send", "error")
     call("transition", params={"id": item.id, "name": "cancel"}, query={})
@@ -153,7 +175,11 @@ def test_records_written_while_done_carry_the_expiration(aws, runtime):
     apply(item.id, Step("succeed", actor="vdq", source="provider", event_id="ev-1"), runtime)
     apply(item.id, Step("timeout", actor="vdq", late="record", event_id="ev-2"), runtime)
     new = {sk: e for sk, e in records_of(aws, item_pk(item.id)).items() if sk not in before}
-    assert len(new) >= 2 and set(new.values()) == {done}
+    if on_state:  # the state item, which has the expiration, holds them
+        assert new == {} and records_of(aws, item_pk(item.id))["STATE"] == done
+        assert [h.name for h in runtime.store.history(item.id)][-2:] == ["succeed", "timeout"]
+    else:
+        assert len(new) >= 2 and set(new.values()) == {done}
 
 
 def test_lists_and_reads_hide_an_expired_item_before_it_is_deleted(aws, runtime, clock):

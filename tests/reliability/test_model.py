@@ -44,6 +44,7 @@ from vdq.api import Caller
 from vdq.errors import VdqError
 from vdq.operations import actions
 from vdq.sendqueue import SendMessage
+from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
 from vdq.transitions import Step, apply
 
 SOAK = os.environ.get("VDQ_SOAK") == "1"
@@ -66,7 +67,9 @@ TWILIO_STATUSES = ["queued", "sent", "delivered", "undelivered", "failed"]
 PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]
 ADVANCE = [0.5, 20, 301, 1000]  # the lease is 300 s, the publish grace 900 s
 FLOOD = 20  # open/click events of one flood
-FLOOD_GROWTH = 240  # bytes a flood may add to the state item (a bound, not a mark per event)
+# Bytes a flood may add to the state item: its marks' share of the seen set (240), and the
+# entries the state item still has room for (vdq.store.history: a bound, not one per event).
+FLOOD_GROWTH = 240 + RECENT_LIMIT * (RECENT_ENTRY_BYTES + 1)
 FILE = {"filename": "invoice.pdf", "content_type": "application/pdf",
         "content_base64": "JVBERi0xLjQK"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +36,9 @@ from vdq.transitions import Step, apply, send_entry
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
 HOOKS: list[tuple[Any, str, Any]] = []  # (client, event, handler) registered by this module
+# Faults a test arms to fire once: each must have fired by the end of its test, so a change
+# of which request carries a write cannot turn a fault test into one that injects nothing.
+ARMED: list[tuple[str, list[int]]] = []
 
 
 def hook(client: Any, event: str, handler: Any) -> None:
@@ -58,6 +61,9 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             while HOOKS:
                 client, event, handler = HOOKS.pop()
                 client.meta.events.unregister(event, handler)
+            unfired = [what for what, left in ARMED if left[0] > 0]
+            ARMED.clear()
+        assert not unfired, f"armed faults that never fired: {unfired}"
 
 
 def dynamodb_client() -> Any:
@@ -94,13 +100,23 @@ def half_apply_batch_writes(keep: int) -> None:
     hook(client, "before-call.dynamodb.BatchWriteItem", answer)
 
 
-def throttle_once(operation: str, after: int = 0) -> None:
-    """The next ``operation`` on the table (past the first ``after``) is throttled
-    (ProvisionedThroughputExceeded)."""
+def writes_history(params: dict[str, Any]) -> bool:
+    """A state write that carries history entries on the state item (a transition's), not a
+    claim, a pace reservation or a timer move."""
+    return "recent" in str(params.get("body"))
+
+
+def throttle_once(operation: str, after: int = 0,
+                  when: Callable[[dict[str, Any]], bool] | None = None) -> None:  # fmt: skip
+    """The next ``operation`` on the table (past the first ``after``; of those ``when``
+    accepts) is throttled (ProvisionedThroughputExceeded)."""
     left = [1]
     passed = [after]
+    ARMED.append((f"throttle {operation}", left))
 
-    def answer(**_: Any) -> Any:
+    def answer(params: dict[str, Any], **_: Any) -> Any:
+        if when is not None and not when(params):
+            return None
         if passed[0] > 0:
             passed[0] -= 1
             return None
@@ -378,7 +394,7 @@ def test_a_late_callback_without_the_attempt_never_takes_over_a_later_attempt(en
 
 def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_the_same_key(env):
     """SQS refuses the new items' send messages (an SQS brown-out), so ``_publish`` moves each
-    item to errored; that TransactWriteItems is throttled once. The exception leaves
+    item to errored; that write is throttled once. The exception leaves
     ``enqueue_once`` after the items were stored: Powertools deletes the in-progress
     idempotency record, and the enqueue handler answers 500 "sending it again with the same
     Idempotency-Key is safe". The client does; the request runs again and stores every
@@ -394,7 +410,7 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
     body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
             "subject": "Hi", "text": "Text"}  # fmt: skip
     queue.fail = True
-    throttle_once("TransactWriteItems")
+    throttle_once("UpdateItem", when=writes_history)  # the move to errored, with its history
     try:  # the items are stored: an answer must not invite a retry that stores them again
         intake.submit("email", body, writer, rt, idempotency_key="order-42")
     except Exception as exc:
@@ -481,7 +497,7 @@ def test_a_transaction_conflict_on_the_shared_file_counter_does_not_fail_the_del
 
 def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_files(env):
     """A resend of a done email with a file: the copy is stored, SQS refuses its send message,
-    and the TransactWriteItems that would move the copy to errored is throttled. The exception
+    and the write that would move the copy to errored is throttled. The exception
     reaches ``resend``'s "nothing was stored" branch, which gives back the copy's count: the
     content counts 0 open items with the copy queued, so immediate cleanup deletes the file;
     the sweep re-publishes the copy (its publish timer is set) and it errors "file was deleted"
@@ -497,9 +513,10 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
     rt.settings = replace(rt.settings, max_files_age_seconds=0)
 
     queue.fail = True
-    # The resend's first transaction counts the copy on the content (and takes the content's
-    # expiration off: vdq.retention); the second, moving the copy to errored, is throttled.
-    throttle_once("TransactWriteItems", after=1)
+    # The resend's transaction counts the copy on the content (and takes the content's
+    # expiration off: vdq.retention); the write moving the copy to errored (its history on
+    # the state item) is throttled.
+    throttle_once("UpdateItem", when=writes_history)
     try:  # the copy is stored and stays queued for the re-publish sweep
         actions.resend([item.id], OPERATOR, rt)
     except Exception as exc:
@@ -706,6 +723,7 @@ def applied_then_answered(answer_body: dict[str, Any]) -> None:
     client = dynamodb_client()
     direct = boto3.client("dynamodb", region_name=client.meta.region_name)
     left = [1]
+    ARMED.append(("applied, then answered with an error", left))
 
     def answer(params: dict[str, Any], **_: Any) -> Any:
         if not left[0]:

@@ -150,8 +150,9 @@ class World:
         from moto.dynamodb.models.dynamo_type import DynamoType
 
         rows = self.backend().items.get(DynamoType({"S": f"QI#{item_id}"})) or {}
-        return unpack_history(_record(HistoryRecord, it) for r, it in sorted(rows.items(),
-                              key=lambda kv: kv[0].value) if r.value.startswith("H#"))  # fmt: skip
+        return unpack_history((_record(HistoryRecord, it) for r, it in sorted(rows.items(),
+                               key=lambda kv: kv[0].value) if r.value.startswith("H#")),
+                              self.item(item_id))  # fmt: skip
 
     def files(self) -> dict[str, list[str]]:
         """content id -> the S3 keys of its attachments."""

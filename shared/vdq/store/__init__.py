@@ -5,7 +5,8 @@ One table, every record kind under a prefixed key:
 | record        | pk           | sk          | what                                            |
 |---------------|--------------|-------------|-------------------------------------------------|
 | queue item    | ``QI#<id>``  | ``STATE``   | the small, often-written state of one receiver  |
-| history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline, one record per write       |
+| history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline past what the state item    |
+|               |              |             | holds (``recent``), one record per write        |
 | content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |

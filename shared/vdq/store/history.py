@@ -1,8 +1,12 @@
 """History entries and provider-event marks: how a write stores them, and how they are read.
 
-A transactional item costs two write units however small it is, so the history entries of one
-write share one record, and a provider event's mark (its duplicate check) is a member of the
-state item's ``seen`` set rather than a record of its own.
+A transactional item costs two write units however small it is, so a state write carries its
+own history entries on the state item (``recent``) while they fit: the write is then one
+UpdateItem, or a transaction of one item fewer. Entries that do not fit (the item's first
+``RECENT_LIMIT`` are kept there, each at most ``RECENT_ENTRY_BYTES``), and entries of writes
+that change no state, are history records; the entries of one write share one record. A
+provider event's mark (its duplicate check) is a member of the state item's ``seen`` set
+rather than a record of its own.
 """
 
 from __future__ import annotations
@@ -12,10 +16,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vdq.store.models import EventMarkRecord, HistoryRecord, item_pk
+from vdq.store.models import EventMarkRecord, HistoryRecord, QueueItemRecord, item_pk
 
 ENTRY_FIELDS = ("at", "actor", "source", "kind", "name", "from_state", "to_state", "attempt",
                 "text")  # fmt: skip
+
+# The state item holds at most this many entries, each at most this many bytes of JSON: the
+# happy path of a message (send, accepted, its final result) and an operator's retry fit, and
+# the item stays a few KB whatever happens to it. Both are fixed: a stored item's entries must
+# read back whatever a later release sets.
+RECENT_LIMIT = 6
+RECENT_ENTRY_BYTES = 320
 
 
 def _entry_json(entry: HistoryRecord) -> dict[str, Any]:
@@ -41,10 +52,36 @@ def pack_history(entries: Sequence[HistoryRecord]) -> list[HistoryRecord]:
     return out
 
 
-def unpack_history(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
-    """The entries stored in ``records``, in time order, each once: an entry with a fixed key
-    (the claim's ``send``) may be stored by two writers."""
+def recent_json(entries: Sequence[HistoryRecord]) -> list[str] | None:
+    """``entries`` as the state item keeps them (compact JSON, the time is in the key), or
+    None when one of them is too long to."""
+    out = []
+    for entry in entries:
+        data = {k: v for k, v in _entry_json(entry).items() if k != "at"}
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode()) > RECENT_ENTRY_BYTES:
+            return None
+        out.append(text)
+    return out
+
+
+def recent_entries(item: QueueItemRecord) -> list[HistoryRecord]:
+    """The history entries kept on the state item."""
+    out = []
+    for text in item.recent or ():
+        data = json.loads(text)
+        sk = data.pop("sk")
+        out.append(HistoryRecord(item.pk, sk, at=sk.split("#")[1], **data))
+    return out
+
+
+def unpack_history(records: Iterable[HistoryRecord],
+                   item: QueueItemRecord | None = None) -> list[HistoryRecord]:  # fmt: skip
+    """The entries stored in ``records`` and on the state ``item``, in time order, each once:
+    an entry with a fixed key (the claim's ``send``) may be stored by two writers."""
     entries: dict[str, HistoryRecord] = {}
+    for entry in recent_entries(item) if item is not None else ():
+        entries[entry.sk] = entry
     for record in records:
         for data in json.loads(record.more) if record.more else []:
             sk = data.pop("sk")

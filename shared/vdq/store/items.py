@@ -13,12 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactWrite
 
 from vdq import resources
 from vdq.errors import VdqError
 from vdq.store.expiry import Expiring, stamp
-from vdq.store.history import SEEN_LIMIT, EventMark, pack_history, unpack_history
+from vdq.store.history import (
+    RECENT_LIMIT,
+    SEEN_LIMIT,
+    EventMark,
+    pack_history,
+    recent_json,
+    unpack_history,
+)
 from vdq.store.keys import ProviderIdTaken
 from vdq.store.models import (
     MAP_SK,
@@ -91,6 +99,31 @@ def _current_from(reason: Any) -> QueueItemRecord | None:
     return QueueItemRecord.from_raw_data(raw) if raw else None
 
 
+def _fitting(item: QueueItemRecord, entries: Sequence[HistoryRecord]) -> list[str] | None:
+    """``entries`` as the state item keeps them, when all fit there (``RECENT_LIMIT``,
+    ``RECENT_ENTRY_BYTES``); None when they are to be a record."""
+    if not entries or len(item.recent or ()) + len(entries) > RECENT_LIMIT:
+        return None
+    return recent_json(entries)
+
+
+def _appended(recent: list[str]) -> Any:
+    """Entries are appended to the state item's, never rewritten."""
+    return QueueItemRecord.recent.set((QueueItemRecord.recent | []).append(recent))
+
+
+def _room(n: int) -> Any:
+    """The state item has room for ``n`` entries more (another write may have added some
+    since the read)."""
+    return QueueItemRecord.recent.does_not_exist() | (
+        size(QueueItemRecord.recent) <= RECENT_LIMIT - n)
+
+
+def _seen_room() -> Any:
+    return QueueItemRecord.seen.does_not_exist() | (
+        size(QueueItemRecord.seen) < SEEN_LIMIT)
+
+
 class Items(BatchWrites, Expiring):
     """Reads and conditional writes of queue items and their history.
 
@@ -109,12 +142,10 @@ class Items(BatchWrites, Expiring):
         return {r.id: r for r in found if self._live(r)}
 
     def history(self, item_id: str) -> list[HistoryRecord]:
-        """The item's history entries, oldest first."""
-        return unpack_history(
-            r for r in HistoryRecord.query(
-                item_pk(item_id), HistoryRecord.sk.startswith("H#"), consistent_read=True
-            ) if self._live(r)
-        )  # fmt: skip
+        """The item's history entries, oldest first: its records' and its state item's."""
+        records = [r for r in HistoryRecord.query(item_pk(item_id), HistoryRecord.sk.startswith(
+            "H#"), consistent_read=True) if self._live(r)]  # fmt: skip
+        return unpack_history(records, self.get_item(item_id))
 
     def query_index(
         self,
@@ -192,8 +223,9 @@ class Items(BatchWrites, Expiring):
         mapping_expiration: int | None = None,
     ) -> None:
         """Apply ``write`` to ``item`` if it is still as read (state, attempt, provider ID),
-        with its history entries (and the provider-ID mapping, and an event mark) in one
-        transaction.
+        with its history entries (and the provider-ID mapping, and an event mark) in one write:
+        an UpdateItem when the entries fit on the state item (``vdq.store.history``) and nothing
+        else is written, otherwise a transaction.
 
         ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
         when it holds only orphans: vdq.results adopts them); ``Duplicate`` when the event of
@@ -204,7 +236,9 @@ class Items(BatchWrites, Expiring):
         takes ``mapping_expiration``.
         """
         expiration = write.set.get("expiration", item.expiration)
-        packed = pack_history(history)
+        own = [h for h in history if h.pk == item.pk]
+        recent = _fitting(item, own)
+        packed = pack_history([h for h in history if recent is None or h.pk != item.pk])
         stamp(packed, expiration)
         puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
         puts.extend((r, None) for r in extra)
@@ -230,6 +264,47 @@ class Items(BatchWrites, Expiring):
                 marker = mark.record()
                 stamp([marker], expiration)
                 puts.append((marker, EventMarkRecord.pk.does_not_exist()))
+        if recent:
+            actions.append(_appended(recent))
+            condition = condition & _room(len(recent))
+        if not puts and release is None and not check_record:
+            self._update_state(item, actions, condition, mark)
+        else:
+            self._transact_state(item, actions, condition, puts, mark=mark, release=release,
+                                 check_record=check_record, provider_id=provider_id,
+                                 mapping_at=mapping_at, marker_at=marker_at)
+        for name, value in write.set.items():
+            setattr(item, name, value)
+        for name in write.remove:
+            setattr(item, name, None)
+        for name, n in write.add.items():
+            setattr(item, name, (getattr(item, name) or 0) + n)
+        if in_set and mark is not None:
+            item.seen = {*(item.seen or ()), mark.digest}
+        if recent:
+            item.recent = [*(item.recent or ()), *recent]
+
+    def _update_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
+                      mark: EventMark | None) -> None:  # fmt: skip
+        """A state write with nothing beside it: one UpdateItem."""
+        probe = QueueItemRecord(item.pk, STATE_SK)
+        try:
+            probe.update(actions=actions, condition=condition)
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            current = self.get_item(item.id)
+            if mark is not None and current is not None and mark.digest in (current.seen or ()):
+                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
+            raise Moved(current) from None
+
+    def _transact_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
+                        puts: list[tuple[_Table, Any]], *, mark: EventMark | None,
+                        release: Release | None, check_record: bool,
+                        provider_id: str | None, mapping_at: int | None,
+                        marker_at: int | None) -> None:  # fmt: skip
+        """A state write with the records written beside it: one transaction."""
+
         def fill(tx: TransactWrite) -> None:
             if check_record and mark is not None:
                 tx.condition_check(EventMarkRecord, item_pk(item.id), f"EV#{mark.digest}",
@@ -271,14 +346,6 @@ class Items(BatchWrites, Expiring):
                 owner = ProviderRecord.from_raw_data(raw) if raw else None
                 raise ProviderIdTaken(provider_id or "", owner) from None
             raise
-        for name, value in write.set.items():
-            setattr(item, name, value)
-        for name in write.remove:
-            setattr(item, name, None)
-        for name, n in write.add.items():
-            setattr(item, name, (getattr(item, name) or 0) + n)
-        if in_set and mark is not None:
-            item.seen = {*(item.seen or ()), mark.digest}
 
     def store_provider_id(
         self,
@@ -341,15 +408,21 @@ class Items(BatchWrites, Expiring):
         *,
         mark: EventMark | None = None,
         expiration: int | float | None = None,
+        item: QueueItemRecord | None = None,
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
-        With ``mark``, one transaction that also stores the event's mark as a record of its own,
-        conditional on the mark being neither there nor in the item's ``seen`` set
-        (``Duplicate``): the state item is not written, so events that change nothing (opens,
-        clicks, late events) never grow it. ``expiration``: the item's, when it is done (the
-        records and the mark take it).
+        With ``mark`` and the ``item`` as read: while the entries fit on the state item and
+        its ``seen`` set has room, one UpdateItem that appends them there and adds the mark,
+        conditional on the item existing and the mark not being in the set. Otherwise, one
+        transaction that stores the event's mark as a record of its own with the entries',
+        conditional on the mark being neither there nor in the item's ``seen`` set. Either way
+        a mark seen before is ``Duplicate``, and both bounds keep the state item small whatever
+        flood of events (opens, clicks, late events) reaches it. ``expiration``: the item's,
+        when it is done (the records and the mark take it).
         """
+        if mark is not None and item is not None and self._event_on_state(item, entries, mark):
+            return
         records = pack_history(entries)
         stamp(records, expiration)
         if mark is None:
@@ -379,6 +452,32 @@ class Items(BatchWrites, Expiring):
             if condition_failed(reasons[0]) and self.get_item(mark.item_id) is None:
                 raise Moved(None) from None
             raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
+
+    def _event_on_state(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
+                        mark: EventMark) -> bool:  # fmt: skip
+        """``append_history``'s UpdateItem: False (nothing written) when the entries or the
+        mark do not fit on the state item, or another write filled it first."""
+        recent = _fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
+        if recent is None or len(item.seen or ()) >= SEEN_LIMIT:
+            return False
+        probe = QueueItemRecord(item.pk, STATE_SK)
+        condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+                     & _room(len(recent)) & _seen_room())  # fmt: skip
+        try:
+            probe.update(actions=[QueueItemRecord.seen.add({mark.digest}), _appended(recent)],
+                         condition=condition)  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            current = self.get_item(item.id)
+            if current is None:
+                raise Moved(None) from None
+            if mark.digest in (current.seen or ()):
+                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
+            return False  # filled by another write: the records take these
+        item.seen = {*(item.seen or ()), mark.digest}
+        item.recent = [*(item.recent or ()), *recent]
+        return True
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Push an item's timer on, if the item is still in the (state, attempt, timer) read.

@@ -9,6 +9,7 @@ from typing import Any
 from pynamodb.attributes import (
     BinaryAttribute,
     BooleanAttribute,
+    ListAttribute,
     NumberAttribute,
     UnicodeAttribute,
     UnicodeSetAttribute,
@@ -154,6 +155,8 @@ class QueueItemRecord(_Table):
     encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.segments)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
+    # The history entries its state writes carried, while they fit (vdq.store.history): JSON.
+    recent = ListAttribute(of=UnicodeAttribute, null=True)
     # Sparse index keys: present only while the item belongs to the index.
     active_pk = UnicodeAttribute(null=True)
     active_sk = UnicodeAttribute(null=True)

@@ -1,0 +1,90 @@
+"""History entries on the state item (vdq.store.history): a state write carries its entries
+there while they fit, bounded in number and size; past the bound they are records, and the
+item's history reads both, in order, each entry once."""
+
+from __future__ import annotations
+
+import boto3
+
+from tests.support.operator import email, move
+from vdq import transitions
+from vdq.store import Moved, StateWrite, item_pk
+from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
+from vdq.transitions import Step, apply
+
+
+def history_records(aws, item_id):
+    rows = boto3.client("dynamodb").query(
+        TableName=aws["table"], KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+        ExpressionAttributeValues={":p": {"S": item_pk(item_id)}, ":h": {"S": "H#"}},
+    )["Items"]  # fmt: skip
+    return [r["sk"]["S"] for r in rows]
+
+
+def cycle(runtime, item_id, times):
+    """send, error, retry, ...: three state writes (and entries) a round."""
+    for _ in range(times):
+        move(runtime, item_id, "send", "error")
+        apply(item_id, Step("retry", actor="op", source="operator"), runtime)
+        runtime.clock.advance(0.001)
+
+
+def test_entries_past_the_bound_are_records_and_history_reads_all_in_order(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    cycle(runtime, item.id, 4)  # 12 transitions
+    stored = runtime.store.get_item(item.id)
+    assert len(stored.recent) == RECENT_LIMIT
+    assert len(history_records(aws, item.id)) == 12 - RECENT_LIMIT
+    history = runtime.store.history(item.id)
+    assert [h.name for h in history] == ["send", "error", "retry"] * 4
+    assert [h.sk for h in history] == sorted(h.sk for h in history)
+    assert all(h.at == h.sk.split("#")[1] for h in history)
+
+
+def test_an_entry_too_long_for_the_state_item_is_a_record(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    long = "x" * RECENT_ENTRY_BYTES
+    move(runtime, item.id, "error", result=long)
+    assert len(runtime.store.get_item(item.id).recent) == 1  # the send only
+    assert len(history_records(aws, item.id)) == 1
+    assert [h.text for h in runtime.store.history(item.id)][-1] == long
+
+
+def test_a_write_that_finds_the_state_item_filled_since_its_read_retries_as_a_record(aws,
+                                                                                    runtime):
+    [item] = email(runtime, "ada@example.org")
+    cycle(runtime, item.id, 1)
+    move(runtime, item.id, "send")  # four entries
+    read = runtime.store.get_item(item.id)
+    # Another writer adds entries that change no state (a late note) until one place is left.
+    notes = [transitions.history_entry(item.id, runtime.clock.now(), actor="t", source="server",
+                                       kind="event", name="n0")]
+    runtime.store.commit(runtime.store.get_item(item.id), StateWrite(set={"result": "r"}), notes)
+    assert len(runtime.store.get_item(item.id).recent) == RECENT_LIMIT - 1
+    two = [transitions.history_entry(item.id, runtime.clock.now(), actor="t", source="server",
+                                     kind="event", name=f"m{k}", key=f"m{k}") for k in range(2)]
+    try:  # read with room for two: the item has room for one now
+        runtime.store.commit(read, StateWrite(set={"result": "s"}), two)
+    except Moved as moved:
+        assert moved.current is not None and moved.current.state == "sending"
+    else:
+        raise AssertionError("a write past the bound was applied")
+    assert len(runtime.store.get_item(item.id).recent) == RECENT_LIMIT - 1
+    # Decided again from the item as it is: the entries are a record.
+    runtime.store.commit(runtime.store.get_item(item.id), StateWrite(set={"result": "s"}), two)
+    history = runtime.store.history(item.id)
+    assert [h.name for h in history][-3:] == ["n0", "m0", "m1"]
+    assert len({h.sk for h in history}) == len(history)
+
+
+def test_a_redelivered_event_on_the_state_item_is_a_duplicate(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send", "succeed")
+    late = Step("timeout", actor="vdq", late="record", event_id="ev-1")
+    assert apply(item.id, late, runtime).kind == "late"
+    before = runtime.store.get_item(item.id)
+    assert apply(item.id, late, runtime).kind == "duplicate"
+    after = runtime.store.get_item(item.id)
+    assert (after.recent, after.seen) == (before.recent, before.seen)
+    assert [h.name for h in runtime.store.history(item.id)].count("timeout") == 1
