@@ -71,6 +71,12 @@ RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
 # through this SNS topic (raw message delivery).
 DEAD_LETTER_SUFFIX = "-dlq"
 SES_EVENTS_TOPIC = "ses-events"
+# The SES event types (their eventType) the configuration set publishes to that topic: the
+# outcome of each email, and Send (SES accepted it).
+SES_EVENTS = ("Send", "Reject", "Bounce", "Complaint", "Delivery", "Rendering Failure",
+              "DeliveryDelay")  # fmt: skip
+# Opt-in (vdq:openClickTracking): subscribing them turns on SES's link rewriting and open pixel.
+SES_TRACKING_EVENTS = ("Open", "Click")
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 

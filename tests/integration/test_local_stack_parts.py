@@ -68,6 +68,47 @@ def test_ses_events_reach_the_results_queue_raw_through_the_topic():
         assert json.loads(got["Messages"][0]["Body"]) == {"eventType": "Send"}
 
 
+def test_the_ses_sandbox_publishes_only_the_event_types_the_configuration_set_subscribes():
+    """As the deployed configuration set does (vdq.resources.SES_EVENTS)."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.ses_sandbox import SesSandbox
+
+    class Sns:
+        published: list[str] = []
+
+        def publish(self, **kwargs: Any) -> None:
+            self.published.append(json.loads(kwargs["Message"])["eventType"])
+
+    class AtOnce:  # each event published as it is planned, not after its delay
+        def call(self, delay: float, publish: Any) -> None:
+            publish()
+
+        def pending(self) -> int:
+            return 0
+
+        def stop(self) -> None:
+            pass
+
+    sandbox = SesSandbox(Sns(), "arn:aws:sns:us-east-1:123456789012:t", Faults(),
+                         later=AtOnce()).start()  # fmt: skip
+    published = {}
+    try:
+        for local in ("success", "bounce", "complaint"):
+            Sns.published.clear()
+            mail = {"FromEmailAddress": "shop@example.com", "Destination": {
+                "ToAddresses": [f"{local}@simulator.amazonses.com"]}, "Content": {"Simple": {
+                    "Subject": {"Data": "s"}, "Body": {"Text": {"Data": "t"}}}}}  # fmt: skip
+            answer = requests.post(f"{sandbox.url}/v2/email/outbound-emails", json=mail,
+                                   timeout=10)  # fmt: skip
+            assert answer.status_code == 200
+            published[local] = list(Sns.published)
+    finally:
+        sandbox.stop()
+    assert published == {"success": ["Send", "Delivery"], "bounce": ["Send", "Bounce"],
+                         "complaint": ["Send", "Delivery", "Complaint"]}  # fmt: skip
+
+
 def test_the_front_passes_claims_only_from_a_token_it_can_verify():
     secret = "s" * 40
     claims = verify_token(secret, "Bearer " + make_token(secret, ["vdq-senders", "vdq-viewers"]))
