@@ -2,8 +2,8 @@
 
 boto3 reaches it through ``AWS_ENDPOINT_URL_SESV2``. Each accepted email gets a message ID and,
 as SES does through a configuration set, those of its events (``Send`` then ``Delivery``,
-``Bounce`` or ``Complaint``) whose types the set subscribes (``vdq.resources.SES_EVENTS``) go
-to the SNS topic, which delivers them raw to the results queue. Events carry
+``Bounce`` or ``Complaint``) whose types the set subscribes (``vdq.resources.SES_EVENTS``: not
+``Send``) go to the SNS topic, which delivers them raw to the results queue. Events carry
 the message's tags as ``mail.tags`` (``{name: [value]}``). ``GET /_sandbox/emails`` lists what
 was sent, each raw message with its headers (``List-Unsubscribe`` included), so what a
 receiver would get can be checked.
