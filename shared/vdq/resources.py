@@ -71,6 +71,15 @@ RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
 # through this SNS topic (raw message delivery).
 DEAD_LETTER_SUFFIX = "-dlq"
 SES_EVENTS_TOPIC = "ses-events"
+# The SES event types (their eventType) the configuration set publishes to that topic: the
+# outcome of each email. Not Send: the worker records SES's acceptance from SendEmail's answer,
+# so Send told nothing new, for US$1.40 per million emails. Without it, an email whose worker
+# died (or failed to record) after SES accepted stays sending until its next event, which
+# carries its tags and moves it on; if the lease passes first, the sweep errors it "outcome
+# unknown" and that event is recorded in history as late. The webhook still reads a Send.
+SES_EVENTS = ("Reject", "Bounce", "Complaint", "Delivery", "Rendering Failure", "DeliveryDelay")
+# Opt-in (vdq:openClickTracking): subscribing them turns on SES's link rewriting and open pixel.
+SES_TRACKING_EVENTS = ("Open", "Click")
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 

@@ -212,7 +212,6 @@ def test_ses_events_reach_the_results_queue_through_a_topic_only_this_accounts_s
                     "Enabled": True,
                     "MatchingEventTypes": Match.array_with(
                         [
-                            "send",
                             "reject",
                             "bounce",
                             "complaint",

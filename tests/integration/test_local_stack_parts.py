@@ -63,9 +63,52 @@ def test_the_poller_deletes_successes_and_redrives_a_failing_message_to_the_dlq(
 def test_ses_events_reach_the_results_queue_raw_through_the_topic():
     with mock_aws():
         made = local_resources.create(boto3.session.Session(), visibility_seconds=30)
-        boto3.client("sns").publish(TopicArn=made.topic_arn, Message='{"eventType": "Send"}')
+        boto3.client("sns").publish(TopicArn=made.topic_arn, Message='{"eventType": "Delivery"}')
         got = boto3.client("sqs").receive_message(QueueUrl=made.queues[resources.RESULTS_QUEUE])
-        assert json.loads(got["Messages"][0]["Body"]) == {"eventType": "Send"}
+        assert json.loads(got["Messages"][0]["Body"]) == {"eventType": "Delivery"}
+
+
+def test_the_ses_sandbox_publishes_only_the_event_types_the_configuration_set_subscribes():
+    """As the deployed configuration set does (vdq.resources.SES_EVENTS): SES's Send, which
+    comes first for every email, is not subscribed, so a delivered email publishes its Delivery
+    alone."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.ses_sandbox import SesSandbox
+
+    class Sns:
+        published: list[str] = []
+
+        def publish(self, **kwargs: Any) -> None:
+            self.published.append(json.loads(kwargs["Message"])["eventType"])
+
+    class AtOnce:  # each event published as it is planned, not after its delay
+        def call(self, delay: float, publish: Any) -> None:
+            publish()
+
+        def pending(self) -> int:
+            return 0
+
+        def stop(self) -> None:
+            pass
+
+    sandbox = SesSandbox(Sns(), "arn:aws:sns:us-east-1:123456789012:t", Faults(),
+                         later=AtOnce()).start()  # fmt: skip
+    published = {}
+    try:
+        for local in ("success", "bounce", "complaint"):
+            Sns.published.clear()
+            mail = {"FromEmailAddress": "shop@example.com", "Destination": {
+                "ToAddresses": [f"{local}@simulator.amazonses.com"]}, "Content": {"Simple": {
+                    "Subject": {"Data": "s"}, "Body": {"Text": {"Data": "t"}}}}}  # fmt: skip
+            answer = requests.post(f"{sandbox.url}/v2/email/outbound-emails", json=mail,
+                                   timeout=10)  # fmt: skip
+            assert answer.status_code == 200
+            published[local] = list(Sns.published)
+    finally:
+        sandbox.stop()
+    assert published == {"success": ["Delivery"], "bounce": ["Bounce"],
+                         "complaint": ["Delivery", "Complaint"]}  # fmt: skip
 
 
 def test_the_front_passes_claims_only_from_a_token_it_can_verify():
@@ -81,7 +124,7 @@ def test_the_front_passes_claims_only_from_a_token_it_can_verify():
 def test_the_ses_sandbox_refuses_a_web_page_as_the_local_aws_endpoint_does():
     """The SES sandbox is the local SESv2 endpoint and asks for no credentials: a page a
     developer visits could POST a text/plain "SendEmail" (no preflight) and have it publish
-    Send and Bounce events with tags of its choosing, or, rebound to 127.0.0.1, read every
+    Delivery and Bounce events with tags of its choosing, or, rebound to 127.0.0.1, read every
     email sent locally from /_sandbox/emails. A request with an Origin or under a name that is
     not loopback is refused before anything is sent or published."""
     import requests

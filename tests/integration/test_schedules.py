@@ -303,13 +303,15 @@ def test_one_run_times_out_more_awaiting_emails_than_a_page(aws, runtime, clock,
     assert {state(runtime, item) for item in items} == {"unconfirmed"}
 
 
+@pytest.mark.parametrize("event", ["delivery_delay", "send"])
 def test_an_email_ses_accepted_after_its_worker_died_awaits_on_its_lease_then_times_out(
-        aws, runtime, clock):  # fmt: skip
-    # The worker died after SES took the message: SES's Send event moves the sending item to
-    # awaiting (its lease timer kept), and the sweep moves the timer rather than erroring it.
+        aws, runtime, clock, event):  # fmt: skip
+    # The worker died after SES took the message: an in-flight event (a DeliveryDelay; or a
+    # Send, not subscribed but one from before an upgrade) moves the sending item to awaiting
+    # (its lease timer kept), and the sweep moves the timer rather than erroring it.
     item = to_sending(new_email(runtime), runtime)
-    clock.advance(runtime.settings.lease_seconds + 5)  # the Send event comes after the lease
-    _ses("send", item, "M-5")
+    clock.advance(runtime.settings.lease_seconds + 5)  # the event comes after the lease
+    _ses(event, item, "M-5")
     assert state(runtime, item) == "awaiting"
     assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
     assert runtime.store.get_item(item.id).timer_sk == f"{item.claimed_at}#{item.id}"

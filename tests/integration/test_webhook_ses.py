@@ -95,8 +95,21 @@ def test_complaint_events_are_recorded_without_changing_state(aws, runtime):
     assert "abuse" in complaint.text
 
 
+def test_a_delivery_before_the_workers_record_succeeds_the_email_and_stores_the_message_id(
+        aws, runtime):  # fmt: skip
+    # The worker died after SES accepted (or its record failed): with no Send subscribed, the
+    # email's Delivery is its first event, and its tag finds the item still sending.
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("succeeded", MSG)
+    assert mapping(MSG).item_id == item.id
+    assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "succeed")]
+
+
 def test_in_flight_event_moves_a_sending_item_to_awaiting_and_stores_the_message_id(aws, runtime):
-    # The event came before the worker stored the ID: the tag finds the item.
+    # The event came before the worker stored the ID: the tag finds the item. (Send is not
+    # subscribed; one published before an upgrade, or by a set that subscribes it, does this.)
     item = to_sending(new_email(runtime), runtime)
     deliver(ses_event("send", message_id=MSG, item_id=item.id))
     stored = runtime.store.get_item(item.id)

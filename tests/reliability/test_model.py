@@ -38,8 +38,8 @@ from tests.reliability import world as w
 from tests.reliability.harsh import BATCH_MODES, TX_REASONS, Plan
 from tests.reliability.support import DONE, FIGURES, Crash, fresh_clock
 from tests.reliability.world import engagement_event, harsh_world
-from tests.support.results import ses_event
-from vdq import ids, results, schedules, send
+from tests.support.results import ses_body, ses_event
+from vdq import ids, resources, results, schedules, send
 from vdq.api import Caller
 from vdq.errors import VdqError
 from vdq.operations import actions
@@ -60,8 +60,9 @@ MAX_ITEMS = 4
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem",
                              "vdq.read_queueitem"}))  # fmt: skip
-SES_KINDS = ["delivery", "bounce_permanent", "bounce_transient", "send", "delivery_delay",
-             "complaint", "reject"]  # fmt: skip
+# Samples of the SES events a deployed stack receives (vdq.resources.SES_EVENTS: no Send).
+SES_KINDS = ["delivery", "bounce_permanent", "bounce_transient", "delivery_delay", "complaint",
+             "reject"]  # fmt: skip
 FINAL_SES = {"delivery", "bounce_permanent", "bounce_transient", "reject"}
 TWILIO_STATUSES = ["queued", "sent", "delivered", "undelivered", "failed"]
 PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]
@@ -451,3 +452,8 @@ def test_random_interleavings_keep_the_workflow(world):
             database=None,
         ),
     )
+
+
+def test_the_model_plays_only_the_ses_events_a_deployed_stack_receives():
+    played = {ses_body(kind)["eventType"] for kind in SES_KINDS}
+    assert played <= set(resources.SES_EVENTS)

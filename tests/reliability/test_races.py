@@ -118,7 +118,7 @@ def test_workers_callbacks_and_operators_racing_lose_no_update(race_runtime):
         tasks: list = [(worker, b) for b in bodies for _ in range(DUPLICATES)]  # type: ignore[type-arg]
         tasks += [(operator, rng.choice(items), rng.choice(["retry", "cancel"]))
                   for _ in range(ITEMS)]  # fmt: skip
-        tasks += [(callback, m, rng.choice(["delivery", "bounce_permanent", "send"]))
+        tasks += [(callback, m, rng.choice(["delivery", "bounce_permanent", "delivery_delay"]))
                   for m in list(ses.accepted)]  # fmt: skip
         races += len(tasks)
         errors: list[BaseException] = []

@@ -3,8 +3,9 @@
 ``duplicate``, ``late``, ``reordered`` and ``missing`` act on the notifications a provider sends
 back (Twilio status callbacks, SES events); ``throttle``, ``5xx`` and ``slow`` act on the answers
 to send requests. Each hits a share ``rate`` of its chances. ``missing`` drops only in-flight
-notifications (SES ``Send``, Twilio ``queued``/``sent``): a lost final status is what the SMS
-timeout is for, and SES would retry delivering its own events.
+notifications (Twilio ``queued``/``sent``; SES ``Send`` only where the configuration set
+subscribes it, which VDQ's does not): a lost final status is what the SMS timeout is for, and
+SES would retry delivering its own events.
 """
 
 from __future__ import annotations

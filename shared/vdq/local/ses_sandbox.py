@@ -1,8 +1,9 @@
 """SES sandbox: a local SES v2 ``SendEmail`` endpoint that behaves as the mailbox simulator.
 
 boto3 reaches it through ``AWS_ENDPOINT_URL_SESV2``. Each accepted email gets a message ID and,
-as SES does through a configuration set, its events (``Send`` then ``Delivery``, ``Bounce`` or
-``Complaint``) go to the SNS topic, which delivers them raw to the results queue. Events carry
+as SES does through a configuration set, those of its events (``Send`` then ``Delivery``,
+``Bounce`` or ``Complaint``) whose types the set subscribes (``vdq.resources.SES_EVENTS``: not
+``Send``) go to the SNS topic, which delivers them raw to the results queue. Events carry
 the message's tags as ``mail.tags`` (``{name: [value]}``). ``GET /_sandbox/emails`` lists what
 was sent, each raw message with its headers (``List-Unsubscribe`` included), so what a
 receiver would get can be checked.
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from email.utils import getaddresses
 from typing import Any
 
+from vdq import resources
 from vdq.local.faults import Faults
 from vdq.local.ratelimit import RateLimit
 from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal
@@ -58,7 +60,7 @@ def _now() -> str:
 
 class SesSandbox:
     def __init__(self, sns: Any, topic_arn: str, faults: Faults, port: int = 0,
-                 rate: float | None = None) -> None:  # fmt: skip
+                 rate: float | None = None, later: Later | None = None) -> None:  # fmt: skip
         self.sns = sns
         self.topic_arn = topic_arn
         self.faults = faults
@@ -66,7 +68,7 @@ class SesSandbox:
         self.sent: list[dict[str, Any]] = []
         self.events_published = 0
         self._lock = threading.Lock()
-        self._later = Later("ses-events")
+        self._later = later or Later("ses-events")
         sandbox = self
 
         class Handler(QuietHandler):
@@ -200,11 +202,12 @@ class SesSandbox:
         self._schedule(mail)
         return mail
 
-    # Events, as a configuration set publishes them.
+    # Events, as a configuration set publishes them: those of the types it subscribes.
     def _schedule(self, mail: dict[str, Any]) -> None:
         events = [(SEND_EVENT_AFTER, self._event("Send", mail, "send", {}), False)]
         for delay, event in self._results(mail):
             events.append((FINAL_EVENT_AFTER + delay, event, True))
+        events = [e for e in events if e[1]["eventType"] in resources.SES_EVENTS]
         if self.faults.hit("reordered"):
             times = [t for t, _, _ in events]
             events = [(t, e, f) for t, (_, e, f) in zip(times, reversed(events), strict=True)]
