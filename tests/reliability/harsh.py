@@ -10,8 +10,11 @@ Switched per step by a ``Plan``:
 - ``batch``: BatchWriteItem throttled (ProvisionedThroughputExceededException on every SDK
   attempt, nothing applied), or half-applied (every other request item written, the rest
   answered as UnprocessedItems) and then throttled, left unprocessed, or normal.
-- ``tx``: the ``tx_nth`` TransactWriteItems of the step cancelled (TransactionConflict or
-  ThrottlingError) without applying anything.
+- ``tx``: the ``tx_nth`` state write of the step (a TransactWriteItems, or an UpdateItem that
+  carries history entries on the state item: the writes that replaced transactions) refused
+  without applying anything: a transaction cancelled (TransactionConflict or ThrottlingError),
+  an UpdateItem answered TransactionConflictException (the item is in another transaction) or
+  ProvisionedThroughputExceededException on every SDK attempt.
 - ``crash_after``: once the step's k-th request returned (its effect applied), the worker dies:
   ``Crash`` (a BaseException) goes up through botocore, PynamoDB and VDQ, so no handler code
   runs after it.
@@ -91,6 +94,7 @@ class Seam:
     nested_errors: list[BaseException] = field(default_factory=list)  # of interleaved handlers
     _young: dict[tuple[str, str], list[tuple[datetime, Any]]] = field(default_factory=dict)
     _tx_seen: int = 0
+    _refused: dict[str, Any] | None = None  # the refused UpdateItem (the SDK retries it)
     _batch_seen: int = 0
     _nested: int = 0
     _ids: Iterator[int] = field(default_factory=itertools.count)
@@ -109,7 +113,7 @@ class Seam:
 
     def begin(self, plan: Plan) -> None:
         self.plan, self.calls, self._tx_seen, self._batch_seen = plan, 0, 0, 0
-        self.ops, self.nested_errors = [], []
+        self.ops, self.nested_errors, self._refused = [], [], None
 
     @contextmanager
     def step(self, plan: Plan) -> Iterator[Seam]:
@@ -182,10 +186,15 @@ class Seam:
             return original(stub, event_name, request, **kwargs)
         if op == "BatchWriteItem" and plan.batch:
             return self._batch(original, stub, event_name, request, body, plan.batch, **kwargs)
-        if op == "TransactWriteItems" and plan.tx:
+        if plan.tx and _state_write(op, body):
+            if op == "UpdateItem" and body == self._refused:
+                return self._refuse(body, plan.tx)  # the SDK's retry of it
             self._tx_seen += 1
             if self._tx_seen == plan.tx_nth:
-                return self._cancel(body, plan.tx)
+                if op == "TransactWriteItems":
+                    return self._cancel(body, plan.tx)
+                self._refused = body
+                return self._refuse(body, plan.tx)
         return self._write(original, stub, event_name, request, op, body, **kwargs)
 
     # ---- writes and the stale view -----------------------------------------------------------
@@ -284,6 +293,14 @@ class Seam:
                       f"Transaction cancelled, please refer cancellation reasons for specific "
                       f"reasons [{codes}]", CancellationReasons=reasons)  # fmt: skip
 
+    def _refuse(self, body: dict[str, Any], reason: str) -> AWSResponse:
+        FIGURES["state writes refused"] += 1
+        if reason == "TransactionConflict":
+            return _error(400, "TransactionConflictException",
+                          "Transaction is ongoing for the item")  # fmt: skip
+        return _error(400, "ProvisionedThroughputExceededException",
+                      "injected: the request rate for the table exceeds its throughput")
+
     def _sqs(self, request: AWSPreparedRequest, op: str, plan: Plan) -> AWSResponse:
         body = json.loads(request.body or b"{}")
         url = body.get("QueueUrl")
@@ -372,6 +389,13 @@ def _json(status: int, data: dict[str, Any]) -> AWSResponse:
     headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "harsh",
                "x-amz-crc32": str(zlib.crc32(raw))}  # fmt: skip
     return AWSResponse("https://harsh.invalid", status, headers, MockRawResponse(raw))  # type: ignore[arg-type]
+
+
+def _state_write(op: str, body: dict[str, Any]) -> bool:
+    """A transaction, or an UpdateItem that appends history entries to the state item."""
+    if op == "TransactWriteItems":
+        return True
+    return op == "UpdateItem" and "recent" in (body.get("ExpressionAttributeNames") or {}).values()
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> AWSResponse:
