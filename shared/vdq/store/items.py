@@ -43,7 +43,7 @@ from vdq.store.models import (
     item_pk,
     provider_pk,
 )
-from vdq.store.tx import BatchWrites, condition_failed, transact
+from vdq.store.tx import BatchWrites, condition_failed, conditional_update, transact
 
 
 @dataclass
@@ -92,6 +92,29 @@ def _expected(item: QueueItemRecord) -> Any:
     )
     same_state = QueueItemRecord.state == item.state
     return same_state & (QueueItemRecord.attempt == item.attempt) & same_id
+
+
+# Writes of one event's mark into the ``seen`` set that may find it (or the entries' room)
+# filled by other writes since their read, before the mark is a record of its own.
+MARK_TRIES = 5
+
+
+def _condition_failed(exc: UpdateError | TransactWriteError) -> bool:
+    """The write's condition failed (in a transaction: on its first item, the state)."""
+    if isinstance(exc, TransactWriteError):
+        reasons = exc.cancellation_reasons or []
+        return bool(reasons) and condition_failed(reasons[0])
+    return exc.cause_response_code == "ConditionalCheckFailedException"
+
+
+class _NoRoom(Exception):
+    """A state write's entries no longer fit on the state item (another write added some)."""
+
+
+def _as_read(item: QueueItemRecord, current: QueueItemRecord) -> bool:
+    """``current`` is in the (state, attempt, provider ID) ``item`` was read in."""
+    return (current.state, int(current.attempt), current.provider_id) == (
+        item.state, int(item.attempt), item.provider_id)
 
 
 def _current_from(reason: Any) -> QueueItemRecord | None:
@@ -235,9 +258,24 @@ class Items(BatchWrites, Expiring):
         item's expiration (the one ``write`` sets, or the one it has: vdq.retention); the mapping
         takes ``mapping_expiration``.
         """
+        try:
+            self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,
+                         release=release, mapping_expiration=mapping_expiration,
+                         on_state=True)  # fmt: skip
+        except _NoRoom:
+            # Another write filled the state item's entries since the read, and nothing else
+            # it assumed changed: the same write, its entries a record.
+            self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,
+                         release=release, mapping_expiration=mapping_expiration,
+                         on_state=False)  # fmt: skip
+
+    def _commit(self, item: QueueItemRecord, write: StateWrite,
+                history: Sequence[HistoryRecord], *, provider_id: str | None,
+                extra: Sequence[_Table], mark: EventMark | None, release: Release | None,
+                mapping_expiration: int | None, on_state: bool) -> None:  # fmt: skip
         expiration = write.set.get("expiration", item.expiration)
         own = [h for h in history if h.pk == item.pk]
-        recent = _fitting(item, own)
+        recent = _fitting(item, own) if on_state else None
         packed = pack_history([h for h in history if recent is None or h.pk != item.pk])
         stamp(packed, expiration)
         puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
@@ -268,11 +306,12 @@ class Items(BatchWrites, Expiring):
             actions.append(_appended(recent))
             condition = condition & _room(len(recent))
         if not puts and release is None and not check_record:
-            self._update_state(item, actions, condition, mark)
+            self._update_state(item, actions, condition, mark, bool(recent))
         else:
             self._transact_state(item, actions, condition, puts, mark=mark, release=release,
                                  check_record=check_record, provider_id=provider_id,
-                                 mapping_at=mapping_at, marker_at=marker_at)
+                                 mapping_at=mapping_at, marker_at=marker_at,
+                                 on_state=bool(recent))  # fmt: skip
         for name, value in write.set.items():
             setattr(item, name, value)
         for name in write.remove:
@@ -285,24 +324,30 @@ class Items(BatchWrites, Expiring):
             item.recent = [*(item.recent or ()), *recent]
 
     def _update_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
-                      mark: EventMark | None) -> None:  # fmt: skip
+                      mark: EventMark | None, on_state: bool) -> None:  # fmt: skip
         """A state write with nothing beside it: one UpdateItem."""
-        probe = QueueItemRecord(item.pk, STATE_SK)
         try:
-            probe.update(actions=actions, condition=condition)
+            conditional_update(QueueItemRecord(item.pk, STATE_SK), actions, condition)
         except UpdateError as exc:
             if exc.cause_response_code != "ConditionalCheckFailedException":
                 raise
-            current = self.get_item(item.id)
-            if mark is not None and current is not None and mark.digest in (current.seen or ()):
-                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
-            raise Moved(current) from None
+            self._failed(item, self.get_item(item.id), mark, on_state)
+
+    def _failed(self, item: QueueItemRecord, current: QueueItemRecord | None,
+                mark: EventMark | None, on_state: bool) -> None:
+        """Why a state write's condition failed: ``Duplicate``, ``Moved``, or ``_NoRoom``
+        (only the room for its entries on the state item was gone)."""
+        if mark is not None and current is not None and mark.digest in (current.seen or ()):
+            raise Duplicate(f"event {mark.digest} of {item.id} was seen")
+        if on_state and current is not None and _as_read(item, current):
+            raise _NoRoom()
+        raise Moved(current)
 
     def _transact_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
                         puts: list[tuple[_Table, Any]], *, mark: EventMark | None,
                         release: Release | None, check_record: bool,
                         provider_id: str | None, mapping_at: int | None,
-                        marker_at: int | None) -> None:  # fmt: skip
+                        marker_at: int | None, on_state: bool) -> None:  # fmt: skip
         """A state write with the records written beside it: one transaction."""
 
         def fill(tx: TransactWrite) -> None:
@@ -334,9 +379,7 @@ class Items(BatchWrites, Expiring):
             state_reason = failed(len(puts))
             if state_reason is not None:
                 current = _current_from(state_reason) or self.get_item(item.id)
-                if mark is not None and current is not None and mark.digest in (current.seen or ()):
-                    raise Duplicate(f"event {mark.digest} of {item.id} was seen") from exc
-                raise Moved(current) from None
+                self._failed(item, current, mark, on_state)
             if failed(marker_at) is not None:
                 digest = mark.digest if mark else ""
                 raise Duplicate(f"event {digest} of {item.id} was seen") from exc
@@ -412,25 +455,83 @@ class Items(BatchWrites, Expiring):
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
-        With ``mark`` and the ``item`` as read: while the entries fit on the state item and
-        its ``seen`` set has room, one UpdateItem that appends them there and adds the mark,
-        conditional on the item existing and the mark not being in the set. Otherwise, one
-        transaction that stores the event's mark as a record of its own with the entries',
-        conditional on the mark being neither there nor in the item's ``seen`` set. Either way
-        a mark seen before is ``Duplicate``, and both bounds keep the state item small whatever
+        With ``mark`` (the event's duplicate check) and the ``item`` as read, one write:
+
+        - while the item's ``seen`` set has room, the mark joins it: with the entries in one
+          UpdateItem while they fit on the state item, else in a transaction with their
+          record. Every mark written while the set has room is in it, so each later check of
+          the set (this one's, ``commit``'s) finds it;
+        - once the set is full, a transaction that stores the mark as a record of its own with
+          the entries', conditional on the mark being neither there nor in the set.
+
+        A mark seen before is ``Duplicate``; both bounds keep the state item small whatever
         flood of events (opens, clicks, late events) reaches it. ``expiration``: the item's,
         when it is done (the records and the mark take it).
         """
-        if mark is not None and item is not None and self._event_on_state(item, entries, mark):
-            return
-        records = pack_history(entries)
-        stamp(records, expiration)
         if mark is None:
+            records = pack_history(entries)
+            stamp(records, expiration)
             if len(records) == 1:
                 records[0].save()
             elif records:
                 self.put_new(records)
             return
+        current = item
+        for _ in range(MARK_TRIES):
+            if current is None or len(current.seen or ()) >= SEEN_LIMIT:
+                break
+            try:
+                self._mark_in_seen(current, entries, mark, expiration)
+                return
+            except _NoRoom:  # the set or the entries' room filled since the read
+                current = self.get_item(mark.item_id)
+        self._mark_record(entries, mark, expiration)
+
+    def _mark_in_seen(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
+                      mark: EventMark, expiration: int | float | None) -> None:  # fmt: skip
+        """The mark joins the ``seen`` set, the entries on the state item (one UpdateItem) or
+        in a record (with the set's update, one transaction)."""
+        recent = _fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
+        actions = [QueueItemRecord.seen.add({mark.digest})]
+        condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+                     & _seen_room())  # fmt: skip
+        probe = QueueItemRecord(item.pk, STATE_SK)
+        records: list[HistoryRecord] = []
+        if recent:
+            actions.append(_appended(recent))
+            condition = condition & _room(len(recent))
+        else:
+            records = pack_history(entries)
+            stamp(records, expiration)
+        try:
+            if recent:
+                conditional_update(probe, actions, condition)
+            else:
+                def fill(tx: TransactWrite) -> None:
+                    tx.update(probe, actions, condition=condition)
+                    for record in records:
+                        tx.save(record)
+
+                transact(fill)
+        except (UpdateError, TransactWriteError) as exc:
+            if not _condition_failed(exc):
+                raise
+            current = self.get_item(item.id)
+            if current is None:
+                raise Moved(None) from None
+            if mark.digest in (current.seen or ()):
+                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
+            raise _NoRoom() from None
+        item.seen = {*(item.seen or ()), mark.digest}
+        if recent:
+            item.recent = [*(item.recent or ()), *recent]
+
+    def _mark_record(self, entries: Sequence[HistoryRecord], mark: EventMark,
+                     expiration: int | float | None) -> None:  # fmt: skip
+        """The mark as a record of its own, with the entries' records: one transaction,
+        conditional on the mark being neither there nor in the ``seen`` set."""
+        records = pack_history(entries)
+        stamp(records, expiration)
         unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
         marker = mark.record()
         stamp([marker], expiration)
@@ -452,32 +553,6 @@ class Items(BatchWrites, Expiring):
             if condition_failed(reasons[0]) and self.get_item(mark.item_id) is None:
                 raise Moved(None) from None
             raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
-
-    def _event_on_state(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
-                        mark: EventMark) -> bool:  # fmt: skip
-        """``append_history``'s UpdateItem: False (nothing written) when the entries or the
-        mark do not fit on the state item, or another write filled it first."""
-        recent = _fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
-        if recent is None or len(item.seen or ()) >= SEEN_LIMIT:
-            return False
-        probe = QueueItemRecord(item.pk, STATE_SK)
-        condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
-                     & _room(len(recent)) & _seen_room())  # fmt: skip
-        try:
-            probe.update(actions=[QueueItemRecord.seen.add({mark.digest}), _appended(recent)],
-                         condition=condition)  # fmt: skip
-        except UpdateError as exc:
-            if exc.cause_response_code != "ConditionalCheckFailedException":
-                raise
-            current = self.get_item(item.id)
-            if current is None:
-                raise Moved(None) from None
-            if mark.digest in (current.seen or ()):
-                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
-            return False  # filled by another write: the records take these
-        item.seen = {*(item.seen or ()), mark.digest}
-        item.recent = [*(item.recent or ()), *recent]
-        return True
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Push an item's timer on, if the item is still in the (state, attempt, timer) read.

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from vdq.errors import VdqError
@@ -70,6 +70,35 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
                 raise StoreBusy(f"DynamoDB kept cancelling the write ({', '.join(sorted(codes))})"
                                 "; nothing was written, try again") from exc  # fmt: skip
             raise
+
+
+# What DynamoDB answers a single-item write that it did not apply and that is worth trying
+# again: the item is in another transaction's write (not retried by botocore), or throttling
+# that outlasted botocore's own retries.
+_UPDATE_RETRYABLE = frozenset({"TransactionConflictException",
+                               "ProvisionedThroughputExceededException", "ThrottlingException"})
+
+
+def conditional_update(record: _Table, actions: list[Any], condition: Any,
+                       tries: int = 10) -> None:
+    """One conditional UpdateItem of ``record``, tried again as ``transact`` does when
+    DynamoDB did not apply it for a conflict with a transaction on the item or throttling;
+    ``StoreBusy`` when it kept refusing. A failed condition raises ``UpdateError`` as is."""
+    delay = 0.02
+    for attempt in range(tries):
+        try:
+            record.update(actions=actions, condition=condition)
+            return
+        except UpdateError as exc:
+            code = exc.cause_response_code
+            if code not in _UPDATE_RETRYABLE:
+                raise
+            if attempt + 1 < tries:  # full jitter, at most about 5 s in all
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 1.0)
+                continue
+            raise StoreBusy(f"DynamoDB kept refusing the write ({code}); nothing was written, "
+                            "try again") from exc  # fmt: skip
 
 
 def condition_failed(reason: Any) -> bool:
