@@ -327,6 +327,10 @@ def _note_size(tally: Tally, item: dict[str, Any]) -> None:
     if kind is None:
         kind = "other"
     tally.sizes[kind] = max(tally.sizes.get(kind, 0), item_size(item))
+    if kind == "state":  # the state item also holds the first history entries (``recent``)
+        bare = item_size({k: v for k, v in item.items() if k != "recent"})
+        tally.sizes["state_without_history"] = max(tally.sizes.get("state_without_history", 0),
+                                                   bare)  # fmt: skip
 
 
 COUNTER = Counter()
