@@ -83,6 +83,26 @@ def line_of(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A deleted record's archive lines: its own, and for a state item one ``history`` line
+    per entry it held (``recent``), as a history record's would be, so that an item's history
+    reads the same whichever place an entry lived in."""
+    line = line_of(record)
+    attributes = json.loads(line["attributes"])
+    recent = attributes.pop("recent", None) if line["kind"] == "item" else None
+    if not recent:
+        return [line]
+    line["attributes"] = json.dumps(attributes, separators=(",", ":"), sort_keys=True)
+    out = [line]
+    for text in recent:
+        entry = json.loads(text)
+        sk = entry.pop("sk")
+        entry["at"] = sk.split("#")[1]
+        out.append(dict(line, sk=sk, kind="history",
+                        attributes=json.dumps(entry, separators=(",", ":"), sort_keys=True)))
+    return out
+
+
 def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
     """S3 key -> gzip JSON lines, one object per day of deletion, of the TTL deletions in a
     batch of stream records (other records are left out)."""
@@ -91,9 +111,10 @@ def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
     for record in records:
         if not is_ttl_delete(record):
             continue
-        line = line_of(record)
+        lines = lines_of(record)
+        line = lines[0]
         day = line["deleted_at"][:10]
-        by_day.setdefault(day, []).append(line)
+        by_day.setdefault(day, []).extend(lines)
         first.setdefault(day, str(record.get("eventID") or line["pk"] + line["sk"]))
     out = {}
     for day, lines in by_day.items():

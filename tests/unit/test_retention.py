@@ -139,3 +139,30 @@ def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
     assert lines[0]["deleted_at"].startswith("2026-01-01T00:00:05")
     # Delivered again, the batch makes the same objects, byte for byte.
     assert archive.objects(records) == objects
+
+
+def test_the_archive_writes_the_history_a_state_item_held_as_history_lines():
+    import gzip
+    import json
+
+    from vdq import archive
+
+    day1 = 1_767_225_600
+    recent = ['{"sk":"H#2026-01-01T00:00:00.000001Z#send1","actor":"worker","source":"server",'
+              '"kind":"transition","name":"send","attempt":1}',
+              '{"sk":"H#2026-01-01T00:00:02.000000Z#ab12cd","actor":"ses","source":"provider",'
+              '"kind":"transition","name":"succeed","text":"SES delivered it"}']
+    records = [_removed("STATE", day1 + 5, event_id="a", state="succeeded", recent=recent),
+               _removed("H#2026-01-01T00:00:03.000000Z#ef34", day1 + 5, event_id="b",
+                        at="2026-01-01T00:00:03.000000Z", name="Open")]
+    [body] = archive.objects(records).values()
+    lines = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    assert [(x["kind"], x["sk"]) for x in lines] == [
+        ("item", "STATE"), ("history", "H#2026-01-01T00:00:00.000001Z#send1"),
+        ("history", "H#2026-01-01T00:00:02.000000Z#ab12cd"),
+        ("history", "H#2026-01-01T00:00:03.000000Z#ef34")]
+    assert json.loads(lines[0]["attributes"]) == {"state": "succeeded"}  # no recent left
+    second = json.loads(lines[2]["attributes"])
+    assert (second["at"], second["name"], second["text"]) == (
+        "2026-01-01T00:00:02.000000Z", "succeed", "SES delivered it")
+    assert {x["id"] for x in lines} == {"X"} and lines[1]["deleted_at"] == lines[0]["deleted_at"]
