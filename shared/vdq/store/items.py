@@ -99,12 +99,22 @@ def _expected(item: QueueItemRecord) -> Any:
 MARK_TRIES = 5
 
 
-def _condition_failed(exc: UpdateError | TransactWriteError) -> bool:
-    """The write's condition failed (in a transaction: on its first item, the state)."""
+def _condition_failed(exc: UpdateError | TransactWriteError, at: int = 0) -> bool:
+    """The write's condition failed; in a transaction, that of its ``at``-th request (PynamoDB
+    sends a transaction's condition checks, then its deletes, puts and updates, in that order,
+    whatever order they were added in)."""
     if isinstance(exc, TransactWriteError):
         reasons = exc.cancellation_reasons or []
-        return bool(reasons) and condition_failed(reasons[0])
+        return len(reasons) > at and condition_failed(reasons[at])
     return exc.cause_response_code == "ConditionalCheckFailedException"
+
+
+def _applied(current: QueueItemRecord | None, recent: list[str] | None) -> bool:
+    """The state item holds this write's own entry (its key is unique: a time and a random
+    part): the write was applied, and its condition failed on a repeat of it. botocore sends an
+    UpdateItem again when its answer is lost, and unlike a transaction's, an UpdateItem's repeat
+    has no token that makes it answer as the first did."""
+    return bool(recent) and current is not None and recent[-1] in (current.recent or ())
 
 
 class _NoRoom(Exception):
@@ -306,7 +316,7 @@ class Items(BatchWrites, Expiring):
             actions.append(_appended(recent))
             condition = condition & _room(len(recent))
         if not puts and release is None and not check_record:
-            self._update_state(item, actions, condition, mark, bool(recent))
+            self._update_state(item, actions, condition, mark, recent)
         else:
             self._transact_state(item, actions, condition, puts, mark=mark, release=release,
                                  check_record=check_record, provider_id=provider_id,
@@ -324,14 +334,17 @@ class Items(BatchWrites, Expiring):
             item.recent = [*(item.recent or ()), *recent]
 
     def _update_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
-                      mark: EventMark | None, on_state: bool) -> None:  # fmt: skip
+                      mark: EventMark | None, recent: list[str] | None) -> None:  # fmt: skip
         """A state write with nothing beside it: one UpdateItem."""
         try:
             conditional_update(QueueItemRecord(item.pk, STATE_SK), actions, condition)
         except UpdateError as exc:
             if exc.cause_response_code != "ConditionalCheckFailedException":
                 raise
-            self._failed(item, self.get_item(item.id), mark, on_state)
+            current = self.get_item(item.id)
+            if _applied(current, recent):
+                return
+            self._failed(item, current, mark, bool(recent))
 
     def _failed(self, item: QueueItemRecord, current: QueueItemRecord | None,
                 mark: EventMark | None, on_state: bool) -> None:
@@ -514,14 +527,17 @@ class Items(BatchWrites, Expiring):
 
                 transact(fill)
         except (UpdateError, TransactWriteError) as exc:
-            if not _condition_failed(exc):
+            if not _condition_failed(exc, at=len(records)):  # the puts, then the update
                 raise
             current = self.get_item(item.id)
-            if current is None:
+            if _applied(current, recent):
+                pass
+            elif current is None:
                 raise Moved(None) from None
-            if mark.digest in (current.seen or ()):
+            elif mark.digest in (current.seen or ()):
                 raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
-            raise _NoRoom() from None
+            else:
+                raise _NoRoom() from None
         item.seen = {*(item.seen or ()), mark.digest}
         if recent:
             item.recent = [*(item.recent or ()), *recent]

@@ -79,8 +79,11 @@ _UPDATE_RETRYABLE = frozenset({"TransactionConflictException",
                                "ProvisionedThroughputExceededException", "ThrottlingException"})
 
 
+UPDATE_TRIES = 10
+
+
 def conditional_update(record: _Table, actions: list[Any], condition: Any,
-                       tries: int = 10) -> None:
+                       tries: int = UPDATE_TRIES) -> None:
     """One conditional UpdateItem of ``record``, tried again as ``transact`` does when
     DynamoDB did not apply it for a conflict with a transaction on the item or throttling;
     ``StoreBusy`` when it kept refusing. A failed condition raises ``UpdateError`` as is."""
