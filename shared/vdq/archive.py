@@ -92,14 +92,18 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
     recent = attributes.pop("recent", None) if line["kind"] == "item" else None
     if not recent:
         return [line]
+    try:
+        entries = [json.loads(text) for text in recent]
+        for entry in entries:
+            entry["at"] = entry["sk"].split("#")[1]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return [line]  # not as VDQ writes them: kept on the item's line as they are
     line["attributes"] = json.dumps(attributes, separators=(",", ":"), sort_keys=True)
     out = [line]
-    for text in recent:
-        entry = json.loads(text)
+    for entry in entries:
         sk = entry.pop("sk")
-        entry["at"] = sk.split("#")[1]
-        out.append(dict(line, sk=sk, kind="history",
-                        attributes=json.dumps(entry, separators=(",", ":"), sort_keys=True)))
+        out.append({**line, "sk": sk, "kind": "history",
+                    "attributes": json.dumps(entry, separators=(",", ":"), sort_keys=True)})
     return out
 
 
