@@ -32,6 +32,7 @@ from vdq import results, schedules, send
 from vdq.providers.ses import SesProvider
 from vdq.sendqueue import SendMessage, SendQueue
 from vdq.store import QueueItemRecord
+from vdq.store import tx as store_tx
 
 
 @pytest.fixture
@@ -64,6 +65,10 @@ def aws_error(client: Any, operation: str, code: str, status: int = 400, times: 
 
 def dynamodb_client() -> Any:
     return QueueItemRecord._get_connection().connection.client
+
+
+# Tries of a state write the store makes while DynamoDB throttles it.
+RECORD_TRIES = store_tx.UPDATE_TRIES
 
 
 def writes_history(params: dict[str, Any]) -> bool:
@@ -114,13 +119,15 @@ def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_n
     assert assert_sound(rt, item.id).state == "awaiting" and sum(ses.calls.values()) == 1
 
 
-def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env):
-    """SES took the email, then the record failed: redelivery drops itself, and the lease sweep
-    marks the outcome unknown instead of sending again."""
+def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env, monkeypatch):
+    """SES took the email, then the record failed (the table kept throttling it through the
+    store's own retries): redelivery drops itself, and the lease sweep marks the outcome
+    unknown instead of sending again."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     item = email(rt)
     left = aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException",
-                     when=writes_history)  # fmt: skip
+                     times=RECORD_TRIES, when=writes_history)  # fmt: skip
     with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
         send.process(first(queue), rt)
     assert left == [0]
@@ -278,8 +285,9 @@ def test_a_poison_send_message_fails_only_its_record_so_sqs_moves_it_to_the_dlq(
     assert assert_sound(rt, item.id).state == "awaiting"
 
 
-def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env):
+def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env, monkeypatch):
     rt = env["rt"]
+    monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     from functions.webhook import handler as webhook
 
     item = email(rt)
@@ -295,7 +303,8 @@ def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env):
                     body=json.dumps(ses_event("delivery", message_id=message_id,
                                               item_id=item.id)))  # fmt: skip
         left = aws_error(dynamodb_client(), "UpdateItem",
-                         "ProvisionedThroughputExceededException", when=writes_history)
+                         "ProvisionedThroughputExceededException", times=RECORD_TRIES,
+                         when=writes_history)  # fmt: skip
         FIGURES["faults injected"] += 1
         answer = webhook.handler({"Records": [bad, good]}, LambdaContext())
         assert answer == {"batchItemFailures": [{"itemIdentifier": "good"}]}

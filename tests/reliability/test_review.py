@@ -107,10 +107,12 @@ def writes_history(params: dict[str, Any]) -> bool:
 
 
 def throttle_once(operation: str, after: int = 0,
-                  when: Callable[[dict[str, Any]], bool] | None = None) -> None:  # fmt: skip
+                  when: Callable[[dict[str, Any]], bool] | None = None,
+                  times: int = 1) -> None:  # fmt: skip
     """The next ``operation`` on the table (past the first ``after``; of those ``when``
-    accepts) is throttled (ProvisionedThroughputExceeded)."""
-    left = [1]
+    accepts) is throttled (ProvisionedThroughputExceeded), and so are its ``times - 1`` tries
+    after it."""
+    left = [times]
     passed = [after]
     ARMED.append((f"throttle {operation}", left))
 
@@ -410,7 +412,8 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
     body = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
             "subject": "Hi", "text": "Text"}  # fmt: skip
     queue.fail = True
-    throttle_once("UpdateItem", when=writes_history)  # the move to errored, with its history
+    # The move to errored, with its history, throttled through the store's own retries.
+    throttle_once("UpdateItem", when=writes_history, times=store.tx.UPDATE_TRIES)
     try:  # the items are stored: an answer must not invite a retry that stores them again
         intake.submit("email", body, writer, rt, idempotency_key="order-42")
     except Exception as exc:
@@ -516,7 +519,7 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
     # The resend's transaction counts the copy on the content (and takes the content's
     # expiration off: vdq.retention); the write moving the copy to errored (its history on
     # the state item) is throttled.
-    throttle_once("UpdateItem", when=writes_history)
+    throttle_once("UpdateItem", when=writes_history, times=store.tx.UPDATE_TRIES)
     try:  # the copy is stored and stays queued for the re-publish sweep
         actions.resend([item.id], OPERATOR, rt)
     except Exception as exc:
