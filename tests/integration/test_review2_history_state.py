@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import boto3
-
+from tests.integration.test_review_history_state import rows
 from tests.support.operator import email, move
 from vdq import transitions
-from vdq.store import item_pk
 from vdq.store.history import RECENT_LIMIT
 from vdq.transitions import Step, apply, event_mark
-
-
-def rows(aws, item_id, prefix):
-    got = boto3.client("dynamodb").query(
-        TableName=aws["table"], KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
-        ExpressionAttributeValues={":p": {"S": item_pk(item_id)}, ":h": {"S": prefix}},
-    )["Items"]  # fmt: skip
-    return [r["sk"]["S"] for r in got]
 
 
 def full_recent(runtime):

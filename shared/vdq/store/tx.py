@@ -1,6 +1,7 @@
-"""Multi-record writes: transactions retried on contention, and batches of new records.
+"""Writes DynamoDB may refuse: transactions and conditional updates, tried again on
+contention or throttling, and batches of new records.
 
-``StoreBusy``: a transaction DynamoDB kept cancelling (nothing written); ``WriteFailed``: a
+``StoreBusy``: a write DynamoDB kept refusing (nothing written); ``WriteFailed``: a
 batch not wholly stored (it names the records that were).
 """
 
@@ -19,7 +20,7 @@ from vdq.store.models import QueueItemRecord, _Table
 
 
 class StoreBusy(VdqError):
-    """A transaction DynamoDB kept cancelling for conflicts or throttling: nothing written."""
+    """A write DynamoDB kept refusing for conflicts or throttling: nothing written."""
 
     status = 503
     code = "contention"
@@ -49,27 +50,45 @@ _RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedTh
 TRANSACT_MAX_ACTIONS = 100
 
 
+def _retried(write: Callable[[], None], refused: Callable[[Exception], str | None],
+             tries: int) -> None:
+    """Run ``write`` again while ``refused`` names why DynamoDB did not apply it (a reason
+    worth another try; None: raise as is), with full jitter, at most about 5 s in all;
+    ``StoreBusy`` when it kept refusing."""
+    delay = 0.02
+    for attempt in range(tries):
+        try:
+            write()
+            return
+        except (TransactWriteError, UpdateError) as exc:
+            why = refused(exc)
+            if why is None:
+                raise
+            if attempt + 1 < tries:
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 1.0)
+                continue
+            raise StoreBusy(f"DynamoDB kept refusing the write ({why}); nothing was written, "
+                            "try again") from exc  # fmt: skip
+
+
 def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
     """Run one TransactWriteItems, built by ``fill``, again when DynamoDB cancelled it only
     for a conflict with another transaction on one of its items or for throttling (neither
     is retried by botocore; every receiver of one email releases the same content record)."""
-    delay = 0.02
-    for attempt in range(tries):
-        try:
-            with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
-                fill(tx)
-            return
-        except TransactWriteError as exc:
-            codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
-            codes.discard("None")
-            if codes and codes <= _RETRYABLE:
-                if attempt + 1 < tries:  # full jitter, at most about 5 s in all
-                    time.sleep(random.uniform(0, delay))
-                    delay = min(delay * 2, 1.0)
-                    continue
-                raise StoreBusy(f"DynamoDB kept cancelling the write ({', '.join(sorted(codes))})"
-                                "; nothing was written, try again") from exc  # fmt: skip
-            raise
+
+    def write() -> None:
+        with TransactWrite(connection=QueueItemRecord._get_connection().connection) as tx:
+            fill(tx)
+
+    def refused(exc: Exception) -> str | None:
+        if not isinstance(exc, TransactWriteError):
+            return None
+        codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
+        codes.discard("None")
+        return ", ".join(sorted(codes)) if codes and codes <= _RETRYABLE else None
+
+    _retried(write, refused, tries)
 
 
 # What DynamoDB answers a single-item write that it did not apply and that is worth trying
@@ -77,8 +96,6 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
 # that outlasted botocore's own retries.
 _UPDATE_RETRYABLE = frozenset({"TransactionConflictException",
                                "ProvisionedThroughputExceededException", "ThrottlingException"})
-
-
 UPDATE_TRIES = 10
 
 
@@ -87,21 +104,12 @@ def conditional_update(record: _Table, actions: list[Any], condition: Any,
     """One conditional UpdateItem of ``record``, tried again as ``transact`` does when
     DynamoDB did not apply it for a conflict with a transaction on the item or throttling;
     ``StoreBusy`` when it kept refusing. A failed condition raises ``UpdateError`` as is."""
-    delay = 0.02
-    for attempt in range(tries):
-        try:
-            record.update(actions=actions, condition=condition)
-            return
-        except UpdateError as exc:
-            code = exc.cause_response_code
-            if code not in _UPDATE_RETRYABLE:
-                raise
-            if attempt + 1 < tries:  # full jitter, at most about 5 s in all
-                time.sleep(random.uniform(0, delay))
-                delay = min(delay * 2, 1.0)
-                continue
-            raise StoreBusy(f"DynamoDB kept refusing the write ({code}); nothing was written, "
-                            "try again") from exc  # fmt: skip
+
+    def refused(exc: Exception) -> str | None:
+        code = getattr(exc, "cause_response_code", None)
+        return code if isinstance(exc, UpdateError) and code in _UPDATE_RETRYABLE else None
+
+    _retried(lambda: record.update(actions=actions, condition=condition), refused, tries)
 
 
 def condition_failed(reason: Any) -> bool:
