@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from vdq.store.models import EventMarkRecord, HistoryRecord, QueueItemRecord, item_pk
 
@@ -65,10 +65,20 @@ def recent_json(entries: Sequence[HistoryRecord]) -> list[str] | None:
     return out
 
 
+def recent_of(item: QueueItemRecord) -> list[str]:
+    """The state item's entries as stored (JSON texts: the model types them as attributes)."""
+    return [str(text) for text in item.recent or ()]
+
+
+def add_recent(item: QueueItemRecord, texts: Sequence[str]) -> None:
+    """``texts`` appended to the item as read, as the write that appended them left it."""
+    item.recent = cast(Any, [*recent_of(item), *texts])
+
+
 def recent_entries(item: QueueItemRecord) -> list[HistoryRecord]:
     """The history entries kept on the state item."""
     out = []
-    for text in item.recent or ():
+    for text in recent_of(item):
         data = json.loads(text)
         sk = data.pop("sk")
         out.append(HistoryRecord(item.pk, sk, at=sk.split("#")[1], **data))

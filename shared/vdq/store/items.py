@@ -23,8 +23,10 @@ from vdq.store.history import (
     RECENT_LIMIT,
     SEEN_LIMIT,
     EventMark,
+    add_recent,
     pack_history,
     recent_json,
+    recent_of,
     unpack_history,
 )
 from vdq.store.keys import ProviderIdTaken
@@ -114,7 +116,9 @@ def _applied(current: QueueItemRecord | None, recent: list[str] | None) -> bool:
     part): the write was applied, and its condition failed on a repeat of it. botocore sends an
     UpdateItem again when its answer is lost, and unlike a transaction's, an UpdateItem's repeat
     has no token that makes it answer as the first did."""
-    return bool(recent) and current is not None and recent[-1] in (current.recent or ())
+    if not recent or current is None:
+        return False
+    return recent[-1] in recent_of(current)
 
 
 class _NoRoom(Exception):
@@ -331,7 +335,7 @@ class Items(BatchWrites, Expiring):
         if in_set and mark is not None:
             item.seen = {*(item.seen or ()), mark.digest}
         if recent:
-            item.recent = [*(item.recent or ()), *recent]
+            add_recent(item, recent)
 
     def _update_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
                       mark: EventMark | None, recent: list[str] | None) -> None:  # fmt: skip
@@ -505,7 +509,7 @@ class Items(BatchWrites, Expiring):
         """The mark joins the ``seen`` set, the entries on the state item (one UpdateItem) or
         in a record (with the set's update, one transaction)."""
         recent = _fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
-        actions = [QueueItemRecord.seen.add({mark.digest})]
+        actions: list[Any] = [QueueItemRecord.seen.add({mark.digest})]
         condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
                      & _seen_room())  # fmt: skip
         probe = QueueItemRecord(item.pk, STATE_SK)
@@ -540,7 +544,7 @@ class Items(BatchWrites, Expiring):
                 raise _NoRoom() from None
         item.seen = {*(item.seen or ()), mark.digest}
         if recent:
-            item.recent = [*(item.recent or ()), *recent]
+            add_recent(item, recent)
 
     def _mark_record(self, entries: Sequence[HistoryRecord], mark: EventMark,
                      expiration: int | float | None) -> None:  # fmt: skip
