@@ -271,7 +271,10 @@ def test_the_archive_writes_what_ttl_deleted_to_s3(aws, runtime, clock):
     [stored] = s3.list_objects_v2(Bucket=aws["bucket"], Prefix="archive/")["Contents"]
     assert stored["Key"] == f"archive/dt={clock.now().date().isoformat()}/ev-9.json.gz"
     body = s3.get_object(Bucket=aws["bucket"], Key=stored["Key"])["Body"].read()
-    [line] = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    [line, *history] = [json.loads(x) for x in gzip.decompress(body).splitlines()]
     assert (line["kind"], line["id"], line["expiration"]) == ("item", item.id,
                                                               expected(runtime, item.id))
     assert json.loads(line["attributes"])["state"] == "succeeded"
+    # The history the state item held: a line each, as a history record's.
+    assert [(h["kind"], h["id"], json.loads(h["attributes"])["name"]) for h in history] == [
+        ("history", item.id, "send"), ("history", item.id, "succeed")]
