@@ -129,8 +129,9 @@ def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
 
 
 def archive(records: Iterable[dict[str, Any]], runtime: Any) -> int:
-    """Write the TTL deletions of a batch to S3 when ``VDQ_ARCHIVE=s3``; returns the records
-    archived. A failure raises: Lambda delivers the batch again (the keys are the same)."""
+    """Write the TTL deletions of a batch to S3 when ``VDQ_ARCHIVE=s3``; returns the lines
+    written (a line a record, and one per history entry a state item held). A failure raises:
+    Lambda delivers the batch again (the keys are the same)."""
     if runtime.settings.archive != "s3":
         return 0
     written = 0
