@@ -83,9 +83,9 @@ def test_the_done_transition_writes_the_expiration_on_the_item_and_its_history(a
 
 def test_the_done_transition_stamps_its_history_record_when_the_state_item_is_full(
         aws, runtime, clock, monkeypatch):  # fmt: skip
-    import vdq.store.items
+    import vdq.store.history
 
-    monkeypatch.setattr(vdq.store.items, "RECENT_LIMIT", 0)  # every entry is a record
+    monkeypatch.setattr(vdq.store.history, "RECENT_LIMIT", 0)  # every entry is a record
     [item] = email(runtime, "ada@example.org")
     move(runtime, item.id, "send", "succeed")
     done = expected(runtime, item.id)
@@ -162,10 +162,10 @@ def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, run
 @pytest.mark.parametrize("on_state", [True, False], ids=["on-the-state-item", "records"])
 def test_history_written_while_done_carries_the_expiration(aws, runtime, monkeypatch,
                                                            on_state):  # fmt: skip
-    import vdq.store.items
+    import vdq.store.history
 
     if not on_state:
-        monkeypatch.setattr(vdq.store.items, "RECENT_LIMIT", 0)  # every entry is a record
+        monkeypatch.setattr(vdq.store.history, "RECENT_LIMIT", 0)  # every entry is a record
     [item] = sms(runtime)
     move(runtime, item.id, "send", "error")
     call("transition", params={"id": item.id, "name": "cancel"}, query={})

@@ -17,7 +17,8 @@ One table, every record kind under a prefixed key:
 |               |              |             | high, bulk lane: pk ``SCHED#<lane>#<n>``        |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
-their state writes), ``history`` (history entries and event marks), ``contents`` (contents,
+their state writes), ``events`` (history appends that change no state, with their event
+marks), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans),
 ``scheduled`` (due-time buckets of long scheduled sends), ``tx`` (transactions and batches of
 new records), ``suppressions`` (suppressed receivers and their history), ``expiry`` (records
@@ -29,6 +30,7 @@ table's TTL attribute, are gone to every read; stamping an item's records: vdq.r
 from __future__ import annotations
 
 from vdq.store.contents import Contents, decode_content, encode_content
+from vdq.store.events import Events
 from vdq.store.history import (
     ENTRY_FIELDS,
     SEEN_LIMIT,
@@ -118,6 +120,6 @@ __all__ = [
 ]
 
 
-class Store(Contents, Keys, Suppressions, Scheduled):
+class Store(Contents, Events, Keys, Suppressions, Scheduled):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
     and attachments, provider-ID mappings, suppressions)."""

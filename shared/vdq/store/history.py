@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pynamodb.expressions.condition import size
+
 from vdq.store.models import EventMarkRecord, HistoryRecord, QueueItemRecord, item_pk
 
 ENTRY_FIELDS = ("at", "actor", "source", "kind", "name", "from_state", "to_state", "attempt",
@@ -117,3 +119,46 @@ class EventMark:
 # Marks kept in the state item's ``seen`` set; an item's further marks are records of their
 # own, so no flood of events (opens, clicks, delays) can grow the state item.
 SEEN_LIMIT = 12
+
+
+# ---- the entries on the state item: what a write appends, and on what condition ------------
+
+
+class NoRoom(Exception):
+    """A state write's entries no longer fit on the state item (another write added some)."""
+
+
+def fitting(item: QueueItemRecord, entries: Sequence[HistoryRecord]) -> list[str] | None:
+    """``entries`` as the state item keeps them, when all fit there (``RECENT_LIMIT``,
+    ``RECENT_ENTRY_BYTES``); None when they are to be a record."""
+    if not entries or len(item.recent or ()) + len(entries) > RECENT_LIMIT:
+        return None
+    return recent_json(entries)
+
+
+def appended(recent: list[str]) -> Any:
+    """Entries are appended to the state item's, never rewritten."""
+    return QueueItemRecord.recent.set((QueueItemRecord.recent | []).append(recent))
+
+
+def room(n: int) -> Any:
+    """The state item has room for ``n`` entries more (another write may have added some
+    since the read)."""
+    return QueueItemRecord.recent.does_not_exist() | (
+        size(QueueItemRecord.recent) <= RECENT_LIMIT - n)
+
+
+def seen_room() -> Any:
+    """The state item's ``seen`` set has room for one more mark."""
+    return QueueItemRecord.seen.does_not_exist() | (
+        size(QueueItemRecord.seen) < SEEN_LIMIT)
+
+
+def applied(current: QueueItemRecord | None, recent: list[str] | None) -> bool:
+    """The state item holds this write's own entry (its key is unique: a time and a random
+    part): the write was applied, and its condition failed on a repeat of it. botocore sends an
+    UpdateItem again when its answer is lost, and unlike a transaction's, an UpdateItem's repeat
+    has no token that makes it answer as the first did."""
+    if not recent or current is None:
+        return False
+    return recent[-1] in recent_of(current)

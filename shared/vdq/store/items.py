@@ -13,20 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
-from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactWrite
 
 from vdq import resources
 from vdq.errors import VdqError
 from vdq.store.expiry import Expiring, stamp
 from vdq.store.history import (
-    RECENT_LIMIT,
     SEEN_LIMIT,
     EventMark,
+    NoRoom,
     add_recent,
+    appended,
+    applied,
+    fitting,
     pack_history,
-    recent_json,
-    recent_of,
+    room,
     unpack_history,
 )
 from vdq.store.keys import ProviderIdTaken
@@ -96,35 +97,6 @@ def _expected(item: QueueItemRecord) -> Any:
     return same_state & (QueueItemRecord.attempt == item.attempt) & same_id
 
 
-# Writes of one event's mark into the ``seen`` set that may find it (or the entries' room)
-# filled by other writes since their read, before the mark is a record of its own.
-MARK_TRIES = 5
-
-
-def _condition_failed(exc: UpdateError | TransactWriteError, at: int = 0) -> bool:
-    """The write's condition failed; in a transaction, that of its ``at``-th request (PynamoDB
-    sends a transaction's condition checks, then its deletes, puts and updates, in that order,
-    whatever order they were added in)."""
-    if isinstance(exc, TransactWriteError):
-        reasons = exc.cancellation_reasons or []
-        return len(reasons) > at and condition_failed(reasons[at])
-    return exc.cause_response_code == "ConditionalCheckFailedException"
-
-
-def _applied(current: QueueItemRecord | None, recent: list[str] | None) -> bool:
-    """The state item holds this write's own entry (its key is unique: a time and a random
-    part): the write was applied, and its condition failed on a repeat of it. botocore sends an
-    UpdateItem again when its answer is lost, and unlike a transaction's, an UpdateItem's repeat
-    has no token that makes it answer as the first did."""
-    if not recent or current is None:
-        return False
-    return recent[-1] in recent_of(current)
-
-
-class _NoRoom(Exception):
-    """A state write's entries no longer fit on the state item (another write added some)."""
-
-
 def _as_read(item: QueueItemRecord, current: QueueItemRecord) -> bool:
     """``current`` is in the (state, attempt, provider ID) ``item`` was read in."""
     return (current.state, int(current.attempt), current.provider_id) == (
@@ -134,31 +106,6 @@ def _as_read(item: QueueItemRecord, current: QueueItemRecord) -> bool:
 def _current_from(reason: Any) -> QueueItemRecord | None:
     raw = getattr(reason, "raw_item", None)
     return QueueItemRecord.from_raw_data(raw) if raw else None
-
-
-def _fitting(item: QueueItemRecord, entries: Sequence[HistoryRecord]) -> list[str] | None:
-    """``entries`` as the state item keeps them, when all fit there (``RECENT_LIMIT``,
-    ``RECENT_ENTRY_BYTES``); None when they are to be a record."""
-    if not entries or len(item.recent or ()) + len(entries) > RECENT_LIMIT:
-        return None
-    return recent_json(entries)
-
-
-def _appended(recent: list[str]) -> Any:
-    """Entries are appended to the state item's, never rewritten."""
-    return QueueItemRecord.recent.set((QueueItemRecord.recent | []).append(recent))
-
-
-def _room(n: int) -> Any:
-    """The state item has room for ``n`` entries more (another write may have added some
-    since the read)."""
-    return QueueItemRecord.recent.does_not_exist() | (
-        size(QueueItemRecord.recent) <= RECENT_LIMIT - n)
-
-
-def _seen_room() -> Any:
-    return QueueItemRecord.seen.does_not_exist() | (
-        size(QueueItemRecord.seen) < SEEN_LIMIT)
 
 
 class Items(BatchWrites, Expiring):
@@ -276,7 +223,7 @@ class Items(BatchWrites, Expiring):
             self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,
                          release=release, mapping_expiration=mapping_expiration,
                          on_state=True)  # fmt: skip
-        except _NoRoom:
+        except NoRoom:
             # Another write filled the state item's entries since the read, and nothing else
             # it assumed changed: the same write, its entries a record.
             self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,
@@ -289,7 +236,7 @@ class Items(BatchWrites, Expiring):
                 mapping_expiration: int | None, on_state: bool) -> None:  # fmt: skip
         expiration = write.set.get("expiration", item.expiration)
         own = [h for h in history if h.pk == item.pk]
-        recent = _fitting(item, own) if on_state else None
+        recent = fitting(item, own) if on_state else None
         packed = pack_history([h for h in history if recent is None or h.pk != item.pk])
         stamp(packed, expiration)
         puts: list[tuple[_Table, Any]] = [(h, None) for h in packed]
@@ -317,8 +264,8 @@ class Items(BatchWrites, Expiring):
                 stamp([marker], expiration)
                 puts.append((marker, EventMarkRecord.pk.does_not_exist()))
         if recent:
-            actions.append(_appended(recent))
-            condition = condition & _room(len(recent))
+            actions.append(appended(recent))
+            condition = condition & room(len(recent))
         if not puts and release is None and not check_record:
             self._update_state(item, actions, condition, mark, recent)
         else:
@@ -346,18 +293,18 @@ class Items(BatchWrites, Expiring):
             if exc.cause_response_code != "ConditionalCheckFailedException":
                 raise
             current = self.get_item(item.id)
-            if _applied(current, recent):
+            if applied(current, recent):
                 return
             self._failed(item, current, mark, bool(recent))
 
     def _failed(self, item: QueueItemRecord, current: QueueItemRecord | None,
                 mark: EventMark | None, on_state: bool) -> None:
-        """Why a state write's condition failed: ``Duplicate``, ``Moved``, or ``_NoRoom``
+        """Why a state write's condition failed: ``Duplicate``, ``Moved``, or ``NoRoom``
         (only the room for its entries on the state item was gone)."""
         if mark is not None and current is not None and mark.digest in (current.seen or ()):
             raise Duplicate(f"event {mark.digest} of {item.id} was seen")
         if on_state and current is not None and _as_read(item, current):
-            raise _NoRoom()
+            raise NoRoom()
         raise Moved(current)
 
     def _transact_state(self, item: QueueItemRecord, actions: list[Any], condition: Any,
@@ -461,118 +408,6 @@ class Items(BatchWrites, Expiring):
                 raise ProviderIdTaken(provider_id, owner) from None
             raise
         return True
-
-    def append_history(
-        self,
-        entries: Sequence[HistoryRecord],
-        *,
-        mark: EventMark | None = None,
-        expiration: int | float | None = None,
-        item: QueueItemRecord | None = None,
-    ) -> None:
-        """History entries that change no state (events that leave an item as it is).
-
-        With ``mark`` (the event's duplicate check) and the ``item`` as read, one write:
-
-        - while the item's ``seen`` set has room, the mark joins it: with the entries in one
-          UpdateItem while they fit on the state item, else in a transaction with their
-          record. Every mark written while the set has room is in it, so each later check of
-          the set (this one's, ``commit``'s) finds it;
-        - once the set is full, a transaction that stores the mark as a record of its own with
-          the entries', conditional on the mark being neither there nor in the set.
-
-        A mark seen before is ``Duplicate``; both bounds keep the state item small whatever
-        flood of events (opens, clicks, late events) reaches it. ``expiration``: the item's,
-        when it is done (the records and the mark take it).
-        """
-        if mark is None:
-            records = pack_history(entries)
-            stamp(records, expiration)
-            if len(records) == 1:
-                records[0].save()
-            elif records:
-                self.put_new(records)
-            return
-        current = item
-        for _ in range(MARK_TRIES):
-            if current is None or len(current.seen or ()) >= SEEN_LIMIT:
-                break
-            try:
-                self._mark_in_seen(current, entries, mark, expiration)
-                return
-            except _NoRoom:  # the set or the entries' room filled since the read
-                current = self.get_item(mark.item_id)
-        self._mark_record(entries, mark, expiration)
-
-    def _mark_in_seen(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
-                      mark: EventMark, expiration: int | float | None) -> None:  # fmt: skip
-        """The mark joins the ``seen`` set, the entries on the state item (one UpdateItem) or
-        in a record (with the set's update, one transaction)."""
-        recent = _fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
-        actions: list[Any] = [QueueItemRecord.seen.add({mark.digest})]
-        condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
-                     & _seen_room())  # fmt: skip
-        probe = QueueItemRecord(item.pk, STATE_SK)
-        records: list[HistoryRecord] = []
-        if recent:
-            actions.append(_appended(recent))
-            condition = condition & _room(len(recent))
-        else:
-            records = pack_history(entries)
-            stamp(records, expiration)
-        try:
-            if recent:
-                conditional_update(probe, actions, condition)
-            else:
-                def fill(tx: TransactWrite) -> None:
-                    tx.update(probe, actions, condition=condition)
-                    for record in records:
-                        tx.save(record)
-
-                transact(fill)
-        except (UpdateError, TransactWriteError) as exc:
-            if not _condition_failed(exc, at=len(records)):  # the puts, then the update
-                raise
-            current = self.get_item(item.id)
-            if _applied(current, recent):
-                pass
-            elif current is None:
-                raise Moved(None) from None
-            elif mark.digest in (current.seen or ()):
-                raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
-            else:
-                raise _NoRoom() from None
-        item.seen = {*(item.seen or ()), mark.digest}
-        if recent:
-            add_recent(item, recent)
-
-    def _mark_record(self, entries: Sequence[HistoryRecord], mark: EventMark,
-                     expiration: int | float | None) -> None:  # fmt: skip
-        """The mark as a record of its own, with the entries' records: one transaction,
-        conditional on the mark being neither there nor in the ``seen`` set."""
-        records = pack_history(entries)
-        stamp(records, expiration)
-        unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
-        marker = mark.record()
-        stamp([marker], expiration)
-
-        def fill(tx: TransactWrite) -> None:
-            tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
-                               condition=unseen)  # fmt: skip
-            tx.save(marker, condition=EventMarkRecord.pk.does_not_exist())
-            for record in records:
-                tx.save(record)
-
-        try:
-            transact(fill)
-        except TransactWriteError as exc:
-            # PynamoDB sends condition checks first, then puts.
-            reasons = exc.cancellation_reasons or []
-            if not any(condition_failed(r) for r in reasons[:2]):
-                raise
-            if condition_failed(reasons[0]) and self.get_item(mark.item_id) is None:
-                raise Moved(None) from None
-            raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Push an item's timer on, if the item is still in the (state, attempt, timer) read.

@@ -117,6 +117,16 @@ def condition_failed(reason: Any) -> bool:
     return reason is not None and reason.code == "ConditionalCheckFailed"
 
 
+def condition_failed_at(exc: UpdateError | TransactWriteError, at: int = 0) -> bool:
+    """The write's condition failed; in a transaction, that of its ``at``-th request (PynamoDB
+    sends a transaction's condition checks, then its deletes, puts and updates, in that order,
+    whatever order they were added in)."""
+    if isinstance(exc, TransactWriteError):
+        reasons = exc.cancellation_reasons or []
+        return len(reasons) > at and condition_failed(reasons[at])
+    return exc.cause_response_code == "ConditionalCheckFailedException"
+
+
 class BatchWrites:
     """New records written, and taken back, in batches."""
 
