@@ -91,6 +91,14 @@ def test_a_redelivery_is_a_duplicate_when_the_first_delivery_mark_is_a_record(aw
 # These two HOLD at e3d9f88 (3.8 KB and 3.9 KB of 4 KB): kept as guards of the thin margin.
 
 
+def text_room(runtime, item_id, *, kind, name, state):
+    """Bytes of text an SES entry of ``kind``/``name`` in ``state`` can hold on the state item."""
+    probe = transitions.history_entry(item_id, runtime.clock.now(), actor="ses",
+                                      source="provider", kind=kind, name=name, from_state=state,
+                                      to_state=state, attempt=1, text="x")  # fmt: skip
+    return RECENT_ENTRY_BYTES - (len(recent_json([probe])[0].encode()) - 1)
+
+
 def state_size(aws, item_id):
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
@@ -110,11 +118,7 @@ def test_the_state_item_stays_under_4_kb_with_a_multibyte_result_and_full_recent
     move(runtime, item.id, "error", result="配信できませんでした。" * 60)
     # Late events of that attempt (SES opens, a late timeout) with short non-ASCII texts: each
     # entry just under RECENT_ENTRY_BYTES, so they fill ``recent``.
-    probe = transitions.history_entry(item.id, runtime.clock.now(), actor="ses",
-                                      source="provider", kind="late", name="timeout",
-                                      from_state="errored", to_state="errored", attempt=1,
-                                      text="x")
-    room = RECENT_ENTRY_BYTES - (len(recent_json([probe])[0].encode()) - 1)
+    room = text_room(runtime, item.id, kind="late", name="timeout", state="errored")
     text = "応" * (room // 3)  # the entry is at most RECENT_ENTRY_BYTES
     for k in range(5):
         step = Step("timeout", actor="ses", source="provider", late="record",
@@ -142,11 +146,7 @@ def test_the_state_item_stays_under_4_kb_after_delays_and_a_bounce_in_japanese(a
     move(runtime, item.id, "send")
     apply(item.id, Step("await", actor="vdq", provider_id="ses-msg-1"), runtime)
     runtime.clock.advance(0.001)
-    probe = transitions.history_entry(item.id, runtime.clock.now(), actor="ses",
-                                      source="provider", kind="event", name="DeliveryDelay",
-                                      from_state="awaiting", to_state="awaiting", attempt=1,
-                                      text="x")
-    room = RECENT_ENTRY_BYTES - (len(recent_json([probe])[0].encode()) - 1)
+    room = text_room(runtime, item.id, kind="event", name="DeliveryDelay", state="awaiting")
     delay = "一時的な障害" * (room // 18)  # the entry is just under RECENT_ENTRY_BYTES
     for k in range(12):
         update = ProviderUpdate("ses", "ses-msg-1", "deferred", "DeliveryDelay", delay,
