@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vdq.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
+from vdq.store.history import entry_data
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 KINDS = {"STATE": "item", "CONTENT": "content", "REFS": "content_refs", "FILE": "attachment",
@@ -93,10 +94,8 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
     if not recent:
         return [line]
     try:
-        entries = [json.loads(text) for text in recent]
-        for entry in entries:
-            entry["at"] = entry["sk"].split("#")[1]
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        entries = [entry_data(text) for text in recent]
+    except (ValueError, TypeError):
         return [line]  # not as VDQ writes them: kept on the item's line as they are
     line["attributes"] = json.dumps(attributes, separators=(",", ":"), sort_keys=True)
     out = [line]
