@@ -24,6 +24,24 @@ LINES = (
 )
 
 
+# The floor of the design: the DynamoDB writes that what the product promises makes for a
+# delivered email, each of an item under one write unit, and no more. No write here can go
+# without giving up a promise; the bill's other lines are then as measured, less X-Ray and the
+# handlers' own log lines. The floor's total is the least a delivered email can cost in this
+# design: a target below it needs another design, not another lever.
+FLOOR_WRITES = (
+    ("enqueue: the item's state, kept from the 202 on", 1),
+    ("enqueue: its content, which a retry or a resend sends again", 1),
+    ("enqueue: its entry in the list of open items (operators list them)", 1),
+    ("enqueue: its timer entry (the sweep republishes an item whose publish failed)", 1),
+    ("claim: a conditional write (SQS delivers a message twice at times: no double send)", 1),
+    ("accepted: the provider's ID (a crash after SES accepted is not a crash before)", 1),
+    ("result: the done state, its open and timer entries out, its done-list entry in", 4),
+    ("retention: the content's expiry, a write of its own (a resend may share it)", 1),
+)
+FLOOR_READS = 1.0  # the worker reads the item and its content (each under 4 KB)
+
+
 def provisioned_dynamodb(usage: dict[str, float], table: dict[str, Any]) -> float:
     """US$ per million messages of the same units on provisioned capacity, auto scaled to the
     table's target utilization: at a steady rate the cost per unit does not depend on it."""
@@ -31,6 +49,23 @@ def provisioned_dynamodb(usage: dict[str, float], table: dict[str, Any]) -> floa
     per_wru = d["provisioned_per_wcu_hour"] / 3600 / a["provisioned_utilization"]
     per_rru = d["provisioned_per_rcu_hour"] / 3600 / a["provisioned_utilization"]
     return 1e6 * (usage["wru"] * per_wru + usage["rru"] * per_rru)
+
+
+def floor(billed: dict[str, Any], table: dict[str, Any] | None = None) -> dict[str, float]:
+    """US$ per million of the design's floor (``FLOOR_WRITES``), on-demand and provisioned,
+    beside ``billed`` (a ``bill``): its other lines as measured, less X-Ray and the handlers'
+    log lines (Lambda's platform lines stay)."""
+    p = table or cost.prices()
+    usage, lines = billed["usage"], billed["lines"]
+    units = {"wru": float(sum(n for _, n in FLOOR_WRITES)), "rru": FLOOR_READS}
+    d = p["dynamodb"]
+    on_demand_ddb = (units["wru"] * d["per_million_write_request_units"]
+                     + units["rru"] * d["per_million_read_request_units"])  # fmt: skip
+    platform = usage["lambda_requests"] * p["assumptions"]["lambda_platform_log_bytes"]
+    logs = lines["cloudwatch_logs"] * (platform / usage["log_bytes"] if usage["log_bytes"] else 0)
+    rest = sum(v for k, v in lines.items() if k not in ("dynamodb", "xray", "cloudwatch_logs"))
+    return {**units, "on_demand": round(rest + logs + on_demand_ddb, 2),
+            "provisioned": round(rest + logs + provisioned_dynamodb(units, p), 2)}
 
 
 def bill(journey: Any, table: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -69,6 +104,11 @@ def table_text(bills: dict[str, dict[str, Any]]) -> str:
         out.append(f"{text:<76}" + "".join("         -" if bills[n][key] is None
                                             else f"{bills[n][key]:>10.2f}" for n in names))
     first = bills[names[0]]
+    low = floor(first)
+    out.append(f"{'the floor of the design for an ' + names[0] + ', on-demand (bench/bill.py)':<76}"
+               f"{low['on_demand']:>10.2f}")
+    out.append(f"{'the floor of the design for an ' + names[0] + ', provisioned':<76}"
+               f"{low['provisioned']:>10.2f}")
     usage = first["usage"]
     out.append(f"\nper delivered {names[0]}: {usage['wru']:.1f} write units, {usage['rru']:.1f} "
                f"read units, {usage['log_bytes']:.0f} log bytes, {usage['sqs']:.2f} SQS "
@@ -76,4 +116,7 @@ def table_text(bills: dict[str, dict[str, Any]]) -> str:
                f"{cost.months_stored() * cost.DAYS_A_MONTH:.0f} days; prices of "
                f"{first['prices_checked']} (bench/prices.json; Twilio's not rechecked since "
                "2025: see its note there).")
+    out.append(f"the floor: {low['wru']:.0f} write units and {low['rru']:.0f} read unit, the "
+               "writes the product's promises make (FLOOR_WRITES), other lines as measured "
+               "without X-Ray and handler logs.")
     return "\n".join(out)

@@ -66,3 +66,22 @@ def test_a_full_batch_shares_its_pace_reservation_and_a_batch_of_one_pays_it_who
     volume = cost.journey_cost(journey, fill=10)["_usage_per_message"]
     trickle = cost.journey_cost(journey, fill=1)["_usage_per_message"]
     assert volume["wru"] == 6.1 and trickle["wru"] == 7.0
+
+
+def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray_and_logs():
+    journey = requests.Journey(stored_bytes=3_000)
+    tally = requests.Tally()
+    tally.wru, tally.rru, tally.log_bytes = 20.0, 3.0, 1_300
+    journey.phases.append(("enqueue", tally, None, 0))
+    billed = bill.bill(journey)
+    low = bill.floor(billed)
+    table = cost.prices()
+    assert low["wru"] == sum(n for _, n in bill.FLOOR_WRITES) == 11
+    # One invocation (not queue-fed): 700 platform bytes of its 2,000 log bytes stay.
+    logs = billed["lines"]["cloudwatch_logs"] * 700 / 2_000
+    kept = billed["lines"]["lambda"] + billed["lines"]["dynamodb_storage"] + logs
+    ddb = (11 * table["dynamodb"]["per_million_write_request_units"]
+           + 1 * table["dynamodb"]["per_million_read_request_units"])
+    assert low["on_demand"] == round(kept + ddb, 2)
+    assert low["provisioned"] == round(kept + bill.provisioned_dynamodb(low, table), 2)
+    assert low["provisioned"] < low["on_demand"] < billed["total_on_demand"]
