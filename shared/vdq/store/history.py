@@ -74,31 +74,48 @@ def _compact(entry: HistoryRecord) -> str:
     return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
 
 
+_NAMED = ("actor", "source", "kind", "name")  # every entry has them
+_NULLABLE = ("from_state", "to_state", "text")
+
+
 def entry_data(text: str) -> dict[str, Any]:
-    """An entry as the state item keeps it, read back: its key (``sk``), its time (``at``)
-    and its fields that have a value. Raises ValueError for a text no VDQ release wrote."""
-    data = json.loads(text)
-    if isinstance(data, list) and data and isinstance(data[0], str):
-        if len(data) > len(_POSITIONAL) + 1:
-            raise ValueError(f"history entry with {len(data)} values")
-        sk = HISTORY_KEY_PREFIX + data[0]
+    """An entry as the state item keeps it, read back: its key (``sk``), its time (``at``, the
+    key's second part) and its fields that have a value. Raises ValueError for a text that is
+    not an entry as a VDQ release writes one (a hand edit, a cut value)."""
+    try:
+        data = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("history entry nested too deep") from exc
+    if isinstance(data, list):
+        if not data or not isinstance(data[0], str) or len(data) > len(_POSITIONAL) + 1:
+            raise ValueError("not a history entry")
         fields = {f: v for f, v in zip(_POSITIONAL, data[1:], strict=False) if v is not None}
-        data = {"sk": sk, **fields}
-    if not isinstance(data, dict) or not isinstance(data.get("sk"), str):
+        data = {"sk": HISTORY_KEY_PREFIX + data[0], **fields}
+    if not isinstance(data, dict) or not set(data) <= {"sk", *ENTRY_FIELDS}:
         raise ValueError("not a history entry")
-    parts = data["sk"].split("#")
-    if len(parts) < 3:
-        raise ValueError(f"history key {data['sk']!r} has no time")
+    sk = data.get("sk")
+    parts = sk.split("#") if isinstance(sk, str) else []
+    if len(parts) < 2 or not parts[1]:
+        raise ValueError(f"history key {sk!r} has no time")
+    attempt = data.get("attempt")
+    if (any(not isinstance(data.get(f), str) for f in _NAMED)
+            or any(not isinstance(data.get(f), str | None) for f in _NULLABLE)
+            or isinstance(attempt, bool) or not isinstance(attempt, int | None)):
+        raise ValueError(f"history entry {sk!r} has a field of the wrong type")
     return {**data, "at": parts[1]}
 
 
 def recent_json(entries: Sequence[HistoryRecord]) -> list[str] | None:
     """``entries`` as the state item keeps them (``_compact``), or None when one of them is
-    too long to."""
+    too long to, or would not read back (``entry_data``: an entry it refuses is a record)."""
     out = []
     for entry in entries:
         text = _compact(entry)
         if len(text.encode()) > RECENT_ENTRY_BYTES:
+            return None
+        try:
+            entry_data(text)
+        except ValueError:
             return None
         out.append(text)
     return out
