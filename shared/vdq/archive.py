@@ -85,18 +85,23 @@ def line_of(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """A deleted record's archive lines: its own, and for a state item one ``history`` line
-    per entry it held (``recent``), as a history record's would be, so that an item's history
-    reads the same whichever place an entry lived in."""
+    """A deleted record's archive lines: its own, then one ``history`` line per further entry
+    it held (a state item's ``recent``; a history record's ``more``, the entries of its write
+    before its own), so that an item's history is its ``history`` lines, one per entry,
+    whichever place an entry lived in. Entries not as VDQ writes them stay on the record's
+    line as they are."""
     line = line_of(record)
     attributes = json.loads(line["attributes"])
-    recent = attributes.pop("recent", None) if line["kind"] == "item" else None
-    if not recent:
+    name = {"item": "recent", "history": "more"}.get(line["kind"])
+    if name is None or not attributes.get(name):
         return [line]
     try:
-        entries = [entry_data(text) for text in recent]
-    except (ValueError, TypeError):
-        return [line]  # not as VDQ writes them: kept on the item's line as they are
+        held = attributes[name]
+        texts = [json.dumps(e) for e in json.loads(held)] if name == "more" else held
+        entries = [entry_data(text) for text in texts]
+    except (ValueError, TypeError, RecursionError):
+        return [line]
+    del attributes[name]
     line["attributes"] = json.dumps(attributes, separators=(",", ":"), sort_keys=True)
     out = [line]
     for entry in entries:

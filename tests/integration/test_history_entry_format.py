@@ -103,3 +103,41 @@ def test_the_archive_writes_the_same_history_line_for_either_form():
         lines[name] = found[1]
     assert lines["old"] == lines["new"]
     assert json.loads(lines["new"]["attributes"])["at"] == "2026-01-01T00:00:00.000000Z"
+
+
+def test_a_history_record_of_several_entries_archives_as_a_line_per_entry():
+    """A write's entries that went to a record share it (the last one's key, the earlier ones
+    in ``more``): the archive writes each as a history line of its own, as it does the state
+    item's, so an item's history is its history lines whichever place held an entry."""
+    from vdq.store.history import pack_history
+
+    first = _record("H#2026-01-01T00:00:00.000001Z#aa", {
+        "actor": "worker", "source": "server", "kind": "transition", "name": "send",
+        "from_state": "queued", "to_state": "sending", "attempt": 1})
+    last = _record("H#2026-01-01T00:00:00.000002Z#bb", {
+        "actor": "worker", "source": "server", "kind": "transition", "name": "error",
+        "from_state": "sending", "to_state": "errored", "attempt": 1, "text": "boom"})
+    [stored] = pack_history([first, last])
+    image = {k: v for k, v in stored.serialize().items()}
+    from boto3.dynamodb.types import TypeDeserializer
+
+    plain = {k: TypeDeserializer().deserialize(v) for k, v in image.items()}
+    record = _removed(stored.sk, 1_767_225_600 + 5, event_id="h",
+                      **{k: v for k, v in plain.items() if k not in ("pk", "sk")})
+    [body] = archive.objects([record]).values()
+    found = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    assert [(x["kind"], x["sk"]) for x in found] == [("history", last.sk), ("history", first.sk)]
+    own, earlier = (json.loads(x["attributes"]) for x in found)
+    assert "more" not in own and own["text"] == "boom"
+    assert earlier == {"at": "2026-01-01T00:00:00.000001Z", "actor": "worker",
+                       "source": "server", "kind": "transition", "name": "send",
+                       "from_state": "queued", "to_state": "sending", "attempt": 1}  # fmt: skip
+
+
+def test_a_history_record_whose_entries_are_not_as_written_keeps_them_on_its_line():
+    record = _removed("H#2026-01-01T00:00:00.000002Z#bb", 1_767_225_600 + 5, event_id="h",
+                      actor="w", source="server", kind="transition", name="error",
+                      more='[{"name": "send"}]')  # no key: not an entry VDQ writes
+    [body] = archive.objects([record]).values()
+    [line] = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    assert json.loads(line["attributes"])["more"] == '[{"name": "send"}]'
