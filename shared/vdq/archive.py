@@ -97,9 +97,15 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
         return [line]
     try:
         held = attributes[name]
-        texts = [json.dumps(e) for e in json.loads(held)] if name == "more" else held
-        entries = [entry_data(text) for text in texts]
+        if name == "more":  # objects, as pack_history writes them
+            listed = json.loads(held)
+            if not isinstance(listed, list) or not all(isinstance(e, dict) for e in listed):
+                return [line]
+            held = [json.dumps(e) for e in listed]
+        entries = [entry_data(text) for text in held]
     except (ValueError, TypeError, RecursionError):
+        return [line]
+    if not entries:
         return [line]
     del attributes[name]
     line["attributes"] = json.dumps(attributes, separators=(",", ":"), sort_keys=True)

@@ -97,6 +97,8 @@ def entry_data(text: str) -> dict[str, Any]:
     parts = sk.split("#") if isinstance(sk, str) else []
     if len(parts) < 2 or not parts[1]:
         raise ValueError(f"history key {sk!r} has no time")
+    if data.get("at", parts[1]) != parts[1]:
+        raise ValueError(f"history entry {sk!r} has a time other than its key's")
     attempt = data.get("attempt")
     if (any(not isinstance(data.get(f), str) for f in _NAMED)
             or any(not isinstance(data.get(f), str | None) for f in _NULLABLE)
