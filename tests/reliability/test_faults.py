@@ -267,6 +267,30 @@ def test_lambda_timeout_after_the_claim_is_recovered_by_the_lease_sweep(env):
     assert (late.kind, late.name) == ("late", "succeed") and "250 2.0.0 OK" in late.text
 
 
+def test_a_lease_sweep_whose_write_is_refused_reports_it_and_the_next_run_moves_the_item(env):
+    """The lease sweep's write (errored, with its history entry) conflicts on every try: the
+    run carries on and reports the failure, the item keeps its lease timer, and the next run
+    moves it (the model's schedule: a crash after the claim, the lease passing, a sweep under
+    a TransactionConflict)."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    ses.plan = "crash"
+    with pytest.raises(Crash):
+        send.process(first(queue), rt)
+    ses.plan = "ok"
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    left = aws_error(dynamodb_client(), "UpdateItem", "TransactionConflictException",
+                     times=RECORD_TRIES, when=writes_history)  # fmt: skip
+    assert schedules.run(["sweep"], rt).get("failed") == 1
+    assert left == [0]
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "sending" and (stored.timer_pk or "").startswith("lease#")
+    assert schedules.run(["sweep"], rt).get("lease_moved") == 1
+    stored = assert_sound(rt, item.id)
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    assert sum(ses.calls.values()) == 1
+
+
 def test_a_poison_send_message_fails_only_its_record_so_sqs_moves_it_to_the_dlq(env):
     rt, queue = env["rt"], env["queue"]
     item = email(rt)
