@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vdq.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
-from vdq.store.history import entry_data
+from vdq.store.history import entry_data, more_entries
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 KINDS = {"STATE": "item", "CONTENT": "content", "REFS": "content_refs", "FILE": "attachment",
@@ -97,13 +97,9 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
         return [line]
     try:
         held = attributes[name]
-        if name == "more":  # objects, as pack_history writes them
-            listed = json.loads(held)
-            if not isinstance(listed, list) or not all(isinstance(e, dict) for e in listed):
-                return [line]
-            held = [json.dumps(e) for e in listed]
-        entries = [entry_data(text) for text in held]
-    except (ValueError, TypeError, RecursionError):
+        entries = (more_entries(held) if name == "more"
+                   else [entry_data(text) for text in held])  # fmt: skip
+    except (ValueError, TypeError):
         return [line]
     if not entries:
         return [line]

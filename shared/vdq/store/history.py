@@ -91,6 +91,24 @@ def entry_data(text: str) -> dict[str, Any]:
             raise ValueError("not a history entry")
         fields = {f: v for f, v in zip(_POSITIONAL, data[1:], strict=False) if v is not None}
         data = {"sk": HISTORY_KEY_PREFIX + data[0], **fields}
+    return _checked(data)
+
+
+def more_entries(text: str) -> list[dict[str, Any]]:
+    """The entries a history record keeps in ``more`` (objects, as ``pack_history`` writes
+    them), each read back as ``entry_data`` reads one; ValueError for anything else."""
+    try:
+        listed = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("history entries nested too deep") from exc
+    if not isinstance(listed, list):
+        raise ValueError("not a list of history entries")
+    return [_checked(data) for data in listed]
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """``data`` (an entry as an object) with its ``at``, if it is an entry as a release writes
+    one; else ValueError."""
     if not isinstance(data, dict) or not set(data) <= {"sk", *ENTRY_FIELDS}:
         raise ValueError("not a history entry")
     sk = data.get("sk")
