@@ -44,7 +44,7 @@ from vdq.transitions import (
 )
 from vdq.uploads import discard as discard_uploads
 from vdq.uploads import find_uploads
-from vdq.workflow import INITIAL_STATE
+from vdq.workflow.table import INITIAL_STATE
 
 
 def new_item(

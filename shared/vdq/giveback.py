@@ -22,7 +22,7 @@ from vdq.providers import ThrottledProviderError
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
-from vdq.workflow import GIVE_BACK_ENTRIES, State, claim_source
+from vdq.workflow.table import GIVE_BACK_ENTRIES, State, claim_source
 
 # Seconds over which throttled items come back, after their turn at the cut rate: a
 # throttling answer comes to many sends at once, and spread they do not all ask for the same
@@ -72,7 +72,7 @@ def give_back(
 ) -> str:
     """Undo the claim: the item returns to the state it was claimed from, at the same attempt,
     and its message (same attempt and lane) is published again ``delay`` seconds later. Not a
-    transition of the workflow's table (why: vdq.workflow, ``GIVE_BACK``); ``name`` is its
+    transition of the workflow's table (why: vdq.workflow.table, ``GIVE_BACK``); ``name`` is its
     history entry, one of ``workflow.GIVE_BACK_ENTRIES``.
 
     The write is conditional on the claim (``sending`` at this attempt), so a status update or

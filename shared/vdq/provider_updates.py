@@ -26,7 +26,7 @@ from vdq.transitions import (
     item_now,
     send_entry,
 )
-from vdq.workflow import State
+from vdq.workflow.table import State
 
 # Normalised statuses (the seed's Anymail and Twilio words) -> the transition they apply.
 TRANSITION_FOR = {

@@ -52,7 +52,7 @@ from vdq.transitions import (
     shard_timer_partition,
     timer_partition,
 )
-from vdq.workflow import State
+from vdq.workflow.table import State
 
 if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the SMS checks
     from vdq import results

@@ -34,7 +34,7 @@ from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.transitions import Step, history_entry, send_entry
-from vdq.workflow import State
+from vdq.workflow.table import State
 
 CLAIM_SOURCES = (State.QUEUED.value, State.DELAYED.value)
 ACTOR = "worker"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from vdq.lanes import DEFAULT_PRIORITY
-from vdq.workflow import DONE_STATES, GIVE_BACK, TRANSITIONS, State
+from vdq.workflow.table import DONE_STATES, GIVE_BACK, TRANSITIONS, State
 
 SOURCE = "vdq"
 DETAIL_TYPE = "Queue Item State Change"
@@ -28,7 +28,7 @@ _TRANSITION_OF = {
 
 
 def transition_of(before: str, after: str, old: dict[str, Any], new: dict[str, Any]) -> str:
-    """The transition a change of state is, or the give-back (vdq.workflow.GIVE_BACK): out of
+    """The transition a change of state is, or the give-back (vdq.workflow.table.GIVE_BACK): out of
     ``sending`` to where the claim came from at the same attempt (``delay`` starts a new
     one)."""
     same_attempt = (old.get("attempt") or {}).get("N") == (new.get("attempt") or {}).get("N")

@@ -138,7 +138,7 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -
     provider. One GetItem when the message names its receiver (it always does, but a message
     published before it did costs a read of the item too)."""
     from vdq import transitions
-    from vdq.workflow import State
+    from vdq.workflow.table import State
 
     if receiver is None:
         item = runtime.store.get_item(item_id)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from vdq import resources, workflow
+from vdq import resources
 from vdq.attachments import purge_if_idle, release_for
 from vdq.clock import iso, parse_iso
 from vdq.errors import ContentionError, InvalidTransition, NotFound
@@ -33,7 +33,8 @@ from vdq.store import (
     item_pk,
     shard,
 )
-from vdq.workflow import DONE_STATES, Decision, State
+from vdq.workflow import table as workflow
+from vdq.workflow.table import DONE_STATES, Decision, State
 
 MAX_TRIES = 5
 MAX_RESULT = 500  # characters of result kept on the state item; history keeps the whole text

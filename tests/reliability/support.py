@@ -1,6 +1,6 @@
 """What the reliability suite shares: one moto AWS per module, fake providers that count every
 call per (item, attempt), a send queue that keeps every published message for redelivery, the
-reference workflow written independently of ``vdq.workflow``, and the figures it prints."""
+reference workflow written independently of ``vdq.workflow.table``, and the figures it prints."""
 
 from __future__ import annotations
 

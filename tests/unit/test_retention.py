@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vdq import retention, stateevents, workflow
+from vdq import retention, stateevents
 from vdq.settings import Settings
 from vdq.store import expiry
+from vdq.workflow import table as workflow
 
 DONE = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 

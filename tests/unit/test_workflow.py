@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vdq import workflow
 from vdq.errors import Forbidden, InvalidTransition, NotFound
-from vdq.workflow import DONE_STATES, State
+from vdq.workflow import table as workflow
+from vdq.workflow.table import DONE_STATES, State
 
 S = State
 # The seed's table: transition -> (sources, target, permission).
@@ -78,7 +78,7 @@ def test_entering_done_only_from_an_active_state():
     assert not workflow.decide("error", S.SENDING, "I").enters_done
 
 
-# ---- the give-back: not a transition (vdq.workflow, GIVE_BACK) --------------------------------
+# ---- the give-back: not a transition (vdq.workflow.table, GIVE_BACK) --------------------------------
 
 
 def test_the_give_back_is_not_a_transition_and_no_row_takes_sending_back():

@@ -47,7 +47,7 @@ def dispatch_options(p: argparse.ArgumentParser) -> None:
                         "2026-12-24T09:00:00+01:00 (at most VDQ_MAX_SCHEDULE_DAYS ahead)")
 
 def _states() -> tuple[list[str], list[str]]:
-    from vdq.workflow import DONE_STATES, State
+    from vdq.workflow.table import DONE_STATES, State
 
     return ([s.value for s in State if s not in DONE_STATES],
             [s.value for s in State if s in DONE_STATES])  # fmt: skip

@@ -83,8 +83,8 @@ def _answer(path: str, file: str | None, settings: Settings) -> tuple[int, dict[
 
 
 def config(settings: Settings) -> dict[str, Any]:
-    from vdq import workflow
     from vdq.operations import actions, listing, spec
+    from vdq.workflow import table as workflow
 
     base = (settings.console_auth_url or "").rstrip("/")
     return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from vdq import ids, workflow
+from vdq import ids
 from vdq.api import Caller
 from vdq.clock import iso, parse_iso
 from vdq.enqueue import new_item, publish_new
@@ -17,7 +17,8 @@ from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
 from vdq.transitions import Step, apply, email_wait_since, history_entry
 from vdq.views import item_json
-from vdq.workflow import State
+from vdq.workflow import table as workflow
+from vdq.workflow.table import State
 
 RESEND_PERMISSION = "vdq.can_resend"
 READ_PERMISSION = "vdq.read_queueitem"

@@ -10,7 +10,7 @@ from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord
 from vdq.views import history_json, item_json
-from vdq.workflow import State, is_done
+from vdq.workflow.table import State, is_done
 
 READ_PERMISSION = "vdq.read_queueitem"
 HISTORY_PAGE = 100  # entries an item's view holds; the rest is paged (getItemHistory)

@@ -22,7 +22,7 @@ from vdq.operations.error_docs import (  # noqa: F401  (re-exported for vdq.open
     status_text,
 )
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
-from vdq.workflow import TRANSITIONS
+from vdq.workflow.table import TRANSITIONS
 
 _DEFAULTS = Settings()
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -20,7 +20,7 @@ from vdq.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.views import item_json
-from vdq.workflow import State, is_done
+from vdq.workflow.table import State, is_done
 
 MAX_ROUNDS = 4
 LIST_PERMISSION = "vdq.list_queueitem"

@@ -16,7 +16,7 @@ from vdq import ids, segments, suppression, validation
 from vdq.lanes import PRIORITIES
 from vdq.operations import spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
-from vdq.workflow import State
+from vdq.workflow.table import State
 
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
 _ID_TEXT = "26 characters of Crockford base32 (a ULID)"

@@ -17,7 +17,7 @@ from vdq.errors import ValidationError
 from vdq.fields import Body, Field
 from vdq.lanes import PRIORITIES
 from vdq.operations import cursor
-from vdq.workflow import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
+from vdq.workflow.table import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
 
 ACTIVE_STATES = tuple(s.value for s in State if s not in DONE_STATES)
 SENT_STATES = tuple(s.value for s in State if s in DONE_STATES)
