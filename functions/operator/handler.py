@@ -126,7 +126,7 @@ def resend_sent_items(event: Event) -> Response:
 
 
 def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) -> Response:
-    """Copies of sent items; with an Idempotency-Key, once per key (vdq.intake.once)."""
+    """Copies of sent items; with an Idempotency-Key, once per key (vdq.intake.rest.once)."""
     from vdq.operations import actions
 
     runtime = Runtime.default()
@@ -137,7 +137,7 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
     key = api.header(event, "Idempotency-Key")
     if key is None:
         return _json(201, work())
-    from vdq import intake
+    from vdq.intake import rest as intake
 
     who.require(actions.RESEND_PERMISSION, actions.READ_PERMISSION)  # before the key is taken
     return _json(201, intake.once(operation, who, key, {"ids": item_ids}, runtime, work))
@@ -227,7 +227,7 @@ def no_route() -> Response:
 @metrics.log_metrics  # resends (ItemsEnqueued) and errors it causes reach the dashboard and alarms
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if api.header(event, "Idempotency-Key") is not None:  # a resend: load idempotency then only
-        from vdq import intake
+        from vdq.intake import rest as intake
 
         # A record this invocation leaves "in progress" expires at its deadline.
         settings = Runtime.default().settings

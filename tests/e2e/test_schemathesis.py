@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
 
 import requests
 from tests.e2e.conftest import REPO, TWILIO_TOKEN, Stack, patient
-from vdq.intake import MAX_IDEMPOTENCY_KEY
+from vdq.intake.rest import MAX_IDEMPOTENCY_KEY
 
 DOCUMENT = str(REPO / "shared" / "vdq" / "openapi.json")
 # Per operation and mode; VDQ_SCHEMATHESIS_COVERAGE=1 adds Schemathesis' boundary values (the

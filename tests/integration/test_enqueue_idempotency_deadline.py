@@ -23,7 +23,7 @@ from functions.enqueue import handler as enqueue_handler
 from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
-from vdq import intake
+from vdq.intake import rest as intake
 
 KEY = "order-1042-shipped"
 REMAINING_MS = 29_000  # what the context reports when the work starts

@@ -405,7 +405,7 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
 
     Expected (issue 14 defect 2: "a retried request with the same Idempotency-Key must not
     duplicate"): the retry answers the first request's items (or an error) and stores none."""
-    from vdq import intake
+    from vdq.intake import rest as intake
 
     rt, queue = env["rt"], env["queue"]
     writer = Caller("app", ("vdq-writers",), ALL_PERMISSIONS)

@@ -50,7 +50,7 @@ FUNCTIONS_DIR = str(REPO / "functions") + os.sep
 CALLS_DIR_ENV = "TESTS_CALLS_DIR"  # not VDQ_*: the e2e stack passes it through
 # Domain modules (or module:function) that only one function's handler calls into.
 ENTRY_POINTS = {
-    "vdq.intake": "enqueue",
+    "vdq.intake.rest": "enqueue",
     "vdq.enqueue": "enqueue",
     "vdq.send": "send",
     "vdq.results": "webhook",

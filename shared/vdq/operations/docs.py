@@ -3,7 +3,7 @@ API is, how to get a token, what each success and body is, and the idempotency r
 errors are vdq.operations.error_docs', re-exported here).
 
 Imported only by the generator (vdq.openapi). Every number and name is imported from the code
-that enforces or defines it (settings defaults, vdq.api, vdq.resources, vdq.intake, the
+that enforces or defines it (settings defaults, vdq.api, vdq.resources, vdq.intake.rest, the
 workflow), so the document cannot drift from the server.
 """
 
@@ -98,7 +98,7 @@ BODIES = {
 
 
 def _idempotency_schema() -> dict[str, Any]:
-    from vdq.intake import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
+    from vdq.intake.rest import IDEMPOTENCY_KEY_PATTERN, MAX_IDEMPOTENCY_KEY
 
     # Printable ASCII (what HTTP carries), not starting or ending with a space (HTTP drops it).
     return {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY,

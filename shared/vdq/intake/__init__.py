@@ -1,0 +1,10 @@
+"""Intake: how a message enters VDQ, from a request body to stored, published queue items.
+
+The request bodies declared once (``fields``, ``messages``) and checked (``validation``,
+``encoded_words``, ``segments`` for SMS), scheduled sends (``scheduling``), attachments too
+large for a request (``uploads``), producer quotas (``quotas``), the enqueue itself
+(``enqueue``: one queue item per receiver, written before it is published), and its two doors:
+the REST API (``rest``: POST /emails and /sms) and the Python API (``python_api``). Imports:
+core, store, the workflow, the runtime and the REST edge (``vdq.api``); of the other stages only
+results' suppression list (a request to a suppressed receiver is refused up front).
+"""
