@@ -26,7 +26,7 @@ READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
 QUERY = ("dynamodb:Query",)
 TRANSITION = ("dynamodb:UpdateItem", "dynamodb:PutItem")
 # Provider events carry an event mark: the transaction checks the mark's record (or the item)
-# without writing it. Only the functions that apply provider events (vdq.results) hold it.
+# without writing it. Only the functions that apply provider events (vdq.results.matching) hold it.
 CONDITION_CHECK = ("dynamodb:ConditionCheckItem",)
 # Publishing to a queue (SQS-managed encryption: no KMS). CDK's grant_send_messages adds
 # GetQueueAttributes and GetQueueUrl, which only the schedule's sweep calls (the first);

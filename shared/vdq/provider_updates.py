@@ -1,6 +1,6 @@
 """A provider update applied to the item it matched: the transition it runs (or the event it
 records), written with its event mark, and the orphan events an item adopts with its provider
-ID. Matching the update to its item is vdq.results'."""
+ID. Matching the update to its item is vdq.results.matching'."""
 
 from __future__ import annotations
 

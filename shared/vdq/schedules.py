@@ -55,7 +55,7 @@ from vdq.transitions import (
 from vdq.workflow.table import State
 
 if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the SMS checks
-    from vdq import results
+    from vdq.results import matching as results
 
 ACTOR = "schedule"
 SWEEP_BATCH = 200  # items per timer kind per run
@@ -168,7 +168,7 @@ def _guard(report: Report, item_id: str, work: Any) -> None:
 
 
 def _fetch(item: QueueItemRecord, twilio: Any) -> results.ProviderUpdate:
-    from vdq import results
+    from vdq.results import matching as results
 
     status = twilio.fetch(item.provider_id)
     return results.twilio_update(item.provider_id or "", status.status, status.error_code,
@@ -176,7 +176,7 @@ def _fetch(item: QueueItemRecord, twilio: Any) -> results.ProviderUpdate:
 
 
 def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> None:
-    from vdq import results
+    from vdq.results import matching as results
 
     item = runtime.store.get_item(item_id)
     if item is None or item.state != State.AWAITING.value or not item.provider_id:
@@ -190,7 +190,7 @@ def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> No
 
 def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
                  report: Report) -> None:  # fmt: skip
-    from vdq import results
+    from vdq.results import matching as results
 
     item = runtime.store.get_item(item_id)
     if item is None or item.state != State.AWAITING.value or item.done_since >= window_start:
@@ -236,7 +236,7 @@ def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Rep
         return
     if not _timer_due(item, TIMER_EMAIL_AWAIT, window_start, runtime):
         return
-    from vdq import results
+    from vdq.results import matching as results
 
     if results.replay_waiting_orphans(item, runtime):
         report.add("email_orphans_replayed")

@@ -366,7 +366,7 @@ def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]]
                    runtime: Runtime) -> None:  # fmt: skip
     """Apply the adopted events (the results code owns what an event means); one that fails
     stays on the mapping for a later match."""
-    from vdq import results
+    from vdq.results import matching as results
 
     try:
         results.replay_orphans(item_id, provider_id, orphans, runtime)

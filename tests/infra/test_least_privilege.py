@@ -86,7 +86,7 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
 
 
 def test_only_the_functions_that_apply_provider_events_hold_condition_check_item(synth):
-    # A provider event's mark is checked in its transaction (vdq.results, run by the webhook,
+    # A provider event's mark is checked in its transaction (vdq.results.matching, run by the webhook,
     # the send worker's orphan replay and the schedule's polls and timeouts).
     for name, function in synth.stack.functions.by_name.items():
         holds = "dynamodb:ConditionCheckItem" in synth.role_actions(function)

@@ -97,7 +97,7 @@ def test_a_redelivered_ses_delivery_after_one_retry_is_a_duplicate(aws, runtime)
     ``recent`` full and takes _mark_in_seen's transaction, whose ConditionalCheckFailed
     (the mark is in ``seen``) is misread: the handler raises on every redelivery (to the DLQ)."""
     from tests.support.results import ses_event
-    from vdq import results
+    from vdq.results import matching as results
 
     [item] = email(runtime, "ada@example.org")
     move(runtime, item.id, "send", "error")

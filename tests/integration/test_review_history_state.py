@@ -173,7 +173,7 @@ def test_a_redelivered_late_ses_delivery_after_a_retry_is_a_duplicate(aws, runti
     over RECENT_ENTRY_BYTES, so it is a record (its mark was an EV# record); the second
     ("Delivery", queued -> queued) fits, and the UpdateItem path looks only in ``seen``."""
     from tests.support.results import ses_event
-    from vdq import results
+    from vdq.results import matching as results
 
     [item] = email(runtime, "ada@example.org")
     move(runtime, item.id, "send")

@@ -480,7 +480,7 @@ def test_one_email_send_costs_two_dynamodb_requests(aws, rt):
 
 
 def test_ses_events_that_arrived_before_the_id_are_applied_when_it_is_stored(aws, rt):
-    from vdq import results
+    from vdq.results import matching as results
 
     message_id = "010001927b2d6c1e-early-000000"
 

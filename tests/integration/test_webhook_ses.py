@@ -18,7 +18,8 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq import results, retention
+from vdq import retention
+from vdq.results import matching as results
 from vdq.store import ProviderRecord, provider_pk
 from vdq.transitions import Step, apply
 

@@ -27,7 +27,7 @@ from tests.support.results import (
     sqs_event,
     twilio_event,
 )
-from vdq import results
+from vdq.results import matching as results
 from vdq.transitions import Step, apply
 
 FUZZ = settings(max_examples=120, deadline=None, database=None, derandomize=True,

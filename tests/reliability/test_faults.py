@@ -28,8 +28,9 @@ from tests.reliability.support import (
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.results import LambdaContext, ses_event
-from vdq import results, schedules, send
+from vdq import schedules, send
 from vdq.providers.ses import SesProvider
+from vdq.results import matching as results
 from vdq.sendqueue import SendMessage, SendQueue
 from vdq.store import QueueItemRecord
 from vdq.store import tx as store_tx

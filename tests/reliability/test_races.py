@@ -29,8 +29,9 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.results import ses_event
-from vdq import results, send
+from vdq import send
 from vdq.errors import ContentionError, InvalidTransition
+from vdq.results import matching as results
 from vdq.sendqueue import SendMessage
 from vdq.transitions import Step, apply
 

@@ -25,10 +25,11 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.results import new_sms, ses_event, to_sending
-from vdq import results, schedules, send, store
+from vdq import schedules, send, store
 from vdq.api import Caller
 from vdq.errors import PartiallyEnqueued
 from vdq.operations import actions
+from vdq.results import matching as results
 from vdq.sendqueue import SendMessage
 from vdq.settings import ALL_PERMISSIONS
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
@@ -334,7 +335,7 @@ def test_a_redelivered_event_recorded_as_a_mark_record_changes_nothing_after_a_c
     never the EV# record: the duplicate writes the result, stores the message ID and adds an
     ``ignored`` entry to history.
 
-    Expected (vdq.results: "a duplicate or replayed delivery changes nothing the second
+    Expected (vdq.results.matching: "a duplicate or replayed delivery changes nothing the second
     time"): the second delivery is a duplicate and the item is as the first left it."""
     rt = env["rt"]
     (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)

@@ -53,7 +53,7 @@ ENTRY_POINTS = {
     "vdq.intake.rest": "enqueue",
     "vdq.enqueue": "enqueue",
     "vdq.send": "send",
-    "vdq.results": "webhook",
+    "vdq.results.matching": "webhook",
     "vdq.schedules": "schedule",
     "vdq.operations.listing": "operator",
     "vdq.operations.detail": "operator",

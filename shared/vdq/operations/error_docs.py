@@ -140,7 +140,7 @@ _CODE_TEXT = {
 def _api_error_codes() -> set[str]:
     import vdq.attachments
     import vdq.quotas
-    import vdq.results
+    import vdq.results.matching
     import vdq.store  # noqa: F401  (their VdqError subclasses)
 
     seen: set[str] = set()

@@ -1,0 +1,10 @@
+"""Results: what the providers report about a sent message, and what VDQ does about it.
+
+``events`` parses SES events and Twilio statuses into provider updates (pure); ``matching``
+finds each update's queue item (tracking tags, provider-ID mappings, orphans) and ``updates``
+applies it (a transition, or an event kept in history). ``tracking`` decides how an email
+carries its item's key to SES's events, ``twilio_signature`` authenticates Twilio's callbacks,
+and ``suppression`` and ``unsubscribe`` keep the receivers VDQ no longer sends to. Imports:
+core, store, providers, the workflow, the runtime and the REST edge; never intake, dispatch,
+schedules or operations.
+"""
