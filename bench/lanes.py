@@ -192,7 +192,8 @@ def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -
 
     from bench import cost
     from bench import requests as rq
-    from vdq import resources, schedules, scheduling
+    from vdq import resources, scheduling
+    from vdq.schedules import sweeps as schedules
 
     with env.stack() as stack:
         with rq.COUNTER.measure(units=True) as plain:

@@ -111,7 +111,7 @@ TIMER_LEASE = "lease"
 TIMER_AWAIT = "await"  # an awaiting SMS: keyed on done_since (the seed's window)
 # An awaiting email: keyed on the claim that sent it. SES accepting an email leaves it on its
 # lease timer (its Delivery or Bounce most often comes before the lease passes, and ends it):
-# the lease sweep moves the timer of an email still awaiting then (vdq.schedules).
+# the lease sweep moves the timer of an email still awaiting then (vdq.schedules.sweeps).
 TIMER_EMAIL_AWAIT = "mailwait"
 
 

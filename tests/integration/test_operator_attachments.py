@@ -10,7 +10,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.support.operator import call, email, succeed
-from vdq import attachments, schedules
+from vdq import attachments
+from vdq.schedules import sweeps as schedules
 from vdq.store import FILE_SK, AttachmentRecord, attachment_pk
 
 PDF = {"filename": "report 1.pdf", "content_type": "application/pdf",

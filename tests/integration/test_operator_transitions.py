@@ -90,14 +90,14 @@ def test_a_transition_with_no_source_in_the_state_is_a_409_naming_it(
 
 
 def test_the_409_for_an_awaiting_email_names_when_its_timeout_moves_it(aws, runtime):
-    # SES's acceptance leaves the claim's lease timer on the email (vdq.schedules.await_email
+    # SES's acceptance leaves the claim's lease timer on the email (vdq.schedules.sweeps.await_email
     # moves it to the email timeout's, keyed on the claim, once the lease passes): the time the
     # refusal names is the claim's plus the timeout, before and after that move, not the
     # lease's end plus the timeout.
     from datetime import timedelta
 
-    from vdq import schedules
     from vdq.clock import iso, parse_iso
+    from vdq.schedules import sweeps as schedules
 
     [item] = email(runtime, "ada@example.org")
     move(runtime, item.id, "send")

@@ -26,9 +26,9 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq import schedules
 from vdq.clock import iso
 from vdq.runtime import Runtime
+from vdq.schedules import sweeps as schedules
 from vdq.transitions import Step, apply
 
 HOUR = 3600

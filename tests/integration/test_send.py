@@ -89,7 +89,7 @@ def test_email_is_sent_through_ses_and_awaits_its_delivery(aws, rt, ses_requests
     stored = rt.store.get_item(ada.id)
     assert stored.state == "awaiting" and stored.attempt == 1
     # The claim's lease timer stays: the lease sweep moves it to the email timeout's timer if
-    # no final event came by then (vdq.schedules.await_email).
+    # no final event came by then (vdq.schedules.sweeps.await_email).
     assert stored.provider_id and stored.timer_pk.startswith("lease#")
     # Its SES events carry the item's tags, so the ID gets no mapping record (2 write units).
     assert rt.store.find_by_provider_id(stored.provider_id) is None

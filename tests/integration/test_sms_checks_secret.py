@@ -14,9 +14,9 @@ from aws_lambda_powertools.utilities import parameters
 
 from tests.support.fake_twilio import FakeTwilioHttp
 from tests.support.results import new_sms, to_awaiting
-from vdq import schedules
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
+from vdq.schedules import sweeps as schedules
 from vdq.settings import Settings
 
 SECRET = "vdq/twilio-of-the-deploy"

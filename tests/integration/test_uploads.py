@@ -299,7 +299,7 @@ def test_an_enqueue_that_dies_after_copying_leaves_no_copy_for_ever(
 ):
     from dataclasses import replace
 
-    from vdq import schedules
+    from vdq.schedules import sweeps as schedules
 
     runtime.settings = replace(runtime.settings, max_files_age_seconds=0)
     first, second = new_upload()[1], new_upload()[1]

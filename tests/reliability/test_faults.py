@@ -28,9 +28,10 @@ from tests.reliability.support import (
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.results import LambdaContext, ses_event
-from vdq import schedules, send
+from vdq import send
 from vdq.providers.ses import SesProvider
 from vdq.results import matching as results
+from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage, SendQueue
 from vdq.store import QueueItemRecord
 from vdq.store import tx as store_tx

@@ -39,11 +39,12 @@ from tests.reliability.harsh import BATCH_MODES, TX_REASONS, Plan
 from tests.reliability.support import DONE, FIGURES, Crash, fresh_clock
 from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
-from vdq import ids, resources, schedules, send
+from vdq import ids, resources, send
 from vdq.api import Caller
 from vdq.errors import VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
+from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
 from vdq.transitions import Step, apply

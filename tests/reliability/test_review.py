@@ -25,11 +25,12 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.results import new_sms, ses_event, to_sending
-from vdq import schedules, send, store
+from vdq import send, store
 from vdq.api import Caller
 from vdq.errors import PartiallyEnqueued
 from vdq.operations import actions
 from vdq.results import matching as results
+from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
 from vdq.settings import ALL_PERMISSIONS
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk

@@ -243,7 +243,7 @@ def stranded(items: dict[str, QueueItemRecord], settings: Settings) -> list[str]
         need = {"queued": "publish", "delayed": "publish", "sending": "lease",
                 "awaiting": awaits}[state]  # fmt: skip
         # An email SES accepted keeps its lease timer until the lease sweep finds it awaiting
-        # and moves it to its own (vdq.schedules.await_email).
+        # and moves it to its own (vdq.schedules.sweeps.await_email).
         moves_on = state == "awaiting" and item.method == "email" and timer == "lease"
         if need is not None and timer != need and not moves_on:
             problems.append(f"{item_id} is {state} ({item.method}) without a {need} timer "

@@ -54,7 +54,7 @@ ENTRY_POINTS = {
     "vdq.enqueue": "enqueue",
     "vdq.send": "send",
     "vdq.results.matching": "webhook",
-    "vdq.schedules": "schedule",
+    "vdq.schedules.sweeps": "schedule",
     "vdq.operations.listing": "operator",
     "vdq.operations.detail": "operator",
     "vdq.operations.actions": "operator",

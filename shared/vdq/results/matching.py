@@ -35,7 +35,7 @@ from vdq.provider_events import (
     parse_ses_event,
     parse_twilio_callback,
 )
-from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules)
+from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules.sweeps)
 from vdq.provider_updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
     TRANSITION_FOR,
     apply_update,

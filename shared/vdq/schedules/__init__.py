@@ -1,0 +1,8 @@
+"""Schedules: what runs on a timer or on the table's stream rather than on a request.
+
+``sweeps`` holds the checks EventBridge runs (SMS polling and timeouts, the lease and re-publish
+sweeps, the release of scheduled sends, the purge of idle files); ``archive`` writes what
+DynamoDB's TTL deleted to S3. Imports: core, store, providers, the workflow, the runtime,
+intake's scheduling and results (a polled SMS status is a provider update); never dispatch or
+operations.
+"""
