@@ -100,7 +100,7 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
 
     from vdq import resources
     from vdq import runtime as runtime_module
-    from vdq.clock import FakeClock
+    from vdq.core.clock import FakeClock
     from vdq.local import motolean
     from vdq.local import resources as local_resources
     from vdq.runtime import Runtime

@@ -19,7 +19,7 @@ from datetime import timedelta
 from vdq import ids
 from vdq import uploads as uploads_module
 from vdq.api import Caller
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger

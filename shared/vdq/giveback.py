@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from vdq import resources
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.lanes import priority_of
 from vdq.observability import logger, metrics
 from vdq.pacing import PACED, current_rate, get_pacer, rate_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vdq.clock import parse_iso
+from vdq.core.clock import parse_iso
 from vdq.errors import VdqError
 
 SES = "ses"

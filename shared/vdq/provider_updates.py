@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.errors import VdqError
 from vdq.observability import logger
 from vdq.provider_events import ProviderUpdate

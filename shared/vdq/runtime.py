@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 
 from vdq import store as store_module
-from vdq.clock import SYSTEM_CLOCK, Clock
+from vdq.core.clock import SYSTEM_CLOCK, Clock
 from vdq.settings import Settings, get_settings
 
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3,

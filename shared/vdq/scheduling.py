@@ -30,7 +30,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vdq.clock import iso, parse_iso
+from vdq.core.clock import iso, parse_iso
 from vdq.errors import BadValue
 from vdq.lanes import PRIORITIES
 from vdq.observability import logger

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vdq import clock, resources
+from vdq import resources
+from vdq.core import clock
 from vdq.errors import InvalidTransition, NotFound
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime

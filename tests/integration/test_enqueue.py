@@ -182,7 +182,7 @@ def test_an_item_stored_but_not_published_is_on_the_publish_timer(aws, runtime, 
     with pytest.raises(SystemExit):
         vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
     clock.advance(runtime.settings.publish_grace_seconds + 1)
-    from vdq.clock import iso
+    from vdq.core.clock import iso
     from vdq.resources import TIMERS_INDEX
     from vdq.transitions import shard
 

@@ -96,7 +96,7 @@ def test_the_409_for_an_awaiting_email_names_when_its_timeout_moves_it(aws, runt
     # lease's end plus the timeout.
     from datetime import timedelta
 
-    from vdq.clock import iso, parse_iso
+    from vdq.core.clock import iso, parse_iso
     from vdq.schedules import sweeps as schedules
 
     [item] = email(runtime, "ada@example.org")

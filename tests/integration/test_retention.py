@@ -100,7 +100,7 @@ def test_the_done_transition_stamps_its_history_record_when_the_state_item_is_fu
 
 
 def _parsed(text):
-    from vdq.clock import parse_iso
+    from vdq.core.clock import parse_iso
 
     return parse_iso(text)
 

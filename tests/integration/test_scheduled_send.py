@@ -15,7 +15,7 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
 from vdq import resources, send
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.schedules import sweeps as schedules
 from vdq.scheduling import LEAD_SECONDS
 from vdq.store import ScheduledRecord

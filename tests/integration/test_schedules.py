@@ -26,7 +26,7 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
 from vdq.transitions import Step, apply

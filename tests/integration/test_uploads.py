@@ -18,7 +18,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq import store as st
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.resources import UPLOADS_PREFIX
 from vdq.uploads import upload_key
 

@@ -17,7 +17,7 @@ import boto3
 from moto import mock_aws
 
 from vdq import resources
-from vdq.clock import FakeClock, parse_iso
+from vdq.core.clock import FakeClock, parse_iso
 from vdq.local import motolean
 from vdq.local import resources as local_resources
 from vdq.local.resources import LocalResources

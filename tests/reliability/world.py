@@ -33,7 +33,7 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, FakeTwilioHttp
-from vdq.clock import parse_iso
+from vdq.core.clock import parse_iso
 from vdq.errors import VdqError
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime

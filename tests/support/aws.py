@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from vdq import resources
-from vdq.clock import FakeClock
+from vdq.core.clock import FakeClock
 from vdq.local import resources as local_resources
 from vdq.runtime import Runtime
 from vdq.settings import Settings

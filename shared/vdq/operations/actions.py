@@ -7,7 +7,7 @@ from typing import Any
 
 from vdq import ids
 from vdq.api import Caller
-from vdq.clock import iso, parse_iso
+from vdq.core.clock import iso, parse_iso
 from vdq.enqueue import new_item, publish_new
 from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.lanes import priority_of

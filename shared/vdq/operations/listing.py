@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.lanes import priority_of
 from vdq.operations import cursor as cursors
 from vdq.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec

@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from vdq import suppression, tracking
-from vdq.clock import iso, parse_iso
+from vdq.core.clock import iso, parse_iso
 from vdq.errors import VdqError
 from vdq.observability import logger
 from vdq.provider_events import (

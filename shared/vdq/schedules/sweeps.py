@@ -33,7 +33,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq import resources
-from vdq.clock import iso
+from vdq.core.clock import iso
 from vdq.errors import InvalidTransition, VdqError
 from vdq.lanes import PRIORITIES, priority_of
 from vdq.observability import logger
