@@ -8,7 +8,7 @@ from typing import Any
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
 from vdq import api, uploads
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.intake import rest as intake
 from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime

@@ -23,7 +23,7 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 import vdq
 from vdq import api, console
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from vdq.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
+from vdq.core.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
 from vdq.settings import Settings
 
 GATEWAY_MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit: 413 before a function

@@ -20,7 +20,7 @@ from vdq import ids
 from vdq import uploads as uploads_module
 from vdq.api import Caller
 from vdq.core.clock import iso
-from vdq.errors import Forbidden, NotFound, VdqError
+from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment
 from vdq.observability import logger
 from vdq.retention import expiration_at, files_age_seconds, stamp_content

@@ -10,7 +10,7 @@ import binascii
 import re
 from collections.abc import Iterator
 
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import CONTROL_CHARS
 
 _WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")

@@ -15,7 +15,7 @@ from typing import Any
 from vdq import ids
 from vdq.attachments import file_records, store_files
 from vdq.core.clock import iso
-from vdq.errors import PartiallyEnqueued, ValidationError
+from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.lanes import DEFAULT_PRIORITY, message_for
 from vdq.messages import Email, Origin, Sms
 from vdq.observability import logger, metrics

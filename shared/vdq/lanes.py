@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq.errors import BadValue
+from vdq.core.errors import BadValue
 
 PRIORITIES = ("high", "normal", "bulk")
 DEFAULT_PRIORITY = "normal"

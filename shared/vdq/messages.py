@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import (  # noqa: F401  (the formats: re-exported)
     CONTENT_ID_CHARS,
     CONTROL_CHARS,

@@ -47,7 +47,7 @@ def _check_fields(content: Mapping[str, Any], sender_name: str | None,
                   files: Sequence[File]) -> None:  # fmt: skip
     """The header fields the email package decodes encoded words in (vdq.encoded_words)."""
     from vdq import encoded_words
-    from vdq.errors import ValidationError
+    from vdq.core.errors import ValidationError
 
     names = [("sender.name", sender_name or "")] + [
         (f"{key}[{i}].name", value.get("name") or "")

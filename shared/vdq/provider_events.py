@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vdq.core.clock import parse_iso
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 
 SES = "ses"
 TWILIO = "twilio"

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from vdq.core.clock import iso
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.observability import logger
 from vdq.provider_events import ProviderUpdate
 from vdq.retention import mapping_expiration

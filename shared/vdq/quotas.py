@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from vdq.errors import NotFound, VdqError
+from vdq.core.errors import NotFound, VdqError
 from vdq.runtime import Runtime
 from vdq.settings import QuotaLimits
 from vdq.store.counters import Counters, Window

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vdq.core.clock import iso, parse_iso
-from vdq.errors import BadValue
+from vdq.core.errors import BadValue
 from vdq.lanes import PRIORITIES
 from vdq.observability import logger
 from vdq.sendqueue import MAX_DELAY_SECONDS, SendMessage

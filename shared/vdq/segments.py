@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vdq.errors import TooManySegments
+from vdq.core.errors import TooManySegments
 
 GSM7 = "GSM-7"
 UCS2 = "UCS-2"

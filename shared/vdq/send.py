@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdq import giveback, mime, pacing, suppression, tracking, transitions
-from vdq.errors import InvalidTransition
+from vdq.core.errors import InvalidTransition
 from vdq.observability import bind_item, logger, metrics
 from vdq.outbound import MissingContent, send_email, send_sms
 from vdq.providers import (

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from vdq import setting_values as read
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.setting_values import (  # noqa: F401  (re-exported)
     ALL_PERMISSIONS,
     DEFAULT_GROUP_PERMISSIONS,

@@ -21,7 +21,7 @@ from typing import Any
 
 from vdq import resources
 from vdq.core import clock
-from vdq.errors import InvalidTransition, NotFound
+from vdq.core.errors import InvalidTransition, NotFound
 from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
 from vdq.store import (

@@ -15,7 +15,7 @@ import importlib
 from functools import lru_cache
 from typing import Any
 
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.ids import is_id
 
 ITEM_TAG = "vdq_item"

@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 from vdq import ids, messages
 from vdq.api import Caller
 from vdq.core.clock import iso
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field
 from vdq.observability import logger
 from vdq.resources import UPLOADS_PREFIX

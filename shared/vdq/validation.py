@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vdq import encoded_words, ids
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import (
     CONTENT_ID_CHARS,
     CONTROL_CHARS,

@@ -22,7 +22,7 @@ def test_a_product_setting_in_context_reaches_the_functions_unchanged():
 
 
 def test_a_bad_setting_value_fails_the_synth_naming_it():
-    from vdq.errors import SettingsError
+    from vdq.core.errors import SettingsError
 
     with pytest.raises(SettingsError, match="VDQ_MAX_RETRIES"):
         _config({"VDQ_MAX_RETRIES": "-1"})

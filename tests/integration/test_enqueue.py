@@ -14,7 +14,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq import store as st
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.transitions import Step, apply
 
 

@@ -20,7 +20,7 @@ from tests.support.lambda_context import LambdaContext
 from tests.unit.test_hostile_text import build
 from tests.unit.test_request_bodies import _document_takes
 from vdq import api, messages
-from vdq.errors import BadRequest, ValidationError
+from vdq.core.errors import BadRequest, ValidationError
 
 EMAIL = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
          "subject": "Hi", "text": "Text"}  # fmt: skip

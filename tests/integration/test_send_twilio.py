@@ -13,7 +13,7 @@ import pytest
 from aws_lambda_powertools.utilities import parameters
 
 from tests.support.fake_twilio import ACCOUNT_SID, FakeTwilioHttp
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.providers import RejectedByProvider
 from vdq.providers.twilio import TwilioProvider, TwilioStatus, get_twilio
 from vdq.runtime import Runtime

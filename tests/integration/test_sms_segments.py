@@ -15,7 +15,7 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call, succeed
 from vdq import store as st
-from vdq.errors import TooManySegments
+from vdq.core.errors import TooManySegments
 
 
 def post_sms(body_text: str, headers: dict[str, str] | None = None,

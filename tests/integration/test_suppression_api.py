@@ -249,7 +249,7 @@ def test_an_email_not_marked_bulk_carries_no_unsubscribe_headers(aws, rt):
 
 
 def test_list_unsubscribe_must_be_a_boolean(aws, rt):
-    from vdq.errors import ValidationError
+    from vdq.core.errors import ValidationError
 
     with pytest.raises(ValidationError) as err:
         enqueue_bulk(rt, list_unsubscribe="yes")

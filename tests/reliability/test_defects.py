@@ -19,7 +19,7 @@ from tests.reliability.world import MAX_STATE_BYTES, World, engagement_event, ha
 from tests.support.results import ses_event
 from vdq import retention, send
 from vdq.api import Caller
-from vdq.errors import PartiallyEnqueued, VdqError
+from vdq.core.errors import PartiallyEnqueued, VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

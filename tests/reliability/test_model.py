@@ -41,7 +41,7 @@ from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
 from vdq import ids, resources, send
 from vdq.api import Caller
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

@@ -30,7 +30,7 @@ from tests.reliability.support import (
 )
 from tests.support.results import ses_event
 from vdq import send
-from vdq.errors import ContentionError, InvalidTransition
+from vdq.core.errors import ContentionError, InvalidTransition
 from vdq.results import matching as results
 from vdq.sendqueue import SendMessage
 from vdq.transitions import Step, apply

@@ -27,7 +27,7 @@ from tests.reliability.support import (
 from tests.support.results import new_sms, ses_event, to_sending
 from vdq import send, store
 from vdq.api import Caller
-from vdq.errors import PartiallyEnqueued
+from vdq.core.errors import PartiallyEnqueued
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

@@ -34,7 +34,7 @@ from tests.reliability.support import (
 )
 from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, FakeTwilioHttp
 from vdq.core.clock import parse_iso
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
 from vdq.settings import Settings

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vdq.errors import BadRequest
+from vdq.core.errors import BadRequest
 from vdq.operations import cursor
 
 KEY = cursor.ListKey("active", ("email", None), 4)

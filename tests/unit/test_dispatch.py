@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vdq import messages, scheduling, stateevents
-from vdq.errors import BadValue
+from vdq.core.errors import BadValue
 from vdq.lanes import lane_urls, parse_priority
 from vdq.sendqueue import SendMessage, SendQueue
 from vdq.settings import Settings

@@ -15,7 +15,7 @@ from functions.send import handler as send_handler
 
 from tests.support.lambda_context import LambdaContext
 from vdq import sendbatch
-from vdq.errors import NotFound, VdqError
+from vdq.core.errors import NotFound, VdqError
 from vdq.operations.router import Response, Router
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vdq import api, messages, mime
-from vdq.errors import BadRequest, PayloadTooLarge, ValidationError
+from vdq.core.errors import BadRequest, PayloadTooLarge, ValidationError
 from vdq.store import encode_content
 
 LINE_BREAKS = ["\r", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from vdq import messages
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 
 
 def email_body(**changes):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.operations import spec
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.quotas import producer_of, windows
 from vdq.settings import QuotaLimits, Settings
 

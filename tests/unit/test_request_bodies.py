@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from vdq import ids, messages, openapi, validation
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field, OneOf
 from vdq.operations import bodies, spec
 from vdq.settings import Settings

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vdq import messages, segments
-from vdq.errors import SettingsError, TooManySegments, ValidationError
+from vdq.core.errors import SettingsError, TooManySegments, ValidationError
 from vdq.segments import GSM7, UCS2, count
 from vdq.settings import Settings
 

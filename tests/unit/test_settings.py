@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.tracking import EmailTrackingStrategy, TagEmailTrackingStrategy, load_strategy
 
 ITEM_ID = "01KBF3ZQ0M8Y4T6R2W9X5N7C3D"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vdq.errors import Forbidden, InvalidTransition, NotFound
+from vdq.core.errors import Forbidden, InvalidTransition, NotFound
 from vdq.workflow import table as workflow
 from vdq.workflow.table import DONE_STATES, State
 

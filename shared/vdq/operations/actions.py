@@ -8,8 +8,8 @@ from typing import Any
 from vdq import ids
 from vdq.api import Caller
 from vdq.core.clock import iso, parse_iso
+from vdq.core.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.enqueue import new_item, publish_new
-from vdq.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.lanes import priority_of
 from vdq.observability import logger
 from vdq.operations.detail import find_item

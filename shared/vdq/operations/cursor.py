@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vdq.errors import BadRequest
+from vdq.core.errors import BadRequest
 
 VERSION = 1
 PATTERN = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$"  # what ``encode`` writes: payload.signature

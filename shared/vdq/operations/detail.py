@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdq import ids
-from vdq.errors import NotFound
+from vdq.core.errors import NotFound
 from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord

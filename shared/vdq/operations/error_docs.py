@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdq import api
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 
 _STATUS = {
     400: "Bad request (`bad_request`): the body is not JSON or not UTF-8, the Idempotency-Key "

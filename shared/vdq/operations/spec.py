@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from vdq import ids
-from vdq.errors import ValidationError
+from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field
 from vdq.lanes import PRIORITIES
 from vdq.operations import cursor

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdq import messages, suppression, validation
-from vdq.errors import NotFound
+from vdq.core.errors import NotFound
 from vdq.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec

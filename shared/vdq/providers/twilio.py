@@ -21,7 +21,7 @@ from twilio.rest import Client
 from urllib3.exceptions import NewConnectionError
 
 import requests
-from vdq.errors import SettingsError
+from vdq.core.errors import SettingsError
 from vdq.providers import (
     TWILIO_REQUEST_TIMEOUT,
     AmbiguousProviderError,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from vdq import resources
 from vdq.core.clock import iso
-from vdq.errors import InvalidTransition, VdqError
+from vdq.core.errors import InvalidTransition, VdqError
 from vdq.lanes import PRIORITIES, priority_of
 from vdq.observability import logger
 from vdq.runtime import Runtime

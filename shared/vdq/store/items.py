@@ -16,7 +16,7 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from vdq import resources
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.store.expiry import Expiring, stamp
 from vdq.store.history import (
     SEEN_LIMIT,

@@ -11,7 +11,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.store.models import MAP_SK, ProviderRecord, provider_pk
 
 

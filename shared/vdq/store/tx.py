@@ -15,7 +15,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from vdq.errors import VdqError
+from vdq.core.errors import VdqError
 from vdq.store.models import QueueItemRecord, _Table
 
 

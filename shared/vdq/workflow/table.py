@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from vdq.errors import Forbidden, InvalidTransition, NotFound
+from vdq.core.errors import Forbidden, InvalidTransition, NotFound
 
 
 class State(StrEnum):
