@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from vdq import ids
 from vdq import uploads as uploads_module
 from vdq.api import Caller
+from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.messages import Attachment

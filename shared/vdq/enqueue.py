@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from vdq import ids
 from vdq.attachments import file_records, store_files
+from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.lanes import DEFAULT_PRIORITY, message_for

@@ -348,7 +348,7 @@ def stored_content_size(email: Email) -> int:
     store's own encoding (vdq.store.encode_content) when the size is near the limit; far below
     it, the raw JSON or a fast deflate, which the store's smallest encoding does not exceed
     (measuring bzip2 on a megabyte of HTML takes a second)."""
-    from vdq.ids import new_id
+    from vdq.core.ids import new_id
 
     content = {**email.content(), "attachments": [new_id() for _ in email.attachments]}
     raw = json.dumps(content, separators=(",", ":")).encode()

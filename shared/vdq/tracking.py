@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from vdq.core.errors import SettingsError
-from vdq.ids import is_id
+from vdq.core.ids import is_id
 
 ITEM_TAG = "vdq_item"
 ATTEMPT_TAG = "vdq_attempt"

@@ -28,8 +28,9 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
-from vdq import ids, messages
+from vdq import messages
 from vdq.api import Caller
+from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field

@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vdq import encoded_words, ids
+from vdq import encoded_words
+from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.fields import (
     CONTENT_ID_CHARS,

@@ -39,8 +39,9 @@ from tests.reliability.harsh import BATCH_MODES, TX_REASONS, Plan
 from tests.reliability.support import DONE, FIGURES, Crash, fresh_clock
 from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
-from vdq import ids, resources, send
+from vdq import resources, send
 from vdq.api import Caller
+from vdq.core import ids
 from vdq.core.errors import VdqError
 from vdq.operations import actions
 from vdq.results import matching as results

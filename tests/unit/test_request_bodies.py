@@ -12,7 +12,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from vdq import ids, messages, openapi, validation
+from vdq import messages, openapi, validation
+from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field, OneOf
 from vdq.operations import bodies, spec

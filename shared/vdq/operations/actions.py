@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from vdq import ids
 from vdq.api import Caller
+from vdq.core import ids
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.enqueue import new_item, publish_new

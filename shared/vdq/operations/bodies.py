@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from vdq import ids, messages, uploads, validation
+from vdq import messages, uploads, validation
+from vdq.core import ids
 from vdq.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.lanes import DEFAULT_PRIORITY, PRIORITIES
 from vdq.operations import smsbody, spec, suppressions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import ids
+from vdq.core import ids
 from vdq.core.errors import NotFound
 from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime

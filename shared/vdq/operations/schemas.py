@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import ids, segments, suppression, validation
+from vdq import segments, suppression, validation
+from vdq.core import ids
 from vdq.lanes import PRIORITIES
 from vdq.operations import spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES

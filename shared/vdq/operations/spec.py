@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from vdq import ids
+from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field
 from vdq.lanes import PRIORITIES
