@@ -49,7 +49,7 @@ def months_stored() -> float:
     """How long a done message's records stay: VDQ_RETENTION_DAYS' default, then up to
     bench.storage.TTL_LAG_DAYS until DynamoDB's TTL deletes them."""
     from bench.storage import TTL_LAG_DAYS
-    from vdq.settings import Settings
+    from vdq.core.settings import Settings
 
     retention = Settings.__dataclass_fields__["retention_days"].default
     return (int(retention) + TTL_LAG_DAYS) / DAYS_A_MONTH  # type: ignore[call-overload]

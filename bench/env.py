@@ -101,10 +101,10 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     from vdq import resources
     from vdq import runtime as runtime_module
     from vdq.core.clock import FakeClock
+    from vdq.core.settings import Settings
     from vdq.local import motolean
     from vdq.local import resources as local_resources
     from vdq.runtime import Runtime
-    from vdq.settings import Settings
 
     plain = lean_moto_transactions()
     with mock_aws():

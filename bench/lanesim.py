@@ -425,7 +425,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
 
 def default_parallelism() -> int:
     """VDQ_SEND_PARALLELISM's default (the deployed value)."""
-    from vdq.settings import Settings
+    from vdq.core.settings import Settings
 
     return int(Settings.__dataclass_fields__["send_parallelism"].default)
 

@@ -15,8 +15,8 @@ from infra.functions import retention
 from infra.nag import suppress
 from vdq import console, resources
 from vdq.api import GATEWAY_ERRORS, THROTTLE_RETRY_AFTER_SECONDS, gateway_template
+from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS
 from vdq.operations import spec
-from vdq.settings import DEFAULT_GROUP_PERMISSIONS
 
 STAGE = resources.API_STAGE
 TWILIO_CALLBACK_PATH = "twilio/status-callback"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from vdq import resources
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's tests, bench)
     from constructs import Node

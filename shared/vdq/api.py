@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from vdq.core.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 GATEWAY_MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit: 413 before a function
 # A synchronous Lambda invocation takes at most 6 MiB of request, and the request is the whole

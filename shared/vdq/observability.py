@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
-from vdq.settings import get_settings
+from vdq.core.settings import get_settings
 
 SERVICE = "vdq"
 NAMESPACE = "VDQ"

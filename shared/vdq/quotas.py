@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vdq.core.errors import NotFound, VdqError
+from vdq.core.settings import QuotaLimits
 from vdq.runtime import Runtime
-from vdq.settings import QuotaLimits
 from vdq.store.counters import Counters, Window
 
 DEFAULT = "*"

@@ -26,7 +26,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 DAY = 86_400
 # The REFS record outlives its content by this much: the daily purge, which finds idle

@@ -19,7 +19,7 @@ from botocore.config import Config
 
 from vdq import store as store_module
 from vdq.core.clock import SYSTEM_CLOCK, Clock
-from vdq.settings import Settings, get_settings
+from vdq.core.settings import Settings, get_settings
 
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3,
                       read_timeout=10)  # fmt: skip

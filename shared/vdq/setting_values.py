@@ -1,5 +1,5 @@
 """How a setting's text is read: the parser of each kind of value (a bad one raises, and
-vdq.settings names the variable), and the default groups with their permissions."""
+vdq.core.settings names the variable), and the default groups with their permissions."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from vdq import api
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 
 def public_url(webhook_url: str, event: dict[str, Any]) -> str:

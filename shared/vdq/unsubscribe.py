@@ -23,7 +23,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 SECRET_MAX_AGE = 300
 _SIG_BYTES = 16

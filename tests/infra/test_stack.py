@@ -180,7 +180,7 @@ def test_every_function_is_arm64_python_traced_and_runs_its_own_handler(synth):
 
 
 def test_functions_get_settings_by_their_vdq_names_and_never_the_twilio_token(synth):
-    from vdq.settings import Settings
+    from vdq.core.settings import Settings
 
     names = {f.metadata["env"] for f in Settings.__dataclass_fields__.values()}
     for function in synth.stack.functions.by_name.values():

@@ -23,8 +23,8 @@ from tests.support.operator import allow_any_permission_set, call, groups_for
 from vdq import api, messages, openapi, resources
 from vdq.core import ids
 from vdq.core.errors import VdqError
+from vdq.core.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.operations import docs, spec
-from vdq.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]

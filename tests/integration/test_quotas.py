@@ -12,7 +12,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
-from vdq.settings import QuotaLimits
+from vdq.core.settings import QuotaLimits
 
 CLIENT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample events' subject
 

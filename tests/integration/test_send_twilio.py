@@ -14,10 +14,10 @@ from aws_lambda_powertools.utilities import parameters
 
 from tests.support.fake_twilio import ACCOUNT_SID, FakeTwilioHttp
 from vdq.core.errors import SettingsError
+from vdq.core.settings import Settings
 from vdq.providers import RejectedByProvider
 from vdq.providers.twilio import TwilioProvider, TwilioStatus, get_twilio
 from vdq.runtime import Runtime
-from vdq.settings import Settings
 
 
 @pytest.fixture

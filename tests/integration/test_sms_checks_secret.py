@@ -14,10 +14,10 @@ from aws_lambda_powertools.utilities import parameters
 
 from tests.support.fake_twilio import FakeTwilioHttp
 from tests.support.results import new_sms, to_awaiting
+from vdq.core.settings import Settings
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
-from vdq.settings import Settings
 
 SECRET = "vdq/twilio-of-the-deploy"
 ACCOUNT = "AC" + "7" * 32

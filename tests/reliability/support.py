@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from vdq import resources
 from vdq.core.clock import FakeClock, parse_iso
+from vdq.core.settings import Settings
 from vdq.local import motolean
 from vdq.local import resources as local_resources
 from vdq.local.resources import LocalResources
@@ -27,7 +28,6 @@ from vdq.providers import (
     TransientProviderError,
 )
 from vdq.runtime import Runtime
-from vdq.settings import Settings
 from vdq.store import Store
 
 TABLE = "vdq-reliability"  # also the prefix of the bucket's and queues' names

@@ -28,11 +28,11 @@ from tests.support.results import new_sms, ses_event, to_sending
 from vdq import send, store
 from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued
+from vdq.core.settings import ALL_PERMISSIONS
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
-from vdq.settings import ALL_PERMISSIONS
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
 from vdq.transitions import Step, apply, send_entry
 

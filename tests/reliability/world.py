@@ -35,9 +35,9 @@ from tests.reliability.support import (
 from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, FakeTwilioHttp
 from vdq.core.clock import parse_iso
 from vdq.core.errors import VdqError
+from vdq.core.settings import Settings
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
-from vdq.settings import Settings
 from vdq.store import HistoryRecord, QueueItemRecord, unpack_history
 from vdq.transitions import TIMER_AWAIT, TIMER_EMAIL_AWAIT
 

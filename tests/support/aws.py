@@ -14,9 +14,9 @@ from moto import mock_aws
 
 from vdq import resources
 from vdq.core.clock import FakeClock
+from vdq.core.settings import Settings
 from vdq.local import resources as local_resources
 from vdq.runtime import Runtime
-from vdq.settings import Settings
 
 TABLE = "vdq-test"  # also the prefix of the bucket's, queues' and bus's names
 

@@ -19,7 +19,7 @@ from the thread's start inward, a frame belongs to
 A call made outside all of them (a test's own set-up and assertions, moto, the local stack's own
 plumbing) belongs to no function and is not evaluated.
 
-Resource names in tests differ from the deployed ones; each ``vdq.settings.Settings`` built
+Resource names in tests differ from the deployed ones; each ``vdq.core.settings.Settings`` built
 and each set of resources ``vdq.local.resources.create`` makes records which setting names which
 resource (``bindings``), and the evaluation maps both the
 template's references and the recorded names to the setting (``VDQ_TABLE_NAME`` ...).
@@ -145,7 +145,7 @@ class Recorder:
         return self
 
     def _bind_settings(self) -> None:
-        from vdq.settings import Settings
+        from vdq.core.settings import Settings
 
         original = Settings.__init__
         if getattr(original, "_vdq_recorder", None) is self:

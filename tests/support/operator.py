@@ -14,8 +14,8 @@ from functions.operator import handler as operator_handler
 import vdq
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
+from vdq.core.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.runtime import Runtime
-from vdq.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.transitions import Step, apply
 
 

@@ -10,9 +10,9 @@ import jwt
 import pytest
 
 from vdq import console
+from vdq.core.settings import Settings
 from vdq.local import oauth
 from vdq.local.front import ISSUER
-from vdq.settings import Settings
 
 SECRET = "unit-secret-" + "y" * 32
 CONSOLE = "http://127.0.0.1:9999/console/"

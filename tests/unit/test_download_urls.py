@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from vdq.core.settings import Settings
 from vdq.runtime import Runtime
-from vdq.settings import Settings
 
 BUCKET = "vdq-attachments-0123abcd"
 

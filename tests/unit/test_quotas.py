@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from vdq.core.errors import SettingsError
+from vdq.core.settings import QuotaLimits, Settings
 from vdq.quotas import producer_of, windows
-from vdq.settings import QuotaLimits, Settings
 
 QUOTAS = {
     "client-a": QuotaLimits(per_minute=10),

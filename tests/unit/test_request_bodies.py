@@ -15,9 +15,9 @@ from referencing import Registry, Resource
 from vdq import messages, openapi, validation
 from vdq.core import ids
 from vdq.core.errors import ValidationError
+from vdq.core.settings import Settings
 from vdq.fields import Body, Field, OneOf
 from vdq.operations import bodies, spec
-from vdq.settings import Settings
 
 DOC = json.loads(openapi.DOCUMENT.read_text())
 SCHEMAS = DOC["components"]["schemas"]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vdq import retention, stateevents
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 from vdq.store import expiry
 from vdq.workflow import table as workflow
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from vdq import messages, segments
 from vdq.core.errors import SettingsError, TooManySegments, ValidationError
+from vdq.core.settings import Settings
 from vdq.segments import GSM7, UCS2, count
-from vdq.settings import Settings
 
 EXTENSION = "\f^{}\\[~]|€"
 CYRILLIC = "ж"  # in the BMP, not in GSM-7: one UTF-16 code unit

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vdq.core.errors import SettingsError
-from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
+from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 
 
 def test_defaults_match_the_seed():

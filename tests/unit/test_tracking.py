@@ -52,7 +52,7 @@ def test_load_strategy_imports_the_named_class_once():
     assert type(load_strategy("vdq.tracking.EmailTrackingStrategy")) is EmailTrackingStrategy
 
 
-@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.tracking.Missing", "vdq.settings.Settings",
+@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.tracking.Missing", "vdq.core.settings.Settings",
                                   "TagEmailTrackingStrategy", ""])  # fmt: skip
 def test_a_bad_strategy_path_is_a_settings_error_naming_the_setting(path):
     with pytest.raises(SettingsError, match="VDQ_EMAIL_TRACKING_STRATEGY"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vdq import unsubscribe
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 KEY = b"k" * 32
 TABLE = "vdq-prod"

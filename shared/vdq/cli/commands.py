@@ -273,8 +273,8 @@ def _needs_local_extra() -> None:
 
 def token(args: argparse.Namespace) -> int:
     _needs_local_extra()
+    from vdq.core.settings import Settings
     from vdq.local.front import make_token
-    from vdq.settings import Settings
 
     secret = args.secret or Settings.from_env().local_jwt_secret
     if not secret:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 # API Gateway resources (GET, no authorizer), as infra/api.py and the local front declare them.
 RESOURCES = ("/console", "/console/{file}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vdq import resources as definitions
-from vdq.settings import Settings
+from vdq.core.settings import Settings
 
 DEFAULT_PORT = 8765
 STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
@@ -125,7 +125,7 @@ class LocalStack:
         self.twilio.inbound_url = f"{self.front.url}/twilio/inbound"
         self.env.pop("VDQ_TWILIO_SECRET_NAME", None)
         self.env.pop("VDQ_UNSUBSCRIBE_SECRET_NAME", None)
-        from vdq import settings
+        from vdq.core import settings
 
         settings.get_settings.cache_clear()
         self.settings = settings.get_settings()

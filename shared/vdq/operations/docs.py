@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from vdq import api, resources
+from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 from vdq.operations.error_docs import (  # noqa: F401  (re-exported for vdq.openapi)
     INTERNAL_CODES,
     STATUS_TEXT,
@@ -21,7 +22,6 @@ from vdq.operations.error_docs import (  # noqa: F401  (re-exported for vdq.open
     gateway_statuses,
     status_text,
 )
-from vdq.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 from vdq.workflow.table import TRANSITIONS
 
 _DEFAULTS = Settings()
@@ -160,7 +160,7 @@ def permission_text(op: Any) -> str:
 
 
 def security_schemes() -> dict[str, Any]:
-    from vdq.settings import ALL_PERMISSIONS
+    from vdq.core.settings import ALL_PERMISSIONS
 
     assert ALL_PERMISSIONS  # the scopes stand for groups, each a set of these
     scopes = {_scope(g): f"act as a member of {g}: {', '.join(p)}"

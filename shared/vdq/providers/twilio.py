@@ -22,6 +22,7 @@ from urllib3.exceptions import NewConnectionError
 
 import requests
 from vdq.core.errors import SettingsError
+from vdq.core.settings import Settings
 from vdq.providers import (
     TWILIO_REQUEST_TIMEOUT,
     AmbiguousProviderError,
@@ -30,7 +31,6 @@ from vdq.providers import (
     ThrottledProviderError,
     TransientProviderError,
 )
-from vdq.settings import Settings
 
 PROVIDER = "Twilio"
 TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
