@@ -82,7 +82,7 @@ def test_every_setting_is_documented_in_the_readme():
 
 
 def test_sender_identities_are_a_lower_case_list_without_wildcards():
-    from vdq.setting_values import identities as _identities
+    from vdq.core.setting_values import identities as _identities
 
     assert _identities(" Example.com, alerts@Ops.example.net,example.com ,") == (
         "example.com", "alerts@ops.example.net")

@@ -13,9 +13,9 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from vdq import setting_values as read
+from vdq.core import setting_values as read
 from vdq.core.errors import SettingsError
-from vdq.setting_values import (  # noqa: F401  (re-exported)
+from vdq.core.setting_values import (  # noqa: F401  (re-exported)
     ALL_PERMISSIONS,
     DEFAULT_GROUP_PERMISSIONS,
     PRESIGNED_MAX_SECONDS,
