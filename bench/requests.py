@@ -135,7 +135,7 @@ def _log_bytes() -> Iterator[Callable[[], int]]:
     import contextlib
     import io
 
-    from vdq.observability import logger
+    from vdq.core.observability import logger
 
     handler = logger.registered_handler
     buffer = io.StringIO()

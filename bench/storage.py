@@ -87,7 +87,7 @@ def _deliver_one(stack: env.Stack) -> str:
     answer = run_webhook(ses_event_record(stack, item["id"]))
     if answer.get("batchItemFailures"):
         raise RuntimeError(f"webhook failed the Delivery event: {answer}")
-    from vdq.observability import metrics
+    from vdq.core.observability import metrics
 
     metrics.clear_metrics()  # the enqueue handler's metrics pile up unflushed here: no EMF
     return str(item["id"])

@@ -14,7 +14,7 @@ from constructs import Construct
 from infra import bundling
 from infra.config import FUNCTIONS, DeployConfig
 from infra.nag import suppress
-from vdq import observability
+from vdq.core import observability
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13  # bundling.PYTHON_VERSION builds the wheels for it
 assert RUNTIME.name == f"python{bundling.PYTHON_VERSION}"

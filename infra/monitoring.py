@@ -14,7 +14,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vdq import observability, resources
+from vdq import resources
+from vdq.core import observability
 
 _FIVE_MINUTES = Duration.minutes(5)
 

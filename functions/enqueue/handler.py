@@ -9,8 +9,8 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 from vdq import api, uploads
 from vdq.core.errors import VdqError
+from vdq.core.observability import logger, metrics, tracer
 from vdq.intake import rest as intake
-from vdq.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 
 _METHODS = {"/emails": "email", "/sms": "sms"}

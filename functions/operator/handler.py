@@ -24,8 +24,8 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 import vdq
 from vdq import api, console
 from vdq.core.errors import VdqError
+from vdq.core.observability import logger, metrics, tracer
 from vdq.core.settings import get_settings
-from vdq.observability import logger, metrics, tracer
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime

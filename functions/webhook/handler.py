@@ -14,7 +14,7 @@ from typing import Any
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
 from vdq.core.errors import VdqError
-from vdq.observability import logger, metrics, tracer
+from vdq.core.observability import logger, metrics, tracer
 from vdq.results import matching as results
 from vdq.runtime import Runtime
 

@@ -21,8 +21,8 @@ from vdq.api import Caller
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import Forbidden, NotFound, VdqError
+from vdq.core.observability import logger
 from vdq.messages import Attachment
-from vdq.observability import logger
 from vdq.retention import expiration_at, files_age_seconds, stamp_content
 from vdq.runtime import Runtime
 from vdq.store import (

@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from vdq.core.observability import logger
 from vdq.lanes import PRIORITIES
-from vdq.observability import logger
 from vdq.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage

@@ -16,9 +16,9 @@ from vdq.attachments import file_records, store_files
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
+from vdq.core.observability import logger, metrics
 from vdq.lanes import DEFAULT_PRIORITY, message_for
 from vdq.messages import Email, Origin, Sms
-from vdq.observability import logger, metrics
 from vdq.runtime import Runtime
 from vdq.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.segments import count as count_segments

@@ -15,8 +15,8 @@ from typing import Any
 
 from vdq import resources
 from vdq.core.clock import iso
+from vdq.core.observability import logger, metrics
 from vdq.lanes import priority_of
-from vdq.observability import logger, metrics
 from vdq.pacing import PACED, current_rate, get_pacer, rate_of
 from vdq.providers import ThrottledProviderError
 from vdq.runtime import Runtime

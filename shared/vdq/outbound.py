@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from vdq import mime, tracking, unsubscribe
-from vdq.observability import metrics
+from vdq.core.observability import metrics
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 

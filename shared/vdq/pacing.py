@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vdq.core.observability import logger
 from vdq.lanes import priority_of
-from vdq.observability import logger
 from vdq.providers import LONGEST_CALL_SECONDS
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord

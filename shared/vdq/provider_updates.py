@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from vdq.core.clock import iso
 from vdq.core.errors import VdqError
-from vdq.observability import logger
+from vdq.core.observability import logger
 from vdq.provider_events import ProviderUpdate
 from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime

@@ -32,8 +32,8 @@ from typing import Any
 
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import BadValue
+from vdq.core.observability import logger
 from vdq.lanes import PRIORITIES
-from vdq.observability import logger
 from vdq.sendqueue import MAX_DELAY_SECONDS, SendMessage
 from vdq.store.models import ScheduledRecord, scheduled_partition, shard
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from vdq import giveback, mime, pacing, suppression, tracking, transitions
 from vdq.core.errors import InvalidTransition
-from vdq.observability import bind_item, logger, metrics
+from vdq.core.observability import bind_item, logger, metrics
 from vdq.outbound import MissingContent, send_email, send_sms
 from vdq.providers import (
     AmbiguousProviderError,

@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any
 
 from vdq import batchplan, pacing, send
-from vdq.observability import logger, trace_carrier, tracer
+from vdq.core.observability import logger, trace_carrier, tracer
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 

@@ -22,7 +22,7 @@ from typing import Any
 from vdq import resources
 from vdq.core import clock
 from vdq.core.errors import InvalidTransition, NotFound
-from vdq.observability import logger, metrics
+from vdq.core.observability import logger, metrics
 from vdq.runtime import Runtime
 from vdq.store import (
     SuppressionEventRecord,

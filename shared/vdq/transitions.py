@@ -19,8 +19,8 @@ from vdq import resources
 from vdq.attachments import purge_if_idle, release_for
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
+from vdq.core.observability import logger, metrics
 from vdq.lanes import DEFAULT_PRIORITY, message_for, priority_of
-from vdq.observability import logger, metrics
 from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import (

@@ -33,8 +33,8 @@ from vdq.api import Caller
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
+from vdq.core.observability import logger
 from vdq.fields import Body, Field
-from vdq.observability import logger
 from vdq.resources import UPLOADS_PREFIX
 from vdq.runtime import Runtime
 

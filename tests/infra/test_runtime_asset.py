@@ -119,7 +119,7 @@ def test_every_vdq_module_a_handler_reaches_is_in_its_asset(assets):
     for name, asset in assets.items():
         reached[name], missing = _reached(asset, asset / "functions" / name / "handler.py")
         assert not missing, (name, sorted(missing))
-        assert {"vdq.runtime", "vdq.observability"} <= reached[name], name
+        assert {"vdq.runtime", "vdq.core.observability"} <= reached[name], name
     assert "vdq.operations.actions" in reached["operator"]  # imported by its route, first use
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import vdq
 from vdq import resources
-from vdq.observability import metrics
+from vdq.core.observability import metrics
 from vdq.transitions import Step, apply
 
 

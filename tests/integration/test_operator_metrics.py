@@ -11,7 +11,7 @@ import json
 
 from tests.support.aws import drain
 from tests.support.operator import call, email, succeed
-from vdq.observability import metrics
+from vdq.core.observability import metrics
 
 
 def _emf_documents(text: str) -> list[dict]:

@@ -20,7 +20,7 @@ import vdq
 from tests.support.aws import drain
 from tests.support.lambda_context import LambdaContext
 from vdq import pacing, send, sendbatch
-from vdq.observability import logger, metrics
+from vdq.core.observability import logger, metrics
 from vdq.providers import PermanentProviderError, ThrottledProviderError
 
 SENDER = "shop@example.com"

@@ -166,7 +166,7 @@ def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, mo
     suppressed during the wait is counted once, as SendsSuppressed when its next delivery
     cancels it; on eb5de0e the give-back also counted it as paced."""
     from vdq import pacing, resources
-    from vdq.observability import metrics
+    from vdq.core.observability import metrics
 
     counted: list[str] = []
     monkeypatch.setattr(metrics, "add_metric", lambda name, **_: counted.append(name))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from vdq.observability import UntracedHandlers
+from vdq.core.observability import UntracedHandlers
 
 HANDLERS = ["enqueue", "send", "webhook", "operator", "schedule"]
 
@@ -48,7 +48,7 @@ def test_log_lines_keep_what_varies_and_drop_what_the_log_group_already_says(cap
     import json
 
     from tests.support.lambda_context import LambdaContext
-    from vdq.observability import CONSTANT_KEYS, bind_item, logger
+    from vdq.core.observability import CONSTANT_KEYS, bind_item, logger
 
     buffer = io.StringIO()
     handler = logger.registered_handler
@@ -80,7 +80,7 @@ def test_metrics_added_from_threads_at_once_are_added_one_at_a_time(monkeypatch)
     import threading
     import time
 
-    from vdq.observability import metrics
+    from vdq.core.observability import metrics
 
     provider = metrics.provider
     original = provider.add_metric

@@ -27,7 +27,7 @@ from typing import Any
 from vdq import suppression, tracking
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
-from vdq.observability import logger
+from vdq.core.observability import logger
 from vdq.provider_events import (
     BadEvent,
     ProviderUpdate,

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 from vdq import resources
 from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition, VdqError
+from vdq.core.observability import logger
 from vdq.lanes import PRIORITIES, priority_of
-from vdq.observability import logger
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.transitions import (
