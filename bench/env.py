@@ -1,7 +1,7 @@
 """The in-process AWS every benchmark runs against: moto, with VDQ's resources and a Runtime.
 
 Set up like the test fixtures (``tests/support/aws.py``): dummy credentials, one region, the
-table built from ``vdq.resources``. A figure whose code has not landed reports itself as not
+table built from ``vdq.core.resources``. A figure whose code has not landed reports itself as not
 measured instead of guessing (``missing``).
 """
 
@@ -98,8 +98,8 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
     import boto3
     from moto import mock_aws
 
-    from vdq import resources
     from vdq import runtime as runtime_module
+    from vdq.core import resources
     from vdq.core.clock import FakeClock
     from vdq.core.settings import Settings
     from vdq.local import motolean
@@ -169,7 +169,7 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         """The deployed function's timeout (the send function's is longer than the rest)."""
-        from vdq import resources
+        from vdq.core import resources
 
         if self.function_name == "vdq-send":
             return resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000

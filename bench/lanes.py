@@ -6,7 +6,7 @@ would need 100,000 sends through SES). What makes it faithful:
 
 - the lanes are the deployment's own: one queue and one event source mapping per priority with
   the concurrency, batch size and batching window that ``infra`` gives each (imported from
-  ``infra.config`` and ``vdq.resources``, not copied), and the routing is the code's (every
+  ``infra.config`` and ``vdq.core.resources``, not copied), and the routing is the code's (every
   publish path goes to the item's lane: tests/integration/test_lanes.py);
 - the mapping behaves as Lambda's does: each concurrent poller takes up to a batch of the
   visible messages (oldest first), waiting up to the batching window to fill it, and the send
@@ -99,7 +99,7 @@ class Lane:
 def lanes_as_deployed() -> dict[str, Lane]:
     from infra.config import DeployConfig
 
-    from vdq import resources
+    from vdq.core import resources
 
     config = DeployConfig()
     return {
@@ -115,7 +115,7 @@ def lanes_as_deployed() -> dict[str, Lane]:
 def simulate(timings: dict[str, float], *, shared: bool, seed: int = 7,
              seconds: float = SIMULATED_SECONDS) -> list[float]:  # fmt: skip
     """Seconds from the start of each high item's enqueue to its provider call."""
-    from vdq import resources
+    from vdq.core import resources
 
     rng = random.Random(seed)
     lanes = lanes_as_deployed()
@@ -192,7 +192,8 @@ def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -
 
     from bench import cost
     from bench import requests as rq
-    from vdq import resources, scheduling
+    from vdq import scheduling
+    from vdq.core import resources
     from vdq.schedules import sweeps as schedules
 
     with env.stack() as stack:

@@ -127,7 +127,7 @@ class Scenario:
 def deployed() -> tuple[dict[str, int], dict[str, float]]:
     from infra.config import DeployConfig
 
-    from vdq import resources
+    from vdq.core import resources
 
     config = DeployConfig()
     return ({"high": config.high_send_max_concurrency, "normal": config.send_max_concurrency,
@@ -271,7 +271,8 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import batchplan, giveback, pacing, resources, suppression
+    from vdq import batchplan, giveback, pacing, suppression
+    from vdq.core import resources
     from vdq.pacing import NoSlot, Pacer
     from vdq.sendqueue import SendMessage
     from vdq.store.pacing import SES_KEY, PaceRecords

@@ -375,7 +375,7 @@ def post(name: str, body: dict[str, Any], headers: dict[str, str] | None = None)
 def run_send(stack: env.Stack, limit: int = 10) -> int:
     """One send-function invocation on what the send queue holds; messages handled."""
     send_handler = env.need("functions.send.handler", "handler")
-    from vdq import resources
+    from vdq.core import resources
 
     url = stack.queues[resources.SEND_QUEUE]
     with COUNTER.paused():

@@ -106,7 +106,7 @@ def run(bulk: int, high: int, interval: float, ses_rate: float | None = None) ->
     through GetAccount); None: it takes every send, so the lanes alone are measured."""
     import requests
     from bench import env
-    from vdq import resources
+    from vdq.core import resources
     from vdq.local.front import make_token
     from vdq.local.stack import LocalStack, Options
 

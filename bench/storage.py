@@ -37,7 +37,7 @@ FIGURES = [
 
 
 def _index_keys() -> list[tuple[str, str]]:
-    from vdq import resources
+    from vdq.core import resources
 
     return [(i.partition_key, i.sort_key) for i in resources.INDEXES]
 

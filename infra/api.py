@@ -13,8 +13,9 @@ from constructs import Construct
 from infra.config import DeployConfig
 from infra.functions import retention
 from infra.nag import suppress
-from vdq import console, resources
+from vdq import console
 from vdq.api import GATEWAY_ERRORS, THROTTLE_RETRY_AFTER_SECONDS, gateway_template
+from vdq.core import resources
 from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS
 from vdq.operations import spec
 

@@ -16,7 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.config import DeployConfig
 from infra.stack import VdqStack
-from vdq import resources
+from vdq.core import resources
 
 
 def build(app: cdk.App) -> VdqStack:

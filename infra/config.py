@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.settings import Settings
 
 if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's tests, bench)

@@ -9,7 +9,7 @@ from constructs import Construct
 
 from infra.config import Capacity
 from infra.nag import suppress
-from vdq import resources
+from vdq.core import resources
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}
 
@@ -42,7 +42,7 @@ class Data(Construct):
         capacity: Capacity | None = None,
     ) -> None:
         super().__init__(scope, id)
-        # The key schema and indexes come from vdq.resources, as the local stack's do.
+        # The key schema and indexes come from vdq.core.resources, as the local stack's do.
         definition = resources.table_definition("unused")
         keys = {k["KeyType"]: k["AttributeName"] for k in definition["KeySchema"]}
         self.table = dynamodb.Table(

@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.nag import suppress
-from vdq import resources
+from vdq.core import resources
 
 Event = ses.EmailSendingEvent
 # CDK's name for each SES eventType word.
@@ -34,7 +34,7 @@ EVENT_TYPES = {
     "Open": Event.OPEN,
     "Click": Event.CLICK,
 }
-# What VDQ records, as the local stack's SES sandbox publishes it (vdq.resources.SES_EVENTS says
+# What VDQ records, as the local stack's SES sandbox publishes it (vdq.core.resources.SES_EVENTS says
 # why Send is not among them); open and click only with vdq:openClickTracking.
 RECORDED_EVENTS = tuple(EVENT_TYPES[name] for name in resources.SES_EVENTS)
 TRACKING_EVENTS = tuple(EVENT_TYPES[name] for name in resources.SES_TRACKING_EVENTS)

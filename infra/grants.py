@@ -14,8 +14,8 @@ from infra.email_events import EmailEvents
 from infra.functions import Functions
 from infra.messaging import Messaging
 from infra.nag import logical_id, suppress
-from vdq import resources
-from vdq.resources import ARCHIVE_PREFIX
+from vdq.core import resources
+from vdq.core.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
 from vdq.store.counters import quota_pk
 from vdq.store.models import SCHEDULED_PREFIX, suppression_history_pk

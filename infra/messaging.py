@@ -7,7 +7,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vdq import resources
+from vdq.core import resources
 
 # AWS's advice for SQS event sources: six times the function timeout plus the batching window.
 VISIBILITY_FACTOR = 6

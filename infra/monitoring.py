@@ -14,8 +14,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from vdq import resources
-from vdq.core import observability
+from vdq.core import observability, resources
 
 _FIVE_MINUTES = Duration.minutes(5)
 

@@ -18,8 +18,8 @@ from infra.messaging import Messaging
 from infra.monitoring import Monitoring
 from infra.nag import suppress
 from infra.schedules import Schedules
-from vdq import resources
 from vdq.archive import TTL_PRINCIPAL
+from vdq.core import resources
 
 
 class VdqStack(Stack):

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from vdq.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
+from vdq.core.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
 from vdq.store.history import entry_data, more_entries
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"

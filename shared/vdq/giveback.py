@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.observability import logger, metrics
 from vdq.lanes import priority_of

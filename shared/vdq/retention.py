@@ -79,7 +79,7 @@ def _plain(image: dict[str, Any]) -> dict[str, Any]:
 def newly_expiring(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The state items that gained their expiration in a batch of stream records (MODIFY of a
     STATE record only: TTL deletions are REMOVE records and change nothing here)."""
-    from vdq.resources import TABLE_TTL_ATTRIBUTE as TTL
+    from vdq.core.resources import TABLE_TTL_ATTRIBUTE as TTL
 
     out = []
     for record in records:

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vdq import resources
-from vdq.core import clock
+from vdq.core import clock, resources
 from vdq.core.errors import InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.runtime import Runtime

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from vdq import resources
 from vdq.attachments import purge_if_idle, release_for
+from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics

@@ -34,8 +34,8 @@ from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
 from vdq.core.observability import logger
+from vdq.core.resources import UPLOADS_PREFIX
 from vdq.fields import Body, Field
-from vdq.resources import UPLOADS_PREFIX
 from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import requires
-from vdq import resources
+from vdq.core import resources
 
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
 

@@ -15,7 +15,7 @@ from infra.config import FUNCTIONS
 
 from tests.infra.conftest import TEST_CONTEXT
 from tests.support import calls, grants
-from vdq import resources
+from vdq.core import resources
 
 pytestmark = pytest.mark.infra
 

@@ -43,7 +43,7 @@ def test_on_demand_is_the_default_and_has_no_scaling(synth):
 
 
 def test_provisioned_gives_the_table_and_each_index_capacity_and_target_tracking():
-    from vdq import resources as vdq_resources
+    from vdq.core import resources as vdq_resources
 
     capacity = _config({"vdq:capacity": "provisioned", "vdq:writeCapacity": "10-2000",
                         "vdq:readCapacity": "5-300", "vdq:capacityTarget": 60}).capacity

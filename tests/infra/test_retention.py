@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.infra.conftest import ROOT, TEST_CONTEXT
-from vdq import resources
+from vdq.core import resources
 
 pytestmark = pytest.mark.infra
 

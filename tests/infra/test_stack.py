@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from vdq import resources
+from vdq.core import resources
 
 pytestmark = pytest.mark.infra
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import vdq
-from vdq import resources
+from vdq.core import resources
 from vdq.core.observability import metrics
 from vdq.transitions import Step, apply
 

@@ -183,7 +183,7 @@ def test_an_item_stored_but_not_published_is_on_the_publish_timer(aws, runtime, 
         vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=runtime)
     clock.advance(runtime.settings.publish_grace_seconds + 1)
     from vdq.core.clock import iso
-    from vdq.resources import TIMERS_INDEX
+    from vdq.core.resources import TIMERS_INDEX
     from vdq.transitions import shard
 
     due = []

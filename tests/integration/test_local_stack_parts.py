@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from vdq import resources
+from vdq.core import resources
 from vdq.local import resources as local_resources
 from vdq.local.front import make_token, verify_token
 from vdq.local.pollers import Poller
@@ -69,7 +69,7 @@ def test_ses_events_reach_the_results_queue_raw_through_the_topic():
 
 
 def test_the_ses_sandbox_publishes_only_the_event_types_the_configuration_set_subscribes():
-    """As the deployed configuration set does (vdq.resources.SES_EVENTS): SES's Send, which
+    """As the deployed configuration set does (vdq.core.resources.SES_EVENTS): SES's Send, which
     comes first for every email, is not subscribed, so a delivered email publishes its Delivery
     alone."""
     import requests

@@ -13,7 +13,8 @@ from functions.schedule import handler as schedule
 from tests.support.aws import stream_records
 from tests.support.operator import call, email, move, sms, succeed
 from tests.support.results import LambdaContext
-from vdq import resources, retention
+from vdq import retention
+from vdq.core import resources
 from vdq.store import (
     CONTENT_SK,
     FILE_SK,

@@ -14,7 +14,8 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
-from vdq import resources, send
+from vdq import send
+from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.schedules import sweeps as schedules
 from vdq.scheduling import LEAD_SECONDS

@@ -162,10 +162,11 @@ def test_a_failed_read_again_after_a_paced_wait_sends_rather_than_errors_the_ite
 
 def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, monkeypatch):
     """The dashboard's Provider rate widget shows SendsPaced, "an item given back to wait for
-    its turn at the rate" (vdq.resources). An item given back because its receiver was
+    its turn at the rate" (vdq.core.resources). An item given back because its receiver was
     suppressed during the wait is counted once, as SendsSuppressed when its next delivery
     cancels it; on eb5de0e the give-back also counted it as paced."""
-    from vdq import pacing, resources
+    from vdq import pacing
+    from vdq.core import resources
     from vdq.core.observability import metrics
 
     counted: list[str] = []

@@ -19,7 +19,7 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq import store as st
 from vdq.core.clock import iso
-from vdq.resources import UPLOADS_PREFIX
+from vdq.core.resources import UPLOADS_PREFIX
 from vdq.uploads import upload_key
 
 SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample events' caller

@@ -27,7 +27,7 @@ from tests.support.results import (
     to_sending,
     twilio_event,
 )
-from vdq import resources
+from vdq.core import resources
 from vdq.results import matching as results
 from vdq.runtime import Runtime
 

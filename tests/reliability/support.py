@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.clock import FakeClock, parse_iso
 from vdq.core.settings import Settings
 from vdq.local import motolean

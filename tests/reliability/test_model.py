@@ -39,9 +39,9 @@ from tests.reliability.harsh import BATCH_MODES, TX_REASONS, Plan
 from tests.reliability.support import DONE, FIGURES, Crash, fresh_clock
 from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
-from vdq import resources, send
+from vdq import send
 from vdq.api import Caller
-from vdq.core import ids
+from vdq.core import ids, resources
 from vdq.core.errors import VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
@@ -63,7 +63,7 @@ MAX_ITEMS = 4
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem",
                              "vdq.read_queueitem"}))  # fmt: skip
-# Samples of the SES events a deployed stack receives (vdq.resources.SES_EVENTS: no Send).
+# Samples of the SES events a deployed stack receives (vdq.core.resources.SES_EVENTS: no Send).
 SES_KINDS = ["delivery", "bounce_permanent", "bounce_transient", "delivery_delay", "complaint",
              "reject"]  # fmt: skip
 FINAL_SES = {"delivery", "bounce_permanent", "bounce_transient", "reject"}

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.clock import FakeClock
 from vdq.core.settings import Settings
 from vdq.local import resources as local_resources

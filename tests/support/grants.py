@@ -153,7 +153,7 @@ def _dynamodb(operation: str, params: Mapping[str, Any]) -> list[dict]:
 
 
 def _partition_keys() -> dict[str | None, str]:
-    from vdq import resources
+    from vdq.core import resources
 
     definition = resources.table_definition("any")
     out: dict[str | None, str] = {None: _hash(definition["KeySchema"])}

@@ -143,7 +143,7 @@ def test_a_transaction_is_one_request_per_contained_action_with_its_leading_key(
 
 
 def test_a_query_of_an_index_is_about_the_index_and_its_partition_value():
-    from vdq import resources
+    from vdq.core import resources
 
     index = resources.INDEXES[0]
     (found,) = grants.requests_of("dynamodb", "Query", {

@@ -263,7 +263,7 @@ class Crowded:
 
 
 def test_a_bulk_send_waits_at_most_the_longest_wait_in_all_so_a_batch_ends_within_the_timeout():
-    from vdq.resources import SEND_FUNCTION_TIMEOUT_SECONDS
+    from vdq.core.resources import SEND_FUNCTION_TIMEOUT_SECONDS
 
     wall = Wall()
     crowded = Crowded({"ses#bulk": MAX_WAIT - 1.1, KEY: MAX_WAIT - 0.6})

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vdq import resources
 from vdq.cli.client import ApiError, Client, UsageError
+from vdq.core import resources
 
 # The stack outputs smoke reads (infra/stack.py declares them).
 OUTPUTS = {"api_url": "ApiUrl", "token_url": "TokenUrl", "user_pool_id": "UserPoolId",

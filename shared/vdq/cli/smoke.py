@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vdq import resources
 from vdq.cli import render
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, ApiError, Client, UsageError
 from vdq.cli.deployment import connect, default_sender
+from vdq.core import resources
 
 SIM = "simulator.amazonses.com"
 SMS_ACCEPTED_TO = "+14155550100"

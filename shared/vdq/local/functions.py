@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vdq import resources
+from vdq.core import resources
 from vdq.local.serving import log
 
 REPO = Path(__file__).resolve().parents[3]

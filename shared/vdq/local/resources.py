@@ -1,4 +1,4 @@
-"""VDQ's table, queues, bucket, bus and topic, created in moto from ``vdq.resources``.
+"""VDQ's table, queues, bucket, bus and topic, created in moto from ``vdq.core.resources``.
 
 The one place that builds them outside the CDK app: the local stack, the test fixtures, the
 reliability suite and the benchmarks all call ``create``, so none can drift from what is deployed.
@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vdq import resources
+from vdq.core import resources
 
 PREFIX = "vdq-local"
 

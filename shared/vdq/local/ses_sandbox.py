@@ -2,7 +2,7 @@
 
 boto3 reaches it through ``AWS_ENDPOINT_URL_SESV2``. Each accepted email gets a message ID and,
 as SES does through a configuration set, those of its events (``Send`` then ``Delivery``,
-``Bounce`` or ``Complaint``) whose types the set subscribes (``vdq.resources.SES_EVENTS``: not
+``Bounce`` or ``Complaint``) whose types the set subscribes (``vdq.core.resources.SES_EVENTS``: not
 ``Send``) go to the SNS topic, which delivers them raw to the results queue. Events carry
 the message's tags as ``mail.tags`` (``{name: [value]}``). ``GET /_sandbox/emails`` lists what
 was sent, each raw message with its headers (``List-Unsubscribe`` included), so what a
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from email.utils import getaddresses
 from typing import Any
 
-from vdq import resources
+from vdq.core import resources
 from vdq.local.faults import Faults
 from vdq.local.ratelimit import RateLimit
 from vdq.local.serving import Later, QuietHandler, Server, log, web_page_refusal

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vdq import resources as definitions
+from vdq.core import resources as definitions
 from vdq.core.settings import Settings
 
 DEFAULT_PORT = 8765

@@ -3,7 +3,7 @@ API is, how to get a token, what each success and body is, and the idempotency r
 errors are vdq.operations.error_docs', re-exported here).
 
 Imported only by the generator (vdq.openapi). Every number and name is imported from the code
-that enforces or defines it (settings defaults, vdq.api, vdq.resources, vdq.intake.rest, the
+that enforces or defines it (settings defaults, vdq.api, vdq.core.resources, vdq.intake.rest, the
 workflow), so the document cannot drift from the server.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import api, resources
+from vdq import api
+from vdq.core import resources
 from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS, Settings
 from vdq.operations.error_docs import (  # noqa: F401  (re-exported for vdq.openapi)
     INTERNAL_CODES,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vdq.core.clock import iso
+from vdq.core.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.lanes import priority_of
 from vdq.operations import cursor as cursors
-from vdq.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.views import item_json

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger

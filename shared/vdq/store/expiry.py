@@ -9,7 +9,7 @@ from typing import Any
 
 from pynamodb.exceptions import UpdateError
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.clock import SYSTEM_CLOCK, Clock
 from vdq.store.models import STATE_SK, _Table, item_pk
 

@@ -15,7 +15,7 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from vdq import resources
+from vdq.core import resources
 from vdq.core.errors import VdqError
 from vdq.store.expiry import Expiring, stamp
 from vdq.store.history import (

@@ -17,7 +17,7 @@ from pynamodb.attributes import (
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
-from vdq import resources
+from vdq.core import resources
 
 STATE_SK = "STATE"
 CONTENT_SK = "CONTENT"
