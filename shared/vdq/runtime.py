@@ -80,7 +80,7 @@ class Runtime:
 
     @cached_property
     def files(self) -> Any:
-        from vdq.files import FileStore
+        from vdq.store.files import FileStore
 
         return self.overrides.get("files") or FileStore(
             self.client("s3"), self.settings.attachments_bucket
