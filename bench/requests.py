@@ -441,7 +441,7 @@ def _enqueued_email(stack: env.Stack) -> str:
 
 
 def _move(stack: env.Stack, item_id: str, *transitions: str) -> None:
-    from vdq.transitions import Step, apply
+    from vdq.workflow.transitions import Step, apply
 
     with COUNTER.paused():
         for name in transitions:

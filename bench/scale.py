@@ -67,7 +67,7 @@ def _items(stack: env.Stack, count: int, method: str, shape: Any) -> Iterator[di
 
 
 def _done(stack: env.Stack) -> Any:
-    from vdq.transitions import sent_partition
+    from vdq.workflow.transitions import sent_partition
 
     shards = stack.runtime.settings.index_shards
 
@@ -82,7 +82,7 @@ def _done(stack: env.Stack) -> Any:
 
 
 def _awaiting(stack: env.Stack) -> Any:
-    from vdq.transitions import TIMER_AWAIT, timer_partition
+    from vdq.workflow.transitions import TIMER_AWAIT, timer_partition
 
     shards = stack.runtime.settings.index_shards
 

@@ -35,16 +35,16 @@ from vdq.store import (
     item_pk,
     shard,
 )
-from vdq.transitions import (
+from vdq.uploads import discard as discard_uploads
+from vdq.uploads import find_uploads
+from vdq.workflow.table import INITIAL_STATE
+from vdq.workflow.transitions import (
     TIMER_PUBLISH,
     Step,
     active_partition,
     apply,
     timer_partition,
 )
-from vdq.uploads import discard as discard_uploads
-from vdq.uploads import find_uploads
-from vdq.workflow.table import INITIAL_STATE
 
 
 def new_item(

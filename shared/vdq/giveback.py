@@ -79,7 +79,7 @@ def give_back(
     an operator that moved the item first wins. A duplicate of the new message fails its claim
     as any duplicate does; a lost publish is published again by the unclaimed-publish sweep
     (the item's publish timer). ``counted``: a wait for a turn at the rate (SendsPaced)."""
-    from vdq.transitions import (
+    from vdq.workflow.transitions import (
         TIMER_PUBLISH,
         clip_result,
         history_entry,

@@ -15,7 +15,8 @@ from vdq.provider_events import ProviderUpdate
 from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
-from vdq.transitions import (
+from vdq.workflow.table import State
+from vdq.workflow.transitions import (
     KEEP,
     MAX_TRIES,
     Step,
@@ -26,7 +27,6 @@ from vdq.transitions import (
     item_now,
     send_entry,
 )
-from vdq.workflow.table import State
 
 # Normalised statuses (the seed's Anymail and Twilio words) -> the transition they apply.
 TRANSITION_FOR = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vdq import giveback, mime, pacing, suppression, tracking, transitions
+from vdq import giveback, mime, pacing, suppression, tracking
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
 from vdq.outbound import MissingContent, send_email, send_sms
@@ -33,8 +33,9 @@ from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
-from vdq.transitions import Step, history_entry, send_entry
+from vdq.workflow import transitions
 from vdq.workflow.table import State
+from vdq.workflow.transitions import Step, history_entry, send_entry
 
 CLAIM_SOURCES = (State.QUEUED.value, State.DELAYED.value)
 ACTOR = "worker"

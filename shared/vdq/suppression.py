@@ -137,7 +137,7 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -
     and since when) and return True; the worker then drops the message without calling any
     provider. One GetItem when the message names its receiver (it always does, but a message
     published before it did costs a read of the item too)."""
-    from vdq import transitions
+    from vdq.workflow import transitions
     from vdq.workflow.table import State
 
     if receiver is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import vdq
 from vdq.core import resources
 from vdq.core.observability import metrics
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 
 def _count(name: str) -> float:

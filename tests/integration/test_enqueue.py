@@ -15,7 +15,7 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq import store as st
 from vdq.core.errors import ValidationError
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 
 def post(name, body, groups=("vdq-senders",), headers=None):
@@ -184,7 +184,7 @@ def test_an_item_stored_but_not_published_is_on_the_publish_timer(aws, runtime, 
     clock.advance(runtime.settings.publish_grace_seconds + 1)
     from vdq.core.clock import iso
     from vdq.core.resources import TIMERS_INDEX
-    from vdq.transitions import shard
+    from vdq.workflow.transitions import shard
 
     due = []
     for k in range(runtime.settings.index_shards):

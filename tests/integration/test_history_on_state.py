@@ -7,10 +7,10 @@ from __future__ import annotations
 import boto3
 
 from tests.support.operator import email, move
-from vdq import transitions
 from vdq.store import Moved, StateWrite, item_pk
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
-from vdq.transitions import Step, apply
+from vdq.workflow import transitions
+from vdq.workflow.transitions import Step, apply
 
 
 def history_records(aws, item_id):

@@ -69,7 +69,7 @@ def test_unknown_routes_are_404_in_the_error_shape(aws, runtime):
 
 def _events(runtime, clock, item_id: str, n: int) -> None:
     """``n`` history entries on the item (provider events, as a flood of opens leaves)."""
-    from vdq.transitions import history_entry
+    from vdq.workflow.transitions import history_entry
 
     for start in range(0, n, 25):
         entries = []
@@ -143,7 +143,7 @@ def test_an_entry_written_into_the_past_while_a_page_is_read_is_not_skipped(aws,
     an event recorded while the item was sending sorts after it. A reader whose page ended at
     that event still meets ``send`` (the view shows it from the claim on), and no entry twice."""
     from tests.support.results import to_sending
-    from vdq.transitions import Step, apply, history_entry, item_now, send_entry
+    from vdq.workflow.transitions import Step, apply, history_entry, item_now, send_entry
 
     [item] = sms(runtime)
     move(runtime, item.id, "send", "error")
@@ -197,7 +197,7 @@ def test_a_history_of_exactly_100_entries_has_no_cursor_and_101_pages_one_more(a
     "a per-item write sequence or cursors that remember recent keys."))  # fmt: skip
 def test_an_event_committed_late_with_a_lagging_clock_is_not_skipped_by_a_reader(
         aws, runtime, clock):  # fmt: skip
-    from vdq.transitions import history_entry
+    from vdq.workflow.transitions import history_entry
 
     [item] = sms(runtime)
     succeed(runtime, item.id)
@@ -218,7 +218,7 @@ def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
     """Shown from the claim on (the worker writes it later), and not again once written, nor
     beside one a transition already wrote."""
     from tests.support.results import to_sending
-    from vdq.transitions import Step, apply, send_entry
+    from vdq.workflow.transitions import Step, apply, send_entry
 
     [claimed, moved] = sms(runtime, "+14155550100", "+14155550101")
     sending = to_sending(runtime.store.get_item(claimed.id), runtime)

@@ -14,9 +14,9 @@ from tests.support.operator import (
     move,
     sms,
 )
-from vdq import transitions
 from vdq.store import Moved
 from vdq.workflow import table as workflow
+from vdq.workflow import transitions
 
 OPERATOR_SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample event's caller
 SERVER_TRANSITIONS = sorted(n for n, t in workflow.TRANSITIONS.items() if t.permission is None)

@@ -25,7 +25,7 @@ from vdq.store import (
     content_pk,
     item_pk,
 )
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 DAY = 86_400
 PDF = {"filename": "a.pdf", "content_type": "application/pdf",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.integration.test_review_history_state import rows
 from tests.support.operator import email, move
-from vdq import transitions
 from vdq.store.history import RECENT_LIMIT
-from vdq.transitions import Step, apply, event_mark
+from vdq.workflow import transitions
+from vdq.workflow.transitions import Step, apply, event_mark
 
 
 def full_recent(runtime):

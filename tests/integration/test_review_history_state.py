@@ -6,11 +6,12 @@ import boto3
 import pytest
 
 from tests.support.operator import email, move
-from vdq import giveback, send, transitions
+from vdq import giveback, send
 from vdq.lanes import message_for
 from vdq.store import Duplicate, item_pk
 from vdq.store.history import RECENT_ENTRY_BYTES, recent_json
-from vdq.transitions import Step, apply, event_mark
+from vdq.workflow import transitions
+from vdq.workflow.transitions import Step, apply, event_mark
 
 
 def rows(aws, item_id, prefix):

@@ -29,7 +29,7 @@ from tests.support.results import (
 from vdq.core.clock import iso
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 HOUR = 3600
 

@@ -23,7 +23,7 @@ from tests.support.lambda_context import LambdaContext
 from vdq import send
 from vdq.providers import TransientProviderError
 from vdq.providers.ses import get_ses
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 SENDER = "shop@example.com"
 WEBHOOK = "https://hooks.example.com/twilio/status?tenant=7&queue_item=stale"

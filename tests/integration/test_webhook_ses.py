@@ -21,7 +21,7 @@ from tests.support.results import (
 from vdq import retention
 from vdq.results import matching as results
 from vdq.store import ProviderRecord, provider_pk
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 MSG = "010001927b2d6c1e-test-message-000000"
 

@@ -21,7 +21,7 @@ from tests.support.results import (
     to_awaiting,
 )
 from vdq.runtime import Runtime
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_all_mode_announces_every_transition(aws, settings, clock, bus_queue):
 def test_a_function_that_dies_after_its_write_still_announces_it(aws, settings, clock,
                                                                   bus_queue, monkeypatch):
     """The event comes from the committed change, not from the function that made it."""
-    from vdq import transitions
+    from vdq.workflow import transitions
 
     def dies(*args, **kwargs):
         raise SystemExit("the Lambda was killed right after its write")

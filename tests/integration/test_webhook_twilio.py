@@ -243,7 +243,7 @@ def test_duplicate_callback_changes_nothing_the_second_time(aws, runtime, clock)
 
 
 def test_callback_for_a_cancelled_item_keeps_it_cancelled(aws, runtime):
-    from vdq.transitions import Step, apply
+    from vdq.workflow.transitions import Step, apply
 
     item = new_sms(runtime)
     apply(item, Step("cancel", actor="ops", source="operator"), runtime)

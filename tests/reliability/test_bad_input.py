@@ -28,7 +28,7 @@ from tests.support.results import (
     twilio_event,
 )
 from vdq.results import matching as results
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 FUZZ = settings(max_examples=120, deadline=None, database=None, derandomize=True,
                 suppress_health_check=list(HealthCheck))  # fmt: skip

@@ -25,7 +25,7 @@ from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
 from vdq.store import StoreBusy
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem", "vdq.read_queueitem",

@@ -48,7 +48,7 @@ from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 SOAK = os.environ.get("VDQ_SOAK") == "1"
 EXAMPLES = int(os.environ.get("VDQ_MODEL_EXAMPLES", 20_000 if SOAK else 2_000))

@@ -33,7 +33,7 @@ from vdq import send
 from vdq.core.errors import ContentionError, InvalidTransition
 from vdq.results import matching as results
 from vdq.sendqueue import SendMessage
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 ITEMS = 24
 DUPLICATES = 4  # deliveries of every send message

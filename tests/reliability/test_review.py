@@ -34,7 +34,7 @@ from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.sendqueue import SendMessage
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
-from vdq.transitions import Step, apply, send_entry
+from vdq.workflow.transitions import Step, apply, send_entry
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
 HOOKS: list[tuple[Any, str, Any]] = []  # (client, event, handler) registered by this module

@@ -39,7 +39,7 @@ from vdq.core.settings import Settings
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, QueueItemRecord, unpack_history
-from vdq.transitions import TIMER_AWAIT, TIMER_EMAIL_AWAIT
+from vdq.workflow.transitions import TIMER_AWAIT, TIMER_EMAIL_AWAIT
 
 MAX_STATE_BYTES = 4096  # the state item's stored size, by DynamoDB's rules (moto's Item.size)
 WEBHOOK = "https://hooks.example.com/twilio/status"

@@ -16,7 +16,7 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq.core.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.runtime import Runtime
-from vdq.transitions import Step, apply
+from vdq.workflow.transitions import Step, apply
 
 
 @dataclass

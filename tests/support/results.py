@@ -13,7 +13,7 @@ from tests.support.events import load_event
 from tests.support.lambda_context import LambdaContext  # noqa: F401 (re-exported)
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
-from vdq.transitions import Step, apply, claim_write
+from vdq.workflow.transitions import Step, apply, claim_write
 
 # What the samples were made with (events/twilio_status_*.json are signed with these).
 SAMPLE_AUTH_TOKEN = "vdq-sample-auth-token-0123456789"

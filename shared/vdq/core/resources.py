@@ -93,7 +93,7 @@ API_RESOURCE_SERVER = "vdq"
 API_DOMAIN_PREFIX = "vdq"
 
 # Metrics (Powertools, namespace observability.NAMESPACE) that the deployed alarms watch.
-METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.transitions emits it)
+METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.workflow.transitions emits it)
 # The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".
 METRIC_LEASES_EXPIRED = "Schedule_lease_moved"
 # Metrics of dispatch control that the dashboard shows (vdq.suppression and vdq.pacing emit them).

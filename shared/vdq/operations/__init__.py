@@ -1,5 +1,5 @@
 """What operators do through the REST API: list, read, transition, resend.
 
 Each module is one concern; the operator function's handler only routes to them. Every change
-of state goes through ``vdq.transitions.apply`` and every record through ``vdq.store``.
+of state goes through ``vdq.workflow.transitions.apply`` and every record through ``vdq.store``.
 """

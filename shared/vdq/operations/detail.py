@@ -105,7 +105,7 @@ def history_page(item: QueueItemRecord, runtime: Runtime, *, limit: int = HISTOR
     stored = {h.sk: h for h in runtime.store.history(item.id)}
     if (item.state == State.SENDING.value and item.claimed_at
             and not any(h.name == "send" and h.at == item.claimed_at for h in stored.values())):
-        from vdq.transitions import send_entry  # only here: a read's cold start skips it
+        from vdq.workflow.transitions import send_entry  # only here: a read's cold start skips it
 
         claim = send_entry(item)
         stored[claim.sk] = claim

@@ -44,8 +44,8 @@ from vdq.provider_updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-
 )
 from vdq.runtime import Runtime
 from vdq.store import ProviderIdTaken, ProviderRecord
-from vdq.transitions import MAX_TRIES
 from vdq.workflow.table import State
+from vdq.workflow.transitions import MAX_TRIES
 
 ORPHAN_TTL_SECONDS = 7 * 86_400
 MAX_ORPHANS = 25

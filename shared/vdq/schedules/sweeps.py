@@ -13,7 +13,7 @@ race) is logged and the run goes on.
   ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due.
 - Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
   took the message is unknown, and a later provider event still finds the item by its key. An
-  email SES accepted kept its lease timer (vdq.transitions): still ``awaiting`` when the lease
+  email SES accepted kept its lease timer (vdq.workflow.transitions): still ``awaiting`` when the lease
   passes, its timer moves to ``mailwait``, keyed on its claim, for the email timeout.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
@@ -39,7 +39,8 @@ from vdq.core.observability import logger
 from vdq.lanes import PRIORITIES, priority_of
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
-from vdq.transitions import (
+from vdq.workflow.table import State
+from vdq.workflow.transitions import (
     TIMER_AWAIT,
     TIMER_EMAIL_AWAIT,
     TIMER_LEASE,
@@ -52,7 +53,6 @@ from vdq.transitions import (
     shard_timer_partition,
     timer_partition,
 )
-from vdq.workflow.table import State
 
 if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the SMS checks
     from vdq.results import matching as results
