@@ -103,7 +103,7 @@ def grant(
     # enqueue reads an upload (HeadObject, the source of its CopyObject into the files),
     # then deletes it. Reading is granted under the uploads prefix only.
     _allow(functions.enqueue, ["s3:GetObject"], [uploads])
-    # Every function that publishes a send may publish in every lane (vdq.lanes).
+    # Every function that publishes a send may publish in every lane (vdq.workflow.lanes).
     send_queues = [lane.queue.queue_arn for lane in messaging.send_lanes.values()]
     _allow(functions.enqueue, SEND_MESSAGE, send_queues)
     # Producer quotas: the counters of the current windows, charged in one transaction of

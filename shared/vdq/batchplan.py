@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from vdq.core.observability import logger
-from vdq.lanes import PRIORITIES
 from vdq.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
 from vdq.runtime import Runtime
 from vdq.sendqueue import SendMessage
 from vdq.store.pacing import SES_KEY
+from vdq.workflow.lanes import PRIORITIES
 
 
 def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:

@@ -17,7 +17,6 @@ from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger, metrics
-from vdq.lanes import DEFAULT_PRIORITY, message_for
 from vdq.messages import Email, Origin, Sms
 from vdq.runtime import Runtime
 from vdq.scheduling import buckets, delay_for, is_long, publish_after
@@ -37,6 +36,7 @@ from vdq.store import (
 )
 from vdq.uploads import discard as discard_uploads
 from vdq.uploads import find_uploads
+from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.table import INITIAL_STATE
 from vdq.workflow.transitions import (
     TIMER_PUBLISH,

@@ -27,7 +27,7 @@ from vdq.fields import (  # noqa: F401  (the formats: re-exported)
     Field,
     OneOf,
 )
-from vdq.lanes import DEFAULT_PRIORITY
+from vdq.workflow.lanes import DEFAULT_PRIORITY
 
 MAX_SUBJECT = 998  # RFC 5322 line length
 MAX_TEXT = 1_000_000
@@ -83,7 +83,7 @@ class Email:
     attachments: tuple[Attachment, ...] = ()
     origin: Origin | None = None
     list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.unsubscribe)
-    priority: str = DEFAULT_PRIORITY  # the lane (vdq.lanes)
+    priority: str = DEFAULT_PRIORITY  # the lane (vdq.workflow.lanes)
     send_at: str | None = None  # stored form (UTC); None: send now (vdq.scheduling)
 
     def receivers(self) -> list[Address]:

@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vdq.core.observability import logger
-from vdq.lanes import priority_of
 from vdq.providers import LONGEST_CALL_SECONDS
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
+from vdq.workflow.lanes import priority_of
 
 DECREASE = 0.7  # a throttling answer cuts the shared rate to this share of what it was
 RECOVERY = 0.02  # share of the limit regained per second after a cut (additive increase)

@@ -6,7 +6,7 @@ check the suppression list before it claims the item (vdq.suppression.refuse), a
 rate it is paced at (``pace``) and, outside the normal lane, its lane (``lane``), so the worker
 can plan a batch before claiming (vdq.batchplan: bulk books the rate's schedule less far ahead).
 Small content rides along so the worker needs no content read; larger content is read from the
-store. Each priority has its own queue (vdq.lanes); a message goes to the queue of its
+store. Each priority has its own queue (vdq.workflow.lanes); a message goes to the queue of its
 ``priority``.
 """
 
@@ -28,7 +28,7 @@ class SendMessage:
     delay_seconds: int = 0
     content: dict[str, Any] | None = None
     receiver: str | None = None
-    priority: str = "normal"  # the lane (vdq.lanes); in the body only when not normal
+    priority: str = "normal"  # the lane (vdq.workflow.lanes); in the body only when not normal
     pace: str | None = None  # the provider rate's key (vdq.pacing.key_of); None: not known
 
     def body(self) -> str:

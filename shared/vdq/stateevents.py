@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from vdq.lanes import DEFAULT_PRIORITY
+from vdq.workflow.lanes import DEFAULT_PRIORITY
 from vdq.workflow.table import DONE_STATES, GIVE_BACK, TRANSITIONS, State
 
 SOURCE = "vdq"

@@ -33,7 +33,7 @@ MAX_TOKEN = 600
 def wants_unsubscribe(item: Any, content: Mapping[str, Any]) -> bool:
     """Whether an email carries the unsubscribe headers: the one place that decides it. Bulk
     mail does: the request asked (``list_unsubscribe``), or it was sent in the bulk lane."""
-    from vdq.lanes import priority_of
+    from vdq.workflow.lanes import priority_of
 
     if item.method != "email":
         return False

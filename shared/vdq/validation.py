@@ -28,7 +28,7 @@ from vdq.fields import (
     Limits,
     OneOf,
 )
-from vdq.lanes import parse_priority
+from vdq.workflow.lanes import parse_priority
 
 _E164 = re.compile(E164)
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")

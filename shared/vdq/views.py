@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq.lanes import priority_of
 from vdq.store import HistoryRecord, QueueItemRecord
+from vdq.workflow.lanes import priority_of
 
 # What a history entry's ``source`` and ``kind`` may be (the OpenAPI document's enums; a test
 # checks every writer of history uses only these).

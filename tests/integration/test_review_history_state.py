@@ -7,10 +7,10 @@ import pytest
 
 from tests.support.operator import email, move
 from vdq import giveback, send
-from vdq.lanes import message_for
 from vdq.store import Duplicate, item_pk
 from vdq.store.history import RECENT_ENTRY_BYTES, recent_json
 from vdq.workflow import transitions
+from vdq.workflow.lanes import message_for
 from vdq.workflow.transitions import Step, apply, event_mark
 
 

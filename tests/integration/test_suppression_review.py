@@ -255,8 +255,8 @@ def test_a_deploys_key_from_secrets_manager_signs_the_links_the_webhook_accepts(
 
 
 def test_an_automatic_retry_to_an_address_suppressed_meanwhile_is_not_sent(aws, rt):
-    from vdq.lanes import message_for
     from vdq.providers import TransientProviderError
+    from vdq.workflow.lanes import message_for
 
     def throttled(*_a, **_k):
         raise TransientProviderError("SES", "throttled")

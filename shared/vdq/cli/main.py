@@ -11,7 +11,7 @@ from typing import Any
 
 from vdq.cli import commands, render, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
-from vdq.lanes import PRIORITIES
+from vdq.workflow.lanes import PRIORITIES
 
 DESCRIPTION = """The command line client of VDQ's REST API, for any deployment (local or AWS).
 

@@ -53,7 +53,7 @@ ARCHIVE_PREFIX = "archive/"
 
 # Queues: name suffix -> properties both deployments share.
 SEND_QUEUE = "send"  # the normal priority lane's queue
-# One send queue per priority lane (vdq.lanes), each with its own dead-letter queue and consumer.
+# One send queue per priority lane (vdq.workflow.lanes), each with its own dead-letter queue and consumer.
 SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
 MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue

@@ -135,7 +135,7 @@ class LocalStack:
         from vdq.local.pollers import Poller, StreamPoller
         from vdq.local.schedules import Schedules
 
-        # One send poller per priority lane, each its own event source (vdq.lanes).
+        # One send poller per priority lane, each its own event source (vdq.workflow.lanes).
         self.pollers = [
             *(Poller(self.sqs, self.resources.queues[queue], "send", self.functions,
                      definitions.SEND_BATCH_SIZE, lane=priority).start()

@@ -11,12 +11,12 @@ from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.core.observability import logger
 from vdq.enqueue import new_item, publish_new
-from vdq.lanes import priority_of
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
 from vdq.views import item_json
 from vdq.workflow import table as workflow
+from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, apply, email_wait_since, history_entry
 

@@ -17,8 +17,8 @@ from vdq import messages, uploads, validation
 from vdq.core import ids
 from vdq.core.settings import Settings
 from vdq.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
-from vdq.lanes import DEFAULT_PRIORITY, PRIORITIES
 from vdq.operations import smsbody, spec, suppressions
+from vdq.workflow.lanes import DEFAULT_PRIORITY, PRIORITIES
 
 # Every body a request takes, by the operation's body name (vdq.operations.spec).
 REQUESTS: tuple[Body, ...] = (messages.EMAIL, messages.SMS, spec.RESEND,

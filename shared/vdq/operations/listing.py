@@ -15,11 +15,11 @@ from typing import Any
 
 from vdq.core.clock import iso
 from vdq.core.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
-from vdq.lanes import priority_of
 from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.views import item_json
+from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State, is_done
 
 MAX_ROUNDS = 4

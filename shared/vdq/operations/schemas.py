@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vdq import segments, suppression, validation
 from vdq.core import ids
-from vdq.lanes import PRIORITIES
 from vdq.operations import spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
+from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import State
 
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}

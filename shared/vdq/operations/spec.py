@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.fields import Body, Field
-from vdq.lanes import PRIORITIES
 from vdq.operations import cursor
+from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
 
 ACTIVE_STATES = tuple(s.value for s in State if s not in DONE_STATES)

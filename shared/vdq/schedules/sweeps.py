@@ -36,9 +36,9 @@ from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger
-from vdq.lanes import PRIORITIES, priority_of
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
+from vdq.workflow.lanes import PRIORITIES, priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import (
     TIMER_AWAIT,

@@ -150,7 +150,7 @@ class QueueItemRecord(_Table):
     origin_id = UnicodeAttribute(null=True)
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
-    priority = UnicodeAttribute(null=True)  # the lane (vdq.lanes); absent: normal
+    priority = UnicodeAttribute(null=True)  # the lane (vdq.workflow.lanes); absent: normal
     send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.scheduling)
     encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.segments)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
