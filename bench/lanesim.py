@@ -274,8 +274,8 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     from vdq import batchplan, giveback, pacing, suppression
     from vdq.core import resources
     from vdq.pacing import NoSlot, Pacer
-    from vdq.sendqueue import SendMessage
     from vdq.store.pacing import SES_KEY, PaceRecords
+    from vdq.workflow.sendqueue import SendMessage
 
     random.seed(scenario.seed)  # vdq.pacing's jitter
     parallelism = scenario.parallelism or default_parallelism()

@@ -18,9 +18,9 @@ from typing import Any
 from vdq.core.observability import logger
 from vdq.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
 from vdq.store.pacing import SES_KEY
 from vdq.workflow.lanes import PRIORITIES
+from vdq.workflow.sendqueue import SendMessage
 
 
 def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:

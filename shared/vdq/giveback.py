@@ -19,9 +19,9 @@ from vdq.core.observability import logger, metrics
 from vdq.pacing import PACED, current_rate, get_pacer, rate_of
 from vdq.providers import ThrottledProviderError
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
 from vdq.workflow.lanes import priority_of
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import GIVE_BACK_ENTRIES, State, claim_source
 
 # Seconds over which throttled items come back, after their turn at the cut rate: a

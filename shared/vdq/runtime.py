@@ -71,8 +71,8 @@ class Runtime:
 
     @cached_property
     def send_queue(self) -> Any:
-        from vdq.sendqueue import SendQueue
         from vdq.workflow.lanes import lane_urls
+        from vdq.workflow.sendqueue import SendQueue
 
         return self.overrides.get("send_queue") or SendQueue(
             self.client("sqs"), self.settings.send_queue_url, lane_urls(self.settings)

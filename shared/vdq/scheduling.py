@@ -33,9 +33,9 @@ from typing import Any
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import BadValue
 from vdq.core.observability import logger
-from vdq.sendqueue import MAX_DELAY_SECONDS, SendMessage
 from vdq.store.models import ScheduledRecord, scheduled_partition, shard
 from vdq.workflow.lanes import PRIORITIES
+from vdq.workflow.sendqueue import MAX_DELAY_SECONDS, SendMessage
 
 # A long wait's bucket is published this long before send_at: below SQS's 900 s, with a
 # minute's sweep to spare.

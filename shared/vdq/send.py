@@ -31,9 +31,9 @@ from vdq.providers import (
 )
 from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, history_entry, send_entry
 

@@ -35,7 +35,7 @@ from typing import Any
 from vdq import batchplan, pacing, send
 from vdq.core.observability import logger, trace_carrier, tracer
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
+from vdq.workflow.sendqueue import SendMessage
 
 
 class BatchFailed(Exception):

@@ -21,8 +21,8 @@ from vdq import pacing, send
 from vdq.pacing import NoSlot, Pacer
 from vdq.providers import ThrottledProviderError
 from vdq.providers.twilio import classify as twilio_classify
-from vdq.sendqueue import SendMessage
 from vdq.store.pacing import PaceRecords
+from vdq.workflow.sendqueue import SendMessage
 
 SENDER = "shop@example.com"
 CELL = "+15005550006"

@@ -32,7 +32,7 @@ from tests.support.results import (
 )
 from vdq import send, suppression, unsubscribe
 from vdq.runtime import Runtime
-from vdq.sendqueue import SendMessage
+from vdq.workflow.sendqueue import SendMessage
 
 SENDER = "shop@example.com"
 OPS = ("vdq-suppressions",)

@@ -23,8 +23,8 @@ from vdq.core.errors import PartiallyEnqueued, VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
-from vdq.sendqueue import SendMessage
 from vdq.store import StoreBusy
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
 OPERATOR = Caller("op-1", ("vdq-operators",),

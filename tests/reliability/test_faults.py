@@ -32,9 +32,9 @@ from vdq import send
 from vdq.providers.ses import SesProvider
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
-from vdq.sendqueue import SendMessage, SendQueue
 from vdq.store import QueueItemRecord
 from vdq.store import tx as store_tx
+from vdq.workflow.sendqueue import SendMessage, SendQueue
 
 
 @pytest.fixture

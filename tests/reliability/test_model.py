@@ -46,8 +46,8 @@ from vdq.core.errors import VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
-from vdq.sendqueue import SendMessage
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
 SOAK = os.environ.get("VDQ_SOAK") == "1"

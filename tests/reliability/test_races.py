@@ -32,7 +32,7 @@ from tests.support.results import ses_event
 from vdq import send
 from vdq.core.errors import ContentionError, InvalidTransition
 from vdq.results import matching as results
-from vdq.sendqueue import SendMessage
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
 ITEMS = 24

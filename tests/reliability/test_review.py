@@ -32,8 +32,8 @@ from vdq.core.settings import ALL_PERMISSIONS
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
-from vdq.sendqueue import SendMessage
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply, send_entry
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)

@@ -9,8 +9,8 @@ import pytest
 from vdq import messages, scheduling, stateevents
 from vdq.core.errors import BadValue
 from vdq.core.settings import Settings
-from vdq.sendqueue import SendMessage, SendQueue
 from vdq.workflow.lanes import lane_urls, parse_priority
+from vdq.workflow.sendqueue import SendMessage, SendQueue
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 

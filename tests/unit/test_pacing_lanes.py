@@ -19,8 +19,8 @@ import pytest
 from tests.unit.test_pacing import Schedule, Wall, batch_runtime, body
 from vdq.batchplan import plan
 from vdq.pacing import NoSlot, Pacer
-from vdq.sendqueue import SendMessage
 from vdq.store.pacing import PaceState
+from vdq.workflow.sendqueue import SendMessage
 
 KEY, RATE, MAX_WAIT = "ses", 10.0, 5.0
 BULK_REACH = 1.0  # the bulk horizon (vdq.pacing.HORIZONS): at 10/s longer than a slot and its lead

@@ -43,8 +43,8 @@ def lane_urls(settings: Any) -> dict[str, str]:
 def message_for(item: Any, *, delay_seconds: int = 0,
                 content: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """The send message of the item's current attempt, in the item's lane."""
-    from vdq.sendqueue import SendMessage
     from vdq.store.pacing import key_of
+    from vdq.workflow.sendqueue import SendMessage
 
     return SendMessage(item.id, int(item.attempt), delay_seconds, content,
                        receiver=item.receiver, priority=priority_of(item),
