@@ -97,7 +97,7 @@ def _stamp(stack: env.Stack, item_id: str) -> dict[str, Any]:
     """What the stream consumer does for an item that entered a done state (the stream record
     carries the item: its read is not counted); what that costs."""
     from bench.requests import COUNTER
-    from vdq import retention
+    from vdq.workflow import retention
 
     with COUNTER.paused():
         item = stack.runtime.store.get_item(item_id)

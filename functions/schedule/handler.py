@@ -4,7 +4,7 @@ The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
 ``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
 and ``sweep``; the daily rule sends ``{"task": "purge"}``. A batch of the table's stream
 records (``aws:dynamodb``) publishes the state-change events they hold (vdq.stateevents),
-after stamping the records of items that entered a done state (vdq.retention).
+after stamping the records of items that entered a done state (vdq.workflow.retention).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import archive, retention
+from vdq import archive
 from vdq.core.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
+from vdq.workflow import retention
 
 
 def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ cleanup is on and all those items are done.
 Cleanup follows ``VDQ_MAX_FILES_AGE_IN_SECONDS``: 0 deletes a content's files as its last open
 item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which deletes the files
 of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
-their records expire (unset: just before; vdq.retention.files_age_seconds); with neither set,
+their records expire (unset: just before; vdq.workflow.retention.files_age_seconds); with neither set,
 every file is kept. A content's
 REFS record counts its open items; a resend writes its copies with their count there, refused
 once the files are purged, so the files of a content being resent are never deleted under it.
@@ -23,7 +23,6 @@ from vdq.core.clock import iso
 from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.core.observability import logger
 from vdq.messages import Attachment
-from vdq.retention import expiration_at, files_age_seconds, stamp_content
 from vdq.runtime import Runtime
 from vdq.store import (
     FILE_SK,
@@ -35,6 +34,7 @@ from vdq.store import (
     shard,
 )
 from vdq.uploads import Upload
+from vdq.workflow.retention import expiration_at, files_age_seconds, stamp_content
 
 READ_PERMISSION = "vdq.read_queueitem"
 PURGE_BATCH = 100  # idle contents read per shard and query

@@ -12,9 +12,9 @@ from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
 from vdq.provider_events import ProviderUpdate
-from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
+from vdq.workflow.retention import mapping_expiration
 from vdq.workflow.table import State
 from vdq.workflow.transitions import (
     KEEP,

@@ -29,10 +29,10 @@ from vdq.providers import (
     ThrottledProviderError,
     TransientProviderError,
 )
-from vdq.retention import mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
+from vdq.workflow.retention import mapping_expiration
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, history_entry, send_entry

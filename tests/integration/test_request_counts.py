@@ -100,7 +100,7 @@ def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
 def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
     tally = rq.enqueue_many(100)
     # The content of several items counts them (REFS, confirmed once they are written), so it
-    # expires only with the last one (vdq.retention). The receivers' suppressions are read in
+    # expires only with the last one (vdq.workflow.retention). The receivers' suppressions are read in
     # one BatchGetItem (a hundred keys a request).
     assert tally["requests"] == {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 5,
                                  "dynamodb.UpdateItem": 1, "sqs.SendMessageBatch": 10}  # fmt: skip

@@ -13,7 +13,6 @@ from functions.schedule import handler as schedule
 from tests.support.aws import stream_records
 from tests.support.operator import call, email, move, sms, succeed
 from tests.support.results import LambdaContext
-from vdq import retention
 from vdq.core import resources
 from vdq.store import (
     CONTENT_SK,
@@ -25,6 +24,7 @@ from vdq.store import (
     content_pk,
     item_pk,
 )
+from vdq.workflow import retention
 from vdq.workflow.transitions import Step, apply
 
 DAY = 86_400

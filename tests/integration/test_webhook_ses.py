@@ -18,9 +18,9 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq import retention
 from vdq.results import matching as results
 from vdq.store import ProviderRecord, provider_pk
+from vdq.workflow import retention
 from vdq.workflow.transitions import Step, apply
 
 MSG = "010001927b2d6c1e-test-message-000000"
@@ -260,7 +260,7 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
     record = mapping(MSG)
-    # adopted, the mapping expires as a mapping does (after the item: vdq.retention)
+    # adopted, the mapping expires as a mapping does (after the item: vdq.workflow.retention)
     expires = retention.mapping_expiration(clock.now(), runtime.settings)
     assert (record.item_id, record.orphans, record.expiration) == (item.id, None, expires)
     # The early Send is applied too: as nothing, the worker having recorded the acceptance.

@@ -17,13 +17,14 @@ from tests.reliability.harsh import Plan
 from tests.reliability.support import Crash, forget_garbage, fresh_clock
 from tests.reliability.world import MAX_STATE_BYTES, World, engagement_event, harsh_world
 from tests.support.results import ses_event
-from vdq import retention, send
+from vdq import send
 from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued, VdqError
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.store import StoreBusy
+from vdq.workflow import retention
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 

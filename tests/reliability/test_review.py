@@ -519,7 +519,7 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
 
     queue.fail = True
     # The resend's transaction counts the copy on the content (and takes the content's
-    # expiration off: vdq.retention); the write moving the copy to errored (its history on
+    # expiration off: vdq.workflow.retention); the write moving the copy to errored (its history on
     # the state item) is throttled.
     throttle_once("UpdateItem", when=writes_history, times=store.tx.UPDATE_TRIES)
     try:  # the copy is stored and stays queued for the re-publish sweep
@@ -829,7 +829,7 @@ def test_a_resend_of_one_content_that_fails_after_its_first_chunk_names_the_stor
 def stamp_done_items(rt: Any) -> None:
     """What the table's stream does for every item that reached a done state: stamp it and
     its content (refused while the content's count is pending)."""
-    from vdq import retention
+    from vdq.workflow import retention
 
     for item in QueueItemRecord.scan(QueueItemRecord.sk == "STATE"):
         if item.expiration is not None:

@@ -319,7 +319,7 @@ def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[
     """An item not done has no expiration, nor has any of its records; a done item expires
     the retention after its done time, and a record of it that has an expiration has the
     item's; a content with an expiration has no open item and outlives every item of it."""
-    from vdq.retention import expiration_at
+    from vdq.workflow.retention import expiration_at
 
     problems = []
     by_content: dict[str, list[QueueItemRecord]] = {}

@@ -23,7 +23,7 @@ attachments, reference counts and purge), ``keys`` (provider-ID mappings and orp
 ``scheduled`` (due-time buckets of long scheduled sends), ``tx`` (transactions and batches of
 new records), ``suppressions`` (suppressed receivers and their history), ``expiry`` (records
 past their expiration, the
-table's TTL attribute, are gone to every read; stamping an item's records: vdq.retention).
+table's TTL attribute, are gone to every read; stamping an item's records: vdq.workflow.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
 

@@ -1,5 +1,5 @@
 """Expiration of records: reads that treat a record past it as gone, and the stamping of an
-item's records once it is done (vdq.retention says when and why)."""
+item's records once it is done (vdq.workflow.retention says when and why)."""
 
 from __future__ import annotations
 

@@ -216,7 +216,7 @@ class Items(BatchWrites, Expiring):
         ``mark`` was recorded on the item before. ``release``: the item enters a done state and
         its content's files count one open item less, in the same transaction (a crash after
         the commit can neither lose nor repeat the release). The history and the mark take the
-        item's expiration (the one ``write`` sets, or the one it has: vdq.retention); the mapping
+        item's expiration (the one ``write`` sets, or the one it has: vdq.workflow.retention); the mapping
         takes ``mapping_expiration``.
         """
         try:

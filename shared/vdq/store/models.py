@@ -82,7 +82,7 @@ class _Table(Model):
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     # The table's TTL attribute (epoch seconds): DynamoDB deletes the record some time after,
-    # and every read treats a record past it as gone (vdq.retention).
+    # and every read treats a record past it as gone (vdq.workflow.retention).
     expiration = NumberAttribute(attr_name=resources.TABLE_TTL_ATTRIBUTE, null=True)
 
 

@@ -20,7 +20,6 @@ from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
-from vdq.retention import expiration_at, mapping_expiration
 from vdq.runtime import Runtime
 from vdq.store import (
     Duplicate,
@@ -34,6 +33,7 @@ from vdq.store import (
 )
 from vdq.workflow import table as workflow
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for, priority_of
+from vdq.workflow.retention import expiration_at, mapping_expiration
 from vdq.workflow.table import DONE_STATES, Decision, State
 
 MAX_TRIES = 5
