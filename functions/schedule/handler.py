@@ -3,7 +3,7 @@
 The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
 ``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
 and ``sweep``; the daily rule sends ``{"task": "purge"}``. A batch of the table's stream
-records (``aws:dynamodb``) publishes the state-change events they hold (vdq.stateevents),
+records (``aws:dynamodb``) publishes the state-change events they hold (vdq.workflow.stateevents),
 after stamping the records of items that entered a done state (vdq.workflow.retention).
 """
 

@@ -88,7 +88,7 @@ class Runtime:
 
     @cached_property
     def state_events(self) -> Any:
-        from vdq.stateevents import StateEvents
+        from vdq.workflow.stateevents import StateEvents
 
         return self.overrides.get("state_events") or StateEvents(
             self.client("events"), self.settings.event_bus_name, self.settings.state_events

@@ -160,7 +160,7 @@ def test_a_refused_publish_fails_the_batch_so_lambda_delivers_it_again(aws, sett
             return {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "ThrottlingException"}]}
 
     rt.overrides["state_events"] = None
-    from vdq.stateevents import StateEvents
+    from vdq.workflow.stateevents import StateEvents
 
     rt.__dict__["state_events"] = StateEvents(Refusing(), aws["bus"], "outcomes")
     with pytest.raises(RuntimeError, match="refused"):

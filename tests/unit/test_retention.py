@@ -7,10 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vdq import stateevents
 from vdq.core.settings import Settings
 from vdq.store import expiry
-from vdq.workflow import retention
+from vdq.workflow import retention, stateevents
 from vdq.workflow import table as workflow
 
 DONE = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)

@@ -103,7 +103,7 @@ def test_a_give_back_restores_the_state_the_claim_took_the_item_from(retries, so
 
 @pytest.mark.parametrize(("attempts", "transition"), [((3, 3), "give_back"), ((3, 4), "delay")])
 def test_a_state_event_names_a_give_back_apart_from_a_delay(attempts, transition):
-    from vdq import stateevents
+    from vdq.workflow import stateevents
 
     image = {"sk": {"S": "STATE"}, "id": {"S": "X"}, "method": {"S": "email"},
              "updated_at": {"S": "t"}}  # fmt: skip

@@ -111,7 +111,7 @@ def table_definition(table_name: str) -> dict:
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
-        # State-change events are published from the stream (vdq.stateevents).
+        # State-change events are published from the stream (vdq.workflow.stateevents).
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         "KeySchema": [
             {"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"},

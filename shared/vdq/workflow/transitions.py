@@ -380,7 +380,7 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
         except Exception:
             # The release is stored with the transition; the next purge run deletes the files.
             logger.exception("immediate file purge of %s failed; the purge run retries", item.id)
-    # State-change events are published from the table's stream (vdq.stateevents), at least
+    # State-change events are published from the table's stream (vdq.workflow.stateevents), at least
     # once, whatever happens to this function after the write.
 
 
