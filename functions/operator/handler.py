@@ -187,7 +187,7 @@ def _unquote(segment: str) -> str:
 
 @app.operation("getAttachment")
 def get_attachment(event: Event, id: str) -> Response:
-    from vdq import attachments
+    from vdq.workflow import attachments
 
     who = _caller(event)
     q = _query("getAttachment", event)

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from vdq.attachments import file_records, store_files
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
@@ -36,6 +35,7 @@ from vdq.store import (
 )
 from vdq.uploads import discard as discard_uploads
 from vdq.uploads import find_uploads
+from vdq.workflow.attachments import file_records, store_files
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.table import INITIAL_STATE
 from vdq.workflow.transitions import (
@@ -196,7 +196,7 @@ def _release_unborn(rejected: list[QueueItemRecord], runtime: Runtime) -> None:
     """The content's open count included the items that were not stored: count them off."""
     from collections import Counter
 
-    from vdq.attachments import release
+    from vdq.workflow.attachments import release
 
     # A bulk resend copies items of several contents: each content gets back its own count.
     counted = [i for i in rejected if i.has_files or i.counted]

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.support.operator import call, email, succeed
-from vdq import attachments
 from vdq.schedules import sweeps as schedules
 from vdq.store import FILE_SK, AttachmentRecord, attachment_pk
+from vdq.workflow import attachments
 
 PDF = {"filename": "report 1.pdf", "content_type": "application/pdf",
        "content_base64": base64.b64encode(b"%PDF-1.4 data").decode()}  # fmt: skip

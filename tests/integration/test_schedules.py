@@ -405,10 +405,10 @@ def test_republish_sweep_leaves_claimed_items(aws, runtime, clock):
 
 def test_purge_calls_the_file_age_purge_only_when_files_are_not_kept_forever(aws, runtime,
                                                                             monkeypatch):
-    import vdq.attachments
+    import vdq.workflow.attachments
 
     calls = []
-    monkeypatch.setattr(vdq.attachments, "purge_idle", lambda rt: calls.append(rt) or 3)
+    monkeypatch.setattr(vdq.workflow.attachments, "purge_idle", lambda rt: calls.append(rt) or 3)
     runtime.settings = replace(runtime.settings, retention_days=0)  # and no files age: keep
     assert schedules.run(["purge"], runtime) == {}
     assert calls == []

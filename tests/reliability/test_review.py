@@ -940,7 +940,7 @@ def test_a_bulk_resend_with_a_content_purged_meanwhile_stores_the_others_and_say
     says why (the files were cleaned up: resending it again is a 409, the documented status).
     On ccde45c the resend stopped at the refused content without trying the third, and told
     the caller "before the store failed ... resend the others again"."""
-    from vdq import attachments
+    from vdq.workflow import attachments
 
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept

@@ -386,9 +386,9 @@ def republish(item_id: str, now: str, runtime: Runtime, report: Report,
 
 
 def purge(runtime: Runtime, report: Report) -> None:
-    """The daily file-age purge (vdq.attachments.purge_idle), when files are not kept forever
+    """The daily file-age purge (vdq.workflow.attachments.purge_idle), when files are not kept forever
     (a files age or a retention is set: vdq.workflow.retention.files_age_seconds)."""
-    from vdq.attachments import purge_idle
+    from vdq.workflow.attachments import purge_idle
     from vdq.workflow.retention import files_age_seconds
 
     if files_age_seconds(runtime.settings) is None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from vdq.attachments import purge_if_idle, release_for
 from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
@@ -32,6 +31,7 @@ from vdq.store import (
     shard,
 )
 from vdq.workflow import table as workflow
+from vdq.workflow.attachments import purge_if_idle, release_for
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for, priority_of
 from vdq.workflow.retention import expiration_at, mapping_expiration
 from vdq.workflow.table import DONE_STATES, Decision, State
