@@ -1,4 +1,4 @@
-"""Enqueue input: emails and SMS, their bodies declared once (vdq.fields) and checked by
+"""Enqueue input: emails and SMS, their bodies declared once (vdq.intake.fields) and checked by
 vdq.validation, one path for the REST API and the Python API. Every error names the field
 (``to[1].email``) and nothing is written before all of the input has passed.
 
@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from vdq.core.errors import ValidationError
-from vdq.fields import (  # noqa: F401  (the formats: re-exported)
+from vdq.intake.fields import (  # noqa: F401  (the formats: re-exported)
     CONTENT_ID_CHARS,
     CONTROL_CHARS,
     E164,

@@ -2,7 +2,7 @@
 
 ``python -m vdq.openapi`` writes ``openapi.json`` beside this module from the operation table
 (vdq.operations.spec), the request bodies' declarations (vdq.operations.bodies over
-vdq.fields), the response models (vdq.operations.schemas, pydantic), the examples
+vdq.intake.fields), the response models (vdq.operations.schemas, pydantic), the examples
 (vdq.operations.examples) and the prose (vdq.operations.docs). The operator function serves the
 committed file, so it never imports pydantic at run time; a test rebuilds the document and fails
 when the committed one differs, or when the routes do.

@@ -283,7 +283,7 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
     Twilio's ``OptOutType`` (Advanced Opt-Out) wins over the body. Returns what it did."""
     import re
 
-    from vdq.fields import E164
+    from vdq.intake.fields import E164
 
     number = (params.get("From") or "").strip()
     if not re.match(E164, number):

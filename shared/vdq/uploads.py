@@ -35,7 +35,7 @@ from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
 from vdq.core.observability import logger
 from vdq.core.resources import UPLOADS_PREFIX
-from vdq.fields import Body, Field
+from vdq.intake.fields import Body, Field
 from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"

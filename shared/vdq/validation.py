@@ -1,4 +1,4 @@
-"""Request bodies checked against their declarations (vdq.fields): the check of each kind of
+"""Request bodies checked against their declarations (vdq.intake.fields): the check of each kind of
 value, and ``check``, which walks a body's fields. Every error names the field (``to[1].email``)
 and nothing is written before all of the input has passed.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from vdq import encoded_words
 from vdq.core import ids
 from vdq.core.errors import ValidationError
-from vdq.fields import (
+from vdq.intake.fields import (
     CONTENT_ID_CHARS,
     CONTROL_CHARS,
     E164,

@@ -1,4 +1,4 @@
-"""Each request body is declared once (vdq.fields): the server checks it and the OpenAPI document
+"""Each request body is declared once (vdq.intake.fields): the server checks it and the OpenAPI document
 states it from the same declaration. Fed the values at each declared bound and one past it, the
 server's check and the committed document agree: what one refuses, so does the other, and the
 server takes every value at a bound (the document too, but where its pattern is narrower)."""
@@ -16,7 +16,7 @@ from vdq import messages, openapi, validation
 from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.core.settings import Settings
-from vdq.fields import Body, Field, OneOf
+from vdq.intake.fields import Body, Field, OneOf
 from vdq.operations import bodies, spec
 
 DOC = json.loads(openapi.DOCUMENT.read_text())

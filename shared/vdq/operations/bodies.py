@@ -1,4 +1,4 @@
-"""The request bodies as JSON Schema, written from their declarations (vdq.fields).
+"""The request bodies as JSON Schema, written from their declarations (vdq.intake.fields).
 
 Generator-only, like vdq.operations.schemas: the handlers check the same declarations with
 vdq.validation, so a limit, a required field or a description is written once. Each kind of
@@ -16,7 +16,7 @@ from typing import Any
 from vdq import messages, uploads, validation
 from vdq.core import ids
 from vdq.core.settings import Settings
-from vdq.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
+from vdq.intake.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.operations import smsbody, spec, suppressions
 from vdq.workflow.lanes import DEFAULT_PRIORITY, PRIORITIES
 
@@ -42,7 +42,7 @@ FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 SEND_AT = (r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d"
            r"(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$")  # fmt: skip
 HTTPS_URL = validation.HTTPS_URL
-# A name SES refuses (vdq.fields.SES_REFUSED_EXTENSIONS), in any case, with any trailing dots
+# A name SES refuses (vdq.intake.fields.SES_REFUSED_EXTENSIONS), in any case, with any trailing dots
 # and spaces (a pattern has no flag for case: each letter is a class).
 SES_REFUSED_NAME = "\\.(?:{})[. ]*$".format("|".join(
     "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in ext)

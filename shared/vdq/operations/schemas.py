@@ -2,7 +2,7 @@
 
 Imported by the generator (``python -m vdq.openapi``) at build and test time, never by a
 function at run time. The JSON request bodies are not here: each is declared once in the code
-that checks it (vdq.fields) and written out by vdq.operations.bodies.
+that checks it (vdq.intake.fields) and written out by vdq.operations.bodies.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _id(description: str) -> Any:
 
 
 # ---- requests --------------------------------------------------------------------------------
-# The JSON bodies are declared once (vdq.fields) and written by vdq.operations.bodies; Twilio's
+# The JSON bodies are declared once (vdq.intake.fields) and written by vdq.operations.bodies; Twilio's
 # forms are Twilio's, described here.
 
 

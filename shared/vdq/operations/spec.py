@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from vdq.core import ids
 from vdq.core.errors import ValidationError
-from vdq.fields import Body, Field
+from vdq.intake.fields import Body, Field
 from vdq.operations import cursor
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State

@@ -7,7 +7,7 @@ from typing import Any
 
 from vdq import messages, suppression, validation
 from vdq.core.errors import NotFound
-from vdq.fields import Body, Field
+from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec
 from vdq.runtime import Runtime
