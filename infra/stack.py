@@ -66,7 +66,7 @@ class VdqStack(Stack):
             "VDQ_EVENT_BUS_NAME": messaging.bus.event_bus_name,
             "VDQ_SES_CONFIGURATION_SET": email_events.configuration_set.configuration_set_name,
             "VDQ_TWILIO_SECRET_NAME": twilio_credentials.value_as_string,
-            # Enqueue refuses a sender the send role may not send from (vdq.messages).
+            # Enqueue refuses a sender the send role may not send from (vdq.intake.messages).
             "VDQ_SENDER_IDENTITIES": ",".join(config.ses_identities),
         }
         # The key of one-click unsubscribe tokens (vdq.unsubscribe): generated, never in the

@@ -16,7 +16,7 @@ from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger, metrics
-from vdq.messages import Email, Origin, Sms
+from vdq.intake.messages import Email, Origin, Sms
 from vdq.runtime import Runtime
 from vdq.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.segments import count as count_segments

@@ -1,5 +1,5 @@
 """The Python API of a producing service (``vdq.add_email``, ``vdq.add_sms``): a request body
-built from arguments, checked as the REST API checks it (vdq.messages) and enqueued."""
+built from arguments, checked as the REST API checks it (vdq.intake.messages) and enqueued."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from vdq import messages
 from vdq.enqueue import enqueue_email, enqueue_sms
+from vdq.intake import messages
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 

@@ -28,13 +28,13 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
-from vdq import messages
 from vdq.api import Caller
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
 from vdq.core.observability import logger
 from vdq.core.resources import UPLOADS_PREFIX
+from vdq.intake import messages
 from vdq.intake.fields import Body, Field
 from vdq.runtime import Runtime
 

@@ -19,8 +19,9 @@ from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.unit.test_hostile_text import build
 from tests.unit.test_request_bodies import _document_takes
-from vdq import api, messages
+from vdq import api
 from vdq.core.errors import BadRequest, ValidationError
+from vdq.intake import messages
 
 EMAIL = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
          "subject": "Hi", "text": "Text"}  # fmt: skip

@@ -20,10 +20,11 @@ from referencing import Registry, Resource
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import allow_any_permission_set, call, groups_for
-from vdq import api, messages, openapi
+from vdq import api, openapi
 from vdq.core import ids, resources
 from vdq.core.errors import VdqError
 from vdq.core.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
+from vdq.intake import messages
 from vdq.operations import docs, spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 

@@ -322,7 +322,7 @@ def test_a_resend_that_dies_after_its_first_write_leaves_no_count_behind(world, 
 def test_an_email_with_the_most_attachments_expires_and_can_be_resent(world):
     """Stamping and resending write every attachment record in one transaction with the
     content and its count (DynamoDB: at most 100 actions a transaction)."""
-    many = [dict(FILE, filename=f"part{n}.pdf") for n in range(vdq.messages.MAX_ATTACHMENTS)]
+    many = [dict(FILE, filename=f"part{n}.pdf") for n in range(vdq.intake.messages.MAX_ATTACHMENTS)]
     item, other = vdq.add_email({"email": "shop@example.com"},
                                 ["ada@example.org", "bob@example.org"], "Hi", "Text",
                                 attachments=many, runtime=world.rt)  # fmt: skip

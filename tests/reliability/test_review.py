@@ -812,7 +812,7 @@ def test_a_resend_of_one_content_that_fails_after_its_first_chunk_names_the_stor
     the stored copy is neither published nor noted on its original."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     rt.settings = replace(rt.settings, max_files_age_seconds=None)  # the files are kept
-    many = [attachment(f"part{n}.txt") for n in range(vdq.messages.MAX_ATTACHMENTS)]
+    many = [attachment(f"part{n}.txt") for n in range(vdq.intake.messages.MAX_ATTACHMENTS)]
     a, b = vdq.add_email("shop@example.com", ["ada@example.org", "bob@example.org"], "Hi",
                          "Text", attachments=many, runtime=rt)  # fmt: skip
     deliver(rt, queue, ses, [a.id, b.id])

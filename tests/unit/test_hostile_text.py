@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vdq import api, messages, mime
+from vdq import api, mime
 from vdq.core.errors import BadRequest, PayloadTooLarge, ValidationError
+from vdq.intake import messages
 from vdq.store import encode_content
 
 LINE_BREAKS = ["\r", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",

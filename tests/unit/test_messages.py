@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from vdq import messages
 from vdq.core.errors import ValidationError
+from vdq.intake import messages
 
 
 def email_body(**changes):

@@ -13,9 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from vdq import messages, uploads, validation
+from vdq import uploads, validation
 from vdq.core import ids
 from vdq.core.settings import Settings
+from vdq.intake import messages
 from vdq.intake.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.operations import smsbody, spec, suppressions
 from vdq.workflow.lanes import DEFAULT_PRIORITY, PRIORITIES

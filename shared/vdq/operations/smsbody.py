@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import messages, segments
+from vdq import segments
+from vdq.intake import messages
 
 
 def _char_class(chars: frozenset[str]) -> str:

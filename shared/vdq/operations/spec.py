@@ -121,7 +121,7 @@ _SUPPRESSIONS_LIST = ("vdq.list_suppression",)
 _SUPPRESSIONS_CHANGE = ("vdq.change_suppression",)
 CHANNELS = ("email", "sms")
 # What the document promises for a receiver: an E.164 number, or a plain address (a subset of
-# what the server takes, vdq.messages: any address the pattern matches is accepted).
+# what the server takes, vdq.intake.messages: any address the pattern matches is accepted).
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
 RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
                     f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import messages, suppression, validation
+from vdq import suppression, validation
 from vdq.core.errors import NotFound
+from vdq.intake import messages
 from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec

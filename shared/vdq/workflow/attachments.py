@@ -22,7 +22,7 @@ from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.core.observability import logger
-from vdq.messages import Attachment
+from vdq.intake.messages import Attachment
 from vdq.runtime import Runtime
 from vdq.store import (
     FILE_SK,
