@@ -198,7 +198,7 @@ def get_attachment(event: Event, id: str) -> Response:
 
 
 def _resend_ids(body: Any) -> list[str]:
-    from vdq.validation import check
+    from vdq.intake.validation import check
 
     item_ids: list[str] = check(spec.RESEND, body)["ids"]
     return item_ids

@@ -177,7 +177,7 @@ def check_json(data: Any) -> None:
 
     One iterator per open container, and a value's path written only for an error: the walk
     takes memory of the body's depth, not of its width (a 6 MB body holds millions of values)."""
-    from vdq.validation import check_text
+    from vdq.intake.validation import check_text
 
     if isinstance(data, str):
         check_text(data, "body", single_line=False)

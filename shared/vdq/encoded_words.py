@@ -1,6 +1,6 @@
 """RFC 2047 encoded words in header fields (=?charset?Q|B?text?=): mail readers, and the email
 package that builds the message (vdq.mime), decode them wherever a header holds text, so a
-field's checks (vdq.validation) apply to what they decode to as well as to what was written.
+field's checks (vdq.intake.validation) apply to what they decode to as well as to what was written.
 """
 
 from __future__ import annotations

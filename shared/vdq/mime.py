@@ -23,7 +23,7 @@ POLICY = SMTP.clone(cte_type="7bit")
 class Unsendable(ValueError):
     """The content cannot be written as a safe message: a header field holds an encoded word
     that decodes to a line break, or a name one that decodes to address syntax. Enqueue refuses
-    such fields (vdq.validation); this guards content stored before that rule."""
+    such fields (vdq.intake.validation); this guards content stored before that rule."""
 
 
 @dataclass(frozen=True)

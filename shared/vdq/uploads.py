@@ -93,7 +93,7 @@ def decode_name(value: str) -> str:
 def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     """``POST /attachments/uploads``: the presigned PUT of one declared file."""
     who.require(ADD_PERMISSION)
-    from vdq.validation import check
+    from vdq.intake.validation import check
 
     limits = {"max_attachment_bytes": runtime.settings.max_attachment_bytes}
     declared = check(UPLOAD, body, "", limits)
@@ -155,7 +155,7 @@ def gone(upload: Upload, runtime: Runtime) -> bool:
 
 def _checked(head: Mapping[str, Any], key: str, attachment: messages.Attachment, path: str,
              limit: int) -> Upload:  # fmt: skip
-    from vdq.validation import filename
+    from vdq.intake.validation import filename
 
     declared = str(head["metadata"].get("size", ""))
     size = int(head["size"])

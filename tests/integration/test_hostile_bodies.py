@@ -187,7 +187,7 @@ def test_a_media_url_without_a_host_or_with_spaces_is_refused(aws, runtime, url)
     "https://a\uff0fb.example/x.png",  # a full-width solidus: urlsplit refused it (NFKC)
 ])  # fmt: skip
 def test_a_media_url_with_a_host_path_query_and_fragment_is_accepted(aws, runtime, url):
-    """The server and the document take the same URLs (one pattern, vdq.validation)."""
+    """The server and the document take the same URLs (one pattern, vdq.intake.validation)."""
     status, answer = post({**SMS, "media_urls": [url]}, "sms")
     assert status == 201, answer
     assert _document_takes(messages.SMS, {**SMS, "media_urls": [url]})

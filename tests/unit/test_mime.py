@@ -92,7 +92,7 @@ SPOOF = "=?UTF-8?Q?x_<evil@example.net>?="
     ("the file name", lambda c, f: f.append(File(INJECTION + ".pdf", "application/pdf", b"%"))),
 ])  # fmt: skip
 def test_a_header_field_whose_encoded_word_injects_is_not_written(where, change):
-    """Enqueue refuses these fields (vdq.validation); content stored before that rule, or by
+    """Enqueue refuses these fields (vdq.intake.validation); content stored before that rule, or by
     another path, must still never become a Bcc line or another From address."""
     content, files = dict(CONTENT), []
     change(content, files)

@@ -12,11 +12,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from vdq import openapi, validation
+from vdq import openapi
 from vdq.core import ids
 from vdq.core.errors import ValidationError
 from vdq.core.settings import Settings
-from vdq.intake import messages
+from vdq.intake import messages, validation
 from vdq.intake.fields import Body, Field, OneOf
 from vdq.operations import bodies, spec
 

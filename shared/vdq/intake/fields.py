@@ -1,7 +1,7 @@
 """The request bodies of the REST API as data: each field's name, kind, bounds and description.
 
 One declaration per body serves two readers: the handlers check a request against it
-(vdq.validation) and the OpenAPI generator writes it as JSON Schema (vdq.operations.bodies), so
+(vdq.intake.validation) and the OpenAPI generator writes it as JSON Schema (vdq.operations.bodies), so
 the document states exactly the limits the server enforces. A field's ``kind`` names what its
 value is (a line of text, an email address, a list, an object, ...); each reader has one
 entry per kind, and the formats both readers share (patterns, lengths) are here. Pure data:
@@ -42,7 +42,7 @@ class Field(NamedTuple):
     """One field of a body (or the entry of a list, with no name)."""
 
     name: str
-    kind: str  # what the value is: a key of vdq.validation.KINDS
+    kind: str  # what the value is: a key of vdq.intake.validation.KINDS
     # For the document. ``{setting}`` or ``{setting:,}`` stands for a setting's default (the
     # generator writes it in), e.g. ``{max_receivers}``.
     description: str = ""

@@ -1,5 +1,5 @@
 """Enqueue input: emails and SMS, their bodies declared once (vdq.intake.fields) and checked by
-vdq.validation, one path for the REST API and the Python API. Every error names the field
+vdq.intake.validation, one path for the REST API and the Python API. Every error names the field
 (``to[1].email``) and nothing is written before all of the input has passed.
 
 The checks are imported when a body is parsed: the functions that only read a message's
@@ -273,7 +273,7 @@ SMS = Body("SmsRequest", "An SMS to queue: one item per distinct receiver.", (
 
 def origin(value: Any, path: str = "origin") -> Origin | None:
     """An origin (``{"type": ..., "id": ...}``), or None for none."""
-    from vdq.validation import field_value
+    from vdq.intake.validation import field_value
 
     result: Origin | None = field_value(Field("origin", "object", of=ORIGIN), value, path, {})
     return result
@@ -281,7 +281,7 @@ def origin(value: Any, path: str = "origin") -> Origin | None:
 
 def content_type(value: Any, path: str) -> str:
     """A MIME type (``type/subtype``), as an attachment's ``content_type`` is checked."""
-    from vdq.validation import field_value
+    from vdq.intake.validation import field_value
 
     kind: str = field_value(Field(path, "mime", required=True, max_length=MAX_CONTENT_TYPE),
                             value, path, {})  # fmt: skip
@@ -309,7 +309,7 @@ def parse_email(
     sender_identities: tuple[str, ...] = (), now: datetime | None = None,
     max_schedule_days: int = 30,
 ) -> Email:
-    from vdq.validation import check
+    from vdq.intake.validation import check
 
     def total_size(attachments: list[Attachment]) -> None:
         total = sum(len(a.content) for a in attachments)
@@ -379,7 +379,7 @@ def _check_stored_size(email: Email) -> None:
 
 def parse_sms(data: Any, *, max_receivers: int = 1000, max_segments: int = 10,
               now: datetime | None = None, max_schedule_days: int = 30) -> Sms:  # fmt: skip
-    from vdq.validation import check
+    from vdq.intake.validation import check
 
     limits = {"max_receivers": max_receivers, "now": now, "max_schedule_days": max_schedule_days,
               "sms_max_segments": max_segments}  # fmt: skip

@@ -1,7 +1,7 @@
 """The request bodies as JSON Schema, written from their declarations (vdq.intake.fields).
 
 Generator-only, like vdq.operations.schemas: the handlers check the same declarations with
-vdq.validation, so a limit, a required field or a description is written once. Each kind of
+vdq.intake.validation, so a limit, a required field or a description is written once. Each kind of
 field has one entry in ``_KINDS`` here, as it has one check there; a limit that is a setting is
 written at its default. Keys are sorted as pydantic sorts them, so the document reads the same
 whether a schema comes from a declaration or from a response model.
@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from vdq import uploads, validation
+from vdq import uploads
 from vdq.core import ids
 from vdq.core.settings import Settings
-from vdq.intake import messages
+from vdq.intake import messages, validation
 from vdq.intake.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.operations import smsbody, spec, suppressions
 from vdq.workflow.lanes import DEFAULT_PRIORITY, PRIORITIES
@@ -109,7 +109,7 @@ def _list(f: Field) -> dict[str, Any]:
     return out
 
 
-# Each kind's schema (of a value that is not null): what vdq.validation.KINDS checks.
+# Each kind's schema (of a value that is not null): what vdq.intake.validation.KINDS checks.
 _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "line": _line,
     "display_name": _line,

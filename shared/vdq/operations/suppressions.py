@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import suppression, validation
+from vdq import suppression
 from vdq.core.errors import NotFound
-from vdq.intake import messages
+from vdq.intake import messages, validation
 from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec
