@@ -45,9 +45,9 @@ def _addresses(values: Sequence[Mapping[str, Any]] | None) -> list[Address]:
 
 def _check_fields(content: Mapping[str, Any], sender_name: str | None,
                   files: Sequence[File]) -> None:  # fmt: skip
-    """The header fields the email package decodes encoded words in (vdq.encoded_words)."""
-    from vdq import encoded_words
+    """The header fields the email package decodes encoded words in (vdq.intake.encoded_words)."""
     from vdq.core.errors import ValidationError
+    from vdq.intake import encoded_words
 
     names = [("sender.name", sender_name or "")] + [
         (f"{key}[{i}].name", value.get("name") or "")

@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vdq import encoded_words
 from vdq.core import ids
 from vdq.core.errors import ValidationError
+from vdq.intake import encoded_words
 from vdq.intake.fields import (
     CONTENT_ID_CHARS,
     CONTROL_CHARS,
