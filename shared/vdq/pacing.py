@@ -362,7 +362,7 @@ def units_of(method: str, content: dict[str, Any] | None) -> int:
     """Slots one send takes: one per email, one per segment of an SMS (one when unknown)."""
     if method == "email" or content is None:
         return 1
-    from vdq import segments
+    from vdq.intake import segments
 
     return segments.count(content.get("body") or "").segments
 

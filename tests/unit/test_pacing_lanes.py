@@ -283,7 +283,7 @@ def test_a_bulk_send_waits_at_most_the_longest_wait_in_all_so_a_batch_ends_withi
 
 @pytest.mark.parametrize("lane", ["normal", "bulk"])
 def test_an_sms_of_more_segments_than_the_longest_wait_holds_goes_on_an_idle_schedule(lane):
-    from vdq import segments
+    from vdq.intake import segments
 
     wall = Wall()
     schedules: dict[str, Schedule] = {}

@@ -10,11 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vdq import segments
 from vdq.core.errors import SettingsError, TooManySegments, ValidationError
 from vdq.core.settings import Settings
-from vdq.intake import messages
-from vdq.segments import GSM7, UCS2, count
+from vdq.intake import messages, segments
+from vdq.intake.segments import GSM7, UCS2, count
 
 EXTENSION = "\f^{}\\[~]|€"
 CYRILLIC = "ж"  # in the BMP, not in GSM-7: one UTF-16 code unit

@@ -172,7 +172,7 @@ def _text(f: Field, value: Any, path: str, limits: Limits) -> Any:
 
 
 def _sms_body(f: Field, value: Any, path: str, limits: Limits) -> Any:
-    from vdq import segments
+    from vdq.intake import segments
 
     text = _text(f, value, path, limits)
     segments.check(text or "", path, limits["sms_max_segments"])

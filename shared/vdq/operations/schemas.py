@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import segments, suppression
+from vdq import suppression
 from vdq.core import ids
-from vdq.intake import validation
+from vdq.intake import segments, validation
 from vdq.operations import spec
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow.lanes import PRIORITIES

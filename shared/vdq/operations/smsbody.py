@@ -3,15 +3,14 @@
 JSON Schema cannot count segments, so the document declares, per kind of body, the length under
 which any body of that kind fits in VDQ_SMS_MAX_SEGMENTS at its default: a body valid by the
 document is never refused for its segments. Each length is the longest run of the kind's widest
-character (vdq.segments.longest), which the segment counting itself decides.
+character (vdq.intake.segments.longest), which the segment counting itself decides.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vdq import segments
-from vdq.intake import messages
+from vdq.intake import messages, segments
 
 
 def _char_class(chars: frozenset[str]) -> str:
