@@ -192,8 +192,8 @@ def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -
 
     from bench import cost
     from bench import requests as rq
-    from vdq import scheduling
     from vdq.core import resources
+    from vdq.intake import scheduling
     from vdq.schedules import sweeps as schedules
 
     with env.stack() as stack:

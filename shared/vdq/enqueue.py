@@ -17,9 +17,9 @@ from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger, metrics
 from vdq.intake.messages import Email, Origin, Sms
+from vdq.intake.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.intake.segments import count as count_segments
 from vdq.runtime import Runtime
-from vdq.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.store import (
     CONTENT_SK,
     REFS_SK,

@@ -104,7 +104,7 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
             if "dynamodb:Query" in _actions(statement) and table_arn in resources:
                 # the operator: the history of one item; the schedule: the records of one item
                 # that became done, to stamp their expiration (vdq.workflow.retention), and the due-time
-                # buckets of scheduled sends (vdq.scheduling), nothing else
+                # buckets of scheduled sends (vdq.intake.scheduling), nothing else
                 assert name in ("operator", "schedule"), name
                 if name == "schedule":
                     (keys,) = statement["Condition"]["ForAllValues:StringLike"].values()

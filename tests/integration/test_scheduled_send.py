@@ -17,8 +17,8 @@ from tests.support.operator import call
 from vdq import send
 from vdq.core import resources
 from vdq.core.clock import iso
+from vdq.intake.scheduling import LEAD_SECONDS
 from vdq.schedules import sweeps as schedules
-from vdq.scheduling import LEAD_SECONDS
 from vdq.store import ScheduledRecord
 from vdq.store.models import scheduled_partition
 

@@ -6,10 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vdq import scheduling
 from vdq.core.errors import BadValue
 from vdq.core.settings import Settings
-from vdq.intake import messages
+from vdq.intake import messages, scheduling
 from vdq.workflow import stateevents
 from vdq.workflow.lanes import lane_urls, parse_priority
 from vdq.workflow.sendqueue import SendMessage, SendQueue

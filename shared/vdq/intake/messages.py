@@ -84,7 +84,7 @@ class Email:
     origin: Origin | None = None
     list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.unsubscribe)
     priority: str = DEFAULT_PRIORITY  # the lane (vdq.workflow.lanes)
-    send_at: str | None = None  # stored form (UTC); None: send now (vdq.scheduling)
+    send_at: str | None = None  # stored form (UTC); None: send now (vdq.intake.scheduling)
 
     def receivers(self) -> list[Address]:
         """One receiver per distinct address across to, cc and bcc, in that order."""

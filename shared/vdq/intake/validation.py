@@ -278,7 +278,7 @@ def _priority(f: Field, value: Any, path: str, limits: Limits) -> Any:
 def _send_at(f: Field, value: Any, path: str, limits: Limits) -> Any:
     from datetime import UTC, datetime
 
-    from vdq.scheduling import parse_send_at
+    from vdq.intake.scheduling import parse_send_at
 
     now = limits.get("now") or datetime.now(UTC)
     return parse_send_at(value, now, limits["max_schedule_days"], path)

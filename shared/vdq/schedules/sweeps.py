@@ -21,7 +21,7 @@ race) is logged and the run goes on.
   unclaimed item is most likely still waiting in it, and a copy would only lengthen the backlog
   (every grace period, for every waiting item). A lost publish goes out once the lane drains.
 - Scheduled sends: due-time buckets of long waits are published ahead of their time, delayed
-  until it (vdq.scheduling).
+  until it (vdq.intake.scheduling).
 """
 
 from __future__ import annotations
@@ -314,8 +314,8 @@ def await_email(item: QueueItemRecord, runtime: Runtime, report: Report) -> None
 
 
 def release_scheduled(runtime: Runtime, report: Report) -> None:
-    """Long scheduled sends whose time is near go to their lanes (vdq.scheduling)."""
-    from vdq.scheduling import release_due
+    """Long scheduled sends whose time is near go to their lanes (vdq.intake.scheduling)."""
+    from vdq.intake.scheduling import release_due
 
     try:
         release_due(runtime, report)

@@ -151,7 +151,7 @@ class QueueItemRecord(_Table):
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
     priority = UnicodeAttribute(null=True)  # the lane (vdq.workflow.lanes); absent: normal
-    send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.scheduling)
+    send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.intake.scheduling)
     encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
