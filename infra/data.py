@@ -106,7 +106,7 @@ class Data(Construct):
                     expired_object_delete_marker=True,
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 ),
-                # Presigned uploads (vdq.uploads) that no email took: an email copies its
+                # Presigned uploads (vdq.intake.uploads) that no email took: an email copies its
                 # upload to its files and deletes it, so what is left here is abandoned.
                 s3.LifecycleRule(
                     id="untaken-uploads",

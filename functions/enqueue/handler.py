@@ -7,10 +7,11 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import api, uploads
+from vdq import api
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger, metrics, tracer
 from vdq.intake import rest as intake
+from vdq.intake import uploads
 from vdq.runtime import Runtime
 
 _METHODS = {"/emails": "email", "/sms": "sms"}

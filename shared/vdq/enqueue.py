@@ -19,6 +19,8 @@ from vdq.core.observability import logger, metrics
 from vdq.intake.messages import Email, Origin, Sms
 from vdq.intake.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.intake.segments import count as count_segments
+from vdq.intake.uploads import discard as discard_uploads
+from vdq.intake.uploads import find_uploads
 from vdq.runtime import Runtime
 from vdq.store import (
     CONTENT_SK,
@@ -33,8 +35,6 @@ from vdq.store import (
     item_pk,
     shard,
 )
-from vdq.uploads import discard as discard_uploads
-from vdq.uploads import find_uploads
 from vdq.workflow.attachments import file_records, store_files
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.table import INITIAL_STATE
@@ -132,7 +132,7 @@ def store_and_publish(
         if store_files is not None:
             store_files()
         store.put_new(items)
-    except ValidationError:  # an upload gone before its copy (vdq.uploads.gone)
+    except ValidationError:  # an upload gone before its copy (vdq.intake.uploads.gone)
         _discard(records, file_keys or [], runtime)
         raise
     except WriteFailed as exc:

@@ -76,7 +76,7 @@ def test_attachments_bucket_is_private_encrypted_tls_only_and_expires_purged_ver
                     Match.object_like(
                         {"NoncurrentVersionExpiration": {"NoncurrentDays": 1}, "Status": "Enabled"}
                     ),
-                    # Presigned uploads no email took (vdq.uploads), gone after a day.
+                    # Presigned uploads no email took (vdq.intake.uploads), gone after a day.
                     Match.object_like({
                         "Id": "untaken-uploads", "Prefix": resources.UPLOADS_PREFIX,
                         "ExpirationInDays": resources.UPLOADS_EXPIRE_DAYS,

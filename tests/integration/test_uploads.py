@@ -20,7 +20,7 @@ from tests.support.lambda_context import LambdaContext
 from vdq import store as st
 from vdq.core.clock import iso
 from vdq.core.resources import UPLOADS_PREFIX
-from vdq.uploads import upload_key
+from vdq.intake.uploads import upload_key
 
 SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample events' caller
 PDF = b"%PDF-1.7\n" + bytes(range(256)) * 40

@@ -13,7 +13,7 @@ TABLE_PARTITION_KEY = "pk"
 TABLE_SORT_KEY = "sk"
 # The TTL attribute, shared with Powertools idempotency records (its default name).
 TABLE_TTL_ATTRIBUTE = "expiration"
-# Presigned uploads land under this prefix of the attachments bucket (vdq.uploads); an email that
+# Presigned uploads land under this prefix of the attachments bucket (vdq.intake.uploads); an email that
 # names one copies it to its files and deletes it, and the bucket's lifecycle rule expires the
 # uploads no email took after this many days.
 UPLOADS_PREFIX = "uploads/"

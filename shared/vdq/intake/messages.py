@@ -61,7 +61,7 @@ class Attachment:
     content: bytes
     inline: bool = False
     content_id: str | None = None
-    upload_id: str | None = None  # a presigned upload (vdq.uploads) holds the file instead
+    upload_id: str | None = None  # a presigned upload (vdq.intake.uploads) holds the file instead
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from vdq import uploads
 from vdq.core import ids
 from vdq.core.settings import Settings
-from vdq.intake import messages, validation
+from vdq.intake import messages, uploads, validation
 from vdq.intake.fields import SES_REFUSED_EXTENSIONS, Body, Field, OneOf
 from vdq.operations import smsbody, spec, suppressions
 from vdq.workflow.lanes import DEFAULT_PRIORITY, PRIORITIES

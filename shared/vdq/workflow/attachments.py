@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from vdq import uploads as uploads_module
 from vdq.api import Caller
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.core.observability import logger
+from vdq.intake import uploads as uploads_module
 from vdq.intake.messages import Attachment
+from vdq.intake.uploads import Upload
 from vdq.runtime import Runtime
 from vdq.store import (
     FILE_SK,
@@ -33,7 +34,6 @@ from vdq.store import (
     attachment_pk,
     shard,
 )
-from vdq.uploads import Upload
 from vdq.workflow.retention import expiration_at, files_age_seconds, stamp_content
 
 READ_PERMISSION = "vdq.read_queueitem"
@@ -82,7 +82,7 @@ def store_files(
     uploads: Mapping[int, Upload] | None = None,
 ) -> None:
     """Store each file under its record's key: an inline one uploaded, a presigned upload
-    copied from where it was put (see vdq.uploads). A failure is a 503 (WriteFailed), or a 422
+    copied from where it was put (see vdq.intake.uploads). A failure is a 503 (WriteFailed), or a 422
     when the upload is gone; the caller removes what was stored (vdq.enqueue._discard)."""
     uploads = uploads or {}
     for i, (record, attachment) in enumerate(zip(records, attachments, strict=True)):
