@@ -108,7 +108,7 @@ def get_sent_item(event: Event, id: str) -> Response:
 
 @app.operation("getProducerUsage")
 def get_producer_usage(event: Event, producer: str) -> Response:
-    from vdq import quotas
+    from vdq.intake import quotas
 
     _caller(event).require("vdq.list_queueitem")
     return _json(200, quotas.usage(producer, Runtime.default()))

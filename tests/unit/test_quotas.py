@@ -8,7 +8,7 @@ import pytest
 
 from vdq.core.errors import SettingsError
 from vdq.core.settings import QuotaLimits, Settings
-from vdq.quotas import producer_of, windows
+from vdq.intake.quotas import producer_of, windows
 
 QUOTAS = {
     "client-a": QuotaLimits(per_minute=10),

@@ -138,7 +138,7 @@ _CODE_TEXT = {
 
 
 def _api_error_codes() -> set[str]:
-    import vdq.quotas
+    import vdq.intake.quotas
     import vdq.results.matching
     import vdq.store  # noqa: F401  (their VdqError subclasses)
     import vdq.workflow.attachments
