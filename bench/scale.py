@@ -52,7 +52,7 @@ def write(stack: env.Stack, rows: Iterable[dict[str, Any]]) -> int:
 
 
 def _items(stack: env.Stack, count: int, method: str, shape: Any) -> Iterator[dict[str, Any]]:
-    from vdq.enqueue import new_item
+    from vdq.intake.enqueue import new_item
 
     rt = stack.runtime
     start = rt.clock.now()

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from vdq.enqueue import enqueue_email, enqueue_sms
 from vdq.intake import messages
+from vdq.intake.enqueue import enqueue_email, enqueue_sms
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 

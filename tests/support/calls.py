@@ -51,7 +51,7 @@ CALLS_DIR_ENV = "TESTS_CALLS_DIR"  # not VDQ_*: the e2e stack passes it through
 # Domain modules (or module:function) that only one function's handler calls into.
 ENTRY_POINTS = {
     "vdq.intake.rest": "enqueue",
-    "vdq.enqueue": "enqueue",
+    "vdq.intake.enqueue": "enqueue",
     "vdq.send": "send",
     "vdq.results.matching": "webhook",
     "vdq.schedules.sweeps": "schedule",

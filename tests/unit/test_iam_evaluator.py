@@ -262,7 +262,7 @@ def test_a_call_belongs_to_the_outermost_handler_or_entry_point_on_the_stack():
     assert function_of_stack(sys._getframe()) is None  # a test's own call
     namespace = {"__name__": "vdq.operations.actions", "sys": sys}
     exec("def resend(inner):\n    return inner()", namespace)
-    inner = {"__name__": "vdq.enqueue", "sys": sys}
+    inner = {"__name__": "vdq.intake.enqueue", "sys": sys}
     exec("def add():\n    return sys._getframe()", inner)
     assert function_of_stack(namespace["resend"](inner["add"])) == "operator"
     assert function_of_stack(inner["add"]()) == "enqueue"

@@ -17,8 +17,8 @@ from vdq import suppression
 from vdq.api import Caller
 from vdq.core.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger
-from vdq.enqueue import enqueue_email, enqueue_sms
 from vdq.intake import messages, quotas
+from vdq.intake.enqueue import enqueue_email, enqueue_sms
 from vdq.runtime import Runtime
 from vdq.views import item_json
 

@@ -10,7 +10,7 @@ from vdq.core import ids
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqueued
 from vdq.core.observability import logger
-from vdq.enqueue import new_item, publish_new
+from vdq.intake.enqueue import new_item, publish_new
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed

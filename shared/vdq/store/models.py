@@ -221,7 +221,7 @@ class ContentRecord(_Table):
 class ContentRefsRecord(_Table):
     open_items = NumberAttribute(default=0)
     # JSON list of the item ids an enqueue is writing, until it confirms them: see
-    # vdq.enqueue.pending_refs and Store.settle_pending.
+    # vdq.intake.enqueue.pending_refs and Store.settle_pending.
     pending = UnicodeAttribute(null=True)
     # The purge settled a pending count: the items' stamps were refused until then, so the
     # purge stamps the content itself (a purge killed before that finds this on its next run).

@@ -83,7 +83,7 @@ def store_files(
 ) -> None:
     """Store each file under its record's key: an inline one uploaded, a presigned upload
     copied from where it was put (see vdq.intake.uploads). A failure is a 503 (WriteFailed), or a 422
-    when the upload is gone; the caller removes what was stored (vdq.enqueue._discard)."""
+    when the upload is gone; the caller removes what was stored (vdq.intake.enqueue._discard)."""
     uploads = uploads or {}
     for i, (record, attachment) in enumerate(zip(records, attachments, strict=True)):
         upload = uploads.get(i)
