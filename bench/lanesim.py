@@ -11,7 +11,7 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
 - each invocation runs the send handler's pacing path: ``pacing.set_deadline`` from the send
   function's timeout, ``vdq.batchplan.plan`` over the batch's real message bodies
   (``SendMessage.body``), then for each record in the plan's order ``pacing.gate`` (what
-  ``vdq.send.process`` calls), the provider call after it (and after a second suppression
+  ``vdq.dispatch.send.process`` calls), the provider call after it (and after a second suppression
   read when it waited long: ``suppression.check_again``), or on ``NoSlot`` the give-back: the
   message is published again with its delay (vdq.giveback).
 

@@ -1,6 +1,6 @@
 """What goes out to the provider for one claimed item, and the call: the email's MIME (its
 content, its files read from S3, the one-click unsubscribe headers and the tracking tags) through
-SES, or the SMS with its signed status-callback URL through Twilio (vdq.send records the
+SES, or the SMS with its signed status-callback URL through Twilio (vdq.dispatch.send records the
 outcome)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Only the main thread touches the pacer (``vdq.pacing.Pacer`` is one per process 
 thread-safe): a throttling answer comes back from the sending thread as ``send.Throttled`` and
 is settled here, before the next message is prepared. Everything a sending thread writes is
 conditional on the item's claim, exactly as when the same items go to separate invocations,
-so the claims' rules (vdq.send) hold unchanged: two messages for the same attempt in one batch
+so the claims' rules (vdq.dispatch.send) hold unchanged: two messages for the same attempt in one batch
 still make one send.
 
 A message whose outcome could not be recorded (the store failed) is reported as a batch item
@@ -32,8 +32,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import partial
 from typing import Any
 
-from vdq import batchplan, pacing, send
+from vdq import batchplan, pacing
 from vdq.core.observability import logger, trace_carrier, tracer
+from vdq.dispatch import send
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 

@@ -12,8 +12,8 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call, move, succeed
-from vdq import send
 from vdq.core import resources
+from vdq.dispatch import send
 from vdq.providers import TransientProviderError
 from vdq.schedules import sweeps as schedules
 

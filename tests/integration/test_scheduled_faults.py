@@ -16,8 +16,8 @@ from tests.integration.test_scheduled_send import HOUR, CountingSes, Spy, at, bu
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
-from vdq import send
 from vdq.core import resources
+from vdq.dispatch import send
 from vdq.schedules import sweeps as schedules
 from vdq.store.scheduled import Scheduled
 

@@ -14,9 +14,9 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
-from vdq import send
 from vdq.core import resources
 from vdq.core.clock import iso
+from vdq.dispatch import send
 from vdq.intake.scheduling import LEAD_SECONDS
 from vdq.schedules import sweeps as schedules
 from vdq.store import ScheduledRecord

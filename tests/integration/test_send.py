@@ -20,7 +20,7 @@ from tests.support.aws import drain
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.lambda_context import LambdaContext
-from vdq import send
+from vdq.dispatch import send
 from vdq.providers import TransientProviderError
 from vdq.providers.ses import get_ses
 from vdq.workflow.transitions import Step, apply

@@ -20,8 +20,9 @@ from tests.support.results import (
     sqs_event,
     twilio_event,
 )
-from vdq import send, suppression
+from vdq import suppression
 from vdq.api import Caller
+from vdq.dispatch import send
 from vdq.intake import rest as intake
 from vdq.runtime import Runtime
 

@@ -24,8 +24,9 @@ from tests.support.results import (
     SAMPLE_WEBHOOK_URL,
     LambdaContext,
 )
-from vdq import send, suppression, unsubscribe
+from vdq import suppression, unsubscribe
 from vdq.api import Caller
+from vdq.dispatch import send
 from vdq.intake import rest as intake
 from vdq.runtime import Runtime
 

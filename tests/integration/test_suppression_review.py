@@ -30,7 +30,8 @@ from tests.support.results import (
     ses_event,
     sqs_event,
 )
-from vdq import send, suppression, unsubscribe
+from vdq import suppression, unsubscribe
+from vdq.dispatch import send
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 

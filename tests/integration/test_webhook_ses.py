@@ -254,7 +254,7 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
     deliver(ses_event("send", message_id=MSG, item_id=None))
     deliver(ses_event("delivery", message_id=MSG, item_id=None))
     clock.advance(1)
-    from vdq import send
+    from vdq.dispatch import send
 
     assert send.record_accepted(item, send.send_entry(item), MSG, runtime) == send.ACCEPTED
     stored = runtime.store.get_item(item.id)
@@ -268,7 +268,7 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
 
 
 def test_orphans_are_applied_through_the_send_workers_record_step(aws, runtime, clock):
-    send = pytest.importorskip("vdq.send")
+    send = pytest.importorskip("vdq.dispatch.send")
     item = to_sending(new_email(runtime), runtime)
     deliver(ses_event("bounce_permanent", message_id=MSG, item_id=None))
     send.record_accepted(item, send.send_entry(item), MSG, runtime)

@@ -197,7 +197,7 @@ def test_a_callback_signed_for_one_item_and_replayed_for_another_is_refused(fuzz
 
 def test_a_replayed_authentic_callback_changes_nothing_the_second_time(fuzz_rt):
     (item,) = vdq.add_sms("+15005550006", ["+14155550101"], "Code", runtime=fuzz_rt)
-    from vdq.send import claim
+    from vdq.dispatch.send import claim
     from vdq.workflow.sendqueue import SendMessage
 
     claim(SendMessage(item.id, 1), fuzz_rt)

@@ -17,9 +17,9 @@ from tests.reliability.harsh import Plan
 from tests.reliability.support import Crash, forget_garbage, fresh_clock
 from tests.reliability.world import MAX_STATE_BYTES, World, engagement_event, harsh_world
 from tests.support.results import ses_event
-from vdq import send
 from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued, VdqError
+from vdq.dispatch import send
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

@@ -28,7 +28,7 @@ from tests.reliability.support import (
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.results import LambdaContext, ses_event
-from vdq import send
+from vdq.dispatch import send
 from vdq.providers.ses import SesProvider
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

@@ -39,10 +39,10 @@ from tests.reliability.harsh import BATCH_MODES, TX_REASONS, Plan
 from tests.reliability.support import DONE, FIGURES, Crash, fresh_clock
 from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
-from vdq import send
 from vdq.api import Caller
 from vdq.core import ids, resources
 from vdq.core.errors import VdqError
+from vdq.dispatch import send
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

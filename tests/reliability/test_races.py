@@ -29,8 +29,8 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.results import ses_event
-from vdq import send
 from vdq.core.errors import ContentionError, InvalidTransition
+from vdq.dispatch import send
 from vdq.results import matching as results
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply

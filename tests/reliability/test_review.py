@@ -25,10 +25,11 @@ from tests.reliability.support import (
     runtime_for,
 )
 from tests.support.results import new_sms, ses_event, to_sending
-from vdq import send, store
+from vdq import store
 from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued
 from vdq.core.settings import ALL_PERMISSIONS
+from vdq.dispatch import send
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules

@@ -52,7 +52,7 @@ CALLS_DIR_ENV = "TESTS_CALLS_DIR"  # not VDQ_*: the e2e stack passes it through
 ENTRY_POINTS = {
     "vdq.intake.rest": "enqueue",
     "vdq.intake.enqueue": "enqueue",
-    "vdq.send": "send",
+    "vdq.dispatch.send": "send",
     "vdq.results.matching": "webhook",
     "vdq.schedules.sweeps": "schedule",
     "vdq.operations.listing": "operator",

@@ -42,7 +42,7 @@ def email(**changes):
 
 
 def build(parsed: messages.Email) -> bytes:
-    """The MIME message the worker builds for an accepted email (vdq.send's inputs)."""
+    """The MIME message the worker builds for an accepted email (vdq.dispatch.send's inputs)."""
     files = [mime.File(a.filename, a.content_type, a.content, a.inline, a.content_id)
              for a in parsed.attachments]  # fmt: skip
     return mime.build_email(sender=parsed.sender.email, sender_name=parsed.sender.name,
