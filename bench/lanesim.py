@@ -113,7 +113,7 @@ class Scenario:
     # GetAccount (one provider latency) when it first paces and every LIMIT_SECONDS after.
     read_limit: bool = False
     epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
-    # Sending threads per send function (vdq.sendbatch; None: VDQ_SEND_PARALLELISM's default):
+    # Sending threads per send function (vdq.dispatch.sendbatch; None: VDQ_SEND_PARALLELISM's default):
     # the main thread waits for a free one before it claims the next message, hands each send
     # over at its slot and goes on; the invocation ends when the last send is recorded.
     parallelism: int | None = None

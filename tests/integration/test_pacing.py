@@ -286,7 +286,7 @@ def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(a
 def test_the_send_handler_takes_each_senders_messages_in_turn(aws, rt, monkeypatch):
     from functions.send import handler as send_handler
 
-    from vdq import sendbatch
+    from vdq.dispatch import sendbatch
 
     other = "+15005550007"
     vdq.add_sms(CELL, ["+14155550100", "+14155550101", "+14155550102"], "Hi", runtime=rt)

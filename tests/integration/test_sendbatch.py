@@ -1,4 +1,4 @@
-"""The send function's batch, sent several at a time (vdq.sendbatch), against moto.
+"""The send function's batch, sent several at a time (vdq.dispatch.sendbatch), against moto.
 
 Provider fakes that wait on a barrier prove sends are in flight together without timing
 anything: if the handler sent one at a time, the barrier would never fill and would break.
@@ -19,9 +19,9 @@ from functions.send import handler as send_handler
 import vdq
 from tests.support.aws import drain
 from tests.support.lambda_context import LambdaContext
-from vdq import pacing, sendbatch
+from vdq import pacing
 from vdq.core.observability import logger, metrics
-from vdq.dispatch import send
+from vdq.dispatch import send, sendbatch
 from vdq.providers import PermanentProviderError, ThrottledProviderError
 
 SENDER = "shop@example.com"

@@ -14,8 +14,8 @@ import pytest
 from functions.send import handler as send_handler
 
 from tests.support.lambda_context import LambdaContext
-from vdq import sendbatch
 from vdq.core.errors import NotFound, VdqError
+from vdq.dispatch import sendbatch
 from vdq.operations.router import Response, Router
 
 ROOT = Path(__file__).resolve().parents[2]
