@@ -9,7 +9,7 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
 - the pace records are the real ``vdq.store.pacing.PaceRecords`` over ``PaceTable``, an
   in-memory table that evaluates the update and condition expressions ``PaceRecords`` sends;
 - each invocation runs the send handler's pacing path: ``pacing.set_deadline`` from the send
-  function's timeout, ``vdq.batchplan.plan`` over the batch's real message bodies
+  function's timeout, ``vdq.dispatch.batchplan.plan`` over the batch's real message bodies
   (``SendMessage.body``), then for each record in the plan's order ``pacing.gate`` (what
   ``vdq.dispatch.send.process`` calls), the provider call after it (and after a second suppression
   read when it waited long: ``suppression.check_again``), or on ``NoSlot`` the give-back: the
@@ -271,8 +271,9 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import batchplan, giveback, pacing, suppression
+    from vdq import giveback, pacing, suppression
     from vdq.core import resources
+    from vdq.dispatch import batchplan
     from vdq.pacing import NoSlot, Pacer
     from vdq.store.pacing import SES_KEY, PaceRecords
     from vdq.workflow.sendqueue import SendMessage

@@ -9,7 +9,7 @@ scenario: achieved rate against the limit, the throttling answers the sandbox ga
 requests per sent message (those made for pacing, and all the send functions made: claims,
 give-backs and records included), and how many items went back on the queue; per Twilio sender,
 its sends, achieved rate and throttling answers. The workers take each batch in the order the
-send function's handler does (``vdq.batchplan.plan``).
+send function's handler does (``vdq.dispatch.batchplan.plan``).
 
 Scenarios: SES with its rate read from the account (GetAccount on the sandbox); SES with
 VDQ_SES_MAX_SEND_RATE set 50% above the sandbox's true rate (AIMD finds it); Twilio senders
@@ -133,8 +133,7 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
     import boto3
 
     import vdq
-    from vdq import batchplan
-    from vdq.dispatch import send
+    from vdq.dispatch import batchplan, send
     from vdq.local.faults import Faults
     from vdq.local.ses_sandbox import SesSandbox
     from vdq.local.twilio_sandbox import TwilioSandbox

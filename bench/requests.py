@@ -96,7 +96,7 @@ class Tally:
     rows: _Counter = field(default_factory=_Counter)  # "items" / "index" -> DynamoDB rows read
     log_bytes: int = 0  # what the handlers wrote to their log (stdout) at the deployed level
     # Of ``wru``, those of the pace records: a send invocation reserves its whole batch's slots
-    # in one request (vdq.batchplan), so a full batch shares them (bench.cost).
+    # in one request (vdq.dispatch.batchplan), so a full batch shares them (bench.cost).
     pace_wru: float = 0.0
 
     def by_service(self) -> dict[str, int]:

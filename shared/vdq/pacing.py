@@ -3,7 +3,7 @@
 One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
 (VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming
-(``vdq.batchplan``: each rate's slots reserved in one request, the sends made in slot order),
+(``vdq.dispatch.batchplan``: each rate's slots reserved in one request, the sends made in slot order),
 keeps spare slots for its next sends, and waits for each slot in turn. A slot that ends
 (1/rate after its start, for each message or segment) further off than
 VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took

@@ -272,7 +272,7 @@ def test_a_given_back_message_stays_in_its_items_lane(aws, rt, priority):
 
 
 def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(aws, rt):
-    # The handler orders a batch by this key before any claim (vdq.batchplan.batch_order).
+    # The handler orders a batch by this key before any claim (vdq.dispatch.batchplan.batch_order).
     vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)
     vdq.add_sms(CELL, ["+14155550100"], "Your code is 1234", runtime=rt)
     email, sms = rt.overrides["send_queue"].messages

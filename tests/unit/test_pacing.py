@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vdq.batchplan import batch_order, plan
+from vdq.dispatch.batchplan import batch_order, plan
 from vdq.pacing import (
     FLOOR,
     RECOVERY,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.unit.test_pacing import Schedule, Wall, batch_runtime, body
-from vdq.batchplan import plan
+from vdq.dispatch.batchplan import plan
 from vdq.pacing import NoSlot, Pacer
 from vdq.store.pacing import PaceState
 from vdq.workflow.sendqueue import SendMessage

@@ -1,6 +1,6 @@
 """A send function's SQS batch: claimed and paced one at a time, sent several at a time.
 
-The main thread takes the batch in the plan's order (vdq.batchplan) and, for each message,
+The main thread takes the batch in the plan's order (vdq.dispatch.batchplan) and, for each message,
 does everything before the provider call (``send.prepare``: the suppression check, the claim,
 the wait for the item's turn at the provider's rate). At its turn it hands the item to a
 sending thread, which calls the provider and records the outcome (``send.deliver``), and goes
@@ -32,9 +32,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import partial
 from typing import Any
 
-from vdq import batchplan, pacing
+from vdq import pacing
 from vdq.core.observability import logger, trace_carrier, tracer
-from vdq.dispatch import send
+from vdq.dispatch import batchplan, send
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 
