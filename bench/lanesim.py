@@ -13,7 +13,7 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
   (``SendMessage.body``), then for each record in the plan's order ``pacing.gate`` (what
   ``vdq.dispatch.send.process`` calls), the provider call after it (and after a second suppression
   read when it waited long: ``suppression.check_again``), or on ``NoSlot`` the give-back: the
-  message is published again with its delay (vdq.giveback).
+  message is published again with its delay (vdq.dispatch.giveback).
 
 Modelled as ``bench/lanes.py`` does: each lane's queue (its messages visible oldest first, a
 poller takes up to a batch, waiting up to the lane's batching window from the first visible
@@ -119,7 +119,7 @@ class Scenario:
     parallelism: int | None = None
     # SES's enforcement of its rate: it refuses a call when ``rate + ses_burst`` calls reached
     # it in the trailing second (SES documents short bursts over the rate, not their size;
-    # 0: none at all). The refusal is settled as vdq.giveback.throttled does: the main thread
+    # 0: none at all). The refusal is settled as vdq.dispatch.giveback.throttled does: the main thread
     # cuts the shared pace (Pacer.slow_down) and gives the item back. None: SES accepts all.
     ses_burst: int | None = None
 
@@ -271,9 +271,9 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import giveback, pacing, suppression
+    from vdq import pacing, suppression
     from vdq.core import resources
-    from vdq.dispatch import batchplan
+    from vdq.dispatch import batchplan, giveback
     from vdq.pacing import NoSlot, Pacer
     from vdq.store.pacing import SES_KEY, PaceRecords
     from vdq.workflow.sendqueue import SendMessage
@@ -337,7 +337,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
         refused: list[tuple[float, int, float]] = []  # (answered at, number, enqueued)
 
         def settle(until: float) -> None:
-            """The refusals answered by ``until``, as vdq.giveback.throttled."""
+            """The refusals answered by ``until``, as vdq.dispatch.giveback.throttled."""
             for entry in [r for r in refused if r[0] <= until]:
                 refused.remove(entry)
                 _, number, enqueued = entry

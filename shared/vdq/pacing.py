@@ -8,7 +8,7 @@ keeps spare slots for its next sends, and waits for each slot in turn. A slot th
 (1/rate after its start, for each message or segment) further off than
 VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
 it from, at the same attempt, and its message is published again with a delay (see
-vdq.giveback).
+vdq.dispatch.giveback).
 
 Every lane books the same schedule, so together they never exceed the rate, but not equally
 far ahead. High and normal sends reserve up to the longest wait ahead. A bulk send first takes

@@ -167,7 +167,7 @@ def test_a_throttled_high_email_comes_back_within_a_second_of_its_turn_others_sp
         aws, rt, monkeypatch, priority, longest):  # fmt: skip
     # Spread at its widest: 1 s for a high item (giveback.THROTTLED_SPREAD), the longest wait
     # (5 s) for the others, after its turn at the cut rate (7/s: 0.14 s).
-    monkeypatch.setattr("vdq.giveback.random.uniform", lambda low, high: high)
+    monkeypatch.setattr("vdq.dispatch.giveback.random.uniform", lambda low, high: high)
     [_item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority,
                             runtime=rt)  # fmt: skip
     body = rt.overrides["send_queue"].messages[0].body()

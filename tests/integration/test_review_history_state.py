@@ -6,8 +6,7 @@ import boto3
 import pytest
 
 from tests.support.operator import email, move
-from vdq import giveback
-from vdq.dispatch import send
+from vdq.dispatch import giveback, send
 from vdq.store import Duplicate, item_pk
 from vdq.store.history import RECENT_ENTRY_BYTES, recent_json
 from vdq.workflow import transitions

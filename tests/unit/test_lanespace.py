@@ -302,7 +302,7 @@ def test_lanes_sharing_the_functions_environments_count_each_lanes_requests():
 def test_an_ses_that_refuses_calls_over_its_rate_slows_the_pace_and_loses_nothing():
     # SES takes at most rate + ses_burst calls in any second: with no burst at all, calls that
     # land a few ms early are refused; each refusal cuts the shared pace (Pacer.slow_down) and
-    # gives the item back, as vdq.giveback.throttled does, and it is sent later.
+    # gives the item back, as vdq.dispatch.giveback.throttled does, and it is sent later.
     def run(ses_burst: int | None) -> dict:
         return simulate(Scenario(4.0, bulk=200, high=8, interval=1.0, seconds=10.0, seed=5,
                                  drain=30.0, tail=3.0, ses_burst=ses_burst), TIMINGS)  # fmt: skip

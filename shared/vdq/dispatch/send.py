@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vdq import giveback, mime, pacing, suppression, tracking
+from vdq import mime, pacing, suppression, tracking
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
+from vdq.dispatch import giveback
 from vdq.outbound import MissingContent, send_email, send_sms
 from vdq.providers import (
     AmbiguousProviderError,

@@ -75,7 +75,7 @@ NEW_ATTEMPT_TRANSITIONS = frozenset({"retry", "cancel", "delay"})
 # The give-back is not a transition of the table. A worker that claimed an item (``send``) and
 # did not call the provider (its turn at the provider's rate is too far off, the provider
 # refused it for its rate, or its receiver was suppressed while it waited for its turn:
-# vdq.giveback.give_back) undoes its own claim: the item returns to the
+# vdq.dispatch.giveback.give_back) undoes its own claim: the item returns to the
 # state the claim took it from, at the same attempt, its retries untouched. It moves nothing on
 # (no attempt, no retry, no result of a send), its target is wherever the claim came from
 # (``claim_source``), which a row of one target cannot say, and the table stays the seed's.
