@@ -4,7 +4,7 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
 
 - each simulated send function instance (a poller of a lane's event source mapping, as many as
   ``infra.config.DeployConfig`` gives each lane) is a thread with its own real
-  ``vdq.pacing.Pacer`` (its held slots, what it last saw), whose ``wall`` and ``sleep`` are the
+  ``vdq.dispatch.pacing.Pacer`` (its held slots, what it last saw), whose ``wall`` and ``sleep`` are the
   virtual clock's;
 - the pace records are the real ``vdq.store.pacing.PaceRecords`` over ``PaceTable``, an
   in-memory table that evaluates the update and condition expressions ``PaceRecords`` sends;
@@ -271,14 +271,14 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import pacing, suppression
+    from vdq import suppression
     from vdq.core import resources
-    from vdq.dispatch import batchplan, giveback
-    from vdq.pacing import NoSlot, Pacer
+    from vdq.dispatch import batchplan, giveback, pacing
+    from vdq.dispatch.pacing import NoSlot, Pacer
     from vdq.store.pacing import SES_KEY, PaceRecords
     from vdq.workflow.sendqueue import SendMessage
 
-    random.seed(scenario.seed)  # vdq.pacing's jitter
+    random.seed(scenario.seed)  # vdq.dispatch.pacing's jitter
     parallelism = scenario.parallelism or default_parallelism()
     concurrency, windows = deployed()
     concurrency = scenario.concurrency or concurrency

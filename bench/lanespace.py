@@ -3,8 +3,8 @@ call while 100,000 bulk items wait, when the rate (SES's account sending rate), 
 workers, is the bottleneck; and what share of the rate bulk and high use meanwhile.
 
 ``bench/lanesim.py`` simulates the deployed lanes on virtual time with the product's pacing
-code (each send function's own ``vdq.pacing.Pacer``, ``vdq.dispatch.batchplan.plan`` and
-``vdq.pacing.gate`` on real message bodies, ``PaceRecords`` over an in-memory table): see its
+code (each send function's own ``vdq.dispatch.pacing.Pacer``, ``vdq.dispatch.batchplan.plan`` and
+``vdq.dispatch.pacing.gate`` on real message bodies, ``PaceRecords`` over an in-memory table): see its
 docstring for what is modelled and what is not. ``bench/lanes.py`` simulates the lanes without
 the rate; ``bench/stacklanes.py`` measures them on the local stack, which reaches about 2,000
 bulk items (moto serves one request at a time).

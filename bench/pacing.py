@@ -14,7 +14,7 @@ send function's handler does (``vdq.dispatch.batchplan.plan``).
 Scenarios: SES with its rate read from the account (GetAccount on the sandbox); SES with
 VDQ_SES_MAX_SEND_RATE set 50% above the sandbox's true rate (AIMD finds it); Twilio senders
 paced at their per-sender rate. ``--priority bulk`` enqueues the backlog in the bulk lane, which
-books the schedule only a horizon ahead (vdq.pacing, ``HORIZONS``); default: normal.
+books the schedule only a horizon ahead (vdq.dispatch.pacing, ``HORIZONS``); default: normal.
 """
 
 from __future__ import annotations
@@ -134,10 +134,10 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
 
     import vdq
     from vdq.dispatch import batchplan, send
+    from vdq.dispatch.pacing import Pacer
     from vdq.local.faults import Faults
     from vdq.local.ses_sandbox import SesSandbox
     from vdq.local.twilio_sandbox import TwilioSandbox
-    from vdq.pacing import Pacer
     from vdq.providers.ses import _CLIENT_CONFIG, SesProvider
     from vdq.providers.twilio import TwilioProvider
     from vdq.runtime import Runtime

@@ -166,7 +166,7 @@ def _check_send_timeout(seconds: int) -> None:
     """A send function claims nothing in the last ``TIMEOUT_MARGIN`` seconds of its time (the
     longest provider call and its record): a timeout no longer than that would publish every
     batch again unclaimed, for ever, and send nothing."""
-    from vdq.pacing import TIMEOUT_MARGIN
+    from vdq.dispatch.pacing import TIMEOUT_MARGIN
 
     if seconds <= TIMEOUT_MARGIN:
         raise ConfigError(f"vdq:timeoutSeconds of send must be more than {TIMEOUT_MARGIN:g} s "

@@ -17,9 +17,8 @@ from twilio.base.exceptions import TwilioRestException
 import vdq
 from tests.support.events import load_event
 from tests.support.lambda_context import LambdaContext
-from vdq import pacing
-from vdq.dispatch import send
-from vdq.pacing import NoSlot, Pacer
+from vdq.dispatch import pacing, send
+from vdq.dispatch.pacing import NoSlot, Pacer
 from vdq.providers import ThrottledProviderError
 from vdq.providers.twilio import classify as twilio_classify
 from vdq.store.pacing import PaceRecords

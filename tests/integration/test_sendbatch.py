@@ -19,9 +19,8 @@ from functions.send import handler as send_handler
 import vdq
 from tests.support.aws import drain
 from tests.support.lambda_context import LambdaContext
-from vdq import pacing
 from vdq.core.observability import logger, metrics
-from vdq.dispatch import send, sendbatch
+from vdq.dispatch import pacing, send, sendbatch
 from vdq.providers import PermanentProviderError, ThrottledProviderError
 
 SENDER = "shop@example.com"

@@ -103,7 +103,7 @@ def test_a_receiver_suppressed_while_the_send_waits_for_its_turn_is_not_sent(aws
     """The check before the claim is read again after a paced wait longer than a moment: a
     complaint that arrives during the wait stops the send (the item goes back on the queue and
     the next delivery cancels it). After a short wait no second read is made."""
-    from vdq import pacing
+    from vdq.dispatch import pacing
 
     wall, pacer, queue = paced(rt)
     item = one_email(rt, "ada@example.org")
@@ -134,10 +134,10 @@ def test_a_failed_read_again_after_a_paced_wait_sends_rather_than_errors_the_ite
                                                                                  monkeypatch):
     """The read after a paced wait is a second look at a receiver that passed the check before
     the claim. When that GetItem fails (throttled, a timeout), the item must still be sent, as
-    a send whose pacing record cannot be read is (vdq.pacing.gate). On eb5de0e the failure
+    a send whose pacing record cannot be read is (vdq.dispatch.pacing.gate). On eb5de0e the failure
     reaches the worker's catch-all: the item ends errored ("internal error in the send
     worker") and waits for an operator, though nothing says its receiver is suppressed."""
-    from vdq import pacing
+    from vdq.dispatch import pacing
 
     wall, pacer, queue = paced(rt)
     item = one_email(rt, "ada@example.org")
@@ -166,9 +166,9 @@ def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, mo
     its turn at the rate" (vdq.core.resources). An item given back because its receiver was
     suppressed during the wait is counted once, as SendsSuppressed when its next delivery
     cancels it; on eb5de0e the give-back also counted it as paced."""
-    from vdq import pacing
     from vdq.core import resources
     from vdq.core.observability import metrics
+    from vdq.dispatch import pacing
 
     counted: list[str] = []
     monkeypatch.setattr(metrics, "add_metric", lambda name, **_: counted.append(name))

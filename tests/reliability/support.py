@@ -64,7 +64,7 @@ DONE = {"cancelled", "succeeded", "unconfirmed"}
 NEW_ATTEMPT = {"retry", "cancel", "delay"}
 
 
-GIVE_BACKS = ("paced", "throttled", "suppressed")  # vdq.pacing's names of an undone claim
+GIVE_BACKS = ("paced", "throttled", "suppressed")  # vdq.dispatch.pacing's names of an undone claim
 
 
 def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = True) -> list[str]:
@@ -79,7 +79,7 @@ def check_history(item: Any, history: list[Any], *, claim_pending_ok: bool = Tru
     state, attempt, claimed_from = "queued", 1, None
     for h in history:
         if h.kind == "event" and h.name in GIVE_BACKS and h.from_state != h.to_state:
-            # vdq.pacing undoes a claim: back to the state the send took the item from, at
+            # vdq.dispatch.pacing undoes a claim: back to the state the send took the item from, at
             # the same attempt (throttled by the provider, or its turn at the rate is far).
             if (h.from_state, state, h.to_state) != ("sending", "sending", claimed_from):
                 problems.append(f"{h.name} {h.from_state}->{h.to_state}: the item was {state}, "

@@ -14,7 +14,7 @@ from bench.lanesim import Queue, Scenario, Timings, arrivals_of, ideal, simulate
 from bench.virtual import PaceTable, VirtualClock
 from botocore.exceptions import ClientError
 
-from vdq.pacing import NoSlot, Pacer
+from vdq.dispatch.pacing import NoSlot, Pacer
 from vdq.store.pacing import PaceRecords, pace_pk
 
 RATE = 10.0

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from vdq.dispatch.batchplan import batch_order, plan
-from vdq.pacing import (
+from vdq.dispatch.pacing import (
     FLOOR,
     RECOVERY,
     NoSlot,
@@ -294,7 +294,7 @@ def test_a_rate_the_plan_found_full_gives_back_the_whole_batch_at_that_rate():
 
 
 def test_sends_given_back_together_come_back_one_after_another_at_the_rate(monkeypatch):
-    monkeypatch.setattr("vdq.pacing.random.uniform", lambda low, high: low)  # no jitter
+    monkeypatch.setattr("vdq.dispatch.pacing.random.uniform", lambda low, high: low)  # no jitter
     wall = Wall()
     records = Records(**{"twilio#+1": wall.now + 5.0})
     p = Pacer(records, 5.0, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]

@@ -18,12 +18,12 @@ import pytest
 
 from tests.unit.test_pacing import Schedule, Wall, batch_runtime, body
 from vdq.dispatch.batchplan import plan
-from vdq.pacing import NoSlot, Pacer
+from vdq.dispatch.pacing import NoSlot, Pacer
 from vdq.store.pacing import PaceState
 from vdq.workflow.sendqueue import SendMessage
 
 KEY, RATE, MAX_WAIT = "ses", 10.0, 5.0
-BULK_REACH = 1.0  # the bulk horizon (vdq.pacing.HORIZONS): at 10/s longer than a slot and its lead
+BULK_REACH = 1.0  # the bulk horizon (vdq.dispatch.pacing.HORIZONS): at 10/s longer than a slot and its lead
 
 
 class Stop(Exception):
@@ -305,7 +305,7 @@ def test_no_send_of_a_batch_waits_for_its_slot_past_the_invocations_deadline():
     schedules: dict[str, Schedule] = {}
     p = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
     start = wall.now
-    p.deadline = start + 50.0  # a 60 s timeout less the margin (vdq.pacing.set_deadline)
+    p.deadline = start + 50.0  # a 60 s timeout less the margin (vdq.dispatch.pacing.set_deadline)
     outcomes = []
     # Ten SMS of ten segments, each from its own idle sender at 1/s: each waits 9 s for its
     # last slot, 90 s in all.

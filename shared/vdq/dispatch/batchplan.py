@@ -1,9 +1,9 @@
 """Batch plans: the order a send function takes its SQS batch in, by provider rate.
 
-Each rate's slots are reserved before any claim (vdq.pacing holds the schedules); the sends go
+Each rate's slots are reserved before any claim (vdq.dispatch.pacing holds the schedules); the sends go
 in the order of their slots, the rates taking turns. A batch comes from one lane's queue; its
 messages name their lane (``lane``, absent for normal). A bulk batch reserves its turns in the
-bulk lane's own schedule for each rate, and each send its shared slot at its turn (vdq.pacing,
+bulk lane's own schedule for each rate, and each send its shared slot at its turn (vdq.dispatch.pacing,
 ``HORIZONS``): the plan orders a bulk batch by those turns.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vdq.core.observability import logger
-from vdq.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
+from vdq.dispatch.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
 from vdq.runtime import Runtime
 from vdq.store.pacing import SES_KEY
 from vdq.workflow.lanes import PRIORITIES

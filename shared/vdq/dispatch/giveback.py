@@ -1,4 +1,4 @@
-"""Giving a claimed item back: it waits for its turn at the provider's rate (vdq.pacing), was
+"""Giving a claimed item back: it waits for its turn at the provider's rate (vdq.dispatch.pacing), was
 throttled by the provider, or its receiver was suppressed meanwhile (vdq.suppression). The
 item returns to the state its claim took it from, at the same attempt, and its message is
 published again with a delay: no attempt is spent and nothing is sent. An invocation too near
@@ -16,7 +16,7 @@ from typing import Any
 from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.observability import logger, metrics
-from vdq.pacing import PACED, current_rate, get_pacer, rate_of
+from vdq.dispatch.pacing import PACED, current_rate, get_pacer, rate_of
 from vdq.providers import ThrottledProviderError
 from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite

@@ -12,7 +12,7 @@ second, so a lane's few pollers could not keep up with the provider's rate once 
 call takes more than a fraction of a slot (at SES 14/s and two bulk pollers: 140 ms). Here the
 pollers are bounded by the claim and the pacing requests, not by the provider's latency.
 
-Only the main thread touches the pacer (``vdq.pacing.Pacer`` is one per process and not
+Only the main thread touches the pacer (``vdq.dispatch.pacing.Pacer`` is one per process and not
 thread-safe): a throttling answer comes back from the sending thread as ``send.Throttled`` and
 is settled here, before the next message is prepared. Everything a sending thread writes is
 conditional on the item's claim, exactly as when the same items go to separate invocations,
@@ -32,9 +32,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import partial
 from typing import Any
 
-from vdq import pacing
 from vdq.core.observability import logger, trace_carrier, tracer
-from vdq.dispatch import batchplan, send
+from vdq.dispatch import batchplan, pacing, send
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 # The clients' timeouts (the adapters use them), and from them the longest one provider call
 # can take: SES's connect plus read (one attempt, vdq.providers.ses); requests applies Twilio's
 # timeout to the connect and to the read each. A send function claims nothing it could not
-# send and record before its timeout (vdq.pacing.TIMEOUT_MARGIN).
+# send and record before its timeout (vdq.dispatch.pacing.TIMEOUT_MARGIN).
 SES_CONNECT_TIMEOUT = 3.0
 SES_READ_TIMEOUT = 20.0
 TWILIO_REQUEST_TIMEOUT = 15.0

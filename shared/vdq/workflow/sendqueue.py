@@ -29,7 +29,7 @@ class SendMessage:
     content: dict[str, Any] | None = None
     receiver: str | None = None
     priority: str = "normal"  # the lane (vdq.workflow.lanes); in the body only when not normal
-    pace: str | None = None  # the provider rate's key (vdq.pacing.key_of); None: not known
+    pace: str | None = None  # the provider rate's key (vdq.dispatch.pacing.key_of); None: not known
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
