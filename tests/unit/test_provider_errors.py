@@ -15,7 +15,7 @@ from twilio.base.exceptions import TwilioRestException
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
 import requests
-from vdq.outbound import status_callback_url
+from vdq.dispatch.outbound import status_callback_url
 from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,

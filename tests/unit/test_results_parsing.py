@@ -88,7 +88,7 @@ def test_public_url_is_the_webhook_url_with_the_query_twilio_was_given():
 
 
 def test_public_url_is_the_url_the_send_worker_gives_twilio():
-    outbound = pytest.importorskip("vdq.outbound")
+    outbound = pytest.importorskip("vdq.dispatch.outbound")
     for webhook in (SAMPLE_WEBHOOK_URL, SAMPLE_WEBHOOK_URL + "?env=prod&x=a%20b"):
         given = outbound.status_callback_url(webhook, SAMPLE_ITEM)
         event = {"multiValueQueryStringParameters": {}}

@@ -22,7 +22,7 @@ from vdq import mime, suppression, tracking
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
 from vdq.dispatch import giveback, pacing
-from vdq.outbound import MissingContent, send_email, send_sms
+from vdq.dispatch.outbound import MissingContent, send_email, send_sms
 from vdq.providers import (
     AmbiguousProviderError,
     PermanentProviderError,
