@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vdq import api, mime
+from vdq import api
 from vdq.core.errors import BadRequest, PayloadTooLarge, ValidationError
+from vdq.dispatch import mime
 from vdq.intake import messages
 from vdq.store import encode_content
 

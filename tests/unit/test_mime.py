@@ -9,7 +9,7 @@ from email import policy
 
 import pytest
 
-from vdq.mime import File, Unsendable, build_email
+from vdq.dispatch.mime import File, Unsendable, build_email
 
 CONTENT = {
     "subject": "Grüße aus Zürich",

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import mime, tracking, unsubscribe
+from vdq import tracking, unsubscribe
 from vdq.core.observability import metrics
+from vdq.dispatch import mime
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 

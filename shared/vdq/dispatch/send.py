@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vdq import mime, suppression, tracking
+from vdq import suppression, tracking
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
-from vdq.dispatch import giveback, pacing
+from vdq.dispatch import giveback, mime, pacing
 from vdq.dispatch.outbound import MissingContent, send_email, send_sms
 from vdq.providers import (
     AmbiguousProviderError,

@@ -1,5 +1,5 @@
 """RFC 2047 encoded words in header fields (=?charset?Q|B?text?=): mail readers, and the email
-package that builds the message (vdq.mime), decode them wherever a header holds text, so a
+package that builds the message (vdq.dispatch.mime), decode them wherever a header holds text, so a
 field's checks (vdq.intake.validation) apply to what they decode to as well as to what was written.
 """
 

@@ -162,7 +162,7 @@ class SesSandbox:
         elif "Raw" in content:
             raw = base64.b64decode(content["Raw"]["Data"])
             message = email.message_from_bytes(raw, policy=email.policy.default)
-            raw_text = raw.decode("ascii", "replace")  # 7-bit by construction (vdq.mime)
+            raw_text = raw.decode("ascii", "replace")  # 7-bit by construction (vdq.dispatch.mime)
             header_list = [[name, str(value)] for name, value in message.items()]
             subject = str(message.get("Subject") or "")
             source = source or str(message.get("From") or "")
