@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
-from vdq.provider_events import ProviderUpdate
+from vdq.results.events import ProviderUpdate
 from vdq.runtime import Runtime
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
 from vdq.workflow.retention import mapping_expiration

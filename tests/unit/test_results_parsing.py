@@ -6,8 +6,8 @@ import pytest
 
 from tests.support.events import load_event
 from tests.support.results import SAMPLE_ITEM, SAMPLE_WEBHOOK_URL, ses_body
-from vdq.provider_events import parse_lookup, twilio_update
 from vdq.results import matching as results
+from vdq.results.events import parse_lookup, twilio_update
 from vdq.results.matching import TRANSITION_FOR, BadEvent, parse_ses_event, parse_twilio_callback
 from vdq.twilio_signature import form_params, public_url
 

@@ -1,6 +1,6 @@
 """Provider results: SES events and Twilio statuses, matched to their queue item and applied.
 
-Every result becomes a ``ProviderUpdate`` (``vdq.provider_events``: provider, message ID,
+Every result becomes a ``ProviderUpdate`` (``vdq.results.events``: provider, message ID,
 normalised status, text, a deterministic event id). Matching, cheapest first:
 
 1. the item the provider returned the key of (SES tag, Twilio ``queue_item``) when it stores
@@ -28,20 +28,20 @@ from vdq import suppression, tracking
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
-from vdq.provider_events import (
-    BadEvent,
-    ProviderUpdate,
-    parse_lookup,
-    parse_ses_event,
-    parse_twilio_callback,
-)
-from vdq.provider_events import twilio_update as twilio_update  # re-exported (vdq.schedules.sweeps)
 from vdq.provider_updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
     TRANSITION_FOR,
     apply_update,
     replay_orphans,
     replay_waiting_orphans,
 )
+from vdq.results.events import (
+    BadEvent,
+    ProviderUpdate,
+    parse_lookup,
+    parse_ses_event,
+    parse_twilio_callback,
+)
+from vdq.results.events import twilio_update as twilio_update  # re-exported (vdq.schedules.sweeps)
 from vdq.runtime import Runtime
 from vdq.store import ProviderIdTaken, ProviderRecord
 from vdq.workflow.table import State
