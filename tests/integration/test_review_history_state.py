@@ -137,8 +137,8 @@ def test_the_state_item_stays_under_4_kb_after_delays_and_a_bounce_in_japanese(a
     ``seen``; the bounce's diagnostic (the receiving server's, in Japanese) is the result."""
     import vdq
     from tests.reliability.world import MAX_STATE_BYTES
-    from vdq.provider_updates import apply_update
     from vdq.results.events import ProviderUpdate
+    from vdq.results.updates import apply_update
 
     shop = {"email": "shop@example.com", "name": "株式会社山田商店 オンラインストア"}
     [item] = vdq.add_email(shop, [{"email": "taro.yamada@example.co.jp", "name": "山田 太郎"}],

@@ -28,12 +28,6 @@ from vdq import suppression, tracking
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
-from vdq.provider_updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
-    TRANSITION_FOR,
-    apply_update,
-    replay_orphans,
-    replay_waiting_orphans,
-)
 from vdq.results.events import (
     BadEvent,
     ProviderUpdate,
@@ -42,6 +36,12 @@ from vdq.results.events import (
     parse_twilio_callback,
 )
 from vdq.results.events import twilio_update as twilio_update  # re-exported (vdq.schedules.sweeps)
+from vdq.results.updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
+    TRANSITION_FOR,
+    apply_update,
+    replay_orphans,
+    replay_waiting_orphans,
+)
 from vdq.runtime import Runtime
 from vdq.store import ProviderIdTaken, ProviderRecord
 from vdq.workflow.table import State
