@@ -565,7 +565,7 @@ def test_a_send_that_ends_after_a_cancel_still_stores_its_id_so_the_result_reach
     its text is written to ``result``; defect 5): the ID of the cancelled item's last send is
     stored (the cancelled item absorbs its attempts' results), and the Delivery writes the
     result."""
-    from vdq.tracking import EmailTrackingStrategy
+    from vdq.results.tracking import EmailTrackingStrategy
 
     rt, queue = env["rt"], env["queue"]
     rt.overrides["email_tracking"] = EmailTrackingStrategy()
@@ -690,7 +690,7 @@ def test_orphans_adopted_by_a_worker_that_dies_are_still_applied(env, monkeypatc
     Expected (send.adopt_orphans: "until it does they stay on the mapping: none is lost";
     DESIGN: unmatched email events are kept and re-matched): the Delivery reaches the item,
     which ends succeeded, not "outcome unknown"."""
-    from vdq.tracking import EmailTrackingStrategy
+    from vdq.results.tracking import EmailTrackingStrategy
 
     rt, queue = env["rt"], env["queue"]
     rt.overrides["email_tracking"] = EmailTrackingStrategy()

@@ -15,7 +15,7 @@ def test_defaults_match_the_seed():
     assert s.retry_backoff_seconds == 16
     assert s.retry_backoff_max_seconds == 600
     assert s.max_files_age_seconds is None
-    assert s.email_tracking_strategy == "vdq.tracking.TagEmailTrackingStrategy"
+    assert s.email_tracking_strategy == "vdq.results.tracking.TagEmailTrackingStrategy"
     assert s.group_permissions == DEFAULT_GROUP_PERMISSIONS
     assert not s.sms_checks_enabled and s.twilio_polling
 

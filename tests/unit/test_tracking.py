@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from vdq.core.errors import SettingsError
-from vdq.tracking import EmailTrackingStrategy, TagEmailTrackingStrategy, load_strategy
+from vdq.results.tracking import EmailTrackingStrategy, TagEmailTrackingStrategy, load_strategy
 
 ITEM_ID = "01KBF3ZQ0M8Y4T6R2W9X5N7C3D"
 
@@ -46,13 +46,13 @@ def test_the_base_strategy_attaches_and_finds_nothing():
 
 
 def test_load_strategy_imports_the_named_class_once():
-    first = load_strategy("vdq.tracking.TagEmailTrackingStrategy")
+    first = load_strategy("vdq.results.tracking.TagEmailTrackingStrategy")
     assert isinstance(first, TagEmailTrackingStrategy)
-    assert load_strategy("vdq.tracking.TagEmailTrackingStrategy") is first
-    assert type(load_strategy("vdq.tracking.EmailTrackingStrategy")) is EmailTrackingStrategy
+    assert load_strategy("vdq.results.tracking.TagEmailTrackingStrategy") is first
+    assert type(load_strategy("vdq.results.tracking.EmailTrackingStrategy")) is EmailTrackingStrategy
 
 
-@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.tracking.Missing", "vdq.core.settings.Settings",
+@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.results.tracking.Missing", "vdq.core.settings.Settings",
                                   "TagEmailTrackingStrategy", ""])  # fmt: skip
 def test_a_bad_strategy_path_is_a_settings_error_naming_the_setting(path):
     with pytest.raises(SettingsError, match="VDQ_EMAIL_TRACKING_STRATEGY"):

@@ -67,7 +67,7 @@ class Settings:
     )
     email_tracking_strategy: str = _setting(
         "VDQ_EMAIL_TRACKING_STRATEGY",
-        "vdq.tracking.TagEmailTrackingStrategy",
+        "vdq.results.tracking.TagEmailTrackingStrategy",
         doc="dotted path of the email tracking strategy class",
     )
     max_attachment_bytes: int = _setting(

@@ -102,6 +102,6 @@ def load_strategy(dotted_path: str) -> EmailTrackingStrategy:
     if not (isinstance(cls, type) and issubclass(cls, EmailTrackingStrategy)):
         raise SettingsError(
             f"setting VDQ_EMAIL_TRACKING_STRATEGY={dotted_path!r} must name a subclass of "
-            f"vdq.tracking.EmailTrackingStrategy" + (f": {problem}" if problem else "")
+            f"vdq.results.tracking.EmailTrackingStrategy" + (f": {problem}" if problem else "")
         )
     return cls()
