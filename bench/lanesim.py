@@ -271,10 +271,10 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
-    from vdq import suppression
     from vdq.core import resources
     from vdq.dispatch import batchplan, giveback, pacing
     from vdq.dispatch.pacing import NoSlot, Pacer
+    from vdq.results import suppression
     from vdq.store.pacing import SES_KEY, PaceRecords
     from vdq.workflow.sendqueue import SendMessage
 

@@ -97,7 +97,7 @@ def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[s
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
     from vdq.providers import TransientProviderError
-    from vdq.suppression import normalize
+    from vdq.results.suppression import normalize
 
     try:
         secret = key(settings)
@@ -144,7 +144,8 @@ def _html(status: int, body: str) -> dict[str, Any]:
 
 def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     """GET shows the page, POST suppresses; a token that is not valid is a 404."""
-    from vdq import api, suppression
+    from vdq import api
+    from vdq.results import suppression
 
     token = str((event.get("pathParameters") or {}).get("token") or "")
     secret = key(runtime.settings)

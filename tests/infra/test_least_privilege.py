@@ -42,7 +42,7 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
         # The content's reference count (confirmed, or counted off for items not stored).
         ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-        # The receivers' suppressions, read to flag them in the answer (vdq.suppression).
+        # The receivers' suppressions, read to flag them in the answer (vdq.results.suppression).
         ("SUP*",): {"dynamodb:BatchGetItem"},
         # Producer quotas: counters charged (a transaction of Updates), read, refunded.
         ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},

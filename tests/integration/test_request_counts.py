@@ -39,7 +39,7 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     # item's records, an UpdateItem each: vdq.store.expiry) and publishes no state event (by
     # default only transitions into errored are announced).
     # The worker reads the receiver's suppression (one GetItem) before it claims the item: the
-    # suppression list costs two reads per email (vdq.suppression). The send's second UpdateItem
+    # suppression list costs two reads per email (vdq.results.suppression). The send's second UpdateItem
     # reserves its slot at SES's rate (vdq.dispatch.pacing): one request for a batch of one; a full batch
     # of ten shares it (see the batch test below). The worker's outcome and the Delivery each
     # carry their history entries on the state item (vdq.store.history): one UpdateItem each.

@@ -20,10 +20,10 @@ from tests.support.results import (
     sqs_event,
     twilio_event,
 )
-from vdq import suppression
 from vdq.api import Caller
 from vdq.dispatch import send
 from vdq.intake import rest as intake
+from vdq.results import suppression
 from vdq.runtime import Runtime
 
 SENDER = "shop@example.com"

@@ -24,10 +24,11 @@ from tests.support.results import (
     SAMPLE_WEBHOOK_URL,
     LambdaContext,
 )
-from vdq import suppression, unsubscribe
+from vdq import unsubscribe
 from vdq.api import Caller
 from vdq.dispatch import send
 from vdq.intake import rest as intake
+from vdq.results import suppression
 from vdq.runtime import Runtime
 
 SENDER = "shop@example.com"

@@ -30,8 +30,9 @@ from tests.support.results import (
     ses_event,
     sqs_event,
 )
-from vdq import suppression, unsubscribe
+from vdq import unsubscribe
 from vdq.dispatch import send
+from vdq.results import suppression
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 

@@ -96,7 +96,7 @@ API_DOMAIN_PREFIX = "vdq"
 METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.workflow.transitions emits it)
 # The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".
 METRIC_LEASES_EXPIRED = "Schedule_lease_moved"
-# Metrics of dispatch control that the dashboard shows (vdq.suppression and vdq.dispatch.pacing emit them).
+# Metrics of dispatch control that the dashboard shows (vdq.results.suppression and vdq.dispatch.pacing emit them).
 METRIC_SENDS_SUPPRESSED = "SendsSuppressed"  # an item not sent: its receiver is suppressed
 METRIC_SUPPRESSIONS_ADDED = "SuppressionsAdded"  # a receiver joined the suppression list
 METRIC_SENDS_PACED = "SendsPaced"  # an item given back to wait for its turn at the rate

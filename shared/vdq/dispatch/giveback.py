@@ -1,5 +1,5 @@
 """Giving a claimed item back: it waits for its turn at the provider's rate (vdq.dispatch.pacing), was
-throttled by the provider, or its receiver was suppressed meanwhile (vdq.suppression). The
+throttled by the provider, or its receiver was suppressed meanwhile (vdq.results.suppression). The
 item returns to the state its claim took it from, at the same attempt, and its message is
 published again with a delay: no attempt is spent and nothing is sent. An invocation too near
 its timeout publishes the rest of its batch again unclaimed (``unclaimed``).

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vdq import suppression
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
 from vdq.dispatch import giveback, mime, pacing
@@ -30,7 +29,7 @@ from vdq.providers import (
     ThrottledProviderError,
     TransientProviderError,
 )
-from vdq.results import tracking
+from vdq.results import suppression, tracking
 from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions

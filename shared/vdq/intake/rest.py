@@ -13,12 +13,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from vdq import suppression
 from vdq.api import Caller
 from vdq.core.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger
 from vdq.intake import messages, quotas
 from vdq.intake.enqueue import enqueue_email, enqueue_sms
+from vdq.results import suppression
 from vdq.runtime import Runtime
 from vdq.views import item_json
 

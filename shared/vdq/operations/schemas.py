@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq import suppression
 from vdq.core import ids
 from vdq.intake import segments, validation
 from vdq.operations import spec
+from vdq.results import suppression
 from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import State

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from vdq import suppression
 from vdq.core.errors import NotFound
 from vdq.intake import messages, validation
 from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec
+from vdq.results import suppression
 from vdq.runtime import Runtime
 from vdq.store import SuppressionRecord
 from vdq.store.models import SUPPRESSION_SHARDS

@@ -24,11 +24,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from vdq import suppression
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
-from vdq.results import tracking
+from vdq.results import suppression, tracking
 from vdq.results.events import (
     BadEvent,
     ProviderUpdate,

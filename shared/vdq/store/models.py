@@ -256,11 +256,11 @@ class ProviderRecord(_Table):
 
 
 class SuppressionRecord(_Table):
-    """A receiver VDQ does not send to (vdq.suppression): why, since when, who put it there."""
+    """A receiver VDQ does not send to (vdq.results.suppression): why, since when, who put it there."""
 
     receiver = UnicodeAttribute()  # normalised: lower-case address or E.164 number
     channel = UnicodeAttribute()  # "email" | "sms"
-    reason = UnicodeAttribute()  # vdq.suppression.REASONS
+    reason = UnicodeAttribute()  # vdq.results.suppression.REASONS
     text = UnicodeAttribute(null=True)
     since = UnicodeAttribute()
     actor = UnicodeAttribute()
