@@ -69,7 +69,7 @@ class VdqStack(Stack):
             # Enqueue refuses a sender the send role may not send from (vdq.intake.messages).
             "VDQ_SENDER_IDENTITIES": ",".join(config.ses_identities),
         }
-        # The key of one-click unsubscribe tokens (vdq.unsubscribe): generated, never in the
+        # The key of one-click unsubscribe tokens (vdq.results.unsubscribe): generated, never in the
         # template; the send function signs with it, the webhook function checks.
         unsubscribe_key = secretsmanager.Secret(
             self,
@@ -129,7 +129,7 @@ class VdqStack(Stack):
         if config.twilio_webhook_url != "":
             for function in (functions.send, functions.webhook, functions.schedule):
                 function.add_environment("TWILIO_WEBHOOK_URL", webhook_url)
-        # Bulk emails link to the API's unsubscribe path (vdq.unsubscribe).
+        # Bulk emails link to the API's unsubscribe path (vdq.results.unsubscribe).
         functions.send.add_environment("VDQ_UNSUBSCRIBE_URL", f"{api.url}unsubscribe/")
         schedules = Schedules(self, "Schedules", function=functions.schedule)
         archive_on = config.settings.get("VDQ_ARCHIVE", "").strip().lower() == "s3"

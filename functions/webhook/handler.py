@@ -28,7 +28,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return results_batch(event.get("Records") or [], runtime)
     resource = str(event.get("resource") or "")
     if resource.startswith("/unsubscribe/"):
-        from vdq import unsubscribe
+        from vdq.results import unsubscribe
 
         return unsubscribe.handle(event, runtime)
     if resource == "/twilio/inbound":

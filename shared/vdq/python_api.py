@@ -47,7 +47,7 @@ def add_email(
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
     """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
-    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.unsubscribe);
+    ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
     ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
     RFC 3339 text)."""
     runtime = runtime or Runtime.default()

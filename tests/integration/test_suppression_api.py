@@ -24,11 +24,10 @@ from tests.support.results import (
     SAMPLE_WEBHOOK_URL,
     LambdaContext,
 )
-from vdq import unsubscribe
 from vdq.api import Caller
 from vdq.dispatch import send
 from vdq.intake import rest as intake
-from vdq.results import suppression
+from vdq.results import suppression, unsubscribe
 from vdq.runtime import Runtime
 
 SENDER = "shop@example.com"

@@ -30,9 +30,8 @@ from tests.support.results import (
     ses_event,
     sqs_event,
 )
-from vdq import unsubscribe
 from vdq.dispatch import send
-from vdq.results import suppression
+from vdq.results import suppression, unsubscribe
 from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vdq import unsubscribe
 from vdq.core.settings import Settings
+from vdq.results import unsubscribe
 
 KEY = b"k" * 32
 TABLE = "vdq-prod"

@@ -74,7 +74,7 @@ def build_email(
     headers: Mapping[str, str] | None = None,
 ) -> bytes:
     """The raw message for ``content`` (as enqueue stores it) and its files; ``headers`` are
-    added as given (List-Unsubscribe: vdq.unsubscribe)."""
+    added as given (List-Unsubscribe: vdq.results.unsubscribe)."""
     _check_fields(content, sender_name, files)
     msg = EmailMessage(policy=POLICY)
     msg["Subject"] = content.get("subject") or ""

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from vdq import unsubscribe
 from vdq.core.observability import metrics
 from vdq.dispatch import mime
-from vdq.results import tracking
+from vdq.results import tracking, unsubscribe
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 

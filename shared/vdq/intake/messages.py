@@ -82,7 +82,7 @@ class Email:
     html: str | None = None
     attachments: tuple[Attachment, ...] = ()
     origin: Origin | None = None
-    list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.unsubscribe)
+    list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.results.unsubscribe)
     priority: str = DEFAULT_PRIORITY  # the lane (vdq.workflow.lanes)
     send_at: str | None = None  # stored form (UTC); None: send now (vdq.intake.scheduling)
 
