@@ -94,7 +94,8 @@ def _signed_form(event: dict[str, Any], runtime: Runtime, *, what: str,
     """(the form Twilio posted, None) once its signature checks; else ({}, the answer to give:
     405, 400 or 403)."""
     # SMS only: the SES events, most of what this function gets, need neither module.
-    from vdq import api, twilio_signature
+    from vdq import api
+    from vdq.results import twilio_signature
 
     if event.get("httpMethod") != "POST":
         return {}, api.response(405, api.error_body("method_not_allowed", "use POST"))

@@ -609,8 +609,8 @@ def test_a_signed_callback_with_the_attempt_is_authentic_in_any_parameter_order(
         SAMPLE_WEBHOOK_URL,
         twilio_event,
     )
-    from vdq import twilio_signature
     from vdq.dispatch import outbound
+    from vdq.results import twilio_signature
 
     settings = replace(env["rt"].settings, twilio_webhook_url=SAMPLE_WEBHOOK_URL,
                        twilio_auth_token=SAMPLE_AUTH_TOKEN,

@@ -9,7 +9,7 @@ from tests.support.results import SAMPLE_ITEM, SAMPLE_WEBHOOK_URL, ses_body
 from vdq.results import matching as results
 from vdq.results.events import parse_lookup, twilio_update
 from vdq.results.matching import TRANSITION_FOR, BadEvent, parse_ses_event, parse_twilio_callback
-from vdq.twilio_signature import form_params, public_url
+from vdq.results.twilio_signature import form_params, public_url
 
 
 @pytest.mark.parametrize(("sample", "status", "transition", "in_text"), [
