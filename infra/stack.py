@@ -18,8 +18,8 @@ from infra.messaging import Messaging
 from infra.monitoring import Monitoring
 from infra.nag import suppress
 from infra.schedules import Schedules
-from vdq.archive import TTL_PRINCIPAL
 from vdq.core import resources
+from vdq.schedules.archive import TTL_PRINCIPAL
 
 
 class VdqStack(Stack):
@@ -151,7 +151,7 @@ class VdqStack(Stack):
                         "dynamodb": {"NewImage": {"sk": {"S": lambda_.FilterRule.is_equal(
                             "STATE")}}},
                     }),
-                    # VDQ_ARCHIVE=s3: the records TTL deleted (vdq.archive), nothing else.
+                    # VDQ_ARCHIVE=s3: the records TTL deleted (vdq.schedules.archive), nothing else.
                     *([lambda_.FilterCriteria.filter({
                         "eventName": lambda_.FilterRule.is_equal("REMOVE"),
                         "userIdentity": {

@@ -13,9 +13,9 @@ from typing import Any
 
 import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.py)
 
-from vdq import archive
 from vdq.core.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
+from vdq.schedules import archive
 from vdq.schedules import sweeps as schedules
 from vdq.workflow import retention
 

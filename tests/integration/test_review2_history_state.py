@@ -162,7 +162,7 @@ def test_one_malformed_recent_entry_does_not_fail_the_archive_of_the_whole_batch
     import json
 
     from tests.unit.test_retention import _removed
-    from vdq import archive
+    from vdq.schedules import archive
 
     day1 = 1_767_225_600
     good = '{"sk":"H#2026-01-01T00:00:00.000001Z#send1","name":"send","attempt":1}'

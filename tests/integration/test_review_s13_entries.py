@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.operator import email
 from tests.unit.test_retention import _removed
-from vdq import archive
+from vdq.schedules import archive
 from vdq.store import HistoryRecord, item_pk
 from vdq.store.history import EventMark, entry_data, recent_json
 

@@ -118,7 +118,7 @@ def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
     import gzip
     import json
 
-    from vdq import archive
+    from vdq.schedules import archive
     from vdq.store import encode_content
 
     day1, day2 = 1_767_225_600, 1_767_312_000  # 2026-01-01 and 2026-01-02, 00:00 UTC
@@ -146,7 +146,7 @@ def test_the_archive_writes_the_history_a_state_item_held_as_history_lines():
     import gzip
     import json
 
-    from vdq import archive
+    from vdq.schedules import archive
 
     day1 = 1_767_225_600
     recent = ['{"sk":"H#2026-01-01T00:00:00.000001Z#send1","actor":"worker","source":"server",'
