@@ -29,7 +29,7 @@ from vdq.core.settings import get_settings
 from vdq.operations import detail, listing, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
-from vdq.views import item_json
+from vdq.workflow.views import item_json
 
 app = Router()
 

@@ -26,7 +26,7 @@ from vdq.core.errors import VdqError
 from vdq.core.settings import ALL_PERMISSIONS, DEFAULT_GROUP_PERMISSIONS
 from vdq.intake import messages
 from vdq.operations import docs, spec
-from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
+from vdq.workflow.views import HISTORY_KINDS, HISTORY_SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = json.loads(openapi.DOCUMENT.read_text())

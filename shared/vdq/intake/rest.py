@@ -20,7 +20,7 @@ from vdq.intake import messages, quotas
 from vdq.intake.enqueue import enqueue_email, enqueue_sms
 from vdq.results import suppression
 from vdq.runtime import Runtime
-from vdq.views import item_json
+from vdq.workflow.views import item_json
 
 ADD_PERMISSION = "vdq.add_queueitem"
 MAX_IDEMPOTENCY_KEY = 255

@@ -14,11 +14,11 @@ from vdq.intake.enqueue import new_item, publish_new
 from vdq.operations.detail import find_item
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
-from vdq.views import item_json
 from vdq.workflow import table as workflow
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, apply, email_wait_since, history_entry
+from vdq.workflow.views import item_json
 
 RESEND_PERMISSION = "vdq.can_resend"
 READ_PERMISSION = "vdq.read_queueitem"

@@ -9,8 +9,8 @@ from vdq.core.errors import NotFound
 from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord
-from vdq.views import history_json, item_json
 from vdq.workflow.table import State, is_done
+from vdq.workflow.views import history_json, item_json
 
 READ_PERMISSION = "vdq.read_queueitem"
 HISTORY_PAGE = 100  # entries an item's view holds; the rest is paged (getItemHistory)

@@ -18,9 +18,9 @@ from vdq.core.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.operations import cursor as cursors
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
-from vdq.views import item_json
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State, is_done
+from vdq.workflow.views import item_json
 
 MAX_ROUNDS = 4
 LIST_PERMISSION = "vdq.list_queueitem"

@@ -16,9 +16,9 @@ from vdq.core import ids
 from vdq.intake import segments, validation
 from vdq.operations import spec
 from vdq.results import suppression
-from vdq.views import HISTORY_KINDS, HISTORY_SOURCES
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import State
+from vdq.workflow.views import HISTORY_KINDS, HISTORY_SOURCES
 
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
 _ID_TEXT = "26 characters of Crockford base32 (a ULID)"
