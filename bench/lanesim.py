@@ -4,8 +4,8 @@ figures; ``bench/lanes.py`` simulates the lanes without the rate):
 
 - each simulated send function instance (a poller of a lane's event source mapping, as many as
   ``infra.config.DeployConfig`` gives each lane) is a thread with its own real
-  ``vdq.dispatch.pacing.Pacer`` (its held slots, what it last saw), whose ``wall`` and ``sleep`` are the
-  virtual clock's;
+  ``vdq.dispatch.pacing.Pacer`` (its held slots, what it last saw), whose ``wall`` and ``sleep`` are
+  the virtual clock's;
 - the pace records are the real ``vdq.store.pacing.PaceRecords`` over ``PaceTable``, an
   in-memory table that evaluates the update and condition expressions ``PaceRecords`` sends;
 - each invocation runs the send handler's pacing path: ``pacing.set_deadline`` from the send
@@ -113,14 +113,14 @@ class Scenario:
     # GetAccount (one provider latency) when it first paces and every LIMIT_SECONDS after.
     read_limit: bool = False
     epoch: float = 0.0  # the virtual clock's start (real pace records hold epoch seconds)
-    # Sending threads per send function (vdq.dispatch.sendbatch; None: VDQ_SEND_PARALLELISM's default):
-    # the main thread waits for a free one before it claims the next message, hands each send
-    # over at its slot and goes on; the invocation ends when the last send is recorded.
+    # Sending threads per send function (vdq.dispatch.sendbatch; None: VDQ_SEND_PARALLELISM's
+    # default): the main thread waits for a free one before it claims the next message, hands each
+    # send over at its slot and goes on; the invocation ends when the last send is recorded.
     parallelism: int | None = None
     # SES's enforcement of its rate: it refuses a call when ``rate + ses_burst`` calls reached
     # it in the trailing second (SES documents short bursts over the rate, not their size;
-    # 0: none at all). The refusal is settled as vdq.dispatch.giveback.throttled does: the main thread
-    # cuts the shared pace (Pacer.slow_down) and gives the item back. None: SES accepts all.
+    # 0: none at all). The refusal is settled as vdq.dispatch.giveback.throttled does: the main
+    # thread cuts the shared pace (Pacer.slow_down) and gives the item back. None: SES accepts all.
     ses_burst: int | None = None
 
 

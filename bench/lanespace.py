@@ -4,8 +4,8 @@ workers, is the bottleneck; and what share of the rate bulk and high use meanwhi
 
 ``bench/lanesim.py`` simulates the deployed lanes on virtual time with the product's pacing
 code (each send function's own ``vdq.dispatch.pacing.Pacer``, ``vdq.dispatch.batchplan.plan`` and
-``vdq.dispatch.pacing.gate`` on real message bodies, ``PaceRecords`` over an in-memory table): see its
-docstring for what is modelled and what is not. ``bench/lanes.py`` simulates the lanes without
+``vdq.dispatch.pacing.gate`` on real message bodies, ``PaceRecords`` over an in-memory table): see
+its docstring for what is modelled and what is not. ``bench/lanes.py`` simulates the lanes without
 the rate; ``bench/stacklanes.py`` measures them on the local stack, which reaches about 2,000
 bulk items (moto serves one request at a time).
 

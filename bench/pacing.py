@@ -4,8 +4,8 @@ In-process: moto for DynamoDB (the items and the shared pace record; one lock ar
 dispatch, as DynamoDB makes each request atomic), the SES and Twilio sandboxes on loopback with
 a sending rate (as VDQ_LOCAL_SES_RATE / VDQ_LOCAL_TWILIO_RATE set it), and ``WORKERS`` threads,
 each one send function: its own Runtime, pacer and provider clients, running the real
-``vdq.dispatch.send`` on batches of ten taken off an in-memory send queue (delays included). Printed per
-scenario: achieved rate against the limit, the throttling answers the sandbox gave, DynamoDB
+``vdq.dispatch.send`` on batches of ten taken off an in-memory send queue (delays included). Printed
+per scenario: achieved rate against the limit, the throttling answers the sandbox gave, DynamoDB
 requests per sent message (those made for pacing, and all the send functions made: claims,
 give-backs and records included), and how many items went back on the queue; per Twilio sender,
 its sends, achieved rate and throttling answers. The workers take each batch in the order the

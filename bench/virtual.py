@@ -6,9 +6,10 @@ runs until it sleeps (``sleep``: a wake-up at virtual now + d) or waits on a cha
 (``wait``: a wake-up at a time, or earlier when ``notify`` names the channel), then hands the
 turn to the earliest pending wake-up (ties: in the order they were registered), moving
 virtual time to it. So time moves only when every thread is blocked, nothing sleeps in real
-time, and a run is the same run every time (given the same seed for ``random``, which vdq.dispatch.pacing
-uses for its jitter). A run ends at ``until``: blocked threads then raise ``Stop``, a
-BaseException so that no ``except Exception`` in the code under test takes it for a failure.
+time, and a run is the same run every time (given the same seed for ``random``, which
+vdq.dispatch.pacing uses for its jitter). A run ends at ``until``: blocked threads then raise
+``Stop``, a BaseException so that no ``except Exception`` in the code under test takes it for a
+failure.
 
 PaceTable: a boto3 DynamoDB client's ``update_item`` and ``get_item`` on a dict, for the
 requests ``PaceRecords`` makes: the update and condition expressions are evaluated (SET of

@@ -34,8 +34,8 @@ EVENT_TYPES = {
     "Open": Event.OPEN,
     "Click": Event.CLICK,
 }
-# What VDQ records, as the local stack's SES sandbox publishes it (vdq.core.resources.SES_EVENTS says
-# why Send is not among them); open and click only with vdq:openClickTracking.
+# What VDQ records, as the local stack's SES sandbox publishes it (vdq.core.resources.SES_EVENTS
+# says why Send is not among them); open and click only with vdq:openClickTracking.
 RECORDED_EVENTS = tuple(EVENT_TYPES[name] for name in resources.SES_EVENTS)
 TRACKING_EVENTS = tuple(EVENT_TYPES[name] for name in resources.SES_TRACKING_EVENTS)
 

@@ -48,7 +48,8 @@ class Messaging(Construct):
         self, scope: Construct, id: str, *, send_timeout_seconds: int, results_timeout_seconds: int
     ) -> None:
         super().__init__(scope, id)
-        # One send queue per priority lane (vdq.workflow.lanes); the normal lane keeps the original's id.
+        # One send queue per priority lane (vdq.workflow.lanes); the normal lane keeps the
+        # original's id.
         self.send_lanes = {
             priority: WorkQueue(self, _LANE_IDS[priority],
                                 consumer_timeout_seconds=send_timeout_seconds,

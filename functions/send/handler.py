@@ -1,14 +1,14 @@
 """The SQS consumer of send messages: each record is one send attempt of one queue item.
 
 The batch is claimed and paced one message at a time and sent up to ``VDQ_SEND_PARALLELISM``
-at a time (vdq.dispatch.sendbatch). A record whose outcome could not be recorded (the store failed) is
-reported as a batch item failure, so SQS delivers it again; a redelivered attempt that was
+at a time (vdq.dispatch.sendbatch). A record whose outcome could not be recorded (the store failed)
+is reported as a batch item failure, so SQS delivers it again; a redelivered attempt that was
 claimed drops itself. When every record of a batch failed, the invocation fails instead (as
 Powertools' BatchProcessor did), so the function's Errors alarm sees an outage and SQS keeps the
 whole batch.
 
-The partial-batch loop is written out (vdq.dispatch.sendbatch): Powertools' batch utility imports every
-event data class and asyncio, about a third of this function's cold start, for what is a loop.
+The partial-batch loop is written out (vdq.dispatch.sendbatch): Powertools' batch utility imports
+every event data class and asyncio, about a third of this function's cold start, for what is a loop.
 """
 
 from __future__ import annotations

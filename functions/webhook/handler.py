@@ -37,7 +37,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def twilio_inbound(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
-    """An incoming SMS: STOP, START and HELP change the suppression list (vdq.results.suppression)."""
+    """An incoming SMS: STOP, START and HELP change the suppression list
+    (vdq.results.suppression)."""
     from vdq.results import suppression
 
     params, refused = _signed_form(event, runtime, what="inbound SMS", inbound=True)

@@ -86,8 +86,8 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
 
 
 def test_only_the_functions_that_apply_provider_events_hold_condition_check_item(synth):
-    # A provider event's mark is checked in its transaction (vdq.results.matching, run by the webhook,
-    # the send worker's orphan replay and the schedule's polls and timeouts).
+    # A provider event's mark is checked in its transaction (vdq.results.matching, run by the
+    # webhook, the send worker's orphan replay and the schedule's polls and timeouts).
     for name, function in synth.stack.functions.by_name.items():
         holds = "dynamodb:ConditionCheckItem" in synth.role_actions(function)
         assert holds == (name in ("send", "webhook", "schedule")), name
@@ -103,8 +103,8 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
                 assert _actions(statement) == ["dynamodb:Query"], name
             if "dynamodb:Query" in _actions(statement) and table_arn in resources:
                 # the operator: the history of one item; the schedule: the records of one item
-                # that became done, to stamp their expiration (vdq.workflow.retention), and the due-time
-                # buckets of scheduled sends (vdq.intake.scheduling), nothing else
+                # that became done, to stamp their expiration (vdq.workflow.retention), and the
+                # due-time buckets of scheduled sends (vdq.intake.scheduling), nothing else
                 assert name in ("operator", "schedule"), name
                 if name == "schedule":
                     (keys,) = statement["Condition"]["ForAllValues:StringLike"].values()

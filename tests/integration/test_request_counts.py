@@ -39,10 +39,11 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     # item's records, an UpdateItem each: vdq.store.expiry) and publishes no state event (by
     # default only transitions into errored are announced).
     # The worker reads the receiver's suppression (one GetItem) before it claims the item: the
-    # suppression list costs two reads per email (vdq.results.suppression). The send's second UpdateItem
-    # reserves its slot at SES's rate (vdq.dispatch.pacing): one request for a batch of one; a full batch
-    # of ten shares it (see the batch test below). The worker's outcome and the Delivery each
-    # carry their history entries on the state item (vdq.store.history): one UpdateItem each.
+    # suppression list costs two reads per email (vdq.results.suppression). The send's second
+    # UpdateItem reserves its slot at SES's rate (vdq.dispatch.pacing): one request for a batch of
+    # one; a full batch of ten shares it (see the batch test below). The worker's outcome and the
+    # Delivery each carry their history entries on the state item (vdq.store.history): one
+    # UpdateItem each.
     journey = rq.email_delivered()
     assert journey.final_state == "succeeded"
     assert by_phase(journey) == [
@@ -100,8 +101,8 @@ def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
 def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
     tally = rq.enqueue_many(100)
     # The content of several items counts them (REFS, confirmed once they are written), so it
-    # expires only with the last one (vdq.workflow.retention). The receivers' suppressions are read in
-    # one BatchGetItem (a hundred keys a request).
+    # expires only with the last one (vdq.workflow.retention). The receivers' suppressions are read
+    # in one BatchGetItem (a hundred keys a request).
     assert tally["requests"] == {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 5,
                                  "dynamodb.UpdateItem": 1, "sqs.SendMessageBatch": 10}  # fmt: skip
     assert tally["by_service"]["dynamodb"] / 100 <= 0.2

@@ -122,7 +122,8 @@ def test_the_ses_call_carries_the_tracking_tags_and_configuration_set(aws, rt, s
 
 
 def test_the_no_op_tracking_strategy_sends_no_tags(aws, rt, ses_requests):
-    rt.settings = replace(rt.settings, email_tracking_strategy="vdq.results.tracking.EmailTrackingStrategy")
+    rt.settings = replace(rt.settings,
+                          email_tracking_strategy="vdq.results.tracking.EmailTrackingStrategy")
     [item] = email_items(rt, cc=[], bcc=[])
     assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
     assert "EmailTags" not in ses_requests[0]
@@ -491,7 +492,8 @@ def test_ses_events_that_arrived_before_the_id_are_applied_when_it_is_stored(aws
 
     rt.overrides["ses_provider"] = FixedIdSes()
     # Events without the item's key (no tags) are the ones that can arrive as orphans.
-    rt.settings = replace(rt.settings, email_tracking_strategy="vdq.results.tracking.EmailTrackingStrategy")
+    rt.settings = replace(rt.settings,
+                          email_tracking_strategy="vdq.results.tracking.EmailTrackingStrategy")
     [item] = email_items(rt, cc=[], bcc=[])
     delivered = results.ProviderUpdate("ses", message_id, "delivered", "Delivery",
                                        "delivered to ada@example.org", f"ses:Delivery:{message_id}",

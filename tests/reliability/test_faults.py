@@ -161,7 +161,8 @@ def test_a_status_update_that_moves_the_item_first_is_kept(env):
 
 
 def test_ses_throttling_puts_the_email_back_at_the_same_attempt_and_never_errors_it(env):
-    # Throttling is not a failure of the item (vdq.dispatch.pacing): no new attempt, no retry counted.
+    # Throttling is not a failure of the item (vdq.dispatch.pacing): no new attempt, no retry
+    # counted.
     rt, queue = env["rt"], env["queue"]
     import boto3
 

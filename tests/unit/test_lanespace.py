@@ -265,7 +265,8 @@ def test_tails_and_the_functions_own_time_slow_the_two_bulk_pollers_below_the_ra
 
 def test_sending_threads_keep_two_bulk_pollers_at_the_rate_of_a_slow_provider():
     # The same 250 ms provider call: one send at a time, the two bulk pollers use about 82% of
-    # 8/s; with sending threads (vdq.dispatch.sendbatch) the provider's latency overlaps the next claims.
+    # 8/s; with sending threads (vdq.dispatch.sendbatch) the provider's latency overlaps the next
+    # claims.
     slow = Timings(**{**TIMINGS.__dict__, "provider": 0.25})
 
     def run(parallelism: int) -> dict:

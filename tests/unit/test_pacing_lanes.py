@@ -23,7 +23,8 @@ from vdq.store.pacing import PaceState
 from vdq.workflow.sendqueue import SendMessage
 
 KEY, RATE, MAX_WAIT = "ses", 10.0, 5.0
-BULK_REACH = 1.0  # the bulk horizon (vdq.dispatch.pacing.HORIZONS): at 10/s longer than a slot and its lead
+# the bulk horizon (vdq.dispatch.pacing.HORIZONS): at 10/s longer than a slot and its lead
+BULK_REACH = 1.0
 
 
 class Stop(Exception):

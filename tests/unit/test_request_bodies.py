@@ -1,6 +1,6 @@
-"""Each request body is declared once (vdq.intake.fields): the server checks it and the OpenAPI document
-states it from the same declaration. Fed the values at each declared bound and one past it, the
-server's check and the committed document agree: what one refuses, so does the other, and the
+"""Each request body is declared once (vdq.intake.fields): the server checks it and the OpenAPI
+document states it from the same declaration. Fed the values at each declared bound and one past it,
+the server's check and the committed document agree: what one refuses, so does the other, and the
 server takes every value at a bound (the document too, but where its pattern is narrower)."""
 
 from __future__ import annotations

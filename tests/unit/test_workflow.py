@@ -78,7 +78,8 @@ def test_entering_done_only_from_an_active_state():
     assert not workflow.decide("error", S.SENDING, "I").enters_done
 
 
-# ---- the give-back: not a transition (vdq.workflow.table, GIVE_BACK) --------------------------------
+# ---- the give-back: not a transition (vdq.workflow.table, GIVE_BACK)
+# --------------------------------
 
 
 def test_the_give_back_is_not_a_transition_and_no_row_takes_sending_back():

@@ -212,12 +212,13 @@ class Items(BatchWrites, Expiring):
         else is written, otherwise a transaction.
 
         ``Moved`` when the item changed first; ``ProviderIdTaken`` when the mapping exists (also
-        when it holds only orphans: vdq.results.matching adopts them); ``Duplicate`` when the event of
+        when it holds only orphans: vdq.results.matching adopts them); ``Duplicate`` when the event
+        of
         ``mark`` was recorded on the item before. ``release``: the item enters a done state and
         its content's files count one open item less, in the same transaction (a crash after
         the commit can neither lose nor repeat the release). The history and the mark take the
-        item's expiration (the one ``write`` sets, or the one it has: vdq.workflow.retention); the mapping
-        takes ``mapping_expiration``.
+        item's expiration (the one ``write`` sets, or the one it has: vdq.workflow.retention); the
+        mapping takes ``mapping_expiration``.
         """
         try:
             self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,

@@ -152,7 +152,8 @@ class QueueItemRecord(_Table):
     resent_from = UnicodeAttribute(null=True)
     priority = UnicodeAttribute(null=True)  # the lane (vdq.workflow.lanes); absent: normal
     send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.intake.scheduling)
-    encoding = UnicodeAttribute(null=True)  # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
+    # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
+    encoding = UnicodeAttribute(null=True)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
     # The history entries its state writes carried, while they fit (vdq.store.history): JSON.
@@ -256,7 +257,8 @@ class ProviderRecord(_Table):
 
 
 class SuppressionRecord(_Table):
-    """A receiver VDQ does not send to (vdq.results.suppression): why, since when, who put it there."""
+    """A receiver VDQ does not send to (vdq.results.suppression): why, since when, who put it
+    there."""
 
     receiver = UnicodeAttribute()  # normalised: lower-case address or E.164 number
     channel = UnicodeAttribute()  # "email" | "sms"

@@ -2,11 +2,12 @@
 
 A message carries the item id and the attempt it was published for; the worker drops a message
 whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
-check the suppression list before it claims the item (vdq.results.suppression.refuse), and the provider
-rate it is paced at (``pace``) and, outside the normal lane, its lane (``lane``), so the worker
-can plan a batch before claiming (vdq.dispatch.batchplan: bulk books the rate's schedule less far ahead).
-Small content rides along so the worker needs no content read; larger content is read from the
-store. Each priority has its own queue (vdq.workflow.lanes); a message goes to the queue of its
+check the suppression list before it claims the item (vdq.results.suppression.refuse), and the
+provider rate it is paced at (``pace``) and, outside the normal lane, its lane (``lane``), so the
+worker can plan a batch before claiming (vdq.dispatch.batchplan: bulk books the rate's schedule less
+far ahead). Small content rides along so the worker needs no content read; larger content is read
+from the store. Each priority has its own queue (vdq.workflow.lanes); a message goes to the queue of
+its
 ``priority``.
 """
 
