@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from vdq.core.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
 from vdq.core.settings import Settings
+from vdq.core.text import check_text
 
 GATEWAY_MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit: 413 before a function
 # A synchronous Lambda invocation takes at most 6 MiB of request, and the request is the whole
@@ -177,8 +178,6 @@ def check_json(data: Any) -> None:
 
     One iterator per open container, and a value's path written only for an error: the walk
     takes memory of the body's depth, not of its width (a 6 MB body holds millions of values)."""
-    from vdq.intake.validation import check_text
-
     if isinstance(data, str):
         check_text(data, "body", single_line=False)
     keys: list[Any] = []  # the key or index of each open container but the top one

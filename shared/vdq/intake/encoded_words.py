@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 
 from vdq.core.errors import ValidationError
-from vdq.intake.fields import CONTROL_CHARS
+from vdq.core.text import CONTROL_CHARS
 
 _WORD = re.compile(r"=\?([^?\s]*)\?([QqBb])\?([^?\s]*)\?=")
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")

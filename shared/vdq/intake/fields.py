@@ -1,8 +1,8 @@
 """The request bodies of the REST API as data: each field's name, kind, bounds and description.
 
 One declaration per body serves two readers: the handlers check a request against it
-(vdq.intake.validation) and the OpenAPI generator writes it as JSON Schema (vdq.operations.bodies), so
-the document states exactly the limits the server enforces. A field's ``kind`` names what its
+(vdq.intake.validation) and the OpenAPI generator writes it as JSON Schema (vdq.operations.bodies),
+so the document states exactly the limits the server enforces. A field's ``kind`` names what its
 value is (a line of text, an email address, a list, an object, ...); each reader has one
 entry per kind, and the formats both readers share (patterns, lengths) are here. Pure data:
 importing it costs nothing at cold start.
@@ -16,14 +16,8 @@ from typing import Any, NamedTuple
 MAX_FILENAME = 255
 MAX_EMAIL = 254  # RFC 5321 path length
 MAX_CELL = 16  # "+" and 15 digits (E.164)
-E164 = r"^\+[1-9][0-9]{1,14}$"
 MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
 CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
-# What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
-# (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
-# for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI
-# document's patterns use the same class.
-CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 # The file name extensions SES refuses in an attachment (the SES Developer Guide, "Amazon SES
 # unsupported attachment types"): a message holding one is refused at send.
 SES_REFUSED_EXTENSIONS = frozenset({

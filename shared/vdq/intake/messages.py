@@ -15,10 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from vdq.core.errors import ValidationError
+from vdq.core.text import CONTROL_CHARS, E164  # noqa: F401  (re-exported)
 from vdq.intake.fields import (  # noqa: F401  (the formats: re-exported)
     CONTENT_ID_CHARS,
-    CONTROL_CHARS,
-    E164,
     MAX_CELL,
     MAX_EMAIL,
     MAX_FILENAME,

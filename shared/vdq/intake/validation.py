@@ -11,13 +11,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vdq.core import ids
+from vdq.core import ids, text
 from vdq.core.errors import ValidationError
+from vdq.core.text import CONTROL_CHARS, E164
 from vdq.intake import encoded_words
 from vdq.intake.fields import (
     CONTENT_ID_CHARS,
-    CONTROL_CHARS,
-    E164,
     MAX_CELL,
     MAX_EMAIL,
     MAX_FILENAME,
@@ -81,26 +80,11 @@ def string(
 
 
 def check_text(value: str, path: str, *, single_line: bool) -> None:
-    """ValidationError unless ``value`` is text that can be sent (and, if asked, one line)."""
-    found = _SURROGATE.search(value)
-    if found:
-        raise ValidationError(
-            path,
-            f"must not contain a lone surrogate "
-            f"(U+{ord(found.group()):04X} at {found.start()}): not text",
-        )
-    if single_line:
-        found = _CONTROL.search(value)
-        if found:
-            raise ValidationError(
-                path,
-                f"must not contain line breaks or control characters "
-                f"(U+{ord(found.group()):04X} at {found.start()})",
-            )
-        if "=?" in value:
-            encoded_words.check_line(value, path)
-    if "\x00" in value:
-        raise ValidationError(path, "must not contain NUL characters")
+    """ValidationError unless ``value`` is text that can be sent (and, if asked, one line whose
+    RFC 2047 encoded words decode to one line too)."""
+    text.check_text(value, path, single_line=single_line)
+    if single_line and "=?" in value:
+        encoded_words.check_line(value, path)
 
 
 def email_address(value: Any, path: str) -> str:
