@@ -187,11 +187,11 @@ def _unquote(segment: str) -> str:
 
 @app.operation("getAttachment")
 def get_attachment(event: Event, id: str) -> Response:
-    from vdq.workflow import attachments
+    from vdq.operations import downloads
 
     who = _caller(event)
     q = _query("getAttachment", event)
-    url = attachments.download_url(id, who, Runtime.default())
+    url = downloads.download_url(id, who, Runtime.default())
     if not q["redirect"]:  # a page cannot read a redirect's Location (the console)
         return _json(200, {"url": url}, {"Cache-Control": "no-store"})
     return Response(302, None, "", {"Location": url, "Cache-Control": "no-store"})

@@ -58,7 +58,7 @@ ENTRY_POINTS = {
     "vdq.operations.listing": "operator",
     "vdq.operations.detail": "operator",
     "vdq.operations.actions": "operator",
-    "vdq.workflow.attachments:download_url": "operator",
+    "vdq.operations.downloads:download_url": "operator",
 }
 POLLERS_FILE = str(REPO / "shared" / "vdq" / "local" / "pollers.py")
 _LONG_RUN = re.compile(r"[0-9A-Za-z_-]{12,}")  # ids, hashes, accounts: one shape for dedupe

@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core import ids
 from vdq.core.clock import iso
 from vdq.core.errors import PartiallyEnqueued, ValidationError
 from vdq.core.observability import logger, metrics
+from vdq.intake.files import file_records, store_files
 from vdq.intake.messages import Email, Origin, Sms
 from vdq.intake.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.intake.segments import count as count_segments
 from vdq.intake.uploads import discard as discard_uploads
 from vdq.intake.uploads import find_uploads
-from vdq.runtime import Runtime
 from vdq.store import (
     CONTENT_SK,
     REFS_SK,
@@ -35,7 +35,6 @@ from vdq.store import (
     item_pk,
     shard,
 )
-from vdq.workflow.attachments import file_records, store_files
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.table import INITIAL_STATE
 from vdq.workflow.transitions import (
@@ -45,6 +44,9 @@ from vdq.workflow.transitions import (
     apply,
     timer_partition,
 )
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 
 def new_item(
@@ -235,9 +237,8 @@ def _publish(
 
 
 def enqueue_email(
-    email: Email, runtime: Runtime | None = None, *, created_by: str | None = None
+    email: Email, runtime: Runtime, *, created_by: str | None = None
 ) -> list[QueueItemRecord]:
-    runtime = runtime or Runtime.default()
     now = runtime.clock.now()
     content_id = ids.new_id()
     uploads = find_uploads(email.attachments, created_by, runtime)
@@ -314,9 +315,8 @@ def pending_refs(content_id: str, items: list[QueueItemRecord], now: datetime,
 
 
 def enqueue_sms(
-    sms: Sms, runtime: Runtime | None = None, *, created_by: str | None = None
+    sms: Sms, runtime: Runtime, *, created_by: str | None = None
 ) -> list[QueueItemRecord]:
-    runtime = runtime or Runtime.default()
     now = runtime.clock.now()
     content_id = ids.new_id()
     content = sms.content()

@@ -138,10 +138,7 @@ _CODE_TEXT = {
 
 
 def _api_error_codes() -> set[str]:
-    import vdq.intake.quotas
-    import vdq.results.matching
-    import vdq.store  # noqa: F401  (their VdqError subclasses)
-    import vdq.workflow.attachments
+    # their VdqError subclasses
 
     seen: set[str] = set()
     todo: list[type[VdqError]] = [VdqError]

@@ -1,138 +1,31 @@
-"""Attachment files: stored once per content under random S3 keys, shared by every item of the
-content (receivers and resends), served through short-lived presigned URLs, and deleted when
-cleanup is on and all those items are done.
+"""Attachment files after enqueue: released as a content's items enter done states, and deleted
+when cleanup is on and all those items are done. (A new content's files are stored by
+vdq.intake.files; downloads are vdq.operations.downloads.)
 
 Cleanup follows ``VDQ_MAX_FILES_AGE_IN_SECONDS``: 0 deletes a content's files as its last open
 item enters a done state; N > 0 leaves that to the daily ``purge_idle``, which deletes the files
 of contents idle (all items done) for longer than N seconds. Retention caps N: files go before
-their records expire (unset: just before; vdq.workflow.retention.files_age_seconds); with neither set,
-every file is kept. A content's
+their records expire (unset: just before; vdq.workflow.retention.files_age_seconds); with
+neither set, every file is kept. A content's
 REFS record counts its open items; a resend writes its copies with their count there, refused
 once the files are purged, so the files of a content being resent are never deleted under it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from vdq.api import Caller
-from vdq.core import ids
 from vdq.core.clock import iso
-from vdq.core.errors import Forbidden, NotFound, VdqError
 from vdq.core.observability import logger
-from vdq.intake import uploads as uploads_module
-from vdq.intake.messages import Attachment
-from vdq.intake.uploads import Upload
-from vdq.runtime import Runtime
-from vdq.store import (
-    FILE_SK,
-    AttachmentRecord,
-    QueueItemRecord,
-    Release,
-    WriteFailed,
-    attachment_pk,
-    shard,
-)
+from vdq.store import AttachmentRecord, QueueItemRecord, Release, shard
 from vdq.workflow.retention import expiration_at, files_age_seconds, stamp_content
 
-READ_PERMISSION = "vdq.read_queueitem"
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+
 PURGE_BATCH = 100  # idle contents read per shard and query
 MAX_PURGE_PER_RUN = 2000  # contents purged by one run; the next run goes on
-
-
-class FilesPurged(VdqError):
-    """The attachment's file was deleted by cleanup; its metadata stays."""
-
-    status = 410
-    code = "purged"
-
-
-def file_records(
-    content_id: str, attachments: tuple[Attachment, ...],
-    uploads: Mapping[int, Upload] | None = None,
-) -> list[AttachmentRecord]:
-    """The record of each file, under a random key, written with the content before any file
-    is stored (``store_files``): an enqueue that dies between the two leaves records in the
-    purge index that name each file it stored, never a file that no record names."""
-    uploads = uploads or {}
-    records: list[AttachmentRecord] = []
-    for i, attachment in enumerate(attachments):
-        attachment_id = ids.new_id()
-        upload = uploads.get(i)
-        records.append(
-            AttachmentRecord(
-                attachment_pk(attachment_id),
-                FILE_SK,
-                id=attachment_id,
-                content_id=content_id,
-                filename=upload.filename if upload else attachment.filename,
-                content_type=upload.content_type if upload else attachment.content_type,
-                size=upload.size if upload else len(attachment.content),
-                s3_key=f"files/{content_id}/{attachment_id}",
-                inline=attachment.inline,
-                cid=attachment.content_id,
-            )
-        )
-    return records
-
-
-def store_files(
-    records: list[AttachmentRecord], attachments: tuple[Attachment, ...], runtime: Runtime,
-    uploads: Mapping[int, Upload] | None = None,
-) -> None:
-    """Store each file under its record's key: an inline one uploaded, a presigned upload
-    copied from where it was put (see vdq.intake.uploads). A failure is a 503 (WriteFailed), or a 422
-    when the upload is gone; the caller removes what was stored (vdq.intake.enqueue._discard)."""
-    uploads = uploads or {}
-    for i, (record, attachment) in enumerate(zip(records, attachments, strict=True)):
-        upload = uploads.get(i)
-        try:
-            if upload is not None:
-                runtime.files.copy(upload.key, record.s3_key)
-            else:
-                runtime.files.put(record.s3_key, attachment.content, attachment.content_type)
-        except Exception as exc:
-            if upload is not None and attachment.upload_id and uploads_module.gone(upload,
-                                                                                   runtime):
-                raise uploads_module.missing(f"attachments[{i}].upload_id",
-                                             attachment.upload_id) from exc  # fmt: skip
-            raise WriteFailed([], f"storing attachment {record.filename!r} failed: "
-                              f"{exc}; nothing was stored") from exc  # fmt: skip
-
-
-# ---- downloads -------------------------------------------------------------------------------
-
-
-def download_url(attachment_id: str, who: Caller, runtime: Runtime) -> str:
-    """A presigned URL of the file, for a caller who may read an item it belongs to.
-
-    Read permission is global (``vdq.read_queueitem`` reads every item), so "may read an item
-    the attachment belongs to" is: the caller holds it, and the attachment's content has items.
-    The content's REFS record is written with its first items and exists exactly for contents
-    with files that were queued; an attachment without one belongs to no item and is refused.
-    """
-    who.require(READ_PERMISSION)
-    store = runtime.store
-    record = store.get_attachment(attachment_id) if ids.is_id(attachment_id) else None
-    if record is None:
-        raise NotFound(f"attachment {attachment_id} does not exist", details={"id": attachment_id})
-    refs = store.get_refs(record.content_id)
-    if refs is None:
-        raise Forbidden(f"attachment {attachment_id} belongs to no queue item")
-    if record.purged_at is not None or refs.purged_at is not None:
-        raise FilesPurged(
-            f"the file of attachment {attachment_id} was deleted by cleanup "
-            f"at {record.purged_at or refs.purged_at}",
-            details={"id": attachment_id},
-        )
-    return runtime.files.download_url(
-        record.s3_key, record.filename, record.content_type,
-        runtime.settings.attachment_url_seconds,
-    )  # fmt: skip
-
-
-# ---- cleanup ---------------------------------------------------------------------------------
 
 
 def purge_content_files(content_id: str, runtime: Runtime) -> int:
