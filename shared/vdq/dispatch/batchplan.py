@@ -1,10 +1,10 @@
 """Batch plans: the order a send function takes its SQS batch in, by provider rate.
 
-Each rate's slots are reserved before any claim (vdq.dispatch.pacing holds the schedules); the sends go
-in the order of their slots, the rates taking turns. A batch comes from one lane's queue; its
+Each rate's slots are reserved before any claim (vdq.dispatch.pacing holds the schedules); the sends
+go in the order of their slots, the rates taking turns. A batch comes from one lane's queue; its
 messages name their lane (``lane``, absent for normal). A bulk batch reserves its turns in the
-bulk lane's own schedule for each rate, and each send its shared slot at its turn (vdq.dispatch.pacing,
-``HORIZONS``): the plan orders a bulk batch by those turns.
+bulk lane's own schedule for each rate, and each send its shared slot at its turn
+(vdq.dispatch.pacing, ``HORIZONS``): the plan orders a bulk batch by those turns.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ import json
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
 from vdq.dispatch.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
-from vdq.runtime import Runtime
 from vdq.store.pacing import SES_KEY
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.sendqueue import SendMessage
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 
 def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:

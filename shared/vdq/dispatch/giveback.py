@@ -1,6 +1,6 @@
-"""Giving a claimed item back: it waits for its turn at the provider's rate (vdq.dispatch.pacing), was
-throttled by the provider, or its receiver was suppressed meanwhile (vdq.results.suppression). The
-item returns to the state its claim took it from, at the same attempt, and its message is
+"""Giving a claimed item back: it waits for its turn at the provider's rate (vdq.dispatch.pacing),
+was throttled by the provider, or its receiver was suppressed meanwhile (vdq.results.suppression).
+The item returns to the state its claim took it from, at the same attempt, and its message is
 published again with a delay: no attempt is spent and nothing is sent. An invocation too near
 its timeout publishes the rest of its batch again unclaimed (``unclaimed``).
 """
@@ -11,18 +11,20 @@ import math
 import random
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.observability import logger, metrics
 from vdq.dispatch.pacing import PACED, current_rate, get_pacer, rate_of
 from vdq.providers import ThrottledProviderError
-from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import GIVE_BACK_ENTRIES, State, claim_source
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 # Seconds over which throttled items come back, after their turn at the cut rate: a
 # throttling answer comes to many sends at once, and spread they do not all ask for the same

@@ -5,14 +5,16 @@ outcome)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from vdq.core.observability import metrics
 from vdq.dispatch import mime
 from vdq.results import tracking, unsubscribe
-from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 
 class MissingContent(Exception):

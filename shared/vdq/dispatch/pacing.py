@@ -3,8 +3,8 @@
 One schedule per rate is shared by the whole fleet (vdq.store.pacing): SES's account sending
 rate (GetAccount, or VDQ_SES_MAX_SEND_RATE) and each Twilio sender's rate
 (VDQ_TWILIO_SENDER_RATE, in segments). A worker plans its SQS batch before claiming
-(``vdq.dispatch.batchplan``: each rate's slots reserved in one request, the sends made in slot order),
-keeps spare slots for its next sends, and waits for each slot in turn. A slot that ends
+(``vdq.dispatch.batchplan``: each rate's slots reserved in one request, the sends made in slot
+order), keeps spare slots for its next sends, and waits for each slot in turn. A slot that ends
 (1/rate after its start, for each message or segment) further off than
 VDQ_PACING_MAX_WAIT_SECONDS is not waited for: the item goes back to the state its claim took
 it from, at the same attempt, and its message is published again with a delay (see
@@ -37,14 +37,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
 from vdq.providers import LONGEST_CALL_SECONDS
-from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
 from vdq.workflow.lanes import priority_of
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 DECREASE = 0.7  # a throttling answer cuts the shared rate to this share of what it was
 RECOVERY = 0.02  # share of the limit regained per second after a cut (additive increase)

@@ -16,7 +16,7 @@ Files add one BatchGetItem of their metadata and one S3 read each.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import bind_item, logger, metrics
@@ -30,13 +30,15 @@ from vdq.providers import (
     TransientProviderError,
 )
 from vdq.results import suppression, tracking
-from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
 from vdq.workflow.retention import mapping_expiration
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, history_entry, send_entry
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 CLAIM_SOURCES = (State.QUEUED.value, State.DELAYED.value)
 ACTOR = "worker"
@@ -51,11 +53,11 @@ SUPPRESSED = "suppressed"  # the receiver is suppressed: the item was cancelled,
 PACED = pacing.PACED  # throttled, or its turn at the provider's rate is far: back on the queue
 
 
-def process_body(body: str, runtime: Runtime | None = None, *, upcoming: int = 1) -> str:
+def process_body(body: str, runtime: Runtime, *, upcoming: int = 1) -> str:
     """Handle one SQS send message body. Raises only when nothing could be recorded.
 
     ``upcoming``: this message and those after it in the batch (the pacer reserves for them)."""
-    return process(SendMessage.parse(body), runtime or Runtime.default(), upcoming=upcoming)
+    return process(SendMessage.parse(body), runtime, upcoming=upcoming)
 
 
 def process(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> str:

@@ -16,8 +16,8 @@ Only the main thread touches the pacer (``vdq.dispatch.pacing.Pacer`` is one per
 thread-safe): a throttling answer comes back from the sending thread as ``send.Throttled`` and
 is settled here, before the next message is prepared. Everything a sending thread writes is
 conditional on the item's claim, exactly as when the same items go to separate invocations,
-so the claims' rules (vdq.dispatch.send) hold unchanged: two messages for the same attempt in one batch
-still make one send.
+so the claims' rules (vdq.dispatch.send) hold unchanged: two messages for the same attempt in one
+batch still make one send.
 
 A message whose outcome could not be recorded (the store failed) is reported as a batch item
 failure, so SQS delivers it again; a redelivered attempt that was claimed drops itself. When
@@ -30,12 +30,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger, trace_carrier, tracer
 from vdq.dispatch import batchplan, pacing, send
-from vdq.runtime import Runtime
 from vdq.workflow.sendqueue import SendMessage
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 
 class BatchFailed(Exception):

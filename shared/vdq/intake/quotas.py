@@ -15,12 +15,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import NotFound, VdqError
 from vdq.core.settings import QuotaLimits
-from vdq.runtime import Runtime
 from vdq.store.counters import Counters, Window
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 DEFAULT = "*"
 GROUP_PREFIX = "group:"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.api import Caller
 from vdq.core.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationError
@@ -19,8 +19,10 @@ from vdq.core.observability import logger
 from vdq.intake import messages, quotas
 from vdq.intake.enqueue import enqueue_email, enqueue_sms
 from vdq.results import suppression
-from vdq.runtime import Runtime
 from vdq.workflow.views import item_json
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"
 MAX_IDEMPOTENCY_KEY = 255

@@ -25,7 +25,7 @@ import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote
 
 from vdq.api import Caller
@@ -36,7 +36,9 @@ from vdq.core.observability import logger
 from vdq.core.resources import UPLOADS_PREFIX
 from vdq.intake import messages
 from vdq.intake.fields import Body, Field
-from vdq.runtime import Runtime
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 ADD_PERMISSION = "vdq.add_queueitem"
 UPLOAD = Body("UploadRequest", "A file to upload: what the presigned URL will accept.", (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.api import Caller
 from vdq.core import ids
@@ -12,13 +12,15 @@ from vdq.core.errors import Conflict, InvalidTransition, NotFound, PartiallyEnqu
 from vdq.core.observability import logger
 from vdq.intake.enqueue import new_item, publish_new
 from vdq.operations.detail import find_item
-from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord, WriteFailed
 from vdq.workflow import table as workflow
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, apply, email_wait_since, history_entry
 from vdq.workflow.views import item_json
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 RESEND_PERMISSION = "vdq.can_resend"
 READ_PERMISSION = "vdq.read_queueitem"

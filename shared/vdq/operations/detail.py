@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core import ids
 from vdq.core.errors import NotFound
 from vdq.operations import cursor as cursors
-from vdq.runtime import Runtime
 from vdq.store import AttachmentRecord, QueueItemRecord
 from vdq.workflow.table import State, is_done
 from vdq.workflow.views import history_json, item_json
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 READ_PERMISSION = "vdq.read_queueitem"
 HISTORY_PAGE = 100  # entries an item's view holds; the rest is paged (getItemHistory)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.clock import iso
 from vdq.core.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
 from vdq.operations import cursor as cursors
-from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State, is_done
 from vdq.workflow.views import item_json
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 MAX_ROUNDS = 4
 LIST_PERMISSION = "vdq.list_queueitem"

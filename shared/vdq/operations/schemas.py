@@ -37,8 +37,8 @@ def _id(description: str) -> Any:
 
 
 # ---- requests --------------------------------------------------------------------------------
-# The JSON bodies are declared once (vdq.intake.fields) and written by vdq.operations.bodies; Twilio's
-# forms are Twilio's, described here.
+# The JSON bodies are declared once (vdq.intake.fields) and written by vdq.operations.bodies;
+# Twilio's forms are Twilio's, described here.
 
 
 def _no_default(schema: dict[str, Any]) -> None:

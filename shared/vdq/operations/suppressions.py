@@ -3,7 +3,7 @@ history, add and remove, each under its own permission and recorded with who and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import NotFound
 from vdq.intake import messages, validation
@@ -11,9 +11,11 @@ from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
 from vdq.operations import spec
 from vdq.results import suppression
-from vdq.runtime import Runtime
 from vdq.store import SuppressionRecord
 from vdq.store.models import SUPPRESSION_SHARDS
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 LIST_PERMISSION = "vdq.list_suppression"
 CHANGE_PERMISSION = "vdq.change_suppression"

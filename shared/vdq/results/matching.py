@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
@@ -42,10 +42,12 @@ from vdq.results.updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-e
     replay_orphans,
     replay_waiting_orphans,
 )
-from vdq.runtime import Runtime
 from vdq.store import ProviderIdTaken, ProviderRecord
 from vdq.workflow.table import State
 from vdq.workflow.transitions import MAX_TRIES
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 ORPHAN_TTL_SECONDS = 7 * 86_400
 MAX_ORPHANS = 25

@@ -17,12 +17,11 @@ request's receivers in one batch and flags them (``flags``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vdq.core import clock, resources
 from vdq.core.errors import InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
-from vdq.runtime import Runtime
 from vdq.store import (
     SuppressionEventRecord,
     SuppressionRecord,
@@ -30,6 +29,9 @@ from vdq.store import (
     suppression_pk,
     suppression_sk,
 )
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 # Why a receiver is suppressed: code -> what the result and the list say.
 REASONS = {
@@ -283,7 +285,7 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
     Twilio's ``OptOutType`` (Advanced Opt-Out) wins over the body. Returns what it did."""
     import re
 
-    from vdq.intake.fields import E164
+    from vdq.core.text import E164
 
     number = (params.get("From") or "").strip()
     if not re.match(E164, number):

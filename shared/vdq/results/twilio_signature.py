@@ -30,8 +30,8 @@ def public_url(webhook_url: str, event: dict[str, Any]) -> str:
     # the order it writes them.
     rank = {"queue_item": 0, "attempt": 1}
     added.sort(key=lambda kv: rank.get(kv[0], 2))
-    # As the send worker builds it (vdq.dispatch.outbound.status_callback_url): the webhook URL's own
-    # parameters, less any it replaced, then the added ones, encoded by urlencode.
+    # As the send worker builds it (vdq.dispatch.outbound.status_callback_url): the webhook URL's
+    # own parameters, less any it replaced, then the added ones, encoded by urlencode.
     replaced = {k for k, _ in added}
     query = [(k, v) for k, v in own if k not in replaced] + added
     return urlunsplit(parts._replace(query=urlencode(query)))

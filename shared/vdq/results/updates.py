@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
 from vdq.results.events import ProviderUpdate
-from vdq.runtime import Runtime
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
 from vdq.workflow.retention import mapping_expiration
 from vdq.workflow.table import State
@@ -27,6 +26,9 @@ from vdq.workflow.transitions import (
     item_now,
     send_entry,
 )
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 # Normalised statuses (the seed's Anymail and Twilio words) -> the transition they apply.
 TRANSITION_FOR = {

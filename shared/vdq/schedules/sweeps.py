@@ -13,8 +13,8 @@ race) is logged and the run goes on.
   ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due.
 - Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
   took the message is unknown, and a later provider event still finds the item by its key. An
-  email SES accepted kept its lease timer (vdq.workflow.transitions): still ``awaiting`` when the lease
-  passes, its timer moves to ``mailwait``, keyed on its claim, for the email timeout.
+  email SES accepted kept its lease timer (vdq.workflow.transitions): still ``awaiting`` when the
+  lease passes, its timer moves to ``mailwait``, keyed on its claim, for the email timeout.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
   sweeps never publish the same item twice. Not while the item's lane has a backlog: then an
@@ -36,7 +36,6 @@ from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger
-from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
 from vdq.workflow.lanes import PRIORITIES, priority_of
 from vdq.workflow.table import State
@@ -56,6 +55,7 @@ from vdq.workflow.transitions import (
 
 if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the SMS checks
     from vdq.results import matching as results
+    from vdq.runtime import Runtime
 
 ACTOR = "schedule"
 SWEEP_BATCH = 200  # items per timer kind per run
@@ -386,8 +386,8 @@ def republish(item_id: str, now: str, runtime: Runtime, report: Report,
 
 
 def purge(runtime: Runtime, report: Report) -> None:
-    """The daily file-age purge (vdq.workflow.attachments.purge_idle), when files are not kept forever
-    (a files age or a retention is set: vdq.workflow.retention.files_age_seconds)."""
+    """The daily file-age purge (vdq.workflow.attachments.purge_idle), when files are not kept
+    forever (a files age or a retention is set: vdq.workflow.retention.files_age_seconds)."""
     from vdq.workflow.attachments import purge_idle
     from vdq.workflow.retention import files_age_seconds
 

@@ -13,13 +13,12 @@ import hashlib
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
-from vdq.runtime import Runtime
 from vdq.store import (
     Duplicate,
     EventMark,
@@ -35,6 +34,9 @@ from vdq.workflow.attachments import purge_if_idle, release_for
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for, priority_of
 from vdq.workflow.retention import expiration_at, mapping_expiration
 from vdq.workflow.table import DONE_STATES, Decision, State
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
 
 MAX_TRIES = 5
 MAX_RESULT = 500  # characters of result kept on the state item; history keeps the whole text
@@ -240,7 +242,7 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
 def apply(
     item: QueueItemRecord | str,
     step: Step,
-    runtime: Runtime | None = None,
+    runtime: Runtime,
     *,
     history: list[HistoryRecord] | None = None,
 ) -> Outcome:
@@ -250,7 +252,6 @@ def apply(
     entry). Returns what happened; raises InvalidTransition (unless ``step.late`` is "record"),
     NotFound, or ContentionError after MAX_TRIES lost races.
     """
-    runtime = runtime or Runtime.default()
     store = runtime.store
     current = store.get_item(item) if isinstance(item, str) else item
     item_id = item if isinstance(item, str) else item.id
