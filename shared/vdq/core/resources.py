@@ -13,8 +13,8 @@ TABLE_PARTITION_KEY = "pk"
 TABLE_SORT_KEY = "sk"
 # The TTL attribute, shared with Powertools idempotency records (its default name).
 TABLE_TTL_ATTRIBUTE = "expiration"
-# Presigned uploads land under this prefix of the attachments bucket (vdq.intake.uploads); an email that
-# names one copies it to its files and deletes it, and the bucket's lifecycle rule expires the
+# Presigned uploads land under this prefix of the attachments bucket (vdq.intake.uploads); an email
+# that names one copies it to its files and deletes it, and the bucket's lifecycle rule expires the
 # uploads no email took after this many days.
 UPLOADS_PREFIX = "uploads/"
 UPLOADS_EXPIRE_DAYS = 1
@@ -53,7 +53,8 @@ ARCHIVE_PREFIX = "archive/"
 
 # Queues: name suffix -> properties both deployments share.
 SEND_QUEUE = "send"  # the normal priority lane's queue
-# One send queue per priority lane (vdq.workflow.lanes), each with its own dead-letter queue and consumer.
+# One send queue per priority lane (vdq.workflow.lanes), each with its own dead-letter queue and
+# consumer.
 SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
 MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
@@ -83,6 +84,9 @@ SES_TRACKING_EVENTS = ("Open", "Click")
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 
+# The port the local stack (`make run`, `vdq local`) serves the API on unless told another.
+LOCAL_PORT = 8765
+
 # The CloudFormation stack's name unless vdq:stackName says another (vdq smoke reads it too).
 STACK_NAME = "Vdq"
 
@@ -96,7 +100,8 @@ API_DOMAIN_PREFIX = "vdq"
 METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.workflow.transitions emits it)
 # The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".
 METRIC_LEASES_EXPIRED = "Schedule_lease_moved"
-# Metrics of dispatch control that the dashboard shows (vdq.results.suppression and vdq.dispatch.pacing emit them).
+# Metrics of dispatch control that the dashboard shows (vdq.results.suppression and
+# vdq.dispatch.pacing emit them).
 METRIC_SENDS_SUPPRESSED = "SendsSuppressed"  # an item not sent: its receiver is suppressed
 METRIC_SUPPRESSIONS_ADDED = "SuppressionsAdded"  # a receiver joined the suppression list
 METRIC_SENDS_PACED = "SendsPaced"  # an item given back to wait for its turn at the rate

@@ -25,7 +25,7 @@ from typing import Any
 from vdq.core import resources as definitions
 from vdq.core.settings import Settings
 
-DEFAULT_PORT = 8765
+DEFAULT_PORT = definitions.LOCAL_PORT
 STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
 GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions", "vdq-admins")
 _AWS_ENV = {

@@ -191,8 +191,6 @@ def security_schemes() -> dict[str, Any]:
 
 
 def servers() -> list[dict[str, Any]]:
-    from vdq.local.stack import DEFAULT_PORT
-
     return [
         {"url": "https://{restApiId}.execute-api.{region}.amazonaws.com/{stage}",
          "description": "A deployment (the stack output ApiUrl).",
@@ -203,7 +201,7 @@ def servers() -> list[dict[str, Any]]:
                        "description": "The stage."}}},
         {"url": "http://127.0.0.1:{port}",
          "description": "The local stack (`make run`, or `vdq local --port N`).",
-         "variables": {"port": {"default": str(DEFAULT_PORT),
+         "variables": {"port": {"default": str(resources.LOCAL_PORT),
                                 "description": "The port `vdq local` serves on."}}},
     ]  # fmt: skip
 
