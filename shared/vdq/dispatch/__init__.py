@@ -7,3 +7,5 @@ builds what goes out (the email's MIME from ``mime``) and makes the call. Import
 providers, the workflow, the runtime, and results (the suppression list, the tracking tags and
 the update a provider's answer makes).
 """
+
+__all__ = ["send", "sendbatch"]  # the modules other parts may import

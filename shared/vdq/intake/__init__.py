@@ -8,3 +8,16 @@ the REST API (``rest``: POST /emails and /sms) and the Python API (``python_api`
 core, store, the workflow, the runtime and the REST edge (``vdq.api``); of the other stages only
 results' suppression list (a request to a suppressed receiver is refused up front).
 """
+
+# the modules other parts may import
+__all__ = [
+    "encoded_words",
+    "enqueue",
+    "fields",
+    "messages",
+    "rest",
+    "scheduling",
+    "segments",
+    "uploads",
+    "validation",
+]

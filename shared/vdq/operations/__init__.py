@@ -3,3 +3,17 @@
 Each module is one concern; the operator function's handler only routes to them. Every change
 of state goes through ``vdq.workflow.transitions.apply`` and every record through ``vdq.store``.
 """
+
+# the modules other parts may import
+__all__ = [
+    "actions",
+    "bodies",
+    "detail",
+    "docs",
+    "downloads",
+    "examples",
+    "listing",
+    "schemas",
+    "spec",
+    "suppressions",
+]

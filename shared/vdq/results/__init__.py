@@ -8,3 +8,11 @@ and ``suppression`` and ``unsubscribe`` keep the receivers VDQ no longer sends t
 core, store, providers, the workflow, the runtime and the REST edge; never intake, dispatch,
 schedules or operations.
 """
+
+# the modules other parts may import
+__all__ = [
+    "matching",
+    "suppression",
+    "tracking",
+    "unsubscribe",
+]

@@ -6,3 +6,5 @@ DynamoDB's TTL deleted to S3. Imports: core, store, providers, the workflow, the
 intake's scheduling and results (a polled SMS status is a provider update); never dispatch or
 operations.
 """
+
+__all__ = ["archive", "sweeps"]  # the modules other parts may import

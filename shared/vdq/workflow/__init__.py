@@ -8,3 +8,15 @@ release of its content's files (``attachments``). ``stateevents`` turns the tabl
 state-change events. Every stage changes an item's state through here. Imports: core, store,
 providers and the runtime; never a stage (intake, dispatch, results, schedules, operations).
 """
+
+# the modules other parts may import
+__all__ = [
+    "attachments",
+    "lanes",
+    "retention",
+    "sendqueue",
+    "stateevents",
+    "table",
+    "transitions",
+    "views",
+]
