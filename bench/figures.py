@@ -211,3 +211,47 @@ def scale_rows(result: dict[str, Any]) -> list[Row]:
                         .replace("dynamodb.", "ddb."),
                         timeout["holds"], timeout))  # fmt: skip
     return rows
+
+
+def storage_rows(result: dict[str, Any]) -> list[Row]:
+    from bench.storage import (
+        FIGURES,
+        GB,
+        RETENTION_DAYS,
+        TTL_LAG_DAYS,
+        VOLUME_PER_DAY,
+        steady_state_bytes,
+    )
+
+    email = result["per_email"]
+    per = email["bytes"]
+    kinds = ", ".join(f"{k} {v} B" for k, v in sorted(email["by_kind"].items()))
+    steady = steady_state_bytes(per)
+    with_ttl = result["month"]
+    scale = VOLUME_PER_DAY / result["per_day"]
+    second = with_ttl.sizes[RETENTION_DAYS + TTL_LAG_DAYS:]
+    flat = bool(second) and max(second) - min(second) <= max(second) * 0.02
+    days = [1, 15, 30, 32, 45, len(with_ttl.sizes)]
+
+    def series(sizes: list[int]) -> str:
+        return " ".join(f"d{d}:{sizes[d - 1] * scale / GB:.0f}" for d in days
+                        if d <= len(sizes))  # fmt: skip
+
+    month_cost = steady / GB * cost.prices()["dynamodb"]["per_gb_month_stored"]
+    stamping = email["stamping"]
+    return [
+        Row(FIGURES[0][0], FIGURES[0][1],
+            f"{per:,} B in {email['records']} records ({kinds}); unstamped: "
+            f"{email['without_expiration'] or 'none'}", None, email),
+        Row(FIGURES[1][0], FIGURES[1][1],
+            f"{ops(stamping)}: {stamping['dynamodb_write_units']:g} WRU, "
+            f"{stamping['dynamodb_read_units']:g} RRU", None, stamping),
+        Row(FIGURES[2][0], FIGURES[2][1],
+            f"{steady / GB:.1f} GB at {RETENTION_DAYS} d + {TTL_LAG_DAYS} d TTL lag "
+            f"(US${month_cost:.2f}/month; forever: +{per * VOLUME_PER_DAY * 30 / GB:.0f} GB "
+            "every month)", None, {"bytes": steady}),
+        Row(FIGURES[3][0], FIGURES[3][1],
+            f"GB at 1M/day, TTL {series(with_ttl.sizes)}; none deleted "
+            f"{series(with_ttl.forever)}", flat,
+            {"with_ttl": with_ttl.sizes, "forever": with_ttl.forever, "scale": scale}),
+    ]  # fmt: skip

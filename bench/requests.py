@@ -544,7 +544,7 @@ class Journey:
     final_state: str | None = None
     messages: int = 1
     # Bytes the message leaves in the table once done and stamped for retention (DynamoDB's
-    # storage rules: bench.storage.record_bytes), until the TTL deletes them.
+    # storage rules: record_bytes), until the TTL deletes them.
     stored_bytes: int = 0
 
     def total(self) -> Tally:
@@ -600,9 +600,43 @@ def email_delivered() -> Journey:
 
 def stored_bytes(stack: env.Stack) -> int:
     """What the table holds after one message's journey (its only message)."""
-    from bench import storage
+    return sum(map(record_bytes, table_records(stack.runtime.settings.table_name)))
 
-    return sum(map(storage.record_bytes, storage.table_records(stack.runtime.settings.table_name)))
+
+# ---- the table's records and what they store -------------------------------------------------
+
+RECORD_OVERHEAD = 100  # bytes DynamoDB adds to each stored record (and index entry)
+
+
+def _index_keys() -> list[tuple[str, str]]:
+    from vdq.core import resources
+
+    return [(i.partition_key, i.sort_key) for i in resources.INDEXES]
+
+
+def record_bytes(item: dict[str, Any]) -> int:
+    """Storage bytes of one record in wire shape, with its index entries."""
+    total = item_size(item) + RECORD_OVERHEAD
+    keys = item_size({"pk": item["pk"], "sk": item["sk"]})
+    for pk, sk in _index_keys():
+        if pk in item and sk in item:
+            total += keys + item_size({pk: item[pk], sk: item[sk]}) + RECORD_OVERHEAD
+    return total
+
+
+def table_records(table: str) -> list[dict[str, Any]]:
+    import boto3
+
+    client = boto3.client("dynamodb")
+    rows: list[dict[str, Any]] = []
+    with COUNTER.paused():
+        kwargs: dict[str, Any] = {"TableName": table}
+        while True:
+            page = client.scan(**kwargs)
+            rows.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return rows
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 # The events SES publishes for a delivered email (Send, then Delivery), of those the stack

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import env
+from bench.cost import TTL_LAG_DAYS
+from bench.requests import record_bytes, table_records
 
 RETENTION_DAYS = 30
 DAYS = 60  # two months: the first fills the retention, the second must stay flat
 EMAILS_PER_DAY = 2
-TTL_LAG_DAYS = 2
 VOLUME_PER_DAY = 1_000_000
-RECORD_OVERHEAD = 100  # bytes DynamoDB adds to each stored record (and index entry)
 GB = 1024**3
 
 FIGURES = [
@@ -34,41 +34,6 @@ FIGURES = [
     (f"steady-state table at {VOLUME_PER_DAY:,}/day", "(reported)"),
     ("table size flat over the 2nd simulated month", "flat (TTL)"),
 ]
-
-
-def _index_keys() -> list[tuple[str, str]]:
-    from vdq.core import resources
-
-    return [(i.partition_key, i.sort_key) for i in resources.INDEXES]
-
-
-def record_bytes(item: dict[str, Any]) -> int:
-    """Storage bytes of one record in wire shape, with its index entries."""
-    from bench.requests import item_size
-
-    total = item_size(item) + RECORD_OVERHEAD
-    keys = item_size({"pk": item["pk"], "sk": item["sk"]})
-    for pk, sk in _index_keys():
-        if pk in item and sk in item:
-            total += keys + item_size({pk: item[pk], sk: item[sk]}) + RECORD_OVERHEAD
-    return total
-
-
-def table_records(table: str) -> list[dict[str, Any]]:
-    import boto3
-
-    from bench.requests import COUNTER
-
-    client = boto3.client("dynamodb")
-    rows: list[dict[str, Any]] = []
-    with COUNTER.paused():
-        kwargs: dict[str, Any] = {"TableName": table}
-        while True:
-            page = client.scan(**kwargs)
-            rows.extend(page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return rows
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _kind(sk: str) -> str:
@@ -168,42 +133,3 @@ def steady_state_bytes(bytes_per_email: float, per_day: int = VOLUME_PER_DAY,
                        retention_days: int = RETENTION_DAYS) -> float:  # fmt: skip
     """The table's size once retention holds: the emails of the retention and the TTL lag."""
     return bytes_per_email * per_day * (retention_days + TTL_LAG_DAYS)
-
-
-def rows(result: dict[str, Any]) -> list[Any]:
-    from bench.figures import Row, ops
-
-    email = result["per_email"]
-    per = email["bytes"]
-    kinds = ", ".join(f"{k} {v} B" for k, v in sorted(email["by_kind"].items()))
-    steady = steady_state_bytes(per)
-    with_ttl = result["month"]
-    scale = VOLUME_PER_DAY / result["per_day"]
-    second = with_ttl.sizes[RETENTION_DAYS + TTL_LAG_DAYS:]
-    flat = bool(second) and max(second) - min(second) <= max(second) * 0.02
-    days = [1, 15, 30, 32, 45, len(with_ttl.sizes)]
-
-    def series(sizes: list[int]) -> str:
-        return " ".join(f"d{d}:{sizes[d - 1] * scale / GB:.0f}" for d in days
-                        if d <= len(sizes))  # fmt: skip
-
-    from bench.cost import prices
-
-    month_cost = steady / GB * prices()["dynamodb"]["per_gb_month_stored"]
-    stamping = email["stamping"]
-    return [
-        Row(FIGURES[0][0], FIGURES[0][1],
-            f"{per:,} B in {email['records']} records ({kinds}); unstamped: "
-            f"{email['without_expiration'] or 'none'}", None, email),
-        Row(FIGURES[1][0], FIGURES[1][1],
-            f"{ops(stamping)}: {stamping['dynamodb_write_units']:g} WRU, "
-            f"{stamping['dynamodb_read_units']:g} RRU", None, stamping),
-        Row(FIGURES[2][0], FIGURES[2][1],
-            f"{steady / GB:.1f} GB at {RETENTION_DAYS} d + {TTL_LAG_DAYS} d TTL lag "
-            f"(US${month_cost:.2f}/month; forever: +{per * VOLUME_PER_DAY * 30 / GB:.0f} GB "
-            "every month)", None, {"bytes": steady}),
-        Row(FIGURES[3][0], FIGURES[3][1],
-            f"GB at 1M/day, TTL {series(with_ttl.sizes)}; none deleted "
-            f"{series(with_ttl.forever)}", flat,
-            {"with_ttl": with_ttl.sizes, "forever": with_ttl.forever, "scale": scale}),
-    ]  # fmt: skip
