@@ -71,7 +71,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
-                        "throughput scale storage lanes lanespace stacklanes")  # fmt: skip
+                        "throughput scale storage sendpath lanes lanespace stacklanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--stack-bulk", type=int, default=None,
                         help="bulk backlog of the stacklanes section (default 2,000; the "
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     started = time.perf_counter()
     wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
-                               "storage", "lanes", "lanespace", "stacklanes"])  # fmt: skip
+                               "storage", "sendpath", "lanes", "lanespace",
+                               "stacklanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
     if "requests" in wanted or "cost" in wanted:
@@ -107,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                         figures.SCALE_FIGURES)  # fmt: skip
     if "storage" in wanted:
         days = 40 if args.quick else storage.DAYS
-        rows += section("storage", lambda: storage.rows(storage.measure(days)), storage.FIGURES)
+        rows += section("storage", lambda: figures.storage_rows(storage.measure(days)),
+                        storage.FIGURES)
+    if "sendpath" in wanted:
+        from bench import sendpath
+
+        rows += section("sendpath", lambda: sendpath.rows(sendpath.measure()), sendpath.FIGURES)
     if "lanes" in wanted:
         from bench import lanes
 
