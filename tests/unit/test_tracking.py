@@ -49,11 +49,20 @@ def test_load_strategy_imports_the_named_class_once():
     first = load_strategy("vdq.results.tracking.TagEmailTrackingStrategy")
     assert isinstance(first, TagEmailTrackingStrategy)
     assert load_strategy("vdq.results.tracking.TagEmailTrackingStrategy") is first
-    assert type(load_strategy("vdq.results.tracking.EmailTrackingStrategy")) is EmailTrackingStrategy
+    strategy = load_strategy("vdq.results.tracking.EmailTrackingStrategy")
+    assert type(strategy) is EmailTrackingStrategy
 
 
-@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.results.tracking.Missing", "vdq.core.settings.Settings",
-                                  "TagEmailTrackingStrategy", ""])  # fmt: skip
+def test_a_strategy_named_by_the_modules_former_path_still_loads():
+    # VDQ_EMAIL_TRACKING_STRATEGY values written before the package had subpackages
+    assert type(load_strategy("vdq.tracking.EmailTrackingStrategy")) is EmailTrackingStrategy
+    assert isinstance(load_strategy("vdq.tracking.TagEmailTrackingStrategy"),
+                      TagEmailTrackingStrategy)
+
+
+@pytest.mark.parametrize("path", ["nope.Strategy", "vdq.results.tracking.Missing",
+                                  "vdq.core.settings.Settings", "TagEmailTrackingStrategy",
+                                  ""])  # fmt: skip
 def test_a_bad_strategy_path_is_a_settings_error_naming_the_setting(path):
     with pytest.raises(SettingsError, match="VDQ_EMAIL_TRACKING_STRATEGY"):
         load_strategy(path)

@@ -90,10 +90,17 @@ def maps_provider_id(item: Any, runtime: Any) -> bool:
     return item.method != "email" or not strategy_for(runtime).keyed
 
 
+# The module's path before the package had subpackages: a deployment configured with it keeps
+# its strategy.
+_FORMER_MODULE = "vdq.tracking"
+
+
 @lru_cache(maxsize=8)
 def load_strategy(dotted_path: str) -> EmailTrackingStrategy:
     """An instance of the strategy class at ``dotted_path`` (``package.module.Class``)."""
     module_name, _, class_name = dotted_path.strip().rpartition(".")
+    if module_name == _FORMER_MODULE:
+        module_name = __name__
     problem = None
     try:
         cls = getattr(importlib.import_module(module_name), class_name) if module_name else None
