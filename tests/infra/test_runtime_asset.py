@@ -99,7 +99,7 @@ def test_every_function_has_an_asset_to_check():
 def test_the_asset_holds_the_runtime_and_leaves_out_the_local_stack_cli_and_generator(assets):
     for name, asset in assets.items():
         vdq = asset / "vdq"
-        for runtime in ("runtime.py", "send.py", "store/items.py", "operations/spec.py",
+        for runtime in ("runtime.py", "dispatch/send.py", "store/items.py", "operations/spec.py",
                         "providers/twilio.py", "openapi.json"):  # fmt: skip
             assert (vdq / runtime).is_file(), (name, runtime)
         for tooling in ("local", "cli", "openapi.py", "operations/docs.py",
