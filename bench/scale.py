@@ -89,8 +89,9 @@ def _awaiting(stack: env.Stack) -> Any:
     def shape(item: Any, n: int) -> None:
         item.state = "awaiting"
         item.provider_id = f"SM{n:032x}"
+        item.claimed_at = item.updated_at
         item.timer_pk = timer_partition(TIMER_AWAIT, item.id, shards)
-        item.timer_sk = f"{item.done_since}#{item.id}"
+        item.timer_sk = f"{item.claimed_at}#{item.id}"  # keyed on the claim, as ``await`` keys it
 
     return shape
 

@@ -115,6 +115,25 @@ def test_the_409_for_an_awaiting_email_names_when_its_timeout_moves_it(aws, runt
     assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
 
 
+def test_the_409_for_an_awaiting_sms_names_its_timeout_from_the_claim(aws, runtime):
+    # An SMS's window runs from the claim that sent it, not from its queueing: one sent an
+    # hour after it was queued is resolved an hour later than its queueing says.
+    from datetime import timedelta
+
+    from vdq.clock import iso, parse_iso
+
+    [item] = sms(runtime)
+    runtime.clock.advance(3600)
+    move(runtime, item.id, "send")
+    move(runtime, item.id, "await", provider_id="SM" + "5" * 32)
+    stored = runtime.store.get_item(item.id)
+    hours = runtime.settings.twilio_sms_timeout_hours
+    until = iso(parse_iso(stored.claimed_at) + timedelta(hours=hours))
+    answer = _transition(item.id, "cancel")
+    assert answer.status == 409
+    assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
+
+
 def test_retry_starts_a_new_attempt_clears_delay_and_result_and_publishes(aws, runtime):
     [item] = sms(runtime)
     move(runtime, item.id, "send", "delay", result="throttled")

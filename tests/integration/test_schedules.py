@@ -133,7 +133,7 @@ def test_timeout_after_one_last_fetch_moves_to_unconfirmed(callback_mode, clock,
     stored = callback_mode.store.get_item(item.id)
     assert stored.state == "unconfirmed"
     assert stored.result == (
-        "no final status from Twilio within 2 hours of queueing (last status: sent)")
+        "no final status from Twilio within 2 hours of sending (last status: sent)")
     assert ("transition", "timeout") in kinds(callback_mode, item.id)
 
 
@@ -155,20 +155,59 @@ def test_timeout_when_the_last_fetch_fails(callback_mode, clock, twilio):
     assert stored.state == "unconfirmed" and "last fetch failed" in stored.result
 
 
-def test_timeout_counts_from_done_since_so_a_retried_item_keeps_its_window(polling, clock, twilio):
+def test_an_sms_sent_long_after_it_was_queued_gets_its_whole_window_from_the_claim(
+        callback_mode, clock, twilio):  # fmt: skip
+    # A scheduled SMS, or number N of a campaign paced at its sender's rate, is claimed long
+    # after it was queued: its window runs from the claim that sent it, so the first check after
+    # Twilio took it neither fetches nor times it out.
+    item = new_sms(callback_mode)
+    clock.advance(3 * HOUR)
+    item = to_awaiting(callback_mode.store.get_item(item.id), callback_mode, "SM" + "3" * 32)
+    schedules.run(["sms"], callback_mode)
+    assert (state(callback_mode, item), twilio.fetched) == ("awaiting", [])
+    clock.advance(2 * HOUR - 1)
+    schedules.run(["sms"], callback_mode)
+    assert (state(callback_mode, item), twilio.fetched) == ("awaiting", [])
+    clock.advance(2)
+    schedules.run(["sms"], callback_mode)
+    stored = callback_mode.store.get_item(item.id)
+    assert stored.state == "unconfirmed" and twilio.fetched == [item.provider_id]
+    assert stored.result == (
+        "no final status from Twilio within 2 hours of sending (last status: sent)")
+
+
+def test_a_retried_sms_gets_a_new_window_from_the_claim_that_sent_it(polling, clock, twilio):
     item = to_awaiting(new_sms(polling), polling, "SM" + "1" * 32)
-    queued_at = polling.store.get_item(item.id).done_since
     apply(item.id, Step("error", actor="test", result="undelivered"), polling)
     clock.advance(1.5 * HOUR)
     apply(item.id, Step("retry", actor="ops", source="operator"), polling)
     item = to_awaiting(polling.store.get_item(item.id), polling, "SM" + "2" * 32)
-    assert item.done_since == queued_at and item.attempt == 2
-    clock.advance(0.5 * HOUR - 1)
+    assert item.attempt == 2
+    clock.advance(2 * HOUR - 1)
     schedules.run(["sms"], polling)
     assert state(polling, item) == "awaiting"
     clock.advance(2)
     schedules.run(["sms"], polling)
     assert state(polling, item) == "unconfirmed"
+
+
+def test_an_awaiting_sms_stored_by_the_release_before_times_out_from_its_claim(
+        callback_mode, clock, twilio):  # fmt: skip
+    # That release keyed the await timer on the queueing (done_since): the first check past
+    # that window moves the timer to the claim, fetching nothing, and the timeout comes then.
+    from vdq.store import QueueItemRecord
+
+    item = new_sms(callback_mode)
+    clock.advance(3 * HOUR)
+    item = to_awaiting(callback_mode.store.get_item(item.id), callback_mode, "SM" + "4" * 32)
+    item.update(actions=[QueueItemRecord.timer_sk.set(f"{item.done_since}#{item.id}")])
+    schedules.run(["sms"], callback_mode)
+    stored = callback_mode.store.get_item(item.id)
+    assert (stored.state, twilio.fetched) == ("awaiting", [])
+    assert stored.timer_sk == f"{item.claimed_at}#{item.id}"
+    clock.advance(2 * HOUR + 1)
+    schedules.run(["sms"], callback_mode)
+    assert state(callback_mode, item) == "unconfirmed"
 
 
 # ---- lease sweep -----------------------------------------------------------------------------

@@ -130,7 +130,8 @@ class Settings:
     )
     twilio_sms_timeout_hours: float = _setting(
         "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, read.positive_float,
-        "awaiting SMS -> unconfirmed after",
+        "awaiting SMS -> unconfirmed this long after the claim that sent it with no final "
+        "status",
     )
     email_timeout_hours: float = _setting(
         "VDQ_EMAIL_TIMEOUT_HOURS",

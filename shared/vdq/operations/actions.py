@@ -16,7 +16,13 @@ from vdq.store import QueueItemRecord, WriteFailed
 from vdq.workflow import table as workflow
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State
-from vdq.workflow.transitions import Step, apply, email_wait_since, history_entry
+from vdq.workflow.transitions import (
+    Step,
+    apply,
+    email_wait_since,
+    history_entry,
+    sms_wait_since,
+)
 from vdq.workflow.views import item_json
 
 if TYPE_CHECKING:
@@ -30,7 +36,7 @@ def awaiting_hint(item: QueueItemRecord, runtime: Runtime) -> str:
     """What resolves an ``awaiting`` item that an operator cannot cancel: its timeout."""
     s = runtime.settings
     if item.method == "sms":
-        start, hours = item.done_since, s.twilio_sms_timeout_hours
+        start, hours = sms_wait_since(item), s.twilio_sms_timeout_hours
     else:
         start, hours = email_wait_since(item), s.email_timeout_hours
     until = iso(parse_iso(start) + timedelta(hours=hours))

@@ -6,11 +6,12 @@ is eventually consistent, so an entry can be stale. One item's failure (a Twilio
 race) is logged and the run goes on.
 
 - SMS (only with a Twilio account: ``TWILIO_ACCOUNT_SID``, or the secret of a deploy, which
-  names it): awaiting SMS carry an ``await`` timer keyed on ``done_since``, which never
-  changes, so a retried item keeps its window. The timeout check fetches the status one last
-  time and applies ``timeout`` when it is still not final. Polling mode (no
-  ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at most
-  ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due.
+  names it): awaiting SMS carry an ``await`` timer keyed on the claim that sent them, so an SMS
+  sent long after it was queued (scheduled, paced, retried) has its whole window. The timeout
+  check fetches the status one last time and applies ``timeout`` when it is still not final.
+  Polling mode (no ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest
+  first, at most ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due. A
+  fetched status with Twilio's opt-out error suppresses the number, as a callback does.
 - Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
   took the message is unknown, and a later provider event still finds the item by its key. An
   email SES accepted kept its lease timer (vdq.workflow.transitions): still ``awaiting`` when the
@@ -50,6 +51,7 @@ from vdq.workflow.transitions import (
     publish_send,
     send_entry,
     shard_timer_partition,
+    sms_wait_since,
     timer_partition,
 )
 
@@ -70,7 +72,7 @@ LEASE_RESULT = (
     "outcome unknown: the send attempt did not finish within its lease of {s} s; "
     "the provider may have accepted the message, so a retry may send it twice"
 )
-TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of queueing (last status: {last})"
+TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of sending (last status: {last})"
 EMAIL_TIMEOUT_RESULT = (
     "no final event from SES within {h:g} hours of sending the message (its events may be "
     "lost: check the configuration set's event destination); delivery is not confirmed"
@@ -148,12 +150,15 @@ def sms_checks(runtime: Runtime, report: Report) -> None:
     twilio = get_twilio(runtime)
     now = runtime.clock.now()
     window_start = iso(now - timedelta(hours=s.twilio_sms_timeout_hours))
-    timed_out = due(TIMER_AWAIT, window_start, runtime, s.sms_poll_batch)
-    for item_id in timed_out:
-        _guard(report, item_id, lambda i=item_id: timeout_item(i, twilio, window_start, runtime,
-                                                              report))  # fmt: skip
+    done: set[str] = set()  # timed out (or moved on): not polled again this run
+
+    def timeout(item_id: str) -> None:
+        if timeout_item(item_id, twilio, window_start, runtime, report):
+            done.add(item_id)
+
+    for item_id in due(TIMER_AWAIT, window_start, runtime, s.sms_poll_batch):
+        _guard(report, item_id, lambda i=item_id: timeout(i))
     if s.twilio_polling:
-        done = set(timed_out)
         for item_id in due(TIMER_AWAIT, iso(now), runtime, s.sms_poll_batch):
             if item_id not in done:
                 _guard(report, item_id, lambda i=item_id: poll_item(i, twilio, runtime, report))
@@ -189,12 +194,18 @@ def poll_item(item_id: str, twilio: Any, runtime: Runtime, report: Report) -> No
 
 
 def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
-                 report: Report) -> None:  # fmt: skip
+                 report: Report) -> bool:  # fmt: skip
+    """The last fetch and the timeout of an SMS whose window passed; False when it has not
+    (the item needs no more this run)."""
     from vdq.results import matching as results
 
     item = runtime.store.get_item(item_id)
-    if item is None or item.state != State.AWAITING.value or item.done_since >= window_start:
-        return
+    if item is None or item.state != State.AWAITING.value:
+        return True
+    since = sms_wait_since(item)
+    if since >= window_start:
+        rekey_sms_timer(item, since, window_start, runtime, report)
+        return False
     last = "unknown"
     if item.provider_id:
         try:
@@ -206,7 +217,7 @@ def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
             last = update.name
             if results.TRANSITION_FOR.get(update.status) in ("succeed", "error"):
                 report.add(f"final_{results.apply_update(item, update, runtime)}")
-                return
+                return True
     hours = runtime.settings.twilio_sms_timeout_hours
     step = Step("timeout", actor=ACTOR, source="schedule", attempt=int(item.attempt),
                 result=TIMEOUT_RESULT.format(h=hours, last=last),
@@ -214,8 +225,21 @@ def timeout_item(item_id: str, twilio: Any, window_start: str, runtime: Runtime,
     try:
         outcome = apply(item, step, runtime)
     except InvalidTransition:
-        return  # moved on meanwhile
+        return True  # moved on meanwhile
     report.add(f"timeout_{outcome.kind}")
+    return True
+
+
+def rekey_sms_timer(item: QueueItemRecord, since: str, window_start: str, runtime: Runtime,
+                    report: Report) -> None:  # fmt: skip
+    """An awaiting SMS whose timer passed before its window: the release before keyed the timer
+    on the queueing. It moves to the claim (conditional on the item and timer as read), so the
+    check does not read the item again every run until its window passes."""
+    if not _timer_due(item, TIMER_AWAIT, window_start, runtime):
+        return
+    assert item.timer_pk is not None
+    if runtime.store.move_timer(item, item.timer_pk, f"{since}#{item.id}"):
+        report.add("sms_timers_moved")
 
 
 # ---- email timeout ----------------------------------------------------------------------------

@@ -142,7 +142,7 @@ class QueueItemRecord(_Table):
     retry_delay = NumberAttribute(null=True)
     queued_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
-    done_since = UnicodeAttribute()  # set at creation, never changed (the SMS timeout window)
+    done_since = UnicodeAttribute()  # set at creation, never changed
     done_at = UnicodeAttribute(null=True)
     claimed_at = UnicodeAttribute(null=True)
     provider_id = UnicodeAttribute(null=True)

@@ -110,7 +110,9 @@ def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
 
 TIMER_PUBLISH = "publish"
 TIMER_LEASE = "lease"
-TIMER_AWAIT = "await"  # an awaiting SMS: keyed on done_since (the seed's window)
+# An awaiting SMS: keyed on the claim that sent it (the current attempt's ``send``), so an SMS
+# sent long after it was queued (scheduled, paced, retried) has its whole window.
+TIMER_AWAIT = "await"
 # An awaiting email: keyed on the claim that sent it. SES accepting an email leaves it on its
 # lease timer (its Delivery or Bounce most often comes before the lease passes, and ends it):
 # the lease sweep moves the timer of an email still awaiting then (vdq.schedules.sweeps).
@@ -124,6 +126,17 @@ def email_wait_since(item: QueueItemRecord) -> str:
     if (item.timer_pk or "").startswith(f"{TIMER_EMAIL_AWAIT}#") and item.timer_sk:
         return item.timer_sk.split("#")[0]
     return item.claimed_at or item.updated_at
+
+
+def sms_wait_since(item: QueueItemRecord) -> str:
+    """When an awaiting SMS's timeout window began: the claim that sent it; for an SMS that
+    awaits without a stored claim (claimed by a release before claims were stored), its await
+    timer's key, else its queueing."""
+    if item.claimed_at:
+        return item.claimed_at
+    if (item.timer_pk or "").startswith(f"{TIMER_AWAIT}#") and item.timer_sk:
+        return item.timer_sk.split("#")[0]
+    return item.done_since
 
 
 def clip_result(text: str | None) -> str | None:
@@ -224,7 +237,7 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         due = now + timedelta(seconds=s.lease_seconds)
         timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards)
     elif target is State.AWAITING and item.method == "sms":
-        timer_write(write, item.id, TIMER_AWAIT, item.done_since, s.index_shards)
+        timer_write(write, item.id, TIMER_AWAIT, item.claimed_at or iso(now), s.index_shards)
     elif target is State.AWAITING:
         pass  # the claim's lease timer stays (TIMER_EMAIL_AWAIT): two index writes fewer
     else:
