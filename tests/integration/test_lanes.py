@@ -150,6 +150,26 @@ def test_a_bulk_backlog_older_than_a_sweeps_batch_holds_back_no_re_publish_of_a_
     assert [m["id"] for m in drain(aws, LANES["high"])] == [high.id]
 
 
+def test_a_high_timer_in_the_normal_partition_moves_to_its_lane_when_re_published(
+        aws, runtime, clock):  # fmt: skip
+    """The release before wrote a given-back item's publish timer without its lane: the sweep
+    of the normal lane still finds it, publishes it in its own lane and moves the timer there."""
+    from vdq.store import QueueItemRecord
+    from vdq.transitions import TIMER_PUBLISH, timer_partition
+
+    [high] = add(runtime, "high")
+    drain(aws, LANES["high"])  # its publish was lost
+    shards = runtime.settings.index_shards
+    stored = runtime.store.get_item(high.id)
+    stored.update(actions=[QueueItemRecord.timer_pk.set(
+        timer_partition(TIMER_PUBLISH, high.id, shards))])  # fmt: skip
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"republished": 1}
+    assert in_lanes(aws) == {"high": [high.id], "normal": [], "bulk": []}
+    stored = runtime.store.get_item(high.id)
+    assert stored.timer_pk == timer_partition(TIMER_PUBLISH, high.id, shards, "high")
+
+
 def test_a_resent_item_goes_in_its_originals_lane(aws, runtime):
     [item] = add(runtime, "bulk")
     succeed(runtime, item.id)

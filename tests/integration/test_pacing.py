@@ -270,6 +270,26 @@ def test_a_given_back_message_stays_in_its_items_lane(aws, rt, priority):
     assert rt.overrides["send_queue"].messages[-1].priority == priority
 
 
+@pytest.mark.parametrize("priority", ["high", "bulk"])
+def test_a_given_back_item_keeps_its_publish_timer_in_its_lanes_partition(aws, rt, priority):
+    # Should the publish of the give-back be lost, the re-publish sweep reads each lane's own
+    # timers: a high item's timer in the normal lane's partition would wait for its backlog.
+    from vdq import schedules
+    from vdq.transitions import TIMER_PUBLISH, timer_partition
+
+    [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority,
+                           runtime=rt)  # fmt: skip
+    rt.overrides["ses_provider"] = ThrottlingSes(times=1)
+    assert send.process_body(rt.overrides["send_queue"].messages[0].body(), rt) == send.PACED
+    stored = rt.store.get_item(item.id)
+    shards = rt.settings.index_shards
+    assert stored.state == "queued"
+    assert stored.timer_pk == timer_partition(TIMER_PUBLISH, item.id, shards, priority)
+    far = "9999-01-01T00:00:00.000000Z"
+    assert schedules.due(TIMER_PUBLISH, far, rt, 10, priority) == [item.id]
+    assert schedules.due(TIMER_PUBLISH, far, rt, 10, "normal") == []
+
+
 def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(aws, rt):
     # The handler orders a batch by this key before any claim (vdq.dispatch.batchplan.batch_order).
     vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", runtime=rt)

@@ -96,7 +96,8 @@ def give_back(
     if result is not None:
         write.set["result"] = clip_result(result)
     due = now + timedelta(seconds=delay + runtime.settings.publish_grace_seconds)
-    timer_write(write, item.id, TIMER_PUBLISH, iso(due), runtime.settings.index_shards)
+    timer_write(write, item.id, TIMER_PUBLISH, iso(due), runtime.settings.index_shards,
+                priority_of(item))  # the lane's own partition, as its message's queue
     text = result or f"no sending slot within the wait; back on the queue in {delay} s"
     note = history_entry(item.id, now, actor="worker", source="server", kind="event",
                          name=name, from_state=State.SENDING.value, to_state=source.value,

@@ -237,8 +237,9 @@ def rekey_sms_timer(item: QueueItemRecord, since: str, window_start: str, runtim
     check does not read the item again every run until its window passes."""
     if not _timer_due(item, TIMER_AWAIT, window_start, runtime):
         return
-    assert item.timer_pk is not None
-    if runtime.store.move_timer(item, item.timer_pk, f"{since}#{item.id}"):
+    partition = timer_partition(TIMER_AWAIT, item.id, runtime.settings.index_shards,
+                                priority_of(item))  # fmt: skip
+    if runtime.store.move_timer(item, partition, f"{since}#{item.id}"):
         report.add("sms_timers_moved")
 
 
@@ -332,7 +333,8 @@ def await_email(item: QueueItemRecord, runtime: Runtime, report: Report) -> None
     """An email SES accepted, still awaiting its final event when its lease passed: its timer
     moves to the email timeout's, keyed on its claim (conditional on the item and timer as
     read: a final event or another sweep first wins)."""
-    partition = timer_partition(TIMER_EMAIL_AWAIT, item.id, runtime.settings.index_shards)
+    partition = timer_partition(TIMER_EMAIL_AWAIT, item.id, runtime.settings.index_shards,
+                                priority_of(item))  # fmt: skip
     if runtime.store.move_timer(item, partition, f"{email_wait_since(item)}#{item.id}"):
         report.add("lease_email_awaits")
 
@@ -397,8 +399,10 @@ def republish(item_id: str, now: str, runtime: Runtime, report: Report,
         return
     s = runtime.settings
     next_due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))
-    assert item.timer_pk is not None
-    if not runtime.store.move_timer(item, item.timer_pk, f"{next_due}#{item.id}"):
+    # In the lane's own partition: a timer a release before wrote in the normal lane's (a
+    # give-back's) moves to it.
+    partition = timer_partition(TIMER_PUBLISH, item.id, s.index_shards, priority_of(item))
+    if not runtime.store.move_timer(item, partition, f"{next_due}#{item.id}"):
         return  # claimed, moved or re-published by another sweep first
     if publish_send(item, runtime):
         report.add("republished")

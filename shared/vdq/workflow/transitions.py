@@ -102,13 +102,14 @@ def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
     """The timers index partition of shard ``k``. Publish timers of the high and bulk lanes
     have partitions of their own (``publish#<lane>#<k>``), so the re-publish sweep reads each
     lane apart and a bulk backlog's passed timers never fill the batch a high item needs;
-    the normal lane's, and every other timer, is ``<kind>#<k>``."""
-    if lane is None or lane == DEFAULT_PRIORITY:
+    the normal lane's, and every other timer (whatever ``lane`` says), is ``<kind>#<k>``."""
+    if kind not in LANED_TIMERS or lane is None or lane == DEFAULT_PRIORITY:
         return f"{kind}#{k}"
     return f"{kind}#{lane}#{k}"
 
 
 TIMER_PUBLISH = "publish"
+LANED_TIMERS = frozenset({TIMER_PUBLISH})
 TIMER_LEASE = "lease"
 # An awaiting SMS: keyed on the claim that sent it (the current attempt's ``send``), so an SMS
 # sent long after it was queued (scheduled, paced, retried) has its whole window.
@@ -177,8 +178,11 @@ def history_entry(
 
 def timer_write(
     write: StateWrite, item_id: str, kind: str | None, due: str | None, shards: int,
-    lane: str | None = None,
+    lane: str | None,
 ) -> None:
+    """Set (or, with no ``kind``, remove) the item's timer. ``lane`` is the item's
+    (``lanes.priority_of``), which every writer must pass: the partition of a publish timer
+    depends on it (``shard_timer_partition``)."""
     if kind is None:
         write.set["timer_pk"] = None
         write.set["timer_sk"] = None
@@ -193,7 +197,9 @@ def claim_write(item_id: str, now: datetime, runtime: Runtime) -> StateWrite:
     write = StateWrite(set={"state": State.SENDING.value, "updated_at": iso(now),
                             "claimed_at": iso(now)})  # fmt: skip
     lease_until = iso(now + timedelta(seconds=s.lease_seconds))
-    timer_write(write, item_id, TIMER_LEASE, lease_until, s.index_shards)
+    # Lease timers share one partition per shard across lanes (the claim has not read the
+    # item, so it does not know its lane).
+    timer_write(write, item_id, TIMER_LEASE, lease_until, s.index_shards, None)
     return write
 
 
@@ -227,21 +233,23 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
     elif name == "send":
         write.set["claimed_at"] = iso(now)
 
+    lane = priority_of(item)
     if target is State.QUEUED:
         due = now + timedelta(seconds=s.publish_grace_seconds)
-        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, priority_of(item))
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, lane)
     elif target is State.DELAYED:
         due = now + timedelta(seconds=(step.retry_delay or 0) + s.publish_grace_seconds)
-        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, priority_of(item))
+        timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, lane)
     elif target is State.SENDING:
         due = now + timedelta(seconds=s.lease_seconds)
-        timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards)
+        timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards, lane)
     elif target is State.AWAITING and item.method == "sms":
-        timer_write(write, item.id, TIMER_AWAIT, item.claimed_at or iso(now), s.index_shards)
+        since = item.claimed_at or iso(now)
+        timer_write(write, item.id, TIMER_AWAIT, since, s.index_shards, lane)
     elif target is State.AWAITING:
         pass  # the claim's lease timer stays (TIMER_EMAIL_AWAIT): two index writes fewer
     else:
-        timer_write(write, item.id, None, None, s.index_shards)
+        timer_write(write, item.id, None, None, s.index_shards, lane)
 
     if target in DONE_STATES and decision.source not in DONE_STATES:
         write.set.update(active_pk=None, active_sk=None, done_at=iso(now))
