@@ -7,6 +7,7 @@ from typing import Any
 
 from vdq.core.clock import parse_iso
 from vdq.core.errors import VdqError
+from vdq.results.suppression import REASONS, SES_LIST_SUBTYPES, TWILIO_OPTED_OUT
 
 SES = "ses"
 TWILIO = "twilio"
@@ -24,6 +25,10 @@ class ProviderUpdate:
     at: str | None = None  # when the provider says it happened
     item_hint: str | None = None  # the queue item key the provider returned
     attempt_hint: int | None = None
+    # The suppression (a reason of vdq.suppression) the result asks for the receiver of the
+    # item it matches: SES did not send to an address on the account's list, Twilio's opt-out
+    # error. Cleared when the payload named its receivers and they were suppressed already.
+    suppresses: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,8 +103,13 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
         text = _ses_text(kind, detail)
     except (AttributeError, TypeError, ValueError) as exc:  # a field of an unexpected type
         raise BadEvent(f"a malformed SES {kind} event: {type(exc).__name__}: {exc}") from None
-    return ProviderUpdate(SES, message_id, _SES_STATUS.get(kind, "other"), kind, text,
-                          f"ses:{kind}:{message_id}:{at}", at=at)  # fmt: skip
+    status, suppresses = _SES_STATUS.get(kind, "other"), None
+    if kind == "Complaint" and detail.get("complaintSubType") in SES_LIST_SUBTYPES:
+        # SES accepted the email but did not attempt delivery (the address is on the account's
+        # suppression list), as for the Bounce of that subtype: not sent.
+        status, suppresses = "rejected", "ses_suppression_list"
+    return ProviderUpdate(SES, message_id, status, kind, text, f"ses:{kind}:{message_id}:{at}",
+                          at=at, suppresses=suppresses)  # fmt: skip
 
 
 def _recipients(detail: dict[str, Any], key: str) -> str:
@@ -125,9 +135,14 @@ def _ses_text(kind: str, d: dict[str, Any]) -> str:
     if kind == "DeliveryDelay":
         who = _recipients(d, "delayedRecipients")
         return f"SES delivery delayed ({d.get('delayType')}): {who}".rstrip(": ")
+    if kind == "Complaint" and d.get("complaintSubType") in SES_LIST_SUBTYPES:
+        who = _recipients(d, "complainedRecipients") or "the receiver"
+        return (f"SES did not send the message: {who} is on the account's suppression list "
+                f"(complaint {d.get('complaintSubType')})")  # fmt: skip
     if kind == "Complaint":
         feedback = d.get("complaintFeedbackType") or "unspecified"
-        return f"SES complaint ({feedback}) from {_recipients(d, 'complainedRecipients')}"
+        who = _recipients(d, "complainedRecipients") or "an unnamed recipient"
+        return f"SES complaint ({feedback}) from {who}"
     if kind == "Send":
         return "SES accepted the message"
     return f"SES {kind} event"
@@ -163,8 +178,10 @@ def twilio_update(sid: str, status: str, error_code: Any = None, error_message: 
         if error_message:
             text += f": {error_message}"
     normalised = _TWILIO_STATUS.get(status, "other")
+    # The number replied STOP: a callback, a poll and the timeout's last fetch alike.
+    suppresses = "sms_opt_out" if str(error_code) == TWILIO_OPTED_OUT else None
     return ProviderUpdate(TWILIO, sid, normalised, status, text, f"twilio:{sid}:{status}",
-                          item_hint=item_hint)  # fmt: skip
+                          item_hint=item_hint, suppresses=suppresses)  # fmt: skip
 
 
 def parse_twilio_callback(params: dict[str, str], item_key: str | None) -> ProviderUpdate:
@@ -189,9 +206,11 @@ def parse_lookup(message: dict[str, Any]) -> tuple[ProviderUpdate, int, str]:
     if not all(isinstance(data.get(f), str) and data[f] for f in fields) or not (
         isinstance(data.get("item_hint"), str | None) and isinstance(data.get("at"), str | None)
         and isinstance(data.get("attempt_hint"), int | None)
+        and data.get("suppresses") in (None, *REASONS)
     ):  # fmt: skip
         raise BadEvent(f"the update of a deferred lookup needs the texts {', '.join(fields)}, "
-                       "and item_hint, at (texts) and attempt_hint (a number) or none")
+                       "and item_hint, at (texts), attempt_hint (a number) and suppresses (a "
+                       "suppression reason) or none")
     try:
         parse_iso(first_seen)
     except ValueError:

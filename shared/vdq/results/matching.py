@@ -115,7 +115,8 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
 def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
     """One SES event (the JSON SNS delivers raw to the results queue)."""
     update = parse_ses_event(event)
-    suppression.learn_from_ses_event(event, runtime)  # before matching: also for orphans
+    if suppression.learn_from_ses_event(event, runtime):  # before matching: also for orphans
+        update = replace(update, suppresses=None)  # its receivers are suppressed already
     found = tracking.strategy_for(runtime).find_queue_item(event)
     if found:
         item_id, attempt = found
@@ -143,8 +144,11 @@ def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime
     """One authentic Twilio status callback (the signature was checked by the caller, and
     covers ``item_key`` and ``attempt``, the status callback URL's query)."""
     update = parse_twilio_callback(params, item_key)
-    suppression.learn_from_twilio_error(params.get("To"), params.get("ErrorCode"), runtime,
-                                        where="in a status callback")
+    if suppression.learn_from_twilio_error(params.get("To"), params.get("ErrorCode"), runtime,
+                                           where="in a status callback"):  # fmt: skip
+        # The number is suppressed already; a callback without To (Twilio's documented one
+        # has none) suppresses the receiver of the item it matches instead.
+        update = replace(update, suppresses=None)
     if item_key and attempt is not None and tracking.is_attempt(attempt):
         update = replace(update, attempt_hint=int(attempt))
     now = iso(runtime.clock.now())

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
+from vdq.results import suppression
 from vdq.results.events import ProviderUpdate
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
 from vdq.workflow.retention import mapping_expiration
@@ -54,6 +55,8 @@ def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime
     duplicate, refused). ``store_id``: the item stores no provider ID yet; store the update's.
     ``attempt``: the item's attempt that the provider took the message for, when the match
     says (the mapping, the tags, the callback URL); otherwise the item's current one."""
+    if update.suppresses is not None:
+        suppress_receiver(item, update, runtime)
     for _ in range(MAX_TRIES):
         event_attempt = _event_attempt(item, update, attempt)
         outcome = _apply_once(item, update, runtime, store_id=store_id, attempt=event_attempt)
@@ -65,6 +68,16 @@ def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime
             return "dropped"
         item, attempt, store_id = fresh, event_attempt, False
     raise VdqError(f"{update.provider} update {update.event_id}: the item kept changing")
+
+
+def suppress_receiver(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime) -> None:
+    """The receiver of the item a result matched, when the result asks it and named no
+    receiver of its own (an SES complaint without ``complainedRecipients``, a Twilio callback
+    without ``To``, a fetched message). Before the update is applied: should this fail, the
+    update is not applied either, and its redelivery (or the next poll) does both."""
+    assert update.suppresses is not None
+    suppression.suppress(item.receiver, update.suppresses, actor=update.provider,
+                         text=update.text, runtime=runtime)  # fmt: skip
 
 
 def _event_attempt(item: QueueItemRecord, update: ProviderUpdate, attempt: int | None) -> int:
