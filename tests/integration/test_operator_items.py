@@ -230,3 +230,106 @@ def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
           history=[send_entry(sending)])
     view = call("get_queue_item", params={"id": claimed.id}).body
     assert [e["name"] for e in view["history"]] == ["queued", "send", "await"]
+
+
+# ---- a view is never older than its own history ------------------------------------------------
+
+
+def _racing(runtime, write, *, when):
+    """The runtime's store, with ``write`` (another function's change to the item) run once
+    around the view's reads of the state item: ``when`` (the read count, before or after the
+    read) says where. Returns the reads made."""
+    from vdq.store import Store
+
+    reads = []
+
+    class Racing(Store):
+        def get_item(self, item_id):
+            reads.append(item_id)
+            if when == ("before", len(reads)):
+                write()
+            item = super().get_item(item_id)
+            if when == ("after", len(reads)):
+                write()
+            return item
+
+    runtime.overrides["store"] = Racing(runtime.clock)
+    runtime.__dict__.pop("store", None)
+    return reads
+
+
+def _other_function(runtime):
+    """A runtime of another function (its own plain store) on the same table and clock."""
+    from vdq.runtime import Runtime
+
+    return Runtime(settings=runtime.settings, clock=runtime.clock)
+
+
+def _state_and_last(view):
+    return view["state"], [e["to_state"] for e in view["history"]][-1]
+
+
+WHEN = [("before", 1), ("after", 1)]
+
+
+@pytest.mark.parametrize("as_record", [False, True], ids=["entry on the item", "record"])
+@pytest.mark.parametrize("when", WHEN, ids=[f"{w} read {n}" for w, n in WHEN])
+def test_a_change_between_the_views_reads_never_shows_a_state_older_than_its_history(
+        aws, runtime, clock, when, as_record):  # fmt: skip
+    # Whichever of the view's reads of the item the change comes before or after, the view
+    # shows the state its history ends in: before the change or after it, never a mix
+    # ("awaiting" above a history that ends "awaiting -> errored"). ``as_record``: the item's
+    # own entries are full, so the change's entry is a history record of its own.
+    from tests.support.results import new_sms, to_awaiting
+    from vdq.store.history import RECENT_LIMIT
+    from vdq.transitions import Step, apply
+
+    other = _other_function(runtime)
+    item = to_awaiting(new_sms(runtime), runtime, "SM" + "8" * 32)
+    for n in range(RECENT_LIMIT if as_record else 0):  # late results fill the item's entries
+        clock.advance(0.01)
+        apply(item.id, Step("delay", actor="twilio", source="provider", late="record",
+                            expect=frozenset({"sending"}), event_id=f"late-{n}"), runtime)
+    if as_record:
+        assert len(runtime.store.get_item(item.id).recent) == RECENT_LIMIT
+
+    def undelivered():
+        clock.advance(0.01)
+        apply(item.id, Step("error", actor="twilio", source="provider",
+                            result="Twilio reported undelivered"), other)  # fmt: skip
+
+    reads = _racing(runtime, undelivered, when=when)
+    view = call("get_queue_item", params={"id": item.id}).body
+    state, last = _state_and_last(view)
+    assert state == last and state in ("awaiting", "errored"), reads
+    history = call("get_item_history", params={"id": item.id}).body["entries"]
+    assert [e["to_state"] for e in history][-1] == "errored"
+
+
+def test_a_history_that_never_ends_in_the_items_state_is_read_a_bounded_number_of_times(
+        aws, runtime, clock):  # fmt: skip
+    # An event recorded from a read of the item before a transition, by a function whose clock
+    # runs ahead, sorts after the transition's entry: the history then always ends in the state
+    # before. The view reads again a bounded number of times, then answers the item as read.
+    from tests.support.results import new_sms
+    from vdq.operations import detail
+    from vdq.store import Store
+    from vdq.transitions import history_entry
+
+    item = new_sms(runtime)
+    clock.advance(1)
+    runtime.store.append_history([history_entry(
+        item.id, clock.now(), actor="twilio", source="provider", kind="event", name="queued",
+        from_state="sending", to_state="sending")])  # fmt: skip
+    reads = []
+
+    class Counting(Store):
+        def get_item(self, item_id):
+            reads.append(item_id)
+            return super().get_item(item_id)
+
+    runtime.overrides["store"] = Counting(clock)
+    runtime.__dict__.pop("store", None)
+    answer = call("get_queue_item", params={"id": item.id})
+    assert answer.status == 200 and answer.body["state"] == "queued"
+    assert len(reads) == detail.HISTORY_READS

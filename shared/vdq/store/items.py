@@ -127,9 +127,17 @@ class Items(BatchWrites, Expiring):
 
     def history(self, item_id: str) -> list[HistoryRecord]:
         """The item's history entries, oldest first: its records' and its state item's."""
+        return self.item_and_history(item_id)[1]
+
+    def item_and_history(self, item_id: str) -> tuple[QueueItemRecord | None,
+                                                       list[HistoryRecord]]:  # fmt: skip
+        """The state item and its history entries (``history``), the records read first: the
+        item is then never older than an entry read (a Query sees a transaction's record only
+        once it is committed, and a read after it its state write), though it can be newer."""
         records = [r for r in HistoryRecord.query(item_pk(item_id), HistoryRecord.sk.startswith(
             "H#"), consistent_read=True) if self._live(r)]  # fmt: skip
-        return unpack_history(records, self.get_item(item_id))
+        item = self.get_item(item_id)
+        return item, unpack_history(records, item)
 
     def query_index(
         self,
