@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
@@ -114,6 +115,10 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
 
 def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
     """One SES event (the JSON SNS delivers raw to the results queue)."""
+    if event.get("notificationType") == SES_SUBSCRIPTION_SUCCEEDED:
+        logger.info("SES %s (identity notifications reach the results queue): %s",
+                    SES_SUBSCRIPTION_SUCCEEDED, _text(event.get("message")))  # fmt: skip
+        return "ses_subscription_succeeded"
     update = parse_ses_event(event)
     if suppression.learn_from_ses_event(event, runtime):  # before matching: also for orphans
         update = replace(update, suppresses=None)  # its receivers are suppressed already
@@ -201,12 +206,73 @@ def _json_object(body: str, what: str) -> dict[str, Any]:
 
 
 def handle_results_message(body: str, runtime: Runtime) -> str:
-    """One message of the results queue: an SES event (raw or in an SNS envelope) or a
-    deferred lookup (which VDQ sends to the queue itself, never through SNS)."""
+    """One message of the results queue: an SES event (raw or in an SNS envelope), a
+    deferred lookup (which VDQ sends to the queue itself, never through SNS), or a message of
+    SNS or SES about the subscription itself (logged as what it is)."""
+    if body.strip() == SES_TOPIC_VALIDATION:  # raw message delivery: the text alone
+        return topic_validated(None)
     data = _json_object(body, "message")
     if data.get("kind") == LOOKUP_KIND:
         return handle_deferred_lookup(data, runtime)
+    if data.get("Type") in SNS_SUBSCRIPTION_MESSAGES:
+        return sns_subscription_message(data)
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
+        if data["Message"].strip() == SES_TOPIC_VALIDATION:
+            return topic_validated(data.get("TopicArn"))
         return handle_ses_event(_json_object(data["Message"], "SNS message"), runtime)
     return handle_ses_event(data, runtime)
+
+
+# ---- messages about the subscription, not SES events ------------------------------------------
+
+# SES publishes this to a topic when an event destination is set up on it (no JSON).
+SES_TOPIC_VALIDATION = "Successfully validated SNS topic for Amazon SES event publishing."
+# SES's identity notifications (the older format) announce their topic with this type.
+SES_SUBSCRIPTION_SUCCEEDED = "AmazonSnsSubscriptionSucceeded"
+SNS_SUBSCRIPTION_MESSAGES = ("SubscriptionConfirmation", "UnsubscribeConfirmation")
+MAX_LOGGED_TEXT = 2048
+
+
+def sns_subscription_message(data: dict[str, Any]) -> str:
+    """SNS asks to confirm a subscription of the results queue (one the stack did not make
+    itself: its own is confirmed when it is created), or says one was deleted. Logged for the
+    operator with its SubscribeURL, which VDQ never visits: confirming is the operator's
+    decision."""
+    kind, topic = data["Type"], _text(data.get("TopicArn"))
+    url = _sns_url(data.get("SubscribeURL"))
+    visit = (f"visit its SubscribeURL: {url}" if url
+             else "its SubscribeURL is not an SNS address: do not visit it")  # fmt: skip
+    if kind == "SubscriptionConfirmation":
+        logger.warning("SNS SubscriptionConfirmation of topic %s reached the results queue: no "
+                       "SES event, nothing applied. VDQ does not confirm subscriptions; to "
+                       "confirm this one, if it is wanted, %s", topic, visit)  # fmt: skip
+        return "sns_subscription_confirmation"
+    logger.warning("SNS UnsubscribeConfirmation of topic %s: the results queue no longer gets "
+                   "that topic's messages (SES events from it stop). To subscribe it again, "
+                   "%s", topic, visit)  # fmt: skip
+    return "sns_unsubscribe_confirmation"
+
+
+def topic_validated(topic: Any) -> str:
+    logger.info("SES validated the SNS topic %s for event publishing: no SES event",
+                _text(topic) if topic is not None else "(raw message delivery)")  # fmt: skip
+    return "ses_topic_validated"
+
+
+def _text(value: Any) -> str:
+    return value[:MAX_LOGGED_TEXT] if isinstance(value, str) else "(none)"
+
+
+def _sns_url(value: Any) -> str | None:
+    """``value`` when it is an https URL of SNS's (an operator may be asked to open it)."""
+    if not isinstance(value, str) or len(value) > MAX_LOGGED_TEXT:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    trusted = host.startswith("sns.") and (host.endswith(".amazonaws.com")
+                                           or host.endswith(".amazonaws.com.cn"))  # fmt: skip
+    return value if parts.scheme == "https" and trusted else None
 
