@@ -155,7 +155,7 @@ def test_a_high_timer_in_the_normal_partition_moves_to_its_lane_when_re_publishe
     """The release before wrote a given-back item's publish timer without its lane: the sweep
     of the normal lane still finds it, publishes it in its own lane and moves the timer there."""
     from vdq.store import QueueItemRecord
-    from vdq.transitions import TIMER_PUBLISH, timer_partition
+    from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
 
     [high] = add(runtime, "high")
     drain(aws, LANES["high"])  # its publish was lost

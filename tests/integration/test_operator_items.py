@@ -282,7 +282,7 @@ def test_a_change_between_the_views_reads_never_shows_a_state_older_than_its_his
     # own entries are full, so the change's entry is a history record of its own.
     from tests.support.results import new_sms, to_awaiting
     from vdq.store.history import RECENT_LIMIT
-    from vdq.transitions import Step, apply
+    from vdq.workflow.transitions import Step, apply
 
     other = _other_function(runtime)
     item = to_awaiting(new_sms(runtime), runtime, "SM" + "8" * 32)
@@ -314,7 +314,7 @@ def test_a_history_that_never_ends_in_the_items_state_is_read_a_bounded_number_o
     from tests.support.results import new_sms
     from vdq.operations import detail
     from vdq.store import Store
-    from vdq.transitions import history_entry
+    from vdq.workflow.transitions import history_entry
 
     item = new_sms(runtime)
     clock.advance(1)

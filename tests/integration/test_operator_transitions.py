@@ -120,7 +120,7 @@ def test_the_409_for_an_awaiting_sms_names_its_timeout_from_the_claim(aws, runti
     # hour after it was queued is resolved an hour later than its queueing says.
     from datetime import timedelta
 
-    from vdq.clock import iso, parse_iso
+    from vdq.core.clock import iso, parse_iso
 
     [item] = sms(runtime)
     runtime.clock.advance(3600)

@@ -274,8 +274,8 @@ def test_a_given_back_message_stays_in_its_items_lane(aws, rt, priority):
 def test_a_given_back_item_keeps_its_publish_timer_in_its_lanes_partition(aws, rt, priority):
     # Should the publish of the give-back be lost, the re-publish sweep reads each lane's own
     # timers: a high item's timer in the normal lane's partition would wait for its backlog.
-    from vdq import schedules
-    from vdq.transitions import TIMER_PUBLISH, timer_partition
+    from vdq.schedules import sweeps as schedules
+    from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
 
     [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority,
                            runtime=rt)  # fmt: skip

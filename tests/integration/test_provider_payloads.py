@@ -30,10 +30,11 @@ from tests.support.results import (
     to_sending,
     twilio_event,
 )
-from vdq import schedules, send
-from vdq.results import SES_TOPIC_VALIDATION
+from vdq.dispatch import send
+from vdq.results.matching import SES_TOPIC_VALIDATION
 from vdq.runtime import Runtime
-from vdq.transitions import send_entry
+from vdq.schedules import sweeps as schedules
+from vdq.workflow.transitions import send_entry
 
 MSG = "010001927b2d6c1e-payload-shapes-000000"
 SID = "SM" + "c" * 32
@@ -155,7 +156,7 @@ def test_every_ses_sample_through_the_topic_and_the_local_stacks_results_poller(
     mapping does and handled by functions/webhook."""
     import boto3
 
-    from vdq import resources
+    from vdq.core import resources
     from vdq.local.functions import Functions
     from vdq.local.pollers import Poller
 

@@ -28,10 +28,11 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq import schedules, send
+from vdq.dispatch import send
 from vdq.runtime import Runtime
+from vdq.schedules import sweeps as schedules
 from vdq.store import QueueItemRecord
-from vdq.transitions import send_entry
+from vdq.workflow.transitions import send_entry
 
 HOUR = 3600
 MESSAGE_ID = "0100019-suppression-list-complaint-000000"
@@ -188,7 +189,7 @@ def test_an_opt_out_callback_without_to_suppresses_the_receiver_of_the_item_it_n
 
 
 def test_an_opt_out_callback_with_to_suppresses_the_number_once(rt, monkeypatch):
-    from vdq import suppression
+    from vdq.results import suppression
 
     calls = []
     real = suppression.suppress

@@ -25,7 +25,7 @@ class ProviderUpdate:
     at: str | None = None  # when the provider says it happened
     item_hint: str | None = None  # the queue item key the provider returned
     attempt_hint: int | None = None
-    # The suppression (a reason of vdq.suppression) the result asks for the receiver of the
+    # The suppression (a reason of vdq.results.suppression) the result asks for the receiver of the
     # item it matches: SES did not send to an address on the account's list, Twilio's opt-out
     # error. Cleared when the payload named its receivers and they were suppressed already.
     suppresses: str | None = None
