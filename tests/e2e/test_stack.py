@@ -3,8 +3,11 @@ front's authorizer and a clean stop on Ctrl-C."""
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,22 +17,36 @@ from tests.e2e.conftest import Stack, requires
 pytestmark = [pytest.mark.e2e, requires("enqueue", "send", "webhook", "operator")]
 
 
-def test_the_banner_commands_work_and_ctrl_c_stops_everything(tmp_path):
+def test_the_banner_commands_work_in_a_new_shell_and_ctrl_c_stops_everything(tmp_path):
     stack = Stack(tmp_path / "vdq-local.log")
     try:
         assert requests.get(f"{stack.url}/health", timeout=5).status_code == 200
         banner = stack.log.read_text()
         for group in ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-admins"):
             assert group in banner
-        commands = [line.strip() for line in banner.splitlines()
-                    if line.strip().startswith("VDQ_API_URL=")]  # fmt: skip
-        assert [c.split()[3] for c in commands] == ["send-email", "send-sms", "list"]
-        for command in commands:
-            done = subprocess.run(command, shell=True, capture_output=True, text=True,
-                                  timeout=60)  # fmt: skip
+        lines = [line.strip() for line in banner.splitlines()]
+        [export] = [line for line in lines if line.startswith("export VDQ_API_URL=")]
+        commands = [line.split("  ")[0] for line in lines if line.startswith("vdq ")]
+        assert [c.split()[1] for c in commands] == ["send-email", "send-sms", "list", "show"]
+        # A new shell: no VDQ_* variables, no venv, and no vdq anywhere on its PATH.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("AWS_", "VDQ_", "TWILIO_")) and k != "VIRTUAL_ENV"}
+        env["PATH"] = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                      if d and not (Path(d) / "vdq").exists())  # fmt: skip
+        assert subprocess.run(["bash", "-c", "command -v vdq"], env=env).returncode != 0
+
+        def in_new_shell(command: str) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run(["bash", "-c", f"{export}\n{command}"], env=env,
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
             assert done.returncode == 0, (command, done.stderr)
-        assert "success@simulator.amazonses.com" in subprocess.run(
-            commands[0], shell=True, capture_output=True, text=True, timeout=60).stdout
+            return done
+
+        sent = in_new_shell(commands[0])
+        assert "success@simulator.amazonses.com" in sent.stdout
+        for command in commands[1:3]:
+            in_new_shell(command)
+        [item_id] = re.findall(r"\b[0-9A-HJKMNP-TV-Z]{26}\b", sent.stdout)
+        assert item_id in in_new_shell(commands[3].replace("ID", item_id)).stdout
     finally:
         code = stack.stop()
     assert code == 0

@@ -12,6 +12,7 @@ import errno
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import sys
@@ -212,9 +213,7 @@ class LocalStack:
         from vdq.local.front import make_token
 
         tokens = {g: make_token(self.secret, [g]) for g in GROUPS}
-        vdq = shutil.which("vdq") or str(Path(sys.executable).with_name("vdq"))
         admin = make_token(self.secret, ["vdq-admins"])
-        env = f"VDQ_API_URL={self.front.url} VDQ_TOKEN={admin}"
         lines = [
             "VDQ local stack is up (Ctrl-C stops everything)",
             "",
@@ -236,14 +235,27 @@ class LocalStack:
             "Tokens (12 h; `vdq token --groups a,b` makes more):",
             *(f"  {g:<14} {t}" for g, t in tokens.items()),
             "",
-            "Try, in another shell:",
-            f"  {env} {vdq} send-email --from shop@example.com "
-            "--to success@simulator.amazonses.com --subject Hello --text 'Hello from VDQ'",
-            f"  {env} {vdq} send-sms --from +15005550006 --to +14155550100 "
-            "--body 'Your code is 493021'",
-            f"  {env} {vdq} list --sent",
+            "In another shell, paste this line (the API, an admin token, and vdq on the PATH):",
+            f"  export VDQ_API_URL={self.front.url} VDQ_TOKEN={admin} "
+            f'PATH={shlex.quote(str(cli_directory()))}:"$PATH"',
+            "then try:",
+            "  vdq send-email --from shop@example.com --to success@simulator.amazonses.com "
+            "--subject Hello --text 'Hello from VDQ'",
+            "  vdq send-sms --from +15005550006 --to +14155550100 --body 'Your code is 493021'",
+            "  vdq list --sent",
+            "  vdq show ID   (an id from the list: the item and its history)",
         ]  # fmt: skip
         return "\n".join(lines)
+
+
+def cli_directory() -> Path:
+    """The directory of the ``vdq`` command that runs this stack: beside this Python (a venv's
+    bin, where ``make run`` installs it), else the first on PATH."""
+    beside = Path(sys.executable).with_name("vdq")
+    if beside.exists():
+        return beside.parent
+    found = shutil.which("vdq")
+    return Path(found).parent if found else beside.parent
 
 
 def run(options: Options) -> int:
