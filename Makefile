@@ -89,8 +89,15 @@ soak: venv
 bench: venv
 	$(BIN)/python -m bench
 
+# vdq:sesIdentities (the SES identities VDQ sends from) has no default a deploy could use, so a
+# fresh clone's cdk.json has none: synth then checks the app with the example identity
+# example.com and says so. SES_IDENTITIES=example.org,shop@example.net synth with yours.
 synth: venv
-	npx cdk synth -q
+	@if [ -n "$(SES_IDENTITIES)" ]; then ctx="-c vdq:sesIdentities=$(SES_IDENTITIES)"; \
+	elif ! grep -q '"vdq:sesIdentities"' cdk.json; then ctx="-c vdq:sesIdentities=example.com"; \
+	  echo "make synth: cdk.json has no vdq:sesIdentities, so this synth uses the example" \
+	    "identity example.com; a deploy needs yours (cdk.json, or -c vdq:sesIdentities=...)"; fi; \
+	npx cdk synth -q $$ctx
 
 clean:
 	rm -rf $(VENV) $(RUNTIME_VENV) cdk.out build node_modules .pytest_cache .mypy_cache .ruff_cache
