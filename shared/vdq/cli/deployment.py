@@ -125,8 +125,8 @@ def _cdk_context(key: str) -> Any:
         return None
 
 
-def default_sender(env: Mapping[str, str]) -> str | None:
-    """The first SES identity of the settings or cdk.json; a domain as ``vdq-smoke@domain``."""
+def configured_identities(env: Mapping[str, str]) -> list[str]:
+    """The SES identities of the settings, else of cdk.json's ``vdq:sesIdentities``."""
     raw: Any = env.get("VDQ_SENDER_IDENTITIES") or _cdk_context("vdq:sesIdentities") or ""
     if isinstance(raw, str):
         try:
@@ -134,7 +134,12 @@ def default_sender(env: Mapping[str, str]) -> str | None:
         except ValueError:
             raw = raw.split(",")
     identities = [str(i).strip() for i in (raw if isinstance(raw, list) else [raw]) if i]
-    identities = [i for i in identities if i]
+    return [i for i in identities if i]
+
+
+def default_sender(env: Mapping[str, str]) -> str | None:
+    """The first SES identity of the settings or cdk.json; a domain as ``vdq-smoke@domain``."""
+    identities = configured_identities(env)
     if not identities:
         return None
     first = identities[0]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from vdq.cli import commands, render, smoke, suppressions
+from vdq.cli import commands, dns, render, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
 from vdq.workflow.lanes import PRIORITIES
 
@@ -161,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
 
     suppressions.add_parser(command, _global_flags)
     smoke.add_parser(command)
+    dns.add_parser(command)
 
     p = command("completion", "print a shell completion script: "
                 'eval "$(vdq completion bash)" (or zsh)', completion, [])  # fmt: skip
