@@ -1,6 +1,7 @@
 """Deployment choices, read once from CDK context (cdk.json or ``-c key=value``).
 
-Infrastructure knobs are ``vdq:*`` keys; every product setting (the README settings table) is a
+Infrastructure knobs are ``vdq:*`` keys, each described once in ``CHOICES`` (the documentation's
+settings page is generated from it); every product setting (``vdq.settings.Settings``) is a
 context key of its own name, e.g. ``-c VDQ_MAX_RETRIES=5``, passed to the functions as their
 environment. A product setting left out keeps the product's default.
 """
@@ -273,3 +274,118 @@ class DeployConfig:
             system_log_level=_system_log_level(node),
             settings=settings,
         )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A deploy choice as the documentation lists it. ``field``: the ``DeployConfig`` attribute
+    whose default is the choice's default; ``default``: the default in words, where no single
+    attribute holds it. tests/unit/test_deploy_choices.py checks that the keys are the ones
+    infra/ reads."""
+
+    key: str
+    meaning: str
+    field: str | None = None
+    default: str | None = None
+
+
+CHOICES = (
+    Choice("vdq:stackName", "CloudFormation stack name", default=f"`{resources.STACK_NAME}`"),
+    Choice("vdq:sesIdentities",
+           "SES identities email is sent from: `[\"example.com\"]` or "
+           "`example.com,shop@example.org`; no wildcards. The send function may send from these "
+           "only, so a deploy needs them (`make synth` uses `example.com` when none is set)",
+           default="(required)"),
+    Choice("vdq:deletionProtection",
+           "deletion protection of the table and the user pool (and retain on delete)",
+           "deletion_protection"),
+    Choice("vdq:logRetentionDays",
+           "days the functions' and the access logs are kept (1, 7, 14, 30, 90, 180, 365, 3653)",
+           "log_retention_days"),
+    Choice("vdq:memoryMb", "memory per function in MB, e.g. `{\"send\": 1024}`",
+           default=" ".join(f"{k} {v}," for k, v in DEFAULT_MEMORY_MB.items()).rstrip(",")
+           if len(set(DEFAULT_MEMORY_MB.values())) > 1 else
+           f"{next(iter(DEFAULT_MEMORY_MB.values()))} each"),
+    Choice("vdq:timeoutSeconds",
+           "timeout per function in seconds. send must be more than 35 s (the longest provider "
+           "call and its record), or the synth fails. Each queue's visibility timeout is six "
+           "times its consumer's timeout, plus its batching window (send 1 s, results 10 s)",
+           default=", ".join(f"{k} {v}" for k, v in DEFAULT_TIMEOUT_SECONDS.items())),
+    Choice("vdq:sendMaxConcurrency",
+           "most send functions running at once on the normal lane: keep sends within the SES "
+           "sending rate; 2 to 1000", "send_max_concurrency"),
+    Choice("vdq:highSendMaxConcurrency",
+           "the same for the high lane: headroom of its own, so a code or a reset never waits "
+           "for a worker the other lanes hold; 2 to 1000", "high_send_max_concurrency"),
+    Choice("vdq:bulkSendMaxConcurrency",
+           "the same for the bulk lane: a bulk backlog takes at most these workers; 2 to 1000",
+           "bulk_send_max_concurrency"),
+    Choice("vdq:resultsMaxConcurrency",
+           "most results consumers (SES events, deferred Twilio lookups) at once, so a burst of "
+           "SES events cannot take a new account's whole concurrency (often 10) and throttle "
+           "the API; 2 to 1000", "results_max_concurrency"),
+    Choice("vdq:openClickTracking",
+           "also subscribe SES open and click events. SES then rewrites every link and adds a "
+           "tracking pixel to every HTML email. Each open or click costs an SNS publish "
+           "(US$0.50 per million), SQS requests (about US$0.50 per million), a share of a "
+           "batched Lambda invocation and DynamoDB requests: about US$2 to 4 per million "
+           "events before Lambda time", "open_click_tracking"),
+    Choice("vdq:cloudWatchRole",
+           "create API Gateway's CloudWatch role and set it as the account's. This is an "
+           "account- and region-wide setting: the stack overrides any role already set, and on "
+           "delete leaves the account pointing at the deleted role", "cloud_watch_role"),
+    Choice("vdq:apiLogs",
+           "stage execution logs (ERROR) and access logs. They need the account's API Gateway "
+           "CloudWatch role, set once by you (`aws apigateway update-account --patch-operations "
+           "op=replace,path=/cloudwatchRoleArn,value=ROLE_ARN`) or by `vdq:cloudWatchRole`; "
+           "without it a deploy with logs fails", default="as `vdq:cloudWatchRole`"),
+    Choice("vdq:apiThrottleRate", "API stage throttling: requests per second",
+           "api_throttle_rate"),
+    Choice("vdq:apiThrottleBurst", "API stage throttling: burst", "api_throttle_burst"),
+    Choice("vdq:twilioSecretName",
+           "default of the `TwilioCredentialsName` parameter: the Secrets Manager secret with "
+           "the Twilio credentials", "twilio_secret_name"),
+    Choice("vdq:machineScopes",
+           "groups the machine client may act as (scopes `vdq/<group>`)", "machine_scopes"),
+    Choice("vdq:alarmEmail", "an address to subscribe to the alarm topic", default="(none)"),
+    Choice("vdq:filesNoncurrentDays",
+           "days a deleted attachment's old version is kept (the bucket is versioned)",
+           "files_noncurrent_days"),
+    Choice("vdq:capacity",
+           "the table's capacity: `on-demand`, or `provisioned` with target-tracking auto "
+           "scaling of the table and each of its 4 indexes. Provisioned costs about 59% less "
+           "per unit at a steady load kept at 70% utilization, but its minimum is paid even "
+           "idle (5 write and 5 read units on each of the 5: about US$14 a month), and a burst "
+           "beyond what auto scaling has reached (it takes minutes) is throttled: a send is "
+           "late, not lost, and an API request may fail with a 5xx that is safe to repeat with "
+           "the same `Idempotency-Key`. A table may move from on-demand to provisioned at any "
+           "time, and back up to four times in 24 hours", default="`on-demand`"),
+    Choice("vdq:writeCapacity",
+           "with `provisioned`: the write auto scaling bounds, `<min>-<max>` units, of the "
+           "table and each index", default=f"`{Capacity.min_write}-{Capacity.max_write}`"),
+    Choice("vdq:readCapacity", "with `provisioned`: the read auto scaling bounds, likewise",
+           default=f"`{Capacity.min_read}-{Capacity.max_read}`"),
+    Choice("vdq:capacityTarget",
+           "with `provisioned`: the utilization auto scaling keeps, in percent (20 to 90)",
+           default=f"`{Capacity.target}`"),
+    Choice("vdq:systemLogLevel",
+           "level of Lambda's own log lines in each function's log group. `INFO` keeps the "
+           "start and report line of every invocation (duration, billed duration, memory "
+           "used); `WARN` leaves them out: about 700 bytes an invocation, 861 of the 1,108 log "
+           "bytes of a delivered email (US$0.46 per million); `DEBUG` adds more",
+           "system_log_level"),
+)  # fmt: skip
+
+
+def choice_default(choice: Choice) -> str:
+    """The default of ``choice`` as the documentation shows it."""
+    if choice.default is not None:
+        return choice.default
+    value = getattr(DeployConfig(), str(choice.field))
+    if isinstance(value, bool):
+        value = str(value).lower()
+    elif isinstance(value, tuple):
+        value = json.dumps(list(value))
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
