@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: venv test test-runtime lint run bench synth soak clean browser
+.PHONY: venv test test-runtime lint run bench synth soak clean browser docs
 
 venv: $(STAMP) $(NODE_STAMP)
 
@@ -66,7 +66,7 @@ browser:
 	    "browser tests will skip"; }
 
 lint: venv
-	$(BIN)/ruff check shared functions infra tests bench
+	$(BIN)/ruff check shared functions infra tests bench docsite
 	$(BIN)/mypy
 
 run: venv  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
@@ -85,6 +85,11 @@ soak: venv
 	  tests/reliability $(PYTEST_ARGS) || status=$$?; \
 	wait $$pid || status=$$?; \
 	echo; echo "== the model's other half"; cat $$log; rm -f $$log; exit $$status
+
+# The documentation site (mkdocs.yml), rebuilt on every change; `make test` builds it with
+# --strict (tests/infra/test_docs.py).
+docs: venv
+	$(BIN)/mkdocs serve -a 127.0.0.1:$(or $(DOCS_PORT),8000)
 
 bench: venv
 	$(BIN)/python -m bench

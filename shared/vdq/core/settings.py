@@ -1,7 +1,7 @@
 """Every setting of VDQ, read once from the environment into one typed, frozen object.
 
 A bad value fails at start with a message that names the variable; nothing else in the code
-reads ``os.environ``. The README lists each setting with its default.
+reads ``os.environ``. The documentation's settings page is generated from ``documented``.
 """
 
 from __future__ import annotations
@@ -82,17 +82,17 @@ class Settings:
         None,
         read.optional_non_negative_int,
         "0: delete files when all their items are done; N: daily purge after N s (at most the "
-        "retention); unset: the daily purge deletes them with their records (retention), or "
-        "keeps them when retention is 0",
+        "retention less 2 days); unset: the daily purge deletes them 2 days before their "
+        "records expire, or keeps them when retention is 0",
     )
     retention_days: int = _setting(
         "VDQ_RETENTION_DAYS",
         30,
         read.non_negative_int,
         "days a done item (its history, content, files) is kept after it reached a done state, "
-        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.7 KB per email "
-        "(at US$0.25 per GB-month: about US$0.86 a month per million emails a day); 0: keep "
-        "forever (the table grows by about 104 GB a month per million emails a day)",
+        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.4 KB per email "
+        "(at US$0.25 per GB-month: about US$0.78 a month per million emails a day); 0: keep "
+        "forever (the table grows by about 94 GB a month per million emails a day)",
     )
     archive: str = _setting(
         "VDQ_ARCHIVE",
@@ -165,7 +165,8 @@ class Settings:
         (),
         read.identities,
         "the SES identities (addresses or domains, comma-separated) email may be sent from: "
-        "another sender is a 400 at enqueue; empty: any (the deployment sets vdq:sesIdentities)",
+        "another sender is a 422 naming sender.email at enqueue; empty: any (a deploy sets it "
+        "from vdq:sesIdentities; the local stack leaves it empty)",
     )
     sms_max_segments: int = _setting(
         "VDQ_SMS_MAX_SEGMENTS",
@@ -283,11 +284,12 @@ class Settings:
         "VDQ_CONSOLE_AUTH_URL",
         None,
         read.optional_text,
-        "base URL of the sign-in service: the Cognito domain (its /oauth2/authorize and "
-        "/oauth2/token), or the local stack's /_local",
+        "base URL of the console's sign-in service: the Cognito domain (its /oauth2/authorize "
+        "and /oauth2/token), or the local stack's /_local; set by the stack",
     )
     console_client_id: str | None = _setting(
-        "VDQ_CONSOLE_CLIENT_ID", None, read.optional_text, "the console's OAuth client id"
+        "VDQ_CONSOLE_CLIENT_ID", None, read.optional_text,
+        "the console's OAuth client id; set by the stack",
     )
     # Local stack only (vdq local); a deployment ignores these.
     local_jwt_secret: str | None = _setting(
@@ -343,7 +345,7 @@ class Settings:
 
     @classmethod
     def documented(cls) -> list[tuple[str, str, str]]:
-        """(variable, default, meaning) for each setting, as the README lists them."""
+        """(variable, default, meaning) for each setting, as the documentation lists them."""
         rows = []
         for f in fields(cls):
             default = f.metadata["default"] if f.metadata["default"] is not None else ""
