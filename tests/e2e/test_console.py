@@ -1,7 +1,7 @@
 """The operator console in a real browser (headless Chromium over CDP) against the local stack:
 sign-in with PKCE at the local issuer, lists, an item's page, retry with its dry run, live
 refresh, permissions, hostile content, and the headers that make it safe. The operator test takes
-the screenshots the README shows: into docs/ with VDQ_SCREENSHOTS=1 (a run that refreshes them),
+the screenshots the docs show: into docs/ with VDQ_SCREENSHOTS=1 (a run that refreshes them),
 else into the test's own directory, so that a test run leaves the work tree as it found it."""
 
 from __future__ import annotations
@@ -546,8 +546,8 @@ def test_the_scripts_never_write_markup():
                              script.read_text()), script.name  # fmt: skip
 
 
-def test_screenshots_are_where_the_readme_shows_them():
-    readme = (REPO / "README.md").read_text()
+def test_screenshots_are_where_the_docs_show_them():
+    page = (REPO / "docs" / "operating" / "index.md").read_text()
     for name in ("console-list.png", "console-item.png", "console-phone.png"):
-        assert f"docs/{name}" in readme
+        assert f"(../{name})" in page
         assert Path(DOCS / name).is_file()

@@ -1,6 +1,6 @@
 """The documentation site: it builds with ``mkdocs build --strict`` (no broken link, missing
 anchor or page left out), fetches nothing from elsewhere, its generated pages are current and
-complete, and the runbook covers every alarm the stack creates."""
+complete, the runbook covers every alarm the stack creates, and the README's links land."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from docsite.pages import COMMITTED, stale
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
+MAX_README_LINES = 250
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +108,18 @@ def test_every_alarm_the_stack_creates_has_a_runbook_section(synth):
         documented.update(re.findall(r"`(\w+)`", heading))
     assert sorted(created - documented) == [], "alarms the runbook does not cover"
     assert sorted(documented - created) == [], "runbook sections for alarms the stack lacks"
+
+
+def test_the_readme_is_short_and_its_links_land(site):
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= MAX_README_LINES
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert len(links) >= 10
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue
+        target, _, anchor = link.partition("#")
+        assert (ROOT / target).exists(), link
+        if anchor and target.startswith("docs/") and target.endswith(".md"):
+            html = _page(site, target.removeprefix("docs/"))
+            assert f'id="{anchor}"' in html, link

@@ -1,30 +1,33 @@
-"""What the README's deploy section names exists: stack outputs and parameters in the template,
-context keys that infra/ reads, and the make targets and vdq commands it tells a user to run."""
+"""What the deploy pages (docs/deploying/) name exists: stack outputs and parameters in the
+template, context keys that infra/ reads, and the make targets and vdq commands they tell a user
+to run."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.unit.test_deploy_choices import context_keys_read_by_infra
+
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGES = ("docs/deploying/index.md", "docs/deploying/details.md")
 
 
 def deploy_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("\n## Deploying to AWS")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
+    """The deploy pages, one after the other."""
+    return "\n".join((ROOT / page).read_text() for page in PAGES)
 
 
 def subsection(section: str, title: str) -> str:
-    start = section.index(f"\n### {title}")
-    end = section.find("\n### ", start + 1)
-    return section[start : end if end != -1 else None]
+    """The part of ``section`` under the heading ``title`` (any level), to the next heading."""
+    start = re.search(rf"^#+ {re.escape(title)}$", section, re.M)
+    assert start, title
+    end = re.compile(r"^#+ ", re.M).search(section, start.end())
+    return section[start.start() : end.start() if end else None]
 
 
 def commands(section: str) -> list[str]:
@@ -36,20 +39,7 @@ def commands(section: str) -> list[str]:
     return [c for c in found if c]
 
 
-def context_keys_read_by_infra() -> set[str]:
-    """``vdq:*`` keys passed to a call in infra/: ``try_get_context("vdq:x")``, ``_get(node,
-    "vdq:x", default)`` and the like (a key only mentioned in a comment or message is not)."""
-    keys = set()
-    for path in (ROOT / "infra").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call):
-                for arg in node.args:
-                    if isinstance(arg, ast.Constant) and re.fullmatch(r"vdq:\w+", str(arg.value)):
-                        keys.add(arg.value)
-    return keys
-
-
-def test_every_stack_output_the_readme_names_is_in_the_template(synth):
+def test_every_stack_output_the_deploy_pages_name_is_in_the_template(synth):
     section = deploy_section()
     table = subsection(section, "Outputs")
     named = set()
@@ -57,30 +47,31 @@ def test_every_stack_output_the_readme_names_is_in_the_template(synth):
         if row.startswith("| `"):
             named.update(re.findall(r"`(\w+)`", row.split("|")[1]))
     named.update(re.findall(r"OutputKey=='(\w+)'", section))
+    named.update(re.findall(r"vdq_output (\w+)", section))
     assert len(named) >= 10, named  # the table was read
     missing = sorted(named - set(synth.template_json["Outputs"]))
-    assert not missing, f"README names outputs the stack does not have: {missing}"
+    assert not missing, f"the deploy pages name outputs the stack does not have: {missing}"
 
 
-def test_every_stack_parameter_the_readme_names_is_in_the_template(synth):
+def test_every_stack_parameter_the_deploy_pages_name_is_in_the_template(synth):
     named = set(re.findall(r"--parameters (\w+)=", deploy_section()))
     assert named, "the deploy section names the Twilio secret parameter"
     assert not named - set(synth.template_json["Parameters"])
 
 
-def test_every_context_key_the_readme_names_is_read_by_infra():
+def test_every_context_key_the_deploy_pages_name_is_read_by_infra():
     from infra.config import SETTING_NAMES
 
     section = deploy_section()
     named = set(re.findall(r"`(vdq:\w+)", section)) | set(re.findall(r"-c (vdq:\w+)", section))
     read = context_keys_read_by_infra()
     assert "vdq:sesIdentities" in read and "vdq:stackName" in read  # the scan finds them
-    assert not sorted(named - read), f"README names context keys infra/ never reads: {named - read}"
+    assert not sorted(named - read), f"context keys infra/ never reads: {named - read}"
     settings = set(re.findall(r"-c ([A-Z][A-Z0-9_]+)=", section))
     assert settings and not settings - set(SETTING_NAMES), settings - set(SETTING_NAMES)
 
 
-def test_every_make_target_and_vdq_command_the_readme_names_exists():
+def test_every_make_target_and_vdq_command_the_deploy_pages_name_exists():
     import importlib
 
     try:  # vdq.cli as a package (its parser in vdq.cli.main) or as one module
@@ -102,12 +93,12 @@ def test_every_make_target_and_vdq_command_the_readme_names_exists():
             if word in ("vdq", ".venv/bin/vdq") and first:
                 found_vdq.add(words[i + 1])
     assert "synth" in found_make and "venv" in found_make  # the scan reads the section
-    assert not found_make - targets, f"README names make targets not in the Makefile: {found_make}"
+    assert not found_make - targets, f"make targets not in the Makefile: {found_make}"
     unknown = found_vdq - set(sub.choices)
-    assert not unknown, f"README names vdq commands the CLI does not have: {unknown}"
+    assert not unknown, f"the deploy pages name vdq commands the CLI does not have: {unknown}"
 
 
-def test_every_option_of_a_vdq_command_the_readme_names_exists():
+def test_every_option_of_a_vdq_command_the_deploy_pages_name_exists():
     from vdq.cli.main import parser
 
     (sub,) = [a for a in parser()._actions if a.dest == "command"]
@@ -120,12 +111,12 @@ def test_every_option_of_a_vdq_command_the_readme_names_exists():
             continue
         known = set(sub.choices[words[1]]._option_string_actions)
         unknown = [w for w in words[2:] if w.startswith("--") and w.split("=")[0] not in known]
-        assert not unknown, f"README: {command!r} names options vdq {words[1]} lacks: {unknown}"
+        assert not unknown, f"{command!r} names options vdq {words[1]} lacks: {unknown}"
         checked += 1
     assert checked >= 2, "the scan finds the vdq smoke commands"
 
 
-def test_the_outputs_vdq_smoke_reads_are_in_the_template_and_the_readme(synth):
+def test_the_outputs_vdq_smoke_reads_are_in_the_template_and_the_docs(synth):
     from vdq.cli.deployment import OUTPUTS
 
     assert set(OUTPUTS.values()) <= set(synth.template_json["Outputs"])
