@@ -32,7 +32,7 @@ def _deploy(name: str) -> str:
 def settings_page() -> str:
     from infra.config import CHOICES, choice_default
 
-    from vdq.settings import Settings
+    from vdq.core.settings import Settings
 
     lines = [
         "# Settings and deploy choices",
@@ -42,8 +42,8 @@ def settings_page() -> str:
         "Two kinds of knob, each listed here from its one definition in code.",
         "",
         "- **Product settings** are environment variables. Each function reads them once at "
-        "start into one typed object (`vdq.settings.Settings`). A bad value stops the function "
-        "with a message that names the variable.",
+        "start into one typed object (`vdq.core.settings.Settings`). A bad value stops the "
+        "function with a message that names the variable.",
         "- **Deploy choices** are CDK context values (`infra.config.CHOICES`). Set them in "
         "`cdk.json`, or pass `-c key=value` to `cdk synth` and `cdk deploy`.",
         "",

@@ -1,7 +1,7 @@
 """Deployment choices, read once from CDK context (cdk.json or ``-c key=value``).
 
 Infrastructure knobs are ``vdq:*`` keys, each described once in ``CHOICES`` (the documentation's
-settings page is generated from it); every product setting (``vdq.settings.Settings``) is a
+settings page is generated from it); every product setting (``vdq.core.settings.Settings``) is a
 context key of its own name, e.g. ``-c VDQ_MAX_RETRIES=5``, passed to the functions as their
 environment. A product setting left out keeps the product's default.
 """

@@ -67,7 +67,7 @@ def test_the_committed_generated_pages_are_current():
 def test_the_settings_page_lists_every_setting_and_deploy_choice():
     from infra.config import CHOICES
 
-    from vdq.settings import Settings
+    from vdq.core.settings import Settings
 
     page = COMMITTED["reference/settings.md"]()
     for env, _default, doc in Settings.documented():
