@@ -40,8 +40,8 @@ SEEDS = (1, 2, 3, 4, 5)
 VALIDATION_SEEDS = tuple(range(10))
 P99_TARGET = 2.0
 USE_TARGET = 0.9
-# The local stack's figures (README, Priority lanes: bench.stacklanes --bulk 300 --high 8
-# --interval 3 --ses-rate 0.5, 2026-12-03) that ``validate`` is compared with.
+# The local stack's figures (docs/architecture/sending.md, Priority lanes: bench.stacklanes
+# --bulk 300 --high 8 --interval 3 --ses-rate 0.5, 2026-12-03) that ``validate`` is compared with.
 STACK = {"high_sent": 8, "high": 8, "p50": 0.98, "p99": 1.75, "use": 0.92}
 
 FIGURES = [

@@ -106,7 +106,8 @@ class Api(Construct):
                     self.rest_api,
                     rule,
                     "stage logs need API Gateway's account-wide CloudWatch role, which a stack "
-                    "should not own by default: vdq:apiLogs turns them on (README, Deploy)",
+                    "should not own by default: vdq:apiLogs turns them on "
+                    "(docs/reference/settings.md)",
                 )
         self._gateway_responses()
         self.authorizer = apigw.CognitoUserPoolsAuthorizer(

@@ -14,7 +14,7 @@ An item with a ``send_at`` stays ``queued`` until then; nothing reads waiting it
 
 The choice against EventBridge Scheduler one-time schedules (one CreateSchedule a receiver at
 enqueue, one billed invocation and one SQS message each) is by measured cost: ``python -m
-bench.lanes`` and the README's "Scheduled send".
+bench.lanes`` and docs/architecture/sending.md, "Scheduled send".
 
 Precision: to the second (SQS's delay) for both, as long as the sweep runs at least once in the
 ``LEAD_SECONDS`` before send_at (it runs every minute) and a run's batch holds what is due. The

@@ -5,8 +5,8 @@ identity ``dynamodb.amazonaws.com``), with the record as it was (the old image).
 them becomes one gzip JSON-lines object per day of deletion, under
 ``archive/dt=<YYYY-MM-DD>/<first event id>.json.gz`` in the attachments bucket: a batch
 delivered again writes the same keys again (no duplicate), and Athena reads the ``dt``
-partitions (the README has the table definition). A content's data is stored decompressed, so
-its JSON can be queried.
+partitions (docs/architecture/data.md has the table definition). A content's data is stored
+decompressed, so its JSON can be queried.
 """
 
 from __future__ import annotations
