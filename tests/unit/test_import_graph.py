@@ -191,25 +191,39 @@ def test_the_package_has_few_top_level_modules():
     }  # a new package joins LAYERS first
 
 
-def test_the_benchmarks_import_one_another_without_circles():
-    bench = _modules(REPO / "bench")
-    bench = {f"bench.{name}" if name != "__init__" else "bench": path
-             for name, path in bench.items()}  # fmt: skip
+# The repository's other packages: each imports its own modules without circles too.
+OTHER_PACKAGES = ("bench", "infra", "functions", "tests", "docsite")
+
+
+def _repository_graph() -> dict[str, set[str]]:
+    modules: dict[str, Path] = {}
+    for top in OTHER_PACKAGES:
+        for path in (REPO / top).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph: dict[str, set[str]] = {}
-    for name, path in bench.items():
-        if not name.startswith("bench."):
-            continue
-        tree = ast.parse(path.read_text())
-        imported = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench"):
+    for name, path in modules.items():
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
-                    imported.add(full if full in bench else node.module)
+                    imported.add(full if full in modules else node.module)
             elif isinstance(node, ast.Import):
-                imported.update(a.name for a in node.names if a.name.startswith("bench"))
-        graph[name] = {m for m in imported if m in bench and m != name}
-    assert graph  # read at all
+                imported.update(alias.name for alias in node.names)
+        found = set()
+        for other in imported:
+            while other not in modules and "." in other:
+                other = other.rsplit(".", 1)[0]
+            if other in modules and other != name:
+                found.add(other)
+        graph[name] = found
+    return graph
+
+
+def test_the_repositorys_other_packages_import_without_circles():
+    graph = _repository_graph()
+    assert graph["bench.figures"] and graph["infra.stack"]  # the graph is read at all
     assert _circles(graph) == []
 
 
