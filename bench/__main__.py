@@ -70,7 +70,7 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--only", nargs="*", help="sections: requests cost coldstart "
+    parser.add_argument("--only", nargs="*", help="sections: requests cost idle keys coldstart "
                         "throughput scale storage sendpath lanes lanespace stacklanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--stack-bulk", type=int, default=None,
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     COUNTER.install()
     started = time.perf_counter()
-    wanted = set(args.only or ["requests", "cost", "coldstart", "throughput", "scale",
-                               "storage", "sendpath", "lanes", "lanespace",
+    wanted = set(args.only or ["requests", "cost", "idle", "keys", "coldstart", "throughput",
+                               "scale", "storage", "sendpath", "lanes", "lanespace",
                                "stacklanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
@@ -95,6 +95,26 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
     if "cost" in wanted:
         rows += section("cost", lambda: figures.cost_rows(journeys), figures.COST_FIGURES)
+    idle: dict[str, Any] = {}
+    if "idle" in wanted:
+        from bench import idle as idle_month
+
+        def idle_rows() -> list[Row]:
+            idle.update(idle_month.measure())
+            return idle_month.rows(idle)
+
+        rows += section("idle", idle_rows, idle_month.FIGURES)
+    keys: dict[str, Any] = {}
+    if "keys" in wanted:
+        from bench import requests as rq
+
+        def key_rows() -> list[Row]:
+            count = 40 if args.quick else 200
+            keys["1:1"] = rq.hot_keys(count)
+            keys["bulk"] = rq.hot_keys(count, bulk=True)
+            return figures.key_rows([keys["1:1"], keys["bulk"]])
+
+        rows += section("keys", key_rows, figures.KEY_FIGURES)
     if "coldstart" in wanted:
         rows += section("coldstart", lambda: figures.coldstart_rows(coldstart.measure()),
                         figures.COLDSTART_FIGURES)  # fmt: skip
@@ -136,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     if "cost" in wanted and journeys:
         from bench import bill
 
-        print("\n" + bill.table_text({k: bill.bill(j) for k, j in journeys.items()}))
+        print("\n" + bill.table_text({k: bill.bill(j) for k, j in journeys.items()},
+                                     idle=idle or None, keys=keys or None))  # fmt: skip
     if not args.quick and args.only is None:
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"{datetime.date.today().isoformat()}.json"

@@ -1,7 +1,8 @@
 """The bill, line by line: what a million delivered emails (or SMS) cost on each AWS service
 the deployed stack uses, from the journeys the request bench measured (``bench.requests``) and
-the dated price table (``prices.json``). The providers' own fees (SES, Twilio) and API Gateway
-are rows of their own, outside the total that the US$5 target is about.
+the dated price table (``prices.json``), at the stated volume (1M a day: ``bench.cost``). The
+providers' own fees (SES, Twilio), API Gateway and the idle month (``bench.idle``) are rows of
+their own, outside the total that the issue's targets are about.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from bench import cost
 # Line items in the order of a message's path, with what each is billed on.
 LINES = (
     ("lambda", "Lambda requests and GB-seconds (arm64, each function at its default memory)"),
-    ("dynamodb", "DynamoDB on-demand writes, index writes and reads"),
+    ("dynamodb", "DynamoDB on-demand writes, index writes and reads (misses included)"),
     ("sqs", "SQS requests (sends, the mappings' receives and deletes)"),
     ("sns", "SNS publishes of SES events (SES -> SNS -> results queue)"),
     ("eventbridge", "EventBridge PutEvents of state events (default: into errored only)"),
     ("s3", "S3 requests (attachments)"),
-    ("cloudwatch_logs", "CloudWatch Logs: handler logs at INFO, EMF metrics, platform lines"),
-    ("xray", "X-Ray traces (active tracing, default sampling)"),
+    ("cloudwatch_logs", "CloudWatch Logs: handler lines, EMF metric lines, platform lines"),
+    ("xray", "X-Ray traces (Lambda's sampling: 1/s + 5%, one reservoir shared)"),
     ("dynamodb_storage", "DynamoDB storage of what a message leaves, for its retention + TTL lag"),
+    ("dynamodb_pitr", "DynamoDB point-in-time recovery of the table's share of it"),
 )
 
 
@@ -54,69 +56,183 @@ def provisioned_dynamodb(usage: dict[str, float], table: dict[str, Any]) -> floa
 def floor(billed: dict[str, Any], table: dict[str, Any] | None = None) -> dict[str, float]:
     """US$ per million of the design's floor (``FLOOR_WRITES``), on-demand and provisioned,
     beside ``billed`` (a ``bill``): its other lines as measured, less X-Ray and the handlers'
-    log lines (Lambda's platform lines stay)."""
+    log lines (Lambda's platform lines stay when the deployment keeps them)."""
     p = table or cost.prices()
     usage, lines = billed["usage"], billed["lines"]
     units = {"wru": float(sum(n for _, n in FLOOR_WRITES)), "rru": FLOOR_READS}
     d = p["dynamodb"]
     on_demand_ddb = (units["wru"] * d["per_million_write_request_units"]
                      + units["rru"] * d["per_million_read_request_units"])  # fmt: skip
-    platform = usage["lambda_requests"] * p["assumptions"]["lambda_platform_log_bytes"]
+    platform = usage["platform_log_bytes"] if billed["model"]["system_log_level"] != "WARN" else 0
     logs = lines["cloudwatch_logs"] * (platform / usage["log_bytes"] if usage["log_bytes"] else 0)
     rest = sum(v for k, v in lines.items() if k not in ("dynamodb", "xray", "cloudwatch_logs"))
     return {**units, "on_demand": round(rest + logs + on_demand_ddb, 2),
             "provisioned": round(rest + logs + provisioned_dynamodb(units, p), 2)}
 
 
+def api_requests(journey: Any) -> int:
+    """API Gateway requests a message makes after its enqueue: the provider's callbacks that
+    reach the webhook function through the API (Twilio's status callbacks)."""
+    return sum(1 for function, _, queue, _ in journey.phases
+               if function == "webhook" and queue is None)  # fmt: skip
+
+
+def lambda_ms_cost(ms: float, function: str, table: dict[str, Any]) -> float:
+    """US$ per million messages of ``ms`` of one function's time a message."""
+    a = table["assumptions"]
+    per_gbs = table["lambda"][f"per_gb_second_{a['lambda_architecture']}"]
+    return 1e6 * cost.memory_mb()[function] / 1024 * ms / 1000 * per_gbs
+
+
 def bill(journey: Any, table: dict[str, Any] | None = None) -> dict[str, Any]:
     p = table or cost.prices()
     stored = journey.stored_bytes / journey.messages
-    dollars = cost.journey_cost(journey.invocations(), journey.messages, p,
-                                stored_bytes=journey.stored_bytes)  # fmt: skip
-    usage = dollars["_usage_per_message"]
+    dollars = cost.journey_cost(journey.invocations(p), journey.messages, p,
+                                stored_bytes=journey.stored_bytes,
+                                table_bytes=journey.table_bytes)  # fmt: skip
+    usage, model = dollars["_usage_per_message"], dollars["_model"]
     on_demand = sum(v for k, v in dollars.items() if k in dict(LINES))
     provisioned = on_demand - dollars["dynamodb"] + provisioned_dynamodb(usage, p)
     fees = p["providers"]
-    return {"lines": {k: dollars[k] for k, _ in LINES}, "usage": usage,
-            "stored_bytes": stored,
+    rest_per_request = cost.api_gateway_per_million(1, p)
+    send: dict[str, Any] = {}
+    if journey.send_batch is not None:
+        from bench.requests import send_batch_ms
+
+        batch = journey.send_batch
+        paced_ms = 1000 * batch["paced_seconds"] / batch["messages"]
+        send = {"ms": round(send_batch_ms(batch, p), 2), "parallelism": batch["parallelism"],
+                "serial_ms": round(send_batch_ms(dict(batch, parallelism=1), p), 2),
+                "paced_ms": round(paced_ms, 2),
+                "paced_usd": round(lambda_ms_cost(paced_ms, "send", p), 4)}  # fmt: skip
+    # What the observability choices cost, in the total or not (``model`` says which apply).
+    variants = {"xray_shared": model["xray_shared"],
+                "xray_per_function": model["xray_per_function"],
+                "platform_logs": model["platform_logs"]}  # fmt: skip
+    return {"lines": {k: dollars[k] for k, _ in LINES}, "usage": usage, "model": model,
+            "stored_bytes": stored, "table_bytes": journey.table_bytes / journey.messages,
             "total_on_demand": round(on_demand, 2), "total_provisioned": round(provisioned, 2),
             "dynamodb_provisioned": round(provisioned_dynamodb(usage, p), 2),
-            "api_gateway": cost.api_gateway_per_million(1, p),
+            "api_gateway": {"1": rest_per_request, "10": cost.api_gateway_per_million(10, p)},
+            "api_callbacks": round(api_requests(journey) * rest_per_request, 4),
+            "send": send, "variants": {k: round(v, 4) for k, v in variants.items()},
             "ses_fee": None if journey.sms else 1e3 * fees["ses_per_thousand_emails"],
             "twilio_fee": 1e6 * fees["twilio_us_sms_per_segment"] if journey.sms else None,
             "prices_checked": p["checked"]}  # fmt: skip
 
 
-def table_text(bills: dict[str, dict[str, Any]]) -> str:
-    """The line items side by side for each journey, per million messages, in US$."""
+def _row(text: str, values: list[float | None]) -> str:
+    return f"{text:<76}" + "".join("         -" if v is None else f"{v:>10.2f}" for v in values)
+
+
+def table_text(bills: dict[str, dict[str, Any]], idle: dict[str, Any] | None = None,
+               keys: dict[str, Any] | None = None) -> str:  # fmt: skip
+    """The line items side by side for each journey, per million messages, in US$; then what
+    lies outside the total (API Gateway, the providers' fees, the deploy choices' prices, the
+    idle month), and the model's assumptions."""
     names = list(bills)
     out = [f"{'line item (US$ per 1M delivered)':<76}" + "".join(f"{n:>10}" for n in names)]
     out.append("-" * (76 + 10 * len(names)))
     for key, text in LINES:
-        out.append(f"{text:<76}" + "".join(f"{bills[n]['lines'][key]:>10.2f}" for n in names))
+        out.append(_row(text, [bills[n]["lines"][key] for n in names]))
     out.append("-" * (76 + 10 * len(names)))
-    rows = (("total, DynamoDB on-demand (the default)", "total_on_demand"),
-            ("total, DynamoDB provisioned with auto scaling (70% target)", "total_provisioned"),
-            ("API Gateway REST, one message a request (outside the total)", "api_gateway"),
-            ("SES's own fee, US$0.10 per 1,000 emails (outside the total)", "ses_fee"),
-            ("Twilio's own fee, a US SMS of one segment (outside the total)", "twilio_fee"))
-    for text, key in rows:
-        out.append(f"{text:<76}" + "".join("         -" if bills[n][key] is None
-                                            else f"{bills[n][key]:>10.2f}" for n in names))
+    out.append(_row("total, DynamoDB on-demand (the default)",
+                    [bills[n]["total_on_demand"] for n in names]))  # fmt: skip
+    out.append(_row("total, DynamoDB provisioned with auto scaling (70% target)",
+                    [bills[n]["total_provisioned"] for n in names]))  # fmt: skip
+    out.append("")
+    out.append(_row("outside the total: API Gateway REST, one receiver a request",
+                    [bills[n]["api_gateway"]["1"] for n in names]))  # fmt: skip
+    out.append(_row("outside the total: API Gateway REST, ten receivers a request",
+                    [bills[n]["api_gateway"]["10"] for n in names]))  # fmt: skip
+    out.append(_row("outside the total: API Gateway REST, the provider's callbacks",
+                    [bills[n]["api_callbacks"] for n in names]))  # fmt: skip
+    out.append(_row("outside the total: SES's own fee, US$0.10 per 1,000 emails",
+                    [bills[n]["ses_fee"] for n in names]))  # fmt: skip
+    out.append(_row("outside the total: Twilio's own fee, a US SMS of one segment",
+                    [bills[n]["twilio_fee"] for n in names]))  # fmt: skip
     first = bills[names[0]]
+    model = first["model"]
+    active = " (in the total)" if model["tracing"] == "active" else ""
+    out.append(_row(f"X-Ray if tracing is active, one reservoir shared{active}",
+                    [bills[n]["variants"]["xray_shared"] for n in names]))  # fmt: skip
+    out.append(_row("X-Ray if tracing is active, a reservoir per function",
+                    [bills[n]["variants"]["xray_per_function"] for n in names]))  # fmt: skip
+    kept = " (in the total)" if model["system_log_level"] != "WARN" else ""
+    out.append(_row(f"Lambda's start and report lines at system log level INFO{kept}",
+                    [bills[n]["variants"]["platform_logs"] for n in names]))  # fmt: skip
+    out.append(_row("pacing: the send function waiting for slots at the bench's rate, +",
+                    [bills[n]["send"].get("paced_usd") for n in names]))  # fmt: skip
     low = floor(first)
-    out.append(f"{'the floor of the design for an ' + names[0] + ', on-demand (bench/bill.py)':<76}"
-               f"{low['on_demand']:>10.2f}")
-    out.append(f"{'the floor of the design for an ' + names[0] + ', provisioned':<76}"
-               f"{low['provisioned']:>10.2f}")
+    out.append(_row(f"the floor of the design for an {names[0]}, on-demand (bench/bill.py)",
+                    [low["on_demand"]]))  # fmt: skip
+    out.append(_row(f"the floor of the design for an {names[0]}, provisioned",
+                    [low["provisioned"]]))  # fmt: skip
+    if idle:
+        out.append("")
+        out.append(idle_text(idle))
     usage = first["usage"]
     out.append(f"\nper delivered {names[0]}: {usage['wru']:.1f} write units, {usage['rru']:.1f} "
                f"read units, {usage['log_bytes']:.0f} log bytes, {usage['sqs']:.2f} SQS "
-               f"requests, {first['stored_bytes']:,.0f} bytes stored for "
-               f"{cost.months_stored() * cost.DAYS_A_MONTH:.0f} days; prices of "
-               f"{first['prices_checked']} (bench/prices.json; Twilio's not rechecked since "
+               f"requests, {first['stored_bytes']:,.0f} bytes stored ({first['table_bytes']:,.0f} "
+               f"in the table) for {cost.months_stored() * cost.DAYS_A_MONTH:.0f} days; prices "
+               f"of {first['prices_checked']} (bench/prices.json; Twilio's not rechecked since "
                "2025: see its note there).")
+    send = first["send"]
+    out.append(
+        f"at {model['messages_per_second']:.1f} {names[0]}s a second (1M a day): the table's "
+        f"stream has {model['stream_shards']} shards (one a partition of 10 GB, at least 4), "
+        f"each batch of the stream mapping ({_window()}) carries "
+        f"{model['stream_records_per_invocation']:.1f} records "
+        f"({model['stream_records_per_message']:g} an {names[0]}); Lambda's tracing is "
+        f"{model['tracing']} (if active: {model['traces_per_message']['shared']:.3f} traces an "
+        f"{names[0]} with one reservoir, {model['traces_per_message']['per_function']:.3f} with "
+        f"one a function); the system log level is {model['system_log_level']}.")
+    if send:
+        out.append(
+            f"the send invocation of a full batch, replayed on its threads (VDQ_SEND_PARALLELISM "
+            f"{send['parallelism']}): {send['ms']:.1f} ms an {names[0]} ({send['serial_ms']:.1f} ms"
+            f" one send after another); it also slept {send['paced_ms']:.0f} ms an {names[0]} for "
+            "its slots at the bench's provider rate (SES 14/s: the pacing row), none at a rate "
+            "well above the traffic.")
+    if keys:
+        out.append(keys_text(keys))
     out.append(f"the floor: {low['wru']:.0f} write units and {low['rru']:.0f} read unit, the "
                "writes the product's promises make (FLOOR_WRITES), other lines as measured "
                "without X-Ray and handler logs.")
+    return "\n".join(out)
+
+
+def _window() -> str:
+    from vdq.core import resources
+
+    return (f"batches of up to {resources.STREAM_BATCH_SIZE}, a "
+            f"{resources.STREAM_BATCHING_WINDOW_SECONDS} s window")
+
+
+def idle_text(idle: dict[str, Any]) -> str:
+    """The idle month, line by line, on-demand and provisioned."""
+    out = [f"{'an idle deployment, US$ a month (bench/idle.py, from the synthesized template)':<76}"
+           f"{'on-demand':>10}{'provis.':>10}"]  # fmt: skip
+    for text, on_demand, provisioned in idle["lines"]:
+        out.append(f"{text:<76}{on_demand:>10.2f}{provisioned:>10.2f}")
+    out.append(f"{'total a month':<76}{idle['on_demand']:>10.2f}{idle['provisioned']:>10.2f}")
+    return "\n".join(out)
+
+
+def keys_text(keys: dict[str, Any]) -> str:
+    """The hottest keys at a send rate, against 30% of a partition's limits."""
+    from bench.requests import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+
+    out = []
+    for name, found in keys.items():
+        w, r = found["writes"], found["reads"]
+        out.append(
+            f"hottest keys at {found['rate']:,.0f} emails/s ({name}, from the requests of "
+            f"{found['emails']} emails): writes {w.get('key')} {w.get('writes', 0):,.0f} WCU/s "
+            f"({w.get('writes', 0) / PARTITION_WRITE_UNITS:.0%} of a partition), reads "
+            f"{r.get('key')} {r.get('reads', 0):,.0f} RCU/s "
+            f"({r.get('reads', 0) / PARTITION_READ_UNITS:.0%}); target <= {HOT_SHARE:.0%} "
+            f"({HOT_SHARE * PARTITION_WRITE_UNITS:,.0f} WCU/s, "
+            f"{HOT_SHARE * PARTITION_READ_UNITS:,.0f} RCU/s)")
     return "\n".join(out)

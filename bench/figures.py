@@ -25,7 +25,9 @@ STATE_ITEM_MAX = 1024
 STATE_ITEM_BOUND = 4096
 BULK_DDB_PER_ITEM = 0.2
 BULK_SQS_PER_ITEM = 0.15
-COST_MAX = 5.0
+COST_MAX = 8.0  # US$ per million emails on-demand (issue 34), every line counted
+COST_MAX_PROVISIONED = 5.5
+SMS_COST_MAX = 12.0
 IMPORT_RATIO_MAX = 1.5
 VDQ_SHARE_MAX = 0.20
 
@@ -41,9 +43,14 @@ REQUEST_FIGURES = [
     ("resend (operator): all requests", "(reported)"),
 ]
 COST_FIGURES = [
-    ("cost per 1M emails, behind the API", f"<= US${COST_MAX:.2f}"),
-    ("cost per 1M SMS, behind the API", "(reported)"),
+    ("cost per 1M emails, behind the API, on-demand", f"<= US${COST_MAX:.2f}"),
+    ("cost per 1M SMS, behind the API, on-demand", f"<= US${SMS_COST_MAX:.2f}"),
     ("API Gateway per 1M messages", "(reported)"),
+    ("cost per 1M emails, behind the API, provisioned", f"<= US${COST_MAX_PROVISIONED:.2f}"),
+]
+KEY_FIGURES = [
+    ("hottest key at 1,000 emails/s, 1:1 requests: writes, reads", "<= 30% of a partition"),
+    ("hottest key at 1,000 emails/s, bulk requests: writes, reads", "<= 30% of a partition"),
 ]
 COLDSTART_FIGURES = [
     ("cold start: handler import / boto3", f"<= {IMPORT_RATIO_MAX}x"),
@@ -88,6 +95,7 @@ def request_rows(journeys: dict[str, Any]) -> list[Row]:
         rows += missing
     else:
         journeys["email"] = email
+        email.send_batch = requests.send_batch_timeline()
         total = email.total().as_json()
         ddb = total["by_service"].get("dynamodb", 0)
         per_phase = "; ".join(f"{f} {t.by_service().get('dynamodb', 0)}"
@@ -107,6 +115,7 @@ def request_rows(journeys: dict[str, Any]) -> list[Row]:
         rows += missing
     else:
         journeys["sms"] = sms
+        sms.send_batch = requests.send_batch_timeline(sms=True)
         total = sms.total().as_json()
         rows.append(Row(REQUEST_FIGURES[4][0], REQUEST_FIGURES[4][1],
                         f"{ops(total)} -> {sms.final_state}", None, sms.as_json()))  # fmt: skip
@@ -124,31 +133,56 @@ def request_rows(journeys: dict[str, Any]) -> list[Row]:
 
 
 def cost_rows(journeys: dict[str, Any]) -> list[Row]:
+    from bench import bill
+
     rows: list[Row] = []
     table = cost.prices()
+    bills: dict[str, Any] = {}
     for (figure, target), key in zip(COST_FIGURES[:2], ("email", "sms"), strict=True):
         journey = journeys.get(key)
         if journey is None:
             module = "functions.send.handler / functions.webhook.handler"
             rows.append(Row(figure, target, f"not measured: {module} missing", None))
             continue
-        fills = table["assumptions"]["batch_fill"]
-        dollars = cost.journey_cost(journey.invocations(), journey.messages, table,
-                                    fill=fills["volume"],
-                                    stored_bytes=journey.stored_bytes)  # fmt: skip
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in dollars.items()
-                          if not k.startswith("_") and k != "total")  # fmt: skip
-        holds = dollars["total"] <= COST_MAX if key == "email" else None
-        trickle = cost.journey_cost(journey.invocations(), journey.messages, table,
-                                    fill=fills["trickle"],
-                                    stored_bytes=journey.stored_bytes)  # fmt: skip
-        text = (f"US${dollars['total']:.2f} at volume, SQS batches of {fills['volume']} ({parts}); "
-                f"US${trickle['total']:.2f} at a trickle, one message a batch")
-        detail = {**dollars, "trickle": trickle, "prices_checked": table["checked"]}
+        billed = bills[key] = bill.bill(journey, table)
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in billed["lines"].items())
+        trickle = cost.journey_cost(journey.invocations(table), journey.messages, table,
+                                    fill=table["assumptions"]["batch_fill"]["trickle"],
+                                    stored_bytes=journey.stored_bytes,
+                                    table_bytes=journey.table_bytes)  # fmt: skip
+        total = billed["total_on_demand"]
+        text = (f"US${total:.2f} at 1M a day, SQS batches of "
+                f"{table['assumptions']['batch_fill']['volume']} ({parts}); provisioned "
+                f"US${billed['total_provisioned']:.2f}; US${trickle['total']:.2f} on-demand at a "
+                "trickle, one message a batch")
+        holds = total <= (COST_MAX if key == "email" else SMS_COST_MAX)
+        detail = {**billed, "trickle": trickle}
         rows.append(Row(figure, target, text, holds, detail))
-    one, hundred = cost.api_gateway_per_million(1, table), cost.api_gateway_per_million(100, table)
+    one, ten = cost.api_gateway_per_million(1, table), cost.api_gateway_per_million(10, table)
+    callbacks = f"US${bills['sms']['api_callbacks']:.2f}" if "sms" in bills else "not measured"
     rows.append(Row(COST_FIGURES[2][0], COST_FIGURES[2][1],
-                    f"US${one:.2f} at 1 msg/request, US${hundred:.3f} at 100", None))  # fmt: skip
+                    f"US${one:.2f} at 1 receiver/request, US${ten:.2f} at 10; SMS callbacks "
+                    f"{callbacks}", None))  # fmt: skip
+    if "email" in bills:
+        provisioned = bills["email"]["total_provisioned"]
+        rows.append(Row(COST_FIGURES[3][0], COST_FIGURES[3][1], f"US${provisioned:.2f}",
+                        provisioned <= COST_MAX_PROVISIONED))  # fmt: skip
+    return rows
+
+
+def key_rows(results: list[dict[str, Any]]) -> list[Row]:
+    from bench.requests import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+
+    rows = []
+    for (figure, target), found in zip(KEY_FIGURES, results, strict=True):
+        w, r = found["writes"], found["reads"]
+        write_share = w.get("writes", 0) / PARTITION_WRITE_UNITS
+        read_share = r.get("reads", 0) / PARTITION_READ_UNITS
+        text = (f"{w.get('key')} {w.get('writes', 0):,.0f} WCU/s ({write_share:.0%}), "
+                f"{r.get('key')} {r.get('reads', 0):,.0f} RCU/s ({read_share:.0%}); "
+                f"from {found['emails']} emails")
+        rows.append(Row(figure, target, text,
+                        write_share <= HOT_SHARE and read_share <= HOT_SHARE, found))  # fmt: skip
     return rows
 
 

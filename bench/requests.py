@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import threading
 from collections import Counter as _Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,8 +82,6 @@ def _wire(item: dict[str, Any]) -> dict[str, Any]:
 
 # ---- the counter -----------------------------------------------------------------------------
 
-INDEX_KEYS = (("active_pk", "active_sk"), ("sent_pk", "sent_sk"), ("timer_pk", "timer_sk"),
-              ("purge_pk", "purge_sk"))  # fmt: skip
 INDEX_ENTRY_OVERHEAD = 100  # bytes DynamoDB adds to each index entry
 
 
@@ -98,6 +98,16 @@ class Tally:
     # Of ``wru``, those of the pace records: a send invocation reserves its whole batch's slots
     # in one request (vdq.dispatch.batchplan), so a full batch shares them (bench.cost).
     pace_wru: float = 0.0
+    # Units by partition: "<table or index>|<partition key value>" -> [write units, read units].
+    # A partition takes at most 1,000 write and 3,000 read units a second, whatever its table.
+    keys: dict[str, list[float]] = field(default_factory=dict)
+    # EMF metric name -> values printed (CloudWatch bills each name that gets a value a month).
+    metrics: _Counter = field(default_factory=_Counter)
+
+    def on_key(self, space: str, partition: str, wru: float = 0.0, rru: float = 0.0) -> None:
+        units = self.keys.setdefault(f"{space}|{partition}", [0.0, 0.0])
+        units[0] += wru
+        units[1] += rru
 
     def by_service(self) -> dict[str, int]:
         out: _Counter = _Counter()
@@ -113,7 +123,9 @@ class Tally:
                 "dynamodb_write_units": self.wru, "dynamodb_index_write_units": self.gsi_wru,
                 "dynamodb_read_units": self.rru, "item_sizes": self.sizes,
                 "billed": dict(self.billed), "log_bytes": self.log_bytes,
-                "dynamodb_pace_write_units": self.pace_wru}  # fmt: skip
+                "dynamodb_pace_write_units": self.pace_wru,
+                "keys": {k: list(v) for k, v in self.keys.items()},
+                "metrics": dict(self.metrics)}  # fmt: skip
 
     def add(self, other: Tally) -> None:
         self.requests.update(other.requests)
@@ -125,10 +137,14 @@ class Tally:
         self.log_bytes += other.log_bytes
         for kind, size in other.sizes.items():
             self.sizes[kind] = max(self.sizes.get(kind, 0), size)
+        self.metrics.update(other.metrics)
+        for key, (wru, rru) in other.keys.items():
+            space, partition = key.split("|", 1)
+            self.on_key(space, partition, wru, rru)
 
 
 @contextmanager
-def _log_bytes() -> Iterator[Callable[[], int]]:
+def _log_bytes() -> Iterator[Callable[[], str]]:
     """Bytes the handlers log meanwhile, as Lambda would ship them to CloudWatch Logs: the
     Powertools logger at the deployed level (INFO, the default) and the metrics' EMF lines
     (printed), captured instead of shown."""
@@ -144,10 +160,47 @@ def _log_bytes() -> Iterator[Callable[[], int]]:
     handler.setStream(buffer)
     try:
         with contextlib.redirect_stdout(buffer):
-            yield lambda: len(buffer.getvalue().encode())
+            yield buffer.getvalue
     finally:
         handler.setStream(stream)
         logger.setLevel(level)
+
+
+def emf_metrics(text: str) -> _Counter:
+    """Metric name -> values of the EMF lines in ``text`` (a line is one JSON object whose
+    ``_aws`` names its metrics: what CloudWatch Logs reads a metric from)."""
+    found: _Counter = _Counter()
+    for line in text.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        record = json.loads(line)
+        for directive in record["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = record[metric["Name"]]
+                found[metric["Name"]] += len(value) if isinstance(value, list) else 1
+    return found
+
+
+@contextmanager
+def _metrics_printed() -> Iterator[None]:
+    """The handlers' EMF metric lines printed meanwhile, as Lambda ships them (a JSON line an
+    invocation, to stdout): ``_log_bytes`` counts them. Outside a measurement they are off, and
+    what a handler run then added is dropped here, as an invocation starts with none."""
+    import os
+
+    from vdq.core.observability import metrics
+
+    metrics.clear_metrics()
+    before = os.environ.get("POWERTOOLS_METRICS_DISABLED")
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
+        else:
+            os.environ["POWERTOOLS_METRICS_DISABLED"] = before
+        metrics.clear_metrics()
 
 
 class Counter:
@@ -157,6 +210,7 @@ class Counter:
         self.tally: Tally | None = None
         self.units = False
         self._pending: dict[int, list[tuple[str, dict, dict | None, int]]] = {}
+        self._events: list[tuple[Any, str]] | None = None
 
     def install(self) -> Counter:
         original = botocore.session.Session.create_client
@@ -179,11 +233,13 @@ class Counter:
         tally, outer = Tally(), (self.tally, self.units)
         self.tally, self.units = tally, units
         try:
-            with _log_bytes() as written:
+            with _log_bytes() as written, _metrics_printed():
                 yield tally
         finally:
             self.tally, self.units = outer
-            tally.log_bytes = written()
+            text = written()
+            tally.log_bytes = len(text.encode())
+            tally.metrics.update(emf_metrics(text))
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -194,6 +250,44 @@ class Counter:
         finally:
             self.tally, self.units = tally, units
 
+    # ---- the send invocation's timeline (bench.cost.replay) ---------------------------------
+
+    @contextmanager
+    def timeline(self) -> Iterator[list[tuple[Any, str]]]:
+        """The requests made meanwhile, in order, each with the send it belongs to (None: the
+        invocation's own thread) and the provider calls; ``("submit", send)`` marks where the
+        main thread hands a send to a sending thread (vdq.dispatch.sendbatch)."""
+        from vdq.dispatch import sendbatch
+
+        events: list[tuple[Any, str]] = []
+        deliver, start = sendbatch.deliver, sendbatch.Batch.start
+
+        def traced_deliver(ready: Any, runtime: Any) -> Any:
+            _SEND.key = id(ready)
+            try:
+                return deliver(ready, runtime)
+            finally:
+                _SEND.key = None
+
+        def traced_start(batch: Any, record: Any, ready: Any) -> None:
+            events.append(("submit", str(id(ready))))
+            start(batch, record, ready)
+
+        sendbatch.deliver = traced_deliver  # type: ignore[assignment]
+        sendbatch.Batch.start = traced_start  # type: ignore[method-assign]
+        self._events = events
+        try:
+            yield events
+        finally:
+            self._events = None
+            sendbatch.deliver = deliver  # type: ignore[assignment]
+            sendbatch.Batch.start = start  # type: ignore[method-assign]
+
+    def note_call(self, service: str) -> None:
+        """A provider call made without an AWS request (the bench's Twilio) on the timeline."""
+        if self._events is not None:
+            self._events.append((getattr(_SEND, "key", None), service))
+
     # ---- handlers ----------------------------------------------------------------------------
 
     def _before_call(self, model: Any, params: dict[str, Any], context: Any = None,
@@ -203,6 +297,10 @@ class Counter:
         service = model.service_model.service_name
         self.tally.requests[(service, model.name)] += 1
         self.tally.billed[service] += billed_units(service, model.name, params)
+        if self._events is not None:
+            self._events.append((getattr(_SEND, "key", None), service))
+        if context is not None:
+            context["bench_params"] = params
         if self.units and service == "dynamodb":
             writes = _writes(model.name, params)
             self._pending[id(params)] = [
@@ -227,12 +325,21 @@ class Counter:
                 continue
             units = factor * max(1, math.ceil(size / 1024))
             tally.wru += units
-            if str(key.get("pk", {}).get("S", "")).startswith(PACE_PREFIX):
+            partition = str(key.get("pk", {}).get("S", ""))
+            tally.on_key("table", partition, wru=units)
+            if partition.startswith(PACE_PREFIX):
                 tally.pace_wru += units
-            tally.gsi_wru += _index_writes(before, after)
+            for index, index_partition, moved in _index_moves(before, after):
+                tally.gsi_wru += moved
+                tally.on_key(index, index_partition, wru=moved)
             _note_size(tally, after or before)
-        tally.rru += _read_units(model.name, parsed)
+        params = (context or {}).get("bench_params") or {}
+        for space, partition, units in _reads(model.name, params, parsed):
+            tally.rru += units
+            tally.on_key(space, partition, rru=units)
 
+
+_SEND = threading.local()  # the send (id of its Ready) a sending thread is making
 
 CHUNK = 65_536
 PACE_PREFIX = "PACE#"  # vdq.store.pacing.pace_pk
@@ -293,30 +400,93 @@ def _writes(operation: str, params: dict[str, Any]) -> list[tuple[str, dict, int
     return []
 
 
-def _index_writes(before: dict | None, after: dict | None) -> float:
-    units = 0.0
-    for pk, sk in INDEX_KEYS:
+def _index_moves(before: dict | None, after: dict | None) -> list[tuple[str, str, float]]:
+    """(index, partition, units) of the index entries a write moved: an entry in or out is a
+    unit of the index partition it is in; a changed entry is both."""
+    from vdq.core import resources
+
+    moves: list[tuple[str, str, float]] = []
+    for index in resources.INDEXES:
+        pk, sk = index.partition_key, index.sort_key
         old = (before or {}).get(pk), (before or {}).get(sk)
         new = (after or {}).get(pk), (after or {}).get(sk)
         had, has = None not in old, None not in new
-        if had and has and old != new:
-            units += 2  # delete the old entry, put the new one
-        elif had != has:
-            units += 1
-    return units
+        if had and (not has or old != new):
+            moves.append((index.name, str(old[0]["S"]), 1.0))  # the old entry out
+        if has and (not had or old != new):
+            moves.append((index.name, str(new[0]["S"]), 1.0))  # the new entry in
+    return moves
 
 
-def _read_units(operation: str, parsed: dict[str, Any]) -> float:
+def _read_factor(consistent: Any) -> float:
+    """Read units a 4 KB unit of an item costs: 1 strongly consistent, 0.5 eventually."""
+    return 1.0 if consistent else 0.5
+
+
+def _full_size(table: str, item: dict[str, Any]) -> int:
+    """A read is billed on the whole item, whatever its projection returned."""
+    if "pk" in item and "sk" in item:
+        stored = stored_item(table, _key_of(item))
+        if stored is not None:
+            return item_size(stored)
+    return item_size(item)
+
+
+def _reads(operation: str, params: dict[str, Any],
+           parsed: dict[str, Any]) -> list[tuple[str, str, float]]:  # fmt: skip
+    """(table or index, partition, read units) of a read. A key that finds no item costs what
+    a hit of size 0 would (DynamoDB bills a BatchGetItem as its GetItems): one 4 KB unit, half
+    of it when eventually consistent. An index is read eventually consistently."""
     if operation == "GetItem":
         item = parsed.get("Item")
-        return math.ceil(item_size(item) / 4096) if item else 1  # a miss still costs a unit
+        size = _full_size(params.get("TableName", ""), item) if item else 0
+        units = max(1, math.ceil(size / 4096)) * _read_factor(params.get("ConsistentRead"))
+        return [("table", _partition(params.get("Key", {})), units)]
     if operation == "BatchGetItem":
-        return sum(max(1, math.ceil(item_size(i) / 4096))
-                   for items in parsed.get("Responses", {}).values() for i in items)  # fmt: skip
+        out = []
+        for table, request in params.get("RequestItems", {}).items():
+            factor = _read_factor(request.get("ConsistentRead"))
+            found = {_partition(i) + "|" + str(i.get("sk", {}).get("S", "")): i
+                     for i in parsed.get("Responses", {}).get(table, [])}  # fmt: skip
+            unprocessed = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            for key in request.get("Keys", []):
+                if key in unprocessed:
+                    continue  # read by a later request, counted there
+                item = found.get(_partition(key) + "|" + str(key.get("sk", {}).get("S", "")))
+                size = _full_size(table, item) if item else 0
+                out.append(("table", _partition(key), max(1, math.ceil(size / 4096)) * factor))
+        return out
     if operation == "Query":
-        total = sum(item_size(i) + INDEX_ENTRY_OVERHEAD for i in parsed.get("Items", []))
-        return max(1, math.ceil(total / 4096)) * 0.5  # index reads are eventually consistent
-    return 0.0
+        index = params.get("IndexName")
+        items = parsed.get("Items", [])
+        if index:
+            total = sum(item_size(i) + INDEX_ENTRY_OVERHEAD for i in items)
+            factor = 0.5
+        else:
+            total = sum(_full_size(params.get("TableName", ""), i) for i in items)
+            factor = _read_factor(params.get("ConsistentRead"))
+        units = max(1, math.ceil(total / 4096)) * factor
+        return [(index or "table", _query_partition(params), units)]
+    return []
+
+
+def _partition(key: dict[str, Any]) -> str:
+    return str(key.get("pk", {}).get("S", ""))
+
+
+def _query_partition(params: dict[str, Any]) -> str:
+    """The partition key value a Query's key condition names."""
+    from vdq.core import resources
+
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    keys = {resources.TABLE_PARTITION_KEY} | {i.partition_key for i in resources.INDEXES}
+    for name, placeholder in re.findall(r"([#\w]+)\s*=\s*(:\w+)",
+                                        params.get("KeyConditionExpression", "")):  # fmt: skip
+        if names.get(name, name) in keys and placeholder in values:
+            (_, value), = values[placeholder].items()
+            return str(value)
+    return "?"
 
 
 def _note_size(tally: Tally, item: dict[str, Any]) -> None:
@@ -339,10 +509,10 @@ COUNTER = Counter()
 # ---- scenarios -------------------------------------------------------------------------------
 
 
-def email_body(receivers: int = 1, html_bytes: int = 10_000) -> dict[str, Any]:
+def email_body(receivers: int = 1, html_bytes: int = 10_000, first: int = 0) -> dict[str, Any]:
     return {
         "sender": {"email": env.SENDER, "name": "Shop"},
-        "to": [{"email": f"customer{n}@example.org"} for n in range(receivers)],
+        "to": [{"email": f"customer{n}@example.org"} for n in range(first, first + receivers)],
         "subject": "Your order shipped",
         "text": "Your order shipped. Thank you for shopping with us.",
         "html": env.html_body(html_bytes),
@@ -350,10 +520,10 @@ def email_body(receivers: int = 1, html_bytes: int = 10_000) -> dict[str, Any]:
     }
 
 
-def sms_body(receivers: int = 1) -> dict[str, Any]:
+def sms_body(receivers: int = 1, first: int = 0) -> dict[str, Any]:
     return {
         "sender": {"cell": "+15005550006"},
-        "to": [{"cell": f"+1415555{n:04d}"} for n in range(receivers)],
+        "to": [{"cell": f"+1415555{n:04d}"} for n in range(first, first + receivers)],
         "body": "Your code is 493021",
     }
 
@@ -544,8 +714,13 @@ class Journey:
     final_state: str | None = None
     messages: int = 1
     # Bytes the message leaves in the table once done and stamped for retention (DynamoDB's
-    # storage rules: record_bytes), until the TTL deletes them.
+    # storage rules: record_bytes), until the TTL deletes them; of those, the table's own (its
+    # records without their index entries: table_record_bytes).
     stored_bytes: int = 0
+    table_bytes: int = 0
+    # The timeline of a send invocation on a full batch of such messages (send_batch_timeline):
+    # what the bill replays on the invocation's threads for the send's duration.
+    send_batch: dict[str, Any] | None = None
 
     def total(self) -> Tally:
         out = Tally()
@@ -553,16 +728,20 @@ class Journey:
             out.add(tally)
         return out
 
-    def invocations(self) -> list[Any]:
-        from bench.cost import Invocation
+    def invocations(self, table: dict[str, Any] | None = None) -> list[Any]:
+        from bench import cost
 
         out = []
         for function, tally, queue, sns in self.phases:
             if queue == STREAM:  # a share of a stream batch: no SQS, no SNS
-                out.append(Invocation(function, tally.as_json(), stream_records=sns))
+                out.append(cost.Invocation(function, tally.as_json(), stream_records=sns))
                 continue
-            out.append(Invocation(function, tally.as_json(), queue, sns,
-                                  {"twilio": 1} if function == "send" and self.sms else {}))
+            batch_ms = None
+            if function == "send" and self.send_batch is not None:
+                batch_ms = send_batch_ms(self.send_batch, table or cost.prices())
+            out.append(cost.Invocation(function, tally.as_json(), queue, sns,
+                                       {"twilio": 1} if function == "send" and self.sms else {},
+                                       batch_ms=batch_ms))  # fmt: skip
         return out
 
     sms: bool = False
@@ -571,6 +750,42 @@ class Journey:
         return {"final_state": self.final_state, "total": self.total().as_json(),
                 "phases": [{"function": f, "queue": q, **t.as_json()}
                            for f, t, q, _ in self.phases]}  # fmt: skip
+
+
+def send_batch_timeline(sms: bool = False, size: int = 10) -> dict[str, Any]:
+    """One send invocation on a full batch of the bench's message (``size`` of them, each its
+    own request to a receiver of its own), as a timeline of its requests by thread
+    (``Counter.timeline``), with the time its pacer slept for the provider's rate. SMS go out
+    at ten segments a second (a batch's ten within the rate: several numbers, or a short
+    code); a single US long code's one a second would give most of the batch back."""
+    from vdq.dispatch.pacing import get_pacer
+
+    changes = {"twilio_sender_rate": 10.0} if sms else {}
+    with env.stack(**changes) as stack:
+        with COUNTER.paused():
+            for n in range(size):
+                post("apigw_post_sms" if sms else "apigw_post_emails",
+                     sms_body(1, first=n) if sms else email_body(1, first=n))  # fmt: skip
+            pacer = get_pacer(stack.runtime)
+        stack.runtime.overrides["twilio"].on_send = lambda: COUNTER.note_call("twilio")
+        slept = pacer.waited
+        with COUNTER.measure() as tally, COUNTER.timeline() as events:
+            handled = run_send(stack, limit=size)
+        assert handled == size, handled
+        return {"events": [list(e) for e in events], "messages": handled,
+                "parallelism": stack.runtime.settings.send_parallelism,
+                "paced_seconds": round(pacer.waited - slept, 4),
+                "requests": tally.operations()}
+
+
+def send_batch_ms(batch: dict[str, Any], table: dict[str, Any]) -> float:
+    """Milliseconds a message of the batch costs its send invocation (bench.cost.replay), the
+    pacer's sleeps left out (``paced_seconds`` says how long they were)."""
+    from bench import cost
+
+    wall = cost.replay([tuple(e) for e in batch["events"]], batch["parallelism"],
+                       cost.latency_of(table), table["assumptions"]["lambda_base_ms"])  # fmt: skip
+    return wall / batch["messages"]
 
 
 def email_delivered() -> Journey:
@@ -595,12 +810,15 @@ def email_delivered() -> Journey:
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.append(stream_phase(stack))
         journey.stored_bytes = stored_bytes(stack)
+        journey.table_bytes = stored_bytes(stack, indexes=False)
     return journey
 
 
-def stored_bytes(stack: env.Stack) -> int:
-    """What the table holds after one message's journey (its only message)."""
-    return sum(map(record_bytes, table_records(stack.runtime.settings.table_name)))
+def stored_bytes(stack: env.Stack, *, indexes: bool = True) -> int:
+    """What the table (and its indexes) holds after one message's journey (its only
+    message)."""
+    weigh = record_bytes if indexes else table_record_bytes
+    return sum(map(weigh, table_records(stack.runtime.settings.table_name)))
 
 
 # ---- the table's records and what they store -------------------------------------------------
@@ -622,6 +840,11 @@ def record_bytes(item: dict[str, Any]) -> int:
         if pk in item and sk in item:
             total += keys + item_size({pk: item[pk], sk: item[sk]}) + RECORD_OVERHEAD
     return total
+
+
+def table_record_bytes(item: dict[str, Any]) -> int:
+    """Storage bytes of one record in the table itself (what point-in-time recovery bills)."""
+    return item_size(item) + RECORD_OVERHEAD
 
 
 def table_records(table: str) -> list[dict[str, Any]]:
@@ -703,4 +926,99 @@ def sms_delivered() -> Journey:
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.append(stream_phase(stack))
         journey.stored_bytes = stored_bytes(stack)
+        journey.table_bytes = stored_bytes(stack, indexes=False)
     return journey
+
+
+# ---- by partition, at a send rate ------------------------------------------------------------
+
+HOT_RATE = 1_000.0  # emails a second the hottest key is shown at
+PARTITION_WRITE_UNITS, PARTITION_READ_UNITS = 1_000, 3_000  # a partition's limits, a second
+HOT_SHARE = 0.30  # of a partition's limits, the most any one key may take
+# Receivers of a bulk request here: each email's To header names them all, and moto's SES
+# refuses a raw message whose headers name more than 50.
+BULK_RECEIVERS = 40
+
+
+def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> dict[str, Any]:
+    """The DynamoDB units of ``count`` delivered emails of the bench's message by partition (the
+    table's and each index's), with SES's rate at ``rate``: 1:1 requests (each its own POST
+    and receiver) at normal priority, or with ``bulk`` POSTs of ``BULK_RECEIVERS`` receivers
+    each at bulk priority (paced as bulk sends are); ``by_partition`` says which partitions are
+    an email's own and what the shared ones take at the rate."""
+    total = Tally()
+    with env.stack(ses_max_send_rate=rate) as stack:
+        with COUNTER.measure(units=True) as tally:
+            if bulk:
+                ids = []
+                for first in range(0, count, BULK_RECEIVERS):
+                    body = dict(email_body(min(BULK_RECEIVERS, count - first), first=first),
+                                priority="bulk")  # fmt: skip
+                    ids += [i["id"] for i in post("apigw_post_emails", body)["items"]]
+            else:
+                ids = [post("apigw_post_emails", email_body(1, first=n))["items"][0]["id"]
+                       for n in range(count)]  # fmt: skip
+        total.add(tally)
+        while True:  # the bench's stack has one send queue for every lane
+            with COUNTER.measure(units=True) as tally:
+                sent = run_send(stack, limit=10)
+            total.add(tally)
+            if not sent:
+                break
+        for item_id in ids:
+            event = ses_event_record(stack, item_id)
+            with COUNTER.measure(units=True) as tally:
+                run_webhook(event)
+            total.add(tally)
+        total.add(stream_phase(stack)[1])
+        items = [state_of(stack, i) for i in ids]
+    undone = [i.id for i in items if i.state != "succeeded"]
+    if undone:
+        raise RuntimeError(f"{len(undone)} of {count} emails not delivered, e.g. {undone[0]}")
+    owners: dict[str, set[str]] = {}
+    for i in items:
+        for token in (i.id, i.content_id, i.provider_id):
+            if token:
+                owners.setdefault(str(token), set()).add(i.id)
+    return by_partition(total.keys, owners, count, rate)
+
+
+def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], count: int,
+                 rate: float) -> dict[str, Any]:  # fmt: skip
+    """The hottest shared partitions at ``rate`` emails a second (units of ``count`` emails:
+    units / count x rate), and the most an email's own partition takes in its life.
+    ``owners``: the ids an email's keys are made of (its own, its content's, its provider
+    ID) -> the emails they belong to; a partition of one email only is that email's own, one
+    of a group of them (a bulk request's content) takes the group's units per email times the
+    rate (at the rate, one request's emails are what is being sent). Shards of one key (``A#0``
+    .. ``A#3``: the same key but its number) count as their mean: the sample spreads ``count``
+    emails over them unevenly, the rate would not."""
+    shards: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    mine, shared = [], []
+    for key, (wru, rru) in keys.items():
+        space, partition = key.split("|", 1)
+        emails = set().union(*(ids for token, ids in owners.items() if token in partition))
+        if len(emails) == 1:
+            mine.append((wru, rru, space, partition))
+        elif emails:
+            shared.append((wru / len(emails) * rate, rru / len(emails) * rate, space,
+                           f"{partition} (of {len(emails)} emails)"))  # fmt: skip
+        else:
+            family = re.sub(r"#\d+$", "#*", partition)
+            shards.setdefault((space, family), []).append((wru, rru))
+    shared += [(sum(w for w, _ in units) / len(units) / count * rate,
+                sum(r for _, r in units) / len(units) / count * rate, space,
+                family if len(units) == 1 else f"{family} ({len(units)} shards)")
+               for (space, family), units in shards.items()]  # fmt: skip
+
+    def top(rows: list[tuple[float, float, str, str]], i: int) -> dict[str, Any]:
+        if not rows:
+            return {}
+        row = max(rows, key=lambda r: r[i])
+        return {"key": f"{row[2]}:{row[3]}", "writes": round(row[0], 2), "reads": round(row[1], 2)}
+
+    return {"emails": count, "rate": rate, "writes": top(shared, 0), "reads": top(shared, 1),
+            "own_writes": top(mine, 0), "own_reads": top(mine, 1),
+            "shared": sorted(([f"{s}:{p}", round(w, 2), round(r, 2)] for w, r, s, p in shared),
+                             key=lambda row: -max(row[1] / PARTITION_WRITE_UNITS,
+                                                  row[2] / PARTITION_READ_UNITS))[:12]}

@@ -140,8 +140,8 @@ class VdqStack(Stack):
             sources.DynamoEventSource(
                 data.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=100,
-                max_batching_window=Duration.seconds(1),
+                batch_size=resources.STREAM_BATCH_SIZE,
+                max_batching_window=Duration.seconds(resources.STREAM_BATCHING_WINDOW_SECONDS),
                 bisect_batch_on_error=True,
                 retry_attempts=10,
                 on_failure=sources.SqsDlq(schedules.dead_letters),

@@ -20,8 +20,11 @@ def test_the_stream_batch_matches_the_mapping_and_provisioned_is_cheaper_at_a_st
 
     from infra import stack
 
+    # The bill models the stream mapping the stack deploys: both read vdq.core.resources.
+    source = inspect.getsource(stack)
+    assert "batch_size=resources.STREAM_BATCH_SIZE" in source
+    assert "Duration.seconds(resources.STREAM_BATCHING_WINDOW_SECONDS)" in source
     table = cost.prices()
-    assert f"batch_size={table['assumptions']['stream_batch_records']}" in inspect.getsource(stack)
     usage = {"wru": 10.0, "rru": 2.0}
     provisioned = bill.provisioned_dynamodb(usage, table)
     on_demand = 1e6 * (10 * table["dynamodb"]["per_million_write_request_units"]
@@ -56,7 +59,7 @@ def test_storage_is_a_line_for_the_retention_and_provider_fees_are_rows_outside_
     sms = bill.bill(requests.Journey(sms=True))
     assert sms["ses_fee"] is None and sms["twilio_fee"] > 0
     text = bill.table_text({"email": billed, "sms": sms})
-    assert "SES's own fee" in text and "(outside the total)" in text
+    assert "SES's own fee" in text and "outside the total:" in text
 
 
 def test_a_full_batch_shares_its_pace_reservation_and_a_batch_of_one_pays_it_whole():
@@ -85,3 +88,183 @@ def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray
     assert low["on_demand"] == round(kept + ddb, 2)
     assert low["provisioned"] == round(kept + bill.provisioned_dynamodb(low, table), 2)
     assert low["provisioned"] < low["on_demand"] < billed["total_on_demand"]
+
+
+# ---- the lines of the honest bill, each on fixed inputs ---------------------------------------
+
+
+def test_point_in_time_recovery_bills_the_table_share_for_the_retention():
+    journey = requests.Journey(stored_bytes=3_300, table_bytes=3_000)
+    billed = bill.bill(journey)
+    # Table data only (not the global indexes' entries), for as long as storage: 30 + 2 days.
+    expected = 1e6 * 3_000 / 1024**3 * 0.20 * (30 + 2) / 30
+    assert cost.prices()["dynamodb"]["pitr_per_gb_month"] == 0.20
+    assert billed["lines"]["dynamodb_pitr"] == round(expected, 4)
+    assert billed["total_on_demand"] == round(sum(billed["lines"].values()), 2)
+
+
+def test_the_stream_shards_follow_the_table_size_and_a_batch_fills_over_its_window():
+    import math
+
+    table = cost.prices()
+    # 3,000 table bytes an email, 1M a day, held 32 days: 96 GB, 10 partitions of 10 GB.
+    assert cost.stream_shards(3_000, table) == 10
+    assert cost.stream_shards(100, table) == 4  # a new on-demand table's partitions
+    # A window starts when the last invocation ended; one that caught nothing invokes nothing:
+    # x / (1 - e^-x) records a batch, x = records a second x window.
+    assert cost.stream_fill(3.0, 1, 100) == 3.0 / (1 - math.exp(-3.0))
+    assert abs(cost.stream_fill(0.001, 1, 100) - 1.0) < 0.001  # a trickle: one a batch
+    assert cost.stream_fill(50.0, 10, 100) == 100  # a full batch before the window ends
+    # A stream phase of 3 records pays 3 / fill of an invocation.
+    phase = cost.Invocation("schedule", requests.Tally().as_json(), stream_records=3)
+    usage = cost.journey_cost([phase], table_bytes=3_000)["_usage_per_message"]
+    rate = 1e6 / 86_400 * 3 / 10  # records a second on each of the 10 shards
+    fill = rate / (1 - math.exp(-rate))
+    assert abs(usage["lambda_requests"] - 3 / fill) < 1e-5
+
+
+def test_xray_samples_a_reservoir_of_one_a_second_and_five_percent_of_the_rest():
+    table = cost.prices()
+    assert cost.traced_per_second(0.5, table) == 0.5
+    assert abs(cost.traced_per_second(11, table) - (1 + 0.05 * 10)) < 1e-12
+    rate = 1e6 / 86_400
+    traces = cost.traces_per_message({"enqueue": 1.0, "send": 0.1}, table)
+    # Shared: 1.1 invocations an email at 11.57/s is 12.7/s, of which 1 + 5% of 11.7 traced.
+    assert abs(traces["shared"] - (1 + 0.05 * (1.1 * rate - 1)) / rate) < 1e-9
+    # A reservoir each: enqueue 1 + 5% of the rest, send (1.16/s) 1 + 5% of 0.16.
+    each = (1 + 0.05 * (rate - 1)) + (1 + 0.05 * (0.1 * rate - 1))
+    assert abs(traces["per_function"] - each / rate) < 1e-9
+
+
+def test_a_read_that_finds_nothing_costs_what_a_hit_of_size_zero_would():
+    key = {"pk": {"S": "SUP#1"}, "sk": {"S": "x"}}
+    strong = {"TableName": "t", "Key": key, "ConsistentRead": True}
+    assert requests._reads("GetItem", strong, {}) == [("table", "SUP#1", 1.0)]
+    assert requests._reads("GetItem", dict(strong, ConsistentRead=False), {}) == [
+        ("table", "SUP#1", 0.5)]
+    found = {"pk": {"S": "QI#a"}, "sk": {"S": "STATE"}, "blob": {"S": "x" * 5_000}}
+    batch = {"RequestItems": {"t": {"Keys": [key, {"pk": found["pk"], "sk": found["sk"]}]}}}
+    # Eventually consistent: the miss half a unit, the 5 KB hit half of two.
+    reads = requests._reads("BatchGetItem", batch, {"Responses": {"t": [found]}})
+    assert reads == [("table", "SUP#1", 0.5), ("table", "QI#a", 1.0)]
+    batch["RequestItems"]["t"]["ConsistentRead"] = True
+    reads = requests._reads("BatchGetItem", batch, {"Responses": {"t": [found]}})
+    assert [units for _, _, units in reads] == [1.0, 2.0]
+    query = {"TableName": "t", "IndexName": "active", "KeyConditionExpression": "#0 = :0",
+             "ExpressionAttributeNames": {"#0": "active_pk"},
+             "ExpressionAttributeValues": {":0": {"S": "A#2"}}}
+    assert requests._reads("Query", query, {"Items": []}) == [("active", "A#2", 0.5)]
+
+
+def test_a_send_batch_is_replayed_on_its_threads():
+    latency = {"dynamodb": 6.0, "sesv2": 60.0}.__getitem__
+    # Pace reservation, then two messages: each a suppression read and a claim in the main
+    # thread, then its SES call and its record on a sending thread.
+    events = [(None, "dynamodb"),
+              (None, "dynamodb"), (None, "dynamodb"), ("submit", "a"),
+              ("a", "sesv2"), (None, "dynamodb"), (None, "dynamodb"), ("a", "dynamodb"),
+              ("submit", "b"), ("b", "sesv2"), ("b", "dynamodb")]
+    # Two threads: main 5 + 6 + 12 = 23, a runs 23-89; main + 12 = 35, b runs 35-101.
+    assert cost.replay(events, 2, latency, 5.0) == 101.0
+    # One thread: the sends are made in the main thread, one after another.
+    assert cost.replay(events, 1, latency, 5.0) == 5 + 6 + 2 * (12 + 66)
+    # A third message on two threads: it waits for the first send to end before it is
+    # prepared (make_room: both threads are busy), then its own 12 ms and 66 ms.
+    three = [*events, (None, "dynamodb"), (None, "dynamodb"), ("submit", "c"),
+             ("c", "sesv2"), ("c", "dynamodb")]
+    assert cost.replay(three, 2, latency, 5.0) == 89 + 12 + 66
+
+
+def test_the_bill_prices_api_gateway_at_one_and_ten_receivers_and_the_callbacks():
+    journey = requests.Journey(sms=True)
+    for function, queue in (("enqueue", None), ("send", "send"), ("webhook", None),
+                            ("webhook", None)):
+        journey.phases.append((function, requests.Tally(), queue, 0))
+    billed = bill.bill(journey)
+    assert billed["api_gateway"] == {"1": 3.50, "10": 0.35}
+    assert billed["api_callbacks"] == 7.00  # Twilio's "sent" and "delivered", 2 requests
+    assert bill.bill(requests.Journey())["api_callbacks"] == 0
+
+
+def test_emf_lines_are_counted_as_printed_one_json_line_each():
+    from vdq.core.observability import metrics
+
+    requests.COUNTER.install()
+
+    @metrics.log_metrics
+    def handler(event, context):
+        metrics.add_metric(name="ItemsEnqueued", unit="Count", value=1)
+        return {}
+
+    with requests.COUNTER.measure() as tally:
+        handler({}, None)
+    assert tally.metrics == {"ItemsEnqueued": 1}
+    assert tally.log_bytes > 100  # the EMF line, as Lambda ships it
+
+
+def test_keys_shared_by_many_emails_take_their_units_at_the_send_rate():
+    keys = {"table|QI#a": [5.0, 2.0], "table|QI#b": [5.0, 2.0], "table|CT#c": [4.0, 0.0],
+            "table|PACE#ses": [0.2, 0.0], "active|A#1": [3.0, 0.0], "active|A#2": [1.0, 0.0],
+            "table|SUP#3": [0.0, 1.5]}
+    owners = {"a": {"a"}, "b": {"b"}, "c": {"a", "b"}}  # c: a content both share
+    found = requests.by_partition(keys, owners, count=2, rate=1_000)
+    # 4 units of the content the 2 emails share: 2,000 a second at 1,000 emails a second.
+    assert found["writes"] == {"key": "table:CT#c (of 2 emails)", "writes": 2000.0,
+                               "reads": 0.0}
+    assert found["reads"] == {"key": "table:SUP#*", "writes": 0.0, "reads": 750.0}
+    # The shards of the active index take their mean: 2 units of 2 emails, 1,000 a second.
+    assert ["active:A#* (2 shards)", 1000.0, 0.0] in found["shared"]
+    assert found["own_writes"]["writes"] == 5.0  # an email's state: its own, whatever the rate
+    # A content of 2 of 4 emails: its units over the 2 that use it, not over the 4.
+    found = requests.by_partition(keys, owners, count=4, rate=1_000)
+    assert found["writes"]["writes"] == 2000.0
+
+
+def test_the_idle_month_prices_what_the_template_holds():
+    import json
+
+    from bench import idle
+
+    template = {"Parameters": {"TwilioCredentialsName": {}}, "Resources": {
+        "A1": {"Type": "AWS::CloudWatch::Alarm"}, "A2": {"Type": "AWS::CloudWatch::Alarm"},
+        "D": {"Type": "AWS::CloudWatch::Dashboard"}, "K": {"Type": "AWS::KMS::Key"},
+        "T": {"Type": "AWS::SNS::Topic", "Properties": {"KmsMasterKeyId": "k"}},
+        "S": {"Type": "AWS::SecretsManager::Secret"},
+        "Q": {"Type": "AWS::Lambda::EventSourceMapping",
+              "Properties": {"EventSourceArn": {"Fn::GetAtt": ["SendQueue", "Arn"]}}},
+        "R": {"Type": "AWS::Lambda::EventSourceMapping",
+              "Properties": {"EventSourceArn": {"Fn::GetAtt": ["Table", "StreamArn"]}}},
+        "M": {"Type": "AWS::Scheduler::Schedule", "Properties": {
+            "ScheduleExpression": "rate(1 minute)",
+            "Target": {"Input": json.dumps({"task": "sweep"})}}}}}
+    provisioned = {"Resources": {
+        "P1": {"Type": "AWS::ApplicationAutoScaling::ScalingPolicy"},
+        "P2": {"Type": "AWS::ApplicationAutoScaling::ScalingPolicy"},
+        "T": {"Type": "AWS::DynamoDB::Table", "Properties": {
+            "ProvisionedThroughput": {"WriteCapacityUnits": 5, "ReadCapacityUnits": 5},
+            "GlobalSecondaryIndexes": [{"ProvisionedThroughput": {
+                "WriteCapacityUnits": 5, "ReadCapacityUnits": 5}}]}}}}
+    run = requests.Tally()
+    run.requests[("dynamodb", "Query")] = 2
+    run.rru, run.log_bytes = 1.0, 100
+    run.metrics["Schedule_lease_moved"] = 1
+    month = idle.monthly(template, provisioned, {"sweep": run.as_json()},
+                         system_log_level="WARN", tracing="passthrough")
+    lines = [(od, pr) for _, od, pr in month["lines"]]
+    alarms, dashboards, kms, secrets, runs, reads, logs, traces, metrics, polls, minimum = lines
+    assert alarms == (0.2, round(0.2 + 2 * 2 * 0.1, 4))  # 2 alarms a scaling policy
+    assert dashboards == (3.0, 3.0)
+    # The key, and SNS's data key requests: 2 every 5 minutes for the one publisher (SES).
+    assert kms[0] == round(1.0 + 30 * 86_400 / 300 * 2 / 1e4 * 0.03, 4)
+    assert secrets == (0.8, 0.8)  # the template's and the Twilio credentials'
+    count = 30 * 24 * 60  # rate(1 minute)
+    per_run = 1.0 / 1e6 + 0.2 / 1e6 + 0.5 * (5 + 2 * 6) / 1000 * 1.33334e-05
+    assert runs[0] == round(count * per_run, 4)  # the scheduler's invocation and Lambda's
+    assert reads[0] == round(count * 1.0 * 0.125 / 1e6, 4)
+    assert logs[0] == round(count * 100 / 1e9 * 0.53, 4)  # no platform lines at WARN
+    assert traces[0] == 0  # none when tracing passes through
+    assert metrics == (0.3, 0.3)  # one custom metric emitted while idle
+    # One SQS mapping: 5 long polls of 20 s each, a month; the stream's reads are free.
+    assert polls[0] == round(5 * 30 * 86_400 / 20 * 0.4 / 1e6, 4)
+    assert minimum == (0.0, round(720 * (10 * 0.00065 + 10 * 0.00013), 4))
+    assert month["on_demand"] == round(sum(od for _, od, _ in month["lines"]), 2)

@@ -66,6 +66,10 @@ SEND_BATCHING_WINDOW_SECONDS = 1
 # The high lane does not wait to fill a batch: its few messages are each a code someone waits for.
 HIGH_SEND_BATCHING_WINDOW_SECONDS = 0
 RESULTS_BATCHING_WINDOW_SECONDS = 10
+# The table's stream, to the schedule function (infra/stack.py): records per batch at most, and
+# how long Lambda gathers them on a shard before invoking (bench.cost models the batches).
+STREAM_BATCH_SIZE = 100
+STREAM_BATCHING_WINDOW_SECONDS = 1
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
 # Each queue's dead-letter queue is named "<queue>-dlq"; SES events reach the results queue
