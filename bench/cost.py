@@ -46,6 +46,9 @@ class Invocation:
     # Milliseconds a message of a full batch costs this function, replayed on the invocation's
     # threads (``replay``); None: the base time and each request's latency, one after another.
     batch_ms: float | None = None
+    # Log bytes a message of a full batch prints (the invocation's metric line is the batch's);
+    # None: the tally's, as measured with a batch of one.
+    batch_log_bytes: float | None = None
 
 
 def memory_mb() -> dict[str, int]:
@@ -203,6 +206,9 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
             share = 1 / fill if inv.queue is not None else 1
         usage["lambda_requests"] += share
         invocations[inv.function] += share / messages
+        log_bytes = t.get("log_bytes", 0)
+        if inv.batch_log_bytes is not None and fill == volume:
+            log_bytes = inv.batch_log_bytes
         if inv.batch_ms is not None and fill == volume:
             ms = inv.batch_ms
         else:
@@ -218,7 +224,7 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         # CloudWatch Logs: what the handler printed for this message (its log lines and its
         # EMF metric lines), and Lambda's own platform lines (start, report) per invocation
         # when the system log level keeps them.
-        usage["log_bytes"] += t.get("log_bytes", 0) + platform * share
+        usage["log_bytes"] += log_bytes + platform * share
         usage["platform_log_bytes"] += a["lambda_platform_log_bytes"] * share
         # The pace record's units are the batch's (one reservation of all its slots).
         pace = t.get("dynamodb_pace_write_units", 0.0)

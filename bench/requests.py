@@ -736,12 +736,14 @@ class Journey:
             if queue == STREAM:  # a share of a stream batch: no SQS, no SNS
                 out.append(cost.Invocation(function, tally.as_json(), stream_records=sns))
                 continue
-            batch_ms = None
+            batch_ms = batch_log_bytes = None
             if function == "send" and self.send_batch is not None:
                 batch_ms = send_batch_ms(self.send_batch, table or cost.prices())
+                batch_log_bytes = self.send_batch["log_bytes"] / self.send_batch["messages"]
             out.append(cost.Invocation(function, tally.as_json(), queue, sns,
                                        {"twilio": 1} if function == "send" and self.sms else {},
-                                       batch_ms=batch_ms))  # fmt: skip
+                                       batch_ms=batch_ms,
+                                       batch_log_bytes=batch_log_bytes))  # fmt: skip
         return out
 
     sms: bool = False
@@ -755,7 +757,8 @@ class Journey:
 def send_batch_timeline(sms: bool = False, size: int = 10) -> dict[str, Any]:
     """One send invocation on a full batch of the bench's message (``size`` of them, each its
     own request to a receiver of its own), as a timeline of its requests by thread
-    (``Counter.timeline``), with the time its pacer slept for the provider's rate. SMS go out
+    (``Counter.timeline``), with the time its pacer slept for the provider's rate and what it
+    printed (its metric line is the batch's). SMS go out
     at ten segments a second (a batch's ten within the rate: several numbers, or a short
     code); a single US long code's one a second would give most of the batch back."""
     from vdq.dispatch.pacing import get_pacer
@@ -775,7 +778,7 @@ def send_batch_timeline(sms: bool = False, size: int = 10) -> dict[str, Any]:
         return {"events": [list(e) for e in events], "messages": handled,
                 "parallelism": stack.runtime.settings.send_parallelism,
                 "paced_seconds": round(pacer.waited - slept, 4),
-                "requests": tally.operations()}
+                "requests": tally.operations(), "log_bytes": tally.log_bytes}
 
 
 def send_batch_ms(batch: dict[str, Any], table: dict[str, Any]) -> float:

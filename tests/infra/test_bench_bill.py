@@ -71,6 +71,24 @@ def test_a_full_batch_shares_its_pace_reservation_and_a_batch_of_one_pays_it_who
     assert volume["wru"] == 6.1 and trickle["wru"] == 7.0
 
 
+def test_a_full_batch_pays_its_replayed_time_and_shares_its_metric_line():
+    send = requests.Tally()
+    send.requests[("dynamodb", "GetItem")] = 1
+    send.requests[("sesv2", "SendEmail")] = 1
+    send.log_bytes = 190  # the metric line of an invocation of one
+    journey = [cost.Invocation("send", send.as_json(), queue="send", batch_ms=20.0,
+                               batch_log_bytes=23.0)]  # fmt: skip
+    volume = cost.journey_cost(journey, fill=10)["_usage_per_message"]
+    trickle = cost.journey_cost(journey, fill=1)["_usage_per_message"]
+    # At volume: the replay's 20 ms a message, the batch's line shared; a batch of one: the
+    # base and each request after another (5 + 6 + 60 ms), its own line.
+    assert volume["lambda_gbs"] == round(0.5 * 20 / 1000, 6)
+    assert trickle["lambda_gbs"] == round(0.5 * 71 / 1000, 6)
+    platform = 0 if cost.deployed()["system_log_level"] == "WARN" else 700  # an invocation's
+    assert volume["log_bytes"] == round(23.0 + platform / 10, 6)
+    assert trickle["log_bytes"] == 190.0 + platform
+
+
 def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray_and_logs():
     journey = requests.Journey(stored_bytes=3_000)
     tally = requests.Tally()
