@@ -59,10 +59,11 @@ def memory_mb() -> dict[str, int]:
 
 def deployed() -> dict[str, str]:
     """What a default deployment does that the bill depends on: the level of Lambda's own log
-    lines (``vdq:systemLogLevel``) and the functions' X-Ray tracing (every function Active)."""
+    lines (``vdq:systemLogLevel``) and the functions' X-Ray tracing (``vdq:tracing``)."""
     from infra.config import DeployConfig
 
-    return {"system_log_level": DeployConfig().system_log_level, "tracing": "active"}
+    config = DeployConfig()
+    return {"system_log_level": config.system_log_level, "tracing": config.tracing}
 
 
 DAYS_A_MONTH = 30  # a GB-month, as bench.storage's steady state counts it

@@ -95,7 +95,7 @@ class Api(Construct):
                 throttling_rate_limit=config.api_throttle_rate,
                 throttling_burst_limit=config.api_throttle_burst,
                 data_trace_enabled=False,
-                tracing_enabled=True,
+                tracing_enabled=config.tracing == "active",
                 metrics_enabled=True,
                 **logging,
             ),

@@ -72,7 +72,8 @@ class Functions(Construct):
             layers=[self.layer],
             memory_size=config.memory_mb[name],
             timeout=Duration.seconds(config.timeout_seconds[name]),
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if config.tracing == "active"
+            else lambda_.Tracing.PASS_THROUGH,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
             system_log_level_v2=getattr(lambda_.SystemLogLevel, config.system_log_level),

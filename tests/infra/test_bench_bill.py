@@ -98,9 +98,13 @@ def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray
     low = bill.floor(billed)
     table = cost.prices()
     assert low["wru"] == sum(n for _, n in bill.FLOOR_WRITES) == 11
-    # One invocation (not queue-fed): 700 platform bytes of its 2,000 log bytes stay.
-    logs = billed["lines"]["cloudwatch_logs"] * 700 / 2_000
-    kept = billed["lines"]["lambda"] + billed["lines"]["dynamodb_storage"] + logs
+    # At the default system log level (WARN) Lambda prints no start and report lines: the
+    # handler's 1,300 log bytes are the line, and the floor keeps none of it.
+    assert billed["model"]["system_log_level"] == "WARN"
+    assert billed["lines"]["cloudwatch_logs"] == round(1e6 * 1_300 / 1e9 * 0.53, 4)
+    # At INFO, 700 bytes an invocation more (one, not queue-fed): a row beside the total.
+    assert billed["variants"]["platform_logs"] == round(1e6 * 700 / 1e9 * 0.53, 4)
+    kept = billed["lines"]["lambda"] + billed["lines"]["dynamodb_storage"]
     ddb = (11 * table["dynamodb"]["per_million_write_request_units"]
            + 1 * table["dynamodb"]["per_million_read_request_units"])
     assert low["on_demand"] == round(kept + ddb, 2)

@@ -88,9 +88,11 @@ def test_bad_capacity_choices_fail_the_synth_naming_the_key(context, key):
         _config(context)
 
 
-def test_lambdas_own_log_lines_are_kept_by_default_and_warn_drops_them(synth):
-    """vdq:systemLogLevel: INFO keeps Lambda's start and report lines (the default); WARN
-    leaves them out (about 700 bytes an invocation). Every function takes the choice."""
+def test_lambdas_own_log_lines_are_left_out_by_default_and_info_keeps_them(synth):
+    """vdq:systemLogLevel: WARN (the default) leaves Lambda's start and report lines out (about
+    700 bytes an invocation, the logs' largest share of an email); INFO keeps them. Every
+    function takes the choice, in the JSON log format (the EMF metric lines pass through it:
+    tests/integration/test_alarm_metrics.py)."""
     import aws_cdk.aws_lambda as lambda_
     from infra.config import SYSTEM_LOG_LEVELS
 
@@ -99,8 +101,10 @@ def test_lambdas_own_log_lines_are_kept_by_default_and_warn_drops_them(synth):
     assert len(vdq) == 5
     for f in vdq:
         assert f["LoggingConfig"]["LogFormat"] == "JSON"
-        assert f["LoggingConfig"]["SystemLogLevel"] == "INFO"
-    assert _config({"vdq:systemLogLevel": "warn"}).system_log_level == "WARN"
+        assert f["LoggingConfig"]["SystemLogLevel"] == "WARN"
+        assert "ApplicationLogLevel" not in f["LoggingConfig"]  # the handlers' own, at INFO
+    assert _config({}).system_log_level == "WARN"
+    assert _config({"vdq:systemLogLevel": "info"}).system_log_level == "INFO"
     for level in SYSTEM_LOG_LEVELS:  # each choice names one of Lambda's levels
         assert getattr(lambda_.SystemLogLevel, level).value == level
 

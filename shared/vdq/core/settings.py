@@ -246,7 +246,8 @@ class Settings:
         "lambda",
         read.tracing,
         "lambda: X-Ray segments of Lambda itself; sdk: also Powertools Tracer subsegments "
-        "of every AWS call (about 150 ms more cold start)",
+        "of every AWS call (about 150 ms more cold start); either only for the invocations "
+        "Lambda traces (vdq:tracing)",
     )
     producer_quotas: Mapping[str, QuotaLimits] = _setting(
         "VDQ_PRODUCER_QUOTAS",
