@@ -42,9 +42,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         stamped = retention.stamp_changes(records, runtime)
         archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3
         published = runtime.state_events.publish_changes(records)
-        metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
+        if published:  # a zero is no news: CloudWatch bills each metric that gets a value
+            metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
         return {"published": published, "expiring": stamped, "archived": archived}
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
-        metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)
+        if n:  # an alarm on a count treats the missing value as not breaching
+            metrics.add_metric(name=f"Schedule_{name}", unit="Count", value=n)
     return counts

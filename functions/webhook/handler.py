@@ -75,8 +75,8 @@ def results_batch(records: list[dict[str, Any]], runtime: Runtime) -> dict[str, 
     for record in records:
         try:
             outcome = results.handle_results_message(record.get("body") or "", runtime)
-            # Each outcome that changes an item is logged where it happens, with the item: this
-            # line would repeat it for every provider event (DEBUG shows it).
+            # Each outcome is in the item's history; a line for every provider event is DEBUG
+            # (vdq.results.updates logs it with the item).
             logger.debug("results message %s: %s", record.get("messageId"), outcome)
         except results.BadEvent as exc:
             logger.error("results message %s dropped: %s", record.get("messageId"), exc.message)

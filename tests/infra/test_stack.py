@@ -287,6 +287,14 @@ def test_stage_is_throttled_and_not_traced(synth):
     )
 
 
+def test_every_alarm_on_a_vdq_metric_watches_one_the_code_emits(synth):
+    # tests/integration/test_alarm_metrics.py shows the code printing each of these, one JSON
+    # line an invocation (what survives Lambda's JSON log format unchanged).
+    watched = {a["Properties"]["MetricName"] for a in synth.resources("AWS::CloudWatch::Alarm")
+               .values() if a["Properties"].get("Namespace") == "VDQ"}  # fmt: skip
+    assert watched == {resources.METRIC_ITEMS_ERRORED, resources.METRIC_LEASES_EXPIRED}
+
+
 def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth):
     groups = {
         g["Properties"]["GroupName"]

@@ -1,9 +1,12 @@
-"""The metrics the deployed alarms watch are the ones the code emits."""
+"""The metrics the deployed alarms watch are the ones the code emits, printed as Lambda ships
+them: one EMF JSON line an invocation, and nothing for an invocation that counted nothing."""
 
 from __future__ import annotations
 
+import json
+
 import vdq
-from vdq.core import resources
+from vdq.core import observability, resources
 from vdq.core.observability import metrics
 from vdq.workflow.transitions import Step, apply
 
@@ -21,3 +24,65 @@ def test_an_item_entering_errored_counts_one_errored_item(aws, runtime):
     apply(item.id, Step("cancel", actor="op", source="operator"), runtime)
     assert _count(resources.METRIC_ITEMS_ERRORED) == 1
     metrics.clear_metrics()
+
+
+def _stdout_lines(text: str) -> list[dict]:
+    """Every line a handler printed, each one JSON object (what Lambda's JSON log format passes
+    through unchanged: a metric line split over lines, or not JSON, would be text, not EMF)."""
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _emf(lines: list[dict]) -> list[dict]:
+    return [line for line in lines if "_aws" in line]
+
+
+def test_a_stuck_send_prints_both_alarms_metrics_on_one_json_line(aws, runtime, clock, capsys):
+    from functions.schedule import handler as schedule_handler
+
+    from tests.support.results import LambdaContext, new_email, to_sending
+
+    to_sending(new_email(runtime), runtime)
+    metrics.clear_metrics()  # the enqueue's, outside a handler
+    clock.advance(runtime.settings.lease_seconds + 1)
+    capsys.readouterr()
+    schedule_handler.handler({"task": "sweep"}, LambdaContext())
+    [line] = _emf(_stdout_lines(capsys.readouterr().out))
+    # The lease sweep's count (the StuckSending alarm) and the item entering errored (the
+    # ErroredItems alarm), in the namespace and dimension the alarms read.
+    assert line[resources.METRIC_LEASES_EXPIRED] in (1, [1])
+    assert line[resources.METRIC_ITEMS_ERRORED] in (1, [1])
+    [directive] = line["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == observability.NAMESPACE
+    assert directive["Dimensions"] == [["service"]] and line["service"] == observability.SERVICE
+    names = {m["Name"] for m in directive["Metrics"]}
+    assert {resources.METRIC_LEASES_EXPIRED, resources.METRIC_ITEMS_ERRORED} <= names
+
+
+def test_an_idle_minute_prints_no_metric_and_no_line(aws, runtime, capsys):
+    from functions.schedule import handler as schedule_handler
+
+    from tests.support.results import LambdaContext
+
+    metrics.clear_metrics()
+    capsys.readouterr()
+    for task in ("sms", "sweep", "purge"):
+        assert not any(schedule_handler.handler({"task": task}, LambdaContext()).values())
+    printed = capsys.readouterr()
+    # No zero counts (CloudWatch would bill each as a metric), no "nothing to do" line, and
+    # no warning of an invocation without metrics.
+    assert printed.out == "" and printed.err == ""
+
+
+def test_a_delivered_emails_events_print_no_line_but_its_metrics(aws, runtime, capsys):
+    from functions.webhook import handler as webhook
+
+    from tests.support.results import LambdaContext, new_email, ses_event, sqs_event, to_awaiting
+
+    item = to_awaiting(new_email(runtime), runtime, "M-1")
+    metrics.clear_metrics()  # the enqueue's, outside a handler
+    capsys.readouterr()
+    event = ses_event("delivery", message_id="M-1", item_id=item.id)
+    assert webhook.handler(sqs_event(event), LambdaContext()) == {"batchItemFailures": []}
+    assert runtime.store.get_item(item.id).state == "succeeded"
+    # Every delivered email has its events: their line is DEBUG (the item's history has them).
+    assert _stdout_lines(capsys.readouterr().out) == []

@@ -1,8 +1,14 @@
 """Powertools Logger, Metrics and Tracer, set up once and shared by every function.
 
 The Tracer (X-Ray SDK subsegments of each AWS call) costs about 150 ms of cold start, as much as
-boto3 itself, so it is built only with ``VDQ_TRACING=sdk``. Lambda's active tracing still
-records every invocation without it.
+boto3 itself, so it is built only with ``VDQ_TRACING=sdk``. Lambda's tracing records the
+invocations it samples without it (a deployment's choice, vdq:tracing: by default a function
+traces only a request that arrives sampled).
+
+Metrics are printed by ``metrics.log_metrics`` at the end of an invocation, one EMF JSON line
+(Lambda's JSON log format passes a JSON line through as it is); an invocation that counted
+nothing prints none, and a count of zero is not added (CloudWatch bills each metric that gets
+a value, and an alarm on a count treats a missing one as not breaching).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+    AmazonCloudWatchEMFProvider,
+)
 
 from vdq.core.settings import get_settings
 
@@ -42,9 +51,26 @@ class ThreadSafeMetrics(Metrics):
 
     _lock = threading.Lock()
 
+    def __init__(self, service: str, namespace: str) -> None:
+        provider = QuietEMFProvider(
+            namespace=namespace, service=service, metric_set=Metrics._metrics,
+            dimension_set=Metrics._dimensions, metadata_set=Metrics._metadata,
+            default_dimensions=Metrics._default_dimensions,
+        )  # fmt: skip
+        super().__init__(service=service, namespace=namespace, provider=provider)
+
     def add_metric(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().add_metric(*args, **kwargs)
+
+
+class QuietEMFProvider(AmazonCloudWatchEMFProvider):
+    """Powertools' EMF provider, printing nothing for an invocation that counted nothing (most
+    do), where Powertools would warn of each on stderr: a log line of its own."""
+
+    def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
+        if self.metric_set or raise_on_empty_metrics:
+            super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
 
 
 logger = Logger(service=SERVICE, logger_formatter=CompactFormatter())

@@ -166,7 +166,8 @@ def publish_new(items: list[QueueItemRecord], runtime: Runtime,
                 inline_content: dict[str, Any] | None = None) -> list[QueueItemRecord]:  # fmt: skip
     """Publish the first send of stored new items, and count them."""
     _publish(items, runtime, inline_content)
-    metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
+    if items:  # a zero is no news: CloudWatch bills each metric that gets a value
+        metrics.add_metric(name="ItemsEnqueued", unit="Count", value=len(items))
     return items
 
 

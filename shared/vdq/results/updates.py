@@ -131,7 +131,9 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
     outcome = _storing_id(item.id, int(item.attempt), provider_id, runtime,
                           lambda mapped: apply(item, replace(step, map_provider_id=mapped),
                                                runtime, history=history))  # fmt: skip
-    logger.info("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
+    # Every delivered message has its provider events: their line is DEBUG (the item's history
+    # holds each of them, with its time and text); what needs a person is logged at WARNING.
+    logger.debug("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
     return outcome.kind
 
 

@@ -104,7 +104,8 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
             purge(runtime, report)
         else:
             raise VdqError(f"unknown schedule task {task!r}")
-    logger.info("schedule %s: %s", ",".join(tasks), report.counts)
+    if any(report.counts.values()):  # a run that found nothing to do is every idle minute's
+        logger.info("schedule %s: %s", ",".join(tasks), report.counts)
     return report.counts
 
 
