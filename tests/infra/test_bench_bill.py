@@ -137,11 +137,13 @@ def test_the_stream_shards_follow_the_table_size_and_a_batch_fills_over_its_wind
     assert cost.stream_fill(3.0, 1, 100) == 3.0 / (1 - math.exp(-3.0))
     assert abs(cost.stream_fill(0.001, 1, 100) - 1.0) < 0.001  # a trickle: one a batch
     assert cost.stream_fill(50.0, 10, 100) == 100  # a full batch before the window ends
-    # A stream phase of 3 records pays 3 / fill of an invocation.
+    # A stream phase of 3 records pays 3 / fill of an invocation, at the deployed window.
+    from vdq.core import resources
+
     phase = cost.Invocation("schedule", requests.Tally().as_json(), stream_records=3)
     usage = cost.journey_cost([phase], table_bytes=3_000)["_usage_per_message"]
-    rate = 1e6 / 86_400 * 3 / 10  # records a second on each of the 10 shards
-    fill = rate / (1 - math.exp(-rate))
+    x = 1e6 / 86_400 * 3 / 10 * resources.STREAM_BATCHING_WINDOW_SECONDS  # on each of 10 shards
+    fill = min(resources.STREAM_BATCH_SIZE, x / (1 - math.exp(-x)))
     assert abs(usage["lambda_requests"] - 3 / fill) < 1e-5
 
 

@@ -287,6 +287,20 @@ def test_stage_is_throttled_and_not_traced(synth):
     )
 
 
+def test_the_streams_batches_gather_many_records_within_the_mappings_limits(synth):
+    # A shard sees a few records a second at 1M emails a day: a 10 s window makes a batch of
+    # tens of records (bench.cost.stream_fill), where 1 s made one of about three.
+    [mapping] = [m["Properties"]
+                 for m in synth.resources("AWS::Lambda::EventSourceMapping").values()
+                 if "StreamArn" in str(m["Properties"]["EventSourceArn"])]  # fmt: skip
+    assert mapping["BatchSize"] == resources.STREAM_BATCH_SIZE
+    assert mapping["MaximumBatchingWindowInSeconds"] == resources.STREAM_BATCHING_WINDOW_SECONDS
+    # Lambda's limits for a DynamoDB stream: 10,000 records, a 300 s window.
+    assert 1_000 <= resources.STREAM_BATCH_SIZE <= 10_000
+    assert 10 <= resources.STREAM_BATCHING_WINDOW_SECONDS <= 300
+    assert mapping["BisectBatchOnFunctionError"] is True
+
+
 def test_every_alarm_on_a_vdq_metric_watches_one_the_code_emits(synth):
     # tests/integration/test_alarm_metrics.py shows the code printing each of these, one JSON
     # line an invocation (what survives Lambda's JSON log format unchanged).
