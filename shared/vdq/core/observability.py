@@ -66,11 +66,14 @@ class ThreadSafeMetrics(Metrics):
 
 class QuietEMFProvider(AmazonCloudWatchEMFProvider):
     """Powertools' EMF provider, printing nothing for an invocation that counted nothing (most
-    do), where Powertools would warn of each on stderr: a log line of its own."""
+    do), where Powertools would warn of each on stderr: a log line of its own. An invocation's
+    metrics end with it, printed or not (with POWERTOOLS_METRICS_DISABLED, as the bench runs,
+    Powertools kept them, and printed them all once a metric had 100 values)."""
 
     def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
         if self.metric_set or raise_on_empty_metrics:
             super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
+        self.clear_metrics()
 
 
 logger = Logger(service=SERVICE, logger_formatter=CompactFormatter())
