@@ -15,6 +15,10 @@ Switched per step by a ``Plan``:
   without applying anything: a transaction cancelled (TransactionConflict or ThrottlingError),
   an UpdateItem answered TransactionConflictException (the item is in another transaction) or
   ProvisionedThroughputExceededException on every SDK attempt.
+- ``counter``: the quota counters' writes (a charge's TransactWriteItems, a refund's
+  UpdateItem; ``counter_on`` picks one of the two) refused as ``tx`` refuses a state write, the
+  first ``counter_times`` of the step (every SDK attempt counts): what DynamoDB answers when
+  concurrent requests of one producer charge the same counters at once.
 - ``crash_after``: once the step's k-th request returned (its effect applied), the worker dies:
   ``Crash`` (a BaseException) goes up through botocore, PynamoDB and VDQ, so no handler code
   runs after it.
@@ -61,6 +65,9 @@ class Plan:
     batch: str | None = None  # one of BATCH_MODES
     tx: str | None = None  # one of TX_REASONS
     tx_nth: int = 1
+    counter: str | None = None  # one of TX_REASONS
+    counter_times: int = 1
+    counter_on: str | None = None  # "TransactWriteItems" | "UpdateItem"; None: both
     sqs: str | None = None  # "half" | "all": Failed entries of SendMessageBatch
     interleave: tuple[int | str, Callable[[], Any]] | None = None  # runs once
 
@@ -94,6 +101,7 @@ class Seam:
     nested_errors: list[BaseException] = field(default_factory=list)  # of interleaved handlers
     _young: dict[tuple[str, str], list[tuple[datetime, Any]]] = field(default_factory=dict)
     _tx_seen: int = 0
+    _counter_seen: int = 0
     _refused: dict[str, Any] | None = None  # the refused UpdateItem (the SDK retries it)
     _batch_seen: int = 0
     _nested: int = 0
@@ -113,6 +121,7 @@ class Seam:
 
     def begin(self, plan: Plan) -> None:
         self.plan, self.calls, self._tx_seen, self._batch_seen = plan, 0, 0, 0
+        self._counter_seen = 0
         self.ops, self.nested_errors, self._refused = [], [], None
 
     @contextmanager
@@ -186,6 +195,13 @@ class Seam:
             return original(stub, event_name, request, **kwargs)
         if op == "BatchWriteItem" and plan.batch:
             return self._batch(original, stub, event_name, request, body, plan.batch, **kwargs)
+        counter = plan.counter and _counter_write(op, body, self.table, plan.counter_on)
+        if counter and self._counter_seen < plan.counter_times:
+            assert plan.counter is not None
+            self._counter_seen += 1
+            if op == "TransactWriteItems":
+                return self._cancel(body, plan.counter)
+            return self._refuse(body, plan.counter)
         if plan.tx and _state_write(op, body):
             if op == "UpdateItem" and body == self._refused:
                 return self._refuse(body, plan.tx)  # the SDK's retry of it
@@ -396,6 +412,13 @@ def _state_write(op: str, body: dict[str, Any]) -> bool:
     if op == "TransactWriteItems":
         return True
     return op == "UpdateItem" and "recent" in (body.get("ExpressionAttributeNames") or {}).values()
+
+
+def _counter_write(op: str, body: dict[str, Any], table: str, only: str | None) -> bool:
+    """A write of the quota counters (vdq.store.counters): a charge or a refund."""
+    if op not in ("TransactWriteItems", "UpdateItem") or (only is not None and op != only):
+        return False
+    return any(pk.startswith("QUOTA#") for pk, _ in write_keys(op, body, table))
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> AWSResponse:

@@ -4,6 +4,12 @@ One record per producer and window (pk ``QUOTA#<producer>``, sk ``<window>#<inde
 count ``used`` and a TTL just past the window's end, so old windows cost nothing to keep.
 Charging a request is one TransactWriteItems of a conditional ADD per window: either every
 window has room for all of the request's items and each counts them, or none changes.
+
+Concurrent requests of one producer write the same records: DynamoDB cancels a transaction that
+meets another on one of them (TransactionConflict), and answers a refund's UpdateItem that
+meets one TransactionConflictException; botocore retries neither. Both are tried again with
+jittered back-off as every store write is (``vdq.store.tx.retried``), and become ``StoreBusy``
+(503, nothing changed) when DynamoDB keeps refusing.
 """
 
 from __future__ import annotations
@@ -13,6 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from vdq.store.tx import retried
+
+TRIES = 10  # as a state write's: about 5 s of jittered back-off at most
+# A transaction cancelled only for these, or an UpdateItem refused for these, applied nothing.
+_CANCELLED_RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError",
+                                  "ProvisionedThroughputExceeded"})  # fmt: skip
+_REFUSED_RETRYABLE = frozenset({"TransactionConflictException", "ThrottlingException",
+                                "ProvisionedThroughputExceededException"})  # fmt: skip
 
 
 def quota_pk(producer: str) -> str:
@@ -55,26 +70,38 @@ class Counters:
             }}
             for w in windows
         ]  # fmt: skip
-        try:
-            self._client.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        full = False
+
+        def write() -> None:
+            nonlocal full
+            try:
+                self._client.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                if "ConditionalCheckFailed" in _reasons(exc):
+                    full = True  # a window has no room: nothing was counted
+                    return
                 raise
-            reasons = exc.response.get("CancellationReasons") or []
-            if any(r.get("Code") not in ("ConditionalCheckFailed", "None", None)
-                   for r in reasons):  # fmt: skip
-                raise  # a conflict with another transaction, not a full window: retryable
-            return False
-        return True
+
+        retried(write, _cancelled_for, TRIES)
+        return not full
 
     def refund(self, producer: str, windows: Sequence[Window], count: int) -> None:
-        """Take back a charge whose items were not stored."""
+        """Take back a charge whose items were not stored (each window's ADD tried again as a
+        charge is; a window that expired meanwhile has nothing to take back)."""
         for w in windows:
-            self._client.update_item(
-                TableName=self._table, Key=self._key(producer, w),
-                UpdateExpression="ADD #used :n", ConditionExpression="attribute_exists(#used)",
-                ExpressionAttributeNames={"#used": "used"},
-                ExpressionAttributeValues={":n": {"N": str(-count)}})  # fmt: skip
+            def write(w: Window = w) -> None:
+                try:
+                    self._client.update_item(
+                        TableName=self._table, Key=self._key(producer, w),
+                        UpdateExpression="ADD #used :n",
+                        ConditionExpression="attribute_exists(#used)",
+                        ExpressionAttributeNames={"#used": "used"},
+                        ExpressionAttributeValues={":n": {"N": str(-count)}})  # fmt: skip
+                except ClientError as exc:
+                    if _code(exc) != "ConditionalCheckFailedException":
+                        raise
+
+            retried(write, _refused_for, TRIES)
 
     def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
         """Each window's count (strongly consistent), by window name."""
@@ -85,3 +112,30 @@ class Counters:
         found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0"))
                  for item in answer.get("Responses", {}).get(self._table, [])}  # fmt: skip
         return {w.name: found.get(w.sk, 0) for w in windows}
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code") or "")
+
+
+def _reasons(exc: ClientError) -> set[str]:
+    """The codes of a cancelled transaction's reasons, less "None" (the requests that were
+    fine); empty for any other error."""
+    if _code(exc) != "TransactionCanceledException":
+        return set()
+    reasons = exc.response.get("CancellationReasons") or []
+    return {str(r.get("Code")) for r in reasons if r.get("Code") not in ("None", None)}
+
+
+def _cancelled_for(exc: Exception) -> str | None:
+    """Why a charge is worth another try (a conflict or throttling only), or None."""
+    if not isinstance(exc, ClientError):
+        return None
+    codes = _reasons(exc)
+    return ", ".join(sorted(codes)) if codes and codes <= _CANCELLED_RETRYABLE else None
+
+
+def _refused_for(exc: Exception) -> str | None:
+    if isinstance(exc, ClientError) and _code(exc) in _REFUSED_RETRYABLE:
+        return _code(exc)
+    return None

@@ -50,8 +50,8 @@ _RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedTh
 TRANSACT_MAX_ACTIONS = 100
 
 
-def _retried(write: Callable[[], None], refused: Callable[[Exception], str | None],
-             tries: int) -> None:
+def retried(write: Callable[[], None], refused: Callable[[Exception], str | None],
+            tries: int) -> None:
     """Run ``write`` again while ``refused`` names why DynamoDB did not apply it (a reason
     worth another try; None: raise as is), with full jitter, at most about 5 s in all;
     ``StoreBusy`` when it kept refusing."""
@@ -60,7 +60,7 @@ def _retried(write: Callable[[], None], refused: Callable[[Exception], str | Non
         try:
             write()
             return
-        except (TransactWriteError, UpdateError) as exc:
+        except Exception as exc:
             why = refused(exc)
             if why is None:
                 raise
@@ -88,7 +88,7 @@ def transact(fill: Callable[[TransactWrite], None], tries: int = 10) -> None:
         codes.discard("None")
         return ", ".join(sorted(codes)) if codes and codes <= _RETRYABLE else None
 
-    _retried(write, refused, tries)
+    retried(write, refused, tries)
 
 
 # What DynamoDB answers a single-item write that it did not apply and that is worth trying
@@ -109,7 +109,7 @@ def conditional_update(record: _Table, actions: list[Any], condition: Any,
         code = getattr(exc, "cause_response_code", None)
         return code if isinstance(exc, UpdateError) and code in _UPDATE_RETRYABLE else None
 
-    _retried(lambda: record.update(actions=actions, condition=condition), refused, tries)
+    retried(lambda: record.update(actions=actions, condition=condition), refused, tries)
 
 
 def condition_failed(reason: Any) -> bool:
