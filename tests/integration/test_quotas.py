@@ -95,3 +95,70 @@ def test_a_group_quota_is_shared_by_its_members_and_operators_read_it(aws, runti
 def test_without_quotas_nothing_is_counted(aws, runtime):
     assert post("apigw_post_emails", 3)[0] == 201
     assert call("producer_usage", params={"producer": CLIENT}).status == 404
+
+
+def upload(groups=("vdq-senders",)):
+    event = api_event("apigw_post_attachment_upload", groups=list(groups))
+    answer = enqueue_handler.handler(event, LambdaContext())
+    return answer["statusCode"], json.loads(answer["body"])
+
+
+def test_an_upload_counts_one_against_the_callers_quota(aws, runtime, quotas):
+    # An upload is a request that makes S3 take a file: it counts as one queue item, so a
+    # producer over its quota cannot go on filling the bucket.
+    quotas({CLIENT: QuotaLimits(per_minute=3)})
+    assert upload()[0] == 201
+    assert post("apigw_post_emails", 2)[0] == 201
+    status, body = upload()
+    assert status == 429 and body["error"]["code"] == "quota_exceeded"
+    assert (body["error"]["details"]["used"], body["error"]["details"]["requested"]) == (3, 1)
+
+
+def test_a_resend_counts_its_copies_against_the_operators_quota(aws, runtime, quotas):
+    from tests.support.operator import email, succeed
+
+    originals = email(runtime, "a@example.org", "b@example.org", "c@example.org")
+    for item in originals:
+        succeed(runtime, item.id)
+    drain(aws)
+    quotas({"vdq-operators": QuotaLimits(per_minute=2)})
+    first = call("bulk_resend", body={"ids": [originals[0].id, originals[1].id]})
+    assert first.status == 201 and len(first.body["items"]) == 2
+    again = call("resend", params={"id": originals[2].id})
+    assert again.status == 429 and again.code == "quota_exceeded"
+    assert again.body["error"]["details"]["producer"] == "group:vdq-operators"
+    assert len(drain(aws)) == 2  # the refused copy was neither stored nor sent
+    usage = call("producer_usage", params={"producer": "group:vdq-operators"})
+    assert usage.body["limits"][0]["used"] == 2
+
+
+def test_a_refused_resend_takes_its_charge_back(aws, runtime, quotas):
+    from tests.support.operator import email, succeed
+
+    [original] = email(runtime, "a@example.org")
+    succeed(runtime, original.id)
+    quotas({"vdq-operators": QuotaLimits(per_minute=5)})
+    # Unknown ids: a 404, nothing stored, nothing counted.
+    assert call("bulk_resend", body={"ids": [original.id, "01JD3Q5W0K8Y2C6N4F7R9T1VXB"]}
+                ).status == 404  # fmt: skip
+    usage = call("producer_usage", params={"producer": "group:vdq-operators"})
+    assert usage.body["limits"][0]["used"] == 0
+
+
+def test_a_clients_usage_shows_the_group_counters_its_requests_are_charged_to(
+        aws, runtime, quotas):  # fmt: skip
+    quotas({"vdq-bulk": QuotaLimits(per_minute=4), "*": QuotaLimits(per_minute=100)})
+    assert post("apigw_post_emails", 3, groups=("vdq-senders", "vdq-bulk"))[0] == 201
+    answer = call("producer_usage", params={"producer": CLIENT})
+    assert answer.status == 200
+    assert answer.body["producer"] == CLIENT and answer.body["counters"] == "group:vdq-bulk"
+    [minute] = answer.body["limits"]
+    assert (minute["quota"], minute["used"], minute["remaining"]) == (4, 3, 1)
+    # Without a default, the same: its group's quota applies to it.
+    quotas({"vdq-bulk": QuotaLimits(per_minute=4)})
+    assert call("producer_usage", params={"producer": CLIENT}).body["counters"] == \
+        "group:vdq-bulk"  # fmt: skip
+    # A client of its own is shown with its own counters.
+    quotas({CLIENT: QuotaLimits(per_minute=9), "vdq-bulk": QuotaLimits(per_minute=4)})
+    own = call("producer_usage", params={"producer": CLIENT}).body
+    assert own["counters"] == CLIENT and own["limits"][0]["quota"] == 9

@@ -15,6 +15,7 @@ __all__ = [
     "enqueue",
     "fields",
     "messages",
+    "quotas",
     "rest",
     "scheduling",
     "segments",

@@ -4,9 +4,11 @@ VDQ_PRODUCER_QUOTAS names producers by machine client id (the token's subject) o
 client named there has its own counters, a group's members share the group's, and ``*`` gives
 every other producer its own counters with the default limits. A request counts one item per
 receiver and is refused whole (429, ``Retry-After``, the limit named) when it would pass any
-limit: nothing of it is stored. Windows are fixed (the current second, minute and UTC day), so
-a scheduled send counts on the day it is enqueued. Counters live in the table
-(vdq.store.counters) and expire a minute after their window.
+limit: nothing of it is stored. The caller's quota also counts what else makes VDQ store or
+send on its behalf: an upload (POST /attachments/uploads) counts one, an operator's resend one
+per copy. Windows are fixed (the current second, minute and UTC day), so a scheduled send
+counts on the day it is enqueued. Counters live in the table (vdq.store.counters) and expire a
+minute after their window; a group's counters list the clients charged to them in the window.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from vdq.core.errors import NotFound, VdqError
+from vdq.core.errors import NotFound, PartiallyEnqueued, VdqError
 from vdq.core.settings import QuotaLimits
 from vdq.store.counters import Counters, Window
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 DEFAULT = "*"
 GROUP_PREFIX = "group:"
 _SPANS = {"per_second": 1, "per_minute": 60, "per_day": 86_400}
+T = TypeVar("T")
 _WORDS = {"per_second": "a second", "per_minute": "a minute", "per_day": "a day (UTC)"}
 
 
@@ -58,6 +61,10 @@ class Charge:
     producer: str
     windows: tuple[Window, ...]
     count: int
+
+    def part(self, count: int) -> Charge | None:
+        """``count`` of the charged items (what to take back of a request partly stored)."""
+        return Charge(self.producer, self.windows, min(count, self.count)) if count > 0 else None
 
 
 def producer_of(subject: str, groups: tuple[str, ...],
@@ -113,7 +120,8 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
             raise QuotaExceeded(producer, window, 0, count,
                                 max(1, math.ceil(window.ends_at - now.timestamp())))
     store = counters(runtime)
-    if store.charge(producer, current, count):
+    member = subject if producer != subject else None  # charged through its group's counters
+    if store.charge(producer, current, count, member):
         return Charge(producer, current, count)
     used = store.used(producer, current)
     for window in sorted(current, key=lambda w: -w.ends_at):  # the longest wait first
@@ -121,7 +129,7 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
             wait = max(1, math.ceil(window.ends_at - now.timestamp()))
             raise QuotaExceeded(producer, window, used[window.name], count, wait)
     # Room now that an earlier charge was taken back (or a window turned): try once more.
-    if store.charge(producer, current, count):
+    if store.charge(producer, current, count, member):
         return Charge(producer, current, count)
     window = current[0]
     raise QuotaExceeded(producer, window, used[window.name], count,
@@ -130,36 +138,67 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
 
 def refund(spent: Charge | None, runtime: Runtime,
            log: Callable[..., None] | None = None) -> None:  # fmt: skip
-    """Take back ``spent`` (its items were not stored); a failure only leaves it counted."""
+    """Take back ``spent`` (its items were not stored). The counters' writes are tried again
+    while DynamoDB refuses them for a conflict or throttling; one that still fails leaves the
+    charge counted, logged with what to take back."""
     if spent is None:
         return
     try:
         counters(runtime).refund(spent.producer, spent.windows, spent.count)
     except Exception as exc:
         if log is not None:
-            log("quota refund of %s failed: %s", spent.producer, exc)
+            log("quota refund of %d items of %s failed (%s): they stay counted until the "
+                "window ends", spent.count, spent.producer, exc)  # fmt: skip
+
+
+def charged(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
+            work: Callable[[], T], log: Callable[..., None] | None = None) -> T:  # fmt: skip
+    """Run ``work`` with ``count`` items charged to the caller's quota first (QuotaExceeded
+    before anything runs). When it fails, the charge is taken back, but for the items a
+    partial enqueue or resend stored (``PartiallyEnqueued``: they will be sent, and stay
+    counted)."""
+    spent = charge(subject, groups, count, runtime)
+    try:
+        return work()
+    except Exception as exc:
+        kept = (len((exc.details or {}).get("accepted") or [])
+                if isinstance(exc, PartiallyEnqueued) else 0)  # fmt: skip
+        if spent is not None and kept < spent.count:
+            refund(spent.part(spent.count - kept), runtime, log)
+        raise
 
 
 def usage(producer: str, runtime: Runtime) -> dict[str, Any]:
     """A producer's limits and what it used in each current window (the operator's view).
 
-    ``producer`` is a client id, or ``group:<name>`` for a group's shared counters."""
+    ``producer`` is a client id, or ``group:<name>`` for a group's shared counters. A client
+    named in VDQ_PRODUCER_QUOTAS has its own; one charged through a group's quota in the
+    current windows is shown with that group's counters (``counters`` names them); any other
+    client with the default's."""
     quotas = runtime.settings.producer_quotas
     name = producer.removeprefix(GROUP_PREFIX)
+    counted_as = producer
     if producer.startswith(GROUP_PREFIX):
         limits = quotas.get(name)
         if limits is None:
             raise NotFound(f"no quota is set for group {name} (VDQ_PRODUCER_QUOTAS)")
     else:
-        limits = quotas.get(producer) or quotas.get(DEFAULT)
+        limits = quotas.get(producer)
+        group = None if limits is not None else _group_of(producer, runtime)
+        if group is not None:
+            counted_as, limits = GROUP_PREFIX + group, quotas[group]
+        elif limits is None:
+            limits = quotas.get(DEFAULT)
         if limits is None:
             raise NotFound(f"no quota applies to producer {producer} (VDQ_PRODUCER_QUOTAS "
-                           "names neither it nor a default \"*\")")  # fmt: skip
+                           "names neither it nor a default \"*\", and it was charged through "
+                           "no group's quota in the current windows)")  # fmt: skip
     now = runtime.clock.now()
     current = windows(limits, now)
-    used = counters(runtime).used(producer, current)
+    used = counters(runtime).used(counted_as, current)
     return {
         "producer": producer,
+        "counters": counted_as,
         "at": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "limits": [
             {"limit": w.name, "quota": w.limit, "used": used[w.name],
@@ -171,4 +210,17 @@ def usage(producer: str, runtime: Runtime) -> dict[str, Any]:
     }  # fmt: skip
 
 
-__all__ = ["Charge", "QuotaExceeded", "charge", "refund", "usage", "windows"]
+def _group_of(client: str, runtime: Runtime) -> str | None:
+    """The group whose counters ``client`` was charged to in their current windows: a quota
+    names groups and clients alike, so each entry but the default is a candidate (one read)."""
+    quotas = runtime.settings.producer_quotas
+    now = runtime.clock.now()
+    candidates = [(GROUP_PREFIX + name, windows(limits, now))
+                  for name, limits in quotas.items() if name not in (DEFAULT, client)]  # fmt: skip
+    if not candidates:
+        return None
+    found = counters(runtime).charged_as(client, candidates)
+    return found.removeprefix(GROUP_PREFIX) if found is not None else None
+
+
+__all__ = ["Charge", "QuotaExceeded", "charge", "charged", "refund", "usage", "windows"]

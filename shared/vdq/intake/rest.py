@@ -19,6 +19,7 @@ from vdq.core.observability import logger
 from vdq.intake import messages, quotas
 from vdq.intake.enqueue import enqueue_email, enqueue_sms
 from vdq.results import suppression
+from vdq.store import QueueItemRecord
 from vdq.workflow.views import item_json
 
 if TYPE_CHECKING:
@@ -89,18 +90,16 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
     receivers = _receivers(parsed)
     # Read before anything is stored: a failed read fails the request with nothing queued.
     suppressed = suppression.flags(receivers, runtime)
-    # One item per distinct receiver counts against the producer's quota, all or nothing.
-    spent = quotas.charge(who.subject, who.groups, len(receivers), runtime)
-    try:
+
+    def store() -> list[QueueItemRecord]:
         if isinstance(parsed, messages.Email):
-            items = enqueue_email(parsed, runtime, created_by=who.subject)
-        else:
-            items = enqueue_sms(parsed, runtime, created_by=who.subject)
-    except PartiallyEnqueued:
-        raise  # some items were stored and will be sent: they stay counted
-    except Exception:
-        quotas.refund(spent, runtime, logger.warning)
-        raise
+            return enqueue_email(parsed, runtime, created_by=who.subject)
+        return enqueue_sms(parsed, runtime, created_by=who.subject)
+
+    # One item per distinct receiver counts against the producer's quota, all or nothing; the
+    # items of a partial enqueue that were stored will be sent and stay counted.
+    items = quotas.charged(who.subject, who.groups, len(receivers), runtime, store,
+                           log=logger.warning)  # fmt: skip
     return {"items": [item_json(i) for i in items], "suppressed": suppressed}
 
 

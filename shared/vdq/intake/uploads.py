@@ -103,8 +103,11 @@ def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     upload_id = ids.new_id()
     seconds = runtime.settings.upload_url_seconds
     metadata = {"filename": encode_name(name), "size": str(size)}
-    url = runtime.files.upload_url(upload_key(who.subject, upload_id), kind, size, metadata,
-                                   seconds)  # fmt: skip
+    from vdq.intake import quotas
+
+    # An upload counts one against the caller's quota: over it, no URL lets S3 take more.
+    url = quotas.charged(who.subject, who.groups, 1, runtime, lambda: runtime.files.upload_url(
+        upload_key(who.subject, upload_id), kind, size, metadata, seconds), log=logger.warning)
     headers = {"Content-Type": kind, "Content-Length": str(size),
                **{f"x-amz-meta-{k}": v for k, v in metadata.items()}}  # fmt: skip
     return {

@@ -91,6 +91,16 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
                        details={"ids": missing})  # fmt: skip
     originals = [found[i] for i in wanted]
     _refuse_purged(originals, runtime)
+    from vdq.intake import quotas
+
+    # Each copy counts against the operator's own quota (its client id or group), as a
+    # producer's item does: a copy is sent as any new item is.
+    return quotas.charged(who.subject, who.groups, len(originals), runtime,
+                          lambda: _copy(originals, who, runtime), log=logger.warning)
+
+
+def _copy(originals: list[QueueItemRecord], who: Caller,
+          runtime: Runtime) -> list[QueueItemRecord]:  # fmt: skip
     now = runtime.clock.now()
     copies = [
         new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,

@@ -41,6 +41,17 @@ QUOTA_429 = (
     "details.requested; a request counts one item per receiver and is refused whole, nothing "
     "stored), or over the stage's rate (`throttled`). Try again after Retry-After seconds."
 )
+_QUOTA_OTHER = (
+    "Too many requests: over the caller's own quota (`quota_exceeded`: details.producer, "
+    "details.limit, details.quota, details.used and details.requested; {what}, refused "
+    "whole, nothing stored), or over the stage's rate (`throttled`). Try again after "
+    "Retry-After seconds."
+)
+QUOTA_429_OTHER = {
+    "postAttachmentUpload": _QUOTA_OTHER.format(what="an upload counts one queue item"),
+    "resendSentItem": _QUOTA_OTHER.format(what="a copy counts one queue item"),
+    "resendSentItems": _QUOTA_OTHER.format(what="each copy counts one queue item"),
+}
 _NOT_FOUND = {
     "getQueueItem": "no item has this id",
     "getItemHistory": "no item has this id",
@@ -97,6 +108,8 @@ def status_text(status: int, op: Any) -> str:
         return _EMAIL_400
     if status == 429 and op.id in ("postEmails", "postSms"):
         return QUOTA_429
+    if status == 429 and op.id in QUOTA_429_OTHER:
+        return QUOTA_429_OTHER[op.id]
     return _STATUS[status]
 
 

@@ -177,7 +177,8 @@ RESPONSES: dict[str, Any] = {
                       "<button type=\"submit\">Unsubscribe</button></form> ...</html>",
     "postUnsubscribe": "<!doctype html><html lang=\"en\">... <h1>Unsubscribed</h1> ...</html>",
     "getProducerUsage": {
-        "producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "at": "2026-12-03T08:00:30Z",
+        "producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "counters": "group:vdq-senders",
+        "at": "2026-12-03T08:00:30Z",
         "limits": [
             {"limit": "per_minute", "quota": 600, "used": 412, "remaining": 188,
              "resets_at": "2026-12-03T08:01:00Z"},

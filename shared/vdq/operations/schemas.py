@@ -250,7 +250,9 @@ class WindowUsage(BaseModel):
 class ProducerUsage(BaseModel):
     """A producer's quota and what it used of it."""
 
-    producer: str = Field(description="The client id, or `group:<name>`.")
+    producer: str = Field(description="The client id, or `group:<name>`, as asked.")
+    counters: str = Field(description="Whose counters these are: the producer's own, or "
+                          "`group:<name>` for a client charged through its group's quota.")
     at: datetime = Field(description="When this was read (UTC).")
     limits: list[WindowUsage] = Field(description="One entry per limit set for the producer.")
 

@@ -214,24 +214,29 @@ OPERATIONS: tuple[Operation, ...] = (
               "Copies the done item into a new queued item (same method, sender, receiver, "
               "content and files; no origin; `resent_from` names the original) and sends it. "
               "404 when the item is unknown or not done; 409 `conflict` with details.reason "
-              "`attachments_purged` when cleanup deleted its files.",
+              "`attachments_purged` when cleanup deleted its files. The copy counts one "
+              "queue item against the caller's own quota (VDQ_PRODUCER_QUOTAS).",
               _RESEND, (_ID, _KEY),
-              status=201, answer="Items", errors=(404, 409, 422, 503), idempotent=True),
+              status=201, answer="Items", errors=(400, 404, 409, 422, 429, 503),
+              idempotent=True),
     Operation("resendSentItems", "POST", "/sent-items/resend", "operator", "sent-items",
               "Send several done items again, all or nothing",
               "As resendSentItem for each id, in order, with a repeated id sent once. All or "
               "nothing: when any id is unknown or not done the answer is a 404 whose "
               "details.ids lists them, and when any has lost its files a 409 whose "
-              "details.ids lists those; nothing is queued then.",
+              "details.ids lists those; nothing is queued then. Each copy counts one queue "
+              "item against the caller's own quota (VDQ_PRODUCER_QUOTAS).",
               _RESEND, (_KEY,),
               body="ResendRequest", status=201, answer="Items",
-              errors=(400, 404, 409, 422, 503), idempotent=True),
+              errors=(400, 404, 409, 422, 429, 503), idempotent=True),
     Operation("getProducerUsage", "GET", "/producers/{producer}/usage", "operator", "producers",
               "Read a producer's quota usage",
               "The producer's limits (VDQ_PRODUCER_QUOTAS) and how many queue items it "
               "enqueued in each current window: this second, this minute, this UTC day. The "
               "producer is a machine client's id (the token's subject), or `group:<name>` for "
-              "the counters a group's members share. 404 when no quota applies to it.",
+              "the counters a group's members share. A client charged through its group's "
+              "quota in the current windows is shown with that group's counters (`counters` "
+              "names them). 404 when no quota applies to it.",
               _LIST, (Param("producer", "path", "string",
                             "The client id, or `group:<name>`.", required=True,
                             pattern=PRODUCER_PATTERN),),
@@ -259,8 +264,11 @@ OPERATIONS: tuple[Operation, ...] = (
               "the headers it lists, until `expires_at` (VDQ_UPLOAD_URL_SECONDS). Then name "
               "the upload in postEmails as `{\"upload_id\": ...}`: the email takes the file "
               "(it is checked and counted like an inline one) and the upload is used up. An "
-              "upload belongs to its caller, and one no email takes is deleted after a day.",
-              _ADD, (), body="UploadRequest", status=201, answer="Upload", errors=(400, 422)),
+              "upload belongs to its caller, and one no email takes is deleted after a day. "
+              "An upload counts one queue item against the caller's quota "
+              "(VDQ_PRODUCER_QUOTAS).",
+              _ADD, (), body="UploadRequest", status=201, answer="Upload",
+              errors=(400, 422, 429)),
     Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook", "webhooks",
               "Receive Twilio's status callback for one SMS",
               "Twilio posts here as an SMS moves on; the request must carry Twilio's "

@@ -54,19 +54,29 @@ class Counters:
     def _key(self, producer: str, window: Window) -> dict[str, Any]:
         return {"pk": {"S": quota_pk(producer)}, "sk": {"S": window.sk}}
 
-    def charge(self, producer: str, windows: Sequence[Window], count: int) -> bool:
+    def charge(self, producer: str, windows: Sequence[Window], count: int,
+               member: str | None = None) -> bool:  # fmt: skip
         """Count ``count`` items in every window if each has room; False (nothing counted)
-        when any would pass its limit."""
+        when any would pass its limit. ``member``: the client charged through a group's
+        counters, added to each window's ``members`` (in the same write, so the usage view
+        finds the counters a client is charged to at no extra request)."""
+        names = {"#used": "used", "#exp": "expiration"}
+        add = "ADD #used :n"
+        if member is not None:
+            names["#members"] = "members"
+            add += ", #members :member"
         items = [
             {"Update": {
                 "TableName": self._table,
                 "Key": self._key(producer, w),
-                "UpdateExpression": "ADD #used :n SET #exp = :exp",
+                "UpdateExpression": f"{add} SET #exp = :exp",
                 "ConditionExpression": "attribute_not_exists(#used) OR #used <= :room",
-                "ExpressionAttributeNames": {"#used": "used", "#exp": "expiration"},
+                "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": {":n": {"N": str(count)},
                                               ":room": {"N": str(w.limit - count)},
-                                              ":exp": {"N": str(w.ends_at + 60)}},
+                                              ":exp": {"N": str(w.ends_at + 60)},
+                                              **({":member": {"SS": [member]}} if member
+                                                 else {})},
             }}
             for w in windows
         ]  # fmt: skip
@@ -112,6 +122,24 @@ class Counters:
         found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0"))
                  for item in answer.get("Responses", {}).get(self._table, [])}  # fmt: skip
         return {w.name: found.get(w.sk, 0) for w in windows}
+
+    def charged_as(self, client: str,
+                   candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
+        """The first of ``candidates`` (group producers, each with its current windows) whose
+        counters list ``client`` as a member in one of those windows (strongly consistent,
+        one BatchGetItem a hundred keys); None when none does."""
+        keys = [(producer, w) for producer, windows in candidates for w in windows]
+        found: set[str] = set()
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            answer = self._client.batch_get_item(RequestItems={self._table: {
+                "Keys": [self._key(p, w) for p, w in chunk], "ConsistentRead": True,
+                "ProjectionExpression": "pk, #members",
+                "ExpressionAttributeNames": {"#members": "members"}}})  # fmt: skip
+            for item in answer.get("Responses", {}).get(self._table, []):
+                if client in item.get("members", {}).get("SS", []):
+                    found.add(item["pk"]["S"])
+        return next((p for p, _ in candidates if quota_pk(p) in found), None)
 
 
 def _code(exc: ClientError) -> str:
