@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vdq.core.errors import BadValue
+from vdq.core.errors import BadValue, ValidationError
 from vdq.core.settings import Settings
 from vdq.intake import messages, scheduling
 from vdq.workflow import stateevents
@@ -83,10 +83,11 @@ def test_send_at_at_most_the_schedule_days_ahead():
     at_limit = (NOW + timedelta(days=30)).isoformat()
     assert messages.parse_email(email_body(send_at=at_limit), now=NOW).send_at is not None
     beyond = (NOW + timedelta(days=30, seconds=1)).isoformat()
-    with pytest.raises(BadValue) as err:
+    with pytest.raises(ValidationError) as err:
         messages.parse_email(email_body(send_at=beyond), now=NOW)
     assert err.value.field == "send_at" and "30 days" in str(err.value)
-    with pytest.raises(BadValue):
+    assert err.value.status == 422  # valid by the schema, past the limit it states in words
+    with pytest.raises(ValidationError):
         messages.parse_email(email_body(send_at=(NOW + timedelta(days=3)).isoformat()), now=NOW,
                              max_schedule_days=2)  # fmt: skip
 

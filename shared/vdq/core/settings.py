@@ -228,7 +228,7 @@ class Settings:
     )
     max_schedule_days: int = _setting(
         "VDQ_MAX_SCHEDULE_DAYS", 30, read.positive_int,
-        "how far ahead a send_at may be, in days (later: a 400 naming send_at)",
+        "how far ahead a send_at may be, in days (later: a 422 naming send_at)",
     )  # fmt: skip
     schedule_batch: int = _setting(
         "VDQ_SCHEDULE_BATCH", 2000, read.positive_int,

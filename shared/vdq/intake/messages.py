@@ -208,9 +208,10 @@ _PRIORITY = Field("priority", "priority", (
 _SEND_AT = Field("send_at", "send_at", (
     "Send not before this time: an RFC 3339 timestamp with an offset (`Z` or `+hh:mm`; "
     "without one it is a 400 naming `send_at`), at most VDQ_MAX_SCHEDULE_DAYS (default "
-    "{max_schedule_days}) days ahead (later: a 400). A time in the past means now. The items "
-    "stay `queued` until then, and an operator may cancel them meanwhile; they are sent within "
-    "seconds of the time."), example="2026-12-24T09:00:00+01:00")
+    "{max_schedule_days}) days ahead of the server's clock (later: a 422 naming `send_at`). A "
+    "time in the past means now. The items stay `queued` until then, and an operator may "
+    "cancel them meanwhile; they are sent within seconds of the time."),
+    example="2026-12-24T09:00:00+01:00")
 # A request's priority and send_at are checked first: their errors are a 400, the others' 422.
 DISPATCH = ("priority", "send_at")
 _ADDRESS = Field("", "object", required=True, of=ADDRESS)

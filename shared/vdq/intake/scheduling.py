@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vdq.core.clock import iso, parse_iso
-from vdq.core.errors import BadValue
+from vdq.core.errors import BadValue, ValidationError
 from vdq.core.observability import logger
 from vdq.store.models import ScheduledRecord, scheduled_partition, shard
 from vdq.workflow.lanes import PRIORITIES
@@ -55,7 +55,9 @@ _RFC3339 = re.compile(
 def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at") -> str | None:
     """The stored form (UTC) of a requested send time; None when absent, null, or not later
     than now (a time in the past means now). A 400 naming the field when it is not an RFC 3339
-    timestamp with an offset, or more than ``max_days`` ahead."""
+    timestamp with an offset; a 422 when it is more than ``max_days`` ahead (the document's
+    schema takes any date-time and states the limit in words: valid by it, refused as
+    invalid input)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -79,7 +81,8 @@ def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at
     except ValueError as exc:
         raise BadValue(path, f"is not a valid time: {exc}") from None
     if at > now + timedelta(days=max_days):
-        raise BadValue(path, f"is more than {max_days} days ahead (VDQ_MAX_SCHEDULE_DAYS)")
+        raise ValidationError(path, f"is more than {max_days} days ahead "
+                                    "(VDQ_MAX_SCHEDULE_DAYS)")  # fmt: skip
     if at <= now:
         return None
     return iso(at.astimezone(UTC))

@@ -20,10 +20,14 @@ _STATUS = {
     410: "Gone (`purged`): cleanup deleted the file; its metadata stays.",
     422: "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`.",
 }
+_ENQUEUE_422 = (
+    "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`; also a "
+    "`send_at` more than VDQ_MAX_SCHEDULE_DAYS ahead, the limit its description states."
+)
 _DISPATCH_400 = (
     "; or `priority` or `send_at` takes a value it may not (`invalid`, details.field names it: "
     "a priority other than high, normal and bulk; a send_at that is not RFC 3339 with an "
-    "offset, or more than VDQ_MAX_SCHEDULE_DAYS ahead)"
+    "offset)"
 )
 _SMS_400 = (
     "Bad request: the body is not JSON or not UTF-8, or the Idempotency-Key is malformed "
@@ -106,6 +110,8 @@ def status_text(status: int, op: Any) -> str:
         return _SMS_400
     if status == 400 and op.id == "postEmails":
         return _EMAIL_400
+    if status == 422 and op.id in ("postEmails", "postSms"):
+        return _ENQUEUE_422
     if status == 429 and op.id in ("postEmails", "postSms"):
         return QUOTA_429
     if status == 429 and op.id in QUOTA_429_OTHER:
