@@ -1,7 +1,8 @@
 """The local stack's sign-in: the authorization-code flow with PKCE, as Cognito's hosted UI runs it.
 
 ``GET /_local/oauth2/authorize`` checks the request (client, redirect URI, S256 challenge) and
-shows a sign-in form: a user name and the groups to hold, as a local stack has no user pool.
+shows a sign-in form: a user name and the groups to hold, as a local stack has no user pool (the
+groups VDQ_GROUP_PERMISSIONS defines, the operators' ticked: a first sign-in may list items).
 Posting it answers 302 to the redirect URI with a one-time ``code`` and the ``state``.
 ``POST /_local/oauth2/token`` exchanges the code once, for the client and redirect URI it was
 issued to, when ``BASE64URL(SHA256(code_verifier))`` is the challenge; the answer holds an access
@@ -19,7 +20,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -63,12 +64,26 @@ class Grant:
     expires: float
 
 
+OPERATORS = "vdq-operators"
+_OPERATING = "vdq.can_retry"  # what an operators' group of a deployment's own holds
+
+
+def operators_group(permissions: Mapping[str, tuple[str, ...]]) -> str | None:
+    """The group the form starts ticked: ``vdq-operators`` when the deployment defines it, else
+    the first group that may retry items (an operators' group by another name)."""
+    if OPERATORS in permissions:
+        return OPERATORS
+    return next((g for g, held in permissions.items() if _OPERATING in held), None)
+
+
 class Issuer:
     def __init__(self, secret: str, redirect_uri: str, groups: tuple[str, ...],
-                 now: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.monotonic,
+                 ticked: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.secret = secret
         self.redirect_uri = redirect_uri
         self.groups = groups
+        self.ticked = ticked
         self.now = now
         self._codes: dict[str, Grant] = {}
         self._lock = threading.Lock()
@@ -102,7 +117,8 @@ class Issuer:
             for k in keep if k in query
         )
         boxes = "".join(
-            f'<p><label><input type="checkbox" name="group" value="{g}"> {g}</label></p>'
+            f'<p><label><input type="checkbox" name="group" value="{html.escape(g)}"'
+            f'{" checked" if g in self.ticked else ""}> {html.escape(g)}</label></p>'
             for g in self.groups
         )
         note = f'<p role="alert">{html.escape(message)}</p>' if message else ""

@@ -28,7 +28,6 @@ from vdq.core.settings import Settings
 
 DEFAULT_PORT = definitions.LOCAL_PORT
 STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
-GROUPS = ("vdq-senders", "vdq-viewers", "vdq-operators", "vdq-suppressions", "vdq-admins")
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
@@ -108,7 +107,12 @@ class LocalStack:
         self.front = Front(self.functions, self.secret, self.options.port, self.status)
         from vdq.local import oauth
 
-        self.front.issuer = oauth.Issuer(self.secret, f"{self.front.url}/console/", GROUPS)
+        # The groups this stack's settings define (VDQ_GROUP_PERMISSIONS), not the defaults.
+        permissions = self.local.group_permissions
+        operators = oauth.operators_group(permissions)
+        self.front.issuer = oauth.Issuer(self.secret, f"{self.front.url}/console/",
+                                         tuple(permissions), ticked=(operators,) if operators
+                                         else ())  # fmt: skip
         polling = self.options.polling or self.env.get("TWILIO_WEBHOOK_URL", None) == ""
         self.env.update(
             self.resources.env(),
@@ -212,8 +216,10 @@ class LocalStack:
     def banner(self) -> str:
         from vdq.local.front import make_token
 
-        tokens = {g: make_token(self.secret, [g]) for g in GROUPS}
-        admin = make_token(self.secret, ["vdq-admins"])
+        groups = list(self.local.group_permissions)
+        tokens = {g: make_token(self.secret, [g]) for g in groups}
+        # The commands below send and list: the admins' group, or every group there is.
+        admin = make_token(self.secret, ["vdq-admins"] if "vdq-admins" in groups else groups)
         lines = [
             "VDQ local stack is up (Ctrl-C stops everything)",
             "",
