@@ -167,7 +167,9 @@ def remove_suppression(event: Event, receiver: str) -> Response:
 
     who = _caller(event)
     who.require(suppressions.CHANGE_PERMISSION)
-    return _json(200, suppressions.remove(_unquote(receiver), who.subject, Runtime.default()))
+    q = _query("removeSuppression", event)
+    return _json(200, suppressions.remove(_unquote(receiver), who.subject, Runtime.default(),
+                                          q["list"]))  # fmt: skip
 
 
 @app.operation("getSuppressionHistory")

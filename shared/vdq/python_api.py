@@ -42,12 +42,14 @@ def add_email(
     attachments: Iterable[Mapping[str, Any]] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
     list_unsubscribe: bool = False,
+    list_name: str | None = None,
     priority: str | None = None,
     send_at: str | datetime | None = None,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
     """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
     ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
+    ``list_name``: the mailing list it belongs to (the headers leave that list only);
     ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
     RFC 3339 text)."""
     runtime = runtime or Runtime.default()
@@ -68,6 +70,8 @@ def add_email(
         body["origin"] = _origin(origin)
     if list_unsubscribe:
         body["list_unsubscribe"] = True
+    if list_name is not None:
+        body["list"] = list_name
     _dispatch(body, priority, send_at)
     email = messages.parse_email(
         body,

@@ -1,6 +1,6 @@
 """The suppression list on the local stack: the mailbox simulator's bounce feeds it, one-click
-unsubscribe links work from the raw message the SES sandbox kept, an inbound STOP suppresses a
-number, and operators take an entry off with the CLI."""
+unsubscribe links work from the raw message the SES sandbox kept (and stop their list's mail
+only), an inbound STOP suppresses a number, and operators take an entry off with the CLI."""
 
 from __future__ import annotations
 
@@ -52,9 +52,9 @@ def test_a_bounce_suppresses_the_address_and_the_next_email_is_not_sent(stack):
     stack.wait(third["id"], "errored")  # sent, and the simulator bounces it again
 
 
-def test_a_bulk_emails_unsubscribe_link_suppresses_its_receiver(stack):
+def test_a_newsletters_unsubscribe_link_stops_that_list_only(stack):
     address = f"success+e2e-unsubscribe@{SIM}"
-    [item] = stack.send_emails(address, list_unsubscribe=True)
+    [item] = stack.send_emails(address, list="news")
     done = stack.wait(item["id"], "succeeded")
     [sent] = [m for m in stack.sandbox("ses")["emails"]
               if m["message_id"] == done["provider_id"]]  # fmt: skip
@@ -64,13 +64,27 @@ def test_a_bulk_emails_unsubscribe_link_suppresses_its_receiver(stack):
     url = headers["List-Unsubscribe"].strip("<>")
     assert url.startswith(f"{stack.url}/unsubscribe/")
 
+    assert address not in url and "news" not in url  # the token is opaque
     page = requests.get(url, timeout=patient(10))
     assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
+    assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
     assert not json.loads(stack.cli("suppressions", "list", "--receiver", address, "--json",
                                     check=True).stdout)["suppressions"]  # fmt: skip
     posted = requests.post(url, data={"List-Unsubscribe": "One-Click"}, timeout=patient(10))
     assert posted.status_code == 200
-    assert _suppressed(stack, address)["reason"] == "unsubscribe"
+    entry = _suppressed(stack, address)
+    assert (entry["reason"], entry["list"]) == ("unsubscribe", "news")
+
+    # The list's next email is not sent; a password reset still is.
+    [news] = stack.send_emails(address, list="news")
+    assert '"news"' in stack.wait(news["id"], "cancelled")["result"]
+    [reset] = stack.send_emails(address, subject="Reset your password", priority="high")
+    stack.wait(reset["id"], "succeeded")
+    table = stack.cli("suppressions", "list", "--receiver", address, check=True).stdout
+    assert "LIST" in table and "news" in table
+    stack.cli("suppressions", "remove", address, "--list", "news", check=True)
+    [again] = stack.send_emails(address, list="news")
+    stack.wait(again["id"], "succeeded")
 
 
 def test_an_inbound_stop_suppresses_the_number_and_its_sms_is_not_sent(stack):

@@ -236,7 +236,8 @@ def test_enqueue_flags_suppressed_receivers_and_still_queues_them(aws, rt):
     assert [i["receiver"]["email"] for i in answer["items"]] == [
         "ada@example.org", "Grace@Example.org"]
     assert answer["suppressed"] == [{"receiver": "grace@example.org", "reason": "complaint",
-                                     "since": "2026-01-01T00:00:00.000000Z"}]  # fmt: skip
+                                     "since": "2026-01-01T00:00:00.000000Z",
+                                     "list": None}]  # fmt: skip
     assert len(messages(aws)) == 2  # both queued: nothing accepted is lost
 
 

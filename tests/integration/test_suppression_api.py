@@ -223,7 +223,9 @@ def test_a_bulk_email_carries_one_click_headers_and_their_link_unsubscribes(aws,
 
     done = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
     assert done["statusCode"] == 200 and "Unsubscribed" in done["body"]
-    record = rt.store.get_suppression("ada@example.org")
+    # From the list the email belonged to (none named: "general"), not from every email.
+    assert rt.store.get_suppression("ada@example.org") is None
+    record = rt.store.get_suppression("ada@example.org", "general")
     assert (record.reason, record.actor) == ("unsubscribe", "receiver")
     again = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
     assert again["statusCode"] == 200  # a replay: still suppressed once
@@ -259,14 +261,17 @@ def test_list_unsubscribe_must_be_a_boolean(aws, rt):
 
 
 def test_a_forged_token_is_a_404_and_suppresses_nothing(aws, rt):
-    forged = unsubscribe.make_token("ada@example.org", b"another key", rt.settings.table_name)
+    forged = unsubscribe.make_token("ada@example.org", "general", b"another key",
+                                    rt.settings.table_name)  # fmt: skip
     answer = webhook.handler(unsubscribe_event("POST", forged), LambdaContext("webhook"))
     assert answer["statusCode"] == 404
     assert rt.store.get_suppression("ada@example.org") is None
+    assert rt.store.get_suppression("ada@example.org", "general") is None
 
 
 def test_the_page_escapes_the_address(aws, rt):
     secret = unsubscribe.key(rt.settings)
-    token = unsubscribe.make_token("<b>x</b>@example.org", secret, rt.settings.table_name)
+    token = unsubscribe.make_token("<b>x</b>@example.org", "general", secret,
+                                   rt.settings.table_name)  # fmt: skip
     page = webhook.handler(unsubscribe_event("GET", token), LambdaContext("webhook"))
     assert "<b>x</b>" not in page["body"] and "&lt;b&gt;x&lt;/b&gt;@example.org" in page["body"]

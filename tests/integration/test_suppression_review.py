@@ -177,7 +177,8 @@ def test_a_start_does_not_lift_a_suppression_that_changed_since_it_was_read(
     suppression.suppress("+15551230001", "operator", actor="op", text=None, runtime=rt)
     reads = iter([stale])
     real = rt.store.get_suppression
-    monkeypatch.setattr(rt.store, "get_suppression", lambda r: next(reads, None) or real(r))
+    monkeypatch.setattr(rt.store, "get_suppression",
+                        lambda r, *more: next(reads, None) or real(r, *more))
     inbound("START")
     assert rt.store.get_suppression("+15551230001").reason == "operator"
 
@@ -212,8 +213,9 @@ def test_delete_takes_a_receiver_with_plus_and_at_encoded_or_not(aws, rt, segmen
 # ---- one-click unsubscribe ----------------------------------------------------------------
 
 
-def token_for(rt, receiver="ada@example.org"):
-    return unsubscribe.make_token(receiver, unsubscribe.key(rt.settings), rt.settings.table_name)
+def token_for(rt, receiver="ada@example.org", list_name="general"):
+    return unsubscribe.make_token(receiver, list_name, unsubscribe.key(rt.settings),
+                                  rt.settings.table_name)  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"])
@@ -221,6 +223,7 @@ def test_only_a_post_unsubscribes(aws, rt, method):
     answer = webhook.handler(unsubscribe_event(method, token_for(rt)), LambdaContext("webhook"))
     assert answer["statusCode"] in (200, 405)
     assert rt.store.get_suppression("ada@example.org") is None
+    assert rt.store.get_suppression("ada@example.org", "general") is None
 
 
 def test_an_unreadable_unsubscribe_key_delays_a_bulk_email_instead_of_failing_it(aws, rt):
@@ -252,7 +255,7 @@ def test_a_deploys_key_from_secrets_manager_signs_the_links_the_webhook_accepts(
     assert token == token_for(rt)
     answer = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
     assert answer["statusCode"] == 200
-    assert rt.store.get_suppression("ada@example.org").reason == "unsubscribe"
+    assert rt.store.get_suppression("ada@example.org", "general").reason == "unsubscribe"
 
 
 def test_an_automatic_retry_to_an_address_suppressed_meanwhile_is_not_sent(aws, rt):

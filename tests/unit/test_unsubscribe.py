@@ -1,7 +1,9 @@
-"""Unsubscribe tokens: only this deployment's key makes one, for one receiver."""
+"""Unsubscribe tokens: only this deployment's key makes one, for one receiver and one list, and
+a token shows neither."""
 
 from __future__ import annotations
 
+import base64
 from dataclasses import replace
 
 from vdq.core.settings import Settings
@@ -9,62 +11,83 @@ from vdq.results import unsubscribe
 
 KEY = b"k" * 32
 TABLE = "vdq-prod"
+ADA = unsubscribe.Unsubscribe("ada@example.org", "news")
 
 
-def test_a_token_names_its_receiver():
-    token = unsubscribe.make_token("ada@example.org", KEY, TABLE)
-    assert unsubscribe.receiver_of(token, KEY, TABLE) == "ada@example.org"
+def token(receiver: str = ADA.receiver, list_name: str = ADA.list_name, key: bytes = KEY,
+          table: str = TABLE) -> str:  # fmt: skip
+    return unsubscribe.make_token(receiver, list_name, key, table)
+
+
+def test_a_token_names_its_receiver_and_list():
+    assert unsubscribe.read_token(token(), KEY, TABLE) == ADA
+
+
+def test_a_token_shows_neither_the_address_nor_the_list():
+    made = token()
+    raw = base64.urlsafe_b64decode(made + "=" * (-len(made) % 4))
+    for secret in (b"ada", b"example.org", b"news"):
+        assert secret not in raw and secret.decode() not in made
+    # Addresses of one length bucket make tokens of one length.
+    assert len(token("a@example.org")) == len(token("ab@example.org"))
 
 
 def test_a_token_made_with_another_key_is_refused():
-    forged = unsubscribe.make_token("ada@example.org", b"x" * 32, TABLE)
-    assert unsubscribe.receiver_of(forged, KEY, TABLE) is None
+    assert unsubscribe.read_token(token(key=b"x" * 32), KEY, TABLE) is None
 
 
 def test_a_token_of_another_deployment_is_refused():
-    other = unsubscribe.make_token("ada@example.org", KEY, "vdq-staging")
-    assert unsubscribe.receiver_of(other, KEY, TABLE) is None
+    assert unsubscribe.read_token(token(table="vdq-staging"), KEY, TABLE) is None
 
 
 def test_an_altered_token_is_refused():
-    token = unsubscribe.make_token("ada@example.org", KEY, TABLE)
-    receiver, signature = token.split(".")
-    flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
-    assert unsubscribe.receiver_of(f"{receiver}.{flipped}", KEY, TABLE) is None
-    assert unsubscribe.receiver_of(token[:-3], KEY, TABLE) is None
-    assert unsubscribe.receiver_of(token + "x", KEY, TABLE) is None
-    assert unsubscribe.receiver_of("not-a-token", KEY, TABLE) is None
-    assert unsubscribe.receiver_of("%%%.%%%", KEY, TABLE) is None
+    made = token()
+    for n in (0, 3, 20, len(made) - 1):  # the version, the IV, the sealed text, its end
+        flipped = made[:n] + ("A" if made[n] != "A" else "B") + made[n + 1 :]
+        assert unsubscribe.read_token(flipped, KEY, TABLE) is None, n
+    for edited in (made[:-3], made + "x", made[:-22], "not-a-token", "%%%.%%%", "", "AA"):
+        assert unsubscribe.read_token(edited, KEY, TABLE) is None, edited
 
 
 def test_only_the_exact_text_of_a_token_is_one():
     # base64 decoding skips characters outside its alphabet and accepts padding: a token
-    # with anything added is refused all the same (one token per receiver, nothing else).
-    token = unsubscribe.make_token("ada@example.org", KEY, TABLE)
-    receiver, signature = token.split(".")
-    for edited in (token + "=", token + "==", f"{receiver[:4]}!{receiver[4:]}.{signature}",
-                   f"{receiver}=.{signature}", f"{receiver}.{signature[:10]}$${signature[10:]}",
-                   f"{receiver} .{signature}", f"{receiver}.{signature}\n", f"../{token}"):
-        assert unsubscribe.receiver_of(edited, KEY, TABLE) is None, edited
+    # with anything added is refused all the same (one token per receiver and list).
+    made = token()
+    for edited in (made + "=", made + "==", f"{made[:4]}!{made[4:]}", f"{made} ",
+                   f"{made}\n", f"../{made}", made.replace("-", "+").replace("_", "/")):
+        assert unsubscribe.read_token(edited, KEY, TABLE) is None, edited
 
 
-def test_another_receivers_signature_does_not_fit():
-    ada = unsubscribe.make_token("ada@example.org", KEY, TABLE)
-    grace = unsubscribe.make_token("grace@example.org", KEY, TABLE)
-    swapped = f"{grace.split('.')[0]}.{ada.split('.')[1]}"
-    assert unsubscribe.receiver_of(swapped, KEY, TABLE) is None
+def test_parts_of_two_tokens_do_not_make_one():
+    ada, grace = token(), token("grace@example.org")
+    assert len(ada) == len(grace)
+    spliced = ada[:24] + grace[24:]  # ada's IV, grace's sealed text
+    assert unsubscribe.read_token(spliced, KEY, TABLE) is None
 
 
-def test_each_plus_label_variant_has_its_own_token():
-    one = unsubscribe.make_token("bounce+a1@simulator.amazonses.com", KEY, TABLE)
-    two = unsubscribe.make_token("bounce+a2@simulator.amazonses.com", KEY, TABLE)
-    assert one.split(".")[1] != two.split(".")[1]
+def test_each_plus_label_variant_and_each_list_has_its_own_token():
+    one = token("bounce+a1@simulator.amazonses.com")
+    two = token("bounce+a2@simulator.amazonses.com")
+    assert one != two and token(list_name="offers") != token()
 
 
-def test_the_same_receiver_always_gets_the_same_token():
-    # A replayed link is harmless: it names the same receiver, whose suppression is idempotent.
-    assert unsubscribe.make_token("a@b.org", KEY, TABLE) == unsubscribe.make_token(
-        "a@b.org", KEY, TABLE)
+def test_the_same_receiver_and_list_always_get_the_same_token():
+    # A replayed link is harmless: it names the same receiver and list, and the unsubscribe
+    # is idempotent.
+    assert token() == token()
+
+
+def test_a_token_sent_before_lists_still_names_its_receiver_and_the_default_list():
+    old = unsubscribe.legacy_token("ada@example.org", KEY, TABLE)
+    assert unsubscribe.read_token(old, KEY, TABLE) == ("ada@example.org", "general")
+    receiver, signature = old.split(".")
+    flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
+    grace = unsubscribe.legacy_token("grace@example.org", KEY, TABLE)
+    for bad in (f"{receiver}.{flipped}", old[:-3], old + "=", f"{receiver}=.{signature}",
+                f"{grace.split('.')[0]}.{signature}",
+                unsubscribe.legacy_token("ada@example.org", b"x" * 32, TABLE),
+                unsubscribe.legacy_token("ada@example.org", KEY, "vdq-staging")):
+        assert unsubscribe.read_token(bad, KEY, TABLE) is None, bad
 
 
 class _Item:
@@ -78,8 +101,9 @@ def test_headers_only_for_an_email_that_wants_them_with_a_key_and_a_url():
     headers = unsubscribe.headers(_Item(), {"list_unsubscribe": True}, settings)
     url = headers["List-Unsubscribe"][1:-1]
     assert url.startswith("https://api.example.com/v1/unsubscribe/")
-    token = url.rsplit("/", 1)[1]
-    assert unsubscribe.receiver_of(token, unsubscribe.key(settings), TABLE) == "ada@example.org"
+    made = url.rsplit("/", 1)[1]
+    assert unsubscribe.read_token(made, unsubscribe.key(settings), TABLE) == (
+        "ada@example.org", "general")  # list mail that names no list
     assert headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert unsubscribe.headers(_Item(), {}, settings) == {}
     assert unsubscribe.headers(_Item(), {"list_unsubscribe": True},

@@ -41,21 +41,24 @@ def add_parser(command: Callable[..., Any],
     add = action("add", "suppress an address or number")
     add.add_argument("receiver")
     add.add_argument("--text", help="why, for the history")
+    add.add_argument("--list", help="only the list mail of this list (an unsubscribe)")
     remove = action("remove", "send to an address or number again")
     remove.add_argument("receiver")
+    remove.add_argument("--list", help="only its unsubscribe from this list")
 
 
 def _rows(entries: list[dict[str, Any]]) -> list[list[str]]:
-    return [[render.safe(e.get("receiver")), render.safe(e.get("reason")),
-             render.safe((e.get("since") or "")[:19]), render.safe(e.get("actor")),
-             render.clip(render.safe(e.get("text")), 50)] for e in entries]  # fmt: skip
+    return [[render.safe(e.get("receiver")), render.safe(e.get("list") or "(all mail)"),
+             render.safe(e.get("reason")), render.safe((e.get("since") or "")[:19]),
+             render.safe(e.get("actor")), render.clip(render.safe(e.get("text")), 50)]
+            for e in entries]  # fmt: skip
 
 
 def print_entries(entries: list[dict[str, Any]]) -> None:
     if not entries:
         print("(no suppressions)")
         return
-    print(render.table(_rows(entries), ["RECEIVER", "REASON", "SINCE", "BY", "TEXT"]))
+    print(render.table(_rows(entries), ["RECEIVER", "LIST", "REASON", "SINCE", "BY", "TEXT"]))
 
 
 def list_entries(api: Any, args: argparse.Namespace) -> int:
@@ -97,9 +100,13 @@ def show_entry(api: Any, args: argparse.Namespace) -> int:
         print(f"{render.safe(d.get('receiver'))}: " + (
             f"suppressed since {render.safe(now.get('since'))} ({render.safe(now.get('reason'))})"
             if now else "not suppressed"))  # fmt: skip
+        for left in d.get("lists") or []:
+            print(f"  unsubscribed from the list {render.safe(left.get('list'))} since "
+                  f"{render.safe(left.get('since'))} ({render.safe(left.get('reason'))})")
         for e in d.get("history") or []:
             print(f"  {render.safe((e.get('at') or '')[:19])}  {render.safe(e.get('action'))}"
-                  f" by {render.safe(e.get('actor'))}"
+                  + (f" (list {render.safe(e.get('list'))})" if e.get("list") else "")
+                  + f" by {render.safe(e.get('actor'))}"
                   + (f" ({render.safe(e.get('reason'))})" if e.get("reason") else "")
                   + (f": {render.safe(e.get('text'))}" if e.get("text") else ""))
 
@@ -110,15 +117,17 @@ def show_entry(api: Any, args: argparse.Namespace) -> int:
 def add_entry(api: Any, args: argparse.Namespace) -> int:
     from vdq.cli.commands import emit
 
-    body = {"receiver": args.receiver, **({"text": args.text} if args.text else {})}
+    body = {"receiver": args.receiver, **({"text": args.text} if args.text else {}),
+            **({"list": args.list} if args.list else {})}  # fmt: skip
     data = api.call("POST", "/suppressions", body)
 
     def human(d: dict[str, Any]) -> None:
         held = d["suppression"]
+        scope = f" from the list {render.safe(held['list'])}" if held.get("list") else ""
         if d.get("added"):
-            print(f"{render.safe(held['receiver'])}: suppressed")
+            print(f"{render.safe(held['receiver'])}: suppressed{scope}")
         else:
-            print(f"{render.safe(held['receiver'])}: already suppressed since "
+            print(f"{render.safe(held['receiver'])}: already suppressed{scope} since "
                   f"{render.safe(held['since'])} ({render.safe(held['reason'])})")
 
     emit(args, data, human)
@@ -128,9 +137,15 @@ def add_entry(api: Any, args: argparse.Namespace) -> int:
 def remove_entry(api: Any, args: argparse.Namespace) -> int:
     from vdq.cli.commands import emit
 
-    data = api.call("DELETE", _path(args.receiver))
-    emit(args, data, lambda d: print(f"{render.safe(d['suppression']['receiver'])}: no longer "
-                                     "suppressed"))  # fmt: skip
+    params = {"list": args.list} if args.list else None
+    data = api.call("DELETE", _path(args.receiver), params=params)
+
+    def human(d: dict[str, Any]) -> None:
+        held = d["suppression"]
+        scope = f" from the list {render.safe(held['list'])}" if held.get("list") else ""
+        print(f"{render.safe(held['receiver'])}: no longer suppressed{scope}")
+
+    emit(args, data, human)
     return EXIT_OK
 
 

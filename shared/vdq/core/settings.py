@@ -151,13 +151,13 @@ class Settings:
         "VDQ_UNSUBSCRIBE_KEY",
         None,
         read.optional_text,
-        "secret that signs unsubscribe tokens (the local stack; a deploy uses the secret below)",
+        "secret that seals unsubscribe tokens (the local stack; a deploy uses the secret below)",
     )
     unsubscribe_secret_name: str | None = _setting(
         "VDQ_UNSUBSCRIBE_SECRET_NAME",
         None,
         read.optional_text,
-        "Secrets Manager secret (name or ARN) whose value signs unsubscribe tokens (a deploy "
+        "Secrets Manager secret (name or ARN) whose value seals unsubscribe tokens (a deploy "
         "generates it)",
     )
     sender_identities: tuple[str, ...] = _setting(

@@ -30,6 +30,7 @@ from vdq.providers import (
     TransientProviderError,
 )
 from vdq.results import suppression, tracking
+from vdq.results.unsubscribe import DEFAULT_LIST
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
 from vdq.workflow.retention import mapping_expiration
@@ -92,7 +93,8 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
     the wait for the item's turn at the provider's rate. Returns what was done instead of
     sending (``DROPPED``, ``PACED``, ...) or the item, ready to send now."""
     bind_item(message.item_id)
-    if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime):
+    if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime,
+                          list_of(message)):  # fmt: skip
         return SUPPRESSED
     if pacing.past_deadline(runtime):  # no time left to send and record it
         return giveback.unclaimed(message, runtime)
@@ -117,6 +119,17 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
     except Exception as exc:
         return failed(Ready(message, item, entry, content), exc, runtime)
     return Ready(message, item, entry, content)
+
+
+def list_of(message: SendMessage) -> str | None:
+    """The list whose unsubscribes stop the message's item. A message published before
+    messages named their list is list mail of the default list when it is bulk or its inline
+    content asked for the headers, as its headers say (one without its content is checked
+    against the entry for all mail only)."""
+    if message.list_name is not None or message.receiver is None:
+        return message.list_name
+    asked = bool((message.content or {}).get("list_unsubscribe"))
+    return DEFAULT_LIST if message.priority == "bulk" or asked else None
 
 
 def deliver(ready: Ready, runtime: Runtime) -> str | Throttled:

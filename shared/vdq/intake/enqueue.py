@@ -68,6 +68,7 @@ def new_item(
     counted: bool = False,
     priority: str = DEFAULT_PRIORITY,
     send_at: str | None = None,
+    list_name: str | None = None,
 ) -> QueueItemRecord:
     """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
     also with its body's encoding and segments). A scheduled item's publish timer counts from
@@ -102,6 +103,7 @@ def new_item(
         segments=segments,
         priority=priority,
         send_at=send_at,
+        list_name=list_name,
         active_pk=active_partition(item_id, s.index_shards),
         active_sk=f"{at}#{item_id}",
         timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards, priority),
@@ -267,6 +269,7 @@ def enqueue_email(
             runtime=runtime,
             priority=email.priority,
             send_at=email.send_at,
+            list_name=email.list_name,
         )
         for r in receivers
     ]

@@ -17,6 +17,9 @@ MAX_FILENAME = 255
 MAX_EMAIL = 254  # RFC 5321 path length
 MAX_CELL = 16  # "+" and 15 digits (E.164)
 MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
+# A mailing list's name (what one-click unsubscribe leaves): lower case, no `#` (it is part of
+# a suppression's key), as SES's topic names and Postmark's stream ids are plain tokens.
+LIST_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 CONTENT_ID_CHARS = "A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-"
 # The file name extensions SES refuses in an attachment (the SES Developer Guide, "Amazon SES
 # unsupported attachment types"): a message holding one is refused at send.

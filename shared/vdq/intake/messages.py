@@ -26,6 +26,7 @@ from vdq.intake.fields import (  # noqa: F401  (the formats: re-exported)
     Field,
     OneOf,
 )
+from vdq.results.unsubscribe import DEFAULT_LIST
 from vdq.workflow.lanes import DEFAULT_PRIORITY
 
 MAX_SUBJECT = 998  # RFC 5322 line length
@@ -83,6 +84,9 @@ class Email:
     origin: Origin | None = None
     list_unsubscribe: bool = False  # carry one-click unsubscribe headers (vdq.results.unsubscribe)
     priority: str = DEFAULT_PRIORITY  # the lane (vdq.workflow.lanes)
+    # List mail: the list its unsubscribe link leaves (named, or DEFAULT_LIST for one asked
+    # with list_unsubscribe or sent in the bulk lane); None: not list mail.
+    list_name: str | None = None
     send_at: str | None = None  # stored form (UTC); None: send now (vdq.intake.scheduling)
 
     def receivers(self) -> list[Address]:
@@ -106,6 +110,7 @@ class Email:
             "cc": [_address_json(a) for a in self.cc],
             "reply_to": [_address_json(a) for a in self.reply_to],
             **({"list_unsubscribe": True} if self.list_unsubscribe else {}),
+            **({"list": self.list_name} if self.list_name is not None else {}),
         }
 
 
@@ -237,9 +242,16 @@ EMAIL = Body("EmailRequest", "An email to queue: one item per distinct receiver 
           of=Field("", "object", required=True, of=ATTACHMENT)),
     Field("origin", "object", "What caused the email, if anything.", of=ORIGIN),
     Field("list_unsubscribe", "bool", "Bulk mail: each receiver's copy carries one-click "
-          "unsubscribe headers (RFC 8058: List-Unsubscribe with a signed https link, "
-          "List-Unsubscribe-Post). Using the link puts the address on the suppression list. "
-          "The `bulk` priority carries them too."),
+          "unsubscribe headers (RFC 8058: List-Unsubscribe with an opaque https link, "
+          "List-Unsubscribe-Post) for the email's `list` (`general` when it names none). The "
+          "`bulk` priority carries them too."),
+    Field("list", "list_name", "The mailing list the email belongs to (as SES's list "
+          "management topics and Postmark's message streams): each receiver's copy carries "
+          "one-click unsubscribe headers, and using the link stops this list's mail to the "
+          "address, not mail of other lists or of none (a password reset, a receipt). List "
+          f"mail that names no list is the list `{DEFAULT_LIST}`. Lower-case letters, digits "
+          "and . _ - (any other is a 422 naming `list`).", max_length=64,
+          example="newsletter"),
     _PRIORITY, _SEND_AT,
 ), first=DISPATCH)
 SMS_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
@@ -304,6 +316,15 @@ def check_sender(address: str, identities: tuple[str, ...]) -> None:
     )
 
 
+def list_of(named: str | None, list_unsubscribe: bool, priority: str) -> str | None:
+    """The list of an email: the one it names; for list mail that names none (asked with
+    ``list_unsubscribe``, or in the bulk lane, which carries the headers too) the default;
+    None: not list mail."""
+    if named is not None:
+        return named
+    return DEFAULT_LIST if list_unsubscribe or priority == "bulk" else None
+
+
 def parse_email(
     data: Any, *, max_receivers: int = 1000, max_attachment_bytes: int = 7_000_000,
     sender_identities: tuple[str, ...] = (), now: datetime | None = None,
@@ -336,6 +357,7 @@ def parse_email(
         list_unsubscribe=v["list_unsubscribe"],
         priority=v["priority"],
         send_at=v["send_at"],
+        list_name=list_of(v["list"], v["list_unsubscribe"], v["priority"]),
     )
     if len(email.receivers()) > max_receivers:
         raise ValidationError("to", f"at most {max_receivers} receivers in one request")

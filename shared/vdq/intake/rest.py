@@ -89,7 +89,7 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
     parsed = _parse(method, body, runtime)
     receivers = _receivers(parsed)
     # Read before anything is stored: a failed read fails the request with nothing queued.
-    suppressed = suppression.flags(receivers, runtime)
+    suppressed = suppression.flags(receivers, runtime, getattr(parsed, "list_name", None))
 
     def store() -> list[QueueItemRecord]:
         if isinstance(parsed, messages.Email):

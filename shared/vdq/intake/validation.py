@@ -17,6 +17,7 @@ from vdq.core.text import CONTROL_CHARS, E164
 from vdq.intake import encoded_words
 from vdq.intake.fields import (
     CONTENT_ID_CHARS,
+    LIST_NAME,
     MAX_CELL,
     MAX_EMAIL,
     MAX_FILENAME,
@@ -44,6 +45,7 @@ _NOT_HOST = f"/?#@\\[\\]\\s{CONTROL_CHARS}"
 HTTPS_URL = (f"^https://(?:[^{_NOT_HOST}]*@)?[^:{_NOT_HOST}][^{_NOT_HOST}]*"
              f"(?:[/?#][^\\s{CONTROL_CHARS}]*)?$")  # fmt: skip
 _HTTPS_URL = re.compile(HTTPS_URL)
+_LIST_NAME = re.compile(LIST_NAME)
 
 
 # ---- values of each kind ---------------------------------------------------------------------
@@ -255,6 +257,20 @@ def _https_url(f: Field, value: Any, path: str, limits: Limits) -> Any:
     return text
 
 
+def list_name(value: Any, path: str = "list") -> str | None:
+    """A mailing list's name (``LIST_NAME``), or None for none."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _LIST_NAME.fullmatch(value):
+        raise ValidationError(path, "must be a list name: 1 to 64 lower-case letters, digits "
+                                    "and . _ -, starting with a letter or digit")  # fmt: skip
+    return value
+
+
+def _list_name(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    return list_name(value, path)
+
+
 def _priority(f: Field, value: Any, path: str, limits: Limits) -> Any:
     return parse_priority(value, path)
 
@@ -326,6 +342,7 @@ KINDS: dict[str, Check] = {
     "receiver": _receiver, "filename": _filename, "mime": _mime, "base64": _base64,
     "bool": _bool, "content_id": _content_id, "upload_id": _upload_id, "item_id": _item_id,
     "origin_id": _origin_id, "https_url": _https_url, "priority": _priority,
+    "list_name": _list_name,
     "send_at": _send_at, "integer": _integer, "list": _list, "object": _object,
 }  # fmt: skip
 

@@ -129,6 +129,7 @@ _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "origin_id": lambda f: {"anyOf": [_line(f), _INT64]},
     "https_url": lambda f: _string(f, HTTPS_URL),
     "priority": lambda f: {"type": "string", "enum": list(PRIORITIES)},
+    "list_name": lambda f: _string(f, validation.LIST_NAME),
     "send_at": lambda f: {"type": "string"},
     "integer": lambda f: {"type": "integer", "minimum": at_default(f.minimum),
                           "maximum": at_default(f.maximum)},

@@ -69,8 +69,10 @@ _DETAIL = {
     "history_cursor": None,
 }  # fmt: skip
 
-_UNSUBSCRIBE_TOKEN = "YWRhQGV4YW1wbGUub3Jn.3q2-7wAAAAAAAAAAAAAAAA"
-_SUPPRESSION = {"receiver": "ada@example.org", "channel": "email", "reason": "bounce",
+# ada@example.org leaving the list "newsletter" (opaque: vdq.unsubscribe)
+_UNSUBSCRIBE_TOKEN = "AuPAXd9s9-aKU16ELW5ZebLhD447FpG2HPNftBeeSKMVn-5Z-dActhpiU9t-m-k3pw"
+_SUPPRESSION = {"receiver": "ada@example.org", "channel": "email", "list": None,
+                "reason": "bounce",
                 "text": "SES bounce (Permanent/General): smtp; 550 5.1.1 user unknown",
                 "since": _T0, "actor": "ses"}
 
@@ -123,7 +125,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
     "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
                          "cursor": _CURSOR},
-    "removeSuppression": {"receiver": "ada@example.org"},
+    "removeSuppression": {"receiver": "ada@example.org", "list": "newsletter"},
     "getSuppressionHistory": {"receiver": "ada@example.org"},
     "twilioInbound": {"X-Twilio-Signature": "Qo1nDgQ0/KCTR6DLpKmkAf8muzZ="},
     "getUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
@@ -133,7 +135,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 RESPONSES: dict[str, Any] = {
     "postEmails": {"items": [_email_item(send_at=_T_SEND), _email_item(
         _OTHER_ID, receiver={"email": "archive@example.com", "name": None}, send_at=_T_SEND)],
-        "suppressed": [{"receiver": "archive@example.com", "reason": "bounce", "since": _T0}]},
+        "suppressed": [{"receiver": "archive@example.com", "reason": "bounce", "since": _T0,
+                        "list": None}]},
     "postSms": {"items": [{**_SMS_ITEM, "state": "queued", "result": None, "updated_at": _T0,
                            "provider_id": None}]},
     "listQueueItems": {"items": [_email_item(state="errored", result="the address bounced",
@@ -169,9 +172,15 @@ RESPONSES: dict[str, Any] = {
                        "added": True},
     "removeSuppression": {"suppression": _SUPPRESSION},
     "getSuppressionHistory": {"receiver": "ada@example.org", "suppression": _SUPPRESSION,
+                              "lists": [{**_SUPPRESSION, "list": "newsletter",
+                                         "reason": "unsubscribe", "actor": "receiver",
+                                         "text": "one-click unsubscribe", "since": _T1}],
                               "history": [{"at": _T0, "actor": "ses", "action": "added",
-                                           "reason": "bounce",
-                                           "text": _SUPPRESSION["text"]}]},
+                                           "list": None, "reason": "bounce",
+                                           "text": _SUPPRESSION["text"]},
+                                          {"at": _T1, "actor": "receiver", "action": "added",
+                                           "list": "newsletter", "reason": "unsubscribe",
+                                           "text": "one-click unsubscribe"}]},
     "twilioInbound": '<?xml version="1.0" encoding="UTF-8"?><Response></Response>',
     "getUnsubscribe": "<!doctype html><html lang=\"en\">... <form method=\"post\" ...>"
                       "<button type=\"submit\">Unsubscribe</button></form> ...</html>",

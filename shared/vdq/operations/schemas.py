@@ -124,6 +124,9 @@ class SuppressedReceiver(BaseModel):
                           "lower case, or an E.164 number).")
     reason: SuppressionReason = Field(description="Why it is suppressed.")
     since: datetime = Field(description="Since when (UTC).")
+    list_name: str | None = Field(alias="list", description="The request's list, when the "
+                                  "receiver unsubscribed from it (its other mail still goes "
+                                  "out); null when it is suppressed for every email or SMS.")
 
 
 class Items(BaseModel):
@@ -193,6 +196,11 @@ class EmailContent(BaseModel):
     to: list[AddressOut] = Field(description="The `to` list, as the email shows it.")
     cc: list[AddressOut] = Field(description="The `cc` list, as the email shows it.")
     reply_to: list[AddressOut] = Field(description="Where replies go.")
+    list_unsubscribe: bool | None = Field(None, description="True when the request asked for "
+                                          "one-click unsubscribe headers; absent otherwise.")
+    list_name: str | None = Field(None, alias="list", description="List mail: the list whose "
+                                  "one-click unsubscribe each copy carries (absent: not list "
+                                  "mail).")
 
 
 class SmsContent(BaseModel):
@@ -346,6 +354,9 @@ class Suppression(BaseModel):
 
     receiver: str = Field(description=spec.RECEIVER_TEXT)
     channel: _METHOD = Field(description="`email` for an address, `sms` for a number.")
+    list_name: str | None = Field(alias="list", description="The list the address unsubscribed "
+                                  "from: only that list's mail is stopped. Null: every email "
+                                  "or SMS is.")
     reason: SuppressionReason = Field(description="Why: `bounce` (SES permanent bounce), "
                                       "`complaint`, `ses_suppression_list` (SES's account "
                                       "list), `sms_opt_out` (STOP, Twilio 21610), "
@@ -383,6 +394,8 @@ class SuppressionEvent(BaseModel):
     at: datetime = Field(description="When (UTC).")
     actor: str = Field(description="Who did it: ses, twilio, receiver, or the operator.")
     action: Literal["added", "removed", "noted"] = Field(description="What happened.")
+    list_name: str | None = Field(alias="list", description="The list of the entry it added or "
+                                  "removed; null: the entry for every email or SMS.")
     reason: SuppressionReason | None = Field(description="Why, for an addition.")
     text: str | None = Field(description="What the feed or the operator said.")
 
@@ -391,7 +404,10 @@ class SuppressionHistory(BaseModel):
     """A receiver's suppression and its history."""
 
     receiver: str = Field(description=spec.RECEIVER_TEXT)
-    suppression: Suppression | None = Field(description="The suppression now, or null.")
+    suppression: Suppression | None = Field(description="The suppression for every email or "
+                                            "SMS now, or null.")
+    lists: list[Suppression] = Field(description="The lists the address is unsubscribed from "
+                                     "now.")
     history: list[SuppressionEvent] = Field(description="Oldest first.")
 
 

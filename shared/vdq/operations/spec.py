@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from vdq.core import ids
 from vdq.core.errors import ValidationError
-from vdq.intake.fields import Body, Field
+from vdq.intake.fields import LIST_NAME, Body, Field
 from vdq.operations import cursor
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
@@ -130,8 +130,13 @@ RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant 
 _RECEIVER = Param("receiver", "path", "string", RECEIVER_TEXT, required=True, max_length=254,
                   pattern=RECEIVER_PATTERN)
 _TOKEN = Param("token", "path", "string",
-               "The signed token of the List-Unsubscribe URL, as the email carried it.",
-               required=True, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$", max_length=600)
+               "The opaque token of the List-Unsubscribe URL, as the email carried it (it "
+               "names the address and the list, encrypted and authenticated; a token of the "
+               "form `<a>.<b>`, as emails carried them before lists, still works).",
+               required=True, pattern=r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)?$", max_length=600)
+_LIST_PARAM = Param("list", "query", "string",
+                    "Only the receiver's unsubscribe from this list; leave it out for its entry "
+                    "for every email or SMS.", pattern=LIST_NAME, max_length=64)
 _ENQUEUE_ERRORS = (400, 409, 422, 429, 503)
 # A client id (Cognito's are 26 lower-case letters and digits) or "group:<name>".
 PRODUCER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:._@+=-]{0,127}$"
@@ -288,7 +293,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "The receivers VDQ does not send to, in receiver order, a page at a time: each "
               "with why (`reason`), since when, and who put it there. One list per deployment: "
               "every producer's items to a suppressed receiver end cancelled without reaching "
-              "the provider. `receiver` looks up one (a page of one or none).",
+              "the provider. An entry with a `list` is an address's unsubscribe from that "
+              "list only: it stops that list's mail, nothing else. `receiver` looks up one "
+              "receiver's entries (one page: its entry for everything, then its lists').",
               _SUPPRESSIONS_LIST,
               (Param("receiver", "query", "string", "Only this receiver (address or number).",
                      max_length=254, pattern=RECEIVER_PATTERN),
@@ -298,20 +305,24 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("addSuppression", "POST", "/suppressions", "operator", "suppressions",
               "Suppress a receiver",
               "Puts an address or number on the suppression list (reason `operator`, the "
-              "caller as actor, in its history). A receiver suppressed already keeps its "
-              "first reason and `since`: `added` is false.",
+              "caller as actor, in its history); with `list`, unsubscribes an address from "
+              "that list only. A receiver suppressed already keeps its first reason and "
+              "`since`: `added` is false.",
               _SUPPRESSIONS_CHANGE, (), body="SuppressionRequest", answer="SuppressionChange",
               errors=(400, 422)),
     Operation("removeSuppression", "DELETE", "/suppressions/{receiver}", "operator",
               "suppressions", "Take a receiver off the suppression list",
               "VDQ sends to the receiver again (items cancelled meanwhile stay cancelled: "
-              "resend them). The removal, with the caller, goes to the receiver's history.",
-              _SUPPRESSIONS_CHANGE, (_RECEIVER,), answer="SuppressionRemoved",
+              "resend them); with `list`, sends it that list's mail again. The removal, with "
+              "the caller, goes to the receiver's history. 404 when there is no such entry "
+              "(its message names the lists the receiver left, if any).",
+              _SUPPRESSIONS_CHANGE, (_RECEIVER, _LIST_PARAM), answer="SuppressionRemoved",
               errors=(404, 422)),
     Operation("getSuppressionHistory", "GET", "/suppressions/{receiver}/history", "operator",
               "suppressions", "Read a receiver's suppression and its history",
-              "The receiver's suppression (null when it is not suppressed now) and every "
-              "addition, removal and note (an SMS HELP), oldest first, with who and when.",
+              "The receiver's suppression (null when it is not suppressed now), the lists it "
+              "is unsubscribed from, and every addition, removal and note (an SMS HELP), "
+              "oldest first, with who and when.",
               _SUPPRESSIONS_LIST, (_RECEIVER,), answer="SuppressionHistory",
               errors=(404, 422)),
     Operation("twilioInbound", "POST", "/twilio/inbound", "webhook", "webhooks",
@@ -330,16 +341,19 @@ OPERATIONS: tuple[Operation, ...] = (
               media="text/xml"),
     Operation("getUnsubscribe", "GET", "/unsubscribe/{token}", "webhook", "unsubscribe",
               "Show the one-click unsubscribe page",
-              "The page an email's List-Unsubscribe link opens: it names the address and "
-              "holds a button that POSTs to the same URL. Reading it changes nothing (mail "
-              "scanners fetch links). 404 for a token that is not valid.",
+              "The page an email's List-Unsubscribe link opens: it names the address and the "
+              "list and holds a button that POSTs to the same URL. Reading it changes nothing "
+              "(mail scanners fetch links). No page may frame it (`frame-ancestors 'none'`). "
+              "404 for a token that is not valid.",
               (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
     Operation("postUnsubscribe", "POST", "/unsubscribe/{token}", "webhook", "unsubscribe",
               "Unsubscribe in one click (RFC 8058)",
               "What a mail client POSTs (`List-Unsubscribe=One-Click`) and what the page's "
-              "button sends: the token's address goes on the suppression list (reason "
-              "`unsubscribe`). No sign-in: the signed token is the authority. Repeating it "
-              "changes nothing more. 404 for a token that is not valid.",
+              "button sends: the token's address is unsubscribed from the token's list (a "
+              "suppression list entry with that `list`, reason `unsubscribe`): that list's "
+              "mail to it ends cancelled, other mail still goes out. No sign-in: the token is "
+              "the authority. Repeating it changes nothing more. 404 for a token that is not "
+              "valid.",
               (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
     Operation("health", "GET", "/health", "operator", "service", "Check readiness",
               "200 `ok` when the API answers. The local stack answers 503 `starting` until "

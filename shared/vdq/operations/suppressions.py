@@ -1,5 +1,6 @@
 """Operators and the suppression list: list (page by page, by receiver), look one up with its
-history, add and remove, each under its own permission and recorded with who and when."""
+history, add and remove, each under its own permission and recorded with who and when. An entry
+with a ``list`` is a receiver's unsubscribe from that list only (one-click unsubscribe)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ SUPPRESSION = Body("SuppressionRequest", "A receiver to put on the suppression l
           max_length=messages.MAX_EMAIL),
     Field("text", "line", "Why, for the history (one line).", min_length=1, max_length=MAX_TEXT,
           message="must be a string of {min_length} to {max_length} characters"),
+    Field("list", "list_name", "Only the list mail of this list (an email address's "
+          "unsubscribe from it, as its one-click link makes; SMS has no lists, so a number's "
+          "entry of a list stops nothing); leave it out for every email or SMS.",
+          max_length=64, example="newsletter"),
 ))
 _INDEX = "suppressions"  # what a cursor of this list names
 
@@ -39,13 +44,13 @@ def receiver(value: Any, field: str = "receiver") -> str:
 def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None,
                       channel: str | None = None,
                       receiver: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """``{"suppressions": [...], "cursor": str | None}``, by receiver; ``receiver`` looks up
-    one (a page of one or none)."""
+    """``{"suppressions": [...], "cursor": str | None}``, by receiver (its entry for every
+    email or SMS first, then its lists'); ``receiver`` looks up one's entries (one page)."""
     if receiver is not None:
-        found = runtime.store.get_suppression(_receiver_param(receiver))
-        wanted = found is not None and (channel is None or found.channel == channel)
-        return {"suppressions": [suppression.suppression_json(found)] if wanted and found
-                else [], "cursor": None}  # fmt: skip
+        found = runtime.store.receiver_suppressions(_receiver_param(receiver))
+        return {"suppressions": [suppression.suppression_json(r) for r in found
+                                 if channel is None or r.channel == channel],
+                "cursor": None}  # fmt: skip
     table = runtime.settings.table_name
     key = cursors.ListKey(_INDEX, (channel,), SUPPRESSION_SHARDS)
     positions: list[str | None] = (
@@ -76,29 +81,41 @@ def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
     """Suppress the body's receiver (reason ``operator``); ``added`` is false when it was
     suppressed already (its first reason and ``since`` stay)."""
     given = validation.check(SUPPRESSION, body)
-    who, text = receiver(given["receiver"]), given["text"]
-    record, added = suppression.suppress(who, "operator", actor=actor, text=text, runtime=runtime)
+    who, text, name = receiver(given["receiver"]), given["text"], given["list"]
+    record, added = suppression.suppress(who, "operator", actor=actor, text=text, runtime=runtime,
+                                         list_name=name)  # fmt: skip
     return {"suppression": suppression.suppression_json(record), "added": added}
 
 
-def remove(value: str, actor: str, runtime: Runtime) -> dict[str, Any]:
-    """Remove the suppression of ``value``; 404 when it has none."""
+def remove(value: str, actor: str, runtime: Runtime,
+           list_name: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Remove the suppression of ``value`` (its unsubscribe from ``list_name``, when given);
+    404 when it has none."""
     who = _receiver_param(value)
-    removed = suppression.unsuppress(who, actor=actor, text=None, runtime=runtime)
+    name = validation.list_name(list_name)
+    removed = suppression.unsuppress(who, actor=actor, text=None, runtime=runtime,
+                                     list_name=name)  # fmt: skip
     if removed is None:
-        raise NotFound(f"{who} is not on the suppression list", details={"receiver": who})
+        where = f"unsubscribed from the list {name}" if name else "on the suppression list"
+        lists = [r.list_name for r in runtime.store.receiver_suppressions(who)
+                 if r.list_name is not None and r.list_name != name]  # fmt: skip
+        more = (f"; it is unsubscribed from the lists {', '.join(lists)}: name one with "
+                "?list=" if lists and name is None else "")  # fmt: skip
+        raise NotFound(f"{who} is not {where}{more}", details={"receiver": who})
     return {"suppression": suppression.suppression_json(removed)}
 
 
 def history(value: str, runtime: Runtime) -> dict[str, Any]:
-    """The receiver's suppression (or null) and its history, oldest first; 404 when it was
-    never on the list."""
+    """The receiver's suppression (or null), its lists' unsubscribes and its history, oldest
+    first; 404 when it was never on the list."""
     who = _receiver_param(value)
     entries = runtime.store.suppression_history(who)
-    current = runtime.store.get_suppression(who)
-    if current is None and not entries:
+    held = runtime.store.receiver_suppressions(who)
+    current = next((r for r in held if r.list_name is None), None)
+    if not held and not entries:
         raise NotFound(f"{who} has never been on the suppression list",
                        details={"receiver": who})  # fmt: skip
     return {"receiver": who,
             "suppression": suppression.suppression_json(current) if current else None,
+            "lists": [suppression.suppression_json(r) for r in held if r.list_name is not None],
             "history": [suppression.event_json(e) for e in entries]}  # fmt: skip

@@ -4,7 +4,10 @@ what a send to one does.
 Scope: one list per deployment, as SES's account-level list is per account. A hard bounce or a
 complaint is about the address, and STOP is about the number, whichever producer queued the
 message: the deployment's sending reputation (one SES account, one set of Twilio numbers) is
-what suffers, so every producer honours every entry.
+what suffers, so every producer honours every entry. A one-click unsubscribe is narrower (RFC
+8058, and as SES's list management and Postmark's message streams scope it): an entry of one
+list (``list_name``) that stops only the list mail of that list to the address, never a
+password reset or a receipt (mail of no list).
 
 A receiver is compared normalised: an email address in lower case (each ``+label`` variant is
 an address of its own), an SMS number as E.164. Feeds: SES permanent bounces and complaints
@@ -66,19 +69,24 @@ def channel_of(receiver: str) -> str:
 
 
 def suppression_json(record: SuppressionRecord) -> dict[str, Any]:
-    return {"receiver": record.receiver, "channel": record.channel, "reason": record.reason,
-            "text": record.text, "since": record.since, "actor": record.actor}  # fmt: skip
+    return {"receiver": record.receiver, "channel": record.channel, "list": record.list_name,
+            "reason": record.reason, "text": record.text, "since": record.since,
+            "actor": record.actor}  # fmt: skip
 
 
 def event_json(entry: SuppressionEventRecord) -> dict[str, Any]:
     return {"at": entry.at, "actor": entry.actor, "action": entry.action,
-            "reason": entry.reason, "text": entry.text}  # fmt: skip
+            "list": entry.list_name, "reason": entry.reason, "text": entry.text}  # fmt: skip
 
 
 def describe(record: SuppressionRecord) -> str:
     """The result of an item not sent because of ``record``."""
     why = REASONS.get(record.reason, record.reason)
     detail = f": {record.text}" if record.text else ""
+    if record.list_name is not None:
+        return (f"not sent: {record.receiver} unsubscribed from the list \"{record.list_name}\" "
+                f"since {record.since} ({why}{detail}); mail of other lists and of no list "
+                "still goes out")  # fmt: skip
     return (f"not sent: {record.receiver} is on the suppression list since {record.since} "
             f"({why}{detail})")  # fmt: skip
 
@@ -87,42 +95,49 @@ def describe(record: SuppressionRecord) -> str:
 
 
 def _entry(receiver: str, action: str, actor: str, reason: str | None, text: str | None,
-           runtime: Runtime) -> SuppressionEventRecord:  # fmt: skip
+           runtime: Runtime, list_name: str | None = None) -> SuppressionEventRecord:  # fmt: skip
     import os
 
     at = clock.iso(runtime.clock.now())
     return SuppressionEventRecord(suppression_history_pk(receiver), f"H#{at}#{os.urandom(3).hex()}",
                                   at=at, actor=actor, action=action, reason=reason,
-                                  text=text[:1000] if text else None)  # fmt: skip
+                                  text=text[:1000] if text else None,
+                                  list_name=list_name)  # fmt: skip
 
 
-def suppress(receiver: str, reason: str, *, actor: str, text: str | None,
-             runtime: Runtime) -> tuple[SuppressionRecord, bool]:  # fmt: skip
-    """Suppress ``receiver``; the suppression that holds, and whether this call added it (a
-    receiver suppressed already keeps its first reason and ``since``)."""
+def suppress(receiver: str, reason: str, *, actor: str, text: str | None, runtime: Runtime,
+             list_name: str | None = None) -> tuple[SuppressionRecord, bool]:  # fmt: skip
+    """Suppress ``receiver`` (with ``list_name``: only the list mail of that list); the
+    suppression that holds, and whether this call added it (a receiver suppressed already
+    keeps its first reason and ``since``)."""
     assert reason in REASONS, reason
     key = normalize(receiver)
     now = clock.iso(runtime.clock.now())
-    record = SuppressionRecord(suppression_pk(key), suppression_sk(key), receiver=key,
+    record = SuppressionRecord(suppression_pk(key), suppression_sk(key, list_name), receiver=key,
                                channel=channel_of(key), reason=reason, since=now, actor=actor,
-                               text=text[:500] if text else None)  # fmt: skip
+                               text=text[:500] if text else None,
+                               list_name=list_name)  # fmt: skip
     held, added = runtime.store.add_suppression(
-        record, _entry(key, "added", actor, reason, text, runtime))
+        record, _entry(key, "added", actor, reason, text, runtime, list_name))
     if added:
-        logger.info("%s suppressed (%s) by %s", key, reason, actor)
+        scope = f" from the list {list_name}" if list_name is not None else ""
+        logger.info("%s suppressed%s (%s) by %s", key, scope, reason, actor)
         metrics.add_metric(name=resources.METRIC_SUPPRESSIONS_ADDED, unit="Count", value=1)
     return held, added
 
 
 def unsuppress(receiver: str, *, actor: str, text: str | None, runtime: Runtime,
-               reason: str | None = None) -> SuppressionRecord | None:  # fmt: skip
-    """Remove the suppression of ``receiver`` (only one for ``reason``, when given); the one
-    removed, or None when there was none."""
+               reason: str | None = None,
+               list_name: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+    """Remove the suppression of ``receiver`` (its unsubscribe from ``list_name``, when given;
+    only one for ``reason``, when given); the one removed, or None when there was none."""
     key = normalize(receiver)
     removed = runtime.store.remove_suppression(
-        key, _entry(key, "removed", actor, None, text, runtime), reason=reason)
+        key, _entry(key, "removed", actor, None, text, runtime, list_name), reason=reason,
+        list_name=list_name)  # fmt: skip
     if removed is not None:
-        logger.info("%s no longer suppressed (by %s)", key, actor)
+        scope = f" from the list {list_name}" if list_name is not None else ""
+        logger.info("%s no longer suppressed%s (by %s)", key, scope, actor)
     return removed
 
 
@@ -134,11 +149,13 @@ def note(receiver: str, *, actor: str, text: str, runtime: Runtime) -> None:
 # ---- the worker and enqueue ------------------------------------------------------------------
 
 
-def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -> bool:
-    """Before the claim: when the item's receiver is suppressed, cancel the item (result: why
-    and since when) and return True; the worker then drops the message without calling any
-    provider. One GetItem when the message names its receiver (it always does, but a message
-    published before it did costs a read of the item too)."""
+def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime,
+           list_name: str | None = None) -> bool:  # fmt: skip
+    """Before the claim: when the item's receiver is suppressed (or, for list mail, unsubscribed
+    from ``list_name``), cancel the item (result: why and since when) and return True; the
+    worker then drops the message without calling any provider. One read when the message
+    names its receiver and list (a message of a scheduled send's release names neither: the
+    item is read first, for both)."""
     from vdq.workflow import transitions
     from vdq.workflow.table import State
 
@@ -146,8 +163,8 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -
         item = runtime.store.get_item(item_id)
         if item is None:
             return False
-        receiver = item.receiver
-    record = runtime.store.get_suppression(normalize(receiver))
+        receiver, list_name = item.receiver, item.list_name
+    record = runtime.store.suppression_of(normalize(receiver), list_name)
     if record is None:
         return False
     step = transitions.Step("cancel", actor="worker", result=describe(record), attempt=attempt,
@@ -160,7 +177,8 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime) -
     if outcome.kind != "moved":
         return False
     metrics.add_metric(name=METRIC_SUPPRESSED, unit="Count", value=1)
-    logger.info("%s not sent: %s is suppressed (%s)", item_id, record.receiver, record.reason)
+    logger.info("%s not sent: %s is suppressed (%s%s)", item_id, record.receiver, record.reason,
+                f", list {record.list_name}" if record.list_name else "")  # fmt: skip
     return True
 
 
@@ -181,7 +199,8 @@ def check_again(item: Any, waited: float, runtime: Runtime) -> None:
     if waited <= RECHECK_AFTER_WAIT_SECONDS:
         return
     try:
-        record = runtime.store.get_suppression(normalize(item.receiver))
+        record = runtime.store.suppression_of(normalize(item.receiver),
+                                              getattr(item, "list_name", None))  # fmt: skip
     except Exception:
         logger.exception("suppression of %s not read again after the wait; sent", item.id)
         return
@@ -190,16 +209,19 @@ def check_again(item: Any, waited: float, runtime: Runtime) -> None:
                                   "turn at the provider's rate, so it was not sent")  # fmt: skip
 
 
-def flags(receivers: Iterable[str], runtime: Runtime) -> list[dict[str, Any]]:
-    """The suppressed among an enqueue's receivers, in request order (one BatchGetItem per
-    hundred): they are queued all the same, and end cancelled when the worker reaches them."""
+def flags(receivers: Iterable[str], runtime: Runtime,
+          list_name: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The suppressed among an enqueue's receivers (for list mail, also those unsubscribed
+    from its list), in request order (one BatchGetItem per hundred keys): they are queued all
+    the same, and end cancelled when the worker reaches them."""
     wanted = [normalize(r) for r in receivers]
-    found = runtime.store.get_suppressions(wanted)
+    found = runtime.store.get_suppressions(wanted, list_name)
     out = []
     for key in dict.fromkeys(wanted):
         record = found.get(key)
         if record is not None:
-            out.append({"receiver": key, "reason": record.reason, "since": record.since})
+            out.append({"receiver": key, "reason": record.reason, "since": record.since,
+                        "list": record.list_name})  # fmt: skip
     return out
 
 

@@ -1,17 +1,33 @@
-"""One-click unsubscribe (RFC 8058): the signed token, the email headers, and the public page.
+"""One-click unsubscribe (RFC 8058): the opaque token, the email headers, and the public page.
 
-An email that ``wants_unsubscribe`` carries ``List-Unsubscribe: <https://…/unsubscribe/<token>>``
-and ``List-Unsubscribe-Post: List-Unsubscribe=One-Click``. The token is the receiver (base64url)
-and an HMAC-SHA256 of it and the deployment (the table name), 128 bits, under a secret key:
-only this deployment can make one, an edited or another receiver's token fails, and there is
-nothing to enumerate. It never expires (old emails keep working) and replaying it only
-suppresses the same address again, which changes nothing. The key is ``VDQ_UNSUBSCRIBE_KEY``
-or the Secrets Manager secret ``VDQ_UNSUBSCRIBE_SECRET_NAME`` (a deployment generates one);
-without either, or without ``VDQ_UNSUBSCRIBE_URL``, no email carries the headers; a secret that
-cannot be read delays a bulk email like an SES throttle (retried, never sent without them).
+List mail (``wants_unsubscribe``) carries ``List-Unsubscribe: <https://…/unsubscribe/<token>>``
+and ``List-Unsubscribe-Post: List-Unsubscribe=One-Click``. The token names the receiver and the
+list the email belongs to (vdq.messages: ``list``, ``general`` when it names none), encrypted
+and authenticated under the deployment's key: link scanners and proxies that log URLs learn
+nothing from it, only this deployment can make one, and an edited token or one of another
+deployment fails. A random id stored per token would cost a write for every email sent; this
+costs none, and a token never expires (old emails keep working).
 
-A POST to the URL (what a mail client sends, or the page's button) suppresses the address and
-answers 200; a GET only shows the page with that button, since mail scanners fetch links.
+The construction is SIV (RFC 5297's deterministic authenticated encryption) built from
+HMAC-SHA256, the one primitive the standard library has: the IV is an HMAC of the deployment
+and the plaintext (128 bits), the plaintext is XORed with an HMAC-SHA256 keystream of that IV,
+and reading a token recomputes the IV from what it decrypts to. Two keys derived from the
+secret serve the two steps. The same receiver and list always get the same token, so a link is
+stable and replaying it changes nothing; the plaintext is padded to 16 bytes so the token's
+length says little about the address's.
+
+Tokens sent before lists (the address in base64 and its HMAC, ``legacy``) are still honoured:
+they are authentic, and they unsubscribe from the default list, the scope their emails (bulk,
+or ``list_unsubscribe``) now have.
+
+The key is ``VDQ_UNSUBSCRIBE_KEY`` or the Secrets Manager secret ``VDQ_UNSUBSCRIBE_SECRET_NAME``
+(a deployment generates one); without either, or without ``VDQ_UNSUBSCRIBE_URL``, no email
+carries the headers; a secret that cannot be read delays a bulk email like an SES throttle
+(retried, never sent without them).
+
+A POST to the URL (what a mail client sends, or the page's button) unsubscribes the address
+from the list and answers 200; a GET only shows the page with that button, since mail scanners
+fetch links.
 """
 
 from __future__ import annotations
@@ -21,23 +37,42 @@ import hashlib
 import hmac
 import html
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from vdq.core.settings import Settings
 
+# List mail that names no list (asked with list_unsubscribe, or in the bulk lane) is this list.
+DEFAULT_LIST = "general"
 SECRET_MAX_AGE = 300
 _SIG_BYTES = 16
+_IV_BYTES = 16
+_VERSION = b"\x02"
+_PAD = 16
 MAX_TOKEN = 600
 
 
+class Unsubscribe(NamedTuple):
+    """What a token stands for: a receiver (normalised) and the list it leaves."""
+
+    receiver: str
+    list_name: str
+
+
 def wants_unsubscribe(item: Any, content: Mapping[str, Any]) -> bool:
-    """Whether an email carries the unsubscribe headers: the one place that decides it. Bulk
-    mail does: the request asked (``list_unsubscribe``), or it was sent in the bulk lane."""
+    """Whether an email carries the unsubscribe headers: the one place that decides it. List
+    mail does: it names a list, the request asked (``list_unsubscribe``), or it was sent in the
+    bulk lane."""
     from vdq.workflow.lanes import priority_of
 
     if item.method != "email":
         return False
-    return bool(content.get("list_unsubscribe")) or priority_of(item) == "bulk"
+    return (getattr(item, "list_name", None) is not None or bool(content.get("list"))
+            or bool(content.get("list_unsubscribe")) or priority_of(item) == "bulk")  # fmt: skip
+
+
+def list_of(item: Any, content: Mapping[str, Any]) -> str:
+    """The list an email's unsubscribe link leaves (an item stored before lists: the default)."""
+    return str(getattr(item, "list_name", None) or content.get("list") or DEFAULT_LIST)
 
 
 def _b64(data: bytes) -> str:
@@ -61,27 +96,86 @@ def key(settings: Settings) -> bytes | None:
     return hashlib.sha256(b"vdq-unsubscribe\0" + raw.encode()).digest()
 
 
+def _subkey(secret: bytes, purpose: bytes) -> bytes:
+    return hmac.new(secret, b"vdq-unsubscribe-v2\0" + purpose, hashlib.sha256).digest()
+
+
+def _iv(secret: bytes, deployment: str, plain: bytes) -> bytes:
+    named = deployment.encode()
+    message = len(named).to_bytes(2, "big") + named + plain
+    return hmac.new(_subkey(secret, b"siv"), message, hashlib.sha256).digest()[:_IV_BYTES]
+
+
+def _keystream(secret: bytes, iv: bytes, size: int) -> bytes:
+    enc = _subkey(secret, b"enc")
+    blocks = (hmac.new(enc, iv + n.to_bytes(4, "big"), hashlib.sha256).digest()
+              for n in range((size + 31) // 32))  # fmt: skip
+    return b"".join(blocks)[:size]
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
+
+
+def make_token(receiver: str, list_name: str, secret: bytes, deployment: str) -> str:
+    """The opaque token of ``receiver``'s unsubscribe from ``list_name`` in ``deployment``."""
+    plain = receiver.encode() + b"\0" + list_name.encode()
+    plain += b"\0" * (-len(plain) % _PAD)
+    iv = _iv(secret, deployment, plain)
+    return _b64(_VERSION + iv + _xor(plain, _keystream(secret, iv, len(plain))))
+
+
+def read_token(token: str, secret: bytes, deployment: str) -> Unsubscribe | None:
+    """What a token of this deployment stands for, or None when it is not one (a token sent
+    before lists names the default list)."""
+    if len(token) > MAX_TOKEN:
+        return None
+    if token.count(".") == 1:
+        receiver = _legacy_receiver(token, secret, deployment)
+        return Unsubscribe(receiver, DEFAULT_LIST) if receiver is not None else None
+    try:
+        raw = _unb64(token)
+    except (ValueError, UnicodeError):
+        return None
+    # Decoding skips characters outside the alphabet and takes padding and spare bits: only
+    # the text make_token writes is a token.
+    if _b64(raw) != token or not raw.startswith(_VERSION):
+        return None
+    iv, sealed = raw[1 : 1 + _IV_BYTES], raw[1 + _IV_BYTES :]
+    if len(iv) != _IV_BYTES or not sealed or len(sealed) % _PAD:
+        return None
+    plain = _xor(sealed, _keystream(secret, iv, len(sealed)))
+    if not hmac.compare_digest(iv, _iv(secret, deployment, plain)):
+        return None
+    address, _, rest = plain.partition(b"\0")
+    try:
+        found = Unsubscribe(address.decode("utf-8"), rest.rstrip(b"\0").decode("utf-8"))
+    except UnicodeError:
+        return None
+    return found if found.receiver and found.list_name else None
+
+
+# ---- tokens sent before lists ----------------------------------------------------------------
+
+
 def _signature(secret: bytes, receiver: str, deployment: str) -> bytes:
     message = b"\0".join((b"v1", deployment.encode(), receiver.encode()))
     return hmac.new(secret, message, hashlib.sha256).digest()[:_SIG_BYTES]
 
 
-def make_token(receiver: str, secret: bytes, deployment: str) -> str:
+def legacy_token(receiver: str, secret: bytes, deployment: str) -> str:
+    """A token as emails carried them before lists: the receiver in base64 and its HMAC. Never
+    made for a new email (it shows the address); kept to read the ones sent."""
     return f"{_b64(receiver.encode())}.{_b64(_signature(secret, receiver, deployment))}"
 
 
-def receiver_of(token: str, secret: bytes, deployment: str) -> str | None:
-    """The receiver a token was made for, or None when it is not a token of this deployment."""
-    if len(token) > MAX_TOKEN or token.count(".") != 1:
-        return None
+def _legacy_receiver(token: str, secret: bytes, deployment: str) -> str | None:
     encoded, signature = token.split(".")
     try:
         raw, given = _unb64(encoded), _unb64(signature)
         receiver = raw.decode("utf-8")
     except (ValueError, UnicodeError):
         return None
-    # Decoding skips characters outside the alphabet and takes padding and spare bits: only
-    # the text make_token writes is a token.
     if _b64(raw) != encoded or _b64(given) != signature:
         return None
     if not receiver or not hmac.compare_digest(given, _signature(secret, receiver, deployment)):
@@ -109,7 +203,8 @@ def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[s
     if secret is None:
         return {}
 
-    token = make_token(normalize(item.receiver), secret, settings.table_name)
+    token = make_token(normalize(item.receiver), list_of(item, content), secret,
+                       settings.table_name)  # fmt: skip
     url = settings.unsubscribe_url.rstrip("/") + "/" + token
     return {"List-Unsubscribe": f"<{url}>",
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}  # fmt: skip
@@ -135,30 +230,40 @@ def page(title: str, text: str, action: str | None = None) -> str:
     return _PAGE.format(title=html.escape(title), text=html.escape(text), form=form)
 
 
+# No page may frame this one (a click-jacked button would unsubscribe its reader), and it loads
+# nothing: its only action is its own form.
+PAGE_HEADERS = {
+    "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store",
+    "X-Robots-Tag": "noindex", "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'; "
+                               "base-uri 'none'",
+}  # fmt: skip
+
+
 def _html(status: int, body: str) -> dict[str, Any]:
-    return {"statusCode": status, "body": body,
-            "headers": {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store",
-                        "X-Robots-Tag": "noindex", "Referrer-Policy": "no-referrer",
-                        "Content-Security-Policy": "default-src 'none'; form-action 'self'"}}
+    return {"statusCode": status, "body": body, "headers": dict(PAGE_HEADERS)}
 
 
 def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
-    """GET shows the page, POST suppresses; a token that is not valid is a 404."""
+    """GET shows the page, POST unsubscribes from the token's list; a token that is not valid
+    is a 404."""
     from vdq import api
     from vdq.results import suppression
 
     token = str((event.get("pathParameters") or {}).get("token") or "")
     secret = key(runtime.settings)
-    receiver = receiver_of(token, secret, runtime.settings.table_name) if secret else None
-    if receiver is None:
+    found = read_token(token, secret, runtime.settings.table_name) if secret else None
+    if found is None:
         return api.response(404, api.error_body("not_found", "this unsubscribe link is not "
                                                 "valid (it may have been cut short)"))  # fmt: skip
+    receiver, name = found
     if event.get("httpMethod") == "POST":
-        suppression.suppress(receiver, "unsubscribe", actor="receiver",
+        suppression.suppress(receiver, "unsubscribe", actor="receiver", list_name=name,
                              text="one-click unsubscribe", runtime=runtime)  # fmt: skip
-        return _html(200, page("Unsubscribed",
-                               f"{receiver} will get no more email from this sender."))
+        return _html(200, page("Unsubscribed", f"{receiver} will get no more email of the list "
+                               f"\u201c{name}\u201d from this sender. Other email, such as "
+                               "password resets and receipts, still comes."))  # fmt: skip
     action = token  # relative: the page posts to its own URL, whatever the host and stage
-    return _html(200, page("Unsubscribe",
-                           f"Stop sending email to {receiver}? Press the button to confirm.",
-                           action))
+    return _html(200, page("Unsubscribe", f"Stop sending email of the list \u201c{name}\u201d to "
+                           f"{receiver}? Press the button to confirm.", action))

@@ -58,8 +58,10 @@ def suppression_pk(receiver: str) -> str:
     return f"SUP#{shard(receiver, SUPPRESSION_SHARDS)}"
 
 
-def suppression_sk(receiver: str) -> str:
-    return f"R#{receiver}"
+def suppression_sk(receiver: str, list_name: str | None = None) -> str:
+    """A receiver's deployment-wide entry, or its unsubscribe from one list (right after it:
+    a list name holds no ``#``, an address's domain none either)."""
+    return f"R#{receiver}" if list_name is None else f"R#{receiver}#L#{list_name}"
 
 
 def suppression_history_pk(receiver: str) -> str:
@@ -151,6 +153,9 @@ class QueueItemRecord(_Table):
     created_by = UnicodeAttribute(null=True)
     resent_from = UnicodeAttribute(null=True)
     priority = UnicodeAttribute(null=True)  # the lane (vdq.workflow.lanes); absent: normal
+    # List mail: the list its unsubscribe link leaves (vdq.results.unsubscribe); absent: not
+    # list mail.
+    list_name = UnicodeAttribute(attr_name="list", null=True)
     send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.intake.scheduling)
     # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
     encoding = UnicodeAttribute(null=True)
@@ -258,7 +263,7 @@ class ProviderRecord(_Table):
 
 class SuppressionRecord(_Table):
     """A receiver VDQ does not send to (vdq.results.suppression): why, since when, who put it
-    there."""
+    there; with ``list_name``, only the list mail of that list (an unsubscribe)."""
 
     receiver = UnicodeAttribute()  # normalised: lower-case address or E.164 number
     channel = UnicodeAttribute()  # "email" | "sms"
@@ -266,6 +271,7 @@ class SuppressionRecord(_Table):
     text = UnicodeAttribute(null=True)
     since = UnicodeAttribute()
     actor = UnicodeAttribute()
+    list_name = UnicodeAttribute(attr_name="list", null=True)  # absent: every email or SMS
 
 
 class SuppressionEventRecord(_Table):
@@ -276,6 +282,7 @@ class SuppressionEventRecord(_Table):
     action = UnicodeAttribute()  # "added" | "removed" | "noted"
     reason = UnicodeAttribute(null=True)
     text = UnicodeAttribute(null=True)
+    list_name = UnicodeAttribute(attr_name="list", null=True)  # the entry of that list
 
 
 class ScheduledRecord(_Table):

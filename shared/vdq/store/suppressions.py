@@ -1,10 +1,12 @@
 """Suppressions: the receivers VDQ does not send to, and each receiver's suppression history.
 
 A suppression is one record in one of ``SUPPRESSION_SHARDS`` partitions (``SUP#<n>``, sort key
-``R#<receiver>``): read by key, listed by querying each partition. Its history lives in the
-receiver's own partition (``SUPH#<receiver>``) and outlives a removal. Adding and removing write
-the record and the history entry in one transaction, conditional on the record's absence or
-presence, so two feeds adding the same receiver keep the first ``since``.
+``R#<receiver>``): read by key, listed by querying each partition. A receiver's unsubscribe from
+one list is a record beside it (``R#<receiver>#L#<list>``, same partition), so a send of list
+mail reads both in one request. Its history lives in the receiver's own partition
+(``SUPH#<receiver>``) and outlives a removal. Adding and removing write the record and the
+history entry in one transaction, conditional on the record's absence or presence, so two feeds
+adding the same receiver keep the first ``since``.
 """
 
 from __future__ import annotations
@@ -27,23 +29,52 @@ from vdq.store.tx import condition_failed, transact
 class Suppressions:
     """Reads and conditional writes of suppression records and their history."""
 
-    def get_suppression(self, receiver: str) -> SuppressionRecord | None:
-        """The suppression of ``receiver`` (normalised), strongly consistent: one GetItem."""
+    def get_suppression(self, receiver: str,
+                        list_name: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+        """The suppression of ``receiver`` (normalised), or its unsubscribe from ``list_name``,
+        strongly consistent: one GetItem."""
         try:
-            return SuppressionRecord.get(suppression_pk(receiver), suppression_sk(receiver),
+            return SuppressionRecord.get(suppression_pk(receiver),
+                                         suppression_sk(receiver, list_name),
                                          consistent_read=True)  # fmt: skip
         except DoesNotExist:
             return None
 
-    def get_suppressions(self, receivers: Iterable[str]) -> dict[str, SuppressionRecord]:
-        """The suppressions among ``receivers``: BatchGetItem, a hundred keys a request.
+    def suppression_of(self, receiver: str, list_name: str | None) -> SuppressionRecord | None:
+        """What stops a send to ``receiver`` of ``list_name``'s mail (None: not list mail):
+        its deployment-wide suppression first, else its unsubscribe from that list. Strongly
+        consistent, one request either way (a BatchGetItem of both keys for list mail)."""
+        if list_name is None:
+            return self.get_suppression(receiver)
+        pk = suppression_pk(receiver)
+        found = {r.sk: r for r in SuppressionRecord.batch_get(
+            [(pk, suppression_sk(receiver)), (pk, suppression_sk(receiver, list_name))],
+            consistent_read=True)}  # fmt: skip
+        return found.get(suppression_sk(receiver)) or found.get(
+            suppression_sk(receiver, list_name))
+
+    def get_suppressions(self, receivers: Iterable[str],
+                         list_name: str | None = None) -> dict[str, SuppressionRecord]:  # fmt: skip
+        """The suppressions among ``receivers`` (with ``list_name``, also their unsubscribes
+        from it; a deployment-wide one wins): BatchGetItem, a hundred keys a request.
 
         Eventually consistent (half the read units): it only flags receivers in an enqueue's
         answer; the worker's strongly consistent read decides whether an item is sent."""
-        keys = [(suppression_pk(r), suppression_sk(r)) for r in dict.fromkeys(receivers)]
+        wanted = list(dict.fromkeys(receivers))
+        names = [None] if list_name is None else [list_name, None]  # the wide one read last
+        keys = [(suppression_pk(r), suppression_sk(r, n)) for r in wanted for n in names]
         if not keys:
             return {}
-        return {r.receiver: r for r in SuppressionRecord.batch_get(keys)}
+        found = sorted(SuppressionRecord.batch_get(keys), key=lambda r: r.list_name is None)
+        return {r.receiver: r for r in found}
+
+    def receiver_suppressions(self, receiver: str) -> list[SuppressionRecord]:
+        """Every entry of ``receiver``: its deployment-wide suppression and its unsubscribes
+        from lists, by sort key (one Query of its partition)."""
+        rows = SuppressionRecord.query(suppression_pk(receiver),
+                                       SuppressionRecord.sk.startswith(suppression_sk(receiver)),
+                                       consistent_read=True)  # fmt: skip
+        return [r for r in rows if r.receiver == receiver]
 
     def add_suppression(
         self, record: SuppressionRecord, entry: SuppressionEventRecord
@@ -59,19 +90,21 @@ class Suppressions:
         except TransactWriteError as exc:
             if not condition_failed((exc.cancellation_reasons or [None])[0]):
                 raise
-            current = self.get_suppression(record.receiver)
+            current = self.get_suppression(record.receiver, record.list_name)
             if current is None:  # removed in between: try once more
                 return self.add_suppression(record, entry)
             return current, False
         return record, True
 
     def remove_suppression(self, receiver: str, entry: SuppressionEventRecord, *,
-                           reason: str | None = None) -> SuppressionRecord | None:  # fmt: skip
-        """Delete the suppression of ``receiver`` (only one for ``reason``, when given) with its
-        history ``entry``; the suppression that was removed, or None when there was none
-        (nothing written). The delete is conditional on the record read: one that changed in
-        between is read and checked again."""
-        current = self.get_suppression(receiver)
+                           reason: str | None = None,
+                           list_name: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+        """Delete the suppression of ``receiver`` (its unsubscribe from ``list_name``, when
+        given; only one for ``reason``, when given) with its history ``entry``; the suppression
+        that was removed, or None when there was none (nothing written). The delete is
+        conditional on the record read: one that changed in between is read and checked
+        again."""
+        current = self.get_suppression(receiver, list_name)
         if current is None or (reason is not None and current.reason != reason):
             return None
         def fill(tx: TransactWrite) -> None:
@@ -84,7 +117,7 @@ class Suppressions:
         except TransactWriteError as exc:
             if not condition_failed((exc.cancellation_reasons or [None])[0]):
                 raise
-            return self.remove_suppression(receiver, entry, reason=reason)
+            return self.remove_suppression(receiver, entry, reason=reason, list_name=list_name)
         return current
 
     def note_suppression_event(self, entry: SuppressionEventRecord) -> None:

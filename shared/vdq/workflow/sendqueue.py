@@ -1,13 +1,13 @@
 """The send queues: one SQS message per send attempt of a queue item, in the item's lane.
 
 A message carries the item id and the attempt it was published for; the worker drops a message
-whose attempt is no longer the item's ("revoke"). It names the receiver too, so the worker can
-check the suppression list before it claims the item (vdq.results.suppression.refuse), and the
-provider rate it is paced at (``pace``) and, outside the normal lane, its lane (``lane``), so the
-worker can plan a batch before claiming (vdq.dispatch.batchplan: bulk books the rate's schedule less
-far ahead). Small content rides along so the worker needs no content read; larger content is read
-from the store. Each priority has its own queue (vdq.workflow.lanes); a message goes to the queue of
-its
+whose attempt is no longer the item's ("revoke"). It names the receiver too (and the list of
+list mail, ``list``), so the worker can check the suppression list before it claims the item
+(vdq.results.suppression.refuse), and the provider rate it is paced at (``pace``) and, outside
+the normal lane, its lane (``lane``), so the worker can plan a batch before claiming
+(vdq.dispatch.batchplan: bulk books the rate's schedule less far ahead). Small content rides
+along so the worker needs no content read; larger content is read from the store. Each priority
+has its own queue (vdq.workflow.lanes); a message goes to the queue of its
 ``priority``.
 """
 
@@ -31,6 +31,7 @@ class SendMessage:
     receiver: str | None = None
     priority: str = "normal"  # the lane (vdq.workflow.lanes); in the body only when not normal
     pace: str | None = None  # the provider rate's key (vdq.dispatch.pacing.key_of); None: not known
+    list_name: str | None = None  # list mail: the list an unsubscribe of it leaves
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
@@ -40,6 +41,8 @@ class SendMessage:
             data["pace"] = self.pace
         if self.priority != "normal":
             data["lane"] = self.priority
+        if self.list_name is not None:
+            data["list"] = self.list_name
         if self.content is not None:
             encoded = json.dumps(self.content, separators=(",", ":"))
             if len(encoded) <= MAX_INLINE_CONTENT:
@@ -54,10 +57,12 @@ class SendMessage:
             raise ValueError("send message needs a string id and an integer attempt")
         content = data.get("content")
         receiver, pace, lane = data.get("to"), data.get("pace"), data.get("lane")
+        list_name = data.get("list")
         return cls(item_id, attempt, 0, content if isinstance(content, dict) else None,
                    receiver if isinstance(receiver, str) else None,
                    priority=lane if isinstance(lane, str) else "normal",
-                   pace=pace if isinstance(pace, str) else None)  # fmt: skip
+                   pace=pace if isinstance(pace, str) else None,
+                   list_name=list_name if isinstance(list_name, str) else None)  # fmt: skip
 
 
 class SendQueue:
