@@ -54,14 +54,23 @@ def health(event: Event) -> Response:
 
 @app.operation("openapi")
 def openapi_document(event: Event) -> Response:
-    return Response(200, "application/json", _openapi_text())
+    return Response(200, "application/json",
+                    _openapi_text(Runtime.default().settings.console_auth_url))
 
 
-@lru_cache(maxsize=1)
-def _openapi_text() -> str:
+@lru_cache(maxsize=2)
+def _openapi_text(auth_url: str | None) -> str:
     """The committed document beside the package (its generator, vdq.openapi, is tooling and
-    not in the function's asset)."""
-    return Path(vdq.__file__).with_name("openapi.json").read_text()
+    not in the function's asset), with the deployment's own token URL: the Cognito domain's
+    (VDQ_CONSOLE_AUTH_URL) where the committed one shows the form of one."""
+    text = Path(vdq.__file__).with_name("openapi.json").read_text()
+    if not auth_url:
+        return text
+    document = json.loads(text)
+    oauth2 = document["components"]["securitySchemes"]["oauth2"]
+    oauth2["flows"]["clientCredentials"]["tokenUrl"] = auth_url.rstrip("/") + "/oauth2/token"
+    oauth2["description"] = oauth2["description"].split(" The committed document")[0]
+    return json.dumps(document, indent=2) + "\n"
 
 
 @app.operation("listQueueItems")

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from functions.operator import handler
 from openapi_spec_validator import validate
@@ -56,6 +57,37 @@ def test_the_document_is_served_without_a_token(aws, runtime):
     answer = call("openapi")
     assert answer.status == 200
     assert answer.body == json.loads(openapi.DOCUMENT.read_text())
+
+
+def _token_url(document):
+    return document["components"]["securitySchemes"]["oauth2"]["flows"]["clientCredentials"][
+        "tokenUrl"]
+
+
+def test_every_url_of_the_committed_document_is_a_uri_with_no_placeholder():
+    # A strict client reads tokenUrl as a URI: the committed document gives one of the form a
+    # deployment has, and a deployment serves its own (below).
+    document = json.loads(openapi.DOCUMENT.read_text())
+    url = _token_url(document)
+    assert "{" not in url and "}" not in url
+    parts = urlsplit(url)
+    assert parts.scheme == "https" and parts.netloc.endswith(".amazoncognito.com")
+    assert parts.path == "/oauth2/token"
+
+
+def test_a_deployment_serves_its_own_token_url(aws, runtime):
+    from dataclasses import replace
+
+    domain = "https://vdq-210987654321.auth.eu-west-1.amazoncognito.com"
+    runtime.settings = replace(runtime.settings, console_auth_url=domain)
+    served = call("openapi").body
+    assert _token_url(served) == f"{domain}/oauth2/token"
+    committed = json.loads(openapi.DOCUMENT.read_text())
+    served["components"]["securitySchemes"]["oauth2"]["flows"]["clientCredentials"][
+        "tokenUrl"] = _token_url(committed)
+    served["components"]["securitySchemes"]["oauth2"]["description"] = committed[
+        "components"]["securitySchemes"]["oauth2"]["description"]
+    assert served == committed  # nothing else differs
 
 
 def test_the_operator_function_does_not_import_pydantic():

@@ -94,6 +94,8 @@ SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 
 # The port the local stack (`make run`, `vdq local`) serves the API on unless told another.
 LOCAL_PORT = 8765
+# The names of the local stack's resources start with this; its table is "<prefix>-items".
+LOCAL_PREFIX = "vdq-local"
 
 # The CloudFormation stack's name unless vdq:stackName says another (vdq smoke reads it too).
 STACK_NAME = "Vdq"

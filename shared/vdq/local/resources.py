@@ -14,7 +14,7 @@ from typing import Any
 
 from vdq.core import resources
 
-PREFIX = "vdq-local"
+PREFIX = resources.LOCAL_PREFIX
 
 
 @dataclass(frozen=True)

@@ -160,13 +160,20 @@ def permission_text(op: Any) -> str:
             f"{groups} have it; a machine client needs one of their scopes.")  # fmt: skip
 
 
+_EXAMPLE_ACCOUNT = "123456789012"
+_EXAMPLE_REGION = "us-east-1"
+
+
 def security_schemes() -> dict[str, Any]:
     from vdq.core.settings import ALL_PERMISSIONS
 
     assert ALL_PERMISSIONS  # the scopes stand for groups, each a set of these
     scopes = {_scope(g): f"act as a member of {g}: {', '.join(p)}"
               for g, p in DEFAULT_GROUP_PERMISSIONS.items()}  # fmt: skip
-    domain = f"https://{resources.API_DOMAIN_PREFIX}-{{accountId}}.auth.{{region}}.amazoncognito.com"
+    # The form of a deployment's Cognito domain (infra/api.py): the operator function serves
+    # the document with its own (VDQ_CONSOLE_AUTH_URL) in place of this one.
+    domain = (f"https://{resources.API_DOMAIN_PREFIX}-{_EXAMPLE_ACCOUNT}.auth.{_EXAMPLE_REGION}"
+              ".amazoncognito.com")  # fmt: skip
     return {
         "bearer": {
             "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
@@ -180,10 +187,12 @@ def security_schemes() -> dict[str, Any]:
             "type": "oauth2",
             "description": "Producing services: the client-credentials flow of the stack's "
             "machine client (outputs MachineClientId and TokenUrl; the client secret is read "
-            "from Cognito). The token URL is the stack's Cognito domain, "
-            f"`{domain}/oauth2/token`: put the account id and region in. The client may ask "
-            "for the scopes of the groups in the deployment's vdq:machineScopes (default "
-            "vdq-senders); send the access token as a bearer token.",
+            "from Cognito). The token URL is the stack's Cognito domain's `/oauth2/token`. "
+            "The client may ask for the scopes of the groups in the deployment's "
+            "vdq:machineScopes (default vdq-senders); send the access token as a bearer token. "
+            "The committed document (shared/vdq/openapi.json) shows the URL of account "
+            f"{_EXAMPLE_ACCOUNT} in {_EXAMPLE_REGION}; a deployment serves its own at "
+            "GET /openapi.json.",
             "flows": {"clientCredentials": {"tokenUrl": f"{domain}/oauth2/token",
                                             "scopes": scopes}},
         },

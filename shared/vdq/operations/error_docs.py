@@ -112,6 +112,9 @@ def status_text(status: int, op: Any) -> str:
         return _EMAIL_400
     if status == 422 and op.id in ("postEmails", "postSms"):
         return _ENQUEUE_422
+    if status == 422 and op.id == "getAttachment":
+        return ("Invalid input (`invalid`): a query parameter that is not one of the "
+                "operation's, or `redirect` other than true or false (details.field names it).")
     if status == 429 and op.id in ("postEmails", "postSms"):
         return QUOTA_429
     if status == 429 and op.id in QUOTA_429_OTHER:

@@ -1,12 +1,21 @@
 """One request and one answer per operation, as the OpenAPI document shows them.
 
 Generator-only data (vdq.openapi). A test validates each example against its schema, so an
-example that stops matching the contract fails the build instead of misleading a reader.
+example that stops matching the contract fails the build instead of misleading a reader. The
+examples are usable as they stand on the local stack (the document's second server): the
+request bodies can be sent as they are, and the cursors are signed for its table (a cursor is
+signed per table, so no example can be one of every deployment).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from vdq.core import resources
+from vdq.core.settings import Settings
+from vdq.operations import cursor as _cursors
+from vdq.store.models import SUPPRESSION_SHARDS
+from vdq.store.models import shard as _shard
 
 _ITEM_ID = "01JD3Q5W0K8Y2C6N4F7R9T1VXB"
 _OTHER_ID = "01JD3Q5W0K8Y2C6N4F7R9T1VXC"
@@ -14,11 +23,29 @@ _SMS_ID = "01JD3Q6A2B3C4D5E6F7G8H9J0K"
 _NEW_ID = "01JD4A0B1C2D3E4F5G6H7J8K9M"
 _FILE_ID = "01JD3Q5W0M1N2P3Q4R5S6T7V8W"
 _UPLOAD_ID = "01JD3Q4P8S2V6X0Z4C8G2K6N0R"
-_CURSOR = "eyJ2IjoxLCJpIjoiYWN0aXZlIn0.kZ4bq0y1Xv3u8sQx2m9aNw"
-_HISTORY_CURSOR = "eyJ2IjoxLCJpIjoiaGlzdG9yeSJ9.Qm3cR8v0Lw2pYt6nXe1aZg"
 _T0 = "2026-12-03T08:00:00.000000Z"
 _T1 = "2026-12-03T08:00:01.250000Z"
 _T2 = "2026-12-03T08:00:02.500000Z"
+LOCAL_TABLE = f"{resources.LOCAL_PREFIX}-items"  # the local stack's table (vdq.local.resources)
+_SHARDS = Settings().index_shards
+
+
+def _cursor(index: str, filters: tuple[Any, ...], shards: int, item_id: str, key: str) -> str:
+    """The cursor of a page that ended at ``key`` in ``item_id``'s shard (the other shards not
+    read yet), as the server writes one for the local stack."""
+    positions: list[str | None] = [None] * shards
+    positions[_shard(item_id, shards) if shards > 1 else 0] = key
+    return _cursors.encode(positions, _cursors.ListKey(index, filters, shards), LOCAL_TABLE)
+
+
+# Each list's cursor names the list and its filters, as the examples beside it give them.
+_ACTIVE_CURSOR = _cursor(resources.ACTIVE_INDEX.name, ("email", "errored", "bulk", "False"),
+                         _SHARDS, _ITEM_ID, f"{_T1}#{_ITEM_ID}")  # fmt: skip
+_SENT_CURSOR = _cursor(resources.SENT_INDEX.name, ("sms", "succeeded", "high", None), _SHARDS,
+                       _SMS_ID, f"{_T2}#{_SMS_ID}")  # fmt: skip
+_SUPPRESSIONS_CURSOR = _cursor("suppressions", ("email",), SUPPRESSION_SHARDS,
+                               "ada@example.org", "R#ada@example.org")  # fmt: skip
+_HISTORY_CURSOR = _cursor("history", (_ITEM_ID,), 1, _ITEM_ID, "H#")
 _T_SEND = "2026-12-03T17:00:00.000000Z"  # 18:00 at +01:00, as the example request asks
 
 
@@ -84,9 +111,10 @@ REQUESTS: dict[str, Any] = {
         "reply_to": [{"email": "help@example.com"}],
         "subject": "Your order 1042", "text": "Thank you for your order.",
         "html": "<p>Thank you for your order.</p>",
+        # A file of POST /attachments/uploads goes here as {"upload_id": ..., "filename": ...}
+        # (see that operation): an example cannot name one that exists.
         "attachments": [{"filename": "invoice-1042.pdf", "content_type": "application/pdf",
-                         "content_base64": "JVBERi0xLjQK"},
-                        {"upload_id": _UPLOAD_ID, "filename": "catalogue-2027.pdf"}],
+                         "content_base64": "JVBERi0xLjQK"}],
         "origin": {"type": "shop.order", "id": 1042},
         "priority": "normal", "send_at": "2026-12-03T18:00:00+01:00",
     },
@@ -110,12 +138,12 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "postEmails": {"Idempotency-Key": "order-1042-confirmation"},
     "postSms": {"Idempotency-Key": "login-8731-code"},
     "listQueueItems": {"method": "email", "state": "errored", "priority": "bulk",
-                       "scheduled": False, "limit": 20, "cursor": _CURSOR},
+                       "scheduled": False, "limit": 20, "cursor": _ACTIVE_CURSOR},
     "getQueueItem": {"id": _ITEM_ID},
     "getItemHistory": {"id": _ITEM_ID, "limit": 100, "cursor": _HISTORY_CURSOR},
     "runTransition": {"id": _ITEM_ID, "name": "retry", "dry_run": False},
     "listSentItems": {"method": "sms", "state": "succeeded", "priority": "high", "limit": 20,
-                      "cursor": _CURSOR},
+                      "cursor": _SENT_CURSOR},
     "getSentItem": {"id": _ITEM_ID},
     "resendSentItem": {"id": _ITEM_ID, "Idempotency-Key": "resend-1042-ops-ticket-77"},
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
@@ -124,7 +152,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
     "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
-                         "cursor": _CURSOR},
+                         "cursor": _SUPPRESSIONS_CURSOR},
     "removeSuppression": {"receiver": "ada@example.org", "list": "newsletter"},
     "getSuppressionHistory": {"receiver": "ada@example.org"},
     "twilioInbound": {"X-Twilio-Signature": "Qo1nDgQ0/KCTR6DLpKmkAf8muzZ="},
@@ -139,9 +167,10 @@ RESPONSES: dict[str, Any] = {
                         "list": None}]},
     "postSms": {"items": [{**_SMS_ITEM, "state": "queued", "result": None, "updated_at": _T0,
                            "provider_id": None}]},
+    # The page the example parameters ask for: its cursor goes on with the same filters.
     "listQueueItems": {"items": [_email_item(state="errored", result="the address bounced",
-                                             updated_at=_T1), _SMS_ITEM],
-                       "cursor": _CURSOR},
+                                             priority="bulk", updated_at=_T1)],
+                       "cursor": _ACTIVE_CURSOR},
     "getQueueItem": _DETAIL,
     "getItemHistory": {"entries": _HISTORY[1:], "cursor": None},
     "runTransition": {"transition": "retry", "dry_run": False, "from_state": "errored",

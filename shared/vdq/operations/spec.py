@@ -259,7 +259,7 @@ OPERATIONS: tuple[Operation, ...] = (
                             "false: answer 200 `{\"url\": ...}` with the presigned URL instead "
                             "of redirecting to it (a web page cannot read a redirect's "
                             "Location).", default=True)),
-              status=302, errors=(404, 410)),
+              status=302, errors=(404, 410, 422)),
     Operation("postAttachmentUpload", "POST", "/attachments/uploads", "enqueue", "attachments",
               "Get a presigned URL to upload a large attachment",
               "For a file too large to send inline (a request reaches the function as at most "
