@@ -51,6 +51,8 @@ class Param(NamedTuple):
     required: bool = False
     pattern: str | None = None
     max_length: int | None = None
+    # The pattern is a subset of what the server takes (a receiver): not enforced, documented.
+    loose: bool = False
 
 
 class Operation(NamedTuple):
@@ -298,7 +300,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "receiver's entries (one page: its entry for everything, then its lists').",
               _SUPPRESSIONS_LIST,
               (Param("receiver", "query", "string", "Only this receiver (address or number).",
-                     max_length=254, pattern=RECEIVER_PATTERN),
+                     max_length=254, pattern=RECEIVER_PATTERN, loose=True),
                Param("channel", "query", "string", "Only addresses or only numbers.",
                      enum=CHANNELS), _LIMIT, _CURSOR),
               answer="SuppressionPage", errors=(400, 422)),
@@ -390,8 +392,13 @@ def _value(param: Param, raw: str) -> Any:
         return lowered in ("true", "1")
     if param.enum and raw not in param.enum:
         raise ValidationError(param.name, f"must be one of {', '.join(param.enum)}")
-    if not raw or len(raw) > MAX_QUERY_VALUE:
-        raise ValidationError(param.name, f"must be 1 to {MAX_QUERY_VALUE} characters")
+    most = param.max_length or MAX_QUERY_VALUE
+    if not raw or len(raw) > most:
+        raise ValidationError(param.name, f"must be 1 to {most} characters")
+    # What the document declares is what the server takes (a cursor that does not even look
+    # like one is a 422, also where it would be ignored), but for a loose pattern.
+    if param.pattern is not None and not param.loose and not re.fullmatch(param.pattern, raw):
+        raise ValidationError(param.name, "is not of the form the document gives it")
     return raw
 
 
