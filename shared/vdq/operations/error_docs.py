@@ -160,7 +160,12 @@ _CODE_TEXT = {
 
 
 def _api_error_codes() -> set[str]:
-    # their VdqError subclasses
+    # The modules that define a VdqError subclass a caller can get (the codes are found by
+    # walking the subclasses, so a module not imported here would drop its code from the enum,
+    # and which one depended on what the process happened to import first).
+    import vdq.intake.quotas
+    import vdq.operations.downloads
+    import vdq.store  # noqa: F401
 
     seen: set[str] = set()
     todo: list[type[VdqError]] = [VdqError]
