@@ -52,8 +52,10 @@ ACCEPTED = ["2xx", "3xx", "403", "404", "409"]
 
 def _config(mode: str, examples: int = EXAMPLES) -> SchemathesisConfig:
     """Every check Schemathesis has (the default: none is turned off), the examples phase
-    before the drawn cases, ``examples`` drawn cases per operation."""
+    before the drawn cases, ``examples`` drawn cases per operation. Hypothesis' too_slow health
+    check is off: it times the generator on a shared machine, not the server."""
     return SchemathesisConfig.from_dict({
+        "suppress-health-check": ["too_slow"],
         "generation": {"mode": mode, "max-examples": examples},
         "phases": {"examples": {"enabled": mode == "positive"}, "coverage": {"enabled": COVERAGE},
                    "stateful": {"enabled": False}},
