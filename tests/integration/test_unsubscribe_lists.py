@@ -229,3 +229,59 @@ def test_an_operator_adds_a_list_entry_and_a_bad_list_name_is_a_422(aws, rt):
     with pytest.raises(Exception) as refused:
         enqueue(rt, list="Not A List")
     assert getattr(refused.value, "field", None) == "list"
+
+
+def stored_before_lists(item_id: str) -> None:
+    """Make an item (and its content) as the release before lists stored it: no list on
+    either; the content only asks for the headers."""
+    from vdq.store import ContentRecord, QueueItemRecord
+    from vdq.store.contents import decode_content, encode_content
+    from vdq.store.models import CONTENT_SK, STATE_SK, content_pk, item_pk
+
+    record = QueueItemRecord.get(item_pk(item_id), STATE_SK, consistent_read=True)
+    record.update(actions=[QueueItemRecord.list_name.remove()])
+    content = ContentRecord.get(content_pk(record.content_id), CONTENT_SK, consistent_read=True)
+    data = decode_content(content.data)
+    data.pop("list", None)
+    content.update(actions=[ContentRecord.data.set(encode_content(data))])
+
+
+def old_list_mail(aws, rt) -> str:
+    """A receiver unsubscribed from the general list, and an item of that list stored before
+    lists, its first message gone: the id of that item."""
+    click(newsletter_token(aws, rt, list_unsubscribe=True))
+    [item] = enqueue(rt, list_unsubscribe=True)["items"]
+    drain(aws, resources.SEND_QUEUE)
+    stored_before_lists(item["id"])
+    assert rt.store.get_item(item["id"]).list_name is None
+    return item["id"]
+
+
+def test_an_item_stored_before_lists_is_checked_against_the_list_its_link_leaves(aws, rt):
+    # Published again after the upgrade (the re-publish sweep, a give-back, an operator's
+    # retry): the message names no list and carries no content, yet the email would carry
+    # the general list's link; an unsubscribe from that list must stop it.
+    from vdq.workflow.lanes import message_for
+
+    item_id = old_list_mail(aws, rt)
+    message = message_for(rt.store.get_item(item_id))
+    assert message.list_name is None and message.content is None
+    assert send.process(message, rt) == send.SUPPRESSED
+    assert sent()[1:] == []
+    # Back on the queue with its list named: the next delivery cancels it before any claim.
+    again = [SendMessage.parse(json.dumps(m)) for m in drain(aws, resources.SEND_QUEUE)]
+    assert [m.list_name for m in again] == ["general"]
+    assert send.process(again[0], rt) == send.SUPPRESSED
+    stopped = rt.store.get_item(item_id)
+    assert stopped.state == "cancelled" and '"general"' in stopped.result
+
+
+def test_a_release_message_of_an_item_stored_before_lists_is_checked_too(aws, rt):
+    # A scheduled send's release names neither receiver nor list: the item is read, and it
+    # names no list either.
+    item_id = old_list_mail(aws, rt)
+    assert send.process(SendMessage(item_id, 1), rt) == send.SUPPRESSED
+    assert sent()[1:] == []
+    again = [SendMessage.parse(json.dumps(m)) for m in drain(aws, resources.SEND_QUEUE)]
+    assert send.process(again[0], rt) == send.SUPPRESSED
+    assert rt.store.get_item(item_id).state == "cancelled"

@@ -15,7 +15,7 @@ Files add one BatchGetItem of their metadata and one S3 read each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import InvalidTransition
@@ -29,7 +29,7 @@ from vdq.providers import (
     ThrottledProviderError,
     TransientProviderError,
 )
-from vdq.results import suppression, tracking
+from vdq.results import suppression, tracking, unsubscribe
 from vdq.results.unsubscribe import DEFAULT_LIST
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
@@ -93,8 +93,8 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
     the wait for the item's turn at the provider's rate. Returns what was done instead of
     sending (``DROPPED``, ``PACED``, ...) or the item, ready to send now."""
     bind_item(message.item_id)
-    if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime,
-                          list_of(message)):  # fmt: skip
+    checked = list_of(message)
+    if suppression.refuse(message.item_id, message.attempt, message.receiver, runtime, checked):
         return SUPPRESSED
     if pacing.past_deadline(runtime):  # no time left to send and record it
         return giveback.unclaimed(message, runtime)
@@ -104,16 +104,22 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
         return DROPPED
     entry = send_entry(item)
     content: dict[str, Any] = {}
+    listed: str | None = None
     try:
         content = message.content or read_content(item, runtime)
+        # The list its link leaves: an item stored before lists names it in no message.
+        listed = unsubscribe.list_mail(item, content)
+        suppression.check_list(item, listed, checked, runtime)
         waited = pacing.gate(item, content, runtime, upcoming)  # its turn at the provider's rate
-        suppression.check_again(item, waited, runtime)
+        suppression.check_again(item, waited, runtime, listed)
     except pacing.NoSlot as no_slot:
         return giveback.give_back(item, message, entry, no_slot.delay, runtime)
     except suppression.SuppressedMeanwhile as exc:
-        # Back on the queue at once: the next delivery's check cancels it, as for any item
-        # to a suppressed receiver (a claimed item has no transition to cancelled).
-        giveback.give_back(item, message, entry, 0, runtime, name="suppressed", result=str(exc),
+        # Back on the queue at once, naming its receiver and list: the next delivery's check
+        # cancels it, as for any item to a suppressed receiver (a claimed item has no
+        # transition to cancelled).
+        named = replace(message, receiver=item.receiver, list_name=listed)
+        giveback.give_back(item, named, entry, 0, runtime, name="suppressed", result=str(exc),
                          counted=False)  # fmt: skip
         return SUPPRESSED
     except Exception as exc:

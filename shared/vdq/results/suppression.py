@@ -163,7 +163,7 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime,
         item = runtime.store.get_item(item_id)
         if item is None:
             return False
-        receiver, list_name = item.receiver, item.list_name
+        receiver, list_name = item.receiver, list_name or item.list_name
     record = runtime.store.suppression_of(normalize(receiver), list_name)
     if record is None:
         return False
@@ -183,7 +183,22 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime,
 
 
 class SuppressedMeanwhile(Exception):
-    """The receiver was suppressed while the worker waited for its turn at the provider."""
+    """The receiver was suppressed while the worker waited for its turn at the provider (or
+    before, for a list the check before the claim could not know)."""
+
+
+def check_list(item: Any, list_name: str | None, checked: str | None, runtime: Runtime) -> None:
+    """After the claim, for an item whose list only its content names (stored before lists:
+    its message named none, so the check before the claim read the entry for all mail only):
+    SuppressedMeanwhile when the receiver unsubscribed from ``list_name``, the list its email's
+    link leaves. No read when the check before the claim read that list already (its
+    message's, or the item's own when the message named none)."""
+    if list_name is None or list_name in (checked, getattr(item, "list_name", None)):
+        return
+    record = runtime.store.get_suppression(normalize(item.receiver), list_name)
+    if record is not None:
+        raise SuppressedMeanwhile(f"{describe(record)}; the list read from the content of an "
+                                  "item stored before lists, so it was not sent")  # fmt: skip
 
 
 # A send that waited longer than this for its turn reads the receiver's suppression again
@@ -191,16 +206,16 @@ class SuppressedMeanwhile(Exception):
 RECHECK_AFTER_WAIT_SECONDS = 0.25
 
 
-def check_again(item: Any, waited: float, runtime: Runtime) -> None:
+def check_again(item: Any, waited: float, runtime: Runtime, list_name: str | None) -> None:
     """After a paced wait of ``waited`` seconds: SuppressedMeanwhile when the receiver was
-    suppressed since the check before the claim (one GetItem; none after a short wait). A read
-    that fails lets the send go on: the receiver passed the check before the claim, and an
-    item errored for a failed second look would wait for an operator."""
+    suppressed (or, for list mail, unsubscribed from ``list_name``) since the check before the
+    claim (one GetItem; none after a short wait). A read that fails lets the send go on: the
+    receiver passed the check before the claim, and an item errored for a failed second look
+    would wait for an operator."""
     if waited <= RECHECK_AFTER_WAIT_SECONDS:
         return
     try:
-        record = runtime.store.suppression_of(normalize(item.receiver),
-                                              getattr(item, "list_name", None))  # fmt: skip
+        record = runtime.store.suppression_of(normalize(item.receiver), list_name)
     except Exception:
         logger.exception("suppression of %s not read again after the wait; sent", item.id)
         return

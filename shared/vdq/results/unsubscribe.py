@@ -75,6 +75,13 @@ def list_of(item: Any, content: Mapping[str, Any]) -> str:
     return str(getattr(item, "list_name", None) or content.get("list") or DEFAULT_LIST)
 
 
+def list_mail(item: Any, content: Mapping[str, Any]) -> str | None:
+    """The list whose unsubscribes stop an item, as the link its email carries says; None: not
+    list mail. An item stored before lists names none: only its content says it is list mail,
+    and its link leaves the default list."""
+    return list_of(item, content) if wants_unsubscribe(item, content) else None
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
@@ -186,7 +193,8 @@ def _legacy_receiver(token: str, secret: bytes, deployment: str) -> str | None:
 def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[str, str]:
     """The headers an email item carries for one-click unsubscribe (none when it does not
     want them, or unsubscribe is not configured)."""
-    if not wants_unsubscribe(item, content) or not settings.unsubscribe_url:
+    list_name = list_mail(item, content)
+    if list_name is None or not settings.unsubscribe_url:
         return {}
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
@@ -203,8 +211,7 @@ def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[s
     if secret is None:
         return {}
 
-    token = make_token(normalize(item.receiver), list_of(item, content), secret,
-                       settings.table_name)  # fmt: skip
+    token = make_token(normalize(item.receiver), list_name, secret, settings.table_name)
     url = settings.unsubscribe_url.rstrip("/") + "/" + token
     return {"List-Unsubscribe": f"<{url}>",
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}  # fmt: skip
