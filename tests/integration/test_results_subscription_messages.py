@@ -75,6 +75,33 @@ def test_a_subscribe_url_that_is_not_snss_is_not_logged_as_one_to_visit(runtime,
     assert "SubscriptionConfirmation" in caplog.text
 
 
+@pytest.mark.parametrize("url", [
+    # Hosts under amazonaws.com that are no SNS endpoint (anyone can make an S3 bucket named
+    # "sns.<anything>" and serve a page there), another port, a user name.
+    "https://sns.attacker.s3.amazonaws.com/?Action=ConfirmSubscription",
+    "https://sns.attacker.s3-website-us-east-1.amazonaws.com/",
+    "https://sns.us-east-1.amazonaws.com:8443/?Action=ConfirmSubscription",
+    "https://user@sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription",
+])  # fmt: skip
+def test_a_subscribe_url_of_another_amazonaws_host_is_not_logged_as_one_to_visit(
+        runtime, caplog, url):  # fmt: skip
+    data = json.loads(sample_body("sns_subscription_confirmation"))
+    data["SubscribeURL"] = url
+    deliver(json.dumps(data), caplog)
+    assert url not in caplog.text and "do not visit it" in caplog.text
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-central-1", "cn-north-1"])
+def test_a_subscribe_url_of_sns_in_any_region_is_logged_to_visit(runtime, caplog, region):
+    data = json.loads(sample_body("sns_subscription_confirmation"))
+    china = ".cn" if region.startswith("cn-") else ""
+    url = (f"https://sns.{region}.amazonaws.com{china}/?Action=ConfirmSubscription"
+           f"&TopicArn=arn:aws:sns:{region}:123456789012:vdq-ses-events&Token=2336412f37")
+    data["SubscribeURL"] = url
+    deliver(json.dumps(data), caplog)
+    assert f"visit its SubscribeURL: {url}" in caplog.text
+
+
 @pytest.mark.parametrize("delivery", ["raw", "sns envelope"])
 def test_ses_validating_its_topic_is_logged_as_such(runtime, caplog, delivery):
     body = sample_body("ses_topic_validation")

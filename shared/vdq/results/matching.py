@@ -19,6 +19,7 @@ delivery changes nothing the second time and costs no extra request.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -263,16 +264,22 @@ def _text(value: Any) -> str:
     return value[:MAX_LOGGED_TEXT] if isinstance(value, str) else "(none)"
 
 
+# SNS's regional endpoint, the only host of a SubscribeURL: ``sns.<region>.amazonaws.com``
+# (``.cn`` in China). A looser test ("sns." ... ".amazonaws.com") takes S3's virtual hosts,
+# where anyone may name a bucket "sns.<anything>" and serve a page.
+_SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?")
+
+
 def _sns_url(value: Any) -> str | None:
     """``value`` when it is an https URL of SNS's (an operator may be asked to open it)."""
     if not isinstance(value, str) or len(value) > MAX_LOGGED_TEXT:
         return None
     try:
         parts = urlsplit(value)
+        port = parts.port
     except ValueError:
         return None
-    host = (parts.hostname or "").lower()
-    trusted = host.startswith("sns.") and (host.endswith(".amazonaws.com")
-                                           or host.endswith(".amazonaws.com.cn"))  # fmt: skip
+    trusted = (parts.netloc == parts.hostname and port is None
+               and _SNS_HOST.fullmatch(parts.hostname or "") is not None)  # fmt: skip
     return value if parts.scheme == "https" and trusted else None
 
