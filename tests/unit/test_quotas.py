@@ -57,3 +57,46 @@ def test_quotas_are_read_from_json_and_bad_ones_name_the_setting():
         with pytest.raises(SettingsError) as err:
             Settings.from_env({"VDQ_PRODUCER_QUOTAS": bad})
         assert "VDQ_PRODUCER_QUOTAS" in str(err.value)
+
+
+class _PartialReads:
+    """A DynamoDB client whose BatchGetItem answers only the first key of a request and
+    returns the rest as UnprocessedKeys (what DynamoDB does under throttling, which botocore
+    does not retry)."""
+
+    def __init__(self, rows: dict[tuple[str, str], dict]) -> None:
+        self.rows = rows
+        self.requests = 0
+
+    def batch_get_item(self, RequestItems):  # boto3's name
+        self.requests += 1
+        [(table, request)] = RequestItems.items()
+        keys = request["Keys"]
+        first, rest = keys[:1], keys[1:]
+        found = [self.rows[(k["pk"]["S"], k["sk"]["S"])] for k in first
+                 if (k["pk"]["S"], k["sk"]["S"]) in self.rows]  # fmt: skip
+        answer = {"Responses": {table: found}}
+        if rest:
+            answer["UnprocessedKeys"] = {table: {**request, "Keys": rest}}
+        return answer
+
+
+def test_counters_read_every_key_dynamodb_leaves_unprocessed():
+    from vdq.store.counters import Counters
+
+    now = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+    current = windows(QuotaLimits(per_second=5, per_minute=50, per_day=500), now)
+    rows = {("QUOTA#group:vdq-bulk", w.sk): {"pk": {"S": "QUOTA#group:vdq-bulk"},
+                                              "sk": {"S": w.sk}, "used": {"N": str(n)},
+                                              "members": {"SS": ["client-b"]}}
+            for n, w in zip((1, 7, 42), current, strict=True)}  # fmt: skip
+    client = _PartialReads(rows)
+    counters = Counters(client, "vdq-test")
+    assert counters.used("group:vdq-bulk", current) == {
+        "per_second": 1, "per_minute": 7, "per_day": 42}
+    # The group is found from its last window's members too (the others left unprocessed).
+    del rows[("QUOTA#group:vdq-bulk", current[0].sk)]
+    del rows[("QUOTA#group:vdq-bulk", current[1].sk)]
+    found = counters.charged_as("client-b", [("group:vdq-other", current),
+                                             ("group:vdq-bulk", current)])  # fmt: skip
+    assert found == "group:vdq-bulk"

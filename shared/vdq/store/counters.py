@@ -14,13 +14,15 @@ jittered back-off as every store write is (``vdq.store.tx.retried``), and become
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vdq.store.tx import retried
+from vdq.store.tx import StoreBusy, retried
 
 TRIES = 10  # as a state write's: about 5 s of jittered back-off at most
 # A transaction cancelled only for these, or an UpdateItem refused for these, applied nothing.
@@ -117,11 +119,29 @@ class Counters:
         """Each window's count (strongly consistent), by window name."""
         if not windows:
             return {}
-        answer = self._client.batch_get_item(RequestItems={self._table: {
-            "Keys": [self._key(producer, w) for w in windows], "ConsistentRead": True}})
-        found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0"))
-                 for item in answer.get("Responses", {}).get(self._table, [])}  # fmt: skip
+        rows = self._batch_get({"Keys": [self._key(producer, w) for w in windows],
+                                "ConsistentRead": True})  # fmt: skip
+        found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0")) for item in rows}
         return {w.name: found.get(w.sk, 0) for w in windows}
+
+    def _batch_get(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every row of one BatchGetItem request (at most 100 keys), asking again for the
+        keys DynamoDB left unprocessed (it does under throttling, and botocore does not ask
+        again): a key missing from the answer would read as a count of 0. ``StoreBusy`` when
+        keys are still left after the tries."""
+        rows: list[dict[str, Any]] = []
+        delay = 0.02
+        for _ in range(TRIES):
+            answer = self._client.batch_get_item(RequestItems={self._table: request})
+            rows.extend(answer.get("Responses", {}).get(self._table, []))
+            left = (answer.get("UnprocessedKeys") or {}).get(self._table)
+            if not left or not left.get("Keys"):
+                return rows
+            request = left
+            time.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 1.0)
+        raise StoreBusy("DynamoDB kept leaving quota counters unread (UnprocessedKeys); try "
+                        "again")  # fmt: skip
 
     def charged_as(self, client: str,
                    candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
@@ -132,11 +152,11 @@ class Counters:
         found: set[str] = set()
         for start in range(0, len(keys), 100):
             chunk = keys[start : start + 100]
-            answer = self._client.batch_get_item(RequestItems={self._table: {
+            rows = self._batch_get({
                 "Keys": [self._key(p, w) for p, w in chunk], "ConsistentRead": True,
                 "ProjectionExpression": "pk, #members",
-                "ExpressionAttributeNames": {"#members": "members"}}})  # fmt: skip
-            for item in answer.get("Responses", {}).get(self._table, []):
+                "ExpressionAttributeNames": {"#members": "members"}})  # fmt: skip
+            for item in rows:
                 if client in item.get("members", {}).get("SS", []):
                     found.add(item["pk"]["S"])
         return next((p for p, _ in candidates if quota_pk(p) in found), None)
