@@ -101,8 +101,11 @@ def _responses(op: Any) -> dict[str, Any]:
         if op.id == "health" and status == 503:
             statuses[503] = {"description": docs.STATUS_TEXT[503]["health"],
                              "content": {_JSON: {"schema": _schema_ref("Health")}}}
-        elif status == 503 and op.function == "enqueue":
-            statuses[503] = _error(docs.STATUS_TEXT[503]["enqueue"], "PartiallyEnqueued")
+        elif status == 503 and op.function == "enqueue" and op.answer == "Items":
+            # Partly stored (its own shape), or nothing stored (any error's).
+            statuses[503] = {"description": docs.STATUS_TEXT[503]["enqueue"],
+                             "content": {_JSON: {"schema": {"anyOf": [
+                                 _schema_ref("PartiallyEnqueued"), _schema_ref("Error")]}}}}
         else:
             statuses[status] = _error(docs.status_text(status, op))
         if status == 429:  # a quota's 429 carries Retry-After as API Gateway's does

@@ -82,13 +82,24 @@ _CONFLICT = {
                        "details.reason `attachments_purged`), or a request with this "
                        "Idempotency-Key is still in progress",
 }  # fmt: skip
+_NOTHING_STORED = (
+    "Or nothing was stored: try again (`contention`: the producer's quota counters kept "
+    "refusing the charge, as concurrent requests of one producer make them; "
+    "`store_unavailable`: the store refused the items)."
+)
+_COUNTERS_BUSY = "Try again (`contention`): {what}."
 STATUS_TEXT: dict[int, dict[str, str]] = {
     503: {
         "health": "Not ready yet (the local stack while it starts).",
         "enqueue": "Partly queued (`partially_enqueued`): the store failed after some items "
                    "were stored. Those (details.accepted) will be sent; send the receivers in "
-                   "details.rejected again, in a new request.",
+                   f"details.rejected again, in a new request. {_NOTHING_STORED}",
         "other": "Try again (`contention`): others kept changing the item.",
+        "postAttachmentUpload": _COUNTERS_BUSY.format(
+            what="the quota counters kept refusing the charge, as concurrent requests of one "
+                 "producer make them; nothing counted, no URL"),
+        "getProducerUsage": _COUNTERS_BUSY.format(
+            what="DynamoDB kept leaving the quota counters unread (throttling)"),
     },
 }  # fmt: skip
 
@@ -99,7 +110,7 @@ def status_text(status: int, op: Any) -> str:
     if status == 409:
         return _STATUS[409].format(what=_CONFLICT[op.id])
     if status == 503:
-        return STATUS_TEXT[503]["other"]
+        return STATUS_TEXT[503].get(op.id, STATUS_TEXT[503]["other"])
     if status == 403 and op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Forbidden (`forbidden`): the Twilio signature is missing or does not match."
     if status == 400 and op.id in ("twilioStatusCallback", "twilioInbound"):

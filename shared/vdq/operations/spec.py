@@ -247,7 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
               _LIST, (Param("producer", "path", "string",
                             "The client id, or `group:<name>`.", required=True,
                             pattern=PRODUCER_PATTERN),),
-              answer="ProducerUsage", errors=(404,)),
+              answer="ProducerUsage", errors=(404, 503)),
     Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "
@@ -275,7 +275,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "An upload counts one queue item against the caller's quota "
               "(VDQ_PRODUCER_QUOTAS).",
               _ADD, (), body="UploadRequest", status=201, answer="Upload",
-              errors=(400, 422, 429)),
+              errors=(400, 422, 429, 503)),
     Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook", "webhooks",
               "Receive Twilio's status callback for one SMS",
               "Twilio posts here as an SMS moves on; the request must carry Twilio's "
