@@ -116,6 +116,60 @@ def test_an_ordinary_complaint_after_delivery_keeps_the_item_succeeded(rt):
     assert rt.store.get_suppression(item.receiver).reason == "complaint"
 
 
+@pytest.mark.parametrize("recipients", ["null", "absent", "unreadable"])
+def test_an_ordinary_complaint_that_names_no_recipient_suppresses_the_items_receiver(
+        rt, recipients):  # fmt: skip
+    # A complaint whose recipient SES (or the ISP's redacted report) does not name is still
+    # a complaint about the email the item sent: its receiver is not sent to again.
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    results(ses_event("delivery", message_id=MESSAGE_ID, item_id=item.id))
+    body = ses_event("complaint", message_id=MESSAGE_ID, item_id=item.id)
+    if recipients == "absent":
+        del body["complaint"]["complainedRecipients"]
+    elif recipients == "null":
+        body["complaint"]["complainedRecipients"] = None
+    else:
+        body["complaint"]["complainedRecipients"] = [{"emailAddress": "redacted"}]
+    results(body)
+    assert rt.store.get_item(item.id).state == "succeeded"
+    record = rt.store.get_suppression(item.receiver)
+    assert record is not None and (record.reason, record.actor) == ("complaint", "ses")
+
+
+@pytest.mark.parametrize("recipients", ["null", "absent", "unreadable"])
+def test_a_permanent_bounce_that_names_no_recipient_suppresses_the_items_receiver(
+        rt, recipients):  # fmt: skip
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    body = ses_event("bounce_permanent", message_id=MESSAGE_ID, item_id=item.id)
+    if recipients == "absent":
+        del body["bounce"]["bouncedRecipients"]
+    elif recipients == "null":
+        body["bounce"]["bouncedRecipients"] = None
+    else:
+        body["bounce"]["bouncedRecipients"] = [{"emailAddress": None}]
+    results(body)
+    assert rt.store.get_item(item.id).state == "errored"
+    record = rt.store.get_suppression(item.receiver)
+    assert record is not None and (record.reason, record.actor) == ("bounce", "ses")
+
+
+def test_a_transient_bounce_suppresses_no_one(rt):
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    body = ses_event("bounce_transient", message_id=MESSAGE_ID, item_id=item.id)
+    del body["bounce"]["bouncedRecipients"]
+    results(body)
+    assert rt.store.get_suppression(item.receiver) is None
+
+
+def test_a_not_spam_report_that_names_no_recipient_suppresses_no_one(rt):
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    body = ses_event("complaint", message_id=MESSAGE_ID, item_id=item.id)
+    del body["complaint"]["complainedRecipients"]
+    body["complaint"]["complaintFeedbackType"] = "not-spam"
+    results(body)
+    assert rt.store.get_suppression(item.receiver) is None
+
+
 # ---- Twilio: the opt-out error without the number in the payload ----------------------------
 
 

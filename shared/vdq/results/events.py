@@ -26,8 +26,9 @@ class ProviderUpdate:
     item_hint: str | None = None  # the queue item key the provider returned
     attempt_hint: int | None = None
     # The suppression (a reason of vdq.results.suppression) the result asks for the receiver of the
-    # item it matches: SES did not send to an address on the account's list, Twilio's opt-out
-    # error. Cleared when the payload named its receivers and they were suppressed already.
+    # item it matches: an SES permanent bounce or complaint (also SES not sending to an address
+    # on the account's list), Twilio's opt-out error. Cleared when the payload named its
+    # receivers and they were suppressed already.
     suppresses: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -103,13 +104,28 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
         text = _ses_text(kind, detail)
     except (AttributeError, TypeError, ValueError) as exc:  # a field of an unexpected type
         raise BadEvent(f"a malformed SES {kind} event: {type(exc).__name__}: {exc}") from None
-    status, suppresses = _SES_STATUS.get(kind, "other"), None
+    status, suppresses = _SES_STATUS.get(kind, "other"), _ses_suppresses(kind, detail)
     if kind == "Complaint" and detail.get("complaintSubType") in SES_LIST_SUBTYPES:
         # SES accepted the email but did not attempt delivery (the address is on the account's
         # suppression list), as for the Bounce of that subtype: not sent.
-        status, suppresses = "rejected", "ses_suppression_list"
+        status = "rejected"
     return ProviderUpdate(SES, message_id, status, kind, text, f"ses:{kind}:{message_id}:{at}",
                           at=at, suppresses=suppresses)  # fmt: skip
+
+
+def _ses_suppresses(kind: str, detail: dict[str, Any]) -> str | None:
+    """The suppression an SES event asks for the receiver of its item: a permanent bounce's or
+    a complaint's (not a "not-spam" report), as vdq.results.suppression.learn_from_ses_event
+    reads them. That suppresses the receivers the event names before matching (and the
+    update's ask is then cleared); this is for an event that names none it can read."""
+    if kind == "Bounce" and detail.get("bounceType") == "Permanent":
+        listed = str(detail.get("bounceSubType") or "") in SES_LIST_SUBTYPES
+        return "ses_suppression_list" if listed else "bounce"
+    if kind == "Complaint" and detail.get("complaintSubType") in SES_LIST_SUBTYPES:
+        return "ses_suppression_list"
+    if kind == "Complaint" and detail.get("complaintFeedbackType") != "not-spam":
+        return "complaint"
+    return None
 
 
 def _recipients(detail: dict[str, Any], key: str) -> str:
