@@ -126,3 +126,18 @@ def test_no_credentials_is_a_usage_error_naming_them(capsys):
 
     with pytest.raises(UsageError, match="no AWS credentials"):
         dns.run(_args("example.com"), ses_client=without_credentials)
+
+
+def test_aws_region_wins_over_the_default_region_as_in_the_aws_cli(capsys, monkeypatch):
+    """The deploy checklist exports AWS_REGION, which the AWS CLI v2 and the CDK CLI read and
+    boto3 does not: the identity is looked up there, not in the profile's region."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # a profile's region, say
+    monkeypatch.setenv("AWS_REGION", "eu-west-2")
+    with mock_aws():
+        boto3.client("sesv2", region_name="eu-west-2").create_email_identity(
+            EmailIdentity="example.com")  # fmt: skip
+        assert main(["dns-records", "example.com"]) == 0
+        assert "example.com in eu-west-2" in capsys.readouterr().out
+        monkeypatch.delenv("AWS_DEFAULT_REGION")
+        assert main(["dns-records", "example.com"]) == 0
+        assert main(["dns-records", "--region", "us-east-1", "example.com"]) == 5

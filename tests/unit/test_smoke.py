@@ -344,6 +344,14 @@ def test_without_an_api_url_it_reads_the_default_stack_and_says_what_is_missing(
     assert "cannot read stack 'Mine': no AWS credentials" in capsys.readouterr().err
 
 
+def test_the_stack_is_read_in_aws_region_as_the_deploy_checklist_exports_it(monkeypatch,
+                                                                           tmp_path, capsys):
+    _no_aws(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # boto3 itself reads AWS_DEFAULT_REGION only
+    assert main(["smoke", "--sender", "shop@example.com"]) == 2
+    assert "cannot read stack 'Vdq': no AWS credentials" in capsys.readouterr().err
+
+
 def test_an_api_url_without_a_token_is_refused_with_exit_2(monkeypatch, tmp_path, capsys):
     _no_aws(monkeypatch, tmp_path)
     assert main(["smoke", "--sender", "shop@example.com", "--api-url", "http://127.0.0.1:9"]) == 2

@@ -65,7 +65,7 @@ def read_stack(stack: str, region: str | None, cfn: Any = None) -> StackOutputs:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        cfn = cfn or _boto("cloudformation", region)
+        cfn = cfn or aws_client("cloudformation", region)
         return outputs_of(cfn.describe_stacks(StackName=stack), stack)
     except (BotoCoreError, ClientError) as exc:
         raise _aws_error(f"cannot read stack {stack!r}", exc) from None
@@ -76,7 +76,7 @@ def machine_secret(outputs: StackOutputs, region: str | None, cognito: Any = Non
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        cognito = cognito or _boto("cognito-idp", region)
+        cognito = cognito or aws_client("cognito-idp", region)
         client = cognito.describe_user_pool_client(UserPoolId=outputs.user_pool_id,
                                                    ClientId=outputs.client_id)  # fmt: skip
     except (BotoCoreError, ClientError) as exc:
@@ -87,11 +87,20 @@ def machine_secret(outputs: StackOutputs, region: str | None, cognito: Any = Non
     return str(secret)
 
 
-def _boto(service: str, region: str | None) -> Any:
+def aws_region(flag: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The region a command's AWS calls go to, in the AWS CLI v2's order: ``--region``, then
+    ``$AWS_REGION``, then boto3's own (``$AWS_DEFAULT_REGION``, the profile). boto3 reads no
+    ``AWS_REGION``, so without this a deployer who exported it, as the deploy checklist does,
+    would read SES or the stack in the profile's region, or in none."""
+    return flag or environ.get("AWS_REGION") or None
+
+
+def aws_client(service: str, region: str | None) -> Any:
+    """A client of its own session: credentials and region as the environment says now."""
     import boto3
 
-    # A session of its own: credentials and region as the environment says now.
-    return boto3.session.Session(region_name=region).client(service)
+    return boto3.session.Session(region_name=aws_region(region)).client(service)
+
 
 
 def machine_token(outputs: StackOutputs, secret: str, session: Any = None) -> str:

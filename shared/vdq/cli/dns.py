@@ -19,7 +19,7 @@ from typing import Any
 
 from vdq.cli import render
 from vdq.cli.client import EXIT_NOT_FOUND, EXIT_OK, UsageError
-from vdq.cli.deployment import configured_identities
+from vdq.cli.deployment import aws_client, configured_identities
 
 # Easy DKIM: each token is a CNAME to SES's key of that name (SES Developer Guide, Easy DKIM).
 DKIM_TARGET = "{token}.dkim.amazonses.com"
@@ -137,9 +137,7 @@ def look_up(name: str, region: str, ses: Any) -> Identity:
 
 
 def _ses(region: str | None) -> Any:
-    import boto3
-
-    return boto3.session.Session(region_name=region).client("sesv2")
+    return aws_client("sesv2", region)
 
 
 def run(args: argparse.Namespace, ses_client: Callable[[str | None], Any] = _ses) -> int:
@@ -191,6 +189,7 @@ def add_parser(command: Callable[..., Any]) -> None:
     p.add_argument("identities", nargs="*", metavar="IDENTITY",
                    help="an SES domain (or address) identity (default: $VDQ_SENDER_IDENTITIES, "
                         "else cdk.json's vdq:sesIdentities)")  # fmt: skip
-    p.add_argument("--region", help="the region VDQ is deployed in (default: boto3's)")
+    p.add_argument("--region", help="the region VDQ is deployed in (default: $AWS_REGION, else "
+                   "boto3's: $AWS_DEFAULT_REGION or the profile's)")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print JSON for scripts")  # fmt: skip

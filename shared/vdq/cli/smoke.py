@@ -80,7 +80,8 @@ def add_parser(command: Callable[..., Any]) -> None:
     p.description = HELP
     p.epilog = EXIT_HELP
     p.add_argument("--stack", help="CloudFormation stack to read the outputs of")
-    p.add_argument("--region", help="AWS region of the stack (default: boto3's)")
+    p.add_argument("--region", help="AWS region of the stack (default: $AWS_REGION, else boto3's: "
+                   "$AWS_DEFAULT_REGION or the profile's)")
     p.add_argument("--sender", help="From address (a verified SES identity)")
     p.add_argument("--sms", metavar="FROM", help="also check SMS, from this number")
     p.add_argument("--sms-to", default=SMS_ACCEPTED_TO, help="the number Twilio accepts")
