@@ -23,7 +23,7 @@ def _deploy(name: str) -> str:
     if name in STACK_SETTINGS:
         return "set by the stack"
     if name in REFUSED_SETTINGS:
-        return "never (the Twilio secret holds it)"
+        return f"never ({REFUSED_SETTINGS[name]} holds it)"
     if name in LOCAL_SETTINGS or name.startswith("VDQ_LOCAL_"):
         return "local stack only"
     return f"`-c {name}=...`"
@@ -51,9 +51,9 @@ def settings_page() -> str:
         "",
         "On a deploy, every product setting is also a context key of its own name, passed to "
         "the functions unchanged: `-c VDQ_MAX_RETRIES=5`. A setting left out keeps its "
-        "default. The stack sets the resource settings itself and refuses the Twilio auth "
-        "token and the local stack's settings. It checks every value as the functions would: "
-        "a bad value fails the synth, naming the setting.",
+        "default. The stack sets the settings marked \"set by the stack\" itself and refuses them "
+        "as context values, as it refuses the secrets and the local stack's settings. It checks "
+        "every value as the functions would: a bad value fails the synth, naming the setting.",
         "",
         "| variable | default | on a deploy | meaning |",
         "|---|---|---|---|",

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's
     from constructs import Node
 
 FUNCTIONS = ("enqueue", "send", "webhook", "operator", "schedule")
-# Settings the stack itself sets from the resources it creates.
+# Settings the stack itself sets from the resources it creates (and the sender identities from
+# vdq:sesIdentities): a context value of one would be overridden, so it is refused instead.
 STACK_SETTINGS = frozenset(
     {
         "VDQ_TABLE_NAME",
@@ -32,10 +33,19 @@ STACK_SETTINGS = frozenset(
         "VDQ_EVENT_BUS_NAME",
         "VDQ_SES_CONFIGURATION_SET",
         "VDQ_TWILIO_SECRET_NAME",
+        "VDQ_SENDER_IDENTITIES",
+        "VDQ_UNSUBSCRIBE_SECRET_NAME",
+        "VDQ_UNSUBSCRIBE_URL",
+        "VDQ_CONSOLE_AUTH_URL",
+        "VDQ_CONSOLE_CLIENT_ID",
     }
 )
-# Secrets never enter a template: the Twilio token comes from Secrets Manager at run time.
-REFUSED_SETTINGS = frozenset({"TWILIO_AUTH_TOKEN"})
+# Secrets never enter a template: each comes from Secrets Manager at run time. The secret that
+# holds each instead.
+REFUSED_SETTINGS = {
+    "TWILIO_AUTH_TOKEN": "the Twilio secret",
+    "VDQ_UNSUBSCRIBE_KEY": "the stack's generated UnsubscribeKey secret",
+}
 # Settings of the local stack (vdq local) only; a deployment has no use for them.
 LOCAL_SETTINGS = frozenset({"VDQ_SCHEDULE_SECONDS", "VDQ_TWILIO_API_URL"})
 SETTING_NAMES = tuple(f.metadata["env"] for f in fields(Settings))
@@ -256,7 +266,8 @@ class DeployConfig:
             if value is None:
                 continue
             if name in REFUSED_SETTINGS:
-                raise ConfigError(f"{name} must not be a template value; use the Twilio secret")
+                raise ConfigError(f"{name} must not be a template value: it is a secret, and "
+                                  f"{REFUSED_SETTINGS[name]} holds it")
             if name in LOCAL_SETTINGS or name.startswith("VDQ_LOCAL_"):
                 raise ConfigError(f"{name} is a setting of the local stack only")
             if name in STACK_SETTINGS:
