@@ -122,3 +122,17 @@ def test_the_outputs_vdq_smoke_reads_are_in_the_template_and_the_docs(synth):
     assert set(OUTPUTS.values()) <= set(synth.template_json["Outputs"])
     smoke = subsection(deploy_section(), "Smoke test")
     assert all(f"`{name}`" in smoke for name in OUTPUTS.values())
+
+
+def test_the_checklist_keeps_lasting_choices_in_cdk_json_not_on_one_deploy():
+    """A `-c` value holds for one deploy: the next `cdk deploy` without it drops it (an alarm
+    subscription passed so vanished at the smoke test's deploy). The checklist's deploys pass
+    none but the smoke test's temporary scopes, and the alarm address goes in cdk.json."""
+    checklist = (ROOT / PAGES[0]).read_text()
+    deploys = [c for c in commands(checklist) if "cdk deploy" in c]
+    assert len(deploys) >= 2, deploys  # the first deploy and the smoke test's
+    passed = {key for c in deploys for key in re.findall(r"-c '?([\w:]+)=", c)}
+    assert passed <= {"vdq:machineScopes"}, passed
+    lasting = "".join(re.findall(r"```json\n(.*?)```", checklist, re.S))
+    assert '"vdq:alarmEmail"' in lasting and '"vdq:sesIdentities"' in lasting
+
