@@ -136,3 +136,12 @@ def test_the_checklist_keeps_lasting_choices_in_cdk_json_not_on_one_deploy():
     lasting = "".join(re.findall(r"```json\n(.*?)```", checklist, re.S))
     assert '"vdq:alarmEmail"' in lasting and '"vdq:sesIdentities"' in lasting
 
+
+def test_tearing_down_names_every_resource_the_stack_keeps(synth):
+    """What `cdk destroy` leaves behind (DeletionPolicy Retain, whatever the choices) is listed
+    before the stack goes, and said how to remove: the KMS key kept costing a month each."""
+    kept = {r["Type"] for r in synth.template_json["Resources"].values()
+            if r.get("DeletionPolicy") == "Retain"}  # fmt: skip
+    assert "AWS::DynamoDB::Table" in kept  # the template was read
+    teardown = subsection(deploy_section(), "12. Tearing down")
+    assert sorted(t for t in kept if f"'{t}'" not in teardown) == []
