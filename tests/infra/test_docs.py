@@ -123,3 +123,69 @@ def test_the_readme_is_short_and_its_links_land(site):
         if anchor and target.startswith("docs/") and target.endswith(".md"):
             html = _page(site, target.removeprefix("docs/"))
             assert f'id="{anchor}"' in html, link
+
+
+def _pages() -> list[Path]:
+    """The hand-written pages and the README (the generated ones come from the code)."""
+    generated = {ROOT / "docs" / doc for doc in COMMITTED}
+    return [ROOT / "README.md", ROOT / "SECURITY.md",
+            *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p not in generated)]  # fmt: skip
+
+
+def _spans(page: Path) -> list[str]:
+    return re.findall(r"`([^`\n]+)`", page.read_text())
+
+
+def _resolves(dotted: str) -> bool:
+    """``dotted`` names a module, or an attribute of one (a class's method too)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_the_pages_name_only_code_that_exists():
+    """A module path in backticks (`vdq.dispatch.giveback`, `vdq.core.ids`) is importable and
+    has what it names: after code moves (the flat modules went into stages), a page still naming
+    the old place fails here. Two-part names may be permissions (`vdq.can_retry`)."""
+    from vdq.core.settings import DEFAULT_GROUP_PERMISSIONS
+
+    permissions = {p for group in DEFAULT_GROUP_PERMISSIONS.values() for p in group}
+    checked, missing = 0, []
+    for page in _pages():
+        for span in _spans(page):
+            for dotted in re.findall(r"(?<![\w/.-])((?:vdq|infra|bench|docsite)(?:\.\w+)+)", span):
+                checked += 1
+                if dotted not in permissions and not _resolves(dotted):
+                    missing.append(f"{page.relative_to(ROOT)}: {dotted}")
+    assert checked >= 20, checked  # the spans were read
+    assert missing == []
+
+
+def test_the_pages_name_only_files_and_tests_that_exist():
+    """A repository path in backticks exists (from the root, or inside shared/ or shared/vdq/ as
+    the REST page writes them), and `path::test_name` names a test of that file."""
+    where = (ROOT, ROOT / "shared", ROOT / "shared" / "vdq")
+    checked, missing = 0, []
+    for page in _pages():
+        for span in _spans(page):
+            for path, _, test in re.findall(r"(?<![\w/.<-])((?:[\w.-]+/)+[\w.-]+\.(?:py|json|lock|"
+                                            r"md|yml|toml))(::(\w+))?", span):  # fmt: skip
+                if path.startswith(("cdk.out/", "build/", ".venv")):
+                    continue  # made by a build, not committed
+                checked += 1
+                found = next((base / path for base in where if (base / path).exists()), None)
+                if found is None or (test and f"def {test}(" not in found.read_text()):
+                    missing.append(f"{page.relative_to(ROOT)}: {path}{'::' + test if test else ''}")
+    assert checked >= 20, checked
+    assert missing == []
