@@ -220,6 +220,7 @@ class LocalStack:
         tokens = {g: make_token(self.secret, [g]) for g in groups}
         # The commands below send and list: the admins' group, or every group there is.
         admin = make_token(self.secret, ["vdq-admins"] if "vdq-admins" in groups else groups)
+        width = max(map(len, groups), default=0) + 1
         lines = [
             "VDQ local stack is up (Ctrl-C stops everything)",
             "",
@@ -239,7 +240,7 @@ class LocalStack:
             f"  export VDQ_LOCAL_JWT_SECRET={self.secret}",
             "",
             "Tokens (12 h; `vdq token --groups a,b` makes more):",
-            *(f"  {g:<14} {t}" for g, t in tokens.items()),
+            *(f"  {g:<{width}} {t}" for g, t in tokens.items()),
             "",
             "In another shell, paste this line (the API, an admin token, and vdq on the PATH):",
             f"  export VDQ_API_URL={self.front.url} VDQ_TOKEN={admin} "
