@@ -320,7 +320,10 @@ class Choice:
 
 
 CHOICES = (
-    Choice("vdq:stackName", "CloudFormation stack name", default=f"`{resources.STACK_NAME}`"),
+    Choice("vdq:stackName",
+           "CloudFormation stack name. One VDQ stack per account and region: the user pool's "
+           f"domain prefix is `{resources.API_DOMAIN_PREFIX}-<account>` whatever the name",
+           default=f"`{resources.STACK_NAME}`"),
     Choice("vdq:sesIdentities",
            "SES identities email is sent from: `[\"example.com\"]` or "
            "`example.com,shop@example.org`; no wildcards. The send function may send from these "
