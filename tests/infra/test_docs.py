@@ -102,6 +102,8 @@ def test_the_cli_page_has_every_command():
 def test_every_alarm_the_stack_creates_has_a_runbook_section(synth):
     created = {alarm.node.id for alarm in synth.stack.monitoring.alarms}
     assert len(created) >= 20 and "ErroredItems" in created  # the stack's alarms were read
+    # and no alarm of the template is made elsewhere, out of the runbook's sight
+    assert len(synth.resources("AWS::CloudWatch::Alarm")) == len(created)
     runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
     documented = set()
     for heading in re.findall(r"^#{2,4} (.+)$", runbook, re.M):
@@ -189,3 +191,60 @@ def test_the_pages_name_only_files_and_tests_that_exist():
                     missing.append(f"{page.relative_to(ROOT)}: {path}{'::' + test if test else ''}")
     assert checked >= 20, checked
     assert missing == []
+
+
+def _runbook_section(alarm: str) -> str:
+    runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
+    start = re.search(rf"^#+ .*`{alarm}`.*$", runbook, re.M)
+    assert start, alarm
+    end = re.compile(r"^#+ ", re.M).search(runbook, start.end())
+    return runbook[start.end() : end.start() if end else None]
+
+
+def test_the_runbook_redrives_only_dead_letter_queues_of_sqs_queues(synth):
+    """SQS's StartMessageMoveTask moves only from the dead-letter queue of an SQS queue (not an
+    SNS subscription's, not Scheduler's or a stream's): every redrive the runbook gives names
+    such a queue's output."""
+    queues = synth.resources("AWS::SQS::Queue").values()
+    redriven = {json.dumps(q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"])
+                for q in queues if "RedrivePolicy" in q["Properties"]}  # fmt: skip
+    runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
+    named = re.findall(r"start-message-move-task --source-arn \"\$\(queue_arn (\w+)\)\"", runbook)
+    assert len(named) >= 2, named  # the send and results dead-letter queues
+    for output in named:
+        logical = synth.template_json["Outputs"][output]["Value"]["Ref"]
+        assert json.dumps({"Fn::GetAtt": [logical, "Arn"]}) in redriven, output
+    assert "start-message-move-task" not in re.sub(
+        r"`start-message-move-task`\) cannot", "", _runbook_section("EmailEventsDeadLetters"))
+
+
+def test_the_runbook_moves_email_events_to_the_results_queue(synth, monkeypatch):
+    """The EmailEvents dead-letter queue is an SNS subscription's: the runbook copies its
+    messages to the queue that subscription delivers to, found by its logical id, and empties
+    it. The copy runs here against moto."""
+    import boto3
+    from moto import mock_aws
+
+    section = _runbook_section("EmailEventsDeadLetters")
+    [prefix] = re.findall(r"starts_with\(LogicalResourceId, '(\w+)'\)", section)
+    [subscription] = [r["Properties"] for r in synth.resources("AWS::SNS::Subscription").values()
+                      if r["Properties"]["Protocol"] == "sqs"]  # fmt: skip
+    target = subscription["Endpoint"]["Fn::GetAtt"][0]
+    assert [q for q in synth.resources("AWS::SQS::Queue") if q.startswith(prefix)] == [target]
+    [script] = re.findall(r"<<'EOF'\n(.*?)\nEOF\n", section, re.S)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        dlq = sqs.create_queue(QueueName="email-events-dlq")["QueueUrl"]
+        results = sqs.create_queue(QueueName="results")["QueueUrl"]
+        events = [json.dumps({"eventType": "Delivery", "n": n}) for n in range(13)]
+        for body in events:
+            sqs.send_message(QueueUrl=dlq, MessageBody=body)
+        monkeypatch.setenv("DLQ", dlq)
+        monkeypatch.setenv("RESULTS", results)
+        exec(compile(script, "runbook.md", "exec"), {})
+        moved = []
+        while batch := sqs.receive_message(QueueUrl=results, MaxNumberOfMessages=10).get(
+                "Messages"):  # fmt: skip
+            moved += [m["Body"] for m in batch]
+        assert sorted(moved) == sorted(events)
+        assert "Messages" not in sqs.receive_message(QueueUrl=dlq)
