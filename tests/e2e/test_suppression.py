@@ -68,6 +68,7 @@ def test_a_newsletters_unsubscribe_link_stops_that_list_only(stack):
     page = requests.get(url, timeout=patient(10))
     assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
     assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+    assert address not in page.text and f"s***@{SIM}" in page.text  # masked, as the page is
     assert not json.loads(stack.cli("suppressions", "list", "--receiver", address, "--json",
                                     check=True).stdout)["suppressions"]  # fmt: skip
     posted = requests.post(url, data={"List-Unsubscribe": "One-Click"}, timeout=patient(10))

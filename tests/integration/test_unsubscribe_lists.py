@@ -182,6 +182,16 @@ def test_a_link_sent_before_lists_unsubscribes_from_the_general_list(aws, rt):
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
+def test_the_page_shows_the_address_masked(aws, rt, method):
+    # Whoever holds the URL (a link scanner, a proxy's log) sees the page: enough of the
+    # address for its reader to recognise it, not the address.
+    page = click(newsletter_token(aws, rt, list="news"), method)
+    assert page["statusCode"] == 200
+    assert ADA not in page["body"] and "ada@" not in page["body"]
+    assert "a***@example.org" in page["body"]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
 def test_the_page_may_not_be_framed_and_keeps_its_other_headers(aws, rt, method):
     page = click(newsletter_token(aws, rt, list="news"), method)
     headers = page["headers"]

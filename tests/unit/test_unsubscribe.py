@@ -132,3 +132,11 @@ def test_the_page_escapes_what_it_shows():
     html = unsubscribe.page("T", '<script>"x"</script>', 'a"b')
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'action="a&quot;b"' in html
+
+
+def test_an_address_is_shown_masked_enough_to_recognise():
+    assert unsubscribe.masked("ada@example.org") == "a***@example.org"
+    assert unsubscribe.masked("a@example.org") == "a***@example.org"
+    assert unsubscribe.masked("+14155550177") == "+***0177"
+    assert unsubscribe.masked("") == "***"
+    assert unsubscribe.masked("@example.org") == "***@example.org"

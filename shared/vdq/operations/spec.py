@@ -343,8 +343,9 @@ OPERATIONS: tuple[Operation, ...] = (
               media="text/xml"),
     Operation("getUnsubscribe", "GET", "/unsubscribe/{token}", "webhook", "unsubscribe",
               "Show the one-click unsubscribe page",
-              "The page an email's List-Unsubscribe link opens: it names the address and the "
-              "list and holds a button that POSTs to the same URL. Reading it changes nothing "
+              "The page an email's List-Unsubscribe link opens: it names the list and the "
+              "address, masked (`a***@example.org`: whoever holds the URL reads the page), and "
+              "holds a button that POSTs to the same URL. Reading it changes nothing "
               "(mail scanners fetch links). No page may frame it (`frame-ancestors 'none'`). "
               "404 for a token that is not valid.",
               (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),

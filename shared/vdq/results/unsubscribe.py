@@ -27,7 +27,9 @@ carries the headers; a secret that cannot be read delays a bulk email like an SE
 
 A POST to the URL (what a mail client sends, or the page's button) unsubscribes the address
 from the list and answers 200; a GET only shows the page with that button, since mail scanners
-fetch links.
+fetch links. Either page shows the address masked (``masked``): whoever holds the URL (a link
+scanner, a proxy's log) reads the page too, and the token is opaque to keep the address from
+them.
 """
 
 from __future__ import annotations
@@ -219,6 +221,22 @@ def headers(item: Any, content: Mapping[str, Any], settings: Settings) -> dict[s
 
 # ---- the public endpoint ---------------------------------------------------------------------
 
+# Digits of a number the page shows, at its end (as a bank shows a card's).
+SHOWN_DIGITS = 4
+
+
+def masked(receiver: str) -> str:
+    """``receiver`` as the page shows it: enough for its reader to recognise, not the address.
+    An address keeps the first character of its local part and its domain
+    (``a***@example.org``), a number its last digits (``+***0177``); the stars never say how
+    much is hidden."""
+    local, at, domain = receiver.partition("@")
+    if at:
+        return f"{local[:1]}***@{domain}"
+    digits = receiver.lstrip("+")
+    shown = digits[-SHOWN_DIGITS:] if digits.isdigit() and len(digits) > 2 * SHOWN_DIGITS else ""
+    return ("+" if receiver.startswith("+") else "") + "***" + shown
+
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -265,12 +283,13 @@ def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         return api.response(404, api.error_body("not_found", "this unsubscribe link is not "
                                                 "valid (it may have been cut short)"))  # fmt: skip
     receiver, name = found
+    shown = masked(receiver)
     if event.get("httpMethod") == "POST":
         suppression.suppress(receiver, "unsubscribe", actor="receiver", list_name=name,
                              text="one-click unsubscribe", runtime=runtime)  # fmt: skip
-        return _html(200, page("Unsubscribed", f"{receiver} will get no more email of the list "
+        return _html(200, page("Unsubscribed", f"{shown} will get no more email of the list "
                                f"\u201c{name}\u201d from this sender. Other email, such as "
                                "password resets and receipts, still comes."))  # fmt: skip
     action = token  # relative: the page posts to its own URL, whatever the host and stage
     return _html(200, page("Unsubscribe", f"Stop sending email of the list \u201c{name}\u201d to "
-                           f"{receiver}? Press the button to confirm.", action))
+                           f"{shown}? Press the button to confirm.", action))
