@@ -45,6 +45,7 @@ STACK_SETTINGS = frozenset(
 REFUSED_SETTINGS = {
     "TWILIO_AUTH_TOKEN": "the Twilio secret",
     "VDQ_UNSUBSCRIBE_KEY": "the stack's generated UnsubscribeKey secret",
+    "VDQ_UNSUBSCRIBE_PREVIOUS_KEY": "the UnsubscribeKey secret's AWSPREVIOUS version",
 }
 # Settings of the local stack (vdq local) only; a deployment has no use for them.
 LOCAL_SETTINGS = frozenset({"VDQ_SCHEDULE_SECONDS", "VDQ_TWILIO_API_URL"})

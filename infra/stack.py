@@ -70,11 +70,13 @@ class VdqStack(Stack):
             "VDQ_SENDER_IDENTITIES": ",".join(config.ses_identities),
         }
         # The key of one-click unsubscribe tokens (vdq.results.unsubscribe): generated, never in the
-        # template; the send function signs with it, the webhook function checks.
+        # template; the send function seals links with it, the webhook function opens them (with
+        # the secret's AWSPREVIOUS version too, during a rotation).
         unsubscribe_key = secretsmanager.Secret(
             self,
             "UnsubscribeKey",
-            description="VDQ: the key that signs one-click unsubscribe links",
+            description="VDQ: the key that seals one-click unsubscribe links (the address and "
+            "list in each)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=64, exclude_punctuation=True
             ),
@@ -82,8 +84,11 @@ class VdqStack(Stack):
         suppress(
             unsubscribe_key,
             "SMG4",
-            "rotating it would break the unsubscribe links of every email already sent; "
-            "it signs, it grants no access",
+            "rotated by hand (Operating: rotating the unsubscribe key), not on a schedule: a "
+            "rotation keeps the links sealed with the previous value working, the one after "
+            "retires them, and every email sent before then loses its link; the key grants "
+            "no AWS access, but it hides the addresses in links and authorises unsubscribes, "
+            "so a leak is a reason to rotate",
         )
         environment["VDQ_UNSUBSCRIBE_SECRET_NAME"] = unsubscribe_key.secret_arn
         functions = Functions(self, "Functions", config=config, environment=environment)
@@ -225,5 +230,7 @@ class VdqStack(Stack):
                 "SES events SNS could not deliver",
             ),
             ("Dashboard", monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+            ("UnsubscribeKeySecret", unsubscribe_key.secret_arn,
+             "Secrets Manager secret of the unsubscribe links' key (rotate it by hand)"),
         ):
             CfnOutput(self, name, value=value, description=description)

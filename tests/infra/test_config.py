@@ -28,7 +28,8 @@ def test_a_bad_setting_value_fails_the_synth_naming_it():
         _config({"VDQ_MAX_RETRIES": "-1"})
 
 
-@pytest.mark.parametrize("name", ["TWILIO_AUTH_TOKEN", "VDQ_UNSUBSCRIBE_KEY"])
+@pytest.mark.parametrize("name", ["TWILIO_AUTH_TOKEN", "VDQ_UNSUBSCRIBE_KEY",
+                                  "VDQ_UNSUBSCRIBE_PREVIOUS_KEY"])
 def test_a_secret_is_refused_as_a_template_value(name):
     from infra.config import ConfigError
 

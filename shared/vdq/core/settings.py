@@ -153,6 +153,14 @@ class Settings:
         read.optional_text,
         "secret that seals unsubscribe tokens (the local stack; a deploy uses the secret below)",
     )
+    unsubscribe_previous_key: str | None = _setting(
+        "VDQ_UNSUBSCRIBE_PREVIOUS_KEY",
+        None,
+        read.optional_text,
+        "during a rotation of VDQ_UNSUBSCRIBE_KEY, the key before it: links it sealed still "
+        "unsubscribe, new links use the current key (a deploy's secret keeps its previous "
+        "value itself, as AWSPREVIOUS)",
+    )
     unsubscribe_secret_name: str | None = _setting(
         "VDQ_UNSUBSCRIBE_SECRET_NAME",
         None,

@@ -25,6 +25,15 @@ The key is ``VDQ_UNSUBSCRIBE_KEY`` or the Secrets Manager secret ``VDQ_UNSUBSCRI
 carries the headers; a secret that cannot be read delays a bulk email like an SES throttle
 (retried, never sent without them).
 
+The key can be rotated without breaking the links already sent: a token the current key does
+not open is tried with the previous one (``previous_key``), the secret's version that Secrets
+Manager labels ``AWSPREVIOUS`` once a new value is put (``VDQ_UNSUBSCRIBE_PREVIOUS_KEY`` beside
+``VDQ_UNSUBSCRIBE_KEY``). New tokens always use the current key, and the rotation after next
+retires the old one. A function caches the key it read for ``SECRET_MAX_AGE``: a token that
+opens with neither key makes it read the current one again (at most every
+``REFRESH_SECONDS``), so a link sealed by a sender that already read the new key opens on a
+webhook that has not.
+
 A POST to the URL (what a mail client sends, or the page's button) unsubscribes the address
 from the list and answers 200; a GET only shows the page with that button, since mail scanners
 fetch links. Either page shows the address masked (``masked``): whoever holds the URL (a link
@@ -92,17 +101,101 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def key(settings: Settings) -> bytes | None:
-    """The signing key, or None when unsubscribe is not configured."""
+def derive(raw: str) -> bytes:
+    """The key a secret's text stands for."""
+    return hashlib.sha256(b"vdq-unsubscribe\0" + raw.encode()).digest()
+
+
+def key(settings: Settings, *, refresh: bool = False) -> bytes | None:
+    """The current key, which seals every new token, or None when unsubscribe is not
+    configured. ``refresh``: read the secret again, whatever the cache holds."""
     raw = settings.unsubscribe_key
     if raw is None and settings.unsubscribe_secret_name:
         from aws_lambda_powertools.utilities import parameters
 
-        raw = str(parameters.get_secret(settings.unsubscribe_secret_name,
+        raw = str(parameters.get_secret(settings.unsubscribe_secret_name, force_fetch=refresh,
                                         max_age=SECRET_MAX_AGE))  # fmt: skip
-    if not raw:
+    return derive(raw) if raw else None
+
+
+# The version of a secret that Secrets Manager labels as the one before AWSCURRENT.
+PREVIOUS_STAGE = "AWSPREVIOUS"
+REFRESH_SECONDS = 60
+_previous_reader: Any = None
+_no_previous_until: dict[str, float] = {}
+_refreshed_at: dict[str, float] = {}
+
+
+def previous_key(settings: Settings) -> bytes | None:
+    """The key before the current one, whose tokens are still read during a rotation; None
+    when there is none (a secret never rotated, or whose AWSPREVIOUS label an operator took
+    off)."""
+    raw = settings.unsubscribe_previous_key
+    if raw is None and settings.unsubscribe_key is None and settings.unsubscribe_secret_name:
+        raw = _previous_secret(settings.unsubscribe_secret_name)
+    return derive(raw) if raw else None
+
+
+def _previous_secret(name: str) -> str | None:
+    """The secret's AWSPREVIOUS version, cached as the current one is. Powertools caches a
+    secret by name alone, so this version has a reader (and a cache) of its own; its absence
+    is remembered as long, so that links that are not tokens (scanners, typing) cost no
+    Secrets Manager call each."""
+    global _previous_reader
+    import time
+
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    now = time.monotonic()
+    if _no_previous_until.get(name, 0.0) > now:
         return None
-    return hashlib.sha256(b"vdq-unsubscribe\0" + raw.encode()).digest()
+    if _previous_reader is None:
+        _previous_reader = SecretsProvider()
+    try:
+        return str(_previous_reader.get(name, max_age=SECRET_MAX_AGE,
+                                        VersionStage=PREVIOUS_STAGE))  # fmt: skip
+    except GetParameterError as exc:
+        # Powertools raises it while handling botocore's error, which it does not chain.
+        cause = exc.__cause__ or exc.__context__
+        code = getattr(cause, "response", {}).get("Error", {}).get("Code")
+        if code != "ResourceNotFoundException":  # no version holds the label
+            raise
+        _no_previous_until[name] = now + SECRET_MAX_AGE
+        return None
+
+
+def _may_refresh(settings: Settings) -> bool:
+    """Whether the current key may be read again now: it comes from Secrets Manager, and was
+    not read again in the last ``REFRESH_SECONDS``."""
+    import time
+
+    name = settings.unsubscribe_secret_name
+    if settings.unsubscribe_key is not None or not name:
+        return False
+    now = time.monotonic()
+    if now - _refreshed_at.get(name, -REFRESH_SECONDS) < REFRESH_SECONDS:
+        return False
+    _refreshed_at[name] = now
+    return True
+
+
+def open_token(token: str, settings: Settings) -> Unsubscribe | None:
+    """What a link's token stands for: sealed with the current key or, during a rotation,
+    the previous one; None when it is no token of this deployment (or unsubscribe is not
+    configured). Raises GetParameterError when a key cannot be read."""
+    deployment = settings.table_name
+    secret = key(settings)
+    if secret is None:
+        return None
+    found = read_token(token, secret, deployment)
+    if found is None and (previous := previous_key(settings)) is not None:
+        found = read_token(token, previous, deployment)
+    if found is None and _may_refresh(settings):
+        fresh = key(settings, refresh=True)  # put since this function cached it?
+        if fresh is not None and fresh != secret:
+            found = read_token(token, fresh, deployment)
+    return found
 
 
 def _subkey(secret: bytes, purpose: bytes) -> bytes:
@@ -277,8 +370,7 @@ def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     from vdq.results import suppression
 
     token = str((event.get("pathParameters") or {}).get("token") or "")
-    secret = key(runtime.settings)
-    found = read_token(token, secret, runtime.settings.table_name) if secret else None
+    found = open_token(token, runtime.settings)
     if found is None:
         return api.response(404, api.error_body("not_found", "this unsubscribe link is not "
                                                 "valid (it may have been cut short)"))  # fmt: skip
