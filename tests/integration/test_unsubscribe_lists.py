@@ -295,3 +295,93 @@ def test_a_release_message_of_an_item_stored_before_lists_is_checked_too(aws, rt
     again = [SendMessage.parse(json.dumps(m)) for m in drain(aws, resources.SEND_QUEUE)]
     assert send.process(again[0], rt) == send.SUPPRESSED
     assert rt.store.get_item(item_id).state == "cancelled"
+
+
+# ---- unsubscribes stored by the release before lists ------------------------------------------
+
+
+def unsubscribed_before_lists(rt, receiver: str = ADA) -> None:
+    """The entry the release before lists stored for a one-click unsubscribe: one of all mail
+    (no list), reason unsubscribe."""
+    from vdq.core import clock
+    from vdq.store import SuppressionEventRecord, SuppressionRecord, suppression_history_pk
+    from vdq.store.models import suppression_pk, suppression_sk
+
+    at = clock.iso(rt.clock.now())
+    SuppressionRecord(suppression_pk(receiver), suppression_sk(receiver), receiver=receiver,
+                      channel="email", reason="unsubscribe", since=at, actor="receiver",
+                      text="one-click unsubscribe").save()  # fmt: skip
+    SuppressionEventRecord(suppression_history_pk(receiver), f"H#{at}#000000", at=at,
+                           actor="receiver", action="added", reason="unsubscribe",
+                           text="one-click unsubscribe").save()  # fmt: skip
+    rt.clock.advance(1)
+
+
+def test_an_unsubscribe_stored_before_lists_stops_the_general_list_only(aws, rt):
+    unsubscribed_before_lists(rt)
+    [reset] = enqueue(rt, subject="Reset your password", priority="high")["items"]
+    assert send_all(aws, rt) == [send.ACCEPTED]
+    assert rt.store.get_item(reset["id"]).state == "awaiting"
+    assert enqueue(rt, list="news")["suppressed"] == []
+    assert send_all(aws, rt) == [send.ACCEPTED]  # another list's mail goes out too
+
+    answer = enqueue(rt, list_unsubscribe=True)  # list mail of the list "general"
+    assert [(f["receiver"], f["reason"], f["list"]) for f in answer["suppressed"]] == [
+        (ADA, "unsubscribe", "general")]
+    assert send_all(aws, rt) == [send.SUPPRESSED]
+    stopped = rt.store.get_item(answer["items"][0]["id"])
+    assert stopped.state == "cancelled" and '"general"' in stopped.result
+    assert enqueue(rt)["suppressed"] == []  # mail of no list is not flagged
+
+
+def test_an_item_stored_before_lists_is_stopped_by_an_unsubscribe_stored_before_lists(aws, rt):
+    from vdq.workflow.lanes import message_for
+
+    unsubscribed_before_lists(rt)
+    [item] = enqueue(rt, list_unsubscribe=True)["items"]
+    drain(aws, resources.SEND_QUEUE)
+    stored_before_lists(item["id"])
+    assert send.process(message_for(rt.store.get_item(item["id"])), rt) == send.SUPPRESSED
+    assert sent() == []
+
+
+def test_a_bounce_after_an_unsubscribe_stored_before_lists_stops_everything(aws, rt):
+    # The bounce takes the entry of all mail; the unsubscribe it replaces stays, as one from
+    # the list "general", when an operator later lifts the bounce.
+    unsubscribed_before_lists(rt)
+    held, added = suppression.suppress(ADA, "bounce", actor="ses", text="hard", runtime=rt)
+    assert added and held.reason == "bounce"
+    assert rt.store.get_suppression(ADA).reason == "bounce"
+    kept = rt.store.get_suppression(ADA, "general")
+    assert (kept.reason, kept.actor) == ("unsubscribe", "receiver")
+    enqueue(rt, priority="high")
+    assert send_all(aws, rt) == [send.SUPPRESSED]
+
+    rt.clock.advance(1)
+    suppression.unsuppress(ADA, actor="ops", text=None, runtime=rt)
+    enqueue(rt, priority="high")
+    enqueue(rt, list_unsubscribe=True)
+    assert sorted(send_all(aws, rt)) == [send.ACCEPTED, send.SUPPRESSED]
+    history = [(e.action, e.reason, e.list_name) for e in rt.store.suppression_history(ADA)]
+    assert history[:2] == [("added", "unsubscribe", None), ("added", "bounce", None)]
+
+
+def test_an_operator_entry_after_an_unsubscribe_stored_before_lists_stops_everything(aws, rt):
+    unsubscribed_before_lists(rt)
+    added = call("add_suppression", body={"receiver": ADA, "text": "asked"}, groups=OPS)
+    assert added.status == 200 and added.body["added"] is True
+    assert added.body["suppression"]["reason"] == "operator"
+    enqueue(rt, priority="high")
+    assert send_all(aws, rt) == [send.SUPPRESSED]
+
+
+def test_a_bounce_keeps_a_newer_unsubscribe_from_the_general_list_as_it_is(aws, rt):
+    unsubscribed_before_lists(rt)
+    suppression.suppress(ADA, "unsubscribe", actor="receiver", text="again", runtime=rt,
+                         list_name="general")  # fmt: skip
+    newer = rt.store.get_suppression(ADA, "general")
+    rt.clock.advance(1)
+    assert suppression.suppress(ADA, "complaint", actor="ses", text=None, runtime=rt)[1]
+    assert rt.store.get_suppression(ADA).reason == "complaint"
+    kept = rt.store.get_suppression(ADA, "general")
+    assert (kept.since, kept.text) == (newer.since, "again")

@@ -7,7 +7,10 @@ message: the deployment's sending reputation (one SES account, one set of Twilio
 what suffers, so every producer honours every entry. A one-click unsubscribe is narrower (RFC
 8058, and as SES's list management and Postmark's message streams scope it): an entry of one
 list (``list_name``) that stops only the list mail of that list to the address, never a
-password reset or a receipt (mail of no list).
+password reset or a receipt (mail of no list). The release before lists stored an unsubscribe
+as an entry of all mail: such an entry (no list, reason ``unsubscribe``) is read as an
+unsubscribe from the default list (``scope``), the list its link leaves now, and an entry of all
+mail that arrives later takes its place and keeps it as one of that list.
 
 A receiver is compared normalised: an email address in lower case (each ``+label`` variant is
 an address of its own), an SMS number as E.164. Feeds: SES permanent bounces and complaints
@@ -36,6 +39,9 @@ from vdq.store import (
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
 
+# List mail that names no list (asked with list_unsubscribe, or in the bulk lane) is this list
+# (vdq.results.unsubscribe).
+DEFAULT_LIST = "general"
 # Why a receiver is suppressed: code -> what the result and the list say.
 REASONS = {
     "bounce": "a permanent bounce",
@@ -79,12 +85,33 @@ def event_json(entry: SuppressionEventRecord) -> dict[str, Any]:
             "list": entry.list_name, "reason": entry.reason, "text": entry.text}  # fmt: skip
 
 
+def scope(record: SuppressionRecord) -> str | None:
+    """The list whose mail ``record`` stops; None: all mail. An entry of all mail that a
+    one-click unsubscribe made before lists (reason ``unsubscribe``, no list) stops the default
+    list's only: its link came with list mail that named no list, which is that list now, and
+    password resets and receipts must reach its receiver."""
+    if record.list_name is not None:
+        return str(record.list_name)
+    return DEFAULT_LIST if record.reason == "unsubscribe" else None
+
+
+def stopping(records: Iterable[SuppressionRecord],
+             list_name: str | None) -> SuppressionRecord | None:  # fmt: skip
+    """The first of ``records`` that stops a send of ``list_name``'s mail (None: mail of no
+    list), or None."""
+    for record in records:
+        limit = scope(record)
+        if limit is None or limit == list_name:
+            return record
+    return None
+
+
 def describe(record: SuppressionRecord) -> str:
     """The result of an item not sent because of ``record``."""
     why = REASONS.get(record.reason, record.reason)
     detail = f": {record.text}" if record.text else ""
-    if record.list_name is not None:
-        return (f"not sent: {record.receiver} unsubscribed from the list \"{record.list_name}\" "
+    if (name := scope(record)) is not None:
+        return (f"not sent: {record.receiver} unsubscribed from the list \"{name}\" "
                 f"since {record.since} ({why}{detail}); mail of other lists and of no list "
                 "still goes out")  # fmt: skip
     return (f"not sent: {record.receiver} is on the suppression list since {record.since} "
@@ -117,13 +144,26 @@ def suppress(receiver: str, reason: str, *, actor: str, text: str | None, runtim
                                channel=channel_of(key), reason=reason, since=now, actor=actor,
                                text=text[:500] if text else None,
                                list_name=list_name)  # fmt: skip
-    held, added = runtime.store.add_suppression(
-        record, _entry(key, "added", actor, reason, text, runtime, list_name))
+    entry = _entry(key, "added", actor, reason, text, runtime, list_name)
+    held, added = runtime.store.add_suppression(record, entry)
+    if not added and list_name is None and (kept := scope(held)) is not None:
+        # An unsubscribe stored before lists holds the key of the entry of all mail: this
+        # entry takes it, and the unsubscribe stays, as one from its list.
+        moved = SuppressionRecord(suppression_pk(key), suppression_sk(key, kept),
+                                  **{n: getattr(held, n) for n in _KEPT},
+                                  list_name=kept)  # fmt: skip
+        if not runtime.store.take_over_suppression(held, record, entry, moved):
+            return suppress(receiver, reason, actor=actor, text=text, runtime=runtime)
+        held, added = record, True
     if added:
-        scope = f" from the list {list_name}" if list_name is not None else ""
-        logger.info("%s suppressed%s (%s) by %s", key, scope, reason, actor)
+        where = f" from the list {list_name}" if list_name is not None else ""
+        logger.info("%s suppressed%s (%s) by %s", key, where, reason, actor)
         metrics.add_metric(name=resources.METRIC_SUPPRESSIONS_ADDED, unit="Count", value=1)
     return held, added
+
+
+# What an unsubscribe stored before lists keeps when it moves to its list's key.
+_KEPT = ("receiver", "channel", "reason", "text", "since", "actor")
 
 
 def unsuppress(receiver: str, *, actor: str, text: str | None, runtime: Runtime,
@@ -136,8 +176,8 @@ def unsuppress(receiver: str, *, actor: str, text: str | None, runtime: Runtime,
         key, _entry(key, "removed", actor, None, text, runtime, list_name), reason=reason,
         list_name=list_name)  # fmt: skip
     if removed is not None:
-        scope = f" from the list {list_name}" if list_name is not None else ""
-        logger.info("%s no longer suppressed%s (by %s)", key, scope, actor)
+        where = f" from the list {list_name}" if list_name is not None else ""
+        logger.info("%s no longer suppressed%s (by %s)", key, where, actor)
     return removed
 
 
@@ -164,7 +204,7 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime,
         if item is None:
             return False
         receiver, list_name = item.receiver, list_name or item.list_name
-    record = runtime.store.suppression_of(normalize(receiver), list_name)
+    record = stopping(runtime.store.suppressions_of(normalize(receiver), list_name), list_name)
     if record is None:
         return False
     step = transitions.Step("cancel", actor="worker", result=describe(record), attempt=attempt,
@@ -178,7 +218,7 @@ def refuse(item_id: str, attempt: int, receiver: str | None, runtime: Runtime,
         return False
     metrics.add_metric(name=METRIC_SUPPRESSED, unit="Count", value=1)
     logger.info("%s not sent: %s is suppressed (%s%s)", item_id, record.receiver, record.reason,
-                f", list {record.list_name}" if record.list_name else "")  # fmt: skip
+                f", list {scope(record)}" if scope(record) else "")  # fmt: skip
     return True
 
 
@@ -192,10 +232,13 @@ def check_list(item: Any, list_name: str | None, checked: str | None, runtime: R
     its message named none, so the check before the claim read the entry for all mail only):
     SuppressedMeanwhile when the receiver unsubscribed from ``list_name``, the list its email's
     link leaves. No read when the check before the claim read that list already (its
-    message's, or the item's own when the message named none)."""
+    message's, or the item's own when the message named none). The entry for all mail is
+    read with it (one BatchGetItem): an unsubscribe stored before lists is one, and stops the
+    default list's mail only."""
     if list_name is None or list_name in (checked, getattr(item, "list_name", None)):
         return
-    record = runtime.store.get_suppression(normalize(item.receiver), list_name)
+    found = runtime.store.suppressions_of(normalize(item.receiver), list_name)
+    record = stopping(found, list_name)
     if record is not None:
         raise SuppressedMeanwhile(f"{describe(record)}; the list read from the content of an "
                                   "item stored before lists, so it was not sent")  # fmt: skip
@@ -215,7 +258,8 @@ def check_again(item: Any, waited: float, runtime: Runtime, list_name: str | Non
     if waited <= RECHECK_AFTER_WAIT_SECONDS:
         return
     try:
-        record = runtime.store.suppression_of(normalize(item.receiver), list_name)
+        found = runtime.store.suppressions_of(normalize(item.receiver), list_name)
+        record = stopping(found, list_name)
     except Exception:
         logger.exception("suppression of %s not read again after the wait; sent", item.id)
         return
@@ -230,13 +274,16 @@ def flags(receivers: Iterable[str], runtime: Runtime,
     from its list), in request order (one BatchGetItem per hundred keys): they are queued all
     the same, and end cancelled when the worker reaches them."""
     wanted = [normalize(r) for r in receivers]
-    found = runtime.store.get_suppressions(wanted, list_name)
+    found: dict[str, list[SuppressionRecord]] = {}
+    for record in sorted(runtime.store.get_suppressions(wanted, list_name),
+                         key=lambda r: r.list_name is not None):  # that of all mail first
+        found.setdefault(record.receiver, []).append(record)
     out = []
     for key in dict.fromkeys(wanted):
-        record = found.get(key)
-        if record is not None:
-            out.append({"receiver": key, "reason": record.reason, "since": record.since,
-                        "list": record.list_name})  # fmt: skip
+        held = stopping(found.get(key, ()), list_name)
+        if held is not None:
+            out.append({"receiver": key, "reason": held.reason, "since": held.since,
+                        "list": scope(held)})  # fmt: skip
     return out
 
 

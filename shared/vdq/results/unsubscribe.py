@@ -51,9 +51,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from vdq.core.settings import Settings
+from vdq.results.suppression import DEFAULT_LIST as DEFAULT_LIST  # re-exported
 
-# List mail that names no list (asked with list_unsubscribe, or in the bulk lane) is this list.
-DEFAULT_LIST = "general"
 SECRET_MAX_AGE = 300
 _SIG_BYTES = 16
 _IV_BYTES = 16

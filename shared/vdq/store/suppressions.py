@@ -40,33 +40,31 @@ class Suppressions:
         except DoesNotExist:
             return None
 
-    def suppression_of(self, receiver: str, list_name: str | None) -> SuppressionRecord | None:
-        """What stops a send to ``receiver`` of ``list_name``'s mail (None: not list mail):
-        its deployment-wide suppression first, else its unsubscribe from that list. Strongly
-        consistent, one request either way (a BatchGetItem of both keys for list mail)."""
+    def suppressions_of(self, receiver: str, list_name: str | None) -> list[SuppressionRecord]:
+        """The entries that may stop a send to ``receiver`` of ``list_name``'s mail (None: not
+        list mail): its entry for all mail, then its unsubscribe from that list, those that
+        exist. Strongly consistent, one request either way (a BatchGetItem of both keys for
+        list mail); which of them stops the send is vdq.results.suppression's to say."""
         if list_name is None:
-            return self.get_suppression(receiver)
+            record = self.get_suppression(receiver)
+            return [record] if record is not None else []
         pk = suppression_pk(receiver)
-        found = {r.sk: r for r in SuppressionRecord.batch_get(
+        found = SuppressionRecord.batch_get(
             [(pk, suppression_sk(receiver)), (pk, suppression_sk(receiver, list_name))],
-            consistent_read=True)}  # fmt: skip
-        return found.get(suppression_sk(receiver)) or found.get(
-            suppression_sk(receiver, list_name))
+            consistent_read=True)  # fmt: skip
+        return sorted(found, key=lambda r: r.list_name is not None)
 
     def get_suppressions(self, receivers: Iterable[str],
-                         list_name: str | None = None) -> dict[str, SuppressionRecord]:  # fmt: skip
-        """The suppressions among ``receivers`` (with ``list_name``, also their unsubscribes
-        from it; a deployment-wide one wins): BatchGetItem, a hundred keys a request.
+                         list_name: str | None = None) -> list[SuppressionRecord]:  # fmt: skip
+        """The entries among ``receivers``' for all mail (with ``list_name``, also their
+        unsubscribes from it), in no order: BatchGetItem, a hundred keys a request.
 
         Eventually consistent (half the read units): it only flags receivers in an enqueue's
         answer; the worker's strongly consistent read decides whether an item is sent."""
         wanted = list(dict.fromkeys(receivers))
-        names = [None] if list_name is None else [list_name, None]  # the wide one read last
+        names = [None] if list_name is None else [None, list_name]
         keys = [(suppression_pk(r), suppression_sk(r, n)) for r in wanted for n in names]
-        if not keys:
-            return {}
-        found = sorted(SuppressionRecord.batch_get(keys), key=lambda r: r.list_name is None)
-        return {r.receiver: r for r in found}
+        return list(SuppressionRecord.batch_get(keys)) if keys else []
 
     def receiver_suppressions(self, receiver: str) -> list[SuppressionRecord]:
         """Every entry of ``receiver``: its deployment-wide suppression and its unsubscribes
@@ -95,6 +93,33 @@ class Suppressions:
                 return self.add_suppression(record, entry)
             return current, False
         return record, True
+
+    def take_over_suppression(self, current: SuppressionRecord, record: SuppressionRecord,
+                              entry: SuppressionEventRecord,
+                              moved: SuppressionRecord) -> bool:  # fmt: skip
+        """Store ``record`` in place of ``current`` (its key), with its history ``entry``, and
+        ``current`` again as ``moved`` (under another key) unless an entry holds that key
+        already: one transaction, conditional on ``current`` being unchanged. False when it
+        changed meanwhile (nothing written)."""
+        def fill(tx: TransactWrite, keep: bool) -> None:
+            tx.save(record, condition=(SuppressionRecord.since == current.since)
+                    & (SuppressionRecord.reason == current.reason))  # fmt: skip
+            tx.save(entry)
+            if keep:
+                tx.save(moved, condition=SuppressionRecord.pk.does_not_exist())
+
+        for keep in (True, False):
+            try:
+                transact(lambda tx: fill(tx, keep))  # noqa: B023  (called at once)
+            except TransactWriteError as exc:
+                reasons = exc.cancellation_reasons or []
+                if reasons and condition_failed(reasons[0]):
+                    return False
+                if not (keep and len(reasons) > 2 and condition_failed(reasons[2])):
+                    raise
+                continue  # ``moved``'s key holds an entry already: that one stays
+            return True
+        return False
 
     def remove_suppression(self, receiver: str, entry: SuppressionEventRecord, *,
                            reason: str | None = None,
