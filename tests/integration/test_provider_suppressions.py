@@ -262,3 +262,83 @@ def test_an_opt_out_callback_with_to_suppresses_the_number_once(rt, monkeypatch)
     assert webhook.handler(event, LambdaContext("webhook"))["statusCode"] == 204
     assert rt.store.get_suppression(item.receiver).reason == "sms_opt_out"
     assert calls == [(item.receiver, "sms_opt_out")]
+
+
+# ---- a provider event suppresses once: its redelivery does not undo a removal ----------------
+
+
+def remove_by_operator(receiver: str) -> None:
+    from tests.support.operator import call
+
+    removed = call("remove_suppression", params={"receiver": receiver},
+                   groups=("vdq-suppressions",))  # fmt: skip
+    assert removed.status == 200
+
+
+@pytest.mark.parametrize("recipients", ["named", "absent"])
+def test_a_redelivered_bounce_after_an_operators_removal_suppresses_no_one(rt, clock,
+                                                                           recipients):
+    # SQS delivers a message at least once, and an operator may redrive a dead-letter queue:
+    # the bounce was applied the first time, and the operator lifted it since.
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    body = ses_event("bounce_permanent", message_id=MESSAGE_ID, item_id=item.id)
+    if recipients == "absent":  # the receiver of the item it matches is suppressed
+        del body["bounce"]["bouncedRecipients"]
+    else:
+        body["bounce"]["bouncedRecipients"] = [{"emailAddress": item.receiver,
+                                                "diagnosticCode": "smtp; 550 5.1.1 no such user"}]
+    results(body)
+    assert rt.store.get_suppression(item.receiver).reason == "bounce"
+    clock.advance(1)
+    remove_by_operator(item.receiver)
+
+    results(body)  # redelivered
+    assert rt.store.get_suppression(item.receiver) is None
+    assert rt.store.get_item(item.id).state == "errored"
+    assert [e.action for e in rt.store.suppression_history(item.receiver)] == [
+        "added", "removed"]
+
+
+def test_a_redelivered_bounce_for_a_receiver_suppressed_before_it_suppresses_no_one(rt, clock):
+    # Applied the first time to a receiver a complaint had suppressed already: that is its
+    # one application, and the operator's removal since holds.
+    from vdq.results import suppression
+
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    suppression.suppress(item.receiver, "complaint", actor="ses", text=None, runtime=rt)
+    body = ses_event("bounce_permanent", message_id=MESSAGE_ID, item_id=item.id)
+    body["bounce"]["bouncedRecipients"] = [{"emailAddress": item.receiver}]
+    results(body)
+    clock.advance(1)
+    remove_by_operator(item.receiver)
+    results(body)
+    assert rt.store.get_suppression(item.receiver) is None
+
+
+def test_a_redelivered_opt_out_callback_after_start_suppresses_no_one(rt, clock):
+    from vdq.results import suppression
+
+    item = to_awaiting(new_sms(rt), rt, SID)
+    event = opt_out_callback(item.id)
+    assert webhook.handler(event, LambdaContext("webhook"))["statusCode"] == 204
+    assert rt.store.get_suppression(item.receiver).reason == "sms_opt_out"
+    clock.advance(1)
+    assert suppression.handle_inbound_sms({"From": item.receiver, "Body": "START"},
+                                          rt) == "removed"  # fmt: skip
+    assert webhook.handler(event, LambdaContext("webhook"))["statusCode"] == 204  # Twilio again
+    assert rt.store.get_suppression(item.receiver) is None
+
+
+def test_another_bounce_after_a_removal_suppresses_again(rt, clock):
+    # Only the event applied before is spent: a new bounce of the address is news.
+    item = to_awaiting(new_email(rt), rt, MESSAGE_ID)
+    first = ses_event("bounce_permanent", message_id=MESSAGE_ID, item_id=item.id)
+    first["bounce"]["bouncedRecipients"] = [{"emailAddress": item.receiver}]
+    results(first)
+    clock.advance(1)
+    remove_by_operator(item.receiver)
+    later = to_awaiting(new_email(rt, item.receiver), rt, "0100019-a-later-message-000000")
+    second = ses_event("bounce_permanent", message_id=later.provider_id, item_id=later.id)
+    second["bounce"]["bouncedRecipients"] = [{"emailAddress": item.receiver}]
+    results(second)
+    assert rt.store.get_suppression(item.receiver).reason == "bounce"

@@ -121,7 +121,7 @@ def handle_ses_event(event: dict[str, Any], runtime: Runtime) -> str:
                     SES_SUBSCRIPTION_SUCCEEDED, _text(event.get("message")))  # fmt: skip
         return "ses_subscription_succeeded"
     update = parse_ses_event(event)
-    if suppression.learn_from_ses_event(event, runtime):  # before matching: also for orphans
+    if suppression.learn_from_ses_event(event, runtime, event_id=update.event_id):  # also orphans
         update = replace(update, suppresses=None)  # its receivers are suppressed already
     found = tracking.strategy_for(runtime).find_queue_item(event)
     if found:
@@ -151,7 +151,8 @@ def handle_twilio_callback(params: dict[str, str], item_key: str | None, runtime
     covers ``item_key`` and ``attempt``, the status callback URL's query)."""
     update = parse_twilio_callback(params, item_key)
     if suppression.learn_from_twilio_error(params.get("To"), params.get("ErrorCode"), runtime,
-                                           where="in a status callback"):  # fmt: skip
+                                           where="in a status callback",
+                                           event_id=update.event_id):  # fmt: skip
         # The number is suppressed already; a callback without To (Twilio's documented one
         # has none) suppresses the receiver of the item it matches instead.
         update = replace(update, suppresses=None)

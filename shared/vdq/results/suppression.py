@@ -18,6 +18,13 @@ an address of its own), an SMS number as E.164. Feeds: SES permanent bounces and
 error 21610 on a send or a status callback, inbound STOP/START/HELP, one-click unsubscribe, and
 operators. The worker reads one record before claiming an item (``refuse``); enqueue reads the
 request's receivers in one batch and flags them (``flags``).
+
+A provider event suppresses once (``suppress_once``): its mark is written with the entry (or
+alone, when the receiver is suppressed already), and a redelivery (SQS's at-least-once, a
+dead-letter queue's redrive) finds it and changes nothing, so it cannot undo an operator's
+removal or an inbound START that came in between. This is checked before the event is applied
+to its item, in the suppression's own write: the item's event mark is written later, in
+another partition, and a failure between the two must leave the event to be applied again.
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ from vdq.core import clock, resources
 from vdq.core.errors import InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.store import (
+    Duplicate,
     SuppressionEventRecord,
+    SuppressionMarkRecord,
     SuppressionRecord,
     suppression_history_pk,
+    suppression_mark_sk,
     suppression_pk,
     suppression_sk,
 )
@@ -62,6 +72,9 @@ STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT
                         "OPTOUT"})  # fmt: skip
 START_WORDS = frozenset({"START", "UNSTOP", "YES"})
 HELP_WORDS = frozenset({"HELP", "INFO"})
+# How long a provider event's mark stays: longer than an event can be delivered again (the
+# results queue keeps a message 4 days, its dead-letter queue 14, and a redrive moves it back).
+MARK_DAYS = 30
 
 
 def normalize(receiver: str) -> str:
@@ -133,10 +146,12 @@ def _entry(receiver: str, action: str, actor: str, reason: str | None, text: str
 
 
 def suppress(receiver: str, reason: str, *, actor: str, text: str | None, runtime: Runtime,
-             list_name: str | None = None) -> tuple[SuppressionRecord, bool]:  # fmt: skip
+             list_name: str | None = None, mark: SuppressionMarkRecord | None = None,
+             ) -> tuple[SuppressionRecord, bool]:  # fmt: skip
     """Suppress ``receiver`` (with ``list_name``: only the list mail of that list); the
     suppression that holds, and whether this call added it (a receiver suppressed already
-    keeps its first reason and ``since``)."""
+    keeps its first reason and ``since``). ``mark``: that of the provider event that asks it
+    (``suppress_once``), written with it; ``Duplicate`` when the event was applied before."""
     assert reason in REASONS, reason
     key = normalize(receiver)
     now = clock.iso(runtime.clock.now())
@@ -145,21 +160,41 @@ def suppress(receiver: str, reason: str, *, actor: str, text: str | None, runtim
                                text=text[:500] if text else None,
                                list_name=list_name)  # fmt: skip
     entry = _entry(key, "added", actor, reason, text, runtime, list_name)
-    held, added = runtime.store.add_suppression(record, entry)
+    held, added = runtime.store.add_suppression(record, entry, mark)
     if not added and list_name is None and (kept := scope(held)) is not None:
         # An unsubscribe stored before lists holds the key of the entry of all mail: this
         # entry takes it, and the unsubscribe stays, as one from its list.
         moved = SuppressionRecord(suppression_pk(key), suppression_sk(key, kept),
                                   **{n: getattr(held, n) for n in _KEPT},
                                   list_name=kept)  # fmt: skip
-        if not runtime.store.take_over_suppression(held, record, entry, moved):
-            return suppress(receiver, reason, actor=actor, text=text, runtime=runtime)
+        if not runtime.store.take_over_suppression(held, record, entry, moved, mark):
+            return suppress(receiver, reason, actor=actor, text=text, runtime=runtime,
+                            mark=mark)  # fmt: skip
         held, added = record, True
+    elif not added and mark is not None:
+        runtime.store.add_suppression_mark(mark)  # applied, to a receiver suppressed already
     if added:
         where = f" from the list {list_name}" if list_name is not None else ""
         logger.info("%s suppressed%s (%s) by %s", key, where, reason, actor)
         metrics.add_metric(name=resources.METRIC_SUPPRESSIONS_ADDED, unit="Count", value=1)
     return held, added
+
+
+def suppress_once(receiver: str, reason: str, *, event_id: str, actor: str, text: str | None,
+                  runtime: Runtime) -> bool:  # fmt: skip
+    """Suppress ``receiver`` for the provider event ``event_id`` (deterministic: a redelivery
+    has the same) unless that event was applied before; True when this call added the entry.
+    An event applied to a receiver suppressed already is spent all the same."""
+    key = normalize(receiver)
+    expires = int(runtime.clock.now().timestamp()) + MARK_DAYS * 86_400
+    mark = SuppressionMarkRecord(suppression_history_pk(key), suppression_mark_sk(event_id),
+                                 expiration=expires)  # fmt: skip
+    try:
+        _, added = suppress(key, reason, actor=actor, text=text, runtime=runtime, mark=mark)
+    except Duplicate:
+        logger.info("%s not suppressed again: event %s was applied before", key, event_id)
+        return False
+    return added
 
 
 # What an unsubscribe stored before lists keeps when it moves to its list's key.
@@ -290,8 +325,10 @@ def flags(receivers: Iterable[str], runtime: Runtime,
 # ---- provider feeds --------------------------------------------------------------------------
 
 
-def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str]:
-    """Suppress the receivers of an SES permanent bounce or complaint; returns them."""
+def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime, *,
+                         event_id: str) -> list[str]:  # fmt: skip
+    """Suppress the receivers of an SES permanent bounce or complaint (``event_id``: the
+    event's, as vdq.results.events makes it; once per event); returns them."""
     kind = event.get("eventType") or event.get("notificationType")
     added: list[str] = []
     if kind == "Bounce":
@@ -305,7 +342,8 @@ def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str
             if address:
                 code = recipient.get("diagnosticCode") or recipient.get("status") or ""
                 text = f"SES bounce (Permanent/{sub}){': ' + str(code) if code else ''}"
-                suppress(address, reason, actor="ses", text=text, runtime=runtime)
+                suppress_once(address, reason, event_id=event_id, actor="ses", text=text,
+                              runtime=runtime)  # fmt: skip
                 added.append(address)
     elif kind == "Complaint":
         detail = event.get("complaint") or {}
@@ -322,7 +360,8 @@ def learn_from_ses_event(event: Mapping[str, Any], runtime: Runtime) -> list[str
         for recipient in detail.get("complainedRecipients") or []:
             address = _address(recipient)
             if address:
-                suppress(address, reason, actor="ses", text=text, runtime=runtime)
+                suppress_once(address, reason, event_id=event_id, actor="ses", text=text,
+                              runtime=runtime)  # fmt: skip
                 added.append(address)
     return added
 
@@ -338,13 +377,18 @@ def _address(recipient: Any) -> str | None:
     return parseaddr(address)[1] or None  # SES may write "Name <address>"
 
 
-def learn_from_twilio_error(number: str | None, code: Any, runtime: Runtime, *,
-                            where: str) -> bool:  # fmt: skip
-    """Twilio error 21610 (the number sent STOP): suppress it; True when it was that error."""
+def learn_from_twilio_error(number: str | None, code: Any, runtime: Runtime, *, where: str,
+                            event_id: str | None = None) -> bool:  # fmt: skip
+    """Twilio error 21610 (the number sent STOP): suppress it; True when it was that error.
+    ``event_id``: the status callback's (once per event), None for a send's own error."""
     if str(code) != TWILIO_OPTED_OUT or not number:
         return False
-    suppress(number, "sms_opt_out", actor="twilio",
-             text=f"Twilio error 21610 ({where}): the number replied STOP", runtime=runtime)
+    text = f"Twilio error 21610 ({where}): the number replied STOP"
+    if event_id is None:
+        suppress(number, "sms_opt_out", actor="twilio", text=text, runtime=runtime)
+    else:
+        suppress_once(number, "sms_opt_out", event_id=event_id, actor="twilio", text=text,
+                      runtime=runtime)  # fmt: skip
     return True
 
 

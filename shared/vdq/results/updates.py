@@ -74,10 +74,12 @@ def suppress_receiver(item: QueueItemRecord, update: ProviderUpdate, runtime: Ru
     """The receiver of the item a result matched, when the result asks it and named no
     receiver of its own (an SES complaint without ``complainedRecipients``, a Twilio callback
     without ``To``, a fetched message). Before the update is applied: should this fail, the
-    update is not applied either, and its redelivery (or the next poll) does both."""
+    update is not applied either, and its redelivery (or the next poll) does both. Once per
+    event: a redelivery after an operator's removal or a START suppresses no one again."""
     assert update.suppresses is not None
-    suppression.suppress(item.receiver, update.suppresses, actor=update.provider,
-                         text=update.text, runtime=runtime)  # fmt: skip
+    suppression.suppress_once(item.receiver, update.suppresses, event_id=update.event_id,
+                              actor=update.provider, text=update.text,
+                              runtime=runtime)  # fmt: skip
 
 
 def _event_attempt(item: QueueItemRecord, update: ProviderUpdate, attempt: int | None) -> int:

@@ -13,6 +13,7 @@ One table, every record kind under a prefixed key:
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 | suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
 | its history   | ``SUPH#<to>``| ``H#<at>#…`` | added, removed, noted; outlives a removal      |
+|               |              | ``EV#<hash>`` | a provider event applied to it (TTL)          |
 | scheduled     | ``SCHED#<n>`` | ``<at>#…`` | a request's items waiting over 15 min to send;  |
 |               |              |             | high, bulk lane: pk ``SCHED#<lane>#<n>``        |
 
@@ -58,6 +59,7 @@ from vdq.store.models import (
     ScheduledCursorRecord,
     ScheduledRecord,
     SuppressionEventRecord,
+    SuppressionMarkRecord,
     SuppressionRecord,
     attachment_pk,
     bind,
@@ -66,6 +68,7 @@ from vdq.store.models import (
     provider_pk,
     shard,
     suppression_history_pk,
+    suppression_mark_sk,
     suppression_pk,
     suppression_sk,
 )
@@ -100,6 +103,7 @@ __all__ = [
     "Store",
     "StoreBusy",
     "SuppressionEventRecord",
+    "SuppressionMarkRecord",
     "SuppressionRecord",
     "Suppressions",
     "WriteFailed",
@@ -113,6 +117,7 @@ __all__ = [
     "provider_pk",
     "shard",
     "suppression_history_pk",
+    "suppression_mark_sk",
     "suppression_pk",
     "suppression_sk",
     "transact",

@@ -68,6 +68,12 @@ def suppression_history_pk(receiver: str) -> str:
     return f"SUPH#{receiver}"
 
 
+def suppression_mark_sk(event_id: str) -> str:
+    """The mark of a provider event on a receiver's suppression (in its history partition,
+    beside the entries, ``H#...``): 64 bits of digest, as an item's event marks."""
+    return "EV#" + hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
+
+
 class _Table(Model):
     """Keys shared by every record kind. Meta is filled in by ``bind``."""
 
@@ -285,6 +291,11 @@ class SuppressionEventRecord(_Table):
     list_name = UnicodeAttribute(attr_name="list", null=True)  # the entry of that list
 
 
+class SuppressionMarkRecord(_Table):
+    """A provider event applied to a receiver's suppression (vdq.results.suppression): the
+    record's existence is the mark, until its expiration."""
+
+
 class ScheduledRecord(_Table):
     """Queue items of one request whose send waits longer than SQS can delay a message: key
     ``SCHED#<shard>`` / ``<send_at>#<content id>#<n>``, so the schedule reads only the buckets
@@ -324,6 +335,7 @@ MODELS: tuple[type[_Table], ...] = (
     EventMarkRecord,
     SuppressionRecord,
     SuppressionEventRecord,
+    SuppressionMarkRecord,
     ScheduledRecord,
     ScheduledCursorRecord,
 )

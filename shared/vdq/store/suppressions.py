@@ -6,18 +6,23 @@ one list is a record beside it (``R#<receiver>#L#<list>``, same partition), so a
 mail reads both in one request. Its history lives in the receiver's own partition
 (``SUPH#<receiver>``) and outlives a removal. Adding and removing write the record and the
 history entry in one transaction, conditional on the record's absence or presence, so two feeds
-adding the same receiver keep the first ``since``.
+adding the same receiver keep the first ``since``. A provider event's addition also writes the
+event's mark (``EV#<hash>`` in the history partition), conditional on its absence: an event
+applied before is ``Duplicate`` and changes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
+from vdq.store.items import Duplicate
 from vdq.store.models import (
     SuppressionEventRecord,
+    SuppressionMarkRecord,
     SuppressionRecord,
     suppression_history_pk,
     suppression_pk,
@@ -75,44 +80,69 @@ class Suppressions:
         return [r for r in rows if r.receiver == receiver]
 
     def add_suppression(
-        self, record: SuppressionRecord, entry: SuppressionEventRecord
+        self, record: SuppressionRecord, entry: SuppressionEventRecord,
+        mark: SuppressionMarkRecord | None = None,
     ) -> tuple[SuppressionRecord, bool]:
         """Store ``record`` with its history ``entry`` unless the receiver is suppressed
-        already; returns the suppression that holds and whether this call added it."""
+        already; returns the suppression that holds and whether this call added it. With the
+        ``mark`` of the provider event that asks it, in the same transaction: ``Duplicate``
+        when the event was applied before. The mark is not written when the receiver is
+        suppressed already (the caller decides: ``add_suppression_mark``)."""
         def fill(tx: TransactWrite) -> None:
             tx.save(record, condition=SuppressionRecord.pk.does_not_exist())
             tx.save(entry)
+            if mark is not None:
+                tx.save(mark, condition=_unmarked())
 
         try:
             transact(fill)
         except TransactWriteError as exc:
-            if not condition_failed((exc.cancellation_reasons or [None])[0]):
+            reasons = exc.cancellation_reasons or []
+            if mark is not None and len(reasons) > 2 and condition_failed(reasons[2]):
+                raise Duplicate(f"event {mark.sk} of {record.receiver} was applied") from None
+            if not reasons or not condition_failed(reasons[0]):
                 raise
             current = self.get_suppression(record.receiver, record.list_name)
             if current is None:  # removed in between: try once more
-                return self.add_suppression(record, entry)
+                return self.add_suppression(record, entry, mark)
             return current, False
         return record, True
 
+    def add_suppression_mark(self, mark: SuppressionMarkRecord) -> None:
+        """The mark of a provider event applied to a receiver suppressed already;
+        ``Duplicate`` when it was applied before."""
+        try:
+            mark.save(condition=_unmarked())
+        except PutError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            raise Duplicate(f"event {mark.sk} of {mark.pk} was applied") from None
+
     def take_over_suppression(self, current: SuppressionRecord, record: SuppressionRecord,
-                              entry: SuppressionEventRecord,
-                              moved: SuppressionRecord) -> bool:  # fmt: skip
-        """Store ``record`` in place of ``current`` (its key), with its history ``entry``, and
-        ``current`` again as ``moved`` (under another key) unless an entry holds that key
-        already: one transaction, conditional on ``current`` being unchanged. False when it
-        changed meanwhile (nothing written)."""
+                              entry: SuppressionEventRecord, moved: SuppressionRecord,
+                              mark: SuppressionMarkRecord | None = None) -> bool:  # fmt: skip
+        """Store ``record`` in place of ``current`` (its key), with its history ``entry`` (and
+        ``mark``, as ``add_suppression``), and ``current`` again as ``moved`` (under another
+        key) unless an entry holds that key already: one transaction, conditional on
+        ``current`` being unchanged. False when it changed meanwhile (nothing written)."""
         def fill(tx: TransactWrite, keep: bool) -> None:
             tx.save(record, condition=(SuppressionRecord.since == current.since)
                     & (SuppressionRecord.reason == current.reason))  # fmt: skip
             tx.save(entry)
             if keep:
                 tx.save(moved, condition=SuppressionRecord.pk.does_not_exist())
+            if mark is not None:
+                tx.save(mark, condition=_unmarked())
 
         for keep in (True, False):
             try:
                 transact(lambda tx: fill(tx, keep))  # noqa: B023  (called at once)
             except TransactWriteError as exc:
                 reasons = exc.cancellation_reasons or []
+                at_mark = 3 if keep else 2
+                if mark is not None and len(reasons) > at_mark and condition_failed(
+                        reasons[at_mark]):  # fmt: skip
+                    raise Duplicate(f"event {mark.sk} of {record.receiver} was applied") from None
                 if reasons and condition_failed(reasons[0]):
                     return False
                 if not (keep and len(reasons) > 2 and condition_failed(reasons[2])):
@@ -150,8 +180,9 @@ class Suppressions:
         entry.save()
 
     def suppression_history(self, receiver: str) -> list[SuppressionEventRecord]:
-        """The receiver's suppression history, oldest first."""
+        """The receiver's suppression history, oldest first (not the marks beside it)."""
         return list(SuppressionEventRecord.query(suppression_history_pk(receiver),
+                                                 SuppressionEventRecord.sk.startswith("H#"),
                                                  consistent_read=True))  # fmt: skip
 
     def query_suppressions(self, shard: int, *, start_after: str | None,
@@ -162,3 +193,8 @@ class Suppressions:
                      else SuppressionRecord.sk.startswith("R#"))  # fmt: skip
         return list(SuppressionRecord.query(f"SUP#{shard}", condition, limit=limit,
                                             page_size=limit))  # fmt: skip
+
+
+def _unmarked() -> Any:
+    """The event's mark is not there."""
+    return SuppressionMarkRecord.pk.does_not_exist()
