@@ -22,6 +22,7 @@ VERSION = "1.0.0"
 _REF = "#/components/schemas/{model}"
 _JSON = "application/json"
 _FORM = "application/x-www-form-urlencoded"
+_HTML = "text/html"
 
 
 @lru_cache(maxsize=1)
@@ -106,8 +107,15 @@ def _responses(op: Any) -> dict[str, Any]:
             statuses[503] = {"description": docs.STATUS_TEXT[503]["enqueue"],
                              "content": {_JSON: {"schema": {"anyOf": [
                                  _schema_ref("PartiallyEnqueued"), _schema_ref("Error")]}}}}
+        elif op.media == _HTML and status != 404:  # a page for the reader, not an Error
+            statuses[status] = {"description": docs.status_text(status, op),
+                                "content": {_HTML: {"schema": {"type": "string"}}}}
         else:
             statuses[status] = _error(docs.status_text(status, op))
+        if status == 503 and op.media == _HTML:
+            statuses[503]["headers"] = {"Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "schema": {"type": "integer", "minimum": 1}}}
         if status == 429:  # a quota's 429 carries Retry-After as API Gateway's does
             statuses[429]["headers"] = docs.gateway_responses()["Throttled"]["headers"]
     refs = docs.gateway_statuses(op)

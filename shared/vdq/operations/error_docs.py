@@ -100,6 +100,12 @@ STATUS_TEXT: dict[int, dict[str, str]] = {
                  "producer make them; nothing counted, no URL"),
         "getProducerUsage": _COUNTERS_BUSY.format(
             what="DynamoDB kept leaving the quota counters unread (throttling)"),
+        "getUnsubscribe": "Try again after Retry-After seconds (a short HTML page): the "
+                          "unsubscribe key could not be read.",
+        "postUnsubscribe": "Try again after Retry-After seconds (a short HTML page): the store "
+                           "failed (DynamoDB throttling or unavailable) or the unsubscribe key "
+                           "could not be read, and nothing changed. Mail clients retry a "
+                           "one-click POST answered so.",
     },
 }  # fmt: skip
 

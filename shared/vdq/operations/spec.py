@@ -347,8 +347,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "address, masked (`a***@example.org`: whoever holds the URL reads the page), and "
               "holds a button that POSTs to the same URL. Reading it changes nothing "
               "(mail scanners fetch links). No page may frame it (`frame-ancestors 'none'`). "
-              "404 for a token that is not valid.",
-              (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
+              "404 for a token that is not valid; 503 when the key cannot be read.",
+              (), (_TOKEN,), status=200, errors=(404, 503), public=True, media="text/html"),
     Operation("postUnsubscribe", "POST", "/unsubscribe/{token}", "webhook", "unsubscribe",
               "Unsubscribe in one click (RFC 8058)",
               "What a mail client POSTs (`List-Unsubscribe=One-Click`) and what the page's "
@@ -356,8 +356,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "suppression list entry with that `list`, reason `unsubscribe`): that list's "
               "mail to it ends cancelled, other mail still goes out. No sign-in: the token is "
               "the authority. Repeating it changes nothing more. 404 for a token that is not "
-              "valid.",
-              (), (_TOKEN,), status=200, errors=(404,), public=True, media="text/html"),
+              "valid; 503 with `Retry-After` when the store (or the key) failed and nothing "
+              "changed: mail clients try again.",
+              (), (_TOKEN,), status=200, errors=(404, 503), public=True, media="text/html"),
     Operation("health", "GET", "/health", "operator", "service", "Check readiness",
               "200 `ok` when the API answers. The local stack answers 503 `starting` until "
               "all of its parts are up, with the state of each.", (), status=200,

@@ -50,6 +50,7 @@ import html
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from vdq.core.observability import logger
 from vdq.core.settings import Settings
 from vdq.results.suppression import DEFAULT_LIST as DEFAULT_LIST  # re-exported
 
@@ -362,9 +363,43 @@ def _html(status: int, body: str) -> dict[str, Any]:
     return {"statusCode": status, "body": body, "headers": dict(PAGE_HEADERS)}
 
 
+# How long a client is asked to wait before it tries again after a 503: DynamoDB's throttling
+# passes in seconds, and mail clients retry a one-click POST that failed.
+RETRY_AFTER_SECONDS = 60
+
+
+def _unavailable() -> dict[str, Any]:
+    answer = _html(503, page("Please try again", "The unsubscribe could not be recorded just "
+                             "now, and nothing changed. Please try again in a minute."))
+    answer["headers"]["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return answer
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    """The failures a retry can fix: the store's (DynamoDB throttling, or unavailable, after
+    botocore's and the store's own retries) and the key's (Secrets Manager)."""
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    from botocore.exceptions import BotoCoreError, ClientError
+    from pynamodb.exceptions import PynamoDBException
+
+    from vdq.store import StoreBusy, WriteFailed
+
+    return (StoreBusy, WriteFailed, PynamoDBException, BotoCoreError, ClientError,
+            GetParameterError)  # fmt: skip
+
+
 def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     """GET shows the page, POST unsubscribes from the token's list; a token that is not valid
-    is a 404."""
+    is a 404. A failure a retry can fix is a 503 with ``Retry-After`` and a short page, never
+    a 500: a mail client tries a one-click POST again, and the reader is told to."""
+    try:
+        return _handle(event, runtime)
+    except _transient():
+        logger.exception("unsubscribe not answered: the store or the key failed; 503")
+        return _unavailable()
+
+
+def _handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     from vdq import api
     from vdq.results import suppression
 
