@@ -23,6 +23,8 @@ _REF = "#/components/schemas/{model}"
 _JSON = "application/json"
 _FORM = "application/x-www-form-urlencoded"
 _HTML = "text/html"
+# Bodies taken in more than one form: RFC 8058 lets a mail client send either.
+_BODY_MEDIA = {"OneClickUnsubscribe": (_FORM, "multipart/form-data")}
 
 
 @lru_cache(maxsize=1)
@@ -139,12 +141,12 @@ def _operation(op: Any) -> dict[str, Any]:
     if op.params:
         out["parameters"] = [_parameter(op, p) for p in op.params]
     if op.body:
-        media = _FORM if op.function == "webhook" else _JSON
+        medias = _BODY_MEDIA.get(op.body) or ((_FORM,) if op.function == "webhook" else (_JSON,))
         out["requestBody"] = {
             "required": True,
             "description": docs.BODIES[op.body],
             "content": {media: {"schema": _schema_ref(op.body),
-                                "example": examples.REQUESTS[op.id]}},
+                                "example": examples.REQUESTS[op.id]} for media in medias},
         }  # fmt: skip
     out["responses"] = _responses(op)
     out["security"] = [] if op.public else docs.security(op)

@@ -4,10 +4,13 @@ unsubscribes. Against moto, through the webhook."""
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import replace
 
 import boto3
 import pytest
+from functions.webhook import handler as webhook
 from moto.core.botocore_stubber import BotocoreStubber
 
 from tests.integration.test_unsubscribe_lists import (
@@ -15,8 +18,10 @@ from tests.integration.test_unsubscribe_lists import (
     SENDER,
     click,
     newsletter_token,
+    unsubscribe_event,
 )
 from tests.reliability.harsh import _error
+from tests.support.results import LambdaContext
 from vdq.results import unsubscribe
 from vdq.runtime import Runtime
 
@@ -32,6 +37,30 @@ def rt(aws, settings, clock):
     runtime_module._DEFAULT = rt
     yield rt
     Runtime.reset_default()
+
+
+def post(token: str, body: str | bytes | None, content_type: str | None = None,
+         base64_encoded: bool = False) -> dict:  # fmt: skip
+    event = unsubscribe_event("POST", token)
+    headers = {k: v for k, v in (event.get("headers") or {}).items()
+               if k.lower() != "content-type"}  # fmt: skip
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    event["headers"] = headers
+    event["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
+    if base64_encoded and body is not None:
+        raw = body if isinstance(body, bytes) else body.encode()
+        body = base64.b64encode(raw).decode()
+    elif isinstance(body, bytes):
+        body = body.decode()
+    event["body"], event["isBase64Encoded"] = body, base64_encoded
+    return webhook.handler(event, LambdaContext("webhook"))
+
+
+def multipart(fields: list[tuple[str, str]], boundary: str = "vdq-b0undary") -> bytes:
+    parts = [f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n"
+             f"{value}\r\n" for name, value in fields]  # fmt: skip
+    return ("".join(parts) + f"--{boundary}--\r\n").encode()
 
 
 # ---- a store that fails: 503 and Retry-After, never 500 ----------------------------------------
@@ -92,3 +121,67 @@ def test_a_key_that_cannot_be_read_is_a_503_too(aws, rt, monkeypatch):
     for method in ("GET", "POST"):
         answer = click(token, method)
         assert answer["statusCode"] == 503 and "Retry-After" in answer["headers"]
+
+
+# ---- RFC 8058: only a POST that says List-Unsubscribe=One-Click unsubscribes ------------------
+
+
+@pytest.mark.parametrize("body, content_type, base64_encoded", [
+    ("List-Unsubscribe=One-Click", "application/x-www-form-urlencoded", False),
+    ("List-Unsubscribe=One-Click", "application/x-www-form-urlencoded; charset=utf-8", False),
+    ("List-Unsubscribe=One-Click", "application/x-www-form-urlencoded", True),
+    ("List-Unsubscribe=One-Click", None, False),  # a client that names no type
+    (multipart([("List-Unsubscribe", "One-Click")]),
+     "multipart/form-data; boundary=vdq-b0undary", False),
+    (multipart([("List-Unsubscribe", "One-Click")]),
+     "multipart/form-data; boundary=vdq-b0undary", True),  # API Gateway's binary media
+])  # fmt: skip
+def test_a_one_click_post_unsubscribes(aws, rt, body, content_type, base64_encoded):
+    token = newsletter_token(aws, rt, list="news")
+    answer = post(token, body, content_type, base64_encoded)
+    assert answer["statusCode"] == 200, answer["body"]
+    assert rt.store.get_suppression(ADA, "news").reason == "unsubscribe"
+
+
+def test_other_fields_beside_the_one_click_pair_are_ignored(aws, rt):
+    token = newsletter_token(aws, rt, list="news")
+    answer = post(token, "List-Unsubscribe=One-Click&utm_source=client",
+                  "application/x-www-form-urlencoded")  # fmt: skip
+    assert answer["statusCode"] == 200
+    assert rt.store.get_suppression(ADA, "news").reason == "unsubscribe"
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (None, None),  # a link checker's bare POST
+    ("", "application/x-www-form-urlencoded"),
+    ("List-Unsubscribe=Yes", "application/x-www-form-urlencoded"),
+    ("Unsubscribe=One-Click", "application/x-www-form-urlencoded"),
+    ("List-Unsubscribe=One-Click", "application/json"),
+    ("List-Unsubscribe=One-Click", "text/plain"),
+    (json.dumps({"List-Unsubscribe": "One-Click"}), "application/json"),
+    ("List-Unsubscribe=One-Click&List-Unsubscribe=Other", "application/x-www-form-urlencoded"),
+    (multipart([("List-Unsubscribe", "No")]).decode(),
+     "multipart/form-data; boundary=vdq-b0undary"),
+    (multipart([("List-Unsubscribe", "One-Click")]).decode(),
+     "multipart/form-data; boundary=another"),  # not its boundary: no field
+])  # fmt: skip
+def test_a_post_without_the_one_click_body_changes_nothing(aws, rt, body, content_type):
+    token = newsletter_token(aws, rt, list="news")
+    answer = post(token, body, content_type)
+    assert answer["statusCode"] == 400
+    # The confirmation page, for a reader whose client posted without the body: its button
+    # sends the body.
+    assert 'name="List-Unsubscribe" value="One-Click"' in answer["body"]
+    assert answer["headers"]["Content-Type"].startswith("text/html")
+    assert rt.store.get_suppression(ADA, "news") is None
+    assert rt.store.suppression_history(ADA) == []
+
+
+def test_a_get_shows_the_page_and_changes_nothing(aws, rt):
+    token = newsletter_token(aws, rt, list="news")
+    for _ in range(3):  # a scanner, a preview, the reader
+        page = click(token, "GET")
+        assert page["statusCode"] == 200
+        assert f'action="{token}"' in page["body"] and 'method="post"' in page["body"]
+    assert rt.store.get_suppression(ADA, "news") is None
+    assert rt.store.suppression_history(ADA) == []

@@ -92,6 +92,9 @@ BODIES = {
     "UploadRequest": "The file to upload: name, MIME type and size.",
     "TwilioStatus": "Twilio's form, signed with X-Twilio-Signature.",
     "TwilioInbound": "Twilio's incoming-message form, signed with X-Twilio-Signature.",
+    "OneClickUnsubscribe": "`List-Unsubscribe=One-Click` (RFC 8058), as "
+                           "application/x-www-form-urlencoded or multipart/form-data: what a "
+                           "mail client and the page's button send.",
     "SuppressionRequest": "The receiver to suppress, and why.",
 }
 

@@ -119,6 +119,10 @@ def status_text(status: int, op: Any) -> str:
         return STATUS_TEXT[503].get(op.id, STATUS_TEXT[503]["other"])
     if status == 403 and op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Forbidden (`forbidden`): the Twilio signature is missing or does not match."
+    if status == 400 and op.id == "postUnsubscribe":
+        return ("Not a one-click POST: the body is not `List-Unsubscribe=One-Click` as a form "
+                "(RFC 8058). Nothing changed; the answer is the confirmation page, whose "
+                "button sends that body.")
     if status == 400 and op.id in ("twilioStatusCallback", "twilioInbound"):
         return "Bad request (`bad_request`): the body is not a form."
     if status == 422 and op.id in ("resendSentItem", "resendSentItems") and op.body is None:

@@ -128,6 +128,7 @@ REQUESTS: dict[str, Any] = {
     "postAttachmentUpload": {"filename": "catalogue-2027.pdf", "content_type": "application/pdf",
                              "size": 6815744},
     "addSuppression": {"receiver": "ada@example.org", "text": "asked by phone, ticket 77"},
+    "postUnsubscribe": {"List-Unsubscribe": "One-Click"},
     "twilioInbound": {"MessageSid": "SM89abcdef0123456789abcdef01234567",
                       "From": "+14155550100", "To": "+15005550006", "Body": "STOP"},
     "twilioStatusCallback": {"MessageSid": "SM0123456789abcdef0123456789abcdef",

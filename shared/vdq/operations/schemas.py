@@ -349,6 +349,15 @@ class TwilioInbound(BaseModel):
                             json_schema_extra=_no_default)
 
 
+class OneClickUnsubscribe(BaseModel):
+    """RFC 8058's one-click body (the List-Unsubscribe-Post header's key/value pair)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "additionalProperties": {"type": "string", "description": "Another field: ignored."}})
+    one_click: Literal["One-Click"] = Field(alias="List-Unsubscribe", description="Always "
+                                            "`One-Click`: a POST without it changes nothing.")
+
+
 class Suppression(BaseModel):
     """A receiver VDQ does not send to."""
 
@@ -413,6 +422,7 @@ class SuppressionHistory(BaseModel):
 
 MODELS: tuple[type[BaseModel], ...] = (
     TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage, TransitionResult, Health,
-    OpenApiDocument, Error, PartiallyEnqueued, Upload, TwilioInbound, SuppressionPage,
+    OpenApiDocument, Error, PartiallyEnqueued, Upload, TwilioInbound, OneClickUnsubscribe,
+    SuppressionPage,
     SuppressionChange, SuppressionRemoved, SuppressionHistory, ProducerUsage,
 )  # fmt: skip

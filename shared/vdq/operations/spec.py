@@ -356,9 +356,13 @@ OPERATIONS: tuple[Operation, ...] = (
               "suppression list entry with that `list`, reason `unsubscribe`): that list's "
               "mail to it ends cancelled, other mail still goes out. No sign-in: the token is "
               "the authority. Repeating it changes nothing more. 404 for a token that is not "
-              "valid; 503 with `Retry-After` when the store (or the key) failed and nothing "
-              "changed: mail clients try again.",
-              (), (_TOKEN,), status=200, errors=(404, 503), public=True, media="text/html"),
+              "valid. RFC 8058: only a POST whose body is `List-Unsubscribe=One-Click` (a "
+              "form, urlencoded or multipart) unsubscribes; any other POST (a link checker's "
+              "bare one) changes nothing and answers 400 with the confirmation page. 503 with "
+              "`Retry-After` when the store (or the key) failed and nothing changed: mail "
+              "clients try again.",
+              (), (_TOKEN,), body="OneClickUnsubscribe", status=200, errors=(400, 404, 503),
+              public=True, media="text/html"),
     Operation("health", "GET", "/health", "operator", "service", "Check readiness",
               "200 `ok` when the API answers. The local stack answers 503 `starting` until "
               "all of its parts are up, with the state of each.", (), status=200,

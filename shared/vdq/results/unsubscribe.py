@@ -34,11 +34,12 @@ opens with neither key makes it read the current one again (at most every
 ``REFRESH_SECONDS``), so a link sealed by a sender that already read the new key opens on a
 webhook that has not.
 
-A POST to the URL (what a mail client sends, or the page's button) unsubscribes the address
-from the list and answers 200; a GET only shows the page with that button, since mail scanners
-fetch links. Either page shows the address masked (``masked``): whoever holds the URL (a link
-scanner, a proxy's log) reads the page too, and the token is opaque to keep the address from
-them.
+A POST to the URL whose body is ``List-Unsubscribe=One-Click`` (what a mail client sends, or
+the page's button; RFC 8058) unsubscribes the address from the list and answers 200; any other
+POST changes nothing (400, the page with the button), and a GET only shows that page, since
+mail scanners fetch links. Either page shows the address masked (``masked``): whoever holds
+the URL (a link scanner, a proxy's log) reads the page too, and the token is opaque to keep
+the address from them.
 """
 
 from __future__ import annotations
@@ -410,12 +411,80 @@ def _handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
                                                 "valid (it may have been cut short)"))  # fmt: skip
     receiver, name = found
     shown = masked(receiver)
+    action = token  # relative: the page posts to its own URL, whatever the host and stage
+    confirm = page("Unsubscribe", f"Stop sending email of the list \u201c{name}\u201d to "
+                   f"{shown}? Press the button to confirm.", action)  # fmt: skip
     if event.get("httpMethod") == "POST":
+        if not one_click(event):
+            # RFC 8058: only a POST with this body is the one-click unsubscribe (a link
+            # checker's bare POST is not). Nothing changes; a reader gets the button, which
+            # sends the body.
+            return _html(400, confirm)
         suppression.suppress(receiver, "unsubscribe", actor="receiver", list_name=name,
                              text="one-click unsubscribe", runtime=runtime)  # fmt: skip
         return _html(200, page("Unsubscribed", f"{shown} will get no more email of the list "
                                f"\u201c{name}\u201d from this sender. Other email, such as "
                                "password resets and receipts, still comes."))  # fmt: skip
-    action = token  # relative: the page posts to its own URL, whatever the host and stage
-    return _html(200, page("Unsubscribe", f"Stop sending email of the list \u201c{name}\u201d to "
-                           f"{shown}? Press the button to confirm.", action))
+    return _html(200, confirm)
+
+
+# RFC 8058's one body: the key/value pair of List-Unsubscribe-Post, as a form.
+ONE_CLICK_FIELD, ONE_CLICK_VALUE = "List-Unsubscribe", "One-Click"
+
+
+def one_click(event: Mapping[str, Any]) -> bool:
+    """Whether a POST's body is RFC 8058's ``List-Unsubscribe=One-Click``: a form, as
+    ``application/x-www-form-urlencoded`` (also with no Content-Type) or
+    ``multipart/form-data``, whose one ``List-Unsubscribe`` field says ``One-Click``."""
+    raw = event.get("body") or ""
+    try:
+        data = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") \
+            else str(raw).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        return False
+    kind = _header(event, "Content-Type")
+    media = kind.partition(";")[0].strip().lower()
+    if media in ("", "application/x-www-form-urlencoded"):
+        from urllib.parse import parse_qsl
+
+        try:
+            fields = parse_qsl(data.decode("utf-8"), keep_blank_values=True)
+        except (UnicodeDecodeError, ValueError):
+            return False
+    elif media == "multipart/form-data":
+        fields = _multipart(kind, data)
+    else:
+        return False
+    values = [value.strip() for name, value in fields if name == ONE_CLICK_FIELD]
+    return values == [ONE_CLICK_VALUE]
+
+
+def _header(event: Mapping[str, Any], name: str) -> str:
+    """A request header's value, its name in any case ("" when absent)."""
+    for key, value in (event.get("headers") or {}).items():
+        if str(key).lower() == name.lower():
+            return str(value or "")
+    return ""
+
+
+def _multipart(content_type: str, data: bytes) -> list[tuple[str, str]]:
+    """The text fields of a ``multipart/form-data`` body (none when it is not one)."""
+    from email import policy
+    from email.parser import BytesParser
+
+    try:
+        head = f"Content-Type: {content_type}\r\n\r\n".encode("ascii")
+        message = BytesParser(policy=policy.HTTP).parsebytes(head + data)
+        if not message.is_multipart():
+            return []
+        fields = []
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if part.get_content_disposition() != "form-data" or not isinstance(name, str):
+                continue
+            payload = part.get_payload(decode=True)
+            text = payload.decode("utf-8") if isinstance(payload, bytes) else ""
+            fields.append((name, text))
+        return fields
+    except (UnicodeError, ValueError, TypeError, LookupError):
+        return []
