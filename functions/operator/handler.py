@@ -44,7 +44,8 @@ def _caller(event: Event) -> api.Caller:
 
 
 def _query(operation_id: str, event: Event) -> dict[str, Any]:
-    return spec.query(operation_id, event.get("queryStringParameters"))
+    return spec.query(operation_id, event.get("queryStringParameters"),
+                      event.get("multiValueQueryStringParameters"))  # fmt: skip
 
 
 @app.operation("health")

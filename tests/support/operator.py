@@ -38,13 +38,15 @@ def call(
     name: str,
     *,
     params: Mapping[str, str] | None = None,
-    query: Mapping[str, str] | None = None,
+    query: Mapping[str, str | list[str]] | None = None,
     body: Any = None,
     groups: list[str] | tuple[str, ...] | None = ("vdq-operators",),
     anonymous: bool = False,
     headers: Mapping[str, str] | None = None,
 ) -> Answer:
-    """Invoke the operator handler with ``events/apigw_operator_<name>.json``, adapted."""
+    """Invoke the operator handler with ``events/apigw_operator_<name>.json``, adapted. A
+    ``query`` value that is a list is a parameter given that many times: API Gateway passes
+    all in ``multiValueQueryStringParameters`` and the last in ``queryStringParameters``."""
     public = name in PUBLIC
     claims_groups = None if groups is None or anonymous or public else list(groups)
     event = api_event(f"apigw_operator_{name}", body=body, groups=claims_groups)
@@ -56,8 +58,9 @@ def call(
         event["path"] = path
         event["requestContext"]["path"] = "/prod" + path
     if query is not None:
-        event["queryStringParameters"] = dict(query) or None
-        event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} or None
+        multi = {k: list(v) if isinstance(v, list) else [v] for k, v in query.items()}
+        event["queryStringParameters"] = {k: v[-1] for k, v in multi.items()} or None
+        event["multiValueQueryStringParameters"] = multi or None
     if anonymous:
         event["requestContext"]["authorizer"] = None
     if headers:

@@ -45,6 +45,18 @@ def test_a_limit_is_ascii_digits_as_the_contract_says_not_whatever_int_reads(lim
     assert spec.query("getItemHistory", {"limit": "05"})["limit"] == 5
 
 
+@pytest.mark.parametrize("every", [{"state": ["queued", "delayed"]},
+                                   {"state": ["queued", "queued"]},
+                                   {"limit": ["5"], "state": ["queued", "delayed"]}])
+def test_a_parameter_given_more_than_once_is_refused_naming_it(every):
+    last = {name: values[-1] for name, values in every.items()}  # as API Gateway passes them
+    with pytest.raises(ValidationError) as err:
+        spec.query("listQueueItems", last, every)
+    assert err.value.field == "state" and err.value.status == 422
+    assert spec.query("listQueueItems", {"state": "queued"}, {"state": ["queued"]})[
+        "state"] == "queued"
+
+
 def test_the_sent_list_takes_only_done_states():
     assert spec.query("listSentItems", {"state": "cancelled"})["state"] == "cancelled"
     with pytest.raises(ValidationError):

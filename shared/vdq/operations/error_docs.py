@@ -135,7 +135,12 @@ def status_text(status: int, op: Any) -> str:
         return _ENQUEUE_422
     if status == 422 and op.id == "getAttachment":
         return ("Invalid input (`invalid`): a query parameter that is not one of the "
-                "operation's, or `redirect` other than true or false (details.field names it).")
+                "operation's or is given more than once, or `redirect` other than true or "
+                "false (details.field names it).")
+    if status == 422 and op.body is None and any(p.where == "query" for p in op.params):
+        return ("Invalid input (`invalid`): a query parameter that is not one of the "
+                "operation's, is given more than once, or has a value it may not take "
+                "(details.field names it).")
     if status == 429 and op.id in ("postEmails", "postSms"):
         return QUOTA_429
     if status == 429 and op.id in QUOTA_429_OTHER:

@@ -408,14 +408,21 @@ def _value(param: Param, raw: str) -> Any:
     return raw
 
 
-def query(operation_id: str, raw: Mapping[str, str] | None) -> dict[str, Any]:
-    """The operation's query parameters, validated, with defaults; unknown ones are refused."""
+def query(operation_id: str, raw: Mapping[str, str] | None,
+          every: Mapping[str, list[str]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The operation's query parameters, validated, with defaults; unknown ones are refused,
+    and so is one given more than once (``every``: each parameter's values, API Gateway's
+    ``multiValueQueryStringParameters``; ``raw`` holds only the last of them)."""
     params = [p for p in BY_ID[operation_id].params if p.where == "query"]
     given = dict(raw or {})
     known = {p.name for p in params}
     unknown = sorted(set(given) - known)
     if unknown:
         raise ValidationError(unknown[0], "is not a known query parameter")
+    repeated = sorted(name for name, values in (every or {}).items() if len(values or ()) > 1)
+    if repeated:
+        # Which value the caller meant cannot be known: neither the first nor the last is taken.
+        raise ValidationError(repeated[0], "is given more than once; give it once")
     return {
         p.name: _value(p, given[p.name]) if given.get(p.name) is not None else p.default
         for p in params

@@ -1,0 +1,55 @@
+"""A query parameter given more than once (`?state=a&state=b`) is a 422 naming it, on every
+operation that takes query parameters: never the first or the last value, silently. API Gateway
+passes every value in `multiValueQueryStringParameters` and only the last in
+`queryStringParameters`; the operation table's one reader of query strings decides."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.operator import call
+from vdq.core import ids
+from vdq.operations import spec
+
+ITEM = ids.new_id()
+# Each operation that takes query parameters: its sample, path parameters, a parameter given
+# twice (two values it would take once each), and the groups that may call it.
+CASES = {
+    "listQueueItems": ("list_queue_items", None, "state", ["queued", "delayed"]),
+    "listSentItems": ("list_sent_items", None, "state", ["succeeded", "cancelled"]),
+    "getItemHistory": ("get_item_history", {"id": ITEM}, "limit", ["5", "10"]),
+    "runTransition": ("transition", {"id": ITEM, "name": "cancel"}, "dry_run",
+                      ["true", "false"]),
+    "listSuppressions": ("list_suppressions", None, "channel", ["email", "sms"]),
+    "removeSuppression": ("remove_suppression", {"receiver": "ada%40example.org"}, "list",
+                          ["news", "offers"]),
+    "getAttachment": ("attachment", {"id": ITEM}, "redirect", ["false", "true"]),
+}
+GROUPS = ("vdq-admins",)
+
+
+def test_every_operation_of_the_operator_function_with_query_parameters_is_covered():
+    taking = {op.id for op in spec.OPERATIONS
+              if op.function == "operator" and any(p.where == "query" for p in op.params)}
+    assert taking == set(CASES)
+
+
+@pytest.mark.parametrize("operation", sorted(CASES))
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+def test_a_repeated_query_parameter_is_a_422_naming_it(runtime, operation, same):
+    sample, params, name, values = CASES[operation]
+    twice = [values[0], values[0]] if same else values
+    answer = call(sample, params=params, query={name: twice}, groups=GROUPS)
+    assert answer.status == 422, (operation, answer.body)
+    assert answer.code == "invalid"
+    assert answer.body["error"]["details"]["field"] == name
+    assert "more than once" in answer.body["error"]["message"]
+
+
+@pytest.mark.parametrize("operation", sorted(CASES))
+def test_each_value_given_once_is_not_refused_for_repetition(runtime, operation):
+    sample, params, name, values = CASES[operation]
+    for value in values:
+        answer = call(sample, params=params, query={name: value}, groups=GROUPS)
+        assert answer.status != 422 or answer.body["error"]["details"]["field"] != name, (
+            operation, value, answer.body)
