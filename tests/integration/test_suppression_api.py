@@ -162,6 +162,21 @@ def test_start_removes_the_opt_out_and_help_is_only_recorded(aws, rt):
     assert actions == ["noted", "added", "removed"]
 
 
+def test_an_inbound_stop_posted_again_after_a_start_suppresses_no_one(aws, rt):
+    # Twilio may post the same incoming message again (its webhook's retry): the START the
+    # number sent since holds. Another STOP is news.
+    number = "+15551230001"
+    inbound("STOP", MessageSid="SM" + "1" * 32)
+    rt.clock.advance(1)
+    inbound("START", MessageSid="SM" + "2" * 32)
+    rt.clock.advance(1)
+    assert inbound("STOP", MessageSid="SM" + "1" * 32)["statusCode"] == 200  # the same again
+    assert rt.store.get_suppression(number) is None
+    assert [e.action for e in rt.store.suppression_history(number)] == ["added", "removed"]
+    inbound("STOP", MessageSid="SM" + "3" * 32)
+    assert rt.store.get_suppression(number).reason == "sms_opt_out"
+
+
 def test_start_does_not_lift_an_operators_suppression(aws, rt):
     suppression.suppress("+15551230001", "operator", actor="op", text=None, runtime=rt)
     inbound("YES")

@@ -421,8 +421,14 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
     word = (params.get("OptOutType") or params.get("Body") or "").strip().upper()
     to = params.get("To") or "?"
     if word in STOP_WORDS:
-        _, added = suppress(number, "sms_opt_out", actor="twilio",
-                            text=f"{word} sent to {to}", runtime=runtime)  # fmt: skip
+        text = f"{word} sent to {to}"
+        sid = str(params.get("MessageSid") or params.get("SmsSid") or "").strip()
+        if not sid:
+            _, added = suppress(number, "sms_opt_out", actor="twilio", text=text,
+                                runtime=runtime)  # fmt: skip
+        else:  # Twilio may post the same message again: a START or a removal since holds
+            added = suppress_once(number, "sms_opt_out", event_id=f"twilio:inbound:{sid}",
+                                  actor="twilio", text=text, runtime=runtime)  # fmt: skip
         return "suppressed" if added else "already suppressed"
     if word in START_WORDS:
         # Only an opt-out, checked in the delete: a suppression of another reason that took
