@@ -37,7 +37,8 @@ FIGURES = [
 
 
 def _kind(sk: str) -> str:
-    for prefix, kind in (("H#", "history"), ("EV#", "event mark")):
+    for prefix, kind in (("H#", "history"), ("EV#", "event mark"), ("C#", "content"),
+                         ("R#", "content refs")):  # the last two: in an origin's partition
         if sk.startswith(prefix):
             return kind
     return {"STATE": "state", "CONTENT": "content", "MAP": "provider map", "REFS": "content refs",

@@ -18,7 +18,7 @@ from vdq.core import resources
 from vdq.core.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
 from vdq.store.counters import quota_pk
-from vdq.store.models import SCHEDULED_PREFIX, suppression_history_pk
+from vdq.store.models import ORIGIN_PREFIX, SCHEDULED_PREFIX, suppression_history_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
@@ -35,9 +35,10 @@ SEND_MESSAGE = ("sqs:SendMessage",)
 # Powertools idempotency records of enqueue live under this partition key prefix only.
 IDEMPOTENCY_PREFIX = "idempotency#"
 # Queue items and their history: the partition of one item (vdq.store.item_pk); a content's
-# records and its reference count (vdq.store.content_pk).
+# records and its reference count (vdq.store.content_pk): its own partition, or its origin's.
 ITEM_PREFIX = item_pk("")
 CONTENT_PREFIX = content_pk("")
+CONTENT_PREFIXES = (CONTENT_PREFIX, ORIGIN_PREFIX)
 # Suppressions (SUP#<n>) and their history (SUPH#<receiver>): vdq.store.suppressions.
 SUPPRESSION_PREFIX = "SUP"
 assert suppression_history_pk("").startswith(SUPPRESSION_PREFIX)
@@ -88,7 +89,7 @@ def grant(
         functions.enqueue,
         ["dynamodb:GetItem", "dynamodb:UpdateItem"],
         [table.table_arn],
-        conditions=_leading_keys(CONTENT_PREFIX),
+        conditions=_leading_keys(*CONTENT_PREFIXES),
     )
     # The receivers' suppressions, read in one batch to flag them in the answer.
     _allow(
@@ -236,9 +237,9 @@ def acknowledge(functions: Functions, table: dynamodb.Table, bucket: s3.IBucket)
             findings=wildcards,
         )
 
-def _leading_keys(prefix: str) -> dict:
-    """Only items whose partition key starts with ``prefix`` (every key of a batch)."""
-    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{prefix}*"]}}
+def _leading_keys(*prefixes: str) -> dict:
+    """Only items whose partition key starts with one of ``prefixes`` (every key of a batch)."""
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{p}*" for p in prefixes]}}
 
 def _allow(
     function: lambda_.Function,

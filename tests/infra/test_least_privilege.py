@@ -40,8 +40,9 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         # A refused publish moves the new item to errored: its Update and its history's Put in
         # one transaction, a GetItem when the item moved; never a delete of an item.
         ("QI#*",): {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
-        # The content's reference count (confirmed, or counted off for items not stored).
-        ("CT#*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        # The content's reference count (confirmed, or counted off for items not stored), in
+        # the content's partition or its origin's.
+        ("CT#*", "CO#*"): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         # The receivers' suppressions, read to flag them in the answer (vdq.results.suppression).
         ("SUP*",): {"dynamodb:BatchGetItem"},
         # Producer quotas: counters charged (a transaction of Updates), read, refunded.

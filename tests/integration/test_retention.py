@@ -21,8 +21,9 @@ from vdq.store import (
     ContentRecord,
     ContentRefsRecord,
     attachment_pk,
-    content_pk,
+    content_key,
     item_pk,
+    refs_key,
 )
 from vdq.workflow import retention
 from vdq.workflow.transitions import Step, apply
@@ -39,6 +40,15 @@ def records_of(aws, pk):
     rows = client.query(TableName=aws["table"], KeyConditionExpression="pk = :p",
                         ExpressionAttributeValues={":p": {"S": pk}})["Items"]  # fmt: skip
     return {r["sk"]["S"]: int(r[TTL]["N"]) if TTL in r else None for r in rows}
+
+
+def content_records(aws, content_id):
+    """The content's own records as stored, by kind: {CONTENT_SK | REFS_SK: expiration}. A
+    content of a request with an origin shares its origin's partition with the origin's other
+    contents (vdq.store.search)."""
+    pk, content_sk = content_key(content_id)
+    names = {content_sk: CONTENT_SK, refs_key(content_id)[1]: REFS_SK}
+    return {names[sk]: v for sk, v in records_of(aws, pk).items() if sk in names}
 
 
 def run_stream(aws):
@@ -112,7 +122,7 @@ def test_the_stream_stamps_older_records_and_the_content_of_a_single_item(aws, r
     done = expected(runtime, item.id)
     assert run_stream(aws)["expiring"] == 1
     assert set(records_of(aws, item_pk(item.id)).values()) == {done}
-    assert records_of(aws, content_pk(item.content_id)) == {CONTENT_SK: done}
+    assert content_records(aws, item.content_id) == {CONTENT_SK: done}
     run_stream(aws)  # delivered again (at least once): nothing changes
     assert set(records_of(aws, item_pk(item.id)).values()) == {done}
 
@@ -121,16 +131,16 @@ def test_a_shared_content_expires_only_when_its_last_item_is_done(aws, runtime, 
     [a, b] = email(runtime, "ada@example.org", "bob@example.org")
     succeed(runtime, a.id)
     run_stream(aws)
-    assert records_of(aws, content_pk(a.content_id))[CONTENT_SK] is None  # b is open
+    assert content_records(aws, a.content_id)[CONTENT_SK] is None  # b is open
     move(runtime, b.id, "send", "error")  # errored is not done: b keeps it alive
     run_stream(aws)
-    assert records_of(aws, content_pk(a.content_id))[CONTENT_SK] is None
+    assert content_records(aws, a.content_id)[CONTENT_SK] is None
     clock.advance(3 * DAY)
     call("transition", params={"id": b.id, "name": "cancel"}, query={})
     run_stream(aws)
     last = expected(runtime, b.id)
     assert last > expected(runtime, a.id)
-    content = records_of(aws, content_pk(a.content_id))
+    content = content_records(aws, a.content_id)
     assert content == {CONTENT_SK: last, REFS_SK: last + retention.REFS_GRACE_SECONDS}
 
 
@@ -142,7 +152,7 @@ def test_a_content_with_files_expires_with_its_attachment_records(aws, runtime):
     last = max(expected(runtime, a.id), expected(runtime, cc.id))
     [attachment_id] = runtime.store.get_content(a.content_id)["attachments"]
     assert records_of(aws, attachment_pk(attachment_id)) == {FILE_SK: last}
-    assert records_of(aws, content_pk(a.content_id))[CONTENT_SK] == last
+    assert content_records(aws, a.content_id)[CONTENT_SK] == last
 
 
 def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, runtime):
@@ -155,7 +165,7 @@ def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, run
     assert (retried.state, retried.expiration) == ("queued", None)
     run_stream(aws)
     assert set(records_of(aws, item_pk(item.id)).values()) == {None}
-    assert records_of(aws, content_pk(item.content_id))[CONTENT_SK] is None
+    assert content_records(aws, item.content_id)[CONTENT_SK] is None
     move(runtime, item.id, "send", "succeed")
     assert runtime.store.get_item(item.id).expiration is not None
 
@@ -208,7 +218,7 @@ def test_an_item_whose_content_expired_first_is_not_shown_half(aws, runtime, clo
     succeed(runtime, item.id)
     # A content's expiration is never before its items'; were it (a stamp racing), the item
     # would show without its content: it is shown as gone instead.
-    ContentRecord(content_pk(item.content_id), CONTENT_SK).update(
+    ContentRecord(*content_key(item.content_id)).update(
         actions=[ContentRecord.expiration.set(int(clock.now().timestamp()))])
     assert call("get_queue_item", params={"id": item.id}).status == 404
 
@@ -219,21 +229,21 @@ def test_a_resend_takes_the_content_expiration_off_and_the_copy_sets_it_again(aw
     succeed(runtime, item.id)
     run_stream(aws)
     first = expected(runtime, item.id)
-    assert records_of(aws, content_pk(item.content_id))[CONTENT_SK] == first
+    assert content_records(aws, item.content_id)[CONTENT_SK] == first
     clock.advance(10 * DAY)
     answer = call("resend", params={"id": item.id})
     assert answer.status == 201, answer.body
     [copy] = answer.body["items"]
-    content = records_of(aws, content_pk(item.content_id))
+    content = content_records(aws, item.content_id)
     assert content[CONTENT_SK] is None
-    assert ContentRefsRecord.get(content_pk(item.content_id), REFS_SK).open_items == 1
+    assert ContentRefsRecord.get(*refs_key(item.content_id)).open_items == 1
     # The original's stamp coming late (the stream) must not put it back while the copy is open.
     retention.stamp_content(item.content_id, first, runtime, counted=False, files=False)
-    assert records_of(aws, content_pk(item.content_id))[CONTENT_SK] is None
+    assert content_records(aws, item.content_id)[CONTENT_SK] is None
     clock.advance(DAY)
     succeed(runtime, copy["id"])
     run_stream(aws)
-    assert records_of(aws, content_pk(item.content_id))[CONTENT_SK] == expected(
+    assert content_records(aws, item.content_id)[CONTENT_SK] == expected(
         runtime, copy["id"]) > first
     # The original expires on its day; the content, and so the copy, lives on.
     clock.advance(first - int(clock.now().timestamp()))

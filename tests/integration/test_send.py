@@ -175,9 +175,9 @@ def test_content_is_read_when_the_message_does_not_carry_it(aws, rt):
 
 def test_missing_content_errors_the_item_without_calling_ses(aws, rt):
     [item] = email_items(rt, cc=[], bcc=[])
-    from vdq.store import CONTENT_SK, ContentRecord, content_pk
+    from vdq.store import ContentRecord, content_key
 
-    ContentRecord(content_pk(item.content_id), CONTENT_SK).delete()
+    ContentRecord(*content_key(item.content_id)).delete()
     assert send.process_body(json.dumps({"id": item.id, "attempt": 1}), rt) == send.ERRORED
     stored = rt.store.get_item(item.id)
     assert "content" in stored.result and "no longer exists" in stored.result

@@ -92,9 +92,9 @@ def stream_stamps(world: World) -> None:
 
 
 def content_expiration(item: Any) -> int | None:
-    from vdq.store.models import CONTENT_SK, ContentRecord, content_pk
+    from vdq.store.models import ContentRecord, content_key
 
-    record = ContentRecord.get(content_pk(item.content_id), CONTENT_SK, consistent_read=True)
+    record = ContentRecord.get(*content_key(item.content_id), consistent_read=True)
     return None if record.expiration is None else int(record.expiration)
 
 

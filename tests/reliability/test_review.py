@@ -33,7 +33,7 @@ from vdq.dispatch import send
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
-from vdq.store import ContentRefsRecord, QueueItemRecord, content_pk
+from vdq.store import ContentRefsRecord, QueueItemRecord, content_key, refs_key
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply, send_entry
 
@@ -164,7 +164,7 @@ def files_of(rt: Any, content_id: str) -> list[str]:
 
 
 def open_items(content_id: str) -> int:
-    return int(ContentRefsRecord.get(content_pk(content_id), store.REFS_SK,
+    return int(ContentRefsRecord.get(*refs_key(content_id),
                                      consistent_read=True).open_items)  # fmt: skip
 
 
@@ -457,7 +457,8 @@ def conflict_on_the_content_counter(times: int) -> list[int]:
         request = json.loads(params["body"])
         writes = request["TransactItems"]
         keys = [w.get("Update", {}).get("Key", {}).get("sk", {}).get("S") for w in writes]
-        at = [n for n, sk in enumerate(keys) if sk == store.REFS_SK]
+        at = [n for n, sk in enumerate(keys)
+              if sk == store.REFS_SK or (sk or "").startswith("R#")]  # fmt: skip
         if not at or left[0] <= 0:
             return None
         left[0] -= 1
@@ -840,9 +841,9 @@ def stamp_done_items(rt: Any) -> None:
 
 
 def content_expiration(content_id: str) -> int | None:
-    from vdq.store import CONTENT_SK, ContentRecord
+    from vdq.store import ContentRecord
 
-    record = ContentRecord.get(content_pk(content_id), CONTENT_SK, consistent_read=True)
+    record = ContentRecord.get(*content_key(content_id), consistent_read=True)
     return None if record.expiration is None else int(record.expiration)
 
 

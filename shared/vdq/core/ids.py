@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+ALPHABET = _ALPHABET  # Crockford base32, in the order of the digits' values
 LENGTH = 26
 # What ``is_id`` accepts, as the OpenAPI document declares it: 26 characters of the alphabet.
 PATTERN = f"^[{_ALPHABET}]{{{LENGTH}}}$"
@@ -27,6 +28,25 @@ def new_id(now_ms: int | None = None) -> str:
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+def bound(ms: int, *, upper: bool) -> str:
+    """The smallest (``upper``: the largest) id of the millisecond ``ms``: the ids between two
+    bounds are those made in between, which makes a time window a range of ids."""
+    value = (ms << 80) | (((1 << 80) - 1) if upper else 0)
+    chars = []
+    for _ in range(LENGTH):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def time_ms(text: str) -> int:
+    """The millisecond an id was made in (its first 10 characters)."""
+    value = 0
+    for c in text[:10]:
+        value = value * 32 + _ALPHABET.index(c)
+    return value
 
 
 def is_id(text: str) -> bool:

@@ -46,7 +46,14 @@ PURGE_INDEX = IndexSpec(
     "purge_sk",
     "attachment sets whose items are all done, for the file-age purge",
 )
-INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX)
+# Every item by its receiver: the partition is a hash of the receiver as the suppression list
+# compares it (vdq.store.search.receiver_key), the sort key the item's own id (a ULID: time
+# first), so one Query answers "every item to ada@example.org, newest first" across the active
+# queue and the sent items. Written once at enqueue, never moved.
+RECEIVER_INDEX = IndexSpec(
+    "receiver", "rx", "id", "every item by a hash of its normalised receiver, newest first"
+)
+INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX, RECEIVER_INDEX)
 
 # Expired records archived from the stream (VDQ_ARCHIVE=s3), in the attachments bucket.
 ARCHIVE_PREFIX = "archive/"

@@ -22,19 +22,22 @@ from vdq.intake.scheduling import buckets, delay_for, is_long, publish_after
 from vdq.intake.segments import count as count_segments
 from vdq.intake.uploads import discard as discard_uploads
 from vdq.intake.uploads import find_uploads
+from vdq.results.suppression import normalize
 from vdq.store import (
-    CONTENT_SK,
-    REFS_SK,
     STATE_SK,
     ContentRecord,
     ContentRefsRecord,
     QueueItemRecord,
     WriteFailed,
-    content_pk,
+    content_key,
     encode_content,
     item_pk,
+    origin_content_id,
+    refs_key,
     shard,
 )
+from vdq.store.search import excerpt as excerpt_of
+from vdq.store.search import receiver_key
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.table import INITIAL_STATE
 from vdq.workflow.transitions import (
@@ -69,10 +72,12 @@ def new_item(
     priority: str = DEFAULT_PRIORITY,
     send_at: str | None = None,
     list_name: str | None = None,
+    excerpt: str | None = None,
 ) -> QueueItemRecord:
     """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
     also with its body's encoding and segments). A scheduled item's publish timer counts from
-    its ``send_at``: the re-publish sweep never sends it early."""
+    its ``send_at``: the re-publish sweep never sends it early. It is in the receiver index
+    (``rx``) from birth, and keeps ``excerpt`` (the start of its subject or body) for lists."""
     s = runtime.settings
     item_id = ids.new_id(int(now.timestamp() * 1000))
     at = iso(now)
@@ -108,6 +113,8 @@ def new_item(
         active_sk=f"{at}#{item_id}",
         timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards, priority),
         timer_sk=f"{due}#{item_id}",
+        rx=receiver_key(normalize(receiver)),
+        sj=excerpt,
     )
 
 
@@ -239,20 +246,33 @@ def _publish(
                 logger.exception("%s stays queued for the re-publish sweep", item.id)
 
 
+def new_content_id(origin: Origin | None, now: datetime) -> str:
+    """A new content's id, of the request's time (as its items' are): a request with an origin
+    keeps its content in the origin's partition (vdq.store.search: the search by origin, whose
+    time window is a range of these ids), any other its own."""
+    ulid = ids.new_id(int(now.timestamp() * 1000))
+    return origin_content_id(ulid, origin.type, origin.id) if origin else ulid
+
+
+def content_record(content_id: str, method: str, content: dict[str, Any], now: datetime,
+                   items: list[QueueItemRecord]) -> ContentRecord:  # fmt: skip
+    """The content's record; one in an origin's partition lists its items."""
+    record = ContentRecord(*content_key(content_id), method=method,
+                           data=encode_content(content), created_at=iso(now))  # fmt: skip
+    if content_key(content_id)[1] != "CONTENT":
+        record.items = " ".join(i.id for i in items)
+    return record
+
+
 def enqueue_email(
     email: Email, runtime: Runtime, *, created_by: str | None = None
 ) -> list[QueueItemRecord]:
     now = runtime.clock.now()
-    content_id = ids.new_id()
+    content_id = new_content_id(email.origin, now)
     uploads = find_uploads(email.attachments, created_by, runtime)
     files = file_records(content_id, email.attachments, uploads)
     content = {**email.content(), "attachments": [f.id for f in files]}
     receivers = email.receivers()
-    records: list[Any] = [
-        ContentRecord(content_pk(content_id), CONTENT_SK, method="email",
-                      data=encode_content(content), created_at=iso(now)),
-        *files,
-    ]  # fmt: skip
     items = [
         new_item(
             method="email",
@@ -270,9 +290,11 @@ def enqueue_email(
             priority=email.priority,
             send_at=email.send_at,
             list_name=email.list_name,
+            excerpt=excerpt_of(email.subject),
         )
         for r in receivers
     ]
+    records: list[Any] = [content_record(content_id, "email", content, now, items), *files]
     if files or len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)
@@ -312,7 +334,7 @@ def pending_refs(content_id: str, items: list[QueueItemRecord], now: datetime,
     due = iso(now + timedelta(seconds=PENDING_SECONDS))
     pending = json.dumps([i.id for i in items], separators=(",", ":"))
     return ContentRefsRecord(
-        content_pk(content_id), REFS_SK, open_items=len(items), pending=pending,
+        *refs_key(content_id), open_items=len(items), pending=pending,
         purge_pk=f"P#{shard(content_id, runtime.settings.index_shards)}",
         purge_sk=f"{due}#{content_id}",
     )  # fmt: skip
@@ -322,12 +344,10 @@ def enqueue_sms(
     sms: Sms, runtime: Runtime, *, created_by: str | None = None
 ) -> list[QueueItemRecord]:
     now = runtime.clock.now()
-    content_id = ids.new_id()
+    content_id = new_content_id(sms.origin, now)
     content = sms.content()
     counted_body = count_segments(sms.body)
     receivers = sms.receivers()
-    record = ContentRecord(content_pk(content_id), CONTENT_SK, method="sms",
-                           data=encode_content(content), created_at=iso(now))  # fmt: skip
     items = [
         new_item(
             method="sms",
@@ -346,10 +366,11 @@ def enqueue_sms(
             segments=counted_body.segments,
             priority=sms.priority,
             send_at=sms.send_at,
+            excerpt=excerpt_of(sms.body),
         )
         for r in receivers
     ]
-    records: list[Any] = [record]
+    records: list[Any] = [content_record(content_id, "sms", content, now, items)]
     if len(items) > 1:
         records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)

@@ -108,7 +108,7 @@ def _copy(originals: list[QueueItemRecord], who: Caller,
                  has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
                  runtime=runtime, resent_from=o.id, encoding=o.encoding,
                  segments=None if o.segments is None else int(o.segments), counted=True,
-                 priority=priority_of(o), list_name=o.list_name)
+                 priority=priority_of(o), list_name=o.list_name, excerpt=o.sj)
         for o in originals
     ]  # fmt: skip
     stored, why = _store_copies(originals, copies, runtime)

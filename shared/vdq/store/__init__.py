@@ -8,7 +8,10 @@ One table, every record kind under a prefixed key:
 | history       | ``QI#<id>``  | ``H#<at>#…`` | the "why" timeline past what the state item    |
 |               |              |             | holds (``recent``), one record per write        |
 | content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
+|               | ``CO#<o>``   | ``C#<id>``  | the same for a request with an origin (``o``: a |
+|               |              |             | hash of it), listing the request's items        |
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
+|               | ``CO#<o>``   | ``R#<id>``  | (of a content in its origin's partition)        |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 | suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
@@ -16,15 +19,20 @@ One table, every record kind under a prefixed key:
 |               |              | ``EV#<hash>`` | a provider event applied to it (TTL)          |
 | scheduled     | ``SCHED#<n>`` | ``<at>#…`` | a request's items waiting over 15 min to send;  |
 |               |              |             | high, bulk lane: pk ``SCHED#<lane>#<n>``        |
+| posting       | ``PT#<hour>`` | ``<shard>#<seq>`` | items entered and provider IDs stored in |
+|               |              |             | one stream window of one shard (search by time) |
+| counter       | ``CNT#<hour>``| ``all#<k>``, | how many items entered each state that hour,  |
+|               |              | ``p#…``, ``i#…`` | in all, per producer, per sender identity |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``events`` (history appends that change no state, with their event
 marks), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans),
-``scheduled`` (due-time buckets of long scheduled sends), ``tx`` (transactions and batches of
-new records), ``suppressions`` (suppressed receivers and their history), ``expiry`` (records
-past their expiration, the
-table's TTL attribute, are gone to every read; stamping an item's records: vdq.workflow.retention).
+``scheduled`` (due-time buckets of long scheduled sends), ``search`` (the receiver index and
+the origin partitions), ``postings`` (postings and counters the stream writes), ``tx``
+(transactions and batches of new records), ``suppressions`` (suppressed receivers and their
+history), ``expiry`` (records past their expiration, the table's TTL attribute, are gone to
+every read; stamping an item's records: vdq.workflow.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
 
@@ -63,9 +71,14 @@ from vdq.store.models import (
     SuppressionRecord,
     attachment_pk,
     bind,
+    content_id_of,
+    content_key,
     content_pk,
     item_pk,
+    origin_content_id,
+    origin_key,
     provider_pk,
+    refs_key,
     shard,
     suppression_history_pk,
     suppression_mark_sk,
@@ -73,6 +86,7 @@ from vdq.store.models import (
     suppression_sk,
 )
 from vdq.store.scheduled import Scheduled
+from vdq.store.search import Search
 from vdq.store.suppressions import Suppressions
 from vdq.store.tx import StoreBusy, WriteFailed, transact
 
@@ -109,12 +123,17 @@ __all__ = [
     "WriteFailed",
     "attachment_pk",
     "bind",
+    "content_id_of",
+    "content_key",
     "content_pk",
     "decode_content",
     "encode_content",
     "item_pk",
+    "origin_content_id",
+    "origin_key",
     "pack_history",
     "provider_pk",
+    "refs_key",
     "shard",
     "suppression_history_pk",
     "suppression_mark_sk",
@@ -125,6 +144,7 @@ __all__ = [
 ]
 
 
-class Store(Contents, Events, Keys, Suppressions, Scheduled):
+class Store(Contents, Events, Keys, Suppressions, Scheduled, Search):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
-    and attachments, provider-ID mappings, suppressions)."""
+    and attachments, provider-ID mappings, suppressions), and the searches by receiver and
+    origin."""

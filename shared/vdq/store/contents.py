@@ -16,16 +16,16 @@ from pynamodb.transactions import TransactWrite
 
 from vdq.store.items import Items
 from vdq.store.models import (
-    CONTENT_SK,
     FILE_SK,
-    REFS_SK,
     AttachmentRecord,
     ContentRecord,
     ContentRefsRecord,
     QueueItemRecord,
     Release,
     attachment_pk,
-    content_pk,
+    content_id_of,
+    content_key,
+    refs_key,
 )
 from vdq.store.tx import TRANSACT_MAX_ACTIONS, WriteFailed, condition_failed, transact
 
@@ -53,7 +53,7 @@ class Contents(Items):
         """The content, None when it does not exist or expired (``expired``: also then, while
         DynamoDB has not deleted it)."""
         try:
-            record = ContentRecord.get(content_pk(content_id), CONTENT_SK, consistent_read=True)
+            record = ContentRecord.get(*content_key(content_id), consistent_read=True)
         except DoesNotExist:
             return None
         return decode_content(record.data) if expired or self._live(record) else None
@@ -75,7 +75,7 @@ class Contents(Items):
 
     def get_refs(self, content_id: str) -> ContentRefsRecord | None:
         try:
-            return ContentRefsRecord.get(content_pk(content_id), REFS_SK, consistent_read=True)
+            return ContentRefsRecord.get(*refs_key(content_id), consistent_read=True)
         except DoesNotExist:
             return None
 
@@ -86,7 +86,7 @@ class Contents(Items):
     ) -> ContentRefsRecord:
         """``count`` items of the content were reserved and never created: count them off and
         put a content with files in the purge index (the purge checks the count)."""
-        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        refs = ContentRefsRecord(*refs_key(content_id))
         actions = Release(content_id, shard, now_iso, files=files).actions()
         actions[0] = ContentRefsRecord.open_items.add(-count)
         refs.update(actions=actions)
@@ -129,7 +129,6 @@ class Contents(Items):
 
     def _store_chunk(self, content_id: str, chunk: list[QueueItemRecord],
                      files_of: list[str]) -> bool:  # fmt: skip
-        pk = content_pk(content_id)
         now = int(self.clock.now().timestamp())
         unexpired = ContentRecord.pk.exists() & (
             ContentRecord.expiration.does_not_exist() | (ContentRecord.expiration > now)
@@ -144,9 +143,9 @@ class Contents(Items):
             refs += [ContentRefsRecord.purge_pk.remove(), ContentRefsRecord.purge_sk.remove()]
 
         def fill(tx: TransactWrite) -> None:
-            tx.update(ContentRefsRecord(pk, REFS_SK), refs,
+            tx.update(ContentRefsRecord(*refs_key(content_id)), refs,
                       condition=ContentRefsRecord.purged_at.does_not_exist())  # fmt: skip
-            tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.remove(),
+            tx.update(ContentRecord(*content_key(content_id)), [ContentRecord.expiration.remove(),
                                                       ContentRecord.shared.set(True)],
                       condition=unexpired)  # fmt: skip
             for attachment_id in files_of:
@@ -173,7 +172,7 @@ class Contents(Items):
 
     def confirm_refs(self, content_id: str) -> None:
         """The enqueue that wrote a content's refs wrote its items: no longer pending."""
-        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        refs = ContentRefsRecord(*refs_key(content_id))
         try:
             refs.update(
                 actions=[ContentRefsRecord.pending.remove(), ContentRefsRecord.purge_pk.remove(),
@@ -206,7 +205,7 @@ class Contents(Items):
         """Mark a content's files purged, if no item of it is open; True when its files may be
         deleted (also when an earlier purge marked it and died before deleting them: the
         content stays in the purge index until ``unqueue_purge``)."""
-        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        refs = ContentRefsRecord(*refs_key(content_id))
         try:
             refs.update(
                 actions=[ContentRefsRecord.purged_at.set(ContentRefsRecord.purged_at | now_iso)],
@@ -224,7 +223,7 @@ class Contents(Items):
         """Take a content out of the purge index: its files are deleted, or it has open items
         again (a later release puts it back); ``settled``: it has no files and its pending
         count was settled (a later enqueue of it would be pending again)."""
-        refs = ContentRefsRecord(content_pk(content_id), REFS_SK)
+        refs = ContentRefsRecord(*refs_key(content_id))
         done = (ContentRefsRecord.open_items > 0) | ContentRefsRecord.purged_at.exists()
         try:
             refs.update(
@@ -240,4 +239,4 @@ class Contents(Items):
         for row in ContentRefsRecord.purge_index.query(
             shard, ContentRefsRecord.purge_sk < before, limit=limit
         ):
-            yield row.pk.removeprefix("CT#")
+            yield content_id_of(row.pk, row.sk)

@@ -33,7 +33,6 @@ from vdq.store.history import (
 from vdq.store.keys import ProviderIdTaken
 from vdq.store.models import (
     MAP_SK,
-    REFS_SK,
     STATE_SK,
     ContentRefsRecord,
     EventMarkRecord,
@@ -42,9 +41,9 @@ from vdq.store.models import (
     QueueItemRecord,
     Release,
     _Table,
-    content_pk,
     item_pk,
     provider_pk,
+    refs_key,
 )
 from vdq.store.tx import BatchWrites, condition_failed, conditional_update, transact
 
@@ -120,9 +119,12 @@ class Items(BatchWrites, Expiring):
             return None
         return item if self._live(item) else None
 
-    def get_items(self, item_ids: Iterable[str]) -> dict[str, QueueItemRecord]:
+    def get_items(self, item_ids: Iterable[str], *,
+                  consistent: bool = True) -> dict[str, QueueItemRecord]:  # fmt: skip
+        """The items (live ones) by id: strongly consistent unless ``consistent`` is False (a
+        search, which reads an eventually consistent index first anyway: half the units)."""
         keys = [(item_pk(i), STATE_SK) for i in dict.fromkeys(item_ids)]
-        found = QueueItemRecord.batch_get(keys, consistent_read=True) if keys else []
+        found = QueueItemRecord.batch_get(keys, consistent_read=consistent) if keys else []
         return {r.id: r for r in found if self._live(r)}
 
     def history(self, item_id: str) -> list[HistoryRecord]:
@@ -331,7 +333,7 @@ class Items(BatchWrites, Expiring):
                 tx.save(record, condition=put_condition, return_values="ALL_OLD")
             tx.update(item, actions, condition=condition, return_values="ALL_OLD")
             if release is not None:
-                tx.update(ContentRefsRecord(content_pk(release.content_id), REFS_SK),
+                tx.update(ContentRefsRecord(*refs_key(release.content_id)),
                           release.actions())  # fmt: skip
 
         try:

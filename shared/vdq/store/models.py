@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,45 @@ def item_pk(item_id: str) -> str:
 
 
 def content_pk(content_id: str) -> str:
-    return f"CT#{content_id}"
+    """The partition of a content's records (content, REFS): its own, or its origin's."""
+    ulid, _, origin = content_id.partition(ORIGIN_MARK)
+    return f"{ORIGIN_PREFIX}{origin}" if origin else f"CT#{ulid}"
+
+
+# A request with an origin stores its content in the origin's partition, one record a request
+# (sort key ``C#<ulid>``, newest last), so the search by origin is one Query of that partition
+# and costs no write of its own. Its content id says so: ``<ulid>.<origin key>``.
+ORIGIN_PREFIX = "CO#"
+ORIGIN_MARK = "."
+
+
+def origin_key(origin_type: str, origin_id: str) -> str:
+    """The partition key part of an origin (type, id): 65 bits of its hash, base32."""
+    digest = hashlib.blake2b(f"{origin_type}\x1f{origin_id}".encode(), digest_size=9).digest()
+    return base64.b32encode(digest).decode().rstrip("=").lower()[:13]
+
+
+def origin_content_id(ulid: str, origin_type: str, origin_id: str) -> str:
+    return f"{ulid}{ORIGIN_MARK}{origin_key(origin_type, origin_id)}"
+
+
+def content_key(content_id: str) -> tuple[str, str]:
+    """(pk, sk) of a content's record."""
+    ulid, _, origin = content_id.partition(ORIGIN_MARK)
+    return (content_pk(content_id), f"C#{ulid}" if origin else CONTENT_SK)
+
+
+def refs_key(content_id: str) -> tuple[str, str]:
+    """(pk, sk) of a content's REFS record (its open items), beside the content."""
+    ulid, _, origin = content_id.partition(ORIGIN_MARK)
+    return (content_pk(content_id), f"R#{ulid}" if origin else REFS_SK)
+
+
+def content_id_of(pk: str, sk: str) -> str:
+    """The content id of a record keyed by ``content_key`` or ``refs_key``."""
+    if pk.startswith(ORIGIN_PREFIX):
+        return f"{sk.split('#', 1)[1]}{ORIGIN_MARK}{pk.removeprefix(ORIGIN_PREFIX)}"
+    return pk.removeprefix("CT#")
 
 
 def attachment_pk(attachment_id: str) -> str:
@@ -121,6 +160,15 @@ class _TimersIndex(GlobalSecondaryIndex["QueueItemRecord"]):
     timer_sk = UnicodeAttribute(range_key=True)
 
 
+class _ReceiverIndex(GlobalSecondaryIndex["QueueItemRecord"]):
+    class Meta:
+        index_name = resources.RECEIVER_INDEX.name
+        projection = KeysOnlyProjection()
+
+    rx = UnicodeAttribute(hash_key=True)
+    id = UnicodeAttribute(range_key=True)
+
+
 class _PurgeIndex(GlobalSecondaryIndex["ContentRefsRecord"]):
     class Meta:
         index_name = resources.PURGE_INDEX.name
@@ -176,10 +224,16 @@ class QueueItemRecord(_Table):
     sent_sk = UnicodeAttribute(null=True)
     timer_pk = UnicodeAttribute(null=True)
     timer_sk = UnicodeAttribute(null=True)
+    # The receiver index's key (vdq.store.search.receiver_key): written at enqueue, never moved.
+    rx = UnicodeAttribute(null=True)
+    # The start of the subject (email) or body (SMS), for lists that show it without reading
+    # the content (vdq.store.search.EXCERPT_CHARS).
+    sj = UnicodeAttribute(null=True)
 
     active_index = _ActiveIndex()
     sent_index = _SentIndex()
     timers_index = _TimersIndex()
+    receiver_index = _ReceiverIndex()
 
 
 class HistoryRecord(_Table):
@@ -228,6 +282,9 @@ class ContentRecord(_Table):
     created_at = UnicodeAttribute()
     # A resend made the content of one item shared: its REFS record counts its items now.
     shared = BooleanAttribute(null=True)
+    # A content in its origin's partition lists the request's items (space-separated ids):
+    # the search by origin reads them from here.
+    items = UnicodeAttribute(null=True)
 
 
 class ContentRefsRecord(_Table):

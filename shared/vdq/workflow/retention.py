@@ -122,22 +122,20 @@ def stamp_content(content_id: str, expiration: int, runtime: Any, *, counted: bo
     one transaction with its REFS record, conditional on its open count being zero, and with
     its attachments' records (``files``: read from the content)."""
     from vdq.store import (
-        CONTENT_SK,
         FILE_SK,
-        REFS_SK,
         AttachmentRecord,
         ContentRecord,
         ContentRefsRecord,
         attachment_pk,
-        content_pk,
+        content_key,
+        refs_key,
         transact,
     )
 
-    pk = content_pk(content_id)
     later = ContentRecord.expiration.does_not_exist() | (ContentRecord.expiration < expiration)
     if not counted:
         try:
-            ContentRecord(pk, CONTENT_SK).update(
+            ContentRecord(*content_key(content_id)).update(
                 actions=[ContentRecord.expiration.set(expiration)],
                 condition=ContentRecord.pk.exists() & later
                 & ContentRecord.shared.does_not_exist(),
@@ -153,9 +151,10 @@ def stamp_content(content_id: str, expiration: int, runtime: Any, *, counted: bo
     idle = (ContentRefsRecord.open_items <= 0) & ContentRefsRecord.pending.does_not_exist()
 
     def fill(tx: TransactWrite) -> None:
-        tx.update(ContentRecord(pk, CONTENT_SK), [ContentRecord.expiration.set(expiration)],
+        tx.update(ContentRecord(*content_key(content_id)),
+                  [ContentRecord.expiration.set(expiration)],
                   condition=ContentRecord.pk.exists() & later)  # fmt: skip
-        tx.update(ContentRefsRecord(pk, REFS_SK),
+        tx.update(ContentRefsRecord(*refs_key(content_id)),
                   [ContentRefsRecord.expiration.set(expiration + REFS_GRACE_SECONDS)],
                   condition=idle)  # fmt: skip
         for attachment_id in content.get("attachments") or []:
