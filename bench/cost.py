@@ -49,6 +49,9 @@ class Invocation:
     # Log bytes a message of a full batch prints (the invocation's metric line is the batch's);
     # None: the tally's, as measured with a batch of one.
     batch_log_bytes: float | None = None
+    # The last call of a stream window and its writes (postings, counters): shared by the
+    # messages one shard's tumbling window holds (``window_messages``).
+    stream_window: bool = False
 
 
 def memory_mb() -> dict[str, int]:
@@ -106,6 +109,15 @@ def stream_fill(records_per_second: float, window_seconds: float, batch_size: in
     if x <= 0:
         return 1.0
     return min(float(batch_size), x / -math.expm1(-x))
+
+
+def window_share(table_bytes: float, table: dict[str, Any]) -> float:
+    """Messages one shard's tumbling window holds at the stated volume (at least one): they
+    share the window's last call and its postings and counters (vdq.schedules.postings)."""
+    from vdq.core import resources
+
+    per_shard = per_second(table) / stream_shards(table_bytes, table)
+    return max(1.0, per_shard * resources.STREAM_TUMBLING_WINDOW_SECONDS)
 
 
 def traced_per_second(invocations_per_second: float, table: dict[str, Any]) -> float:
@@ -191,6 +203,7 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
     stream_batch = stream_fill(records * per_second(p) / shards,
                                resources.STREAM_BATCHING_WINDOW_SECONDS,
                                resources.STREAM_BATCH_SIZE)  # fmt: skip
+    window_messages = window_share(table_bytes / messages, p)
     platform = a["lambda_platform_log_bytes"] if config["system_log_level"] != "WARN" else 0
     usage = {"lambda_requests": 0.0, "lambda_gbs": 0.0, "wru": 0.0, "rru": 0.0, "sqs": 0.0,
              "sns": 0.0, "events": 0.0, "s3_put": 0.0, "s3_get": 0.0, "log_bytes": 0.0,
@@ -200,8 +213,11 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         t = inv.tally
         # An invocation fed by a queue handles ``fill`` messages: its request and base time
         # are shared by them; each message's own AWS requests are not. A stream batch holds
-        # ``stream_batch`` records, from many messages.
-        if inv.stream_records:
+        # ``stream_batch`` records, from many messages; a window's last call, a shard's
+        # messages of a tumbling window.
+        if inv.stream_window:
+            share = 1 / window_messages
+        elif inv.stream_records:
             share = inv.stream_records / stream_batch
         else:
             share = 1 / fill if inv.queue is not None else 1
@@ -229,9 +245,11 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         usage["platform_log_bytes"] += a["lambda_platform_log_bytes"] * share
         # The pace record's units are the batch's (one reservation of all its slots).
         pace = t.get("dynamodb_pace_write_units", 0.0)
-        usage["wru"] += (t["dynamodb_write_units"] - pace + pace * share
-                         + t["dynamodb_index_write_units"])  # fmt: skip
-        usage["rru"] += t["dynamodb_read_units"]
+        # A window's writes are its messages' together: each pays its share.
+        own = share if inv.stream_window else 1
+        usage["wru"] += own * (t["dynamodb_write_units"] - pace + pace * share
+                               + t["dynamodb_index_write_units"])  # fmt: skip
+        usage["rru"] += own * t["dynamodb_read_units"]
         billed = t.get("billed", {})
         usage["sqs"] += billed.get("sqs", 0)
         usage["events"] += billed.get("events", 0)

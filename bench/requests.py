@@ -736,6 +736,9 @@ class Journey:
             if queue == STREAM:  # a share of a stream batch: no SQS, no SNS
                 out.append(cost.Invocation(function, tally.as_json(), stream_records=sns))
                 continue
+            if queue == WINDOW:  # a share of a stream window's last call and its writes
+                out.append(cost.Invocation(function, tally.as_json(), stream_window=True))
+                continue
             batch_ms = batch_log_bytes = None
             if function == "send" and self.send_batch is not None:
                 batch_ms = send_batch_ms(self.send_batch, table or cost.prices())
@@ -811,17 +814,24 @@ def email_delivered() -> Journey:
                 raise RuntimeError(f"webhook failed the {event_type} event: {answer}")
             journey.phases.append(("webhook", tally, "results", 1))
         journey.final_state = state_of(stack, item["id"]).state
-        journey.phases.append(stream_phase(stack))
+        journey.phases.extend(stream_phases(stack))
         journey.stored_bytes = stored_bytes(stack)
         journey.table_bytes = stored_bytes(stack, indexes=False)
     return journey
 
 
+# Records the stream consumer writes once per window of a shard (vdq.store.postings): shared by
+# every message of the window, so neither one message's requests nor its stored bytes.
+WINDOW_PREFIXES = ("PT#", "CNT#")
+
+
 def stored_bytes(stack: env.Stack, *, indexes: bool = True) -> int:
-    """What the table (and its indexes) holds after one message's journey (its only
-    message)."""
+    """What the table (and its indexes) holds after one message's journey (its only message),
+    but the stream window's postings and counters (about 50 bytes of posting entries an
+    email)."""
     weigh = record_bytes if indexes else table_record_bytes
-    return sum(map(weigh, table_records(stack.runtime.settings.table_name)))
+    return sum(weigh(r) for r in table_records(stack.runtime.settings.table_name)
+               if not r["pk"]["S"].startswith(WINDOW_PREFIXES))  # fmt: skip
 
 
 # ---- the table's records and what they store -------------------------------------------------
@@ -870,35 +880,47 @@ def table_records(table: str) -> list[dict[str, Any]]:
 # tests/infra/test_bench_bill.py.
 DELIVERED_EMAIL_EVENTS = ("Delivery",)
 STREAM = "stream"  # the phase of the table's stream: the schedule function publishes events
+WINDOW = "window"  # the last call of a stream window: its postings and counts, for all its messages
 
 
-def stream_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
+def stream_phases(stack: env.Stack) -> list[tuple[str, Tally, str | None, int]]:
     """The table's stream as the deployed event source mapping hands it on: the records its
-    filter lets through (modified state items), to the schedule function, which stamps the done
-    item's records with its expiration and publishes the state events of the default mode
-    (none for a delivered message). Lambda reads the stream for free; the phase's ``sns``
-    slot carries the number of records, which decides what share of a batch of the mapping it
-    is."""
+    filters let through (new and modified state items), to the schedule function, which stamps
+    the done item's records with its expiration, publishes the state events of the default
+    mode (none for a delivered message) and folds them into its window's postings and counts;
+    then the window's last call writes those. Two phases: the batch (the ``sns`` slot carries
+    its records: bench.cost shares it by the mapping's batch size) and the window's last call
+    (shared by the messages a shard's window holds: bench.cost). Lambda reads the stream for
+    free."""
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodbstreams.models import dynamodbstreams_backends
 
-    from vdq.local.pollers import _passes_filter
+    from vdq.local.pollers import passes
 
     streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
     with COUNTER.paused():
         arn = boto3_table_stream(stack)
     records: list[dict[str, Any]] = []
+    shard_id = "shardId-bench"
     for shard in streams.describe_stream(arn)["Shards"]:
+        shard_id = shard["ShardId"]
         iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
         got = json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
                                     default=str))  # fmt: skip
-        records += [dict(r, eventSourceARN=arn) for r in got if _passes_filter(r)]
+        records += [dict(r, eventSourceARN=arn, eventSource="aws:dynamodb") for r in got
+                    if passes(r)]  # fmt: skip
     handler = env.need("functions.schedule.handler", "handler")
-    with COUNTER.measure(units=True) as tally:
-        answer = handler({"Records": records}, env.LambdaContext("vdq-schedule"))
+    window = {"window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z"},
+              "shardId": shard_id, "eventSourceARN": arn, "isWindowTerminatedEarly": False}
+    with COUNTER.measure(units=True) as batch:
+        answer = handler({"Records": records, "state": {}, "isFinalInvokeForWindow": False,
+                          **window}, env.LambdaContext("vdq-schedule"))  # fmt: skip
     if not answer.get("expiring"):  # the done item's records get its expiration
         raise RuntimeError(f"the stream stamped no record: {answer}")
-    return "schedule", tally, STREAM, len(records)
+    with COUNTER.measure(units=True) as last:
+        handler({"Records": [], "state": answer["state"], "isFinalInvokeForWindow": True,
+                 **window}, env.LambdaContext("vdq-schedule"))  # fmt: skip
+    return [("schedule", batch, STREAM, len(records)), ("schedule", last, WINDOW, 0)]
 
 
 def boto3_table_stream(stack: env.Stack) -> str:
@@ -927,7 +949,7 @@ def sms_delivered() -> Journey:
                 raise RuntimeError(f"callback {status} answered {answer}")
             journey.phases.append(("webhook", tally, None, 0))
         journey.final_state = state_of(stack, item["id"]).state
-        journey.phases.append(stream_phase(stack))
+        journey.phases.extend(stream_phases(stack))
         journey.stored_bytes = stored_bytes(stack)
         journey.table_bytes = stored_bytes(stack, indexes=False)
     return journey
@@ -973,7 +995,8 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> di
             with COUNTER.measure(units=True) as tally:
                 run_webhook(event)
             total.add(tally)
-        total.add(stream_phase(stack)[1])
+        for _, phase, _, _ in stream_phases(stack):  # the batch, and its window's last call
+            total.add(phase)
         items = [state_of(stack, i) for i in ids]
     undone = [i.id for i in items if i.state != "succeeded"]
     if undone:

@@ -138,24 +138,24 @@ class VdqStack(Stack):
         functions.send.add_environment("VDQ_UNSUBSCRIBE_URL", f"{api.url}unsubscribe/")
         schedules = Schedules(self, "Schedules", function=functions.schedule)
         archive_on = config.settings.get("VDQ_ARCHIVE", "").strip().lower() == "s3"
-        # State-change events: the schedule function publishes them from the table's stream,
-        # at least once (a failed batch is retried, then halved, then its position goes to the
-        # schedules' dead-letter queue).
+        # The table's stream: the schedule function publishes state-change events from it, at
+        # least once (a failed batch is retried, then halved, then its position goes to the
+        # schedules' dead-letter queue), and folds it into postings and counts in a tumbling
+        # window, exactly once (vdq.schedules.postings). The checkpoints that make them exactly
+        # once need a shard's batches in order: no parallelization factor.
         functions.schedule.add_event_source(
             sources.DynamoEventSource(
                 data.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=resources.STREAM_BATCH_SIZE,
                 max_batching_window=Duration.seconds(resources.STREAM_BATCHING_WINDOW_SECONDS),
+                tumbling_window=Duration.seconds(resources.STREAM_TUMBLING_WINDOW_SECONDS),
                 bisect_batch_on_error=True,
-                retry_attempts=10,
+                retry_attempts=resources.STREAM_RETRY_ATTEMPTS,
                 on_failure=sources.SqsDlq(schedules.dead_letters),
                 filters=[
-                    lambda_.FilterCriteria.filter({
-                        "eventName": lambda_.FilterRule.is_equal("MODIFY"),
-                        "dynamodb": {"NewImage": {"sk": {"S": lambda_.FilterRule.is_equal(
-                            "STATE")}}},
-                    }),
+                    *(lambda_.FilterCriteria.filter(pattern)
+                      for pattern in resources.STREAM_FILTERS),
                     # VDQ_ARCHIVE=s3: the records TTL deleted (vdq.schedules.archive), nothing else.
                     *([lambda_.FilterCriteria.filter({
                         "eventName": lambda_.FilterRule.is_equal("REMOVE"),

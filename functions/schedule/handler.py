@@ -3,8 +3,10 @@
 The rule's input names the tasks: ``{"task": "sms" | "sweep" | "purge"}`` or
 ``{"tasks": [...]}``. A plain scheduled event (no input) runs the every-minute tasks, ``sms``
 and ``sweep``; the daily rule sends ``{"task": "purge"}``. A batch of the table's stream
-records (``aws:dynamodb``) publishes the state-change events they hold (vdq.workflow.stateevents),
-after stamping the records of items that entered a done state (vdq.workflow.retention).
+records (``aws:dynamodb``, in a tumbling window) publishes the state-change events they hold
+(vdq.workflow.stateevents), after stamping the records of items that entered a done state
+(vdq.workflow.retention), and folds them into the window's postings and counts, which the
+window's last invocation writes (vdq.schedules.postings): its answer carries the window's state.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 from vdq.core.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
-from vdq.schedules import archive
+from vdq.schedules import archive, postings
 from vdq.schedules import sweeps as schedules
 from vdq.workflow import retention
 
@@ -34,17 +36,21 @@ def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    records = event.get("Records")
-    if isinstance(records, list) and records and records[0].get("eventSource") == "aws:dynamodb":
-        # A failure raises: Lambda delivers the batch again (at least once). Items that
-        # entered a done state first give their older records their expiration.
+    found = event.get("Records")
+    records: list[dict[str, Any]] = found if isinstance(found, list) else []
+    # A window's last invocation may hold no record: the shard's id says it is the stream's.
+    if "shardId" in event or (records and records[0].get("eventSource") == "aws:dynamodb"):
+        # A failure raises: Lambda delivers the batch again (at least once), with the state of
+        # before it. Items that entered a done state first give their older records their
+        # expiration.
         runtime = Runtime.default()
         stamped = retention.stamp_changes(records, runtime)
         archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3
         published = runtime.state_events.publish_changes(records)
+        window = postings.consume(event, runtime)
         if published:  # a zero is no news: CloudWatch bills each metric that gets a value
             metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
-        return {"published": published, "expiring": stamped, "archived": archived}
+        return {"published": published, "expiring": stamped, "archived": archived, **window}
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
         if n:  # an alarm on a count treats the missing value as not breaching

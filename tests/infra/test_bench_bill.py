@@ -25,6 +25,7 @@ def test_the_stream_batch_matches_the_mapping_and_provisioned_is_cheaper_at_a_st
     assert "batch_size=resources.STREAM_BATCH_SIZE" in source
     assert "Duration.seconds(resources.STREAM_BATCHING_WINDOW_SECONDS)" in source
     table = cost.prices()
+    assert "Duration.seconds(resources.STREAM_TUMBLING_WINDOW_SECONDS)" in source
     usage = {"wru": 10.0, "rru": 2.0}
     provisioned = bill.provisioned_dynamodb(usage, table)
     on_demand = 1e6 * (10 * table["dynamodb"]["per_million_write_request_units"]

@@ -96,6 +96,23 @@ SES_EVENTS_TOPIC = "ses-events"
 SES_EVENTS = ("Reject", "Bounce", "Complaint", "Delivery", "Rendering Failure", "DeliveryDelay")
 # Opt-in (vdq:openClickTracking): subscribing them turns on SES's link rewriting and open pixel.
 SES_TRACKING_EVENTS = ("Open", "Click")
+# The stream's postings and counts (vdq.schedules.postings) are exactly once through the
+# mapping's tumbling window: Lambda passes the window's state from batch to batch of a shard,
+# with the shard's id, and the window's last invocation writes a handful of records for the
+# whole window, each with the shard's checkpoint in the same write. So they cost a few write
+# units per shard a minute, whatever the volume; the searches by time, sender and provider ID
+# and the counts follow a change by up to the window and a batch's wait (70 s).
+STREAM_TUMBLING_WINDOW_SECONDS = 60
+# The filter of the mapping (Lambda's filter-pattern syntax, as plain data: the CDK app and the
+# local stack's poller both read it): new and changed state items, and history records that
+# hold a provider's bounce, complaint or rejection when they did not fit on the state item.
+STREAM_FILTERS: tuple[dict, ...] = (
+    {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {"sk": {"S": ["STATE"]}}}},
+    {"eventName": ["INSERT"], "dynamodb": {"NewImage": {
+        "sk": {"S": [{"prefix": "H#"}]}, "actor": {"S": ["ses"]},
+        "name": {"S": ["error", "Bounce", "Complaint", "Reject"]}}}},
+)
+STREAM_RETRY_ATTEMPTS = 10
 API_FUNCTION_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 SCHEDULE_FUNCTION_TIMEOUT_SECONDS = 120
 

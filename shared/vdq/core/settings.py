@@ -310,6 +310,11 @@ class Settings:
     schedule_seconds: float = _setting(
         "VDQ_SCHEDULE_SECONDS", 10.0, read.positive_float, "how often the local schedules run"
     )
+    local_stream_seconds: float = _setting(
+        "VDQ_LOCAL_STREAM_SECONDS", 10.0, read.positive_float,
+        "tumbling window of the local stack's stream poller (a deployment's is 60 s): the "
+        "counts and the searches by time, sender and provider ID follow a change by up to it",
+    )  # fmt: skip
     local_ses_rate: float | None = _setting(
         "VDQ_LOCAL_SES_RATE",
         None,

@@ -151,8 +151,12 @@ class LocalStack:
         self._parts.extend(self.pollers)
         stream_arn = self.session.client("dynamodb").describe_table(
             TableName=self.resources.table)["Table"]["LatestStreamArn"]  # fmt: skip
+        # The deployed mapping's batches and tumbling window, on a shorter clock: its counts
+        # and postings are written when a window ends (VDQ_LOCAL_STREAM_SECONDS).
+        window = self.local.local_stream_seconds
         self.stream = StreamPoller(self.session.client("dynamodbstreams"), stream_arn,
-                                   "schedule", self.functions).start()  # fmt: skip
+                                   "schedule", self.functions, window_seconds=window,
+                                   batching_seconds=min(1.0, window)).start()  # fmt: skip
         self._parts.append(self.stream)
         self.schedules = Schedules(self.functions, self.local.schedule_seconds).start()
         self._parts.append(self.schedules)
@@ -198,7 +202,9 @@ class LocalStack:
             "busy": any(p.busy for p in self.pollers),
             "state_events_published": self.stream.published if hasattr(self, "stream") else 0,
             "stream": ({"records": self.stream.records, "delivered": self.stream.delivered,
-                        "invocations": self.stream.invocations, "failures": self.stream.failures}
+                        "invocations": self.stream.invocations, "failures": self.stream.failures,
+                        "windows": self.stream.windows, "dropped": self.stream.dropped,
+                        "window_seconds": self.stream.window_seconds}
                        if hasattr(self, "stream") else {}),
             "schedule_runs": self.schedules.runs if hasattr(self, "schedules") else 0,
             "twilio_mode": "polling" if self.settings.twilio_polling else "webhook",

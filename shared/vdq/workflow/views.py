@@ -2,15 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from vdq.store import HistoryRecord, QueueItemRecord
+from vdq.store.history import entry_data, recent_of
 from vdq.workflow.lanes import priority_of
 
 # What a history entry's ``source`` and ``kind`` may be (the OpenAPI document's enums; a test
 # checks every writer of history uses only these).
 HISTORY_SOURCES = ("server", "provider", "operator", "schedule")
 HISTORY_KINDS = ("transition", "ignored", "late", "event", "action")
+
+
+# What a list marks beside an item's state, so that a delivered email a receiver complained
+# about does not read as a plain success: a permanent bounce, a complaint, a rejection by the
+# provider, an SMS opt-out (STOP: Twilio's 21610), and a send the suppression list stopped.
+SIGNALS = ("bounce", "complaint", "reject", "stop", "suppressed")
+
+
+def entry_signals(name: str | None, text: str | None) -> set[str]:
+    """The signals one history entry carries (as the results stage words its entries: the
+    tests of vdq.schedules.postings tie these words to the events that make them)."""
+    text = text or ""
+    found = set()
+    if text.startswith("SES bounce (Permanent"):
+        found.add("bounce")
+    if name == "Complaint" and "(not-spam)" not in text:
+        found.add("complaint")
+    if text.startswith("SES rejected the message"):
+        found.add("reject")
+    if "21610" in text or text.startswith(("STOP sent", "STOPALL sent")):
+        found.add("stop")
+    return found
+
+
+def signals_of(texts: Iterable[str], result: str | None) -> list[str]:
+    """The signals of an item from its entries on the state item (JSON texts) and its result:
+    those an entry spilled to a record of its own are not seen (a list reads no record)."""
+    found: set[str] = set()
+    for text in texts:
+        try:
+            data = entry_data(text)
+        except ValueError:
+            continue
+        found |= entry_signals(data.get("name"), data.get("text"))
+    found |= entry_signals(None, result)
+    if result and "on the suppression list" in result and result.startswith("not sent"):
+        found.add("suppressed")
+    return [s for s in SIGNALS if s in found]
 
 
 def item_json(item: QueueItemRecord) -> dict[str, Any]:
@@ -45,6 +85,8 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "segments": int(item.segments) if item.segments is not None else None,
         "priority": priority_of(item),
         "send_at": item.send_at,
+        "excerpt": item.sj,
+        "signals": signals_of(recent_of(item), item.result),
     }
 
 

@@ -1,0 +1,284 @@
+"""The table's stream, posted and counted: what the searches by time, sender and provider ID
+read (postings), and how many items entered each state per hour (counters).
+
+The stream mapping has a tumbling window (vdq.core.resources.STREAM_TUMBLING_WINDOW_SECONDS):
+Lambda hands each invocation the shard's id and the state the previous invocation of the
+window returned. Each invocation folds its records into that state (``fold``: pure but for a
+read of the item when a provider's entry spilled to a history record), and the window's last
+invocation writes it (``flush``): a posting per hour touched, a counter record per hour and
+kind (all, per producer, per sender identity), each ADD with the shard's checkpoint in the
+same write (vdq.store.postings). So a record is counted exactly once:
+
+- a batch that fails is given again with the state of before it (nothing of it was kept);
+- a final invocation given again (it failed after some writes, or its answer was lost) finds
+  its checkpoints set and skips what it wrote, and writes the rest;
+- a window that ends early (its state past what Lambda keeps) is written as a window of its
+  own, and the next goes on after its last sequence number;
+- a shard that splits gives its children new ids: checkpoints of their own, in order after
+  their parent's (Lambda finishes a parent shard first).
+
+What is counted, by method, for the hour of the change (the item's ``updated_at``): items
+queued (new), sent (a provider took it: its ID was stored), succeeded (delivered), errored,
+cancelled, unconfirmed, and the provider's permanent bounces, complaints and rejections; per
+producer (the item's ``created_by``) and per sender identity (its sender), those that tell a
+reputation: sent, succeeded, bounce, complaint, reject.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from vdq.core.observability import logger
+from vdq.store.history import entry_data, more_entries
+from vdq.store.postings import (
+    ALL,
+    Accepted,
+    Entered,
+    Entry,
+    Tallies,
+    counter_sk,
+    decode_entries,
+    hour_of,
+    provider_hash,
+    sender_hash,
+    shard_tag,
+)
+from vdq.workflow.views import entry_signals
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+
+STATE_SK = "STATE"
+# The states whose entering is counted, and the signals of provider entries.
+COUNTED_STATES = ("succeeded", "errored", "cancelled", "unconfirmed")
+COUNTED_SIGNALS = ("bounce", "complaint", "reject")
+# What the per-producer and per-identity records count: the reputation guard's figures.
+REPUTATION = ("sent", "succeeded", "bounce", "complaint", "reject")
+DAY = 86_400
+COUNTER_DAYS = 40  # the counts API reads 30 days back
+POSTING_MARGIN_DAYS = 3
+# A window's state is written early past this size (Lambda keeps at most 1 MB a shard).
+MAX_STATE_BYTES = 400_000
+STATE_KEY = "vdq"
+NO_PRODUCER = "-"
+
+
+def _plain(image: Mapping[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deserialize = TypeDeserializer().deserialize
+    return {k: deserialize(v) for k, v in image.items()}
+
+
+@dataclass
+class Window:
+    """What a window of one shard has seen so far: the counts of each counter record (with the
+    first and last sequence number that added to it) and each hour's posting entries."""
+
+    counts: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<hour>|<sk>" -> ...
+    postings: dict[str, dict[str, Any]] = field(default_factory=dict)  # hour -> ...
+    shard: str = "-"  # the shard's tag (the counter records it writes, its checkpoints)
+
+    # ---- Lambda's state -------------------------------------------------------------------
+
+    def state(self) -> dict[str, str]:
+        """The state to hand back to Lambda (a map of strings)."""
+        if not self.counts and not self.postings:
+            return {}
+        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings},
+                                      separators=(",", ":"))}  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None, shard: str) -> Window:
+        text = (state or {}).get(STATE_KEY)
+        if not isinstance(text, str):
+            return cls(shard=shard)
+        data = json.loads(text)
+        return cls(dict(data.get("c") or {}), dict(data.get("p") or {}), shard)
+
+    # ---- folding ----------------------------------------------------------------------------
+
+    def count(self, hour: str, sk: str, sequence: str, names: Iterable[str]) -> None:
+        names = list(names)
+        if not names:
+            return
+        slot = self.counts.setdefault(f"{hour}|{sk}", {"f": sequence, "l": sequence, "n": {}})
+        slot["l"] = sequence
+        for name in names:
+            slot["n"][name] = slot["n"].get(name, 0) + 1
+
+    def post(self, hour: str, sequence: str, entry: Entry) -> None:
+        slot = self.postings.setdefault(hour, {"f": sequence, "l": sequence, "e": ""})
+        slot["l"] = sequence
+        slot["e"] = base64.b64encode(base64.b64decode(slot["e"]) + entry.encode()).decode()
+
+    def size(self) -> int:
+        return sum(len(json.dumps(v)) for v in (self.counts, self.postings))
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one stream record says happened to one item, for the hour ``at`` falls in."""
+
+    item: dict[str, Any]
+    at: str
+    states: tuple[str, ...] = ()  # states entered
+    signals: tuple[str, ...] = ()  # provider signals recorded
+    queued: bool = False
+    provider_id: str | None = None  # newly stored
+
+
+def change_of(record: Mapping[str, Any],
+              lookup: Callable[[str], dict[str, Any] | None]) -> Change | None:  # fmt: skip
+    """The change a record of the mapping's filter makes: a state item's INSERT or MODIFY, or
+    a history record (a provider's entry that did not fit on the state item: ``lookup`` reads
+    its item). None for anything else."""
+    data = record.get("dynamodb") or {}
+    new = _plain(data.get("NewImage") or {})
+    old = _plain(data.get("OldImage") or {})
+    sk = str(new.get("sk") or "")
+    event = record.get("eventName")
+    if sk == STATE_SK and event == "INSERT" and new.get("id"):
+        return Change(new, str(new.get("queued_at") or new.get("updated_at") or ""), queued=True)
+    if sk == STATE_SK and event == "MODIFY" and new.get("id"):
+        before, after = old.get("state"), new.get("state")
+        states = (after,) if after != before and after in COUNTED_STATES else ()
+        signals: set[str] = set()
+        for text in _new_entries(old.get("recent"), new.get("recent")):
+            try:
+                entry = entry_data(text)
+            except ValueError:
+                continue
+            signals |= entry_signals(entry.get("name"), entry.get("text"))
+        stored = new.get("provider_id") if new.get("provider_id") != old.get("provider_id") \
+            else None  # fmt: skip
+        return Change(new, str(new.get("updated_at") or ""), tuple(states),
+                      tuple(s for s in COUNTED_SIGNALS if s in signals),
+                      provider_id=str(stored) if stored else None)  # fmt: skip
+    if sk.startswith("H#") and event == "INSERT":
+        item_id = str(new.get("pk") or "").removeprefix("QI#")
+        entries = [{"name": new.get("name"), "text": new.get("text"), "at": new.get("at")}]
+        with contextlib.suppress(ValueError):  # a record no release wrote: its own entry only
+            entries += more_entries(new["more"]) if new.get("more") else []
+        signals = set()
+        for entry in entries:
+            signals |= entry_signals(entry.get("name"), entry.get("text"))
+        found = tuple(s for s in COUNTED_SIGNALS if s in signals)
+        item = lookup(item_id) if found else None
+        if item is None:
+            return None
+        return Change(item, str(new.get("at") or ""), signals=found)
+    return None
+
+
+def _new_entries(old: Any, new: Any) -> list[str]:
+    """The entries a write appended to the state item's ``recent`` (entries are only ever
+    appended; anything else, every entry not there before)."""
+    before, after = list(old or []), list(new or [])
+    if after[: len(before)] == before:
+        return [str(t) for t in after[len(before):]]
+    return [str(t) for t in after if t not in before]
+
+
+def fold(window: Window, records: Iterable[Mapping[str, Any]],
+         lookup: Callable[[str], dict[str, Any] | None]) -> int:  # fmt: skip
+    """Fold a batch of the window's records into ``window``; returns how many changed it."""
+    folded = 0
+    for record in records:
+        sequence = str((record.get("dynamodb") or {}).get("SequenceNumber") or "")
+        change = change_of(record, lookup)
+        if change is None or not sequence.isdigit() or len(change.at) < 13:
+            continue
+        folded += 1
+        item, hour = change.item, hour_of(change.at)
+        method = str(item.get("method") or "email")
+        producer = str(item.get("created_by") or NO_PRODUCER)
+        identity = str(item.get("sender") or "").strip().lower()
+        happened = [*(("queued",) if change.queued else ()),
+                    *(("sent",) if change.provider_id else ()),
+                    *change.states, *change.signals]  # fmt: skip
+        window.count(hour, counter_sk(ALL, None, window.shard), sequence,
+                     [f"{method}.{name}" for name in happened])  # fmt: skip
+        reputation = [name for name in happened if name in REPUTATION]
+        window.count(hour, counter_sk("p", producer, window.shard), sequence, reputation)
+        if identity:
+            window.count(hour, counter_sk("i", identity, window.shard), sequence, reputation)
+        if change.queued:
+            queued_at = str(item.get("queued_at") or change.at)
+            scheduled = str(item.get("send_at") or "") > queued_at
+            window.post(hour_of(queued_at), sequence, Entered(
+                str(item["id"]), method, str(item.get("priority") or "normal"), scheduled,
+                sender_hash(identity)))  # fmt: skip
+        if change.provider_id:
+            window.post(hour, sequence, Accepted(str(item["id"]),
+                                                 provider_hash(change.provider_id)))
+    return folded
+
+
+def flush(window: Window, tallies: Tallies, *, retention_days: int) -> dict[str, int]:
+    """Write what the window saw: its postings, then its counts, each once. Returns how many
+    records were written and how many were found written before (a replay)."""
+    written = skipped = 0
+    keep = (max(retention_days, 30) + POSTING_MARGIN_DAYS) * DAY
+    for hour, slot in sorted(window.postings.items()):
+        entries = decode_entries(base64.b64decode(slot["e"]))
+        if tallies.put_posting(hour, window.shard, slot["f"], slot["l"], entries,
+                               _hour_epoch(hour) + keep):  # fmt: skip
+            written += 1
+        else:
+            skipped += 1
+    for key, slot in sorted(window.counts.items()):
+        hour, sk = key.split("|", 1)
+        if tallies.add_counts(hour, sk, window.shard, slot["f"], slot["l"], slot["n"],
+                              _hour_epoch(hour) + COUNTER_DAYS * DAY):  # fmt: skip
+            written += 1
+        else:
+            skipped += 1
+    window.counts.clear()
+    window.postings.clear()
+    return {"written": written, "replayed": skipped}
+
+
+def _hour_epoch(hour: str) -> int:
+    return int(datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp())
+
+
+def consume(event: Mapping[str, Any], runtime: Runtime,
+            tallies: Tallies | None = None) -> dict[str, Any]:  # fmt: skip
+    """One invocation of the stream mapping: fold its records into the window's state, and
+    write the window when it ends. Returns what Lambda takes back: ``state`` (required with a
+    tumbling window), and what was written.
+
+    An event without a window (no ``shardId``: the mapping of a release before this one, a
+    replay by hand) has no shard to keep a checkpoint for: its postings are written (a replay
+    writes the same ones), its counts are not, since nothing could tell a repeat."""
+    tallies = tallies or Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+    shard_id = event.get("shardId")
+    window = Window.from_state(event.get("state"), shard_tag(str(shard_id or "-")))
+
+    def lookup(item_id: str) -> dict[str, Any] | None:
+        found = runtime.store.get_item(item_id)
+        return None if found is None else {
+            "id": found.id, "method": found.method, "created_by": found.created_by,
+            "sender": found.sender}  # fmt: skip
+
+    records = event.get("Records") or []
+    folded = fold(window, records, lookup)
+    final = bool(event.get("isFinalInvokeForWindow") or event.get("isWindowTerminatedEarly"))
+    if shard_id is None:
+        window.counts.clear()
+        final = True
+    if final or window.size() > MAX_STATE_BYTES:
+        if not final:
+            logger.info("window state of shard %s past %d bytes: written early", window.shard,
+                        MAX_STATE_BYTES)  # fmt: skip
+        wrote = flush(window, tallies, retention_days=runtime.settings.retention_days)
+        return {"state": {}, "folded": folded, **wrote}
+    return {"state": window.state(), "folded": folded, "written": 0, "replayed": 0}
+

@@ -1,0 +1,292 @@
+"""Postings and counters: what the table's stream consumer writes once per window of a shard.
+
+A **posting** lists, compactly, the items one stream window of one shard saw enter the queue
+(id, method, lane, a hash of the sender) and the provider IDs it saw stored (id, a hash of the
+ID), grouped by the hour they belong to: key ``PT#<hour>`` / ``<shard>#<first sequence>``. It
+serves the searches an index would make expensive (one index entry is a write unit an item,
+a posting holds a window's items in one): by time window, by sender, by provider ID. A window
+replayed writes the same key again (never a smaller posting over a larger one); readers drop
+an id seen twice.
+
+A **counter** holds how many items entered each state in an hour, in all (``all#<k>``), per
+producer (``p#<producer>#<k>``) and per sender identity (``i#<sender>#<k>``), under
+``CNT#<hour>``. Each write ADDs a window's counts and sets its shard's checkpoint, the last
+stream sequence number counted, on the condition that the checkpoint is before the window's
+first: a window counted once is never counted again (a replayed final invocation, a retried
+write), and a shard's windows are counted in order. A shard that splits gives its children
+new ids, hence checkpoints of their own. ``k`` spreads the checkpoints of many shards over
+``COUNTER_SHARDS`` records, so no record grows past a write unit or two.
+
+Entries are 25 bytes: a kind, the item's id (a ULID, 16 bytes: its time is the enqueue time)
+and 8 bytes of what the kind says.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vdq.core import ids
+
+POSTING_PREFIX = "PT#"
+COUNTER_PREFIX = "CNT#"
+# Counter records per hour and kind. One holds up to about 30 shards' checkpoints in a write
+# unit: raise it with the stream's shard count (the table's size), never lower it.
+COUNTER_SHARDS = 1
+ALL = "all"
+ENTRY_BYTES = 25
+SEQUENCE_BYTES = 17  # a stream sequence number (at most 40 digits) as a big-endian integer
+ENTERED, ACCEPTED = b"q", b"p"
+METHODS = ("email", "sms")
+LANES = ("normal", "high", "bulk")
+SCHEDULED = 1
+
+
+def hour_of(at: str) -> str:
+    """The hour bucket of an ISO time: ``YYYY-MM-DDTHH``."""
+    return at[:13]
+
+
+def shard_tag(shard_id: str) -> str:
+    """A short, stable name of a stream shard (its id is about 56 characters)."""
+    digest = hashlib.blake2b(shard_id.encode(), digest_size=5).digest()
+    return base64.b32encode(digest).decode().lower()
+
+
+def sequence_bytes(sequence: str) -> bytes:
+    """A stream sequence number as bytes that sort as the number does."""
+    return int(sequence).to_bytes(SEQUENCE_BYTES, "big")
+
+
+def sender_hash(sender: str) -> bytes:
+    return hashlib.blake2b(sender.strip().lower().encode(), digest_size=4).digest()
+
+
+def provider_hash(provider_id: str) -> bytes:
+    return hashlib.blake2b(provider_id.encode(), digest_size=8).digest()
+
+
+def _id_bytes(item_id: str) -> bytes:
+    value = 0
+    for c in item_id:
+        value = value * 32 + ids.ALPHABET.index(c)
+    return value.to_bytes(16, "big")
+
+
+def _id_text(raw: bytes) -> str:
+    value = int.from_bytes(raw, "big")
+    chars = []
+    for _ in range(ids.LENGTH):
+        chars.append(ids.ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+@dataclass(frozen=True)
+class Entered:
+    """An item entered the queue (its id says when)."""
+
+    item_id: str
+    method: str
+    priority: str
+    scheduled: bool
+    sender: bytes  # sender_hash
+
+    def encode(self) -> bytes:
+        flags = SCHEDULED if self.scheduled else 0
+        return (ENTERED + _id_bytes(self.item_id)
+                + bytes([METHODS.index(self.method), LANES.index(self.priority), flags, 0])
+                + self.sender)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A provider took an item's message and gave it an ID (``provider``: its hash)."""
+
+    item_id: str
+    provider: bytes
+
+    def encode(self) -> bytes:
+        return ACCEPTED + _id_bytes(self.item_id) + self.provider
+
+
+Entry = Entered | Accepted
+
+
+def encode_entries(entries: Iterable[Entry]) -> bytes:
+    return b"".join(e.encode() for e in entries)
+
+
+def decode_entries(blob: bytes) -> list[Entry]:
+    """The entries of a posting; ValueError for bytes no release wrote."""
+    if len(blob) % ENTRY_BYTES:
+        raise ValueError(f"a posting of {len(blob)} bytes is not whole entries")
+    out: list[Entry] = []
+    for start in range(0, len(blob), ENTRY_BYTES):
+        raw = blob[start : start + ENTRY_BYTES]
+        kind, item_id, rest = raw[:1], _id_text(raw[1:17]), raw[17:]
+        if kind == ENTERED:
+            if rest[0] >= len(METHODS) or rest[1] >= len(LANES):
+                raise ValueError("a posting entry of an unknown method or lane")
+            out.append(Entered(item_id, METHODS[rest[0]], LANES[rest[1]],
+                               bool(rest[2] & SCHEDULED), bytes(rest[4:])))  # fmt: skip
+        elif kind == ACCEPTED:
+            out.append(Accepted(item_id, bytes(rest)))
+        else:
+            raise ValueError(f"a posting entry of unknown kind {kind!r}")
+    return out
+
+
+def counter_sk(kind: str, name: str | None, shard: str) -> str:
+    """The record of one kind of count (``all``, ``p`` producer, ``i`` sender identity) that a
+    shard writes: ``k`` is a hash of the shard's tag."""
+    k = int(hashlib.blake2b(shard.encode(), digest_size=2).hexdigest(), 16) % COUNTER_SHARDS
+    return f"{ALL}#{k}" if kind == ALL else f"{kind}#{name}#{k}"
+
+
+def counter_kind(sk: str) -> tuple[str, str | None]:
+    """(kind, name) of a counter record's sort key."""
+    kind, _, rest = sk.partition("#")
+    if kind == ALL:
+        return ALL, None
+    return kind, rest.rsplit("#", 1)[0]
+
+
+def checkpoint_name(shard: str) -> str:
+    return f"ck.{shard}"
+
+
+class Tallies:
+    """The postings' and counters' reads and writes (a boto3 DynamoDB client's calls: their
+    attribute names are data, which PynamoDB's models do not take)."""
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    # ---- writes (the stream consumer) ---------------------------------------------------
+
+    def put_posting(self, hour: str, shard: str, first: str, last: str, entries: list[Entry],
+                    expiration: int) -> bool:  # fmt: skip
+        """Write a window's posting of ``hour``; False when one as large is there (a replay).
+        ``first``, ``last``: the window's first and last sequence numbers."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={"pk": {"S": POSTING_PREFIX + hour},
+                      "sk": {"S": f"{shard}#{int(first):040d}"},
+                      "e": {"B": encode_entries(entries)},
+                      "last": {"B": sequence_bytes(last)},
+                      "expiration": {"N": str(expiration)}},
+                ConditionExpression="attribute_not_exists(pk) OR #last < :last",
+                ExpressionAttributeNames={"#last": "last"},
+                ExpressionAttributeValues={":last": {"B": sequence_bytes(last)}},
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def add_counts(self, hour: str, sk: str, shard: str, first: str, last: str,
+                   counts: Mapping[str, int], expiration: int) -> bool:  # fmt: skip
+        """ADD ``counts`` to a counter record once: with the shard's checkpoint set to
+        ``last``, on the condition that it is before ``first``. False when it is not (these
+        counts were added before); nothing changes then."""
+        names = {"#ck": checkpoint_name(shard), "#exp": "expiration"}
+        values: dict[str, Any] = {":first": {"B": sequence_bytes(first)},
+                                  ":last": {"B": sequence_bytes(last)},
+                                  ":exp": {"N": str(expiration)}}  # fmt: skip
+        adds = []
+        for n, (name, count) in enumerate(sorted(counts.items())):
+            names[f"#c{n}"] = name
+            values[f":c{n}"] = {"N": str(int(count))}
+            adds.append(f"#c{n} :c{n}")
+        expression = "SET #ck = :last, #exp = :exp" + (" ADD " + ", ".join(adds) if adds else "")
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": COUNTER_PREFIX + hour}, "sk": {"S": sk}},
+                UpdateExpression=expression,
+                ConditionExpression="attribute_not_exists(#ck) OR #ck < :first",
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    # ---- reads (the operator API) ---------------------------------------------------------
+
+    def postings(self, hour: str, *, page_bytes: int | None = None
+                 ) -> Iterator[tuple[list[Entry], int]]:  # fmt: skip
+        """The postings of an hour, one Query page at a time: (their entries, bytes read)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": POSTING_PREFIX + hour}},
+            "ProjectionExpression": "e",
+        }  # fmt: skip
+        while True:
+            answer = self._client.query(**kwargs)
+            entries: list[Entry] = []
+            size = 0
+            for row in answer.get("Items", []):
+                blob = bytes(row.get("e", {}).get("B", b""))
+                size += len(blob) + 100
+                try:
+                    entries.extend(decode_entries(blob))
+                except ValueError:
+                    continue  # not a posting as this release writes one: left out
+            yield entries, size
+            after = answer.get("LastEvaluatedKey")
+            if not after:
+                return
+            kwargs["ExclusiveStartKey"] = after
+
+    def counters(self, hours: Iterable[str], kind: str = ALL) -> dict[str, dict[str, int]]:
+        """The counts of each hour (summed over its records of ``kind``; only ``all`` here),
+        eventually consistent: a count is minutes behind anyway."""
+        keys = [{"pk": {"S": COUNTER_PREFIX + h}, "sk": {"S": f"{ALL}#{k}"}}
+                for h in dict.fromkeys(hours) for k in range(COUNTER_SHARDS)]  # fmt: skip
+        out: dict[str, dict[str, int]] = {}
+        for start in range(0, len(keys), 100):
+            pending: dict[str, Any] = {self._table: {"Keys": keys[start : start + 100]}}
+            while pending:
+                answer = self._client.batch_get_item(RequestItems=pending)
+                for row in answer.get("Responses", {}).get(self._table, []):
+                    hour = row["pk"]["S"].removeprefix(COUNTER_PREFIX)
+                    _add(out.setdefault(hour, {}), row)
+                pending = answer.get("UnprocessedKeys") or {}
+        return out
+
+    def reputation(self, hour: str) -> dict[tuple[str, str], dict[str, int]]:
+        """Every per-producer (``p``) and per-identity (``i``) count of an hour, by (kind,
+        name): one Query of the hour's partition."""
+        out: dict[tuple[str, str], dict[str, int]] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": COUNTER_PREFIX + hour}},
+        }  # fmt: skip
+        while True:
+            answer = self._client.query(**kwargs)
+            for row in answer.get("Items", []):
+                kind, name = counter_kind(row["sk"]["S"])
+                if kind != ALL and name is not None:
+                    _add(out.setdefault((kind, name), {}), row)
+            after = answer.get("LastEvaluatedKey")
+            if not after:
+                return out
+            kwargs["ExclusiveStartKey"] = after
+
+
+def _add(into: dict[str, int], row: Mapping[str, Any]) -> None:
+    for name, value in row.items():
+        if name in ("pk", "sk", "expiration") or name.startswith("ck.") or "N" not in value:
+            continue
+        into[name] = into.get(name, 0) + int(value["N"])
