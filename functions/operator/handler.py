@@ -153,6 +153,27 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
     return _json(201, intake.once(operation, who, key, {"ids": item_ids}, runtime, work))
 
 
+@app.operation("searchItems")
+def search_items(event: Event) -> Response:
+    from vdq.operations import search
+
+    _caller(event).require(search.LIST_PERMISSION)
+    q = _query("searchItems", event)
+    return _json(200, search.search(Runtime.default(), q))
+
+
+@app.operation("getStats")
+def get_stats(event: Event) -> Response:
+    from vdq.core.errors import ValidationError
+    from vdq.operations import stats
+
+    _caller(event).require(stats.LIST_PERMISSION)
+    q = _query("getStats", event)
+    if q["breakdown"] is not None and q["period"] != "hours":
+        raise ValidationError("breakdown", "is for period=hours (the last 24 hours)")
+    return _json(200, stats.stats(Runtime.default(), **q))
+
+
 @app.operation("listSuppressions")
 def list_suppressions(event: Event) -> Response:
     from vdq.operations import suppressions
@@ -179,7 +200,7 @@ def remove_suppression(event: Event, receiver: str) -> Response:
     who.require(suppressions.CHANGE_PERMISSION)
     q = _query("removeSuppression", event)
     return _json(200, suppressions.remove(_unquote(receiver), who.subject, Runtime.default(),
-                                          q["list"]))  # fmt: skip
+                                          q["list"], q["text"]))  # fmt: skip
 
 
 @app.operation("getSuppressionHistory")

@@ -210,7 +210,8 @@ _SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_histor
             "listSuppressions": "list_suppressions", "addSuppression": "add_suppression",
             "removeSuppression": "remove_suppression",
             "getSuppressionHistory": "suppression_history",
-            "getProducerUsage": "producer_usage"}  # fmt: skip
+            "getProducerUsage": "producer_usage", "searchItems": "search",
+            "getStats": "stats"}  # fmt: skip
 
 
 def _call_with(op_id: str, permissions: set[str]) -> int:

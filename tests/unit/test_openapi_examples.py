@@ -4,17 +4,19 @@ example email names no file that does not exist."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from vdq.core.settings import Settings
-from vdq.operations import cursor, examples, spec
+from vdq.operations import cursor, examples, search, spec
 from vdq.operations.examples import LOCAL_TABLE
 from vdq.store.models import SUPPRESSION_SHARDS
 
 
 def list_key(operation_id: str, params: dict) -> cursor.ListKey:
     """The key the server signs a page of this operation with, for these parameters (as
-    vdq.operations.listing, detail and suppressions build it)."""
+    vdq.operations.listing, detail, suppressions and search build it)."""
     shards = Settings().index_shards
     if operation_id in ("listQueueItems", "listSentItems"):
         index = "active" if operation_id == "listQueueItems" else "sent"
@@ -25,6 +27,12 @@ def list_key(operation_id: str, params: dict) -> cursor.ListKey:
         return cursor.ListKey(index, filters, shards)
     if operation_id == "listSuppressions":
         return cursor.ListKey("suppressions", (params.get("channel"),), SUPPRESSION_SHARDS)
+    if operation_id == "searchItems":
+        # The example names every key; its cursor is the receiver search's, with the window
+        # and the filters beside it (a request names one key: vdq.operations.search.parse).
+        keys = ("origin_type", "origin_id", "provider_id", "sender", "id")
+        one = {k: v for k, v in params.items() if k not in keys}
+        return search.parse(one, datetime.now(UTC)).key()
     assert operation_id == "getItemHistory"
     return cursor.ListKey("history", (params["id"],), 1)
 

@@ -1,4 +1,4 @@
-"""What operators do through the REST API: list, read, transition, resend.
+"""What operators do through the REST API: list, search, count, read, transition, resend.
 
 Each module is one concern; the operator function's handler only routes to them. Every change
 of state goes through ``vdq.workflow.transitions.apply`` and every record through ``vdq.store``.
@@ -14,6 +14,8 @@ __all__ = [
     "examples",
     "listing",
     "schemas",
+    "search",
     "spec",
+    "stats",
     "suppressions",
 ]

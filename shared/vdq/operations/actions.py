@@ -66,7 +66,19 @@ def run_transition(
         "from_state": outcome.before.value,
         "to_state": outcome.decision.target.value,
         "item": item_json(outcome.item),
+        "suppressed": _suppressed(item, runtime) if name == "retry" and dry_run else None,
     }
+
+
+def _suppressed(item: QueueItemRecord, runtime: Runtime) -> dict[str, Any] | None:
+    """The receiver's suppression, when it has one: a retry of it is cancelled by the worker
+    at once, unsent (one GetItem; what a dry run shows before anyone confirms)."""
+    from vdq.results.suppression import normalize
+
+    record = runtime.store.get_suppression(normalize(item.receiver))
+    if record is None:
+        return None
+    return {"receiver": record.receiver, "reason": record.reason, "since": record.since}
 
 
 def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:

@@ -39,6 +39,12 @@ TAGS = [
      "sending, awaiting, delayed, errored), and the operator's retry and cancel."},
     {"name": "sent-items", "description": "Done items (succeeded, cancelled, unconfirmed), and "
      "sending them again as new items."},
+    {"name": "search", "description": "Any item, active or done, by receiver, origin, "
+     "provider ID, sender, id or time, newest first: from an index or the stream's postings, "
+     "never a scan of the table."},
+    {"name": "stats", "description": "How many items entered each state per hour or per day, "
+     "and each producer's and sender identity's sending reputation, counted from the table's "
+     "stream."},
     {"name": "attachments", "description": "The files of emails, downloaded through "
      "short-lived presigned URLs; large files are uploaded through them too."},
     {"name": "suppressions", "description": "The suppression list: receivers VDQ does not "
@@ -75,6 +81,8 @@ SUCCESS = {
     "getAttachment": "Redirect to the file's presigned URL.",
     "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",
+    "searchItems": "One page of the items found, newest first.",
+    "getStats": "The counts of each bucket, oldest first, and their totals.",
     "listSuppressions": "One page of the suppression list.",
     "addSuppression": "The receiver's suppression.",
     "removeSuppression": "The suppression removed.",

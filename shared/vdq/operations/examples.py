@@ -46,11 +46,17 @@ _SENT_CURSOR = _cursor(resources.SENT_INDEX.name, ("sms", "succeeded", "high", N
 _SUPPRESSIONS_CURSOR = _cursor("suppressions", ("email",), SUPPRESSION_SHARDS,
                                "ada@example.org", "R#ada@example.org")  # fmt: skip
 _HISTORY_CURSOR = _cursor("history", (_ITEM_ID,), 1, _ITEM_ID, "H#")
+# A receiver search's position is the last item id it examined.
+_SEARCH_CURSOR = _cursors.encode(
+    [_ITEM_ID], _cursors.ListKey("search", ("receiver", "ada@example.org",
+                                            "2026-12-01T00:00:00+00:00",
+                                            "2026-12-03T23:59:59+00:00", "email", "succeeded",
+                                            "normal"), 1), LOCAL_TABLE)  # fmt: skip
 _T_SEND = "2026-12-03T17:00:00.000000Z"  # 18:00 at +01:00, as the example request asks
 
 
 def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
-    item = {
+    item: dict[str, Any] = {
         "id": item_id, "method": "email", "state": "queued",
         "sender": {"email": "shop@example.com", "name": "Example Shop"},
         "receiver": {"email": "ada@example.org", "name": "Ada Lovelace"},
@@ -58,7 +64,7 @@ def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
         "updated_at": _T0, "done_since": _T0, "done_at": None,
         "origin": {"type": "shop.order", "id": "1042"}, "provider_id": None,
         "resent_from": None, "encoding": None, "segments": None, "priority": "normal",
-        "send_at": None,
+        "send_at": None, "excerpt": "Your order 1042", "signals": [],
     }  # fmt: skip
     item.update(changes)
     return item
@@ -72,7 +78,7 @@ _SMS_ITEM = {
     "retry_delay": None, "queued_at": _T0, "updated_at": _T1, "done_since": _T0,
     "done_at": None, "origin": None, "provider_id": "SM0123456789abcdef0123456789abcdef",
     "resent_from": None, "encoding": "GSM-7", "segments": 1, "priority": "high",
-    "send_at": None,
+    "send_at": None, "excerpt": "Your code is 123456", "signals": [],
 }  # fmt: skip
 _HISTORY = [
     {"at": _T0, "actor": "producer-service", "source": "server", "kind": "transition",
@@ -152,9 +158,16 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "getProducerUsage": {"producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht"},
     "twilioStatusCallback": {"queue_item": _SMS_ID,
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
+    "searchItems": {"receiver": "ada@example.org", "origin_type": "shop.order",
+                    "origin_id": "1042", "provider_id": "SM0123456789abcdef0123456789abcdef",
+                    "sender": "shop@example.com", "id": _ITEM_ID, "since": "2026-12-01",
+                    "until": "2026-12-03T23:59:59Z", "method": "email", "state": "succeeded",
+                    "priority": "normal", "limit": 20, "cursor": _SEARCH_CURSOR},
+    "getStats": {"period": "hours", "method": "email", "breakdown": "producer"},
     "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
                          "cursor": _SUPPRESSIONS_CURSOR},
-    "removeSuppression": {"receiver": "ada@example.org", "list": "newsletter"},
+    "removeSuppression": {"receiver": "ada@example.org", "list": "newsletter",
+                          "text": "the receiver asked again"},
     "getSuppressionHistory": {"receiver": "ada@example.org"},
     "twilioInbound": {"X-Twilio-Signature": "Qo1nDgQ0/KCTR6DLpKmkAf8muzZ="},
     "getUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
@@ -176,7 +189,7 @@ RESPONSES: dict[str, Any] = {
     "getItemHistory": {"entries": _HISTORY[1:], "cursor": None},
     "runTransition": {"transition": "retry", "dry_run": False, "from_state": "errored",
                       "to_state": "queued",
-                      "item": _email_item(attempt=2, updated_at=_T2)},
+                      "item": _email_item(attempt=2, updated_at=_T2), "suppressed": None},
     "listSentItems": {"items": [_email_item(**_SENT)], "cursor": None},
     "getSentItem": _DETAIL,
     "resendSentItem": {"items": [_email_item(_NEW_ID, origin=None, resent_from=_ITEM_ID,
@@ -195,6 +208,18 @@ RESPONSES: dict[str, Any] = {
         "headers": {"Content-Type": "application/pdf", "Content-Length": "6815744",
                     "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744"},
         "expires_at": "2026-12-03T08:15:00.000000Z",
+    },
+    "searchItems": {"items": [_email_item(**_SENT, signals=["complaint"])], "cursor": None},
+    "getStats": {
+        "period": "hours", "as_of": "2026-12-03T08:00:30Z", "lag_seconds": 70,
+        "buckets": [{"start": "2026-12-03T08:00:00.000000Z", "email": {
+            "queued": 412, "sent": 409, "delivered": 401, "bounced": 3, "complained": 1,
+            "rejected": 0, "errored": 3, "unconfirmed": 0, "cancelled": 2}}],
+        "totals": {"email": {"queued": 9120, "sent": 9101, "delivered": 8990, "bounced": 41,
+                             "complained": 4, "rejected": 0, "errored": 44, "unconfirmed": 2,
+                             "cancelled": 17}},
+        "breakdown": [{"name": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "sent": 9101, "delivered": 8990,
+                       "bounced": 41, "complained": 4, "rejected": 0}],
     },
     "listSuppressions": {"suppressions": [_SUPPRESSION], "cursor": None},
     "addSuppression": {"suppression": {**_SUPPRESSION, "reason": "operator",

@@ -18,7 +18,7 @@ from vdq.operations import spec
 from vdq.results import suppression
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import State
-from vdq.workflow.views import HISTORY_KINDS, HISTORY_SOURCES
+from vdq.workflow.views import HISTORY_KINDS, HISTORY_SOURCES, SIGNALS
 
 EMAIL_FORMAT: dict[str, Any] = {"format": "email"}
 _ID_TEXT = "26 characters of Crockford base32 (a ULID)"
@@ -29,6 +29,7 @@ Transition = Literal[spec.OPERATOR_TRANSITIONS]  # type: ignore[valid-type]
 SmsEncoding = Literal[segments.ENCODINGS]  # type: ignore[valid-type]
 SuppressionReason = Literal[suppression.REASON_CODES]  # type: ignore[valid-type]
 Priority = Literal[PRIORITIES]  # type: ignore[valid-type]
+Signal = Literal[SIGNALS]  # type: ignore[valid-type]
 ErrorCode = str  # the generator replaces the schema with the enum of codes (vdq.openapi)
 
 
@@ -115,6 +116,17 @@ class QueueItem(BaseModel):
                                "`bulk`.")
     send_at: datetime | None = Field(description="Not sent before this time (UTC), as the "
                                      "request's `send_at` asked; null: sent when queued.")
+    excerpt: str | None = Field(description="The start of the subject (email) or the body "
+                                "(SMS), for a list: the first 40 characters, on one line; null "
+                                "for an item queued before items kept it.")
+    signals: list[Signal] = Field(json_schema_extra={"items": {
+        "type": "string", "enum": list(SIGNALS), "description": "One signal."}},
+                                  description="What a list marks beside the state: `bounce` "
+                                  "(a permanent bounce), `complaint` (the receiver reported "
+                                  "it as spam), `reject` (the provider refused it), `stop` "
+                                  "(the number opted out of SMS), `suppressed` (not sent: the "
+                                  "receiver is on the suppression list). From the entries the "
+                                  "item keeps with its state (its latest six).")
 
 
 class SuppressedReceiver(BaseModel):
@@ -145,6 +157,72 @@ class ItemPage(BaseModel):
     items: list[QueueItem] = Field(description="The items of this page, in the list's order.")
     cursor: str | None = Field(description="Pass it as `cursor` to get the next page; null at "
                                "the end.", pattern=spec.cursor.PATTERN)
+
+
+Tile = Literal["queued", "sent", "delivered", "bounced", "complained", "rejected", "errored",
+               "unconfirmed", "cancelled"]
+
+
+class Tiles(BaseModel):
+    """How many items entered each state (or met each event) in a bucket, for one method."""
+
+    model_config = ConfigDict(extra="forbid")
+    queued: int = Field(description="Items queued (new items; resends included).", ge=0)
+    sent: int = Field(description="Items a provider took (their provider ID was stored).",
+                      ge=0)
+    delivered: int = Field(description="Items that succeeded.", ge=0)
+    bounced: int = Field(description="Permanent bounces (SES).", ge=0)
+    complained: int = Field(description="Complaints (SES feedback; not-spam left out).", ge=0)
+    rejected: int = Field(description="Messages the provider rejected (SES Reject).", ge=0)
+    errored: int = Field(description="Items that entered errored.", ge=0)
+    unconfirmed: int = Field(description="Items that got no final outcome in time.", ge=0)
+    cancelled: int = Field(description="Items cancelled (by operators, or not sent to a "
+                           "suppressed receiver).", ge=0)
+
+
+class StatsBucket(BaseModel):
+    """One hour or one day."""
+
+    model_config = ConfigDict(extra="forbid")
+    start: datetime = Field(description="When the bucket starts (UTC).")
+    email: Tiles | None = Field(None, description="The email counts (unless `method=sms`).")
+    sms: Tiles | None = Field(None, description="The SMS counts (unless `method=email`).")
+
+
+class StatsTotals(BaseModel):
+    """The sums over the buckets."""
+
+    model_config = ConfigDict(extra="forbid")
+    email: Tiles | None = Field(None, description="The email totals (unless `method=sms`).")
+    sms: Tiles | None = Field(None, description="The SMS totals (unless `method=email`).")
+
+
+class Reputation(BaseModel):
+    """One producer's or sender identity's figures over the last 24 hours."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The producer (a client id, a user's subject, or `-` for "
+                      "none) or the sender identity (an address in lower case, or a number).")
+    sent: int = Field(description="Items a provider took.", ge=0)
+    delivered: int = Field(description="Items that succeeded.", ge=0)
+    bounced: int = Field(description="Permanent bounces.", ge=0)
+    complained: int = Field(description="Complaints.", ge=0)
+    rejected: int = Field(description="Rejections by the provider.", ge=0)
+
+
+class Stats(BaseModel):
+    """Counts per hour or per day, from the table's stream."""
+
+    model_config = ConfigDict(extra="forbid")
+    period: Literal["hours", "days"] = Field(description="Hourly or daily buckets.")
+    as_of: datetime = Field(description="When this was read (UTC).")
+    lag_seconds: int = Field(description="How far behind what happened a count may be: the "
+                             "stream's window and a batch's wait.", ge=0)
+    buckets: list[StatsBucket] = Field(description="Oldest first: 24 hours or 30 days, the "
+                                       "current one so far included.")
+    totals: StatsTotals = Field(description="The buckets' sums.")
+    breakdown: list[Reputation] | None = Field(None, description="With `breakdown`: each "
+                                               "producer or sender identity, most sent first.")
 
 
 class AttachmentOut(BaseModel):
@@ -242,6 +320,10 @@ class TransitionResult(BaseModel):
     from_state: State = Field(description="The item's state before.")
     to_state: State = Field(description="Its state after.")
     item: QueueItem = Field(description="The item as it is now (before, with dry_run).")
+    suppressed: SuppressedReceiver | None = Field(
+        description="A dry run of `retry`: the receiver's entry on the suppression list, when "
+        "it has one: the new attempt would be cancelled by the worker at once, unsent. Null "
+        "otherwise.")
 
 
 class WindowUsage(BaseModel):
@@ -424,5 +506,5 @@ MODELS: tuple[type[BaseModel], ...] = (
     TwilioStatus, Items, ItemPage, ItemDetail, HistoryPage, TransitionResult, Health,
     OpenApiDocument, Error, PartiallyEnqueued, Upload, TwilioInbound, OneClickUnsubscribe,
     SuppressionPage,
-    SuppressionChange, SuppressionRemoved, SuppressionHistory, ProducerUsage,
+    SuppressionChange, SuppressionRemoved, SuppressionHistory, ProducerUsage, Stats,
 )  # fmt: skip

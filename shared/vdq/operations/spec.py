@@ -12,18 +12,26 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from vdq.core import ids
+from vdq.core import ids, resources
 from vdq.core.errors import ValidationError
 from vdq.intake.fields import LIST_NAME, Body, Field
+from vdq.intake.messages import MAX_ORIGIN_PART
 from vdq.operations import cursor
 from vdq.workflow.lanes import PRIORITIES
 from vdq.workflow.table import DONE_STATES, TRANSITION_GATES, TRANSITIONS, State
 
 ACTIVE_STATES = tuple(s.value for s in State if s not in DONE_STATES)
+ALL_STATES = tuple(s.value for s in State)
 SENT_STATES = tuple(s.value for s in State if s in DONE_STATES)
 METHODS = ("email", "sms")
 # The transitions an operator may run; the others are the server's own (403 for everyone).
 OPERATOR_TRANSITIONS = tuple(n for n, t in TRANSITIONS.items() if t.permission is not None)
+# Counts follow the table's stream by its tumbling window and a batch's wait (vdq.schedules
+# .postings): the searches by sender, provider ID and time, and the counts.
+LAG_SECONDS = (resources.STREAM_TUMBLING_WINDOW_SECONDS
+               + resources.STREAM_BATCHING_WINDOW_SECONDS)  # fmt: skip
+PERIODS = ("hours", "days")
+BREAKDOWNS = ("producer", "identity")
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 50
 MAX_RESEND_IDS = 100
@@ -290,6 +298,63 @@ OPERATIONS: tuple[Operation, ...] = (
                          "Twilio's signature of the request (base64 HMAC-SHA1).",
                          required=True)),
               body="TwilioStatus", status=204, errors=(400, 403, 503), public=True),
+    Operation("searchItems", "GET", "/search", "operator", "search",
+              "Find items by receiver, origin, provider ID, sender, id or time, newest first",
+              "Every item, active or done, that one key names, newest queued first, a page at "
+              "a time: `receiver` (compared as the suppression list compares it: an address "
+              "in lower case, a number in E.164), `origin_type` with `origin_id`, "
+              "`provider_id` (an SES message ID or Twilio SID), `sender`, or `id`; or, with "
+              "none of them, every item queued in the window `since`..`until`. `since` and "
+              "`until` narrow any search to a window of enqueue times, and `method`, `state` "
+              "and `priority` filter it. Searches by receiver, origin and id read an index or "
+              "a key: an item is found the moment it is queued. Searches by sender, provider "
+              "ID (when no mapping names it) and time read the stream's postings of the "
+              "window (the last day unless `since` says), which follow a change by up to "
+              f"{LAG_SECONDS} seconds. A request's work is bounded: a page may hold fewer "
+              "items than `limit`, even none, and still carry a cursor: follow it until "
+              "`cursor` is null.",
+              _LIST, (Param("receiver", "query", "string", "Items sent to this receiver: "
+                            + RECEIVER_TEXT, max_length=254),
+                      Param("origin_type", "query", "string", "Items of this origin (with "
+                            "`origin_id`): its kind of record, as the request named it.",
+                            max_length=MAX_ORIGIN_PART),
+                      Param("origin_id", "query", "string", "The origin's record id (with "
+                            "`origin_type`).", max_length=MAX_ORIGIN_PART),
+                      Param("provider_id", "query", "string", "The item a provider's message "
+                            "ID or SID belongs to.", max_length=256),
+                      Param("sender", "query", "string", "Items sent from this address or "
+                            "number (compared as a receiver is).", max_length=254),
+                      Param("id", "query", "string", "The item with this id.",
+                            pattern=ids.PATTERN),
+                      Param("since", "query", "string", "Only items queued at or after this "
+                            "time: RFC 3339 with an offset, or a date (UTC midnight).",
+                            max_length=40),
+                      Param("until", "query", "string", "Only items queued at or before this "
+                            "time: RFC 3339 with an offset, or a date (its end, UTC).",
+                            max_length=40),
+                      _METHOD, Param("state", "query", "string", "Only items in this state.",
+                                     enum=ALL_STATES),
+                      _PRIORITY, _LIMIT,
+                      _cursor("the `cursor` of the previous page of the same search",
+                              "for the first page")),
+              answer="ItemPage", errors=(400, 422)),
+    Operation("getStats", "GET", "/stats", "operator", "stats",
+              "Count the items that entered each state, per hour or per day",
+              "How many items were queued, sent (a provider took them), delivered, bounced, "
+              "complained about, rejected, errored, left unconfirmed or cancelled: per hour "
+              "over the last 24 hours (`period=hours`) or per day over the last 30 "
+              "(`period=days`), by method, with the totals. `breakdown` adds, for the last 24 "
+              "hours, each producer's (or each sender identity's) sent, delivered, bounced, "
+              "complained and rejected: its sending reputation. Counted from the table's "
+              f"stream: a count follows what happened by up to {LAG_SECONDS} seconds.",
+              _LIST, (Param("period", "query", "string", "Hourly buckets of the last 24 "
+                            "hours, or daily ones of the last 30 days.", enum=PERIODS,
+                            default="hours"),
+                      Param("method", "query", "string", "Only this method's counts.",
+                            enum=METHODS),
+                      Param("breakdown", "query", "string", "Per producer or per sender "
+                            "identity (with `period=hours`).", enum=BREAKDOWNS)),
+              answer="Stats", errors=(422,)),
     Operation("listSuppressions", "GET", "/suppressions", "operator", "suppressions",
               "List the suppression list, by receiver",
               "The receivers VDQ does not send to, in receiver order, a page at a time: each "
@@ -316,10 +381,12 @@ OPERATIONS: tuple[Operation, ...] = (
               "suppressions", "Take a receiver off the suppression list",
               "VDQ sends to the receiver again (items cancelled meanwhile stay cancelled: "
               "resend them); with `list`, sends it that list's mail again. The removal, with "
-              "the caller, goes to the receiver's history. 404 when there is no such entry "
-              "(its message names the lists the receiver left, if any).",
-              _SUPPRESSIONS_CHANGE, (_RECEIVER, _LIST_PARAM), answer="SuppressionRemoved",
-              errors=(404, 422)),
+              "the caller and `text` (why), goes to the receiver's history. 404 when there is "
+              "no such entry (its message names the lists the receiver left, if any).",
+              _SUPPRESSIONS_CHANGE, (_RECEIVER, _LIST_PARAM,
+                                     Param("text", "query", "string", "Why, for the "
+                                           "receiver's history (one line).", max_length=500)),
+              answer="SuppressionRemoved", errors=(404, 422)),
     Operation("getSuppressionHistory", "GET", "/suppressions/{receiver}/history", "operator",
               "suppressions", "Read a receiver's suppression and its history",
               "The receiver's suppression (null when it is not suppressed now), the lists it "

@@ -87,13 +87,17 @@ def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
     return {"suppression": suppression.suppression_json(record), "added": added}
 
 
-def remove(value: str, actor: str, runtime: Runtime,
-           list_name: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """Remove the suppression of ``value`` (its unsubscribe from ``list_name``, when given);
-    404 when it has none."""
+def remove(value: str, actor: str, runtime: Runtime, list_name: str | None = None,
+           text: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Remove the suppression of ``value`` (its unsubscribe from ``list_name``, when given;
+    ``text``: why, for its history); 404 when it has none."""
     who = _receiver_param(value)
     name = validation.list_name(list_name)
-    removed = suppression.unsuppress(who, actor=actor, text=None, runtime=runtime,
+    if text is not None and not text.isprintable():
+        from vdq.core.errors import ValidationError
+
+        raise ValidationError("text", "must be one line of printable text")
+    removed = suppression.unsuppress(who, actor=actor, text=text, runtime=runtime,
                                      list_name=name)  # fmt: skip
     if removed is None:
         where = f"unsubscribed from the list {name}" if name else "on the suppression list"

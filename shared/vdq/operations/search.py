@@ -1,0 +1,318 @@
+"""GET /search: find items by receiver, origin, provider ID, sender, id or time, newest first.
+
+Every search reads an index or keys, never the table (vdq.store.search, vdq.store.postings):
+
+- ``receiver``: the receiver index (one Query a page), active and sent items in one answer;
+- ``origin_type`` + ``origin_id``: the origin's partition of contents (one Query), their items;
+- ``provider_id``: the provider-ID mapping (one GetItem) when the ID has one (every SMS, an
+  email whose ID no event named first), else the postings of the time window;
+- ``sender``, or only ``since``/``until``: the postings of the window, hour by hour;
+- ``id``: the item itself.
+
+The items of a page are read in one eventually consistent BatchGetItem and filtered by
+``method``, ``state`` and ``priority`` (postings carry method and lane, so those filter before
+any read). A page is newest first by enqueue time (an item's id begins with it), and its
+cursor says where the next one starts. The work of one request is bounded: ``MAX_ROUNDS`` reads
+of an index, or ``MAX_POSTING_BYTES`` of postings; a page that stopped there may hold fewer
+items than asked (even none) and still carry a cursor.
+
+Postings and counts follow the stream's window (up to 70 s in a deployment): an item enqueued a
+moment ago is found by receiver, origin and id at once, by sender and time a minute later.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from vdq.core import ids
+from vdq.core.errors import ValidationError
+from vdq.intake import messages
+from vdq.operations import cursor as cursors
+from vdq.operations.suppressions import receiver as receiver_param
+from vdq.results.suppression import normalize
+from vdq.store import QueueItemRecord
+from vdq.store.postings import Accepted, Entered, Tallies, provider_hash, sender_hash
+from vdq.store.search import receiver_key
+from vdq.workflow.lanes import priority_of
+from vdq.workflow.views import item_json
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+
+LIST_PERMISSION = "vdq.list_queueitem"
+MAX_ROUNDS = 4  # index reads of one request
+MAX_POSTING_BYTES = 4_000_000  # postings one request reads (about 4 hours at 1M emails a day)
+DEFAULT_WINDOW = timedelta(days=1)  # sender and provider-ID searches without ``since``
+MAX_HOURS = 48  # hours of postings one request reads (an empty hour costs a Query too)
+KEYS = ("receiver", "origin", "provider_id", "sender", "id")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A search as validated: what it looks for, where in time, what it keeps."""
+
+    by: str  # one of KEYS, or "time"
+    value: str = ""  # the receiver (normalised), provider ID, sender, or id
+    origin: tuple[str, str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    method: str | None = None
+    state: str | None = None
+    priority: str | None = None
+
+    def wanted(self, item: QueueItemRecord) -> bool:
+        if self.method is not None and item.method != self.method:
+            return False
+        if self.state is not None and item.state != self.state:
+            return False
+        if self.priority is not None and priority_of(item) != self.priority:
+            return False
+        queued = ids.time_ms(item.id)
+        if self.since is not None and queued < _ms(self.since):
+            return False
+        if self.until is not None and queued > _ms(self.until):
+            return False
+        if self.by == "receiver" and normalize(item.receiver) != self.value:
+            return False
+        if self.by == "sender" and normalize(item.sender) != self.value:
+            return False
+        return not (self.by == "provider_id" and item.provider_id != self.value)
+
+    def key(self) -> cursors.ListKey:
+        """What a cursor of this search is valid for."""
+        origin = "\x1f".join(self.origin) if self.origin else None
+        return cursors.ListKey("search", (self.by, self.value or origin, _text(self.since),
+                                          _text(self.until), self.method, self.state,
+                                          self.priority), 1)  # fmt: skip
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def _text(at: datetime | None) -> str | None:
+    return None if at is None else at.astimezone(UTC).isoformat()
+
+
+def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
+    """An RFC 3339 time with an offset, or a date (UTC: its start, or with ``end`` its last
+    moment); a 422 naming ``field`` otherwise."""
+    if _DATE.fullmatch(value):
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise ValidationError(field, f"{value!r} is not a date") from None
+        return day + timedelta(days=1, microseconds=-1) if end else day
+    if not _TIME.fullmatch(value):
+        raise ValidationError(field, "must be an RFC 3339 time with an offset "
+                                     "(2026-12-24T09:00:00Z) or a date (2026-12-24)")  # fmt: skip
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(field, f"{value!r} is not a valid time") from None
+
+
+def parse(params: dict[str, Any], now: datetime) -> Query:
+    """The search the query string asks for: exactly one key (or a time window), each value
+    checked as enqueue checks it. A 422 names the field at fault."""
+    given = [name for name in ("receiver", "origin_type", "provider_id", "sender", "id")
+             if params.get(name) is not None]  # fmt: skip
+    if params.get("origin_id") is not None and params.get("origin_type") is None:
+        raise ValidationError("origin_type", "is required with origin_id")
+    if len(given) > 1:
+        raise ValidationError(given[1], f"search by one of receiver, origin, provider_id, "
+                                        f"sender or id at a time (not {given[0]} too)")  # fmt: skip
+    since = parse_time(params["since"], "since") if params.get("since") else None
+    until = parse_time(params["until"], "until", end=True) if params.get("until") else None
+    if since and until and since > until:
+        raise ValidationError("until", "is before since")
+    common: dict[str, Any] = {"since": since, "until": until, "method": params.get("method"),
+                              "state": params.get("state"),
+                              "priority": params.get("priority")}  # fmt: skip
+    if not given:
+        if since is None:
+            raise ValidationError("since", "is required to search by time alone (or give "
+                                           "receiver, origin_type and origin_id, provider_id, "
+                                           "sender or id)")  # fmt: skip
+        return Query("time", **common)
+    name = given[0]
+    value = params[name]
+    if name == "receiver":
+        return Query("receiver", receiver_param(value, "receiver"), **common)
+    if name == "sender":
+        return Query("sender", receiver_param(value, "sender"), **common)
+    if name == "id":
+        if not ids.is_id(value):
+            raise ValidationError("id", "must be an item id (26 characters of Crockford "
+                                        "base32)")  # fmt: skip
+        return Query("id", value, **common)
+    if name == "provider_id":
+        if len(value) > 256 or not value.isprintable():
+            raise ValidationError("provider_id", "must be an SES message ID or a Twilio SID")
+        return Query("provider_id", value, **common)
+    if params.get("origin_id") is None:
+        raise ValidationError("origin_id", "is required with origin_type")
+    try:
+        found = messages.origin({"type": value, "id": params["origin_id"]})
+    except ValidationError as exc:
+        raise ValidationError(exc.field.replace("origin.", "origin_"),
+                              str(exc.message).split(": ", 1)[-1]) from None
+    assert found is not None
+    return Query("origin", origin=(found.type, found.id), **common)
+
+
+def search(runtime: Runtime, params: dict[str, Any]) -> dict[str, Any]:
+    """``{"items": [...], "cursor": str | None}``: one page of the search, newest first."""
+    limit = int(params.get("limit") or 50)
+    query = parse(params, runtime.clock.now())
+    table = runtime.settings.table_name
+    key = query.key()
+    position = cursors.decode(params["cursor"], key, table)[0] if params.get("cursor") else None
+    if query.by == "id":
+        items, more = _by_id(runtime, query), None
+    elif query.by in ("receiver", "origin"):
+        items, more = _by_index(runtime, query, position, limit)
+    else:
+        items, more = _by_postings(runtime, query, position, limit)
+    return {"items": [item_json(i) for i in items],
+            "cursor": cursors.encode([more], key, table) if more else None}  # fmt: skip
+
+
+def _by_id(runtime: Runtime, query: Query) -> list[QueueItemRecord]:
+    item = runtime.store.get_item(query.value)
+    return [item] if item is not None and query.wanted(item) else []
+
+
+def _read(runtime: Runtime, item_ids: list[str]) -> dict[str, QueueItemRecord]:
+    return runtime.store.get_items(item_ids, consistent=False) if item_ids else {}
+
+
+def _by_index(runtime: Runtime, query: Query, position: str | None,
+              limit: int) -> tuple[list[QueueItemRecord], str | None]:  # fmt: skip
+    """Receiver or origin: candidates from the index a round at a time, newest first. The
+    position is the last candidate examined (origin: ``<content>:<item>``)."""
+    page: list[QueueItemRecord] = []
+    for _ in range(MAX_ROUNDS):
+        candidates, position, done = _candidates(runtime, query, position, limit - len(page))
+        records = _read(runtime, candidates)
+        page += [records[c] for c in candidates if c in records and query.wanted(records[c])]
+        if done or len(page) >= limit:
+            return page, None if done else position
+    return page, position
+
+
+def _candidates(runtime: Runtime, query: Query, position: str | None,
+                want: int) -> tuple[list[str], str | None, bool]:  # fmt: skip
+    """Up to ``want`` item ids after ``position``, the position after them, and whether the
+    index has no more."""
+    store = runtime.store
+    above = ids.bound(_ms(query.since), upper=False) if query.since else None
+    if query.by == "receiver":
+        below = position or (ids.bound(_ms(query.until), upper=True) if query.until else None)
+        found = store.query_receiver(receiver_key(query.value), below=below, above=above,
+                                     limit=want + 1)  # fmt: skip
+        more = len(found) > want
+        found = found[:want]
+        return found, (found[-1] if found else position), not more
+    assert query.origin is not None
+    content, _, last = (position or "").partition(":")
+    until = ids.bound(_ms(query.until), upper=True) if query.until else None
+    below = until
+    if content and last:  # go on inside the cursor's content: ask from it (inclusive)
+        below = _next_id(content)
+    elif content:  # the cursor's content was read to its end
+        below = content
+    contents = store.query_origin(*query.origin, below=below, above=above, limit=want + 1)
+    out: list[str] = []
+    for n, (ulid, items) in enumerate(contents):
+        left = sorted((i for i in items if not (ulid == content and last and i >= last)),
+                      reverse=True)  # fmt: skip
+        for k, item_id in enumerate(left):
+            out.append(item_id)
+            if len(out) == want:
+                rest = k + 1 < len(left) or n + 1 < len(contents)
+                return out, f"{ulid}:{item_id}" if k + 1 < len(left) else f"{ulid}:", not rest
+    end = f"{contents[-1][0]}:" if contents else position
+    return out, end, len(contents) <= want
+
+
+def _next_id(ulid: str) -> str:
+    """An id just after ``ulid`` (its last character one up), so a bound that excludes it
+    includes it."""
+    alphabet = ids.ALPHABET
+    last = alphabet.index(ulid[-1])
+    return ulid[:-1] + alphabet[last + 1] if last + 1 < len(alphabet) else ulid + "0"
+
+
+def _by_postings(runtime: Runtime, query: Query, position: str | None,
+                 limit: int) -> tuple[list[QueueItemRecord], str | None]:  # fmt: skip
+    """Sender, provider ID or time alone: the postings of the window, newest hour first.
+    The position is an id: the next page holds items queued before it."""
+    if query.by == "provider_id":
+        mapped = runtime.store.find_by_provider_id(query.value)
+        if mapped is not None and mapped.item_id:
+            item = runtime.store.get_item(mapped.item_id)
+            return ([item] if item is not None and query.wanted(item) else []), None
+    now = runtime.clock.now()
+    until = min(query.until or now, now)
+    # Postings are kept as long as the items they name (and 3 days more): nothing older.
+    kept = now - timedelta(days=max(runtime.settings.retention_days, 30) + 3)
+    since = max(query.since or (until - DEFAULT_WINDOW), kept)
+    top = position or ids.bound(_ms(until), upper=True)
+    floor = ids.bound(_ms(since), upper=False)
+    tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+    page: list[QueueItemRecord] = []
+    spent = hours = 0
+    hour = datetime.fromtimestamp(ids.time_ms(top) / 1000, UTC).replace(minute=0, second=0,
+                                                                       microsecond=0)
+    while hour >= since.replace(minute=0, second=0, microsecond=0):
+        found: set[str] = set()
+        for entries, size in tallies.postings(hour.strftime("%Y-%m-%dT%H")):
+            spent += size
+            found |= set(_matching(query, entries, floor, top))
+        hours += 1
+        wanted = sorted(found, reverse=True)
+        for start in range(0, len(wanted), 100):
+            chunk = wanted[start : start + 100]
+            records = _read(runtime, chunk)
+            for item_id in chunk:
+                item = records.get(item_id)
+                if item is not None and query.wanted(item):
+                    page.append(item)
+                if len(page) >= limit or (query.by == "provider_id" and page):
+                    return page, (item_id if len(page) >= limit else None)
+        top = ids.bound(_ms(hour), upper=False)
+        hour -= timedelta(hours=1)
+        if (spent >= MAX_POSTING_BYTES or hours >= MAX_HOURS) and hour >= since.replace(
+                minute=0, second=0, microsecond=0):  # fmt: skip
+            return page, top
+    return page, None
+
+
+def _matching(query: Query, entries: Iterable[Any], floor: str, top: str) -> Iterable[str]:
+    """The ids of the entries a posting search wants, between ``floor`` and below ``top`` (a
+    provider ID's entry is in the hour the ID was stored, its id that of the enqueue: any)."""
+    want_sender = sender_hash(query.value) if query.by == "sender" else None
+    want_provider = provider_hash(query.value) if query.by == "provider_id" else None
+    for entry in entries:
+        if want_provider is not None:
+            if isinstance(entry, Accepted) and entry.provider == want_provider:
+                yield entry.item_id
+            continue
+        if not floor <= entry.item_id < top:
+            continue
+        if not isinstance(entry, Entered):
+            continue
+        if want_sender is not None and entry.sender != want_sender:
+            continue
+        if query.method is not None and entry.method != query.method:
+            continue
+        if query.priority is not None and entry.priority != query.priority:
+            continue
+        yield entry.item_id

@@ -1,0 +1,195 @@
+"""GET /search and GET /stats on moto through the operator function: each key served by an
+index or a key read (never a Scan), newest first, paged by cursor, bounded per request, and a
+422 naming the field for bad input."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import vdq
+from tests.support.operator import call, dynamodb_requests, email, move, sms, succeed
+from tests.support.stream import Stream
+from vdq.operations import search
+
+
+def ids_of(answer):
+    assert answer.status == 200, answer.body
+    return [i["id"] for i in answer.body["items"]]
+
+
+def pages(query, limit):
+    seen, cursor, n = [], None, 0
+    while True:
+        answer = call("search", query={**query, "limit": str(limit),
+                                       **({"cursor": cursor} if cursor else {})})  # fmt: skip
+        seen += ids_of(answer)
+        cursor, n = answer.body["cursor"], n + 1
+        if cursor is None:
+            return seen, n
+        assert n < 50
+
+
+def test_a_receiver_finds_its_active_and_sent_items_newest_first_in_any_case(aws, runtime,
+                                                                             clock):  # fmt: skip
+    mine = []
+    for n in range(5):
+        [item] = email(runtime, "Ada.Lovelace@Example.org" if n % 2 else "ada.lovelace@example.org")
+        mine.append(item)
+        clock.advance(1)
+    email(runtime, "grace@example.org")
+    succeed(runtime, mine[0].id)
+    move(runtime, mine[1].id, "send", "error")
+    found = ids_of(call("search", query={"receiver": "ADA.LOVELACE@example.ORG"}))
+    assert found == [i.id for i in reversed(mine)]  # newest first, done and active alike
+    states = Counter(i["state"] for i in call("search", query={
+        "receiver": "ada.lovelace@example.org"}).body["items"])
+    assert states == {"queued": 3, "succeeded": 1, "errored": 1}
+    assert ids_of(call("search", query={"receiver": "ada.lovelace@example.org",
+                                        "state": "succeeded"})) == [mine[0].id]  # fmt: skip
+
+
+def test_a_receiver_pages_through_more_than_one_page_without_loss_or_repeat(aws, runtime, clock):
+    items = []
+    for _ in range(7):
+        items += sms(runtime, "+14155550100")
+        clock.advance(0.5)
+    got, n = pages({"receiver": "+14155550100"}, 3)
+    assert got == [i.id for i in reversed(items)] and n == 3
+
+
+def test_a_receiver_search_is_one_index_query_and_one_batch_read(aws, runtime, monkeypatch):
+    email(runtime, "ada@example.org")
+    with dynamodb_requests(monkeypatch) as counts:
+        assert len(ids_of(call("search", query={"receiver": "ada@example.org"}))) == 1
+    assert counts == {"Query": 1, "BatchGetItem": 1}
+
+
+def test_an_origin_finds_the_items_of_every_request_that_named_it(aws, runtime, clock):
+    first = email(runtime, "a@example.org", "b@example.org")  # one request, two receivers
+    clock.advance(1)
+    vdq.add_sms("+15005550006", ["+14155550101"], "hi", origin=("shop.order", "8"),
+                runtime=runtime)  # another origin
+    second = email(runtime, "c@example.org")
+    wanted = [second[0].id, *sorted((i.id for i in first), reverse=True)]
+    got, n = pages({"origin_type": "shop.order", "origin_id": "7"}, 2)
+    assert got == wanted and n == 2
+    assert ids_of(call("search", query={"origin_type": "shop.order", "origin_id": "8"})) != []
+
+
+def test_a_provider_id_is_found_by_its_mapping_or_by_the_postings(aws, runtime):
+    [text] = sms(runtime)
+    move(runtime, text.id, "send")
+    move(runtime, text.id, "await", provider_id="SM" + "1" * 32)
+    assert ids_of(call("search", query={"provider_id": "SM" + "1" * 32})) == [text.id]
+    # A tagged email's ID has no mapping (its events name the item): the postings find it.
+    [mail] = email(runtime, "ada@example.org")
+    move(runtime, mail.id, "send")
+    move(runtime, mail.id, "await", provider_id="0100019a-test-1", map_provider_id=False)
+    assert runtime.store.find_by_provider_id("0100019a-test-1") is None
+    assert ids_of(call("search", query={"provider_id": "0100019a-test-1"})) == []  # not yet
+    Stream(aws["table"]).window()
+    assert ids_of(call("search", query={"provider_id": "0100019a-test-1"})) == [mail.id]
+    assert ids_of(call("search", query={"provider_id": "0100019a-other"})) == []
+
+
+def test_a_sender_and_a_time_window_read_the_postings_of_the_window(aws, runtime, clock):
+    early = email(runtime, "a@example.org")
+    clock.advance(3600)
+    middle = vdq.add_sms("+15005550006", ["+14155550101"], "hi", runtime=runtime)
+    clock.advance(3600)
+    late = email(runtime, "b@example.org")
+    assert ids_of(call("search", query={"sender": "Shop@Example.com"})) == []  # not posted yet
+    Stream(aws["table"]).window()
+    assert ids_of(call("search", query={"sender": "Shop@Example.com"})) == [late[0].id,
+                                                                          early[0].id]
+    start = early[0].queued_at[:19] + "Z"
+    assert ids_of(call("search", query={"since": start})) == [
+        late[0].id, middle[0].id, early[0].id]
+    assert ids_of(call("search", query={"since": start, "method": "sms"})) == [middle[0].id]
+    until = middle[0].queued_at[:19] + "Z"
+    assert ids_of(call("search", query={"since": start, "until": until})) == [
+        middle[0].id, early[0].id]
+    assert ids_of(call("search", query={"receiver": "b@example.org", "until": until})) == []
+
+
+def test_an_id_is_a_search_of_one(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    assert ids_of(call("search", query={"id": item.id})) == [item.id]
+    assert ids_of(call("search", query={"id": "0" * 26})) == []
+
+
+def test_work_is_bounded_and_a_page_may_come_back_short_with_a_cursor(aws, runtime, clock,
+                                                                     monkeypatch):  # fmt: skip
+    for _ in range(12):
+        email(runtime, "ada@example.org")
+        clock.advance(0.1)
+    monkeypatch.setattr(search, "MAX_ROUNDS", 2)
+    with dynamodb_requests(monkeypatch) as counts:
+        answer = call("search", query={"receiver": "ada@example.org", "state": "succeeded",
+                                       "limit": "3"})  # fmt: skip
+    assert ids_of(answer) == [] and answer.body["cursor"] is not None
+    assert counts == {"Query": 2, "BatchGetItem": 2}
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({}, "since"),
+    ({"receiver": "not an address"}, "receiver"),
+    ({"receiver": "ada@example.org", "sender": "shop@example.com"}, "sender"),
+    ({"origin_type": "shop.order"}, "origin_id"),
+    ({"origin_id": "7"}, "origin_type"),
+    ({"id": "nope"}, "id"),
+    ({"since": "yesterday"}, "since"),
+    ({"since": "2026-12-03T08:00:00"}, "since"),  # no offset
+    ({"since": "2026-12-05", "until": "2026-12-01"}, "until"),
+    ({"receiver": "ada@example.org", "state": "lost"}, "state"),
+    ({"receiver": "ada@example.org", "limit": "0"}, "limit"),
+    ({"receiver": "ada@example.org", "colour": "red"}, "colour"),
+    ({"provider_id": "x" * 300}, "provider_id"),
+])  # fmt: skip
+def test_bad_input_is_a_422_naming_the_field(aws, runtime, query, field):
+    answer = call("search", query=query)
+    assert answer.status == 422, answer.body
+    assert answer.body["error"]["details"]["field"] == field
+
+
+def test_a_cursor_of_another_search_is_a_400(aws, runtime, clock):
+    for _ in range(3):
+        email(runtime, "ada@example.org")
+        clock.advance(1)
+    cursor = call("search", query={"receiver": "ada@example.org", "limit": "1"}).body["cursor"]
+    answer = call("search", query={"receiver": "grace@example.org", "cursor": cursor})
+    assert answer.status == 400 and answer.body["error"]["details"]["field"] == "cursor"
+
+
+def test_searching_and_counting_need_the_list_permission(aws, runtime):
+    email(runtime, "ada@example.org")
+    for name, query in (("search", {"receiver": "ada@example.org"}), ("stats", {})):
+        answer = call(name, query=query, groups=["vdq-senders"])
+        assert answer.status == 403 and answer.code == "forbidden"
+        assert call(name, query=query, groups=["vdq-viewers"]).status == 200
+
+
+def test_stats_count_each_hour_and_each_day_with_a_reputation_breakdown(aws, runtime, clock):
+    [a, b] = email(runtime, "a@example.org", "b@example.org")
+    succeed(runtime, a.id)
+    move(runtime, b.id, "send", "error")
+    clock.advance(3 * 3600)
+    sms(runtime)
+    Stream(aws["table"]).window()
+    hours = call("stats", query={}).body
+    assert len(hours["buckets"]) == 24 and hours["lag_seconds"] == 70
+    assert hours["totals"]["email"]["queued"] == 2 and hours["totals"]["sms"]["queued"] == 1
+    assert hours["totals"]["email"]["delivered"] == 1
+    assert hours["totals"]["email"]["errored"] == 1
+    by_hour = [b["email"]["queued"] for b in hours["buckets"]]
+    assert by_hour[-4] == 2 and by_hour[-1] == 0  # three hours ago, none since
+    days = call("stats", query={"period": "days", "method": "sms"}).body
+    assert len(days["buckets"]) == 30 and "email" not in days["totals"]
+    assert days["buckets"][-1]["sms"]["queued"] == 1
+    rep = call("stats", query={"breakdown": "identity"}).body["breakdown"]
+    assert rep == [{"name": "shop@example.com", "sent": 0, "delivered": 1, "bounced": 0,
+                    "complained": 0, "rejected": 0}]  # the SMS sender has nothing to tell yet
+    answer = call("stats", query={"period": "days", "breakdown": "producer"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "breakdown"
