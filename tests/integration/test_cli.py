@@ -339,3 +339,65 @@ def test_usage_prints_each_window_of_a_producers_quota(capsys, api):
                                             "2026-12-03T08:01:00Z"]  # fmt: skip
     code, _, err = run(capsys, "usage", "nobody")  # the server's 404
     assert code != 0 and err
+
+
+def test_find_asks_the_search_by_each_key_and_prints_subject_and_signals(capsys, api):
+    found = item(1, method="email", state="succeeded", receiver={"email": "ada@example.org"},
+                 excerpt="Your order\x1b[2J 1042", signals=["complaint"],
+                 queued_at="2026-12-03T08:00:00Z")  # fmt: skip
+
+    def page(request: dict[str, Any]) -> tuple[int, Any]:
+        return 200, {"items": [found], "cursor": None}
+
+    api.routes[("GET", "/search")] = page
+    code, out, _ = run(capsys, "find", "--to", "Ada@Example.org", "--state", "succeeded")
+    assert code == 0 and "complaint" in out and "Your order\\x1b[2J 1042" in out
+    _no_raw_controls(out)
+    assert api.requests[-1]["query"] == {"receiver": "Ada@Example.org", "state": "succeeded",
+                                         "limit": "50"}  # fmt: skip
+    for argv, query in ((["--origin", "shop.order:7"], {"origin_type": "shop.order",
+                                                        "origin_id": "7"}),
+                        (["--provider-id", "SM1"], {"provider_id": "SM1"}),
+                        (["--from", "shop@example.com", "--since", "2026-12-01"],
+                         {"sender": "shop@example.com", "since": "2026-12-01"}),
+                        (["--id", item(1)["id"]], {"id": item(1)["id"]}),
+                        (["--since", "2026-12-01", "--until", "2026-12-02"],
+                         {"since": "2026-12-01", "until": "2026-12-02"})):  # fmt: skip
+        code, out, _ = run(capsys, "find", "--json", *argv)
+        assert code == 0 and json.loads(out) == {"items": [found], "cursor": None}
+        assert api.requests[-1]["query"] == {**query, "limit": "50"}
+    code, _, err = run(capsys, "find", "--to", "a@example.org", "--from", "b@example.org")
+    assert code == 2 and "not allowed with" in err
+    code, _, err = run(capsys, "find", "--state", "errored")
+    assert code == 2 and "say what to find" in err
+
+
+def test_stats_prints_a_table_per_method_and_the_reputation_breakdown(capsys, api):
+    tiles = {"queued": 5, "sent": 4, "delivered": 3, "bounced": 1, "complained": 1,
+             "rejected": 0, "errored": 1, "unconfirmed": 0, "cancelled": 0}
+    answer = {"period": "hours", "as_of": "2026-12-03T08:00:30Z", "lag_seconds": 70,
+              "buckets": [{"start": "2026-12-03T08:00:00.000000Z", "email": tiles}],
+              "totals": {"email": tiles},
+              "breakdown": [{"name": "shop@example.com", "sent": 4, "delivered": 3,
+                             "bounced": 1, "complained": 1, "rejected": 0}]}  # fmt: skip
+    api.routes[("GET", "/stats")] = (200, answer)
+    code, out, _ = run(capsys, "stats", "--by", "identity", "--method", "email")
+    assert code == 0 and api.requests[-1]["query"] == {"period": "hours", "method": "email",
+                                                       "breakdown": "identity"}  # fmt: skip
+    lines = out.splitlines()
+    assert lines[0] == "email, per hour (UTC):" and "08:00" in out and "total" in out
+    assert "25.00" in out  # 1 bounce of 4 sent
+    assert "70 s" in out
+    code, out, _ = run(capsys, "stats", "--days", "--json")
+    assert json.loads(out) == answer and api.requests[-1]["query"] == {"period": "days"}
+    code, _, err = run(capsys, "stats", "--days", "--by", "producer")
+    assert code == 2 and "--by counts the last 24 hours" in err
+
+
+def test_a_retry_dry_run_says_the_receiver_is_suppressed(capsys, api):
+    api.routes[("POST", f"/queue-items/{item(1)['id']}/transitions/retry")] = (200, {
+        "transition": "retry", "dry_run": True, "from_state": "errored", "to_state": "queued",
+        "item": item(1), "suppressed": {"receiver": "+14155550100", "reason": "sms_opt_out",
+                                        "since": "2026-12-01T08:00:00Z"}})  # fmt: skip
+    code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
+    assert code == 0 and "suppression list since 2026-12-01T08:00:00Z (sms_opt_out)" in out

@@ -155,6 +155,70 @@ def list_items(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def find(args: argparse.Namespace) -> int:
+    """GET /search: the items one key (or a time window) names, newest first."""
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.origin:
+        origin = _origin(args.origin)
+        assert origin is not None
+        params.update(origin_type=origin["type"], origin_id=origin["id"])
+    for name, param in (("receiver", "receiver"), ("provider_id", "provider_id"),
+                        ("sender", "sender"), ("item_id", "id"), ("since", "since"),
+                        ("until", "until"), ("state", "state"), ("method", "method"),
+                        ("priority", "priority"), ("cursor", "cursor")):  # fmt: skip
+        if getattr(args, name, None):
+            params[param] = getattr(args, name)
+    if not ({"receiver", "origin_type", "provider_id", "sender", "id", "since"} & set(params)):
+        raise UsageError("say what to find: --to, --origin, --provider-id, --from, --id or "
+                         "--since")  # fmt: skip
+    api = client(args)
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.call("GET", "/search", params=params)
+        items.extend(page.get("items", []))
+        cursor = page.get("cursor")
+        if not cursor or not args.all:
+            break
+        params["cursor"] = cursor
+
+    def human(data: dict[str, Any]) -> None:
+        render.print_found(data["items"])
+        if data["cursor"]:
+            print(f"(more: vdq find ... --cursor {data['cursor']}; a page that reached its "
+                  "read limit may be short)", file=sys.stderr)  # fmt: skip
+
+    emit(args, {"items": items, "cursor": cursor}, human)
+    return EXIT_OK
+
+
+def stats(args: argparse.Namespace) -> int:
+    """GET /stats: counts per hour (24 h) or per day (30 days), by method."""
+    params: dict[str, Any] = {"period": "days" if args.days else "hours"}
+    if args.method:
+        params["method"] = args.method
+    if args.by:
+        params["breakdown"] = args.by
+    emit(args, client(args).call("GET", "/stats", params=params), render.print_stats)
+    return EXIT_OK
+
+
+def backfill_receivers(args: argparse.Namespace) -> int:
+    """Key the items written before the receiver index (a one-off Scan of the table)."""
+    import boto3
+
+    from vdq.results.suppression import normalize
+    from vdq.store.search import backfill
+
+    dynamodb = boto3.client("dynamodb", region_name=args.region) if args.region else (
+        boto3.client("dynamodb"))  # fmt: skip
+    total = 0
+    for keyed in backfill(dynamodb, args.table, normalize):
+        total += keyed
+        print(f"keyed {total} items so far", file=sys.stderr)
+    print(f"{total} items keyed: vdq find --to finds them now")
+    return EXIT_OK
+
+
 MAX_HISTORY_PAGES = 200  # 100,000 entries at 500 a page: more is not an operator's timeline
 
 
@@ -192,6 +256,11 @@ def transition(name: str) -> Any:
             move = " -> ".join(render.safe(r.get(k, "?")) for k in ("from_state", "to_state"))
             note = " (dry run: possible, nothing changed)" if args.dry_run else ""
             print(f"{args.id}: {name} {move}{note}")
+            held = r.get("suppressed")
+            if isinstance(held, dict):
+                print(f"note: {render.safe(held.get('receiver'))} is on the suppression list "
+                      f"since {render.safe(held.get('since'))} ({render.safe(held.get('reason'))})"
+                      ": the retry would be cancelled at once, unsent")  # fmt: skip
 
         emit(args, result, human)
         return EXIT_OK

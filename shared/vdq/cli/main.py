@@ -143,6 +143,42 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cursor", help="the page after the one that printed this cursor")
     p.add_argument("--all", action="store_true", help="follow the cursor to the end")
 
+    p = command("find", "find items by receiver, origin, provider ID, sender, id or time, "
+                "newest first", commands.find)  # fmt: skip
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--to", dest="receiver", metavar="RECEIVER",
+                     help="an address (any case) or E.164 number the items were sent to")
+    key.add_argument("--origin", metavar="TYPE:ID", help="what caused the items (the request's "
+                     "origin)")  # fmt: skip
+    key.add_argument("--provider-id", dest="provider_id", metavar="ID",
+                     help="an SES message ID or Twilio SID")
+    key.add_argument("--from", dest="sender", metavar="SENDER", help="the items' sender")
+    key.add_argument("--id", dest="item_id", metavar="ID", help="one item's id")
+    p.add_argument("--since", metavar="TIME", help="queued at or after TIME (RFC 3339 with an "
+                   "offset, or a date); alone, every item since then")  # fmt: skip
+    p.add_argument("--until", metavar="TIME", help="queued at or before TIME")
+    p.add_argument("--state", choices=active + done, metavar="STATE",
+                   help=f"only this state: {', '.join(active + done)}")
+    p.add_argument("--method", choices=["email", "sms"])
+    p.add_argument("--priority", choices=PRIORITIES, help="only this priority lane")
+    p.add_argument("--limit", type=int, default=50, help="items on a page (1-100, 50)")
+    p.add_argument("--cursor", help="the page after the one that printed this cursor")
+    p.add_argument("--all", action="store_true", help="follow the cursor to the end")
+
+    p = command("stats", "count what entered each state per hour (24 h) or per day (30 days)",
+                commands.stats)  # fmt: skip
+    p.add_argument("--days", action="store_true", help="per day over the last 30 days")
+    p.add_argument("--method", choices=["email", "sms"])
+    p.add_argument("--by", choices=["producer", "identity"],
+                   help="each producer's or sender identity's sending reputation (24 h)")
+
+    p = command("backfill-receivers", "give items queued before the receiver index their "
+                "receiver key, so find --to finds them (once, after the upgrade; needs AWS "
+                "credentials for the table)", commands.backfill_receivers, [])  # fmt: skip
+    p.add_argument("--table", required=True, help="the deployment's DynamoDB table (its "
+                   "TableName output)")  # fmt: skip
+    p.add_argument("--region", help="the table's region (default: the AWS configuration's)")
+
     p = command("show", "show one item, with its history as a timeline", commands.show)
     p.add_argument("id")
     for name in ("retry", "cancel"):
@@ -171,6 +207,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace, top: argparse.ArgumentParser) -> None:
     """What argparse cannot say: a state that the chosen list never holds."""
+    if args.command == "stats" and args.by and args.days:
+        top.error("stats: --by counts the last 24 hours (leave out --days)")
     if args.command == "list" and args.state:
         active, done = _states()
         wanted = done if args.sent else active
@@ -188,7 +226,8 @@ def _check(args: argparse.Namespace, top: argparse.ArgumentParser) -> None:
                           "or the file's encoding)")  # fmt: skip
 
 
-_OPTION_OF = {"sender": "--from", "sender_name": "--from-name", "id": "ID", "ids": "ID"}
+_OPTION_OF = {"sender": "--from", "sender_name": "--from-name", "id": "ID", "ids": "ID",
+              "receiver": "--to", "item_id": "--id", "provider_id": "--provider-id"}
 
 
 def _is_utf8(text: str) -> bool:

@@ -106,6 +106,62 @@ def print_items(items: list[dict[str, Any]]) -> None:
                 ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "RESULT"]))
 
 
+def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
+    return [[safe(i.get("id")), safe(i.get("state")), address(i.get("receiver")),
+             clip(safe(i.get("excerpt")), 30), safe((i.get("queued_at") or "")[:19]),
+             safe(",".join(i.get("signals") or [])), clip(safe(i.get("result")), 40)]
+            for i in items]  # fmt: skip
+
+
+def print_found(items: list[dict[str, Any]]) -> None:
+    if not items:
+        print("(no items)")
+        return
+    print(table(found_rows(items),
+                ["ID", "STATE", "RECEIVER", "SUBJECT", "QUEUED", "SIGNALS", "RESULT"]))
+
+
+TILES = ("queued", "sent", "delivered", "bounced", "complained", "rejected", "errored",
+         "unconfirmed", "cancelled")  # fmt: skip
+
+
+def print_stats(data: dict[str, Any]) -> None:
+    """A table per method: a row per bucket and the totals; then the breakdown, if asked."""
+    hourly = data.get("period") == "hours"
+    for method in ("email", "sms"):
+        totals = (data.get("totals") or {}).get(method)
+        if totals is None:
+            continue
+        rows = []
+        for bucket in data.get("buckets") or []:
+            counts = bucket.get(method) or {}
+            start = safe(bucket.get("start") or "")
+            rows.append([start[11:16] if hourly else start[:10],
+                         *(safe(counts.get(t, 0)) for t in TILES)])  # fmt: skip
+        rows.append(["total", *(safe(totals.get(t, 0)) for t in TILES)])
+        print(f"{method}, per {'hour (UTC)' if hourly else 'day'}:")
+        print(table(rows, ["HOUR" if hourly else "DAY", *(t.upper() for t in TILES)]))
+        print()
+    breakdown = data.get("breakdown")
+    if breakdown is not None:
+        rows = [[safe(r.get("name")), *(safe(r.get(k, 0)) for k in
+                                         ("sent", "delivered", "bounced", "complained",
+                                          "rejected")),
+                 _rate(r.get("bounced"), r.get("sent")), _rate(r.get("complained"),
+                                                               r.get("sent"))]
+                for r in breakdown]  # fmt: skip
+        print("the last 24 hours:")
+        print(table(rows, ["NAME", "SENT", "DELIVERED", "BOUNCED", "COMPLAINED", "REJECTED",
+                           "BOUNCE %", "COMPLAINT %"]) if rows else "(nothing sent)")
+    print(f"(counts follow what happened by up to {safe(data.get('lag_seconds'))} s)")
+
+
+def _rate(part: Any, whole: Any) -> str:
+    if not whole:
+        return "-"
+    return f"{100 * (part or 0) / whole:.2f}"
+
+
 def print_item(item: dict[str, Any]) -> None:
     state = safe(item.get("state"))
     fields = [("id", item.get("id")), ("method", item.get("method")), ("state", state),

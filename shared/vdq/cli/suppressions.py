@@ -45,6 +45,7 @@ def add_parser(command: Callable[..., Any],
     remove = action("remove", "send to an address or number again")
     remove.add_argument("receiver")
     remove.add_argument("--list", help="only its unsubscribe from this list")
+    remove.add_argument("--text", help="why, for the history")
 
 
 def _rows(entries: list[dict[str, Any]]) -> list[list[str]]:
@@ -137,7 +138,7 @@ def add_entry(api: Any, args: argparse.Namespace) -> int:
 def remove_entry(api: Any, args: argparse.Namespace) -> int:
     from vdq.cli.commands import emit
 
-    params = {"list": args.list} if args.list else None
+    params = {k: v for k, v in (("list", args.list), ("text", args.text)) if v} or None
     data = api.call("DELETE", _path(args.receiver), params=params)
 
     def human(d: dict[str, Any]) -> None:
