@@ -1,4 +1,4 @@
-"""The operator console: a static app (one page, four script modules, one style sheet) and its
+"""The operator console: a static app (one page, six script modules, one style sheet) and its
 configuration, served by the operator function on two routes API Gateway passes without an
 authorizer, as the local front does.
 
@@ -33,6 +33,8 @@ TYPES = {
     "dom.js": "text/javascript; charset=utf-8",
     "session.js": "text/javascript; charset=utf-8",
     "item.js": "text/javascript; charset=utf-8",
+    "lists.js": "text/javascript; charset=utf-8",
+    "suppressions.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }
 CONFIG = "config.json"
@@ -83,7 +85,7 @@ def _answer(path: str, file: str | None, settings: Settings) -> tuple[int, dict[
 
 
 def config(settings: Settings) -> dict[str, Any]:
-    from vdq.operations import actions, listing, spec
+    from vdq.operations import actions, listing, spec, suppressions
     from vdq.workflow import table as workflow
 
     base = (settings.console_auth_url or "").rstrip("/")
@@ -99,11 +101,14 @@ def config(settings: Settings) -> dict[str, Any]:
         "needs": {
             "list": [listing.LIST_PERMISSION],
             "read": [actions.READ_PERMISSION],
+            "suppressions": [suppressions.LIST_PERMISSION],
+            "change_suppressions": [suppressions.CHANGE_PERMISSION],
             "resend": [actions.RESEND_PERMISSION, actions.READ_PERMISSION],
             **{name: [*workflow.TRANSITION_GATES, workflow.TRANSITIONS[name].permission]
                for name in spec.OPERATOR_TRANSITIONS},
         },
-        "states": {"queue": list(spec.ACTIVE_STATES), "sent": list(spec.SENT_STATES)},
+        "states": {"queue": list(spec.ACTIVE_STATES), "sent": list(spec.SENT_STATES),
+                   "all": list(spec.ALL_STATES)},
         "methods": list(spec.METHODS),
         "max_resend": spec.MAX_RESEND_IDS,
     }

@@ -6,16 +6,19 @@
 // Authorization header; the page offers only what the user's groups allow, and shows the
 // server's answer when it refuses anyway.
 
-import { $, alertError, el, guarded, heading, say, text, when, who } from "./dom.js";
+import { $, add, alertError, el, guarded, heading, say } from "./dom.js";
 import { previewResend, showItem } from "./item.js";
+import { countsPanel, pagedItems } from "./lists.js";
 import {
   api, claims, config, finishSignIn, forgetToken, groups, loadConfig, may, onSessionEnd,
   redirectUri, signIn,
 } from "./session.js";
+import { showSuppressions } from "./suppressions.js";
 
 const REFRESH_MS = 5000;
+const ITEM_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
-let view = null; // {kind: "list"|"item", refresh: async () => void}
+let view = null; // {kind, refresh: async () => void}
 let timer = null;
 
 function setView(shown) {
@@ -36,11 +39,14 @@ function route() {
   return { parts, params: new URLSearchParams(search || "") };
 }
 
+const PAGES = ["queue", "sent", "search", "counts", "suppressions"];
+
 async function render() {
   alertError(null);
   say("");
   const { parts, params } = route();
   for (const link of document.querySelectorAll("#nav a")) link.removeAttribute("aria-current");
+  fillSearchBox(parts[0] === "search" ? params : new URLSearchParams());
   if (parts[0] === "item" && parts[1]) {
     let id = null;
     try {
@@ -52,24 +58,19 @@ async function render() {
       return;
     }
     await showItem(id, setView);
-  } else {
-    const kind = parts[0] === "sent" ? "sent" : "queue";
-    $(`nav-${kind}`).setAttribute("aria-current", "page");
-    await showList(kind, params, setView);
-  }
-}
-
-async function showList(kind, params, setView) {
-  const title = kind === "queue" ? "Active queue" : "Sent items";
-  document.title = `${title}: VDQ console`;
-  const h = heading(title);
-  if (!may("list")) {
-    $("main").append(el("p", { text: "Your groups do not allow listing items." }));
-    setView(null);
     return;
   }
-  const pages = { cursors: [null], index: 0, items: [], selected: new Set() };
-  const filters = el("form", { class: "filters", role: "search", "aria-label": "Filters" });
+  const page = PAGES.includes(parts[0]) ? parts[0] : "queue";
+  const link = $(`nav-${page}`);
+  if (link) link.setAttribute("aria-current", "page");
+  if (page === "search") await showSearch(params);
+  else if (page === "counts") await showCounts();
+  else if (page === "suppressions") await showSuppressions(params, setView);
+  else await showList(page, params);
+}
+
+function listFilters(kind, params) {
+  const filters = el("form", { class: "filters", "aria-label": "Filters" });
   const select = (name, label, values, chosen) => el("label", {}, label, el("select",
     { name, id: `filter-${name}` },
     values.map(([value, shown]) => el("option", { value, selected: value === chosen },
@@ -88,76 +89,136 @@ async function showList(kind, params, setView) {
     for (const [k, v] of new FormData(filters)) if (v) chosen.set(k, v);
     window.location.hash = `#/${kind}?${chosen}`;
   });
-  const tbody = el("tbody");
+  return filters;
+}
+
+async function showList(kind, params) {
+  const title = kind === "queue" ? "Active queue" : "Sent items";
+  document.title = `${title}: VDQ console`;
+  const h = heading(title);
+  if (!may("list")) {
+    $("main").append(el("p", { text: "Your groups do not allow listing items." }));
+    setView(null);
+    return;
+  }
   const canResend = kind === "sent" && may("resend");
-  const columns = ["Item", "Method", "State", "Receiver", "Result", "Attempt", "Updated"];
-  const table = el("table", { class: "items", id: "items" },
-    el("caption", { id: "items-caption" }),
-    el("thead", {}, el("tr", {}, canResend ? el("th", { scope: "col" }, "Select") : null,
-      columns.map((c) => el("th", { scope: "col" }, c)))),
-    tbody);
-  const previous = el("button", { type: "button", id: "previous-page" }, "Previous page");
-  const next = el("button", { type: "button", id: "next-page" }, "Next page");
-  const paging = el("nav", { class: "paging", "aria-label": "Pages" }, previous, next);
+  const list = pagedItems({
+    title, selectable: canResend,
+    load: (cursor) => api("GET", kind === "queue" ? "/queue-items" : "/sent-items", {
+      query: { method: params.get("method"), state: params.get("state"),
+        limit: params.get("limit") || "25", cursor } }),
+  });
+  const counts = kind === "queue" ? countsPanel() : null;
   const resendBox = el("div", { id: "resend-box" });
   const resendButton = canResend ? el("button", { type: "button", id: "resend-selected" },
     "Resend selected…") : null;
-  $("main").append(filters, el("div", { class: "actions" }, resendButton), resendBox, table,
-    paging);
-
-  const query = () => ({ method: params.get("method"), state: params.get("state"),
-    limit: params.get("limit") || "25", cursor: pages.cursors[pages.index] });
-  const draw = (page) => {
-    const seen = JSON.stringify([pages.index, page]);
-    if (seen === pages.shown) return; // unchanged: the rows (and what has focus) stay
-    const changed = pages.shown !== undefined && pages.index === pages.drawnIndex;
-    pages.shown = seen;
-    pages.drawnIndex = pages.index;
-    const focused = document.activeElement && document.activeElement.dataset.key;
-    pages.items = page.items;
-    tbody.replaceChildren(...page.items.map((item) => {
-      const cells = [
-        el("a", { href: `#/item/${encodeURIComponent(item.id)}`, "data-key": `open-${item.id}` },
-          item.id),
-        item.method, el("span", { class: `state state-${item.state}` }, item.state),
-        who(item), text(item.result), text(item.attempt), when(item.updated_at),
-      ];
-      const box = canResend ? el("input", {
-        type: "checkbox", "aria-label": `Select ${item.id} (${who(item)})`,
-        "data-key": `select-${item.id}`, checked: pages.selected.has(item.id),
-        on: { change: (e) => (e.target.checked ? pages.selected.add(item.id)
-          : pages.selected.delete(item.id)) },
-      }) : null;
-      return el("tr", {}, box ? el("td", { "data-label": "Select" }, box) : null,
-        cells.map((cell, i) => el("td", { "data-label": columns[i] }, cell)));
-    }));
-    if (!page.items.length) {
-      tbody.append(el("tr", {}, el("td", { colspan: String(columns.length + 1) },
-        "No items on this page.")));
-    }
-    table.querySelector("caption").textContent =
-      `${title}, page ${pages.index + 1}: ${page.items.length} item(s)`;
-    pages.cursors.length = pages.index + 1;
-    if (page.cursor) pages.cursors.push(page.cursor);
-    previous.disabled = pages.index === 0;
-    next.disabled = !page.cursor;
-    if (changed) say(`${title} updated.`);
-    if (focused) {
-      const again = tbody.querySelector(`[data-key="${CSS.escape(focused)}"]`);
-      if (again) again.focus();
-    }
-  };
-  const load = async () => draw(await api("GET", kind === "queue" ? "/queue-items"
-    : "/sent-items", { query: query() }));
-  previous.addEventListener("click", async () => { pages.index -= 1; await guarded(load); });
-  next.addEventListener("click", async () => { pages.index += 1; await guarded(load); });
+  add($("main"), counts ? counts.node : null, listFilters(kind, params),
+    el("div", { class: "actions" }, resendButton), resendBox, list.nodes);
   if (resendButton) {
-    resendButton.addEventListener("click", () => previewResend(resendBox, [...pages.selected],
-      async () => { pages.selected.clear(); await load(); }));
+    resendButton.addEventListener("click", () => previewResend(resendBox, [...list.selected],
+      async () => { list.selected.clear(); await list.refresh(); }));
   }
-  setView({ kind: "list", refresh: load });
-  await guarded(load);
+  const refresh = async () => {
+    await list.refresh();
+    if (counts) await counts.refresh();
+  };
+  setView({ kind: "list", refresh });
+  await guarded(refresh);
   h.focus();
+}
+
+async function showCounts() {
+  document.title = "Counts: VDQ console";
+  const h = heading("Counts");
+  if (!may("list")) {
+    $("main").append(el("p", { text: "Your groups do not allow counting items." }));
+    setView(null);
+    return;
+  }
+  const counts = countsPanel({ hourly: true });
+  $("main").append(counts.node);
+  setView({ kind: "counts", refresh: counts.refresh });
+  await guarded(counts.refresh);
+  h.focus();
+}
+
+// ---- Search: the box on every page, and its results ---------------------------------------
+
+const KEYS = [["", "anything"], ["receiver", "receiver"], ["sender", "sender"],
+  ["origin", "origin (type:id)"], ["provider_id", "provider ID"], ["id", "item id"]];
+
+function fillSearchBox(params) {
+  $("search-q").value = params.get("q") || "";
+  $("search-by").value = params.get("by") || "";
+  $("search-since").value = params.get("since") || "";
+  $("search-until").value = params.get("until") || "";
+}
+
+// What the API is asked: the box's text read as what it looks like, unless "by" says.
+function searchQuery(params) {
+  const q = (params.get("q") || "").trim();
+  let by = params.get("by") || "";
+  if (!by && q) {
+    if (ITEM_ID.test(q.toUpperCase())) by = "id";
+    else if (q.includes("@") || /^\+[0-9]{2,15}$/.test(q)) by = "receiver";
+    else if (q.includes(":")) by = "origin";
+    else by = "provider_id";
+  }
+  const query = {};
+  if (q && by === "origin") {
+    const at = q.indexOf(":");
+    query.origin_type = q.slice(0, at).trim();
+    query.origin_id = q.slice(at + 1).trim();
+  } else if (q && by) {
+    query[by] = by === "id" ? q.toUpperCase() : q;
+  }
+  if (params.get("since")) query.since = params.get("since");
+  if (params.get("until")) query.until = params.get("until");
+  for (const name of ["state", "method"]) if (params.get(name)) query[name] = params.get(name);
+  return query;
+}
+
+async function showSearch(params) {
+  document.title = "Search: VDQ console";
+  const h = heading("Search");
+  if (!may("list")) {
+    $("main").append(el("p", { text: "Your groups do not allow searching items." }));
+    setView(null);
+    return;
+  }
+  const query = searchQuery(params);
+  if (!Object.keys(query).length) {
+    $("main").append(el("p", { text: "Type an address, a number, an origin (type:id), a "
+      + "provider ID or an item id in the search box, or choose a date window." }));
+    setView(null);
+    h.focus();
+    return;
+  }
+  const described = Object.entries(query).map(([k, v]) => `${k.replace("_", " ")} ${v}`)
+    .join(", ");
+  $("main").append(el("p", { id: "search-summary", text: `Items with ${described}, newest `
+    + "first. By sender, provider ID or time alone, an item shows about a minute after it "
+    + "was queued." }));
+  const list = pagedItems({
+    title: "Search results", empty: "No items found.",
+    load: (cursor) => api("GET", "/search", { query: { ...query, limit: "25", cursor } }),
+  });
+  $("main").append(...list.nodes);
+  setView({ kind: "search", refresh: list.refresh });
+  await guarded(list.refresh);
+  h.focus();
+}
+
+function searchBox() {
+  const form = $("search");
+  const select = $("search-by");
+  select.append(...KEYS.map(([value, label]) => el("option", { value }, label)));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const chosen = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (String(v).trim()) chosen.set(k, v.trim());
+    window.location.hash = `#/search?${chosen}`;
+  });
 }
 
 // ---- Live refresh: the visible view, every few seconds, paused while the tab is hidden -------
@@ -213,6 +274,7 @@ document.addEventListener("visibilitychange", () => {
 function showSignedOut(message) {
   view = null;
   $("nav").hidden = true;
+  $("search").hidden = true;
   $("sign-out").hidden = true;
   $("user").textContent = "";
   const button = el("button", { type: "button", class: "primary", id: "sign-in" }, "Sign in");
@@ -223,6 +285,8 @@ function showSignedOut(message) {
 
 function showSignedIn(found) {
   $("nav").hidden = false;
+  $("search").hidden = !may("list");
+  $("nav-suppressions").hidden = !may("suppressions");
   $("sign-out").hidden = false;
   const list = groups(found);
   $("user").textContent = `Signed in as ${found["cognito:username"] || found.username
@@ -244,6 +308,7 @@ async function start() {
     else showSignedOut("Your session has ended: sign in again.");
   });
   onSessionEnd(signOut);
+  searchBox();
   try {
     await loadConfig();
   } catch (error) {

@@ -19,16 +19,31 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// ``node``'s children replaced by ``children`` (lists flattened; null, undefined and false left
+// out: the DOM's own replaceChildren and append would write them as the text "null").
+export function put(node, ...children) {
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined
+    && c !== false));
+}
+
+export function add(node, ...children) {
+  node.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined
+    && c !== false));
+}
+
 export function $(id) {
   return document.getElementById(id);
 }
 
-// A value as plain text: an object as "key: value" lines, a list one entry a line.
+// A value as plain text: an object as "key: value" lines (null fields left out), a list one
+// entry a line, nothing as a dash. Never the word "null".
 export function text(value) {
-  if (value === null || value === undefined) return "—";
+  if (value === null || value === undefined || value === "") return "—";
   if (Array.isArray(value)) return value.length ? value.map(text).join("\n") : "(none)";
   if (typeof value === "object") {
-    return Object.entries(value).map(([k, v]) => `${k}: ${text(v)}`).join("\n");
+    const lines = Object.entries(value).filter(([, v]) => v !== null && v !== undefined)
+      .map(([k, v]) => `${k}: ${text(v)}`);
+    return lines.length ? lines.join("\n") : "—";
   }
   return String(value);
 }
@@ -57,6 +72,35 @@ export function alertError(error) {
 export function who(item) {
   const r = item.receiver || {};
   return r.email || r.cell || "";
+}
+
+export function from(item) {
+  const s = item.sender || {};
+  return s.email || s.cell || "";
+}
+
+// What a list marks beside an item's state (the API's signals), in words a reader knows.
+const SIGNALS = { bounce: "bounced", complaint: "complaint", reject: "rejected", stop: "STOP",
+  suppressed: "suppressed" };
+
+export function badges(item) {
+  return (item.signals || []).map((s) => el("span", { class: `badge badge-${s}` },
+    SIGNALS[s] || s));
+}
+
+export function stateCell(item) {
+  return el("span", { class: "state-cell" },
+    el("span", { class: `state state-${item.state}` }, item.state), badges(item));
+}
+
+// An item's result as an operator should read it: a cancelled item was stopped by VDQ or an
+// operator, whatever a provider reported afterwards about an earlier attempt.
+export function resultText(item) {
+  const result = item.result || "";
+  if (item.state !== "cancelled") return result || "—";
+  if (result.startsWith("not sent")) return result;
+  if (!result) return "Cancelled: not sent.";
+  return `Cancelled: not sent again. A provider result of an earlier attempt: ${result}`;
 }
 
 export function heading(label) {

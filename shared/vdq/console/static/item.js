@@ -1,7 +1,8 @@
 // The item view: an item, its content, attachments and history, and the operator's actions
 // on it (transitions and resend, each previewed as a dry run first).
 
-import { $, alertError, el, guarded, heading, say, text } from "./dom.js";
+import { $, alertError, badges, el, guarded, heading, put, resultText, say, text }
+  from "./dom.js";
 import { api, config, may } from "./session.js";
 
 export function previewResend(box, ids, done) {
@@ -65,15 +66,53 @@ function fieldTable(label, id, data) {
       el("th", { scope: "row" }, key), el("td", { class: "value" }, text(value))))));
 }
 
+// The policy of the email's rendered HTML, on top of the console's own (which the frame
+// inherits): nothing runs, nothing is fetched from elsewhere, its links lead nowhere.
+const FRAME_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'";
+
+function htmlViews(html) {
+  const page = `<!doctype html><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" `
+    + `content="${FRAME_POLICY}"><base target="_self">${html}`;
+  const frame = el("iframe", { id: "html-rendered", class: "rendered", sandbox: "",
+    referrerpolicy: "no-referrer",
+    title: "The email's HTML as it renders, without scripts or remote content" });
+  frame.setAttribute("srcdoc", page);
+  return el("div", { class: "html-views" },
+    el("section", { "aria-labelledby": "html-rendered-title" },
+      el("h3", { id: "html-rendered-title" }, "HTML, rendered"), frame,
+      el("p", { class: "note", text: "Shown without running its scripts, without its styles "
+        + "and without remote images (a tracking pixel is not loaded)." })),
+    el("section", { "aria-labelledby": "html-source-title" },
+      el("h3", { id: "html-source-title" }, "HTML source"),
+      el("pre", { id: "html-source", class: "source", tabindex: "0",
+        "aria-labelledby": "html-source-title" }, html)));
+}
+
+function contentViews(content) {
+  const { html, ...rest } = content || {};
+  return [fieldTable("What is sent", "content", rest), html ? htmlViews(html) : null];
+}
+
+// What an entry did: a change of state, or an event that kept it.
+function change(entry) {
+  const name = entry.name || entry.kind || "entry";
+  if (entry.from_state && entry.to_state && entry.from_state !== entry.to_state) {
+    return `${name}: ${entry.from_state} → ${entry.to_state}`;
+  }
+  if (!entry.from_state && entry.to_state && entry.to_state !== name) {
+    return `${name}: ${entry.to_state}`;
+  }
+  return name;
+}
+
 function timeline(history) {
   return el("ol", { class: "timeline", id: "timeline", "aria-label": "History, oldest first",
     tabindex: "-1" },
     history.map((entry) => el("li", {},
       el("time", { class: "when", datetime: entry.at }, text(entry.at)),
-      el("span", { class: "what" }, entry.from_state
-        ? `${entry.name}: ${entry.from_state} → ${entry.to_state}`
-        : `${entry.name || entry.kind}${entry.to_state ? ": " + entry.to_state : ""}`),
-      ` by ${text(entry.actor)} (${text(entry.source)}), attempt ${text(entry.attempt)}`,
+      el("span", { class: "what" }, change(entry)),
+      ` by ${text(entry.actor)} (${text(entry.source)})`,
+      entry.attempt === null || entry.attempt === undefined ? "" : `, attempt ${entry.attempt}`,
       entry.text ? el("span", { class: "text" }, entry.text) : null)));
 }
 
@@ -120,12 +159,15 @@ export async function showItem(id, setView) {
     const first = shown === "";
     const hadFocus = document.activeElement && document.activeElement.id === "history-more";
     shown = seen;
-    const { content, attachments, history: _h, history_cursor: _c, ...fields } = item;
+    const { content, attachments, history: _h, history_cursor: _c, signals: _s,
+      ...fields } = item;
+    fields.result = resultText(item);
     const moreButton = more ? el("button", { type: "button", id: "history-more",
       on: { click: () => guarded(showMore) } }, "Show more history") : null;
-    body.replaceChildren(
+    put(body,
+      el("p", { class: "signals", id: "item-signals" }, badges(item)),
       el("h2", {}, "Fields"), fieldTable("The item", "fields", fields),
-      el("h2", {}, "Content"), fieldTable("What is sent", "content", content || {}),
+      el("h2", {}, "Content"), contentViews(content),
       el("h2", {}, "Attachments"), attachmentList(attachments || []),
       el("h2", {}, "History"), timeline(history),
       more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
@@ -171,10 +213,15 @@ async function previewTransition(box, item, name, reload) {
   const confirm = el("button", { type: "button", class: name === "cancel" ? "danger primary"
     : "primary", id: `confirm-${name}` }, name === "retry" ? "Retry now" : "Cancel the item");
   const back = el("button", { type: "button", id: "preview-back" }, "Back");
+  const held = dry.suppressed;
+  const warning = held ? el("p", { id: "preview-suppressed", class: "warning", text:
+    `${held.receiver} is on the suppression list since ${held.since} (${held.reason}): the `
+    + "retry would be cancelled at once, without sending. Take it off the list first to "
+    + "send it." }) : null;
   box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title" },
     title,
     el("p", { id: "preview-text", text: `Dry run: the item would move from ${dry.from_state} `
-      + `to ${dry.to_state}. Nothing has changed yet.` }),
+      + `to ${dry.to_state}. Nothing has changed yet.` }), warning,
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => box.replaceChildren());

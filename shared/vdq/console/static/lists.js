@@ -1,0 +1,118 @@
+// Lists of items (the active queue, the sent items, a search's results), page by page with
+// the API's cursor, and the counts panel of the last 24 hours.
+
+import { el, from, guarded, resultText, say, stateCell, text, when, who } from "./dom.js";
+import { api } from "./session.js";
+
+export const COLUMNS = ["Item", "State", "Receiver", "Sender", "Subject", "Result", "Updated"];
+
+// A table of items with its pages. ``load(cursor)`` reads one page ({items, cursor});
+// ``selectable`` adds a check box a row (the resend's selection). Returns the nodes to place,
+// the refresh of the page shown, and the selection.
+export function pagedItems({ title, load, selectable = false, empty = "No items on this page." }) {
+  const pages = { cursors: [null], index: 0, items: [], selected: new Set() };
+  const tbody = el("tbody");
+  const table = el("table", { class: "items", id: "items" },
+    el("caption", { id: "items-caption" }),
+    el("thead", {}, el("tr", {}, selectable ? el("th", { scope: "col" }, "Select") : null,
+      COLUMNS.map((c) => el("th", { scope: "col" }, c)))),
+    tbody);
+  const previous = el("button", { type: "button", id: "previous-page" }, "Previous page");
+  const next = el("button", { type: "button", id: "next-page" }, "Next page");
+  const paging = el("nav", { class: "paging", "aria-label": "Pages" }, previous, next);
+
+  const row = (item) => {
+    const cells = [
+      el("a", { href: `#/item/${encodeURIComponent(item.id)}`, "data-key": `open-${item.id}` },
+        item.id),
+      stateCell(item), who(item), from(item), text(item.excerpt), resultText(item),
+      when(item.updated_at),
+    ];
+    const box = selectable ? el("input", {
+      type: "checkbox", "aria-label": `Select ${item.id} (${who(item)})`,
+      "data-key": `select-${item.id}`, checked: pages.selected.has(item.id),
+      on: { change: (e) => (e.target.checked ? pages.selected.add(item.id)
+        : pages.selected.delete(item.id)) },
+    }) : null;
+    return el("tr", {}, box ? el("td", { "data-label": "Select" }, box) : null,
+      cells.map((cell, i) => el("td", { "data-label": COLUMNS[i] }, cell)));
+  };
+
+  const draw = (page) => {
+    const seen = JSON.stringify([pages.index, page]);
+    if (seen === pages.shown) return; // unchanged: the rows (and what has focus) stay
+    const changed = pages.shown !== undefined && pages.index === pages.drawnIndex;
+    pages.shown = seen;
+    pages.drawnIndex = pages.index;
+    const focused = document.activeElement && document.activeElement.dataset.key;
+    pages.items = page.items;
+    tbody.replaceChildren(...page.items.map(row));
+    if (!page.items.length) {
+      tbody.append(el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1) },
+        page.cursor ? "None on this page: the search stopped at its read limit. Try the next "
+          + "page." : empty)));
+    }
+    table.querySelector("caption").textContent =
+      `${title}, page ${pages.index + 1}: ${page.items.length} item(s)`;
+    pages.cursors.length = pages.index + 1;
+    if (page.cursor) pages.cursors.push(page.cursor);
+    previous.disabled = pages.index === 0;
+    next.disabled = !page.cursor;
+    if (changed) say(`${title} updated.`);
+    if (focused) {
+      const again = tbody.querySelector(`[data-key="${CSS.escape(focused)}"]`);
+      if (again) again.focus({ focusVisible: true }); // as the keyboard left it
+    }
+  };
+  const refresh = async () => draw(await load(pages.cursors[pages.index]));
+  previous.addEventListener("click", async () => { pages.index -= 1; await guarded(refresh); });
+  next.addEventListener("click", async () => { pages.index += 1; await guarded(refresh); });
+  return { nodes: [table, paging], refresh, selected: pages.selected };
+}
+
+// ---- Counts ----------------------------------------------------------------------------------
+
+const TILES = [["sent", "Sent"], ["delivered", "Delivered"], ["bounced", "Bounced"],
+  ["complained", "Complaints"], ["errored", "Errored"], ["unconfirmed", "Unconfirmed"],
+  ["cancelled", "Cancelled"]];
+
+// The last 24 hours in tiles (both methods together, each method's share beside), as the
+// dashboard of a sending service opens. ``hourly`` adds the table of each hour.
+export function countsPanel({ hourly = false } = {}) {
+  const tiles = el("dl", { class: "tiles", id: "count-tiles" });
+  const note = el("p", { class: "note", id: "counts-note" });
+  const hours = hourly ? el("div", { id: "count-hours" }) : null;
+  const section = el("section", { class: "counts", "aria-labelledby": "counts-title" },
+    el("h2", { id: "counts-title" }, "Last 24 hours"), tiles, note, hours);
+  let shown = "";
+  const refresh = async () => {
+    const stats = await api("GET", "/stats", { query: { period: "hours" } });
+    const seen = JSON.stringify(stats.totals) + JSON.stringify(stats.buckets);
+    if (seen === shown) return;
+    shown = seen;
+    const methods = Object.keys(stats.totals);
+    tiles.replaceChildren(...TILES.map(([key, label]) => {
+      const total = methods.reduce((n, m) => n + stats.totals[m][key], 0);
+      const parts = methods.map((m) => `${m} ${stats.totals[m][key]}`).join(", ");
+      return el("div", { class: `tile tile-${key}`, "data-tile": key },
+        el("dt", {}, label), el("dd", {}, el("span", { class: "count" }, String(total)),
+          el("span", { class: "split" }, parts)));
+    }));
+    note.textContent = `Counted from the table's stream: a count follows what happened by up `
+      + `to ${stats.lag_seconds} seconds. Hours in UTC.`;
+    if (hours) hours.replaceChildren(hourTable(stats));
+  };
+  return { node: section, refresh };
+}
+
+function hourTable(stats) {
+  const methods = Object.keys(stats.totals);
+  const rows = stats.buckets.slice().reverse().map((bucket) => el("tr", {},
+    el("th", { scope: "row" }, el("time", { datetime: bucket.start }, bucket.start.slice(11, 16))),
+    TILES.map(([key]) => el("td", {}, String(methods.reduce((n, m) => n + bucket[m][key], 0))))));
+  return el("table", { class: "hours", id: "hours" },
+    el("caption", {}, "Each hour of the last 24, newest first (email and SMS together)"),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Hour (UTC)"),
+      TILES.map(([, label]) => el("th", { scope: "col" }, label)))),
+    el("tbody", {}, rows));
+}
