@@ -22,6 +22,7 @@ SECRET = "e2e-secret-" + "x" * 32
 TWILIO_SID = "AC" + "e2e0" * 8
 TWILIO_TOKEN = "e2e-twilio-auth-token-0123456789"
 SMS_TIMEOUT_HOURS = 0.004  # 14.4 s: the short window of the SMS timeout test
+STREAM_SECONDS = 2  # the stream poller's window: postings and counts follow a change by this
 # How much longer than on an idle machine a wait may take before it fails. The stack runs in
 # other processes that a busy machine (a second test run, a build) can slow down many times
 # over; a wait returns as soon as its condition holds, so patience costs nothing when it passes.
@@ -63,7 +64,7 @@ class Stack:
             VDQ_LOCAL_JWT_SECRET=SECRET, VDQ_SCHEDULE_SECONDS="1",
             VDQ_TWILIO_SMS_TIMEOUT_HOURS=str(SMS_TIMEOUT_HOURS), VDQ_RETRY_BACKOFF_SECONDS="1",
             VDQ_RETRY_BACKOFF_MAX_SECONDS="2", TWILIO_ACCOUNT_SID=TWILIO_SID,
-            TWILIO_AUTH_TOKEN=TWILIO_TOKEN,
+            TWILIO_AUTH_TOKEN=TWILIO_TOKEN, VDQ_LOCAL_STREAM_SECONDS=str(STREAM_SECONDS),
         )  # fmt: skip
         self.env.update(env)
         self._out = log.open("w")

@@ -10,9 +10,11 @@ import base64
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -144,12 +146,14 @@ def test_operator_lists_opens_an_errored_item_retries_it_and_sees_the_timeline_m
     wait_state(browser, "errored")
     before = timeline(browser)
     assert before[-1].endswith("→ errored"), before
-    browser.screenshot(shots / "console-item.png", whole=True)
 
     tab_to(browser, "#action-retry")  # the dry run first: nothing changes
     browser.key("Enter")
     browser.wait_for("document.querySelector('#preview-text')")
     assert "from errored to queued" in browser.text("#preview-text")
+    # The bounce put the address on the suppression list: the preview says what will happen.
+    assert "suppression list since" in browser.text("#preview-suppressed")
+    assert "cancelled at once" in browser.text("#preview-suppressed")
     assert stack.item(item["id"])["state"] == "errored"
     assert browser.evaluate("document.activeElement.id") == "preview-title"
 
@@ -525,7 +529,8 @@ def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, bro
 
 def test_console_answers_carry_a_strict_content_security_policy(stack):
     for path in ("/console/", "/console/console.js", "/console/dom.js", "/console/session.js",
-                 "/console/item.js", "/console/console.css", "/console/config.json"):  # fmt: skip
+                 "/console/item.js", "/console/lists.js", "/console/suppressions.js",
+                 "/console/console.css", "/console/config.json"):  # fmt: skip
         answer = requests.get(stack.url + path, timeout=patient(10))
         assert answer.status_code == 200, path
         policy = dict(p.strip().split(" ", 1) for p in
@@ -545,14 +550,267 @@ def test_console_answers_carry_a_strict_content_security_policy(stack):
 
 def test_the_scripts_never_write_markup():
     scripts = sorted((REPO / "shared/vdq/console/static").glob("*.js"))
-    assert [s.name for s in scripts] == ["console.js", "dom.js", "item.js", "session.js"]
+    assert [s.name for s in scripts] == ["console.js", "dom.js", "item.js", "lists.js",
+                                         "session.js", "suppressions.js"]
     for script in scripts:
         assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(",
                              script.read_text()), script.name  # fmt: skip
+        # An email's HTML is markup, shown only in a frame that runs none of it.
+        assert "allow-" not in script.read_text(), script.name
+    assert [s.name for s in scripts if "srcdoc" in s.read_text()] == ["item.js"]
+    assert 'sandbox: ""' in (REPO / "shared/vdq/console/static/item.js").read_text()
 
 
 def test_screenshots_are_where_the_docs_show_them():
     page = (REPO / "docs" / "operating" / "index.md").read_text()
-    for name in ("console-list.png", "console-item.png", "console-phone.png"):
+    for name in ("console-list.png", "console-item.png", "console-phone.png",
+                 "console-search.png", "console-suppressions.png"):
         assert f"(../{name})" in page
         assert Path(DOCS / name).is_file()
+
+
+# ---- search, counts, suppressions, an email's HTML, accessibility ----------------------------
+
+AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
+NULL = re.compile(r"\bnull\b|\bundefined\b|\[object ")
+
+
+def no_null_text(browser: Browser) -> None:
+    shown = browser.evaluate("document.body.innerText")
+    found = NULL.search(shown)
+    assert found is None, shown[max(0, found.start() - 200):found.end() + 100]
+
+
+def audit(browser: Browser) -> list[dict]:
+    """axe-core's serious and critical findings on the page as it is (axe pinned in
+    package-lock.json and installed by `make venv` into node_modules: nothing from a CDN)."""
+    if not AXE.is_file():
+        pytest.skip("axe-core is not installed: run `make venv` (npm ci)")
+    if not browser.evaluate("typeof window.axe === 'object'"):
+        browser.evaluate(AXE.read_text() + "\n;0")  # DevTools evaluation: no page CSP applies
+    found = browser.evaluate(
+        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
+        ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
+        ".map(v => ({id: v.id, impact: v.impact, targets: v.nodes.map(n => n.target)})))")
+    return list(found)
+
+
+def search_box(browser: Browser, text: str, by: str = "") -> None:
+    """Type into the search box every page has, and press Enter."""
+    browser.evaluate("document.querySelector('#search-q').value = ''")
+    browser.click("#search-q")
+    browser.type(text)
+    browser.evaluate(f"document.querySelector('#search-by').value = {json.dumps(by)}")
+    browser.click("#search-q")
+    browser.key("Enter")
+
+
+def result_ids(browser: Browser) -> list[str]:
+    return list(browser.evaluate(
+        "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"))
+
+
+def test_the_local_sign_in_form_passes_the_audit_and_signs_in_as_it_stands(stack, browser):
+    browser.goto(f"{stack.url}/console/#/queue")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    browser.click("#sign-in")
+    browser.wait_for("document.querySelector('#username')")
+    ticked = browser.evaluate("[...document.querySelectorAll('input[name=group]')]"
+                              ".filter(b => b.checked).map(b => b.value)")  # fmt: skip
+    assert ticked == ["vdq-operators"]
+    assert audit(browser) == []  # the local issuer's form too
+    browser.click("#sign-in")  # as it is: a first sign-in may list the queue
+    browser.wait_for("document.querySelector('#items caption')", timeout=patient(10))
+    assert "vdq-operators" in browser.text("#user")
+
+
+def test_the_search_box_finds_by_receiver_origin_and_item_id_on_every_page(stack, browser,
+                                                                            shots):  # fmt: skip
+    receiver = f"find-{uuid.uuid4().hex[:8]}@example.org"
+    origin = {"type": "shop.order", "id": uuid.uuid4().hex[:8]}
+    [first] = stack.send_emails(receiver, origin=origin, subject="Your order has shipped")
+    [second] = stack.send_emails(receiver, subject="Your invoice")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/sent")  # the box is on every page: from this one
+    browser.wait_for("document.querySelector('#items caption')")
+    search_box(browser, receiver.upper())
+    browser.wait_for("location.hash.startsWith('#/search') && "
+                     "document.querySelector('#items caption')?.textContent.includes('page 1')")
+    assert result_ids(browser) == [second["id"], first["id"]]  # newest first
+    subjects = browser.evaluate("[...document.querySelectorAll('#items td[data-label=Subject]')]"
+                                ".map(td => td.textContent)")  # fmt: skip
+    assert subjects == ["Your invoice", "Your order has shipped"]
+    assert browser.evaluate("document.querySelector('#search-q').value") == receiver.upper()
+    no_null_text(browser)
+    assert audit(browser) == []
+    browser.screenshot(shots / "console-search.png")
+    search_box(browser, f"{origin['type']}:{origin['id']}")
+    browser.wait_for(f"document.querySelectorAll('#items a[data-key]').length === 1 && "
+                     f"document.querySelector('#items a[data-key]').textContent === "
+                     f"{json.dumps(first['id'])}")  # fmt: skip
+    search_box(browser, second["id"].lower())  # an item's id, as an operator pastes it
+    browser.wait_for(f"document.querySelector('#items a[data-key]')?.textContent === "
+                     f"{json.dumps(second['id'])}")  # fmt: skip
+    search_box(browser, "nobody-" + receiver)
+    browser.wait_for("document.querySelector('#items td')?.textContent === 'No items found.'")
+    # A date window: this receiver's items queued from tomorrow on are none.
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86_400))
+    browser.goto(f"{stack.url}/console/#/search?q={receiver}&since={tomorrow}")
+    browser.wait_for("document.querySelector('#items td')?.textContent === 'No items found.'")
+    assert browser.evaluate("document.querySelector('#search-since').value") == tomorrow
+
+
+def test_the_counts_panel_shows_the_last_24_hours(stack, browser):
+    [item] = stack.send_emails(f"success@{SIM}")
+    stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/queue")
+    delivered = "document.querySelector('#count-tiles [data-tile=delivered] .count')"
+    browser.wait_for(f"Number({delivered}?.textContent) > 0", timeout=patient(20))
+    assert "Last 24 hours" in browser.text("#counts-title")
+    assert "70 seconds" in browser.text("#counts-note")
+    labels = browser.evaluate("[...document.querySelectorAll('#count-tiles dt')]"
+                              ".map(d => d.textContent)")  # fmt: skip
+    assert labels == ["Sent", "Delivered", "Bounced", "Complaints", "Errored", "Unconfirmed",
+                      "Cancelled"]
+    no_null_text(browser)
+    assert audit(browser) == []
+    browser.goto(f"{stack.url}/console/#/counts")  # the counts page adds each hour
+    browser.wait_for("document.querySelectorAll('#hours tbody tr').length === 24")
+    no_null_text(browser)
+    assert audit(browser) == []
+
+
+def test_the_suppression_page_adds_shows_history_and_removes_with_a_reason(stack, browser,
+                                                                            shots):  # fmt: skip
+    receiver = f"nomore-{uuid.uuid4().hex[:8]}@example.org"
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/suppressions")
+    browser.wait_for("document.querySelector('main p')?.textContent.includes('do not allow')")
+    assert browser.evaluate("document.querySelector('#nav-suppressions').hidden")
+    sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
+    assert not browser.evaluate("document.querySelector('#nav-suppressions').hidden")
+    browser.click("#nav-suppressions")
+    browser.wait_for("document.querySelector('#suppression-add')")
+    browser.click("#add-receiver")
+    browser.type(receiver.upper())
+    browser.click("#add-text")
+    browser.type("asked by phone, ticket 77")
+    browser.click("#add-confirm")
+    browser.wait_for("document.querySelector('#status').textContent.includes('added')")
+    assert stack.api("GET", f"/suppressions/{receiver}/history").json()["suppression"][
+        "actor"] == "ops"
+    browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
+    row = f"button[data-key='history-{receiver}']"
+    browser.wait_for(f"document.querySelector({json.dumps(row)})")
+    no_null_text(browser)
+    assert audit(browser) == []
+    browser.click(row)
+    browser.wait_for("document.querySelector('#suppression-history')")
+    assert "added (operator)" in browser.text("#suppression-history")
+    assert "ticket 77" in browser.text("#suppression-history")
+    browser.screenshot(shots / "console-suppressions.png")
+    assert audit(browser) == []
+    browser.click(f"button[data-key='remove-{receiver}']")
+    browser.wait_for("document.querySelector('#remove-text')")
+    assert browser.evaluate("document.activeElement.id") == "preview-title"
+    assert audit(browser) == []
+    browser.click("#confirm-remove")  # no reason yet: the form asks for one
+    assert browser.evaluate("document.querySelector('#remove-text').validity.valueMissing")
+    browser.click("#remove-text")
+    browser.type("the receiver asked again")
+    browser.click("#confirm-remove")
+    browser.wait_for("document.querySelector('#status').textContent.includes('removed')")
+    history = stack.api("GET", f"/suppressions/{receiver}/history").json()
+    assert history["suppression"] is None
+    assert [(e["action"], e["text"]) for e in history["history"]] == [
+        ("added", "asked by phone, ticket 77"), ("removed", "the receiver asked again")]
+
+
+class Pixel:
+    """A web server that counts the requests it gets: a remote image in an email."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.hits = 0
+        pixel = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                pixel.hits += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "image/gif")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/p.gif"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_an_emails_html_renders_in_a_frame_that_runs_and_fetches_nothing(stack, browser, shots):
+    pixel = Pixel()
+    html = (f'<h1 id="greeting">Hello Ada</h1><img src="{pixel.url}" alt="tracker">'
+            "<script>parent.__pwned = 'html'</script>"
+            '<a href="https://example.org/x" id="away">a link</a>')  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", html=html, subject="Rendered",
+                               origin={"type": "shop.order", "id": "html"})  # fmt: skip
+    stack.wait(item["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#html-rendered')")
+    frame = "document.querySelector('#html-rendered')"
+    assert browser.evaluate(f"{frame}.getAttribute('sandbox')") == ""  # nothing allowed
+    assert "default-src 'none'" in browser.evaluate(f"{frame}.getAttribute('srcdoc')")
+    assert browser.text("#html-source") == html  # the source beside it, as text
+    # Scrolled into view (the frame is drawn by a process of its own), then looked at.
+    browser.evaluate(f"{frame}.scrollIntoView({{block: 'center'}}); 0")
+    time.sleep(1)
+    height = browser.evaluate("Math.ceil(document.documentElement.scrollHeight)")
+    browser.viewport(1280, height)
+    try:
+        time.sleep(1)
+        browser.screenshot(shots / "console-item.png")
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+    assert browser.evaluate("window.__pwned === undefined")
+    assert pixel.hits == 0  # no remote load: a tracking pixel stays unfetched
+    pixel.server.shutdown()
+    no_null_text(browser)
+    assert audit(browser) == []
+
+
+def test_every_page_has_no_serious_or_critical_accessibility_finding(stack, browser):
+    [item] = stack.send_emails(bouncing())
+    stack.wait(item["id"], "errored")
+    browser.goto(f"{stack.url}/console/")
+    browser.evaluate("sessionStorage.clear()")
+    browser.reload()
+    browser.wait_for("document.querySelector('#sign-in')")
+    assert audit(browser) == []  # signed out
+    sign_in(browser, stack.url, "vdq-admins")
+    pages = {"#/queue": "#items caption", "#/sent": "#items caption",
+             "#/counts": "#hours", "#/suppressions": "#suppressions-caption",
+             f"#/search?q={quote(item['receiver']['email'], safe='')}": "#items a[data-key]",
+             f"#/item/{item['id']}": "#timeline"}  # fmt: skip
+    for hash_, ready in pages.items():
+        browser.goto(f"{stack.url}/console/{hash_}")
+        browser.wait_for(f"document.querySelector({json.dumps(ready)})")
+        assert audit(browser) == [], hash_
+        no_null_text(browser)
+    browser.click("#action-retry")  # the dry run's preview
+    browser.wait_for("document.querySelector('#preview-text')")
+    assert audit(browser) == []
+    browser.viewport(390, 844, mobile=True)
+    try:
+        browser.goto(f"{stack.url}/console/#/queue")
+        browser.wait_for("document.querySelector('#items caption')")
+        assert audit(browser) == []
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
