@@ -71,7 +71,8 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", nargs="*", help="sections: requests cost idle keys coldstart "
-                        "throughput scale storage sendpath lanes lanespace stacklanes")  # fmt: skip
+                        "throughput scale search storage sendpath lanes lanespace "
+                        "stacklanes")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--stack-bulk", type=int, default=None,
                         help="bulk backlog of the stacklanes section (default 2,000; the "
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     started = time.perf_counter()
     wanted = set(args.only or ["requests", "cost", "idle", "keys", "coldstart", "throughput",
-                               "scale", "storage", "sendpath", "lanes", "lanespace",
+                               "scale", "search", "storage", "sendpath", "lanes", "lanespace",
                                "stacklanes"])  # fmt: skip
     rows: list[Row] = []
     journeys: dict[str, Any] = {}
@@ -126,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         done = 5_000 if args.quick else scale.DONE_ITEMS
         rows += section("scale", lambda: figures.scale_rows(scale.measure(done)),
                         figures.SCALE_FIGURES)  # fmt: skip
+    if "search" in wanted:
+        from bench import search
+
+        sizes = (2_000, 20_000) if args.quick else search.SIZES
+        rows += section("search", lambda: search.rows(search.measure(sizes)), search.FIGURES)
     if "storage" in wanted:
         days = 40 if args.quick else storage.DAYS
         rows += section("storage", lambda: figures.storage_rows(storage.measure(days)),

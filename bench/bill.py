@@ -118,7 +118,18 @@ def bill(journey: Any, table: dict[str, Any] | None = None) -> dict[str, Any]:
             "send": send, "variants": {k: round(v, 4) for k, v in variants.items()},
             "ses_fee": None if journey.sms else 1e3 * fees["ses_per_thousand_emails"],
             "twilio_fee": 1e6 * fees["twilio_us_sms_per_segment"] if journey.sms else None,
-            "prices_checked": p["checked"]}  # fmt: skip
+            "prices_checked": p["checked"], "search": search_writes(journey, p)}  # fmt: skip
+
+
+def search_writes(journey: Any, table: dict[str, Any]) -> dict[str, float]:
+    """What finding items adds to a message's writes: the receiver index's entry (one unit at
+    enqueue, never moved) and its share of a stream window's postings and counters."""
+    from bench.requests import WINDOW
+
+    window = sum(t.wru + t.gsi_wru for _, t, queue, _ in journey.phases if queue == WINDOW)
+    share = window / cost.window_share(journey.table_bytes / journey.messages, table)
+    return {"receiver_index": 1.0, "stream_window": round(share, 3),
+            "total": round(1.0 + share, 3)}
 
 
 def _row(text: str, values: list[float | None]) -> str:
@@ -200,6 +211,10 @@ def table_text(bills: dict[str, dict[str, Any]], idle: dict[str, Any] | None = N
     out.append(f"the floor: {low['wru']:.0f} write units and {low['rru']:.0f} read unit, the "
                "writes the product's promises make (FLOOR_WRITES), other lines as measured "
                "without X-Ray and handler logs.")
+    found = first["search"]
+    out.append(f"of its write units, search's: {found['total']:.3f} (the receiver index's entry "
+               f"{found['receiver_index']:.0f}, a share of the stream window's postings and "
+               f"counters {found['stream_window']:.3f}).")
     return "\n".join(out)
 
 

@@ -193,3 +193,19 @@ def test_stats_count_each_hour_and_each_day_with_a_reputation_breakdown(aws, run
                     "complained": 0, "rejected": 0}]  # the SMS sender has nothing to tell yet
     answer = call("stats", query={"period": "days", "breakdown": "producer"})
     assert answer.status == 422 and answer.body["error"]["details"]["field"] == "breakdown"
+
+
+def test_items_queued_before_the_receiver_index_are_found_after_the_backfill(aws, runtime):
+    import boto3
+
+    from vdq.results.suppression import normalize
+    from vdq.store.search import backfill
+
+    [old] = email(runtime, "Ada@Example.org")
+    client = boto3.client("dynamodb")
+    key = {"pk": {"S": f"QI#{old.id}"}, "sk": {"S": "STATE"}}
+    client.update_item(TableName=aws["table"], Key=key, UpdateExpression="REMOVE rx")
+    assert ids_of(call("search", query={"receiver": "ada@example.org"})) == []  # as written
+    assert sum(backfill(client, aws["table"], normalize, page=1)) == 1
+    assert ids_of(call("search", query={"receiver": "ada@example.org"})) == [old.id]
+    assert sum(backfill(client, aws["table"], normalize)) == 0  # run again: nothing to do
