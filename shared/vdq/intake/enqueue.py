@@ -29,6 +29,7 @@ from vdq.store import (
     ContentRefsRecord,
     QueueItemRecord,
     WriteFailed,
+    content_id_of,
     content_key,
     encode_content,
     item_pk,
@@ -186,7 +187,7 @@ def _confirm(records: list[Any], runtime: Runtime) -> None:
     for record in records:
         if isinstance(record, ContentRefsRecord) and record.pending is not None:
             try:
-                runtime.store.confirm_refs(record.pk.removeprefix("CT#"))
+                runtime.store.confirm_refs(content_id_of(record.pk, record.sk))
             except Exception:
                 logger.exception("refs of %s left pending for the purge", record.pk)
 
