@@ -7,7 +7,9 @@ transactions, a process killed between any two AWS calls, failed publishes.
 
 Checked after every step: the seed's workflow (support.py), the provider called at most once per
 (item, attempt), nothing stranded, files deleted exactly when the seed says, the state item's
-size bounded, provider IDs never taken from another attempt, and every answer documented.
+size bounded, provider IDs never taken from another attempt, and every answer documented. The
+table's stream is consumed in windows (batches failed and given again, last calls cut by a crash
+and given again): once a window has taken every record, the counts it wrote match the items.
 
 ``VDQ_SOAK=1`` (``make soak``) explores far more schedules. ``VDQ_MODEL_FAULTS`` (comma list of
 crash, stale, batch, tx, sqs, race), ``VDQ_MODEL_RULES`` (rule names) and ``VDQ_MODEL_SKIP``
@@ -43,10 +45,13 @@ from vdq.api import Caller
 from vdq.core import ids, resources
 from vdq.core.errors import VdqError
 from vdq.dispatch import send
+from vdq.local.pollers import passes
 from vdq.operations import actions
 from vdq.results import matching as results
+from vdq.schedules import postings
 from vdq.schedules import sweeps as schedules
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
+from vdq.store.postings import Tallies, counter_kind, shard_tag
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
@@ -129,6 +134,7 @@ class Workflow(RuleBasedStateMachine):
         self.last_body: str | None = None
         self.after_purge = False
         self.timers_acted_at = None
+        self.stream_read = 0  # records of the table's stream the windows have taken
         FIGURES["schedules explored"] += 1
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -415,6 +421,59 @@ class Workflow(RuleBasedStateMachine):
         assert exc is None, exc
         self._violation(w.overdue(self.w.items(), s, self.rt.clock.now()), "after the timers")
 
+    # ---- the table's stream --------------------------------------------------------------------
+
+    def _stream(self) -> list[dict[str, Any]]:
+        from tests.reliability.support import TABLE
+        from tests.support.aws import stream_records
+
+        return stream_records(TABLE)
+
+    @rule(cut=st.integers(0, 12), fail=st.booleans(), faults=STEP_FAULTS)
+    def stream_window(self, cut: int, fail: bool, faults: Plan) -> None:
+        """One window of the stream mapping over what the stream grew by: two batches (the
+        first failed once and given again with the state of before it, when ``fail``), then the
+        last call under ``faults``; a last call cut short is given again, as Lambda does."""
+        import copy
+
+        from tests.reliability.support import TABLE
+
+        records = self._stream()
+        fresh, self.stream_read = records[self.stream_read:], len(records)
+        wanted = [dict(r, eventSource="aws:dynamodb") for r in fresh if passes(r)]
+        window = postings.Window(shard=shard_tag("shardId-model"))
+
+        def lookup(item_id: str) -> dict[str, Any] | None:
+            item = self.w.item(item_id)
+            return None if item is None else {"id": item.id, "method": item.method,
+                                              "created_by": item.created_by,
+                                              "sender": item.sender}  # fmt: skip
+
+        for batch in (wanted[:cut], wanted[cut:]):
+            if fail and batch:
+                postings.fold(copy.deepcopy(window), batch, lookup)  # its answer was lost
+            postings.fold(window, batch, lookup)
+        tallies = Tallies(self.rt.client("dynamodb"), TABLE)
+        for attempt in range(10):
+            state = copy.deepcopy(window)  # every try of the last call gets the same state
+            _, exc = self._step(faults if attempt == 0 else Plan(), lambda w=state: postings.flush(
+                w, tallies, retention_days=self.rt.settings.retention_days))  # fmt: skip
+            if exc is None:
+                break
+        else:
+            raise AssertionError("the window's last call never got through")
+        FIGURES["stream windows"] += 1
+
+    def _counted(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _, sk, item in self.w._rows("CNT#"):
+            if counter_kind(sk)[0] != "all":
+                continue
+            for name, value in item.to_json()["Attributes"].items():
+                if "N" in value and name != "expiration":
+                    counts[name] = counts.get(name, 0) + int(value["N"])
+        return counts
+
     # ---- invariants --------------------------------------------------------------------------
 
     @invariant()
@@ -432,6 +491,26 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.provider_id_kept(self.w, items), "provider ID")
         self._violation(w.retention_problems(self.w, items), "retention")
         self._violation(w.count_problems(self.w, items), "content count")
+
+    @invariant()
+    def the_counts_of_a_consumed_stream_match_the_items(self) -> None:
+        """Every item was counted queued once, and each in a done state (which it never leaves)
+        entered it once, whatever the windows' failures and replays."""
+        if self.stream_read == 0 or len(self._stream()) != self.stream_read:
+            return  # records the windows have not taken yet
+        counted = self._counted()
+        FIGURES["stream counts checked"] += 1
+        problems = []
+        for method in ("email", "sms"):
+            items = [i for i in self.w.items().values() if i.method == method]
+            wanted = {"queued": len(items)}
+            for state in ("succeeded", "cancelled", "unconfirmed"):
+                wanted[state] = sum(1 for i in items if i.state == state)
+            for name, n in wanted.items():
+                if counted.get(f"{method}.{name}", 0) != n:
+                    problems.append(f"{method}.{name} counted {counted.get(f'{method}.{name}', 0)}"
+                                    f", items {n}")  # fmt: skip
+        self._violation(problems, "stream counts")
 
 
 def narrowed(machine: type[Workflow]) -> type[Workflow]:
