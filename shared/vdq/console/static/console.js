@@ -294,6 +294,12 @@ function showSignedIn(found) {
 }
 
 async function start() {
+  // The skip link moves the focus to the content and keeps the page: followed as a link, its
+  // "#main" would be the page's address, and an address the router does not know is the queue.
+  document.querySelector("a.skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("main").focus();
+  });
   $("sign-out").addEventListener("click", () => {
     signOut("You are signed out.");
     if (config.logout_url) {

@@ -44,7 +44,10 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
     const changed = pages.shown !== undefined && pages.index === pages.drawnIndex;
     pages.shown = seen;
     pages.drawnIndex = pages.index;
-    const focused = document.activeElement && document.activeElement.dataset.key;
+    const active = document.activeElement;
+    const focused = active && active.dataset.key;
+    const ring = focused && (active.matches(":focus-visible")
+      || active.classList.contains("focus-ring"));
     pages.items = page.items;
     tbody.replaceChildren(...page.items.map(row));
     if (!page.items.length) {
@@ -61,7 +64,16 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
     if (changed) say(`${title} updated.`);
     if (focused) {
       const again = tbody.querySelector(`[data-key="${CSS.escape(focused)}"]`);
-      if (again) again.focus({ focusVisible: true }); // as the keyboard left it
+      if (again) {
+        // As the keyboard left it: the row is new, so the browser, not knowing the keyboard
+        // put the focus there, would draw no ring; the class draws it until the focus moves.
+        again.focus();
+        if (ring) {
+          again.classList.add("focus-ring");
+          again.addEventListener("blur", () => again.classList.remove("focus-ring"),
+            { once: true });
+        }
+      }
     }
   };
   const refresh = async () => draw(await load(pages.cursors[pages.index]));
