@@ -209,3 +209,23 @@ def test_items_queued_before_the_receiver_index_are_found_after_the_backfill(aws
     assert sum(backfill(client, aws["table"], normalize, page=1)) == 1
     assert ids_of(call("search", query={"receiver": "ada@example.org"})) == [old.id]
     assert sum(backfill(client, aws["table"], normalize)) == 0  # run again: nothing to do
+
+
+@pytest.mark.parametrize("query", [
+    {"receiver": "ada@example.org"},
+    {"origin_type": "shop.order", "origin_id": "7"},
+    {"sender": "shop@example.com"},
+    {"since": "2026-12-01"},
+])  # fmt: skip
+@pytest.mark.parametrize("position", ["!", "zz:zz", "01KDVDNA00W0K7FSHK3EK68SE2:x", ":", "ÄÖ"])
+def test_a_cursor_signed_but_not_one_the_search_wrote_is_a_400(aws, runtime, query, position):
+    # The cursor's key derives from the table's name (an integrity check, not a secret): a
+    # caller who knows it can sign any position, which must never reach a read.
+    from vdq.operations import cursor as cursors
+
+    email(runtime, "ada@example.org")
+    key = search.parse(dict(query), runtime.clock.now()).key()
+    forged = cursors.encode([position], key, aws["table"])
+    answer = call("search", query={**query, "cursor": forged})
+    assert answer.status == 400, answer.body
+    assert answer.body["error"]["details"]["field"] == "cursor"

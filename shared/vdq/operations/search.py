@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import ids
-from vdq.core.errors import ValidationError
+from vdq.core.errors import BadRequest, ValidationError
 from vdq.intake import messages
 from vdq.operations import cursor as cursors
 from vdq.operations.suppressions import receiver as receiver_param
@@ -173,7 +173,8 @@ def search(runtime: Runtime, params: dict[str, Any]) -> dict[str, Any]:
     query = parse(params, runtime.clock.now())
     table = runtime.settings.table_name
     key = query.key()
-    position = cursors.decode(params["cursor"], key, table)[0] if params.get("cursor") else None
+    position = _position(query, cursors.decode(params["cursor"], key, table)[0]) \
+        if params.get("cursor") else None  # fmt: skip
     if query.by == "id":
         items, more = _by_id(runtime, query), None
     elif query.by in ("receiver", "origin"):
@@ -182,6 +183,24 @@ def search(runtime: Runtime, params: dict[str, Any]) -> dict[str, Any]:
         items, more = _by_postings(runtime, query, position, limit)
     return {"items": [item_json(i) for i in items],
             "cursor": cursors.encode([more], key, table) if more else None}  # fmt: skip
+
+
+def _position(query: Query, position: str | None) -> str | None:
+    """A cursor's position, if it is one this search writes: an item id (receiver, postings),
+    or ``<content ulid>:<item id or nothing>`` (origin). Its signature only proves it unedited
+    by someone without the table's name (the key derives from it), so anything else is a 400
+    before it reaches a read."""
+    if position is None:
+        return None
+    if query.by == "origin":
+        content, colon, last = position.partition(":")
+        valid = bool(colon) and ids.is_id(content) and (not last or ids.is_id(last))
+    else:
+        valid = ids.is_id(position)
+    if not valid:
+        raise BadRequest("the cursor is not valid for this list; start again without it",
+                         details={"field": "cursor"})  # fmt: skip
+    return position
 
 
 def _by_id(runtime: Runtime, query: Query) -> list[QueueItemRecord]:
