@@ -147,6 +147,13 @@ def test_work_is_bounded_and_a_page_may_come_back_short_with_a_cursor(aws, runti
     ({"receiver": "ada@example.org", "limit": "0"}, "limit"),
     ({"receiver": "ada@example.org", "colour": "red"}, "colour"),
     ({"provider_id": "x" * 300}, "provider_id"),
+    # Times no item can have been queued at (an id holds 1970 to the year 10889), and some
+    # that datetime cannot even take to UTC.
+    ({"receiver": "ada@example.org", "since": "1960-01-01"}, "since"),
+    ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
+    ({"since": "2026-12-01", "until": "9999-12-31T23:59:59-12:00"}, "until"),
+    ({"origin_type": "shop.order", "origin_id": "7", "until": "1969-12-31T23:59:59Z"},
+     "until"),
 ])  # fmt: skip
 def test_bad_input_is_a_422_naming_the_field(aws, runtime, query, field):
     answer = call("search", query=query)

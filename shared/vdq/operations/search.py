@@ -49,6 +49,7 @@ MAX_POSTING_BYTES = 4_000_000  # postings one request reads (about 4 hours at 1M
 DEFAULT_WINDOW = timedelta(days=1)  # sender and provider-ID searches without ``since``
 MAX_HOURS = 48  # hours of postings one request reads (an empty hour costs a Query too)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 
@@ -102,20 +103,25 @@ def _text(at: datetime | None) -> str | None:
 
 def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
     """An RFC 3339 time with an offset, or a date (UTC: its start, or with ``end`` its last
-    moment); a 422 naming ``field`` otherwise."""
+    moment), in UTC; a 422 naming ``field`` otherwise, and for a time before 1970 (an id, whose
+    start is its enqueue time, counts from then) or one past what a date holds in UTC."""
     if _DATE.fullmatch(value):
         try:
             day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError:
             raise ValidationError(field, f"{value!r} is not a date") from None
-        return day + timedelta(days=1, microseconds=-1) if end else day
-    if not _TIME.fullmatch(value):
+        at = day + timedelta(days=1, microseconds=-1) if end else day
+    elif not _TIME.fullmatch(value):
         raise ValidationError(field, "must be an RFC 3339 time with an offset "
                                      "(2026-12-24T09:00:00Z) or a date (2026-12-24)")  # fmt: skip
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(field, f"{value!r} is not a valid time") from None
+    else:
+        try:
+            at = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+        except (ValueError, OverflowError):
+            raise ValidationError(field, f"{value!r} is not a valid time") from None
+    if at < EPOCH:
+        raise ValidationError(field, "must be 1970-01-01 or later (no item was queued before)")
+    return at
 
 
 def parse(params: dict[str, Any], now: datetime) -> Query:
