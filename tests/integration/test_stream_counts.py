@@ -98,6 +98,20 @@ def test_a_failed_batch_halved_and_given_again_counts_each_record_once(aws, runt
     assert counts(aws, runtime) == EXPECTED
 
 
+def test_records_given_again_within_their_window_count_once(aws, runtime, day):
+    # Lambda processes a window's records at least once, not exactly once: "in rare cases,
+    # such as error handling, some records might be processed more than once", and then
+    # perhaps out of order. A record given again with a state that has it already adds
+    # nothing.
+    records = day.new_records()
+    half = len(records) // 2
+    state = day.invoke(records[:half], {}, final=False)["state"]
+    state = day.invoke(records, state, final=False)["state"]  # the first half once more
+    state = day.invoke(records[half - 1 : half], state, final=False)["state"]
+    day.invoke([], state, final=True)
+    assert counts(aws, runtime) == EXPECTED
+
+
 def test_a_last_call_that_failed_half_way_writes_the_rest_when_given_again(aws, runtime, day,
                                                                           monkeypatch):  # fmt: skip
     records = day.new_records()

@@ -197,5 +197,11 @@ def test_a_windows_state_goes_to_lambda_and_back_whole():
     assert list(state) == ["vdq"] and all(isinstance(v, str) for v in state.values())
     again = consumer.Window.from_state(state, "s1")
     assert (again.counts, again.postings) == (window.counts, window.postings)
+    # The record given again (even after an early write emptied the counts) adds nothing.
+    again.counts.clear()
+    again.postings.clear()
+    again = consumer.Window.from_state(again.state(), "s1")
+    assert consumer.fold(again, [record(5, "INSERT", {**ITEM, "state": "queued"})],
+                         lambda _: None) == 0 and again.counts == {}  # fmt: skip
     assert consumer.Window().state() == {} and consumer.Window.from_state({}, "x").counts == {}
     assert hour_of("2026-12-05T10:59:59.999999Z") == "2026-12-05T10"

@@ -10,6 +10,9 @@ kind (all, per producer, per sender identity), each ADD with the shard's checkpo
 same write (vdq.store.postings). So a record is counted exactly once:
 
 - a batch that fails is given again with the state of before it (nothing of it was kept);
+- a record given again within its window (Lambda processes a record at least once, and a
+  repeat perhaps out of order) is at or below the highest sequence number the state has
+  folded, and is skipped;
 - a final invocation given again (it failed after some writes, or its answer was lost) finds
   its checkpoints set and skips what it wrote, and writes the rest;
 - a window that ends early (its state past what Lambda keeps) is written as a window of its
@@ -84,14 +87,17 @@ class Window:
     counts: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<hour>|<sk>" -> ...
     postings: dict[str, dict[str, Any]] = field(default_factory=dict)  # hour -> ...
     shard: str = "-"  # the shard's tag (the counter records it writes, its checkpoints)
+    # The highest sequence number the window has folded (kept across a write that ended it
+    # early): Lambda may hand a record of the window on again, even out of order.
+    seen: int = -1
 
     # ---- Lambda's state -------------------------------------------------------------------
 
     def state(self) -> dict[str, str]:
         """The state to hand back to Lambda (a map of strings)."""
-        if not self.counts and not self.postings:
+        if not self.counts and not self.postings and self.seen < 0:
             return {}
-        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings},
+        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings, "s": self.seen},
                                       separators=(",", ":"))}  # fmt: skip
 
     @classmethod
@@ -100,7 +106,9 @@ class Window:
         if not isinstance(text, str):
             return cls(shard=shard)
         data = json.loads(text)
-        return cls(dict(data.get("c") or {}), dict(data.get("p") or {}), shard)
+        seen = data.get("s")
+        return cls(dict(data.get("c") or {}), dict(data.get("p") or {}), shard,
+                   seen if isinstance(seen, int) else -1)  # fmt: skip
 
     # ---- folding ----------------------------------------------------------------------------
 
@@ -188,12 +196,17 @@ def _new_entries(old: Any, new: Any) -> list[str]:
 
 def fold(window: Window, records: Iterable[Mapping[str, Any]],
          lookup: Callable[[str], dict[str, Any] | None]) -> int:  # fmt: skip
-    """Fold a batch of the window's records into ``window``; returns how many changed it."""
+    """Fold a batch of the window's records into ``window``; returns how many changed it. A
+    record at or below the highest sequence number folded already is one given again: it was
+    counted, and is skipped."""
     folded = 0
     for record in records:
         sequence = str((record.get("dynamodb") or {}).get("SequenceNumber") or "")
+        if not sequence.isdigit() or int(sequence) <= window.seen:
+            continue
+        window.seen = int(sequence)
         change = change_of(record, lookup)
-        if change is None or not sequence.isdigit() or len(change.at) < 13:
+        if change is None or len(change.at) < 13:
             continue
         folded += 1
         item, hour = change.item, hour_of(change.at)
@@ -279,6 +292,6 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
             logger.info("window state of shard %s past %d bytes: written early", window.shard,
                         MAX_STATE_BYTES)  # fmt: skip
         wrote = flush(window, tallies, retention_days=runtime.settings.retention_days)
-        return {"state": {}, "folded": folded, **wrote}
+        return {"state": {} if final else window.state(), "folded": folded, **wrote}
     return {"state": window.state(), "folded": folded, "written": 0, "replayed": 0}
 
