@@ -801,6 +801,19 @@ def test_an_emails_html_renders_in_a_frame_that_runs_and_fetches_nothing(stack, 
     assert audit(browser) == []
 
 
+def test_a_number_typed_as_printed_finds_its_sms_from_the_search_box(stack, browser):
+    cell = "+1415555" + str(uuid.uuid4().int % 10_000).zfill(4)
+    [text] = stack.send_sms(cell)
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/queue")
+    browser.wait_for("document.querySelector('#items caption')")
+    search_box(browser, f"+1 (415) 555-{cell[-4:]}")
+    browser.wait_for(f"document.querySelector('#items a[data-key]')?.textContent === "
+                     f"{json.dumps(text['id'])}")  # fmt: skip
+    search_box(browser, cell[2:])  # no country code: the API's word, not "No items found"
+    browser.wait_for("document.querySelector('#alert')?.textContent.includes('E.164')")
+
+
 def test_every_page_has_no_serious_or_critical_accessibility_finding(stack, browser):
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")

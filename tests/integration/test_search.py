@@ -236,3 +236,18 @@ def test_a_cursor_signed_but_not_one_the_search_wrote_is_a_400(aws, runtime, que
     answer = call("search", query={**query, "cursor": forged})
     assert answer.status == 400, answer.body
     assert answer.body["error"]["details"]["field"] == "cursor"
+
+
+@pytest.mark.parametrize("typed", ["+1 415 555 0100", "+1 (415) 555-0100", "+1.415.555.0100"])
+def test_a_number_typed_with_spaces_or_dashes_finds_its_items(aws, runtime, typed):
+    # Numbers are stored in E.164; people type them as they are printed.
+    [text] = sms(runtime, "+14155550100")
+    assert ids_of(call("search", query={"receiver": typed})) == [text.id]
+    assert ids_of(call("search", query={"receiver": typed, "state": "queued"})) == [text.id]
+
+
+def test_a_number_without_its_country_code_is_a_422_saying_so(aws, runtime):
+    sms(runtime, "+14155550100")
+    answer = call("search", query={"receiver": "415 555 0100"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
+    assert "E.164" in answer.body["error"]["message"]

@@ -50,6 +50,8 @@ DEFAULT_WINDOW = timedelta(days=1)  # sender and provider-ID searches without ``
 MAX_HOURS = 48  # hours of postings one request reads (an empty hour costs a Query too)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
+_NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people print it
+_SEPARATORS = re.compile(r"[ ().-]")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 
@@ -124,6 +126,15 @@ def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
     return at
 
 
+def _receiver(value: str, field: str) -> str:
+    """A receiver or sender as the items keep it: an address (compared in lower case), or a
+    number in E.164 however it was typed (``+1 (415) 555-0100``: its spaces, dots, dashes and
+    brackets left out); a 422 naming ``field`` otherwise."""
+    if "@" not in value and _NUMBER.fullmatch(value.strip()):
+        value = _SEPARATORS.sub("", value)
+    return receiver_param(value, field)
+
+
 def parse(params: dict[str, Any], now: datetime) -> Query:
     """The search the query string asks for: exactly one key (or a time window), each value
     checked as enqueue checks it. A 422 names the field at fault."""
@@ -149,10 +160,8 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
         return Query("time", **common)
     name = given[0]
     value = params[name]
-    if name == "receiver":
-        return Query("receiver", receiver_param(value, "receiver"), **common)
-    if name == "sender":
-        return Query("sender", receiver_param(value, "sender"), **common)
+    if name in ("receiver", "sender"):
+        return Query(name, _receiver(value, name), **common)
     if name == "id":
         if not ids.is_id(value):
             raise ValidationError("id", "must be an item id (26 characters of Crockford "

@@ -314,7 +314,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "items than `limit`, even none, and still carry a cursor: follow it until "
               "`cursor` is null.",
               _LIST, (Param("receiver", "query", "string", "Items sent to this receiver: "
-                            + RECEIVER_TEXT, max_length=254),
+                            + RECEIVER_TEXT + " A number may be typed with spaces, dots, "
+                            "dashes or brackets: +1 (415) 555-0100.", max_length=254),
                       Param("origin_type", "query", "string", "Items of this origin (with "
                             "`origin_id`): its kind of record, as the request named it.",
                             max_length=MAX_ORIGIN_PART),

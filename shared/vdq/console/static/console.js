@@ -160,7 +160,9 @@ function searchQuery(params) {
   let by = params.get("by") || "";
   if (!by && q) {
     if (ITEM_ID.test(q.toUpperCase())) by = "id";
-    else if (q.includes("@") || /^\+[0-9]{2,15}$/.test(q)) by = "receiver";
+    // A number as people print it (+1 (415) 555-0100): the API takes it to E.164, or says
+    // what is missing (the country code) rather than finding no provider ID of that name.
+    else if (q.includes("@") || /^\+?[0-9][0-9 ().-]{4,}$/.test(q)) by = "receiver";
     else if (q.includes(":")) by = "origin";
     else by = "provider_id";
   }
