@@ -801,6 +801,31 @@ def test_an_emails_html_renders_in_a_frame_that_runs_and_fetches_nothing(stack, 
     assert audit(browser) == []
 
 
+def test_an_emails_html_loads_nothing_remote_by_any_element_or_style(stack, browser):
+    pixel = Pixel()
+    url = pixel.url
+    html = (f'<meta http-equiv="refresh" content="0;url={url}?refresh">'
+            f'<link rel="stylesheet" href="{url}?link"><link rel="prefetch" href="{url}?pre">'
+            f"<style>@import url({url}?import); body {{background: url({url}?bg)}}"
+            f"@font-face {{font-family: x; src: url({url}?font)}} p {{font-family: x}}</style>"
+            f'<body background="{url}?attr"><p style="background:url({url}?inline)">Hi</p>'
+            f'<iframe src="{url}?frame"></iframe><object data="{url}?object"></object>'
+            f'<embed src="{url}?embed"><video poster="{url}?poster" src="{url}?video"></video>'
+            f'<audio src="{url}?audio" autoplay></audio><picture><source srcset="{url}?set">'
+            f'<img alt="" src="data:,"></picture><svg><image href="{url}?svg"/></svg>'
+            f'<form action="{url}?form"><button id="go">go</button></form>'
+            f'<script src="{url}?script"></script></body>')  # fmt: skip
+    [item] = stack.send_emails(f"success@{SIM}", html=html, subject="Loads nothing")
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#html-rendered')")
+    browser.evaluate("document.querySelector('#html-rendered').scrollIntoView(); 0")
+    time.sleep(3)  # a refresh of 0 s, fonts, media: each had its chance
+    assert pixel.hits == 0
+    assert browser.evaluate("location.hash") == f"#/item/{item['id']}"  # the page stayed
+    pixel.server.shutdown()
+
+
 def test_a_number_typed_as_printed_finds_its_sms_from_the_search_box(stack, browser):
     cell = "+1415555" + str(uuid.uuid4().int % 10_000).zfill(4)
     [text] = stack.send_sms(cell)
