@@ -107,6 +107,22 @@ def test_the_signals_are_read_from_what_an_ses_event_writes(sample, signals):
     assert entry_signals(update.name, update.text) == signals
 
 
+@pytest.mark.parametrize(("sample", "subtype", "signals"), [
+    ("bounce_permanent", "OnAccountSuppressionList", {"suppressed"}),
+    ("bounce_permanent", "Suppressed", {"bounce"}),  # SES's global list: a bounce it counts
+    ("complaint_suppression_list", None, {"suppressed"}),
+])  # fmt: skip
+def test_a_send_ses_refused_for_the_accounts_list_is_no_bounce(sample, subtype, signals):
+    # SES does not count a send to an address on the account-level suppression list toward the
+    # bounce rate: it never left. Counted as a bounce or complaint, it would weigh on a sender
+    # identity's reputation figures; listed, it reads as suppressed.
+    body = ses_body(sample)
+    if subtype is not None:
+        body["bounce"]["bounceSubType"] = subtype
+    update = parse_ses_event(body)
+    assert entry_signals(update.name, update.text) == signals
+
+
 # ---- what one stream record counts ------------------------------------------------------------
 
 SER = TypeSerializer()

@@ -125,7 +125,9 @@ class QueueItem(BaseModel):
                                   "(a permanent bounce), `complaint` (the receiver reported "
                                   "it as spam), `reject` (the provider refused it), `stop` "
                                   "(the number opted out of SMS), `suppressed` (not sent: the "
-                                  "receiver is on the suppression list). From the entries the "
+                                  "receiver is on the suppression list, or on the SES "
+                                  "account's own, which SES reports as a bounce or complaint "
+                                  "but counts as neither). From the entries the "
                                   "item keeps with its state (its latest six).")
 
 

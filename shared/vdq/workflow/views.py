@@ -26,6 +26,11 @@ def entry_signals(name: str | None, text: str | None) -> set[str]:
     tests of vdq.schedules.postings tie these words to the events that make them)."""
     text = text or ""
     found = set()
+    # SES refused the send: the address is on the account's own suppression list. Nothing left,
+    # and SES counts it toward no bounce rate: not a bounce or complaint but a suppression.
+    if (text.startswith("SES bounce (Permanent/OnAccountSuppressionList")
+            or (name == "Complaint" and text.startswith("SES did not send the message"))):
+        return {"suppressed"}
     if text.startswith("SES bounce (Permanent"):
         found.add("bounce")
     if name == "Complaint" and "(not-spam)" not in text:
