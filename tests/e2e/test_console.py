@@ -744,6 +744,36 @@ def test_the_suppression_page_adds_shows_history_and_removes_with_a_reason(stack
         ("added", "asked by phone, ticket 77"), ("removed", "the receiver asked again")]
 
 
+def test_a_lists_unsubscribe_shows_its_list_and_its_removal_takes_only_that(stack, browser):
+    receiver = f"lists-{uuid.uuid4().hex[:8]}@example.org"
+    for extra in ({"list": "newsletter"}, {}):  # unsubscribed from one list, and from all
+        answer = stack.api("POST", "/suppressions", json={"receiver": receiver,
+                                                          "text": "asked", **extra})
+        assert answer.status_code in (200, 201), answer.text
+    sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
+    browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
+    rows = "document.querySelectorAll('#suppressions tbody tr')"
+    browser.wait_for(f"{rows}.length === 2")
+    lists = browser.evaluate(f"[...{rows}].map(r => r.querySelector('td[data-label=List]')"
+                             "?.textContent)")  # fmt: skip
+    assert sorted(lists) == ["every email", "newsletter"]
+    keys = browser.evaluate(f"[...{rows}].map(r => r.querySelector('button.danger')"
+                            ".dataset.key)")  # fmt: skip
+    assert len(set(keys)) == 2  # each row its own button
+    browser.click(f"button[data-key='remove-{receiver}#newsletter']")
+    browser.wait_for("document.querySelector('#remove-text')")
+    assert "newsletter" in browser.text("#remove-preview")
+    browser.click("#remove-text")
+    browser.type("wants the newsletter back")
+    browser.click("#confirm-remove")
+    browser.wait_for("document.querySelector('#status').textContent.includes('removed')")
+    held = stack.api("GET", f"/suppressions/{receiver}/history").json()
+    assert held["suppression"] is not None  # the entry for every email stays
+    left = stack.api("GET", "/suppressions", params={"receiver": receiver}).json()
+    assert [e["list"] for e in left["suppressions"]] == [None]
+    no_null_text(browser)
+
+
 class Pixel:
     """A web server that counts the requests it gets: a remote image in an email."""
 

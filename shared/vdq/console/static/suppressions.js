@@ -5,7 +5,18 @@
 import { $, add, alertError, el, guarded, heading, say, text, when } from "./dom.js";
 import { api, may } from "./session.js";
 
-const COLUMNS = ["Receiver", "Reason", "Since", "By", "Why", "Actions"];
+const COLUMNS = ["Receiver", "List", "Reason", "Since", "By", "Why", "Actions"];
+
+// What an entry stops: one list's mail (an unsubscribe), or everything of its channel.
+function scope(entry) {
+  if (entry.list) return entry.list;
+  return entry.channel === "sms" ? "every SMS" : "every email";
+}
+
+// A receiver may have an entry for everything and one per list: each row its own key.
+function key(entry) {
+  return entry.list ? `${entry.receiver}#${entry.list}` : entry.receiver;
+}
 
 function path(receiver) {
   return `/suppressions/${encodeURIComponent(receiver)}`;
@@ -74,14 +85,15 @@ export async function showSuppressions(params, setView) {
 }
 
 function row(entry, panel, reload) {
-  const history = el("button", { type: "button", "data-key": `history-${entry.receiver}`,
+  const history = el("button", { type: "button", "data-key": `history-${key(entry)}`,
     "aria-label": `History of ${entry.receiver}` }, "History");
   history.addEventListener("click", () => guarded(() => showHistory(panel, entry.receiver)));
   const remove = may("change_suppressions") ? el("button", { type: "button", class: "danger",
-    "data-key": `remove-${entry.receiver}`, "aria-label": `Remove ${entry.receiver}…` },
+    "data-key": `remove-${key(entry)}`,
+    "aria-label": `Remove ${entry.receiver}${entry.list ? ` from ${entry.list}` : ""}…` },
   "Remove…") : null;
   if (remove) remove.addEventListener("click", () => previewRemove(panel, entry, reload));
-  const cells = [entry.receiver, entry.reason, when(entry.since), text(entry.actor),
+  const cells = [entry.receiver, scope(entry), entry.reason, when(entry.since), text(entry.actor),
     text(entry.text), el("span", { class: "row-actions" }, history, remove)];
   return el("tr", {}, cells.map((cell, i) => el("td", { "data-label": COLUMNS[i] }, cell)));
 }
@@ -113,13 +125,16 @@ function addForm(reload) {
 
 function previewRemove(panel, entry, reload) {
   alertError(null);
-  const title = el("h2", { tabindex: "-1", id: "preview-title" },
-    `Take ${entry.receiver} off the suppression list?`);
+  const title = el("h2", { tabindex: "-1", id: "preview-title" }, entry.list
+    ? `Take ${entry.receiver} off the list "${entry.list}"'s unsubscribes?`
+    : `Take ${entry.receiver} off the suppression list?`);
   const why = el("input", { id: "remove-text", required: true, maxlength: "500" });
   const form = el("form", { class: "preview", id: "remove-preview",
     "aria-labelledby": "preview-title" }, title,
-    el("p", { text: `VDQ will send to ${entry.receiver} again (on the list since `
-      + `${entry.since}: ${entry.reason}). Items cancelled meanwhile stay cancelled.` }),
+    el("p", { text: (entry.list ? `VDQ will send the list "${entry.list}"'s mail to `
+      + `${entry.receiver} again (unsubscribed since ` : `VDQ will send to ${entry.receiver} `
+      + "again (on the list since ") + `${entry.since}: ${entry.reason}). Items cancelled `
+      + "meanwhile stay cancelled." }),
     el("label", { for: "remove-text" }, "Why (kept in its history)"), why,
     el("div", { class: "preview-buttons" },
       el("button", { type: "submit", class: "danger primary", id: "confirm-remove" },
@@ -129,9 +144,11 @@ function previewRemove(panel, entry, reload) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     guarded(async () => {
-      await api("DELETE", path(entry.receiver), { query: { text: why.value.trim() } });
+      await api("DELETE", path(entry.receiver), { query: { text: why.value.trim(),
+        list: entry.list || undefined } });
       panel.replaceChildren();
-      say(`${entry.receiver} removed from the suppression list.`);
+      say(entry.list ? `${entry.receiver} removed from the unsubscribes of "${entry.list}".`
+        : `${entry.receiver} removed from the suppression list.`);
       await reload();
     });
   });
