@@ -135,6 +135,27 @@ def test_the_answer_flags_a_receiver_unsubscribed_from_the_requests_list_only(aw
     assert enqueue(rt)["suppressed"] == []
 
 
+def test_a_retrys_dry_run_says_the_receiver_left_the_items_list(aws, rt):
+    # The worker cancels a retried list email whose receiver unsubscribed from that list, as
+    # it does one whose receiver is suppressed: the preview says so before anyone confirms.
+    from tests.support.operator import move
+
+    [news] = enqueue(rt, list="news")["items"]
+    [other] = enqueue(rt, list="offers")["items"]
+    for item in (news, other):
+        move(rt, item["id"], "send", "error")
+    suppression.suppress(ADA, "unsubscribe", actor="recipient", text=None, runtime=rt,
+                         list_name="news")  # fmt: skip
+    answer = call("transition", params={"id": news["id"], "name": "retry"},
+                  query={"dry_run": "true"})  # fmt: skip
+    assert answer.status == 200, answer.body
+    held = answer.body["suppressed"]
+    assert (held["receiver"], held["reason"], held["list"]) == (ADA, "unsubscribe", "news")
+    answer = call("transition", params={"id": other["id"], "name": "retry"},
+                  query={"dry_run": "true"})  # fmt: skip
+    assert answer.body["suppressed"] is None  # the offers still go to her
+
+
 def test_a_bounce_still_stops_every_email(aws, rt):
     suppression.suppress(ADA, "bounce", actor="ses", text=None, runtime=rt)
     enqueue(rt, list="news")

@@ -71,14 +71,18 @@ def run_transition(
 
 
 def _suppressed(item: QueueItemRecord, runtime: Runtime) -> dict[str, Any] | None:
-    """The receiver's suppression, when it has one: a retry of it is cancelled by the worker
-    at once, unsent (one GetItem; what a dry run shows before anyone confirms)."""
-    from vdq.results.suppression import normalize
+    """What stops the item's receiver, when anything does: its suppression or, for list mail,
+    its unsubscribe from the item's list. A retry of it is cancelled by the worker at once,
+    unsent (the worker's own read: vdq.results.suppression.refuse); a dry run shows it before
+    anyone confirms."""
+    from vdq.results.suppression import normalize, scope, stopping
 
-    record = runtime.store.get_suppression(normalize(item.receiver))
+    found = runtime.store.suppressions_of(normalize(item.receiver), item.list_name)
+    record = stopping(found, item.list_name)
     if record is None:
         return None
-    return {"receiver": record.receiver, "reason": record.reason, "since": record.since}
+    return {"receiver": record.receiver, "reason": record.reason, "since": record.since,
+            "list": scope(record)}  # fmt: skip
 
 
 def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:
