@@ -398,6 +398,11 @@ def test_a_retry_dry_run_says_the_receiver_is_suppressed(capsys, api):
     api.routes[("POST", f"/queue-items/{item(1)['id']}/transitions/retry")] = (200, {
         "transition": "retry", "dry_run": True, "from_state": "errored", "to_state": "queued",
         "item": item(1), "suppressed": {"receiver": "+14155550100", "reason": "sms_opt_out",
-                                        "since": "2026-12-01T08:00:00Z"}})  # fmt: skip
+                                        "since": "2026-12-01T08:00:00Z", "list": None}})
     code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
     assert code == 0 and "suppression list since 2026-12-01T08:00:00Z (sms_opt_out)" in out
+    api.routes[("POST", f"/queue-items/{item(1)['id']}/transitions/retry")][1]["suppressed"] = {
+        "receiver": "ada@example.org", "reason": "unsubscribe", "since": "2026-12-01T08:00:00Z",
+        "list": "news"}  # fmt: skip
+    code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
+    assert code == 0 and "unsubscribed from the list news since 2026-12-01T08:00:00Z" in out

@@ -258,7 +258,9 @@ def transition(name: str) -> Any:
             print(f"{args.id}: {name} {move}{note}")
             held = r.get("suppressed")
             if isinstance(held, dict):
-                print(f"note: {render.safe(held.get('receiver'))} is on the suppression list "
+                where = (f"unsubscribed from the list {render.safe(held['list'])}"
+                         if held.get("list") else "on the suppression list")  # fmt: skip
+                print(f"note: {render.safe(held.get('receiver'))} is {where} "
                       f"since {render.safe(held.get('since'))} ({render.safe(held.get('reason'))})"
                       ": the retry would be cancelled at once, unsent")  # fmt: skip
 

@@ -214,8 +214,10 @@ async function previewTransition(box, item, name, reload) {
     : "primary", id: `confirm-${name}` }, name === "retry" ? "Retry now" : "Cancel the item");
   const back = el("button", { type: "button", id: "preview-back" }, "Back");
   const held = dry.suppressed;
+  const where = held && held.list ? `unsubscribed from the list "${held.list}"`
+    : "on the suppression list";
   const warning = held ? el("p", { id: "preview-suppressed", class: "warning", text:
-    `${held.receiver} is on the suppression list since ${held.since} (${held.reason}): the `
+    `${held.receiver} is ${where} since ${held.since} (${held.reason}): the `
     + "retry would be cancelled at once, without sending. Take it off the list first to "
     + "send it." }) : null;
   box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title" },
