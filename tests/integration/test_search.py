@@ -251,3 +251,25 @@ def test_a_number_without_its_country_code_is_a_422_saying_so(aws, runtime):
     answer = call("search", query={"receiver": "415 555 0100"})
     assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
     assert "E.164" in answer.body["error"]["message"]
+
+
+@pytest.mark.parametrize("limit", [1, 4, 7])
+def test_an_origin_of_requests_of_many_receivers_pages_without_loss(aws, runtime, clock,
+                                                                     limit):  # fmt: skip
+    # A page may end inside a request's receivers, or just after its last: the cursor goes on
+    # from either, under a state filter too.
+    requests = []
+    for n, tag in ((7, "a"), (1, "b"), (5, "c")):
+        requests.append(vdq.add_email({"email": "shop@example.com"},
+                                      [f"{tag}{k}@example.org" for k in range(n)], "Hi", "Text",
+                                      origin=("shop.order", "many"), runtime=runtime))
+        clock.advance(1)
+    newest = [i.id for items in reversed(requests)
+              for i in sorted(items, key=lambda i: i.id, reverse=True)]  # fmt: skip
+    query = {"origin_type": "shop.order", "origin_id": "many"}
+    assert pages(query, limit)[0] == newest
+    errored = set(newest[::3])
+    for item_id in errored:
+        move(runtime, item_id, "send", "error")
+    got, _ = pages({**query, "state": "errored"}, limit)
+    assert got == [i for i in newest if i in errored]
