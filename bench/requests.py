@@ -822,13 +822,13 @@ def email_delivered() -> Journey:
 
 # Records the stream consumer writes once per window of a shard (vdq.store.postings): shared by
 # every message of the window, so neither one message's requests nor its stored bytes.
-WINDOW_PREFIXES = ("PT#", "CNT#")
+WINDOW_PREFIXES = ("PT#", "CNT#", "CK#")  # postings, counters, a shard's checkpoint
 
 
 def stored_bytes(stack: env.Stack, *, indexes: bool = True) -> int:
     """What the table (and its indexes) holds after one message's journey (its only message),
-    but the stream window's postings and counters (about 50 bytes of posting entries an
-    email)."""
+    but the stream window's postings, counters and shard checkpoint (about 50 bytes of posting
+    entries an email)."""
     weigh = record_bytes if indexes else table_record_bytes
     return sum(weigh(r) for r in table_records(stack.runtime.settings.table_name)
                if not r["pk"]["S"].startswith(WINDOW_PREFIXES))  # fmt: skip

@@ -46,7 +46,8 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     # UpdateItem each.
     # The stream window's last call (its own phase) writes, for every message of the window,
     # one posting per hour touched and one counter record per hour and kind (all, the
-    # producer, the sender identity): a share of a window, not a message's (bench.cost).
+    # producer, the sender identity), then the shard's checkpoint, which the window's first
+    # batch read (a GetItem): a share of a window, not a message's (bench.cost).
     journey = rq.email_delivered()
     assert journey.final_state == "succeeded"
     assert by_phase(journey) == [
@@ -54,11 +55,11 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
                      "sqs.SendMessageBatch": 1}),
         ("send", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 3, "sesv2.SendEmail": 1}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}),
-        ("schedule", {"dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
-        ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 3}),
+        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
+        ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 4}),
     ]  # fmt: skip
     total = journey.total()
-    window = journey.phases[-1][1].by_service()["dynamodb"]
+    window = journey.phases[-1][1].by_service()["dynamodb"] + 1  # and its checkpoint's read
     assert total.by_service()["dynamodb"] - window <= 11
     # With its three history entries, the state item is written at two units a write.
     assert 1024 < total.sizes["state"] < 2048
@@ -77,12 +78,12 @@ def test_a_delivered_email_writes_eighteen_dynamodb_units_and_a_share_of_a_windo
     # record: the history is on the state item, which the done write stamped). The send's pace
     # record (its slot at SES's rate) is one unit more.
     # The receiver index's entry (vdq.store.search) is the enqueue's third index unit, written
-    # once and never moved. The window's last call writes a posting and three counter records,
-    # a unit each, for all the messages of its window.
+    # once and never moved. The window's last call writes a posting, three counter records and
+    # the shard's checkpoint, a unit each, for all the messages of its window.
     journey = rq.email_delivered()
     units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
     assert units == [("enqueue", 3, 3), ("send", 3, 2), ("webhook", 2, 3), ("schedule", 2, 0),
-                     ("schedule", 4, 0)]
+                     ("schedule", 5, 0)]
     # What it leaves for its retention (the bill's storage line): as bench.storage weighs it.
     from bench import storage
 
@@ -103,8 +104,8 @@ def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}),
         # The table's stream, off the webhook's path, gives the records written before the
         # done write their expiry (a done state is not announced by default): the content only.
-        ("schedule", {"dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
-        ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 3}),  # the window's
+        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
+        ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 4}),  # the window's
     ]  # fmt: skip
 
 

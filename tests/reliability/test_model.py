@@ -457,7 +457,8 @@ class Workflow(RuleBasedStateMachine):
         for attempt in range(10):
             state = copy.deepcopy(window)  # every try of the last call gets the same state
             _, exc = self._step(faults if attempt == 0 else Plan(), lambda w=state: postings.flush(
-                w, tallies, retention_days=self.rt.settings.retention_days))  # fmt: skip
+                w, tallies, retention_days=self.rt.settings.retention_days,
+                now=int(self.rt.clock.now().timestamp())))  # fmt: skip
             if exc is None:
                 break
         else:

@@ -10,9 +10,10 @@ kind (all, per producer, per sender identity), each ADD with the shard's checkpo
 same write (vdq.store.postings). So a record is counted exactly once:
 
 - a batch that fails is given again with the state of before it (nothing of it was kept);
-- a record given again within its window (Lambda processes a record at least once, and a
-  repeat perhaps out of order) is at or below the highest sequence number the state has
-  folded, and is skipped;
+- a record given again (Lambda processes a record at least once, and a repeat perhaps out of
+  order) is at or below the highest sequence number the window's state has folded, or, at the
+  start of a window, the last one a window of the shard wrote (``CK#<shard>``, read once a
+  window and set after its writes), and is skipped;
 - a final invocation given again (it failed after some writes, or its answer was lost) finds
   its checkpoints set and skips what it wrote, and writes the rest;
 - a window that ends early (its state past what Lambda keeps) is written as a window of its
@@ -66,6 +67,7 @@ REPUTATION = ("sent", "succeeded", "bounce", "complaint", "reject")
 DAY = 86_400
 COUNTER_DAYS = 40  # the counts API reads 30 days back
 POSTING_MARGIN_DAYS = 3
+SHARD_CHECKPOINT_DAYS = 2  # a stream keeps a record 24 hours
 # A window's state is written early past this size (Lambda keeps at most 1 MB a shard).
 MAX_STATE_BYTES = 400_000
 STATE_KEY = "vdq"
@@ -234,10 +236,13 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
     return folded
 
 
-def flush(window: Window, tallies: Tallies, *, retention_days: int) -> dict[str, int]:
-    """Write what the window saw: its postings, then its counts, each once. Returns how many
-    records were written and how many were found written before (a replay)."""
+def flush(window: Window, tallies: Tallies, *, retention_days: int,
+          now: int) -> dict[str, int]:  # fmt: skip
+    """Write what the window saw: its postings, then its counts, each once, then the shard's
+    checkpoint. Returns how many records were written and how many were found written before
+    (a replay)."""
     written = skipped = 0
+    wrote_any = bool(window.counts or window.postings)
     keep = (max(retention_days, 30) + POSTING_MARGIN_DAYS) * DAY
     for hour, slot in sorted(window.postings.items()):
         entries = decode_entries(base64.b64decode(slot["e"]))
@@ -253,6 +258,8 @@ def flush(window: Window, tallies: Tallies, *, retention_days: int) -> dict[str,
             written += 1
         else:
             skipped += 1
+    if wrote_any and window.seen >= 0:
+        tallies.set_shard_checkpoint(window.shard, window.seen, now + SHARD_CHECKPOINT_DAYS * DAY)
     window.counts.clear()
     window.postings.clear()
     return {"written": written, "replayed": skipped}
@@ -282,6 +289,10 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
             "sender": found.sender}  # fmt: skip
 
     records = event.get("Records") or []
+    if records and window.seen < 0 and shard_id is not None:
+        # A window's first batch: what an earlier window of the shard wrote is not folded
+        # again (a repeat at the head of this window would take its records' counts down).
+        window.seen = tallies.shard_checkpoint(window.shard)
     folded = fold(window, records, lookup)
     final = bool(event.get("isFinalInvokeForWindow") or event.get("isWindowTerminatedEarly"))
     if shard_id is None:
@@ -291,7 +302,8 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
         if not final:
             logger.info("window state of shard %s past %d bytes: written early", window.shard,
                         MAX_STATE_BYTES)  # fmt: skip
-        wrote = flush(window, tallies, retention_days=runtime.settings.retention_days)
+        wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
+                      now=int(runtime.clock.now().timestamp()))  # fmt: skip
         return {"state": {} if final else window.state(), "folded": folded, **wrote}
     return {"state": window.state(), "folded": folded, "written": 0, "replayed": 0}
 

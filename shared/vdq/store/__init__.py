@@ -23,6 +23,8 @@ One table, every record kind under a prefixed key:
 |               |              |             | one stream window of one shard (search by time) |
 | counter       | ``CNT#<hour>``| ``all#<k>``, | how many items entered each state that hour,  |
 |               |              | ``p#…``, ``i#…`` | in all, per producer, per sender identity |
+| shard mark    | ``CK#<shard>``| ``CK``      | the last stream sequence number a window of the |
+|               |              |             | shard wrote: the next skips a repeat up to it   |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``events`` (history appends that change no state, with their event

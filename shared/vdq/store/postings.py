@@ -35,6 +35,10 @@ from vdq.core import ids
 
 POSTING_PREFIX = "PT#"
 COUNTER_PREFIX = "CNT#"
+# A shard's last sequence number written (``CK#<shard>``): the next window of the shard skips
+# a record at or below it (Lambda may hand one on again, out of order).
+SHARD_PREFIX = "CK#"
+SHARD_SK = "CK"
 # Counter records per hour and kind. One holds up to about 30 shards' checkpoints in a write
 # unit: raise it with the stream's shard count (the table's size), never lower it.
 COUNTER_SHARDS = 1
@@ -221,6 +225,34 @@ class Tallies:
                 return False
             raise
         return True
+
+    def shard_checkpoint(self, shard: str) -> int:
+        """The last sequence number a window of ``shard`` wrote (-1: none yet); one strongly
+        consistent GetItem."""
+        found = self._client.get_item(
+            TableName=self._table, ConsistentRead=True, ProjectionExpression="#s",
+            Key={"pk": {"S": SHARD_PREFIX + shard}, "sk": {"S": SHARD_SK}},
+            ExpressionAttributeNames={"#s": "seq"},
+        ).get("Item")  # fmt: skip
+        if not found or "B" not in found.get("seq", {}):
+            return -1
+        return int.from_bytes(bytes(found["seq"]["B"]), "big")
+
+    def set_shard_checkpoint(self, shard: str, last: int, expiration: int) -> None:
+        """``last`` written for ``shard``, never moving it back (a window given again)."""
+        value = {"B": last.to_bytes(SEQUENCE_BYTES, "big")}
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": SHARD_PREFIX + shard}, "sk": {"S": SHARD_SK}},
+                UpdateExpression="SET #s = :s, #exp = :exp",
+                ConditionExpression="attribute_not_exists(#s) OR #s < :s",
+                ExpressionAttributeNames={"#s": "seq", "#exp": "expiration"},
+                ExpressionAttributeValues={":s": value, ":exp": {"N": str(expiration)}},
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     # ---- reads (the operator API) ---------------------------------------------------------
 
