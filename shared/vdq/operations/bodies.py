@@ -26,15 +26,10 @@ REQUESTS: tuple[Body, ...] = (messages.EMAIL, messages.SMS, spec.RESEND,
 _DEFAULTS = Settings()
 _REF = "#/components/schemas/{name}"
 _C = validation.CONTROL_CHARS
-# What str.strip() removes, so what the server counts as blank (spelled out: regex engines
-# disagree on \s, e.g. about U+001C..U+001F).
-_SPACE = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
-# A single-line field: no control characters; a required one also holds a non-space character.
-SINGLE_LINE = f"^[^{_C}]*$"
-SINGLE_LINE_REQUIRED = f"^[^{_C}]*[^{_SPACE}{_C}][^{_C}]*$"
-# A body (text, html, SMS): any character but NUL; a required one holds a non-space character.
-MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{_SPACE}\\x00][^\\x00]*$"
-MULTI_LINE = "^[^\\x00]*$"
+_SPACE = spec.BLANK
+# The document's patterns of text fields live beside the query parameters that use them too.
+SINGLE_LINE, SINGLE_LINE_REQUIRED = spec.SINGLE_LINE, spec.SINGLE_LINE_REQUIRED
+MULTI_LINE, MULTI_LINE_REQUIRED = spec.MULTI_LINE, spec.MULTI_LINE_REQUIRED
 BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 FILENAME = f"^[^/\\\\{_C}]*[^{_SPACE}/\\\\{_C}][^/\\\\{_C}]*$"
 # Months, days, hours, minutes and seconds in range (no leap second: Python has none); a day

@@ -32,6 +32,7 @@ from vdq.core import ids
 from vdq.core.errors import BadRequest, ValidationError
 from vdq.intake import messages
 from vdq.operations import cursor as cursors
+from vdq.operations.spec import PROVIDER_ID_PATTERN
 from vdq.operations.suppressions import receiver as receiver_param
 from vdq.results.suppression import normalize
 from vdq.store import QueueItemRecord
@@ -168,7 +169,7 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
                                         "base32)")  # fmt: skip
         return Query("id", value, **common)
     if name == "provider_id":
-        if len(value) > 256 or not value.isprintable():
+        if len(value) > 256 or not re.fullmatch(PROVIDER_ID_PATTERN, value):
             raise ValidationError("provider_id", "must be an SES message ID or a Twilio SID")
         return Query("provider_id", value, **common)
     if params.get("origin_id") is None:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from vdq.core import ids, resources
 from vdq.core.errors import ValidationError
+from vdq.core.text import CONTROL_CHARS
 from vdq.intake.fields import LIST_NAME, Body, Field
 from vdq.intake.messages import MAX_ORIGIN_PART
 from vdq.operations import cursor
@@ -135,6 +136,23 @@ CHANNELS = ("email", "sms")
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
 RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
                     f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
+# What str.strip() removes, so what the server counts as blank (spelled out: regex engines
+# disagree on \s, e.g. about U+001C..U+001F).
+BLANK = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
+# A single-line field: no control characters; a required one also holds a non-space character.
+SINGLE_LINE = f"^[^{CONTROL_CHARS}]*$"
+SINGLE_LINE_REQUIRED = f"^[^{CONTROL_CHARS}]*[^{BLANK}{CONTROL_CHARS}][^{CONTROL_CHARS}]*$"
+# A body (text, html, SMS): any character but NUL; a required one holds a non-space character.
+MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{BLANK}\\x00][^\\x00]*$"
+MULTI_LINE = "^[^\\x00]*$"
+# An SES message ID or a Twilio SID: letters, digits and a few separators, nothing else.
+PROVIDER_ID_PATTERN = r"^[A-Za-z0-9._:@+=/-]+$"
+# A time or a date the search always takes (from 1980, days to the 28th, so that every value
+# the pattern allows is a real date after 1970 in UTC; the server takes every calendar day from
+# 1970): documented, not enforced.
+TIME_PATTERN = (r"^(?:19[89][0-9]|2[0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+                r"(?:T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+                r"(?:Z|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]))?$")
 RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
                   "of its own) or an E.164 number.")
 _RECEIVER = Param("receiver", "path", "string", RECEIVER_TEXT, required=True, max_length=254,
@@ -315,24 +333,28 @@ OPERATIONS: tuple[Operation, ...] = (
               "`cursor` is null.",
               _LIST, (Param("receiver", "query", "string", "Items sent to this receiver: "
                             + RECEIVER_TEXT + " A number may be typed with spaces, dots, "
-                            "dashes or brackets: +1 (415) 555-0100.", max_length=254),
+                            "dashes or brackets: +1 (415) 555-0100.", max_length=254,
+                            pattern=RECEIVER_PATTERN, loose=True),
                       Param("origin_type", "query", "string", "Items of this origin (with "
                             "`origin_id`): its kind of record, as the request named it.",
-                            max_length=MAX_ORIGIN_PART),
+                            max_length=MAX_ORIGIN_PART, pattern=SINGLE_LINE_REQUIRED),
                       Param("origin_id", "query", "string", "The origin's record id (with "
-                            "`origin_type`).", max_length=MAX_ORIGIN_PART),
+                            "`origin_type`).", max_length=MAX_ORIGIN_PART,
+                            pattern=SINGLE_LINE_REQUIRED),
                       Param("provider_id", "query", "string", "The item a provider's message "
-                            "ID or SID belongs to.", max_length=256),
+                            "ID or SID belongs to.", max_length=256,
+                            pattern=PROVIDER_ID_PATTERN),
                       Param("sender", "query", "string", "Items sent from this address or "
-                            "number (compared as a receiver is).", max_length=254),
+                            "number (compared as a receiver is).", max_length=254,
+                            pattern=RECEIVER_PATTERN, loose=True),
                       Param("id", "query", "string", "The item with this id.",
                             pattern=ids.PATTERN),
                       Param("since", "query", "string", "Only items queued at or after this "
                             "time: RFC 3339 with an offset, or a date (UTC midnight).",
-                            max_length=40),
+                            max_length=40, pattern=TIME_PATTERN, loose=True),
                       Param("until", "query", "string", "Only items queued at or before this "
                             "time: RFC 3339 with an offset, or a date (its end, UTC).",
-                            max_length=40),
+                            max_length=40, pattern=TIME_PATTERN, loose=True),
                       _METHOD, Param("state", "query", "string", "Only items in this state.",
                                      enum=ALL_STATES),
                       _PRIORITY, _LIMIT,
