@@ -24,6 +24,8 @@ CASES = {
     "removeSuppression": ("remove_suppression", {"receiver": "ada%40example.org"}, "list",
                           ["news", "offers"]),
     "getAttachment": ("attachment", {"id": ITEM}, "redirect", ["false", "true"]),
+    "searchItems": ("search", None, "receiver", ["ada@example.org", "bob@example.org"]),
+    "getStats": ("stats", None, "period", ["hours", "days"]),
 }
 GROUPS = ("vdq-admins",)
 
