@@ -118,6 +118,18 @@ def test_a_bad_receiver_is_a_422_naming_the_field_and_changes_nothing(aws, rt):
     assert call("list_suppressions", groups=OPS).body["suppressions"] == []
 
 
+def test_a_removals_reason_is_one_line_of_any_text_as_an_additions_is(aws, rt):
+    call("add_suppression", body={"receiver": "ada@example.org"}, groups=OPS)
+    broken = call("remove_suppression", params={"receiver": "ada%40example.org"},
+                  query={"text": "two\nlines"}, groups=OPS)  # fmt: skip
+    assert broken.status == 422 and broken.body["error"]["details"]["field"] == "text"
+    assert rt.store.get_suppression("ada@example.org") is not None  # nothing changed
+    # Text an addition takes (a private-use character, an accent) is a removal's reason too.
+    removed = call("remove_suppression", params={"receiver": "ada%40example.org"},
+                   query={"text": "\U000f3a26 ticket \u00ec"}, groups=OPS)  # fmt: skip
+    assert removed.status == 200, removed.body
+
+
 def test_removing_a_receiver_not_on_the_list_is_a_404(aws, rt):
     answer = call("remove_suppression", params={"receiver": "%2B15551230001"}, groups=OPS)
     assert answer.status == 404

@@ -408,7 +408,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "no such entry (its message names the lists the receiver left, if any).",
               _SUPPRESSIONS_CHANGE, (_RECEIVER, _LIST_PARAM,
                                      Param("text", "query", "string", "Why, for the "
-                                           "receiver's history (one line).", max_length=500)),
+                                           "receiver's history (one line).", max_length=500,
+                                           pattern=SINGLE_LINE)),
               answer="SuppressionRemoved", errors=(404, 422)),
     Operation("getSuppressionHistory", "GET", "/suppressions/{receiver}/history", "operator",
               "suppressions", "Read a receiver's suppression and its history",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import NotFound
+from vdq.core.text import check_text
 from vdq.intake import messages, validation
 from vdq.intake.fields import Body, Field
 from vdq.operations import cursor as cursors
@@ -93,10 +94,8 @@ def remove(value: str, actor: str, runtime: Runtime, list_name: str | None = Non
     ``text``: why, for its history); 404 when it has none."""
     who = _receiver_param(value)
     name = validation.list_name(list_name)
-    if text is not None and not text.isprintable():
-        from vdq.core.errors import ValidationError
-
-        raise ValidationError("text", "must be one line of printable text")
+    if text is not None:
+        check_text(text, "text", single_line=True)  # as the body's `text` of an addition
     removed = suppression.unsuppress(who, actor=actor, text=text, runtime=runtime,
                                      list_name=name)  # fmt: skip
     if removed is None:
