@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "vdq-senders": ("vdq.add_queueitem",),
@@ -100,6 +100,84 @@ def positive_float(value: str) -> float:
 
 def optional_positive_float(value: str) -> float | None:
     return positive_float(value) if value.strip() else None
+
+
+class Thresholds(NamedTuple):
+    """Rates (percent of emails sent) at which the reputation guard warns and holds, and the
+    emails sent in the window before a rate counts; None: the deployment's default."""
+
+    bounce_warn: float | None = None
+    bounce_hold: float | None = None
+    complaint_warn: float | None = None
+    complaint_hold: float | None = None
+    min_sent: int | None = None
+
+
+def percent(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0 or number > 100:
+        raise ValueError("must be a percentage greater than 0 and at most 100")
+    return number
+
+
+def _thresholds(name: str, data: Any) -> Thresholds:
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"{name!r} must map to an object of " + ", ".join(Thresholds._fields))
+    unknown = sorted(set(data) - set(Thresholds._fields))
+    if unknown:
+        raise ValueError(f"{name!r} names unknown thresholds {unknown}")
+    for key, n in data.items():
+        if isinstance(n, bool) or not isinstance(n, int | float):
+            raise ValueError(f"{name!r}: {key} must be a number")
+        if key == "min_sent" and (not isinstance(n, int) or n < 1):
+            raise ValueError(f"{name!r}: min_sent must be a whole number of at least 1")
+        if key != "min_sent" and not 0 < n <= 100:
+            raise ValueError(f"{name!r}: {key} must be a percentage greater than 0 and at "
+                             "most 100")  # fmt: skip
+    return Thresholds(**data)
+
+
+def producer_thresholds(value: str) -> dict[str, Thresholds]:
+    data = json.loads(value) if value.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError('must be a JSON object: {"<producer>": {"bounce_hold": 6, ...}}')
+    out: dict[str, Thresholds] = {}
+    for name, limits in data.items():
+        if not name.strip():
+            raise ValueError("a producer name is empty")
+        out[name] = _thresholds(name, limits)
+    return out
+
+
+def account_thresholds(value: str) -> Thresholds:
+    data = json.loads(value) if value.strip() else {}
+    return _thresholds("account", data) if data else Thresholds()
+
+
+def window_hours(value: str) -> int:
+    number = positive_int(value)
+    if number > 720:
+        raise ValueError("must be at most 720 (30 days: the hourly counters are kept 40)")
+    return number
+
+
+GUARD_MODES = ("hold", "warn", "off")
+
+
+def guard_mode(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in GUARD_MODES:
+        raise ValueError("must be one of: " + ", ".join(GUARD_MODES))
+    return choice
+
+
+def flag(value: str) -> bool:
+    choice = value.strip().lower()
+    if choice in ("1", "true", "yes", "on"):
+        return True
+    if choice in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
 
 
 class QuotaLimits(NamedTuple):

@@ -20,6 +20,7 @@ from vdq.core.setting_values import (  # noqa: F401  (re-exported)
     DEFAULT_GROUP_PERMISSIONS,
     PRESIGNED_MAX_SECONDS,
     QuotaLimits,
+    Thresholds,
 )
 
 
@@ -265,6 +266,62 @@ class Settings:
         '"per_minute", "per_day"} queue items; over one, POST /emails and /sms answer 429; '
         "empty: no quotas",
     )
+    # The reputation guard (vdq.results.reputation): rates per producer over a rolling window.
+    reputation_guard: str = _setting(
+        "VDQ_REPUTATION_GUARD", "hold", read.guard_mode,
+        "hold (a producer over a hold threshold has its email held until an operator releases "
+        "it), warn (signals only: the alarm and the event), or off",
+    )  # fmt: skip
+    reputation_window_hours: int = _setting(
+        "VDQ_REPUTATION_WINDOW_HOURS", 24, read.window_hours,
+        "hours of the rolling window the bounce and complaint rates are taken over (at most "
+        "720: the hourly counters are kept 40 days)",
+    )  # fmt: skip
+    reputation_min_sent: int = _setting(
+        "VDQ_REPUTATION_MIN_SENT", 200, read.positive_int,
+        "emails a producer (or the account) must have sent in the window before its rates "
+        "warn or hold",
+    )  # fmt: skip
+    bounce_warn_percent: float = _setting(
+        "VDQ_BOUNCE_WARN_PERCENT", 2.5, read.percent,
+        "permanent bounces per email sent at which the guard warns (SES reviews an account "
+        "at 5%)",
+    )  # fmt: skip
+    bounce_hold_percent: float = _setting(
+        "VDQ_BOUNCE_HOLD_PERCENT", 4.0, read.percent,
+        "permanent bounces per email sent at which the guard holds a producer's email (SES "
+        "may pause an account at 10%)",
+    )  # fmt: skip
+    complaint_warn_percent: float = _setting(
+        "VDQ_COMPLAINT_WARN_PERCENT", 0.05, read.percent,
+        "complaints per email sent at which the guard warns (SES reviews an account at 0.1%)",
+    )  # fmt: skip
+    complaint_hold_percent: float = _setting(
+        "VDQ_COMPLAINT_HOLD_PERCENT", 0.08, read.percent,
+        "complaints per email sent at which the guard holds a producer's email (SES may "
+        "pause an account at 0.5%)",
+    )  # fmt: skip
+    producer_thresholds: Mapping[str, Thresholds] = _setting(
+        "VDQ_PRODUCER_THRESHOLDS",
+        MappingProxyType({}),
+        read.producer_thresholds,
+        'JSON: producer -> {"bounce_warn", "bounce_hold", "complaint_warn", "complaint_hold" '
+        '(percent), "min_sent"}, each overriding the default above; empty: the defaults',
+    )
+    account_thresholds: Thresholds = _setting(  # noqa: RUF009  (a NamedTuple: immutable)
+        "VDQ_ACCOUNT_THRESHOLDS", Thresholds(), read.account_thresholds,
+        "JSON of the same shape: the thresholds of the whole account's rates (they warn and "
+        "alarm, and hold no producer); empty: the defaults above",
+    )  # fmt: skip
+    hold_exempt_high: bool = _setting(
+        "VDQ_HOLD_EXEMPT_HIGH", False, read.flag,
+        "true: a held producer's high-priority email is still sent (password resets, codes)",
+    )  # fmt: skip
+    hold_cache_seconds: int = _setting(
+        "VDQ_HOLD_CACHE_SECONDS", 30, read.positive_int,
+        "how long a function keeps the list of held producers before reading it again (one "
+        "small Query); a hold or a release reaches the send path within it",
+    )  # fmt: skip
     # Operator API.
     group_permissions: Mapping[str, tuple[str, ...]] = _setting(
         "VDQ_GROUP_PERMISSIONS",
@@ -365,6 +422,8 @@ class Settings:
             default = f.metadata["default"] if f.metadata["default"] is not None else ""
             if isinstance(default, Mapping):
                 default = "the five default groups" if default else ""
+            elif isinstance(default, Thresholds):
+                default = ""
             rows.append((f.metadata["env"], str(default), f.metadata["doc"]))
         return rows
 

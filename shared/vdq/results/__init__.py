@@ -12,6 +12,7 @@ schedules or operations.
 # the modules other parts may import
 __all__ = [
     "matching",
+    "reputation",
     "suppression",
     "tracking",
     "unsubscribe",

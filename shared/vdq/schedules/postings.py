@@ -25,7 +25,8 @@ What is counted, by method, for the hour of the change (the item's ``updated_at`
 queued (new), sent (a provider took it: its ID was stored), succeeded (delivered), errored,
 cancelled, unconfirmed, and the provider's permanent bounces, complaints and rejections; per
 producer (the item's ``created_by``) and per sender identity (its sender), those that tell a
-reputation: sent, succeeded, bounce, complaint, reject.
+reputation: sent, succeeded, bounce, complaint, reject (an SMS's as ``sms.sent``, ...: the
+rates are an email's).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from vdq.store.postings import (
     Entered,
     Entry,
     Tallies,
+    counter_kind,
     counter_sk,
     decode_entries,
     hour_of,
@@ -220,7 +222,9 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
                     *change.states, *change.signals]  # fmt: skip
         window.count(hour, counter_sk(ALL, None, window.shard), sequence,
                      [f"{method}.{name}" for name in happened])  # fmt: skip
-        reputation = [name for name in happened if name in REPUTATION]
+        # An SMS's figures are kept apart: a rate is an email's (vdq.results.reputation).
+        reputation = [name if method == "email" else f"{method}.{name}"
+                      for name in happened if name in REPUTATION]  # fmt: skip
         window.count(hour, counter_sk("p", producer, window.shard), sequence, reputation)
         if identity:
             window.count(hour, counter_sk("i", identity, window.shard), sequence, reputation)
@@ -234,6 +238,21 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
             window.post(hour, sequence, Accepted(str(item["id"]),
                                                  provider_hash(change.provider_id)))
     return folded
+
+
+def guard_targets(window: Window) -> tuple[list[str], bool]:
+    """The producers whose counts in the window hold bounces or complaints of email, and
+    whether the account's do: what the reputation guard looks at."""
+    producers: set[str] = set()
+    account = False
+    for key, slot in window.counts.items():
+        kind, name = counter_kind(key.split("|", 1)[1])
+        names = slot["n"]
+        if kind == "p" and name is not None and (names.get("bounce") or names.get("complaint")):
+            producers.add(name)
+        elif kind == ALL and (names.get("email.bounce") or names.get("email.complaint")):
+            account = True
+    return sorted(producers), account
 
 
 def flush(window: Window, tallies: Tallies, *, retention_days: int,

@@ -286,6 +286,9 @@ class Tallies:
         eventually consistent: a count is minutes behind anyway."""
         keys = [{"pk": {"S": COUNTER_PREFIX + h}, "sk": {"S": f"{ALL}#{k}"}}
                 for h in dict.fromkeys(hours) for k in range(COUNTER_SHARDS)]  # fmt: skip
+        return self._sums(keys)
+
+    def _sums(self, keys: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for start in range(0, len(keys), 100):
             pending: dict[str, Any] = {self._table: {"Keys": keys[start : start + 100]}}
@@ -296,6 +299,13 @@ class Tallies:
                     _add(out.setdefault(hour, {}), row)
                 pending = answer.get("UnprocessedKeys") or {}
         return out
+
+    def named(self, hours: Iterable[str], kind: str, name: str) -> dict[str, dict[str, int]]:
+        """The counts of one producer (``p``) or sender identity (``i``) in each hour (summed
+        over its records), eventually consistent: one BatchGetItem a hundred records."""
+        keys = [{"pk": {"S": COUNTER_PREFIX + h}, "sk": {"S": f"{kind}#{name}#{k}"}}
+                for h in dict.fromkeys(hours) for k in range(COUNTER_SHARDS)]  # fmt: skip
+        return self._sums(keys)
 
     def reputation(self, hour: str) -> dict[tuple[str, str], dict[str, int]]:
         """Every per-producer (``p``) and per-identity (``i``) count of an hour, by (kind,
