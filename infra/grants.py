@@ -18,6 +18,8 @@ from vdq.core import resources
 from vdq.core.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
 from vdq.store.counters import quota_pk
+from vdq.store.holds import GUARD_PK
+from vdq.store.holds import HELD_PREFIX as HELD_PK_PREFIX
 from vdq.store.models import ORIGIN_PREFIX, SCHEDULED_PREFIX, suppression_history_pk
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
@@ -44,6 +46,9 @@ SUPPRESSION_PREFIX = "SUP"
 assert suppression_history_pk("").startswith(SUPPRESSION_PREFIX)
 # A producer's quota counters (vdq.store.counters).
 QUOTA_PREFIX = quota_pk("")
+# The reputation guard's levels (one partition) and each held producer's parked items.
+GUARD_PREFIX = GUARD_PK
+HELD_PREFIX = HELD_PK_PREFIX
 
 def grant(
     stack: Stack,
@@ -116,8 +121,13 @@ def grant(
         conditions=_leading_keys(QUOTA_PREFIX),
     )
 
+    # A held producer's request is told so: the held producers, one Query (cached).
+    _allow(functions.enqueue, QUERY, [table.table_arn], conditions=_leading_keys(GUARD_PREFIX))
+
     # send: claim and record (transitions), read content and attachments, call SES/Twilio.
     _allow(functions.send, [*READ, *TRANSITION, *CONDITION_CHECK], [table.table_arn])
+    # The held producers (one Query a cache period); parking checks the hold (ConditionCheck).
+    _allow(functions.send, QUERY, [table.table_arn], conditions=_leading_keys(GUARD_PREFIX))
     _allow(functions.send, ["s3:GetObject"], [objects])
     _allow(functions.send, SEND_MESSAGE, send_queues)
     # The pace records are UpdateItems on the table (granted above). The account's sending
@@ -170,6 +180,12 @@ def grant(
     )
     _allow(functions.operator, ["s3:GetObject"], [objects])
     _allow(functions.operator, SEND_MESSAGE, send_queues)
+    # A release or a cancel takes each parked item off its producer's list; a release is an
+    # event on the bus. SES's reputation metrics: GetMetricData has no resource to scope to.
+    _allow(functions.operator, ["dynamodb:DeleteItem"], [table.table_arn],
+           conditions=_leading_keys(HELD_PREFIX))  # fmt: skip
+    bus.grant_put_events_to(functions.operator)
+    _allow(functions.operator, ["cloudwatch:GetMetricData"], ["*"])
 
     # schedule: timers and purge indexes (queried; the table only by item), sweeps
     # (transitions), purge of files. Records expire by TTL: no DeleteItem, no BatchWriteItem.
@@ -191,7 +207,7 @@ def grant(
     # Transitions may clean up files once every item of a set is done (files age 0).
     for function in (functions.send, functions.webhook, functions.operator, functions.schedule):
         _allow(function, ["s3:DeleteObject"], [objects])
-    # Only the stream consumer announces state changes.
+    # The stream consumer announces state changes and the guard's levels.
     bus.grant_put_events_to(functions.schedule)
     for function in (functions.send, functions.webhook, functions.schedule):
         _allow(function, ["secretsmanager:GetSecretValue"], [secret_arn])
@@ -232,7 +248,8 @@ def acknowledge(functions: Functions, table: dynamodb.Table, bucket: s3.IBucket)
             role,
             "IAM5",
             "object keys are random per attachment, the indexes are the table's own, the "
-            "secret suffix is AWS's, X-Ray and SES GetAccount have no ARN, archive objects "
+            "secret suffix is AWS's, X-Ray, SES GetAccount and CloudWatch GetMetricData have no "
+            "ARN, archive objects "
             "are keyed by day and stream event",
             findings=wildcards,
         )

@@ -47,6 +47,8 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("SUP*",): {"dynamodb:BatchGetItem"},
         # Producer quotas: counters charged (a transaction of Updates), read, refunded.
         ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
+        # The reputation guard's held producers, to tell a held producer's request so.
+        ("GUARD*",): {"dynamodb:Query"},
     }  # fmt: skip
 
 
@@ -78,6 +80,10 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
                     assert name in ("operator", "webhook"), name
                     assert _actions(statement) == ["dynamodb:DeleteItem"]
                     continue
+                if keys == ["HELD#*"]:  # a release or cancel takes a parked item off its list
+                    assert name == "operator", name
+                    assert _actions(statement) == ["dynamodb:DeleteItem"]
+                    continue
                 assert name in ("enqueue", "operator"), name
                 assert statement["Condition"] == {
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["idempotency#*"]}
@@ -105,7 +111,13 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
             if "dynamodb:Query" in _actions(statement) and table_arn in resources:
                 # the operator: the history of one item; the schedule: the records of one item
                 # that became done, to stamp their expiration (vdq.workflow.retention), and the
-                # due-time buckets of scheduled sends (vdq.intake.scheduling), nothing else
+                # due-time buckets of scheduled sends (vdq.intake.scheduling), nothing else;
+                # enqueue and send: the reputation guard's held producers, nothing else
+                if name in ("enqueue", "send"):
+                    assert statement["Condition"] == {"ForAllValues:StringLike": {
+                        "dynamodb:LeadingKeys": ["GUARD*"]}}, name
+                    assert _actions(statement) == ["dynamodb:Query"], name
+                    continue
                 assert name in ("operator", "schedule"), name
                 if name == "schedule":
                     (keys,) = statement["Condition"]["ForAllValues:StringLike"].values()

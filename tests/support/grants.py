@@ -91,6 +91,8 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
         return found
     if service == "sesv2" and operation == "GetAccount":  # the account's quotas: no resource
         return [_request("ses:GetAccount", {"kind": "arn", "arn": "*"})]
+    if service == "cloudwatch" and operation == "GetMetricData":  # reads take no resource
+        return [_request("cloudwatch:GetMetricData", {"kind": "arn", "arn": "*"})]
     if service == "secretsmanager" and operation in ("GetSecretValue", "DescribeSecret"):
         return [_request(f"secretsmanager:{operation}",
                          {"kind": "secret", "id": params["SecretId"]})]  # fmt: skip

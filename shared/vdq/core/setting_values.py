@@ -31,6 +31,7 @@ DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "vdq.can_resend",
         "vdq.list_suppression",
         "vdq.change_suppression",
+        "vdq.release_hold",
     ),
 }
 

@@ -29,7 +29,7 @@ from vdq.providers import (
     ThrottledProviderError,
     TransientProviderError,
 )
-from vdq.results import suppression, tracking, unsubscribe
+from vdq.results import guard, suppression, tracking, unsubscribe
 from vdq.results.unsubscribe import DEFAULT_LIST
 from vdq.store import HistoryRecord, Moved, ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
@@ -51,6 +51,7 @@ DELAYED = "delayed"  # transient email error: a new attempt is published with a 
 ERRORED = "errored"  # the item moved to errored
 KEPT = "kept"  # a status update or an operator moved the item first; its state was kept
 SUPPRESSED = "suppressed"  # the receiver is suppressed: the item was cancelled, nothing sent
+HELD = "held"  # its producer is held (vdq.results.guard): parked, its message done with
 PACED = pacing.PACED  # throttled, or its turn at the provider's rate is far: back on the queue
 
 
@@ -102,6 +103,8 @@ def prepare(message: SendMessage, runtime: Runtime, *, upcoming: int = 1) -> Rea
     if item is None:
         metrics.add_metric(name="SendsDropped", unit="Count", value=1)
         return DROPPED
+    if isinstance(item, str):
+        return item
     entry = send_entry(item)
     content: dict[str, Any] = {}
     listed: str | None = None
@@ -216,15 +219,31 @@ def failed(ready: Ready, exc: Exception, runtime: Runtime) -> str:
 # ---- claim -----------------------------------------------------------------------------------
 
 
-def claim(message: SendMessage, runtime: Runtime) -> QueueItemRecord | None:
-    """The item, moved to ``sending`` for this message's attempt; None to drop the message."""
+def claim(message: SendMessage, runtime: Runtime) -> QueueItemRecord | str | None:
+    """The item, moved to ``sending`` for this message's attempt; None to drop the message;
+    ``HELD`` when its producer is held (the item is parked: vdq.results.guard)."""
     now = runtime.clock.now()
-    write = transitions.claim_write(message.item_id, now, runtime)
-    try:
-        return runtime.store.claim(message.item_id, message.attempt, CLAIM_SOURCES, write)
-    except Moved as moved:
-        logger.info("send message dropped: %s", why_dropped(message, moved.current))
-        return None
+    for _ in range(2):  # again once when a hold ended meanwhile
+        write = transitions.claim_write(message.item_id, now, runtime)
+        held = guard.held_for(runtime, message.priority)  # () but while a producer is held
+        try:
+            return runtime.store.claim(message.item_id, message.attempt, CLAIM_SOURCES, write,
+                                       not_created_by=held)  # fmt: skip
+        except Moved as moved:
+            current = moved.current
+            if not held or current is None or not parkable(message, current, held):
+                logger.info("send message dropped: %s", why_dropped(message, current))
+                return None
+            parked = guard.park(current, message.priority, runtime)
+            if parked != guard.NOT_HELD:
+                return HELD if parked == guard.PARKED else None
+    return None
+
+
+def parkable(message: SendMessage, current: QueueItemRecord, held: tuple[str, ...]) -> bool:
+    """The claim failed only because the item's producer is held."""
+    return (current.state in CLAIM_SOURCES and int(current.attempt) == message.attempt
+            and current.method == "email" and current.created_by in held)  # fmt: skip
 
 
 def why_dropped(message: SendMessage, current: QueueItemRecord | None) -> str:

@@ -18,7 +18,7 @@ from vdq.core.errors import BadRequest, Conflict, PartiallyEnqueued, ValidationE
 from vdq.core.observability import logger
 from vdq.intake import messages, quotas
 from vdq.intake.enqueue import enqueue_email, enqueue_sms
-from vdq.results import suppression
+from vdq.results import guard, suppression
 from vdq.store import QueueItemRecord
 from vdq.workflow.views import item_json
 
@@ -100,7 +100,12 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
     # items of a partial enqueue that were stored will be sent and stay counted.
     items = quotas.charged(who.subject, who.groups, len(receivers), runtime, store,
                            log=logger.warning)  # fmt: skip
-    return {"items": [item_json(i) for i in items], "suppressed": suppressed}
+    answer: dict[str, Any] = {"items": [item_json(i) for i in items], "suppressed": suppressed}
+    if isinstance(parsed, messages.Email):
+        notice = guard.notice(who.subject, runtime)  # its items wait for a release
+        if notice is not None:
+            answer["held"] = notice
+    return answer
 
 
 def _receivers(parsed: messages.Email | messages.Sms) -> list[str]:

@@ -129,6 +129,9 @@ class QueueItem(BaseModel):
                                   "account's own, which SES reports as a bounce or complaint "
                                   "but counts as neither). From the entries the "
                                   "item keeps with its state (its latest six).")
+    held: str | None = Field(None, description="Why the item is parked: its producer is held by "
+                             "the reputation guard (since when, and the rates), until an operator "
+                             "releases or cancels it; null when it is not.")
 
 
 class SuppressedReceiver(BaseModel):
@@ -143,6 +146,15 @@ class SuppressedReceiver(BaseModel):
                                   "out); null when it is suppressed for every email or SMS.")
 
 
+class HoldNotice(BaseModel):
+    """The request's producer is held: its items are stored and wait for a release."""
+
+    producer: str = Field(description="The producer (the token's subject).")
+    since: datetime = Field(description="When the hold began (UTC).")
+    reason: str = Field(description="The rates that passed a hold threshold.")
+    text: str = Field(description="What happens to the items.")
+
+
 class Items(BaseModel):
     """The items a request created, in receiver order."""
 
@@ -151,6 +163,9 @@ class Items(BaseModel):
         None, description="postEmails and postSms: the receivers on the suppression list. "
         "Their items are queued all the same and end `cancelled`, unsent, with a result that "
         "says why and since when.")
+    held: HoldNotice | None = Field(
+        None, description="postEmails: present when the producer is held by the reputation "
+        "guard. The items are stored and not sent until an operator releases the hold.")
 
 
 class ItemPage(BaseModel):

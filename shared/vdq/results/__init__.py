@@ -4,13 +4,16 @@
 finds each update's queue item (tracking tags, provider-ID mappings, orphans) and ``updates``
 applies it (a transition, or an event kept in history). ``tracking`` decides how an email
 carries its item's key to SES's events, ``twilio_signature`` authenticates Twilio's callbacks,
-and ``suppression`` and ``unsubscribe`` keep the receivers VDQ no longer sends to. Imports:
+and ``suppression`` and ``unsubscribe`` keep the receivers VDQ no longer sends to.
+``reputation`` rates each producer's email by its bounces and complaints, and ``guard`` holds a
+producer whose rates pass a hold threshold (parks its email until a release). Imports:
 core, store, providers, the workflow, the runtime and the REST edge; never intake, dispatch,
 schedules or operations.
 """
 
 # the modules other parts may import
 __all__ = [
+    "guard",
     "matching",
     "reputation",
     "suppression",

@@ -27,6 +27,10 @@ cancelled, unconfirmed, and the provider's permanent bounces, complaints and rej
 producer (the item's ``created_by``) and per sender identity (its sender), those that tell a
 reputation: sent, succeeded, bounce, complaint, reject (an SMS's as ``sms.sent``, ...: the
 rates are an email's).
+
+A window that counted a producer's bounces or complaints has the reputation guard look at that
+producer's rates (vdq.results.guard), after its counts are written: per window of a shard, not
+per message, and again when the window is given again (the look is idempotent).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
+from vdq.results import guard
 from vdq.store.history import entry_data, more_entries
 from vdq.store.postings import (
     ALL,
@@ -321,8 +326,11 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
         if not final:
             logger.info("window state of shard %s past %d bytes: written early", window.shard,
                         MAX_STATE_BYTES)  # fmt: skip
+        producers, account = guard_targets(window)
         wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
                       now=int(runtime.clock.now().timestamp()))  # fmt: skip
+        if producers or account:
+            guard.evaluate(runtime, producers, account=account, tallies=tallies)
         return {"state": {} if final else window.state(), "folded": folded, **wrote}
     return {"state": window.state(), "folded": folded, "written": 0, "replayed": 0}
 

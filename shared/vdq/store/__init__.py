@@ -25,16 +25,20 @@ One table, every record kind under a prefixed key:
 |               |              | ``p#…``, ``i#…`` | in all, per producer, per sender identity |
 | shard mark    | ``CK#<shard>``| ``CK``      | the last stream sequence number a window of the |
 |               |              |             | shard wrote: the next skips a repeat up to it   |
+| guard level   | ``GUARD``    | ``P#<p>``   | a producer's reputation level (ok, warn, hold,  |
+|               |              | ``A#account`` | released), why, since when; the account's    |
+| parked        | ``HELD#<p>`` | ``<id>``    | an item a hold kept from its provider           |
 
 By aggregate: ``models`` (the records, their keys and ``bind``), ``items`` (queue items and
 their state writes), ``events`` (history appends that change no state, with their event
 marks), ``history`` (history entries and event marks), ``contents`` (contents,
 attachments, reference counts and purge), ``keys`` (provider-ID mappings and orphans),
 ``scheduled`` (due-time buckets of long scheduled sends), ``search`` (the receiver index and
-the origin partitions), ``postings`` (postings and counters the stream writes), ``tx``
-(transactions and batches of new records), ``suppressions`` (suppressed receivers and their
-history), ``expiry`` (records past their expiration, the table's TTL attribute, are gone to
-every read; stamping an item's records: vdq.workflow.retention).
+the origin partitions), ``postings`` (postings and counters the stream writes), ``holds``
+(the reputation guard's levels and parked items), ``tx`` (transactions and batches of new
+records), ``suppressions`` (suppressed receivers and their history), ``expiry`` (records
+past their expiration, the table's TTL attribute, are gone to every read; stamping an
+item's records: vdq.workflow.retention).
 ``Store`` gathers their reads and writes; every name is importable from here.
 """
 

@@ -188,14 +188,19 @@ class Items(BatchWrites, Expiring):
         return [(row.pk.removeprefix("QI#"), getattr(row, index.sort_key)) for row in rows]
 
     def claim(
-        self, item_id: str, attempt: int, sources: Iterable[str], write: StateWrite
+        self, item_id: str, attempt: int, sources: Iterable[str], write: StateWrite,
+        *, not_created_by: Sequence[str] = (),
     ) -> QueueItemRecord:
-        """Move an item whose state is one of ``sources`` and whose attempt is ``attempt``.
+        """Move an item whose state is one of ``sources`` and whose attempt is ``attempt``
+        (and, for an email, whose producer is none of ``not_created_by``: the held ones).
 
         One UpdateItem returning the new item; ``Moved`` when the condition fails.
         """
         probe = QueueItemRecord(item_pk(item_id), STATE_SK)
         condition = QueueItemRecord.state.is_in(*sources) & (QueueItemRecord.attempt == attempt)
+        if not_created_by:  # an item of no producer passes: IN is false for a missing value
+            condition = condition & ~(QueueItemRecord.created_by.is_in(*not_created_by)
+                                      & (QueueItemRecord.method == "email"))  # fmt: skip
         try:
             probe.update(actions=write.actions(), condition=condition)
         except UpdateError as exc:

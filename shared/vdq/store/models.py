@@ -211,6 +211,8 @@ class QueueItemRecord(_Table):
     # list mail.
     list_name = UnicodeAttribute(attr_name="list", null=True)
     send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.intake.scheduling)
+    # Parked by the reputation guard (vdq.store.holds): why, while its producer is held.
+    held = UnicodeAttribute(null=True)
     # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
     encoding = UnicodeAttribute(null=True)
     segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body

@@ -92,6 +92,8 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "send_at": item.send_at,
         "excerpt": item.sj,
         "signals": signals_of(recent_of(item), item.result),
+        # Parked by a hold while queued or delayed; a mark left by a later move says nothing.
+        "held": getattr(item, "held", None) if item.state in ("queued", "delayed") else None,
     }
 
 

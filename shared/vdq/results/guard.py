@@ -1,0 +1,373 @@
+"""The reputation guard: a producer whose email bounces or is complained about past a hold
+threshold has its email held (parked, not sent, not lost) until an operator releases it.
+
+- **Decided** from the hourly counters (vdq.results.reputation's arithmetic), by ``evaluate``:
+  the stream consumer calls it when a window counted a producer's bounces or complaints, so it
+  runs once per window of a shard that saw one, never per message. It reads the producer's
+  window (one BatchGetItem of ``VDQ_REPUTATION_WINDOW_HOURS`` small records) and writes its
+  level (``GUARD`` / ``P#<producer>``) when the level changes: warn, hold. Entering either
+  emits a metric (the stack's alarms watch it) and an EventBridge event. The account's rates
+  are judged the same way; they warn and alarm, and hold no one.
+- **Kept** by the send path: ``held`` lists the held producers, read in one Query and kept per
+  container for ``VDQ_HOLD_CACHE_SECONDS``. While the list is empty (the usual case) the claim
+  is unchanged. Otherwise the claim also asks that the item is not a held producer's; an item
+  that is gets parked (vdq.store.holds: one transaction that checks the hold is still on) and
+  its send message is done with: nothing cycles through SQS while the hold lasts.
+- **Released** by an operator (``release``): the level leaves ``hold`` first (no item can be
+  parked after it), then each parked item is unparked with its publish timer armed again (a
+  park takes the timer off, so the re-publish sweep leaves a parked item be) and its send
+  message published at its attempt, in its lane. A publish lost after the unpark is the
+  sweep's to repeat; a message sent twice drops itself at the claim (it takes an attempt
+  once). ``cancel``
+  cancels the parked items instead (the operator's cancel transition) and keeps the hold.
+  After a release the producer's rates count again from the release (its hour's counts at the
+  release are a baseline), so the old bounces do not hold it again at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from vdq.core.clock import iso
+from vdq.core.errors import Conflict, NotFound
+from vdq.core.observability import logger, metrics
+from vdq.results import reputation
+from vdq.results.reputation import ACCOUNT, HOLD, OK, WARN, Figures
+from vdq.store.holds import RELEASED, Holds, Level, NotHeld, Parked
+from vdq.store.postings import Tallies
+from vdq.workflow.lanes import message_for, priority_of
+from vdq.workflow.table import State
+from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+    from vdq.store import QueueItemRecord
+
+SOURCE = "vdq"
+DETAIL_TYPES = {WARN: "Reputation warning", HOLD: "Producer held",
+                RELEASED: "Producer hold released"}  # fmt: skip
+METRICS = {WARN: "ReputationWarnings", HOLD: "ProducersHeld"}
+NO_PRODUCER = "-"  # the Python API's items name none: counted, never held
+PARKABLE = (State.QUEUED.value, State.DELAYED.value)
+# A release or a cancel works through the parked items for at most this long per request (the
+# API answers within API Gateway's 29 s); the answer says when more are left.
+BUDGET_SECONDS = 20.0
+PARKED_DAYS = 40  # a parked entry's TTL: past the retention of any item it names
+
+# The held producers as this container last read them: table -> (until, {producer: level}).
+_cache: dict[str, tuple[float, dict[str, Level]]] = {}
+
+
+def holds_of(runtime: Runtime) -> Holds:
+    return Holds(runtime.client("dynamodb"), runtime.settings.table_name)
+
+
+# ---- the send path ---------------------------------------------------------------------------
+
+
+def held(runtime: Runtime) -> dict[str, Level]:
+    """The producers held now, by name: read once per ``VDQ_HOLD_CACHE_SECONDS`` per
+    container. Empty when the guard only warns or is off."""
+    s = runtime.settings
+    if s.reputation_guard != "hold":
+        return {}
+    now = runtime.clock.now().timestamp()
+    found = _cache.get(s.table_name)
+    if found is not None and found[0] > now:
+        return found[1]
+    levels = {lv.producer: lv for lv in holds_of(runtime).levels()
+              if lv.held and lv.producer not in (ACCOUNT, NO_PRODUCER)}  # fmt: skip
+    _cache[s.table_name] = (now + s.hold_cache_seconds, levels)
+    return levels
+
+
+def forget(runtime: Runtime) -> None:
+    """Read the holds again at the next ``held`` (a park found the cache stale)."""
+    _cache.pop(runtime.settings.table_name, None)
+
+
+def held_for(runtime: Runtime, priority: str) -> tuple[str, ...]:
+    """The producers whose items a claim in ``priority``'s lane must not take: none for the
+    high lane when VDQ_HOLD_EXEMPT_HIGH is set."""
+    if priority == "high" and runtime.settings.hold_exempt_high:
+        return ()
+    return tuple(sorted(held(runtime)))
+
+
+PARKED, NOT_HELD, MOVED = "parked", "not held", "moved"
+
+
+def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
+    """Park an item of a held producer (as the claim found it: queued or delayed, at its
+    attempt): ``PARKED``; ``NOT_HELD`` when its hold ended meanwhile (the holds are read again:
+    claim it); ``MOVED`` when the item moved on (its message is done with either way)."""
+    producer = str(item.created_by or "")
+    level = held(runtime).get(producer)
+    if level is None or level.hold_id is None:
+        return NOT_HELD
+    now = runtime.clock.now()
+    why = f"held since {level.hold_id}: {level.reason}"
+    try:
+        parked = holds_of(runtime).park(
+            item.id, int(item.attempt), producer, level.hold_id, why, priority, iso(now),
+            int(now.timestamp()) + PARKED_DAYS * 86_400)  # fmt: skip
+    except NotHeld:
+        logger.info("the hold of %s ended: %s is sent", producer, item.id)
+        forget(runtime)
+        return NOT_HELD
+    if not parked:
+        return MOVED
+    logger.info("%s parked: %s is held", item.id, producer)
+    metrics.add_metric(name="SendsHeld", unit="Count", value=1)
+    return PARKED
+
+
+def notice(producer: str | None, runtime: Runtime) -> dict[str, Any] | None:
+    """What a request of a held producer is told: its items are accepted and held."""
+    if not producer:
+        return None
+    level = held(runtime).get(producer)
+    if level is None:
+        return None
+    return {"producer": producer, "since": level.hold_id, "reason": level.reason,
+            "text": "this producer's email is held by the reputation guard: the items are "
+                    "stored and sent when an operator releases the hold (or cancelled)"}
+
+
+# ---- deciding ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rated:
+    """One producer's (or the account's) figures, level and thresholds now."""
+
+    producer: str
+    figures: Figures
+    limits: reputation.Limits
+    verdict: reputation.Verdict
+    record: Level | None
+
+
+def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
+         record: Level | None = None) -> Rated:  # fmt: skip
+    """A producer's (``ACCOUNT``: the account's) figures over its window, counted from its
+    last release on, and the level they reach."""
+    s = runtime.settings
+    tallies = tallies or Tallies(runtime.client("dynamodb"), s.table_name)
+    since = record.since if record is not None else None
+    hours = reputation.window_hours(runtime.clock.now(), s.reputation_window_hours, since)
+    if producer == ACCOUNT:
+        figures = reputation.figures_of(tallies.counters(hours).values(), "email.")
+        limits = reputation.limits_for(s, None)
+    else:
+        counts = tallies.named(hours, "p", producer)
+        figures = reputation.figures_of(counts.values())
+        if since is not None and record is not None:
+            figures = figures - Figures.of(record.baseline)
+        limits = reputation.limits_for(s, producer)
+    may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
+    verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
+    return Rated(producer, figures, limits, verdict, record)
+
+
+def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = False,
+             tallies: Tallies | None = None) -> list[Level]:  # fmt: skip
+    """Judge each producer (and the account) now and record a level that changed; returns
+    the levels written. A hold stays until it is released; a warning clears when the rates
+    fall back."""
+    if runtime.settings.reputation_guard == "off":
+        return []
+    store = holds_of(runtime)
+    names = [*producers, *((ACCOUNT,) if account else ())]
+    written: list[Level] = []
+    for name in dict.fromkeys(names):
+        current = store.level(name)
+        if current is not None and current.held and name != ACCOUNT:
+            continue  # held until an operator releases it
+        rated = rate(runtime, name, tallies=tallies, record=current)
+        new = _next(rated, current, runtime)
+        if new is None:
+            continue
+        if not store.set_level(current, new):
+            logger.info("the guard's level of %s changed meanwhile: left as it is", name)
+            continue
+        written.append(new)
+        if new.level in (WARN, HOLD):
+            signal(new, rated.figures, runtime)
+    return written
+
+
+def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None:
+    """The record to write, or None when the level stays."""
+    level = rated.verdict.level
+    before = current.level if current is not None else OK
+    if level == before or (level == OK and before in (OK, RELEASED)):
+        return None
+    now = iso(runtime.clock.now())
+    # The window a release began goes on (its baseline too) until the next release.
+    return Level(rated.producer, level, rated.verdict.reason,
+                 hold_id=now if level == HOLD else None, updated_at=now,
+                 figures=rated.figures.as_counts(),
+                 since=current.since if current is not None else None,
+                 baseline=current.baseline if current is not None else {})  # fmt: skip
+
+
+def signal(level: Level, figures: Figures, runtime: Runtime) -> None:
+    """The metric the stack's alarms watch, and an event on the state-events bus."""
+    name = METRICS.get(level.level)
+    if name:
+        metrics.add_metric(name=name, unit="Count", value=1)
+    logger.warning("reputation guard: %s is at %s: %s", level.producer, level.level,
+                   level.reason)  # fmt: skip
+    publish_event(level, figures, runtime)
+
+
+def publish_event(level: Level, figures: Figures, runtime: Runtime) -> None:
+    bus = runtime.settings.event_bus_name
+    if not bus:
+        return
+    detail = {"producer": level.producer, "level": level.level, "reason": level.reason,
+              "hold_id": level.hold_id, "at": level.updated_at,
+              "figures": figures.as_counts(), "bounce_rate": figures.bounce_rate,
+              "complaint_rate": figures.complaint_rate,
+              "released_by": level.released_by}  # fmt: skip
+    answer = runtime.client("events").put_events(Entries=[{
+        "Source": SOURCE, "DetailType": DETAIL_TYPES[level.level],
+        "Detail": json.dumps(detail, separators=(",", ":")), "EventBusName": bus,
+    }])  # fmt: skip
+    if answer.get("FailedEntryCount"):
+        raise RuntimeError(f"EventBridge refused the guard's event: {answer['Entries']}")
+
+
+# ---- releasing -------------------------------------------------------------------------------
+
+
+def release(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
+    """End the producer's hold and send what it parked (as much as one request's budget
+    allows: ``more`` says to call again). A producer released before with items still parked
+    (a release cut short) sends those."""
+    store = holds_of(runtime)
+    current = store.level(producer)
+    if current is None or current.level not in (HOLD, RELEASED):
+        raise NotFound(f"producer {producer!r} is not held")
+    if current.held:
+        now = runtime.clock.now()
+        hour = now.strftime(reputation.HOUR_FORMAT)
+        tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+        baseline = tallies.named([hour], "p", producer).get(hour, {})
+        new = replace(current, level=RELEASED, reason=f"released by {actor}",
+                      updated_at=iso(now), since=hour,
+                      baseline=Figures.of(baseline).as_counts(), released_by=actor,
+                      released_at=iso(now))  # fmt: skip
+        if not store.set_level(current, new):
+            raise Conflict(f"the hold of {producer!r} changed meanwhile; read it and try again")
+        forget(runtime)
+        publish_event(new, Figures.of(current.figures), runtime)
+    return _drain(runtime, producer, _send_again(runtime))
+
+
+def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
+    """Cancel what the producer's hold parked (its hold stays: release it to send new mail)."""
+    return _drain(runtime, producer, _cancel(runtime, producer, actor))
+
+
+def _send_again(runtime: Runtime) -> Callable[[QueueItemRecord, Parked], bool]:
+    """Unpark the item with its publish timer armed, then publish its message: a publish that
+    fails (or a crash between the two) leaves the item to the re-publish sweep, never lost."""
+    s = runtime.settings
+    store = holds_of(runtime)
+
+    def send(item: QueueItemRecord, parked: Parked) -> bool:
+        lane = priority_of(item)
+        due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))
+        timer = (timer_partition(TIMER_PUBLISH, item.id, s.index_shards, lane),
+                 f"{due}#{item.id}")  # fmt: skip
+        if not store.unpark(str(item.created_by), parked, timer):
+            return False  # it moved meanwhile: nothing to send
+        failed = runtime.send_queue.publish([message_for(item)])
+        if failed:
+            logger.error("publish of held %s failed (the re-publish sweep sends it): %s",
+                         item.id, failed[item.id])  # fmt: skip
+        return True
+
+    return send
+
+
+def _cancel(runtime: Runtime, producer: str,
+            actor: str) -> Callable[[QueueItemRecord, Parked], bool]:  # fmt: skip
+    from vdq.workflow.transitions import Step, apply
+
+    store = holds_of(runtime)
+
+    def cancel_one(item: QueueItemRecord, parked: Parked) -> bool:
+        apply(item, Step("cancel", actor=actor, source="operator", attempt=parked.attempt,
+                         result=f"cancelled while its producer {producer!r} was held",
+                         late="record"), runtime)  # fmt: skip
+        store.unpark(producer, parked)  # the cancel moved it: this drops the entry
+        return True
+
+    return cancel_one
+
+
+def _drain(runtime: Runtime, producer: str,
+           act: Callable[[QueueItemRecord, Parked], bool]) -> dict[str, Any]:  # fmt: skip
+    """Act on each parked item still as it was parked (the act takes it off the list);
+    drop the entry of one that moved on."""
+    store = holds_of(runtime)
+    done = skipped = 0
+    started = time.monotonic()
+    more = False
+    for parked in store.all_parked(producer):
+        if time.monotonic() - started > BUDGET_SECONDS:
+            more = True
+            break
+        item = runtime.store.get_item(parked.item_id)
+        if (item is not None and int(item.attempt) == parked.attempt
+                and item.state in PARKABLE and act(item, parked)):  # fmt: skip
+            done += 1
+        else:
+            skipped += 1  # cancelled, retried or gone meanwhile: nothing to act on
+            store.unpark(producer, parked)
+    level = store.level(producer)
+    return {"producer": producer, "done": done, "skipped": skipped, "more": more,
+            "level": level.as_dict() if level is not None else None}  # fmt: skip
+
+
+def parked_items(runtime: Runtime, producer: str, *, limit: int = 50,
+                 after: str | None = None) -> tuple[list[Parked], str | None]:  # fmt: skip
+    return holds_of(runtime).parked(producer, limit=limit, after=after)
+
+
+def overview(runtime: Runtime) -> dict[str, Any]:
+    """Every producer seen in the window (and every one with a record): its figures, level and
+    thresholds; and the account's."""
+    s = runtime.settings
+    tallies = Tallies(runtime.client("dynamodb"), s.table_name)
+    records = {lv.producer: lv for lv in holds_of(runtime).levels()}
+    names: set[str] = {n for n in records if n != ACCOUNT}
+    for hour in reputation.window_hours(runtime.clock.now(), s.reputation_window_hours):
+        names |= {name for (kind, name) in tallies.reputation(hour) if kind == "p"}
+    rows = [_row(rate(runtime, n, tallies=tallies, record=records.get(n)))
+            for n in sorted(names)]  # fmt: skip
+    account = _row(rate(runtime, ACCOUNT, tallies=tallies, record=records.get(ACCOUNT)))
+    return {"window_hours": s.reputation_window_hours, "guard": s.reputation_guard,
+            "account": account, "producers": rows}  # fmt: skip
+
+
+def _row(rated: Rated) -> dict[str, Any]:
+    f = rated.figures
+    record = rated.record
+    return {"producer": rated.producer, **f.as_counts(),
+            "bounce_rate": f.bounce_rate, "complaint_rate": f.complaint_rate,
+            "rates_count": rated.verdict.counted, "judged": rated.verdict.level,
+            "reason": rated.verdict.reason, "thresholds": rated.limits.as_dict(),
+            "level": record.as_dict() if record is not None else None}  # fmt: skip
+
+
+def figures_json(counts: Mapping[str, int]) -> dict[str, int]:
+    return Figures.of(counts).as_counts()

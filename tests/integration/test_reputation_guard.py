@@ -1,0 +1,272 @@
+"""The reputation guard on moto: a producer over a hold threshold has its email parked (not
+sent, not lost, nothing cycling through SQS) while another producer's is sent; a release sends
+what was parked once, in its lane; a cancel cancels it; every write is conditional, so a stale
+cache, a release racing a park or a repeated release sends nothing twice."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import boto3
+import pytest
+from functions.webhook import handler as webhook
+
+from tests.support.aws import drain
+from tests.support.results import LambdaContext, ses_event, sqs_event
+from tests.support.stream import Stream
+from vdq.api import Caller
+from vdq.core import resources
+from vdq.core.errors import NotFound
+from vdq.dispatch import send
+from vdq.intake import rest
+from vdq.results import guard
+from vdq.store.holds import RELEASED, Holds
+from vdq.store.postings import Tallies
+from vdq.workflow.lanes import message_for
+from vdq.workflow.transitions import Step, apply
+
+SENDER = "shop@example.com"
+HOUR = "%Y-%m-%dT%H"
+
+
+@pytest.fixture
+def rt(aws, runtime):
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    runtime.settings = replace(runtime.settings, reputation_min_sent=10)
+    guard._cache.clear()
+    yield runtime
+    guard._cache.clear()
+
+
+@pytest.fixture
+def events(aws, rt):
+    """The guard's events, as put on a state-events bus."""
+    boto3.client("events").create_event_bus(Name="vdq-state")
+    rt.settings = replace(rt.settings, event_bus_name="vdq-state")
+    seen: list[dict] = []
+    rt.client("events").meta.events.register(
+        "provide-client-params.events.PutEvents",
+        lambda params, **_: seen.extend(params["Entries"]))  # fmt: skip
+    return seen
+
+
+def post(rt, producer, *receivers, priority=None):
+    body = {"sender": {"email": SENDER}, "to": [{"email": r} for r in receivers], "subject": "Hi",
+            "text": "Hello", **({"priority": priority} if priority else {})}  # fmt: skip
+    who = Caller(producer, (), frozenset({"vdq.add_queueitem"}))
+    return rest.submit("email", body, who, rt)
+
+
+def count(rt, producer, **names):
+    """Add ``names`` (sent=20, bounce=5) to the producer's counter of this hour, as a stream
+    window of a shard of its own would."""
+    tallies = Tallies(rt.client("dynamodb"), rt.settings.table_name)
+    hour = rt.clock.now().strftime(HOUR)
+    count.n = getattr(count, "n", 0) + 1
+    shard = f"test{count.n}"
+    assert tallies.add_counts(hour, f"p#{producer}#0", shard, "1", "2", names, 2**40)
+
+
+def process_all(aws, rt, queue=resources.SEND_QUEUE):
+    return {m["id"]: send.process_body(json.dumps(m), rt) for m in drain(aws, queue)}
+
+
+def hold(rt, producer="shop"):
+    count(rt, producer, sent=20, bounce=5)
+    (level,) = guard.evaluate(rt, [producer])
+    assert level.level == "hold" and "bounce rate 25.00% (threshold 4%)" in level.reason
+    return level
+
+
+def test_a_held_producers_email_is_parked_while_another_producers_is_sent(aws, rt):
+    hold(rt)
+    answer = post(rt, "shop", "ada@example.org", "grace@example.org")
+    other = post(rt, "news", "ada@example.org")
+    assert answer["held"]["producer"] == "shop" and "bounce rate" in answer["held"]["reason"]
+    assert "held" not in other
+    done = process_all(aws, rt)
+    shop_ids = [i["id"] for i in answer["items"]]
+    assert [done[i] for i in shop_ids] == [send.HELD, send.HELD]
+    assert done[other["items"][0]["id"]] == send.ACCEPTED
+    for item_id in shop_ids:
+        item = rt.store.get_item(item_id)
+        assert item.state == "queued" and item.held.startswith("held since")
+        assert item.timer_pk is None  # the re-publish sweep leaves a parked item be
+    parked = [p.item_id for p in guard.holds_of(rt).all_parked("shop")]
+    assert parked == sorted(shop_ids)
+    assert drain(aws) == []  # parked, not cycling through the queue
+
+
+def test_a_release_sends_each_parked_item_once_in_its_lane(aws, rt):
+    hold(rt)
+    normal = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    bulk = post(rt, "shop", "grace@example.org", priority="bulk")["items"][0]["id"]
+    process_all(aws, rt)
+    process_all(aws, rt, resources.SEND_QUEUES["bulk"])
+    answer = guard.release(rt, "shop", "op@example.org")
+    assert answer["done"] == 2 and not answer["more"]
+    assert answer["level"]["level"] == RELEASED
+    assert answer["level"]["released_by"] == "op@example.org"
+    assert process_all(aws, rt) == {normal: send.ACCEPTED}
+    assert process_all(aws, rt, resources.SEND_QUEUES["bulk"]) == {bulk: send.ACCEPTED}
+    assert rt.store.get_item(normal).held is None
+    assert rt.store.get_item(normal).timer_pk.startswith("lease#")  # claimed
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+    # Released again: nothing is left to send, nothing is sent twice.
+    assert guard.release(rt, "shop", "op@example.org")["done"] == 0
+    assert drain(aws) == []
+
+
+def test_a_release_given_twice_before_its_entries_clear_sends_once(aws, rt):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    guard.release(rt, "shop", "op")
+    # The release's publish, and the same message again (a release cut short after it).
+    rt.send_queue.publish([message_for(rt.store.get_item(item_id))])
+    assert sorted(send.process_body(json.dumps(m), rt) for m in drain(aws)) == [
+        send.ACCEPTED, send.DROPPED]  # fmt: skip
+    assert rt.store.get_item(item_id).state == "awaiting"
+
+
+def test_the_old_bounces_do_not_hold_a_released_producer_again_but_new_ones_do(aws, rt):
+    hold(rt)
+    guard.release(rt, "shop", "op")
+    assert guard.evaluate(rt, ["shop"]) == []  # its window starts at the release
+    count(rt, "shop", sent=10, bounce=1)
+    (again,) = guard.evaluate(rt, ["shop"])
+    assert again.level == "hold" and "10 emails" in again.reason
+
+
+def test_a_cancel_cancels_the_parked_items_and_keeps_the_hold(aws, rt):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    answer = guard.cancel(rt, "shop", "op")
+    assert answer["done"] == 1 and answer["level"]["level"] == "hold"
+    item = rt.store.get_item(item_id)
+    assert item.state == "cancelled" and "was held" in item.result
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+    assert drain(aws) == []
+
+
+def test_a_stale_cache_cannot_park_an_item_after_the_release(aws, rt):
+    level = hold(rt)
+    assert "shop" in guard.held(rt)  # this container's cache says held
+    store = Holds(rt.client("dynamodb"), rt.settings.table_name)
+    assert store.set_level(level, replace(level, level=RELEASED, updated_at="later"))
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+    assert "shop" not in guard.held(rt)
+
+
+def test_an_item_moved_before_its_park_is_dropped_and_not_parked(aws, rt):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    (message,) = drain(aws)
+    item = rt.store.get_item(item_id)
+    apply(item, Step("cancel", actor="op", source="operator"), rt)
+    assert guard.park(item, "normal", rt) == guard.MOVED
+    assert send.process_body(json.dumps(message), rt) == send.DROPPED
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+
+
+def test_a_release_racing_an_evaluation_keeps_one_of_them(aws, rt):
+    level = hold(rt)
+    store = Holds(rt.client("dynamodb"), rt.settings.table_name)
+    assert not store.set_level(replace(level, updated_at="stale"), replace(level, level="ok"))
+    assert store.level("shop").level == "hold"
+
+
+def test_high_priority_email_may_be_exempted(aws, rt):
+    rt.settings = replace(rt.settings, hold_exempt_high=True)
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org", priority="high")["items"][0]["id"]
+    assert process_all(aws, rt, resources.SEND_QUEUES["high"]) == {item_id: send.ACCEPTED}
+
+
+def test_a_held_producers_sms_is_sent(aws, rt):
+    hold(rt)
+    body = {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550100"}], "body": "Hi"}
+    who = Caller("shop", (), frozenset({"vdq.add_queueitem"}))
+    answer = rest.submit("sms", body, who, rt)
+    assert "held" not in answer
+    (message,) = drain(aws)
+    assert message["id"] == answer["items"][0]["id"]
+    item = rt.store.get_item(message["id"])
+    # The claim does not take it for a held producer's: it reaches Twilio's step.
+    assert rt.store.claim(item.id, 1, ("queued",), send.transitions.claim_write(
+        item.id, rt.clock.now(), rt), not_created_by=("shop",)).state == "sending"
+
+
+def test_a_guard_that_only_warns_parks_nothing(aws, rt):
+    rt.settings = replace(rt.settings, reputation_guard="warn")
+    count(rt, "shop", sent=20, bounce=5)
+    (level,) = guard.evaluate(rt, ["shop"])
+    assert level.level == "warn"
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+
+
+def test_warn_and_hold_put_an_event_on_the_bus_once(aws, rt, events):
+    count(rt, "shop", sent=100, bounce=3)
+    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["warn"]
+    assert guard.evaluate(rt, ["shop"]) == []  # the same level: no second event
+    count(rt, "shop", bounce=2)
+    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+    guard.release(rt, "shop", "op")
+    assert [e["DetailType"] for e in events] == [
+        "Reputation warning", "Producer held", "Producer hold released"]
+    detail = json.loads(events[1]["Detail"])
+    assert detail["producer"] == "shop" and detail["figures"]["bounce"] == 5
+    assert all(e["Source"] == "vdq" and e["EventBusName"] == "vdq-state" for e in events)
+
+
+def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
+    tallies = Tallies(rt.client("dynamodb"), rt.settings.table_name)
+    hour = rt.clock.now().strftime(HOUR)
+    tallies.add_counts(hour, "all#0", "acct", "1", "2", {"email.sent": 100,
+                                                         "email.bounce": 9}, 2**40)  # fmt: skip
+    (level,) = guard.evaluate(rt, [], account=True)
+    assert level.producer == "account" and level.level == "hold"
+    assert guard.held(rt) == {}
+
+
+def test_a_release_of_a_producer_not_held_is_not_found(aws, rt):
+    with pytest.raises(NotFound, match="not held"):
+        guard.release(rt, "shop", "op")
+
+
+def test_bounces_counted_from_the_stream_hold_the_producer_within_its_window(aws, rt):
+    stream = Stream(aws["table"])
+    ids = [i["id"] for i in post(rt, "shop", *[f"u{n}@example.org" for n in range(10)])["items"]]
+    process_all(aws, rt)
+    for n, item_id in enumerate(ids[:2]):
+        item = rt.store.get_item(item_id)
+        kind = "bounce_permanent" if n == 0 else "complaint"
+        body = ses_event(kind, message_id=item.provider_id, item_id=item_id)
+        assert webhook.handler(sqs_event(body), LambdaContext()) == {"batchItemFailures": []}
+    stream.window()
+    level = guard.holds_of(rt).level("shop")
+    assert level is not None and level.level == "hold"
+    assert "complaint rate 10.000%" in level.reason
+
+
+def test_a_publish_lost_at_the_release_is_the_republish_sweeps(aws, rt, clock):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    queue = rt.send_queue
+    rt.__dict__["send_queue"] = type("Refusing", (), {  # SQS refuses the release's publish
+        "publish": lambda self, messages: {m.item_id: "refused" for m in messages}})()
+    assert guard.release(rt, "shop", "op")["done"] == 1
+    rt.__dict__["send_queue"] = queue
+    assert drain(aws) == []
+    item = rt.store.get_item(item_id)
+    assert item.state == "queued" and item.held is None and item.timer_pk.startswith("publish")
+    clock.advance(rt.settings.publish_grace_seconds + 1)
+    from vdq.schedules.sweeps import Report, republish_sweep
+
+    republish_sweep(rt, Report())
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
