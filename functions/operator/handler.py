@@ -124,6 +124,42 @@ def get_producer_usage(event: Event, producer: str) -> Response:
     return _json(200, quotas.usage(producer, Runtime.default()))
 
 
+@app.operation("listProducers")
+def list_producers(event: Event) -> Response:
+    from vdq.operations import producers
+
+    _caller(event).require(producers.LIST_PERMISSION)
+    return _json(200, producers.producers(Runtime.default()))
+
+
+@app.operation("listHeldItems")
+def list_held_items(event: Event, producer: str) -> Response:
+    from vdq.operations import producers
+
+    _caller(event).require(producers.LIST_PERMISSION)
+    q = _query("listHeldItems", event)
+    return _json(200, producers.held_items(Runtime.default(), _unquote(producer),
+                                           limit=q["limit"], after=q["after"]))  # fmt: skip
+
+
+@app.operation("releaseHold")
+def release_hold(event: Event, producer: str) -> Response:
+    from vdq.operations import producers
+
+    who = _caller(event)
+    who.require(producers.RELEASE_PERMISSION)
+    return _json(200, producers.release(Runtime.default(), _unquote(producer), who.subject))
+
+
+@app.operation("cancelHeldItems")
+def cancel_held_items(event: Event, producer: str) -> Response:
+    from vdq.operations import producers
+
+    who = _caller(event)
+    who.require(producers.RELEASE_PERMISSION, producers.CANCEL_PERMISSION)
+    return _json(200, producers.cancel(Runtime.default(), _unquote(producer), who.subject))
+
+
 @app.operation("resendSentItem")
 def resend_sent_item(event: Event, id: str) -> Response:
     return _resend("resendSentItem", event, _caller(event), [id])

@@ -13,6 +13,7 @@ import pytest
 from functions.webhook import handler as webhook
 
 from tests.support.aws import drain
+from tests.support.operator import call
 from tests.support.results import LambdaContext, ses_event, sqs_event
 from tests.support.stream import Stream
 from vdq.api import Caller
@@ -270,3 +271,49 @@ def test_a_publish_lost_at_the_release_is_the_republish_sweeps(aws, rt, clock):
 
     republish_sweep(rt, Report())
     assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+
+
+# ---- through the operator API ----------------------------------------------------------------
+
+
+def test_the_producers_view_shows_rates_against_thresholds_and_the_hold(aws, rt):
+    hold(rt)
+    count(rt, "news", sent=30, bounce=0)
+    answer = call("producers", groups=("vdq-viewers",))
+    assert answer.status == 200
+    body = answer.body
+    shop = next(p for p in body["producers"] if p["producer"] == "shop")
+    assert shop["bounced"] == 5 and shop["bounce_rate"] == 25.0 and shop["judged"] == "hold"
+    assert shop["level"]["level"] == "hold" and shop["thresholds"]["bounce_hold"] == 4.0
+    news = next(p for p in body["producers"] if p["producer"] == "news")
+    assert news["judged"] == "ok" and news["level"] is None
+    assert body["account"]["producer"] == "account" and body["guard"] == "hold"
+    # moto publishes no SES reputation: shown as not available, with why.
+    assert body["ses"]["available"] is False and body["ses"]["why"]
+
+
+def test_an_admin_releases_a_hold_and_an_operator_may_not(aws, rt):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    held = call("held_items", params={"producer": "shop"}, groups=("vdq-viewers",))
+    assert [i["id"] for i in held.body["items"]] == [item_id] and held.body["after"] is None
+    assert held.body["items"][0]["held"].startswith("held since")
+    refused = call("release_hold", params={"producer": "shop"}, groups=("vdq-operators",))
+    assert refused.status == 403
+    answer = call("release_hold", params={"producer": "shop"}, groups=("vdq-admins",))
+    assert answer.status == 200 and answer.body["done"] == 1
+    assert answer.body["level"]["released_by"] == "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+    missing = call("release_hold", params={"producer": "nobody"}, groups=("vdq-admins",))
+    assert missing.status == 404 and missing.code == "not_found"
+
+
+def test_an_admin_cancels_what_a_hold_parked(aws, rt):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    answer = call("cancel_held", params={"producer": "shop"}, groups=("vdq-admins",))
+    assert answer.status == 200 and answer.body["done"] == 1
+    assert answer.body["level"]["level"] == "hold"
+    assert rt.store.get_item(item_id).state == "cancelled"

@@ -13,6 +13,7 @@ __all__ = [
     "downloads",
     "examples",
     "listing",
+    "producers",
     "schemas",
     "search",
     "spec",

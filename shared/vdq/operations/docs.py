@@ -53,7 +53,8 @@ TAGS = [
     {"name": "webhooks", "description": "Calls from providers (Twilio's status callback and "
      "inbound messages), authenticated by the provider's signature instead of a token."},
     {"name": "producers", "description": "What each producer enqueued against its quota "
-     "(VDQ_PRODUCER_QUOTAS)."},
+     "(VDQ_PRODUCER_QUOTAS), and the reputation guard: each producer's bounce and complaint "
+     "rates, the holds they caused, and their release."},
     {"name": "unsubscribe", "description": "One-click unsubscribe (RFC 8058): the signed "
      "links bulk emails carry, for their receivers; no token."},
     {"name": "service", "description": "Readiness and this document; no token needed."},
@@ -78,6 +79,10 @@ SUCCESS = {
     "resendSentItem": "The new item, queued.",
     "resendSentItems": "The new items, queued, in the order of the ids.",
     "getProducerUsage": "The producer's limits and its use of each current window.",
+    "listProducers": "Each producer's rates, thresholds and level; the account's; SES's.",
+    "listHeldItems": "One page of the producer's parked items.",
+    "releaseHold": "The hold is released; what was sent again.",
+    "cancelHeldItems": "What was cancelled.",
     "getAttachment": "Redirect to the file's presigned URL.",
     "postAttachmentUpload": "Where to PUT the file, and the upload_id an email names it by.",
     "twilioStatusCallback": "Taken: applied, recorded, or dropped as late, repeated or unknown.",

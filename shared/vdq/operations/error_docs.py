@@ -69,6 +69,7 @@ _NOT_FOUND = {
     "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
     "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
     "getProducerUsage": "no quota applies to this producer",
+    "releaseHold": "the producer is not held and was never released",
 }
 _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
@@ -81,6 +82,8 @@ _CONFLICT = {
     "resendSentItems": "cleanup deleted the files of some items (`conflict`, details.ids and "
                        "details.reason `attachments_purged`), or a request with this "
                        "Idempotency-Key is still in progress",
+    "releaseHold": "the producer's hold changed while it was read (`conflict`): read it and "
+                   "try again",
 }  # fmt: skip
 _NOTHING_STORED = (
     "Or nothing was stored: try again (`contention`: the producer's quota counters kept "

@@ -64,7 +64,7 @@ def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
         "updated_at": _T0, "done_since": _T0, "done_at": None,
         "origin": {"type": "shop.order", "id": "1042"}, "provider_id": None,
         "resent_from": None, "encoding": None, "segments": None, "priority": "normal",
-        "send_at": None, "excerpt": "Your order 1042", "signals": [],
+        "send_at": None, "excerpt": "Your order 1042", "signals": [], "held": None,
     }  # fmt: skip
     item.update(changes)
     return item
@@ -78,7 +78,7 @@ _SMS_ITEM = {
     "retry_delay": None, "queued_at": _T0, "updated_at": _T1, "done_since": _T0,
     "done_at": None, "origin": None, "provider_id": "SM0123456789abcdef0123456789abcdef",
     "resent_from": None, "encoding": "GSM-7", "segments": 1, "priority": "high",
-    "send_at": None, "excerpt": "Your code is 123456", "signals": [],
+    "send_at": None, "excerpt": "Your code is 123456", "signals": [], "held": None,
 }  # fmt: skip
 _HISTORY = [
     {"at": _T0, "actor": "producer-service", "source": "server", "kind": "transition",
@@ -164,6 +164,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                     "until": "2026-12-03T23:59:59Z", "method": "email", "state": "succeeded",
                     "priority": "normal", "limit": 20, "cursor": _SEARCH_CURSOR},
     "getStats": {"period": "hours", "method": "email", "breakdown": "producer"},
+    "listHeldItems": {"producer": "newsletter-svc", "after": _ITEM_ID, "limit": 20},
+    "releaseHold": {"producer": "newsletter-svc"},
+    "cancelHeldItems": {"producer": "newsletter-svc"},
     "listSuppressions": {"receiver": "ada@example.org", "channel": "email", "limit": 20,
                          "cursor": _SUPPRESSIONS_CURSOR},
     "removeSuppression": {"receiver": "ada@example.org", "list": "newsletter",
@@ -173,6 +176,19 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "getUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
     "postUnsubscribe": {"token": _UNSUBSCRIBE_TOKEN},
 }  # fmt: skip
+
+_HELD_WHY = ("held since 2026-12-03T07:12:09.000000Z: bounce rate 6.20% (threshold 4%) over "
+             "the last 500 emails sent in the window")
+_HOLD_LEVEL = {"level": "hold", "reason": _HELD_WHY.split(": ", 1)[1],
+               "hold_id": "2026-12-03T07:12:09.000000Z",
+               "updated_at": "2026-12-03T07:12:09.000000Z", "released_by": None,
+               "released_at": None, "since": None}  # fmt: skip
+_RATES = {"producer": "newsletter-svc", "sent": 500, "delivered": 466, "bounced": 31,
+          "complained": 0, "rejected": 0, "bounce_rate": 6.2, "complaint_rate": 0.0,
+          "rates_count": True, "judged": "hold", "reason": _HOLD_LEVEL["reason"],
+          "thresholds": {"bounce_warn": 2.5, "bounce_hold": 4.0, "complaint_warn": 0.05,
+                         "complaint_hold": 0.08, "min_sent": 200},
+          "level": _HOLD_LEVEL}  # fmt: skip
 
 RESPONSES: dict[str, Any] = {
     "postEmails": {"items": [_email_item(send_at=_T_SEND), _email_item(
@@ -221,6 +237,23 @@ RESPONSES: dict[str, Any] = {
         "breakdown": [{"name": "4d2kq8v1r7m3n5b0c9x6z2l4ht", "sent": 9101, "delivered": 8990,
                        "bounced": 41, "complained": 4, "rejected": 0}],
     },
+    "listProducers": {
+        "as_of": "2026-12-03T08:00:30Z", "window_hours": 24, "guard": "hold",
+        "account": {**_RATES, "producer": "account", "sent": 9101, "delivered": 8990,
+                    "bounced": 41, "complained": 4, "bounce_rate": 0.4505,
+                    "complaint_rate": 0.044, "reason": "bounce rate 0.45%, complaint rate "
+                    "0.044%", "level": None},
+        "producers": [_RATES],
+        "ses": {"available": True, "why": None, "bounce_rate": 0.61, "complaint_rate": 0.03},
+    },
+    "listHeldItems": {"items": [_email_item(held=_HELD_WHY)], "after": None},
+    "releaseHold": {"producer": "newsletter-svc", "done": 312, "skipped": 2, "more": False,
+                    "level": {**_HOLD_LEVEL, "level": "released",
+                              "reason": "released by ops-kim", "updated_at": _T2,
+                              "released_by": "ops-kim", "released_at": _T2,
+                              "since": "2026-12-03T08"}},
+    "cancelHeldItems": {"producer": "newsletter-svc", "done": 312, "skipped": 2, "more": False,
+                        "level": _HOLD_LEVEL},
     "listSuppressions": {"suppressions": [_SUPPRESSION], "cursor": None},
     "addSuppression": {"suppression": {**_SUPPRESSION, "reason": "operator",
                                        "text": "asked by phone, ticket 77", "actor": "ops-kim"},

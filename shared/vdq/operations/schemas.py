@@ -364,6 +364,101 @@ class ProducerUsage(BaseModel):
     limits: list[WindowUsage] = Field(description="One entry per limit set for the producer.")
 
 
+class ReputationThresholds(BaseModel):
+    """The thresholds a producer (or the account) is held to, in percent of emails sent."""
+
+    model_config = ConfigDict(extra="forbid")
+    bounce_warn: float = Field(description="Bounce rate that warns.", gt=0, le=100)
+    bounce_hold: float = Field(description="Bounce rate that holds (the account: alarms).",
+                               gt=0, le=100)
+    complaint_warn: float = Field(description="Complaint rate that warns.", gt=0, le=100)
+    complaint_hold: float = Field(description="Complaint rate that holds (the account: "
+                                  "alarms).", gt=0, le=100)
+    min_sent: int = Field(description="Emails sent in the window before a rate acts.", ge=1)
+
+
+class GuardLevel(BaseModel):
+    """What the guard recorded for a producer (or the account) last."""
+
+    model_config = ConfigDict(extra="forbid")
+    level: Literal["ok", "warn", "hold", "released"] = Field(description="`hold`: its email "
+                                                             "is parked until a release.")
+    reason: str | None = Field(description="The rates that reached the level, or who "
+                               "released it.")
+    hold_id: datetime | None = Field(description="When its (last) hold began (UTC).")
+    updated_at: datetime | None = Field(description="When the level was recorded (UTC).")
+    released_by: str | None = Field(description="Who released the last hold.")
+    released_at: datetime | None = Field(description="When (UTC).")
+    since: str | None = Field(description="After a release: the hour (UTC, `YYYY-MM-DDTHH`) "
+                              "its rates count from.")
+
+
+class ProducerRates(BaseModel):
+    """One producer's (or the account's) email over the window, and its level."""
+
+    model_config = ConfigDict(extra="forbid")
+    producer: str = Field(description="The producer (`account` for the whole account).")
+    sent: int = Field(description="Emails a provider took.", ge=0)
+    delivered: int = Field(description="Emails delivered.", ge=0)
+    bounced: int = Field(description="Permanent bounces.", ge=0)
+    complained: int = Field(description="Complaints.", ge=0)
+    rejected: int = Field(description="Rejections by SES.", ge=0)
+    bounce_rate: float | None = Field(description="Percent of the emails sent that bounced "
+                                      "permanently; null before any was sent.", ge=0)
+    complaint_rate: float | None = Field(description="Percent complained about.", ge=0)
+    rates_count: bool = Field(description="False below the minimum volume: the rates are "
+                              "shown and act on nothing.")
+    judged: Literal["ok", "warn", "hold"] = Field(description="The level the rates reach now.")
+    reason: str = Field(description="Why, in words.")
+    thresholds: ReputationThresholds = Field(description="The thresholds it is held to.")
+    level: GuardLevel | None = Field(description="What the guard recorded last (null: "
+                                     "nothing yet).")
+
+
+class SesReputation(BaseModel):
+    """SES's own account reputation (CloudWatch `AWS/SES`), beside VDQ's figures."""
+
+    model_config = ConfigDict(extra="forbid")
+    available: bool = Field(description="False when it could not be read or SES published "
+                            "none.")
+    why: str | None = Field(description="Why it is not available.")
+    bounce_rate: float | None = Field(description="`Reputation.BounceRate`, in percent.")
+    complaint_rate: float | None = Field(description="`Reputation.ComplaintRate`, in percent.")
+
+
+class Producers(BaseModel):
+    """The reputation guard's view of every producer."""
+
+    model_config = ConfigDict(extra="forbid")
+    as_of: datetime = Field(description="When this was read (UTC).")
+    window_hours: int = Field(description="The rolling window, in hours.", ge=1)
+    guard: Literal["hold", "warn", "off"] = Field(description="VDQ_REPUTATION_GUARD.")
+    account: ProducerRates = Field(description="The whole account's figures.")
+    producers: list[ProducerRates] = Field(description="Each producer, by name.")
+    ses: SesReputation = Field(description="SES's own figures.")
+
+
+class HeldPage(BaseModel):
+    """A page of a producer's parked items."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[QueueItem] = Field(description="The items, in enqueue order.")
+    after: str | None = Field(description="Pass it as `after` for the next page; null at the "
+                              "end.", pattern=ids.PATTERN)
+
+
+class HoldWork(BaseModel):
+    """What a release or a cancel did."""
+
+    model_config = ConfigDict(extra="forbid")
+    producer: str = Field(description="The producer.")
+    done: int = Field(description="Parked items sent again (a release) or cancelled.", ge=0)
+    skipped: int = Field(description="Parked items that had moved on meanwhile (cancelled, "
+                         "retried): nothing to do.", ge=0)
+    more: bool = Field(description="Items are still parked: call again.")
+    level: GuardLevel | None = Field(description="The producer's level now.")
+
+
 class Health(BaseModel):
     """Readiness (the local stack adds the state of each of its parts)."""
 
@@ -524,4 +619,5 @@ MODELS: tuple[type[BaseModel], ...] = (
     OpenApiDocument, Error, PartiallyEnqueued, Upload, TwilioInbound, OneClickUnsubscribe,
     SuppressionPage,
     SuppressionChange, SuppressionRemoved, SuppressionHistory, ProducerUsage, Stats,
+    Producers, HeldPage, HoldWork,
 )  # fmt: skip

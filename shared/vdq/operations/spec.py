@@ -168,6 +168,8 @@ _LIST_PARAM = Param("list", "query", "string",
 _ENQUEUE_ERRORS = (400, 409, 422, 429, 503)
 # A client id (Cognito's are 26 lower-case letters and digits) or "group:<name>".
 PRODUCER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:._@+=-]{0,127}$"
+_PRODUCER = Param("producer", "path", "string", "The producer: a client id or a user's "
+                  "subject (the token's `sub`).", required=True, pattern=PRODUCER_PATTERN)
 _ENQUEUE_TEXT = (
     "Validates the whole request first: nothing is stored unless all of it is valid (422 "
     "naming the field otherwise). {what} The answer lists the new items in receiver order; "
@@ -274,6 +276,43 @@ OPERATIONS: tuple[Operation, ...] = (
                             "The client id, or `group:<name>`.", required=True,
                             pattern=PRODUCER_PATTERN),),
               answer="ProducerUsage", errors=(404, 503)),
+    Operation("listProducers", "GET", "/producers", "operator", "producers",
+              "Read each producer's bounce and complaint rates against its thresholds",
+              "The reputation guard's view: for each producer the stream counted an email of "
+              "in the window (VDQ_REPUTATION_WINDOW_HOURS, counted again from a release), "
+              "its emails sent, delivered, bounced (permanently), complained about and "
+              "rejected, its rates (percent of the emails sent), the thresholds it is held to "
+              "and its level (`warn`, `hold`, `released`); the same for the whole account; "
+              "and SES's own account reputation from CloudWatch where the deployment may read "
+              f"it. Counted from the table's stream: up to {LAG_SECONDS} seconds behind.",
+              _LIST, (), answer="Producers"),
+    Operation("listHeldItems", "GET", "/producers/{producer}/held", "operator", "producers",
+              "List the items a producer's hold parked",
+              "The producer's emails the reputation guard kept from SES while it is held, in "
+              "enqueue order, a page at a time (`after`: the last id of the previous page). "
+              "Each is queued (or delayed) with `held` saying why; it is sent when the hold "
+              "is released, or cancelled with cancelHeldItems.",
+              _LIST, (_PRODUCER,
+                      Param("after", "query", "string", "The `after` of the previous page.",
+                            pattern=ids.PATTERN),
+                      _LIMIT),
+              answer="HeldPage", errors=(422,)),
+    Operation("releaseHold", "POST", "/producers/{producer}/release", "operator", "producers",
+              "Release a producer's hold: send what it parked",
+              "Ends the producer's hold (its new email is sent again) and sends each item the "
+              "hold parked, at its attempt, in its lane, at the provider's rate; none is sent "
+              "twice. Its rates count again from now: the bounces that held it do not hold it "
+              "again. One request works for up to 20 seconds: when `more` is true, call it "
+              "again (also after a release cut short: it sends what is still parked). 404 "
+              "when the producer is not held and was never released; 409 when its hold "
+              "changed meanwhile.",
+              ("vdq.release_hold",), (_PRODUCER,), answer="HoldWork", errors=(404, 409)),
+    Operation("cancelHeldItems", "POST", "/producers/{producer}/cancel-held", "operator",
+              "producers", "Cancel the items a producer's hold parked",
+              "Cancels each item the hold parked (the operator's cancel: its result says why); "
+              "the hold stays, so the producer's new email is still held until a release. "
+              "When `more` is true, call it again.",
+              ("vdq.release_hold", "vdq.can_cancel"), (_PRODUCER,), answer="HoldWork"),
     Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "
