@@ -76,6 +76,19 @@ class Monitoring(Construct):
             vdq_metric(resources.METRIC_LEASES_EXPIRED),
             "send attempts outlived their lease in sending (outcome unknown)",
         )
+        # The reputation guard: a producer's (or the account's) bounce or complaint rate
+        # reached a warn or a hold threshold (vdq.results.guard), well before SES's own.
+        self._alarm(
+            "ReputationWarning",
+            vdq_metric(resources.METRIC_REPUTATION_WARNINGS),
+            "a producer's or the account's bounce or complaint rate reached a warn threshold",
+        )
+        self._alarm(
+            "ProducerHeld",
+            vdq_metric(resources.METRIC_PRODUCERS_HELD),
+            "a producer's bounce or complaint rate reached a hold threshold: its email is held "
+            "until an operator releases it",
+        )
         for name, function in functions.items():
             self._alarm(
                 f"{name.title()}Errors",
@@ -138,6 +151,15 @@ class Monitoring(Construct):
                 left=[vdq_metric(resources.METRIC_SENDS_PACED),
                       vdq_metric(resources.METRIC_SENDS_THROTTLED)],
                 width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Reputation guard",
+                left=[vdq_metric(resources.METRIC_REPUTATION_WARNINGS),
+                      vdq_metric(resources.METRIC_PRODUCERS_HELD),
+                      vdq_metric(resources.METRIC_SENDS_HELD)],
+                width=24,
             ),
         )
         self.dashboard.add_widgets(

@@ -306,7 +306,8 @@ def test_every_alarm_on_a_vdq_metric_watches_one_the_code_emits(synth):
     # line an invocation (what survives Lambda's JSON log format unchanged).
     watched = {a["Properties"]["MetricName"] for a in synth.resources("AWS::CloudWatch::Alarm")
                .values() if a["Properties"].get("Namespace") == "VDQ"}  # fmt: skip
-    assert watched == {resources.METRIC_ITEMS_ERRORED, resources.METRIC_LEASES_EXPIRED}
+    assert watched == {resources.METRIC_ITEMS_ERRORED, resources.METRIC_LEASES_EXPIRED,
+                       resources.METRIC_REPUTATION_WARNINGS, resources.METRIC_PRODUCERS_HELD}
 
 
 def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth):

@@ -86,3 +86,36 @@ def test_a_delivered_emails_events_print_no_line_but_its_metrics(aws, runtime, c
     assert runtime.store.get_item(item.id).state == "succeeded"
     # Every delivered email has its events: their line is DEBUG (the item's history has them).
     assert _stdout_lines(capsys.readouterr().out) == []
+
+
+def test_a_producer_held_prints_the_reputation_alarms_metrics(aws, runtime, capsys):
+    from functions.schedule import handler as schedule_handler
+
+    from tests.support.results import LambdaContext
+    from vdq.store.postings import Tallies
+
+    hour = runtime.clock.now().strftime("%Y-%m-%dT%H")
+    tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+    tallies.add_counts(hour, "p#shop#0", "s1", "1", "2", {"sent": 300, "bounce": 15}, 2**40)
+    tallies.add_counts(hour, "p#news#0", "s1", "1", "2", {"sent": 300, "bounce": 9}, 2**40)
+    records = [_bounce_record("shop", "3"), _bounce_record("news", "4")]
+    metrics.clear_metrics()
+    capsys.readouterr()
+    schedule_handler.handler({"Records": records, "state": {}, "shardId": "shard-1",
+                              "isFinalInvokeForWindow": True}, LambdaContext())
+    [line] = _emf(_stdout_lines(capsys.readouterr().out))
+    assert line[resources.METRIC_PRODUCERS_HELD] in (1, [1])  # shop: 16 of 301, over 4%
+    assert line[resources.METRIC_REPUTATION_WARNINGS] in (1, [1])  # news: 10 of 301, over 2.5%
+
+
+def _bounce_record(producer: str, sequence: str) -> dict:
+    """A stream record of an email's permanent bounce, as the mapping hands it on."""
+    image = {"pk": {"S": f"QI#01J0000000000000000000000{sequence}"}, "sk": {"S": "STATE"},
+             "id": {"S": f"01J0000000000000000000000{sequence}"}, "method": {"S": "email"},
+             "created_by": {"S": producer}, "sender": {"S": "shop@example.com"},
+             "state": {"S": "awaiting"}, "updated_at": {"S": "2026-12-05T10:00:00.000000Z"}}
+    entry = {"sk": "H#2026-12-05T10:00:00.000000Z#1", "actor": "ses", "source": "provider",
+             "kind": "event", "name": "Bounce", "text": "SES bounce (Permanent, General)"}
+    bounced = dict(image, recent={"L": [{"S": json.dumps(entry)}]})
+    return {"eventName": "MODIFY", "eventSource": "aws:dynamodb",
+            "dynamodb": {"SequenceNumber": sequence, "OldImage": image, "NewImage": bounced}}

@@ -406,3 +406,28 @@ def test_a_retry_dry_run_says_the_receiver_is_suppressed(capsys, api):
         "list": "news"}  # fmt: skip
     code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
     assert code == 0 and "unsubscribed from the list news since 2026-12-01T08:00:00Z" in out
+
+
+def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys, api):
+    from vdq.operations.examples import RESPONSES
+
+    api.routes[("GET", "/producers")] = (200, RESPONSES["listProducers"])
+    code, out, _ = run(capsys, "producers")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "the last 24 hours (guard: hold):"
+    assert lines[1].split() == ["PRODUCER", "SENT", "BOUNCED", "COMPLAINED", "BOUNCE", "%", "/",
+                                "HOLD", "COMPLAINT", "%", "/", "HOLD", "RATES", "LEVEL"]
+    assert "newsletter-svc" in lines[3] and "6.20 / 4.0" in lines[3] and lines[3].endswith("hold")
+    assert lines[4].startswith("account")
+    assert "SES's own figures: bounce 0.61%" in out
+    assert "newsletter-svc is held since 2026-12-03T07:12:09" in out
+    api.routes[("POST", "/producers/newsletter-svc/release")] = (200, RESPONSES["releaseHold"])
+    code, out, _ = run(capsys, "producers", "release", "newsletter-svc")
+    assert code == 0 and api.requests[-1]["method"] == "POST"
+    assert out.strip() == ("newsletter-svc: 312 parked items sent again, 2 had moved on; level "
+                           "released")
+    api.routes[("GET", "/producers/newsletter-svc/held")] = (200, RESPONSES["listHeldItems"])
+    code, out, _ = run(capsys, "producers", "held", "newsletter-svc", "--json")
+    assert code == 0 and json.loads(out)["items"][0]["held"].startswith("held since")
+    assert api.requests[-1]["query"] == {"limit": "50"}

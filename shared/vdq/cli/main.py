@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from vdq.cli import commands, dns, render, smoke, suppressions
+from vdq.cli import commands, dns, producers, render, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
 from vdq.workflow.lanes import PRIORITIES
 
@@ -196,6 +196,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=100, help=argparse.SUPPRESS)
 
     suppressions.add_parser(command, _global_flags)
+    producers.add_parser(command, _global_flags)
     smoke.add_parser(command)
     dns.add_parser(command)
 

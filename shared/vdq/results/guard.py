@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.errors import Conflict, NotFound
 from vdq.core.observability import logger, metrics
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 SOURCE = "vdq"
 DETAIL_TYPES = {WARN: "Reputation warning", HOLD: "Producer held",
                 RELEASED: "Producer hold released"}  # fmt: skip
-METRICS = {WARN: "ReputationWarnings", HOLD: "ProducersHeld"}
+METRICS = {WARN: resources.METRIC_REPUTATION_WARNINGS, HOLD: resources.METRIC_PRODUCERS_HELD}
 NO_PRODUCER = "-"  # the Python API's items name none: counted, never held
 PARKABLE = (State.QUEUED.value, State.DELAYED.value)
 # A release or a cancel works through the parked items for at most this long per request (the
@@ -123,7 +124,7 @@ def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
     if not parked:
         return MOVED
     logger.info("%s parked: %s is held", item.id, producer)
-    metrics.add_metric(name="SendsHeld", unit="Count", value=1)
+    metrics.add_metric(name=resources.METRIC_SENDS_HELD, unit="Count", value=1)
     return PARKED
 
 
