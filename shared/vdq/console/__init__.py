@@ -35,6 +35,7 @@ TYPES = {
     "item.js": "text/javascript; charset=utf-8",
     "lists.js": "text/javascript; charset=utf-8",
     "suppressions.js": "text/javascript; charset=utf-8",
+    "producers.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }
 CONFIG = "config.json"
@@ -85,7 +86,7 @@ def _answer(path: str, file: str | None, settings: Settings) -> tuple[int, dict[
 
 
 def config(settings: Settings) -> dict[str, Any]:
-    from vdq.operations import actions, listing, spec, suppressions
+    from vdq.operations import actions, listing, producers, spec, suppressions
     from vdq.workflow import table as workflow
 
     base = (settings.console_auth_url or "").rstrip("/")
@@ -103,6 +104,8 @@ def config(settings: Settings) -> dict[str, Any]:
             "read": [actions.READ_PERMISSION],
             "suppressions": [suppressions.LIST_PERMISSION],
             "change_suppressions": [suppressions.CHANGE_PERMISSION],
+            "release_hold": [producers.RELEASE_PERMISSION],
+            "cancel_held": [producers.RELEASE_PERMISSION, producers.CANCEL_PERMISSION],
             "resend": [actions.RESEND_PERMISSION, actions.READ_PERMISSION],
             **{name: [*workflow.TRANSITION_GATES, workflow.TRANSITIONS[name].permission]
                for name in spec.OPERATOR_TRANSITIONS},

@@ -13,6 +13,7 @@ import {
   api, claims, config, finishSignIn, forgetToken, groups, loadConfig, may, onSessionEnd,
   redirectUri, signIn,
 } from "./session.js";
+import { showProducers } from "./producers.js";
 import { showSuppressions } from "./suppressions.js";
 
 const REFRESH_MS = 5000;
@@ -39,7 +40,7 @@ function route() {
   return { parts, params: new URLSearchParams(search || "") };
 }
 
-const PAGES = ["queue", "sent", "search", "counts", "suppressions"];
+const PAGES = ["queue", "sent", "search", "counts", "producers", "suppressions"];
 
 async function render() {
   alertError(null);
@@ -66,6 +67,7 @@ async function render() {
   if (page === "search") await showSearch(params);
   else if (page === "counts") await showCounts();
   else if (page === "suppressions") await showSuppressions(params, setView);
+  else if (page === "producers") await showProducers(params, setView);
   else await showList(page, params);
 }
 
@@ -289,6 +291,7 @@ function showSignedIn(found) {
   $("nav").hidden = false;
   $("search").hidden = !may("list");
   $("nav-suppressions").hidden = !may("suppressions");
+  $("nav-producers").hidden = !may("list");
   $("sign-out").hidden = false;
   const list = groups(found);
   $("user").textContent = `Signed in as ${found["cognito:username"] || found.username

@@ -84,8 +84,10 @@ const SIGNALS = { bounce: "bounced", complaint: "complaint", reject: "rejected",
   suppressed: "suppressed" };
 
 export function badges(item) {
-  return (item.signals || []).map((s) => el("span", { class: `badge badge-${s}` },
-    SIGNALS[s] || s));
+  const held = item.held ? [el("span", { class: "badge badge-held", title: item.held },
+    "held")] : [];
+  return [...held, ...(item.signals || []).map((s) => el("span", { class: `badge badge-${s}` },
+    SIGNALS[s] || s))];
 }
 
 export function stateCell(item) {
