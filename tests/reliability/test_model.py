@@ -19,6 +19,7 @@ crash, stale, batch, tx, sqs, race), ``VDQ_MODEL_RULES`` (rule names) and ``VDQ_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 from typing import Any
@@ -43,14 +44,18 @@ from tests.reliability.world import engagement_event, harsh_world
 from tests.support.results import ses_body, ses_event
 from vdq.api import Caller
 from vdq.core import ids, resources
+from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.dispatch import send
+from vdq.intake import rest as intake
 from vdq.local.pollers import passes
 from vdq.operations import actions
+from vdq.results import guard
 from vdq.results import matching as results
 from vdq.schedules import postings
 from vdq.schedules import sweeps as schedules
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
+from vdq.store.holds import Level
 from vdq.store.postings import Tallies, counter_kind, shard_tag
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
@@ -65,6 +70,8 @@ SKIP = [s for s in os.environ.get("VDQ_MODEL_SKIP", "").split(",") if s]
 RULES = [s for s in os.environ.get("VDQ_MODEL_RULES", "").split(",") if s]
 METHODS = os.environ.get("VDQ_MODEL_METHODS", "email,sms,files").split(",")
 MAX_ITEMS = 4
+# The producer whose email the reputation guard holds (the Python API's items name none).
+PRODUCER = Caller("shop", ("vdq-senders",), frozenset({"vdq.add_queueitem"}))
 OPERATOR = Caller("op-1", ("vdq-operators",),
                   frozenset({"vdq.can_resend", "vdq.list_queueitem",
                              "vdq.read_queueitem"}))  # fmt: skip
@@ -135,6 +142,7 @@ class Workflow(RuleBasedStateMachine):
         self.after_purge = False
         self.timers_acted_at = None
         self.stream_read = 0  # records of the table's stream the windows have taken
+        guard._cache.clear()  # a container of this schedule's own
         FIGURES["schedules explored"] += 1
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -214,6 +222,81 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.answer_problems(exc, stored, to, answered, receivers_of),
                         f"enqueue under {plan.describe()}")  # fmt: skip
 
+    @initialize()
+    def first_producers_item(self) -> None:
+        Workflow.enqueue_by_producer(self, 1, Plan())
+
+    @rule(receivers=st.integers(1, 2), plan=WRITE_FAULTS)
+    def enqueue_by_producer(self, receivers: int, plan: Plan) -> None:
+        """An email of the producer the reputation guard may hold, through the REST path."""
+        if len(self._ids()) >= MAX_ITEMS:
+            return
+        to = [f"p{n}@example.org" for n in range(receivers)]
+        body = {"sender": {"email": "shop@example.com"}, "to": [{"email": r} for r in to],
+                "subject": "Hi", "text": "Text"}  # fmt: skip
+        before = set(self._ids())
+        answer, exc = self._step(plan, lambda: intake.submit("email", body, PRODUCER, self.rt))
+        FIGURES["enqueues"] += 1
+        if isinstance(exc, Crash):
+            return
+        now = self.w.raw_items()
+        stored = set(now) - before
+        receivers_of = {i: w.QueueItemRecord.from_raw_data(now[i].to_json()["Attributes"]).receiver
+                        for i in stored}  # fmt: skip
+        answered = [i["id"] for i in answer["items"]] if answer is not None else None
+        self._violation(w.answer_problems(exc, stored, to, answered, receivers_of),
+                        f"a producer's enqueue under {plan.describe()}")  # fmt: skip
+
+    # ---- the reputation guard ------------------------------------------------------------------
+
+    @rule(faults=STEP_FAULTS, seen=st.booleans())
+    def hold_producer(self, faults: Plan, seen: bool) -> None:
+        """The guard holds the producer: its level record, as an evaluation writes it. ``seen``:
+        the send worker reads the holds again at once (a container whose cache ran out); else
+        it goes on with what it read before, up to VDQ_HOLD_CACHE_SECONDS."""
+        if seen:
+            guard.forget(self.rt)
+        store = guard.holds_of(self.rt)
+        current = store.level(PRODUCER.subject)
+        if current is not None and current.held:
+            return
+        now = iso(self.rt.clock.now())
+        held = Level(PRODUCER.subject, "hold", "bounce rate 50.00% (threshold 4%)",
+                     hold_id=now, updated_at=now)  # fmt: skip
+        self._step(faults, lambda: store.set_level(current, held))
+        FIGURES["holds"] += 1
+
+    @rule(faults=STEP_FAULTS, k=RACE, n=st.integers(0, 1000))
+    def release_hold(self, faults: Plan, k: int | str, n: int) -> None:
+        """An operator releases the hold, possibly while a send delivery cuts in."""
+        body = self.seam.sends[n % len(self.seam.sends)] if self.seam.sends else None
+        racing = (k, lambda: self._deliver_nested(body, "ok")) if k and body else None
+        plan = dataclasses.replace(faults, interleave=racing)
+        answer, exc = self._step(plan, lambda: guard.release(self.rt, PRODUCER.subject, "op-1"))
+        FIGURES["releases"] += 1
+        self._documented(exc, f"release under {faults.describe()}")
+        if exc is None and not answer["more"]:
+            left = [sk for pk, sk, _ in self.w._rows(f"HELD#{PRODUCER.subject}")]
+            self._violation(left, "items still parked after a release that said none is")
+
+    def _producers_sends(self) -> list[str]:
+        items = self.w.items()
+        return [b for b in self.seam.sends if getattr(items.get(SendMessage.parse(b).item_id),
+                                                      "created_by", None) == PRODUCER.subject]
+
+    @rule(n=st.integers(0, 1000), plan=st.sampled_from(PLANS), faults=STEP_FAULTS)
+    @precondition(lambda self: bool(self._producers_sends()))
+    def deliver_producers_email(self, n: int, plan: str, faults: Plan) -> None:
+        """A delivery of a message of the producer's items (held or not, fresh or stale)."""
+        sends = self._producers_sends()
+        self._deliver(sends[n % len(sends)], plan, faults)
+
+    @rule(faults=STEP_FAULTS)
+    def cancel_held(self, faults: Plan) -> None:
+        _, exc = self._step(faults, lambda: guard.cancel(self.rt, PRODUCER.subject, "op-1"))
+        FIGURES["operator actions"] += 1
+        self._documented(exc, f"cancel of held items under {faults.describe()}")
+
     # ---- the send worker ---------------------------------------------------------------------
 
     @rule(n=st.integers(0, 1000), plan=st.sampled_from(PLANS), faults=STEP_FAULTS)
@@ -250,6 +333,8 @@ class Workflow(RuleBasedStateMachine):
                                                                    self.rt))  # fmt: skip
         finally:
             self.w.ses.plan = self.w.twilio.plan = "ok"
+        if outcome == send.HELD:
+            FIGURES["sends parked by a hold"] += 1
         if outcome in (send.ACCEPTED, send.KEPT):
             taken = [mid for mid, i, a in self._accepted() if (i, a) == (item_id, attempt)]
             if taken:
@@ -486,7 +571,7 @@ class Workflow(RuleBasedStateMachine):
         items = self.w.items()
         s = self.rt.settings
         self._violation(w.workflow_problems(self.w, items, self.last_sweep), "workflow")
-        self._violation(w.stranded(items, s), "stranded")
+        self._violation(w.stranded(items, s, w.parked(self.w)), "stranded")
         self._violation(w.file_problems(self.w, items, after_purge=self.after_purge), "files")
         self._violation(w.oversized(self.w), "state item size")
         self._violation(w.provider_id_kept(self.w, items), "provider ID")

@@ -229,13 +229,22 @@ def await_timer_required(item: QueueItemRecord, settings: Settings) -> bool:
     return item.method == "sms" or getattr(settings, "email_timeout_hours", None) is not None
 
 
-def stranded(items: dict[str, QueueItemRecord], settings: Settings) -> list[str]:
-    """Every item is done, or an operator can act on it, or a timer will move it."""
+def parked(world: World) -> set[str]:
+    """The items a reputation hold parked: listed under ``HELD#<producer>`` for its release."""
+    return {sk for _, sk, _ in world._rows("HELD#")}
+
+
+def stranded(items: dict[str, QueueItemRecord], settings: Settings,
+             parked: set[str] | frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+    """Every item is done, or an operator can act on it, or a timer will move it, or (parked
+    by a hold, without a timer) a release finds it."""
     problems = []
     for item_id, item in items.items():
         timer = (item.timer_pk or "").split("#")[0]
         state = item.state
         if state in DONE or state == "errored":
+            continue
+        if state in ("queued", "delayed") and item_id in parked and not timer:
             continue
         awaits = None
         if await_timer_required(item, settings):  # each method's own await timer kind
