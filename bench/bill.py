@@ -118,7 +118,8 @@ def bill(journey: Any, table: dict[str, Any] | None = None) -> dict[str, Any]:
             "send": send, "variants": {k: round(v, 4) for k, v in variants.items()},
             "ses_fee": None if journey.sms else 1e3 * fees["ses_per_thousand_emails"],
             "twilio_fee": 1e6 * fees["twilio_us_sms_per_segment"] if journey.sms else None,
-            "prices_checked": p["checked"], "search": search_writes(journey, p)}  # fmt: skip
+            "prices_checked": p["checked"], "search": search_writes(journey, p),
+            "guard": guard_reads(model, p)}  # fmt: skip
 
 
 def search_writes(journey: Any, table: dict[str, Any]) -> dict[str, float]:
@@ -130,6 +131,34 @@ def search_writes(journey: Any, table: dict[str, Any]) -> dict[str, float]:
     share = window / cost.window_share(journey.table_bytes / journey.messages, table)
     return {"receiver_index": 1.0, "stream_window": round(share, 3),
             "total": round(1.0 + share, 3)}
+
+
+# The reputation guard's reads (vdq.results.guard), which no journey makes on its own: they are
+# per container and per stream window, not per message. Assumed: the warm send and enqueue
+# containers that read the holds at 1M a day, and how many producers one window of a shard saw
+# bounce or complain (every window is taken to have some: the worst case at a 1% bounce rate).
+GUARD_CONTAINERS = 4
+GUARD_PRODUCERS_A_WINDOW = 2
+
+
+def guard_reads(model: dict[str, Any], table: dict[str, Any]) -> dict[str, float]:
+    """Read units a message the guard adds: the held producers read once a cache period per
+    container (one strongly consistent Query, 1 unit), and per stream window of a shard that
+    counted a bounce or a complaint, for each such producer, its level (GetItem, 1 unit) and its
+    window's hourly counters (BatchGetItem, eventually consistent: half a unit each)."""
+    from vdq.core import resources
+    from vdq.core.settings import Settings
+
+    s = Settings()
+    rate = model["messages_per_second"]
+    cache = GUARD_CONTAINERS / s.hold_cache_seconds / rate
+    windows = model["stream_shards"] / resources.STREAM_TUMBLING_WINDOW_SECONDS
+    look = 1 + 0.5 * s.reputation_window_hours
+    evaluate = windows * GUARD_PRODUCERS_A_WINDOW * look / rate
+    rru = cache + evaluate
+    price = table["dynamodb"]["per_million_read_request_units"]
+    return {"cache_rru": round(cache, 4), "evaluate_rru": round(evaluate, 4),
+            "rru": round(rru, 4), "usd_per_million": round(rru * price, 4)}
 
 
 def _row(text: str, values: list[float | None]) -> str:
@@ -215,6 +244,12 @@ def table_text(bills: dict[str, dict[str, Any]], idle: dict[str, Any] | None = N
     out.append(f"of its write units, search's: {found['total']:.3f} (the receiver index's entry "
                f"{found['receiver_index']:.0f}, a share of the stream window's postings and "
                f"counters {found['stream_window']:.3f}).")
+    guard = first["guard"]
+    out.append(f"the reputation guard (outside the journey, at 1M a day): {guard['rru']:.3f} read "
+               f"units an {names[0]} (the held producers' cache {guard['cache_rru']:.3f}, the "
+               f"looks of stream windows that saw a bounce {guard['evaluate_rru']:.3f}): "
+               f"US${guard['usd_per_million']:.3f} per million; nothing is written while no "
+               "level changes.")
     return "\n".join(out)
 
 

@@ -293,3 +293,15 @@ def test_the_idle_month_prices_what_the_template_holds():
     assert polls[0] == round(5 * 30 * 86_400 / 20 * 0.4 / 1e6, 4)
     assert minimum == (0.0, round(720 * (10 * 0.00065 + 10 * 0.00013), 4))
     assert month["on_demand"] == round(sum(od for _, od, _ in month["lines"]), 2)
+
+
+def test_the_guard_reads_little_per_message_and_prices_it():
+    from vdq.core import resources
+
+    model = {"messages_per_second": 1e6 / 86_400, "stream_shards": 10}
+    found = bill.guard_reads(model, cost.prices())
+    # Per window of a shard, two producers' looks of 1 + 24 x 0.5 units; 4 containers' cache.
+    windows = 10 / resources.STREAM_TUMBLING_WINDOW_SECONDS
+    assert found["evaluate_rru"] == round(windows * 2 * 13 / (1e6 / 86_400), 4)
+    assert found["cache_rru"] == round(4 / 30 / (1e6 / 86_400), 4)
+    assert found["rru"] < 0.5 and found["usd_per_million"] < 0.1  # close to nothing
