@@ -211,7 +211,9 @@ _SAMPLES = {"getQueueItem": "get_queue_item", "getItemHistory": "get_item_histor
             "removeSuppression": "remove_suppression",
             "getSuppressionHistory": "suppression_history",
             "getProducerUsage": "producer_usage", "searchItems": "search",
-            "getStats": "stats"}  # fmt: skip
+            "getStats": "stats", "listProducers": "producers",
+            "listHeldItems": "held_items", "releaseHold": "release_hold",
+            "cancelHeldItems": "cancel_held"}  # fmt: skip
 
 
 def _call_with(op_id: str, permissions: set[str]) -> int:

@@ -26,6 +26,7 @@ CASES = {
     "getAttachment": ("attachment", {"id": ITEM}, "redirect", ["false", "true"]),
     "searchItems": ("search", None, "receiver", ["ada@example.org", "bob@example.org"]),
     "getStats": ("stats", None, "period", ["hours", "days"]),
+    "listHeldItems": ("held_items", {"producer": "shop"}, "limit", ["5", "10"]),
 }
 GROUPS = ("vdq-admins",)
 
