@@ -317,3 +317,10 @@ def test_an_admin_cancels_what_a_hold_parked(aws, rt):
     assert answer.status == 200 and answer.body["done"] == 1
     assert answer.body["level"]["level"] == "hold"
     assert rt.store.get_item(item_id).state == "cancelled"
+
+
+@pytest.mark.parametrize("sample", ["held_items", "release_hold", "cancel_held"])
+def test_a_name_no_producer_can_have_is_a_422_naming_it(aws, rt, sample):
+    answer = call(sample, params={"producer": "%11%C2%AF"}, groups=("vdq-admins",))
+    assert answer.status == 422, answer.body
+    assert answer.body["error"]["details"]["field"] == "producer"

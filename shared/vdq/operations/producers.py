@@ -11,11 +11,14 @@ says why.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.clock import iso
+from vdq.core.errors import ValidationError
 from vdq.core.observability import logger
+from vdq.operations.spec import PRODUCER_PATTERN
 from vdq.results import guard
 from vdq.workflow.views import item_json
 
@@ -80,14 +83,25 @@ def held_items(runtime: Runtime, producer: str, *, limit: int,
                after: str | None) -> dict[str, Any]:  # fmt: skip
     """A page of the items the producer's hold parked, in enqueue order, as the lists show
     them."""
+    _check(producer)
     rows, last = guard.parked_items(runtime, producer, limit=limit, after=after)
     items = [runtime.store.get_item(p.item_id) for p in rows]
     return {"items": [item_json(i) for i in items if i is not None], "after": last}
 
 
 def release(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
+    _check(producer)
     return guard.release(runtime, producer, actor)
 
 
 def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
+    _check(producer)
     return guard.cancel(runtime, producer, actor)
+
+
+def _check(producer: str) -> None:
+    """A 422 naming ``producer`` unless it could be one (a client id or a token's subject):
+    nothing is looked up for a name no producer can have."""
+    if not re.fullmatch(PRODUCER_PATTERN, producer):
+        raise ValidationError("producer", "must be a client id or a token's subject (letters, "
+                                          "digits and : . _ @ + = -)")  # fmt: skip

@@ -306,13 +306,15 @@ OPERATIONS: tuple[Operation, ...] = (
               "again (also after a release cut short: it sends what is still parked). 404 "
               "when the producer is not held and was never released; 409 when its hold "
               "changed meanwhile.",
-              ("vdq.release_hold",), (_PRODUCER,), answer="HoldWork", errors=(404, 409)),
+              ("vdq.release_hold",), (_PRODUCER,), answer="HoldWork",
+              errors=(404, 409, 422)),
     Operation("cancelHeldItems", "POST", "/producers/{producer}/cancel-held", "operator",
               "producers", "Cancel the items a producer's hold parked",
               "Cancels each item the hold parked (the operator's cancel: its result says why); "
               "the hold stays, so the producer's new email is still held until a release. "
               "When `more` is true, call it again.",
-              ("vdq.release_hold", "vdq.can_cancel"), (_PRODUCER,), answer="HoldWork"),
+              ("vdq.release_hold", "vdq.can_cancel"), (_PRODUCER,), answer="HoldWork",
+              errors=(422,)),
     Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "
