@@ -234,6 +234,29 @@ def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
     assert guard.held(rt) == {}
 
 
+def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, rt,
+                                                                          monkeypatch):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+
+    def crash(runtime):
+        raise RuntimeError("the function stopped after the release's level write")
+
+    with monkeypatch.context() as m:
+        m.setattr(guard, "_send_again", crash)
+        with pytest.raises(RuntimeError):
+            guard.release(rt, "shop", "op")
+    # New mail of the producer warns (3% bounces): the level leaves ``released``.
+    count(rt, "shop", sent=100, bounce=3)
+    (level,) = guard.evaluate(rt, ["shop"])
+    assert level.level == "warn"
+    answer = guard.release(rt, "shop", "op")  # the operator's repeat finds the parked item
+    assert answer["done"] == 1
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+
+
 def test_a_release_of_a_producer_not_held_is_not_found(aws, rt):
     with pytest.raises(NotFound, match="not held"):
         guard.release(rt, "shop", "op")

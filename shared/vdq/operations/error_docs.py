@@ -69,7 +69,7 @@ _NOT_FOUND = {
     "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
     "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
     "getProducerUsage": "no quota applies to this producer",
-    "releaseHold": "the producer is not held and was never released",
+    "releaseHold": "the producer is not held, was never released and has nothing parked",
 }
 _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",

@@ -304,7 +304,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "twice. Its rates count again from now: the bounces that held it do not hold it "
               "again. One request works for up to 20 seconds: when `more` is true, call it "
               "again (also after a release cut short: it sends what is still parked). 404 "
-              "when the producer is not held and was never released; 409 when its hold "
+              "when the producer is not held, was never released and has nothing parked; "
+              "409 when its hold "
               "changed meanwhile.",
               ("vdq.release_hold",), (_PRODUCER,), answer="HoldWork",
               errors=(404, 409, 422)),

@@ -250,13 +250,16 @@ def publish_event(level: Level, figures: Figures, runtime: Runtime) -> None:
 
 def release(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
     """End the producer's hold and send what it parked (as much as one request's budget
-    allows: ``more`` says to call again). A producer released before with items still parked
-    (a release cut short) sends those."""
+    allows: ``more`` says to call again). A producer no longer held with items still parked
+    (a release cut short, whose level a later warning or recovery may have replaced) sends
+    those: parked, an item has no timer, so nothing else ever would."""
     store = holds_of(runtime)
     current = store.level(producer)
-    if current is None or current.level not in (HOLD, RELEASED):
-        raise NotFound(f"producer {producer!r} is not held")
-    if current.held:
+    if current is None or not current.held:
+        released = current is not None and current.level == RELEASED
+        if not released and not store.parked(producer, limit=1)[0]:
+            raise NotFound(f"producer {producer!r} is not held")
+    else:
         now = runtime.clock.now()
         hour = now.strftime(reputation.HOUR_FORMAT)
         tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
