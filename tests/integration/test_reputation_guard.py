@@ -257,6 +257,27 @@ def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, r
     assert list(guard.holds_of(rt).all_parked("shop")) == []
 
 
+def test_an_item_retried_while_parked_does_not_show_the_old_hold(aws, rt):
+    from vdq.workflow.views import item_json
+
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    drain(aws)
+    rt.store.claim(item_id, 1, ("queued",), send.transitions.claim_write(
+        item_id, rt.clock.now(), rt))  # fmt: skip
+    apply(item_id, Step("delay", actor="ses", source="provider", retry_delay=600), rt)
+    hold(rt)
+    guard.forget(rt)  # the post read the holds before it
+    delayed = rt.store.get_item(item_id)
+    assert delayed.state == "delayed"
+    assert guard.park(delayed, "normal", rt) == guard.PARKED  # its delayed message came in
+    apply(item_id, Step("retry", actor="op", source="operator"), rt)  # a new attempt
+    guard.release(rt, "shop", "op")  # the parked attempt is gone: its entry is dropped
+    item = rt.store.get_item(item_id)
+    assert item.state == "queued" and item_json(item)["held"] is None
+    assert {m["id"]: send.process_body(json.dumps(m), rt)
+            for m in drain(aws)} == {item_id: send.ACCEPTED}  # fmt: skip
+
+
 def test_a_release_of_a_producer_not_held_is_not_found(aws, rt):
     with pytest.raises(NotFound, match="not held"):
         guard.release(rt, "shop", "op")

@@ -216,6 +216,9 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         return write
     name, target = decision.transition.name, decision.target
     write.set["state"] = target.value
+    # A hold's park mark (vdq.store.holds) belongs to the state and attempt it parked: any move
+    # ends it, or an item retried or delayed again would show a hold that no longer keeps it.
+    write.set["held"] = None
     if name in workflow.NEW_ATTEMPT_TRANSITIONS:
         write.add["attempt"] = 1
     if name == "retry":
