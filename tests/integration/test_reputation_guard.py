@@ -140,6 +140,15 @@ def test_the_old_bounces_do_not_hold_a_released_producer_again_but_new_ones_do(a
     assert again.level == "hold" and "10 emails" in again.reason
 
 
+def test_a_release_baseline_stops_counting_once_its_hour_leaves_the_window(aws, rt, clock):
+    hold(rt)  # 20 sent, 5 bounced this hour
+    guard.release(rt, "shop", "op")
+    clock.advance(3600 * rt.settings.reputation_window_hours)  # that hour is out of the window
+    count(rt, "shop", sent=20, bounce=5)
+    (again,) = guard.evaluate(rt, ["shop"])
+    assert again.level == "hold" and "bounce rate 25.00%" in again.reason
+
+
 def test_a_cancel_cancels_the_parked_items_and_keeps_the_hold(aws, rt):
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]

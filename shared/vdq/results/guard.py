@@ -168,7 +168,9 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
     else:
         counts = tallies.named(hours, "p", producer)
         figures = reputation.figures_of(counts.values())
-        if since is not None and record is not None:
+        # The baseline is the release hour's counts: taken away while that hour is in the
+        # window, never once it has left it (the hours summed no longer hold those counts).
+        if since is not None and record is not None and since in hours:
             figures = figures - Figures.of(record.baseline)
         limits = reputation.limits_for(s, producer)
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
