@@ -121,7 +121,7 @@ def get_producer_usage(event: Event, producer: str) -> Response:
     from vdq.intake import quotas
 
     _caller(event).require("vdq.list_queueitem")
-    return _json(200, quotas.usage(producer, Runtime.default()))
+    return _json(200, quotas.usage(_unquote(producer), Runtime.default()))
 
 
 @app.operation("listProducers")

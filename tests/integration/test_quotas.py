@@ -162,3 +162,12 @@ def test_a_clients_usage_shows_the_group_counters_its_requests_are_charged_to(
     quotas({CLIENT: QuotaLimits(per_minute=9), "vdq-bulk": QuotaLimits(per_minute=4)})
     own = call("producer_usage", params={"producer": CLIENT}).body
     assert own["counters"] == CLIENT and own["limits"][0]["quota"] == 9
+
+
+def test_a_producers_usage_is_found_by_its_name_as_a_client_encodes_it(aws, runtime, quotas):
+    # API Gateway passes a path segment undecoded: a client sends a name's + and = (and may
+    # send its : and @) percent-encoded.
+    name = "svc+mail=1@example.org"
+    quotas({name: QuotaLimits(per_minute=5)})
+    answer = call("producer_usage", params={"producer": "svc%2Bmail%3D1%40example.org"})
+    assert answer.status == 200 and answer.body["producer"] == name
