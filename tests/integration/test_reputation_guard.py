@@ -233,6 +233,25 @@ def test_warn_and_hold_put_an_event_on_the_bus_once(aws, rt, events):
     assert all(e["Source"] == "vdq" and e["EventBusName"] == "vdq-state" for e in events)
 
 
+def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt, events):
+    count(rt, "shop", sent=20, bounce=5)
+    refusals = [1]
+
+    def refuse(**_):
+        if refusals:
+            refusals.pop()
+            raise RuntimeError("EventBridge is unavailable")
+
+    rt.client("events").meta.events.register("before-call.events.PutEvents", refuse)
+    with pytest.raises(RuntimeError):
+        guard.evaluate(rt, ["shop"])  # the level is written, its event refused
+    assert guard.holds_of(rt).level("shop").level == "hold"
+    guard.evaluate(rt, ["shop"])  # the stream's retry of the window
+    assert [e["DetailType"] for e in events] == ["Producer held", "Producer held"]
+    guard.evaluate(rt, ["shop"])  # put once it went through: not again
+    assert len(events) == 2
+
+
 def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
     tallies = Tallies(rt.client("dynamodb"), rt.settings.table_name)
     hour = rt.clock.now().strftime(HOUR)

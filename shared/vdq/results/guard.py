@@ -190,6 +190,10 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
     written: list[Level] = []
     for name in dict.fromkeys(names):
         current = store.level(name)
+        if current is not None and current.unsignalled:  # written, its event not yet put
+            signal(current, Figures.of(current.figures), runtime)
+            if store.signalled(current):
+                current = replace(current, unsignalled=False)
         if current is not None and current.held and name != ACCOUNT:
             continue  # held until an operator releases it
         rated = rate(runtime, name, tallies=tallies, record=current)
@@ -200,8 +204,9 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
             logger.info("the guard's level of %s changed meanwhile: left as it is", name)
             continue
         written.append(new)
-        if new.level in (WARN, HOLD):
+        if new.unsignalled:
             signal(new, rated.figures, runtime)
+            store.signalled(new)
     return written
 
 
@@ -217,7 +222,8 @@ def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None
                  hold_id=now if level == HOLD else None, updated_at=now,
                  figures=rated.figures.as_counts(),
                  since=current.since if current is not None else None,
-                 baseline=current.baseline if current is not None else {})  # fmt: skip
+                 baseline=current.baseline if current is not None else {},
+                 unsignalled=level in (WARN, HOLD))  # fmt: skip
 
 
 def signal(level: Level, figures: Figures, runtime: Runtime) -> None:
@@ -269,7 +275,7 @@ def release(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
         new = replace(current, level=RELEASED, reason=f"released by {actor}",
                       updated_at=iso(now), since=hour,
                       baseline=Figures.of(baseline).as_counts(), released_by=actor,
-                      released_at=iso(now))  # fmt: skip
+                      released_at=iso(now), unsignalled=False)  # fmt: skip
         if not store.set_level(current, new):
             raise Conflict(f"the hold of {producer!r} changed meanwhile; read it and try again")
         forget(runtime)

@@ -53,6 +53,9 @@ class Level:
     baseline: Mapping[str, int] = field(default_factory=dict)  # of that hour, at the release
     released_by: str | None = None
     released_at: str | None = None
+    # Its event and metric are still to be emitted: set with a warn or a hold, cleared once
+    # they are (a failure between the write and the event is put right at the retry).
+    unsignalled: bool = False
 
     @property
     def held(self) -> bool:
@@ -122,6 +125,8 @@ class Holds:
             value = getattr(new, name)
             if value:
                 item[name] = {"S": value}
+        if new.unsignalled:
+            item["unsignalled"] = {"BOOL": True}
         if new.baseline:
             item["baseline"] = {"S": json.dumps(dict(new.baseline), separators=(",", ":"))}
         if current is None:
@@ -137,6 +142,23 @@ class Holds:
             kwargs["ExpressionAttributeValues"] = values
         try:
             self._client.put_item(**kwargs)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def signalled(self, level: Level) -> bool:
+        """Clear ``unsignalled`` of the record ``level`` read (its event was put); False when
+        the record changed first."""
+        try:
+            self._client.update_item(
+                TableName=self._table, Key=self._level_key(level.producer),
+                UpdateExpression="REMOVE unsignalled",
+                ConditionExpression="#level = :level AND #updated = :updated",
+                ExpressionAttributeNames={"#level": "level", "#updated": "updated_at"},
+                ExpressionAttributeValues={":level": {"S": level.level},
+                                           ":updated": {"S": level.updated_at}})  # fmt: skip
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
                 return False
@@ -284,7 +306,8 @@ def _level(row: Mapping[str, Any]) -> Level:
                  text("hold_id"), text("updated_at") or "",
                  json.loads(text("figures") or "{}"), text("since"),
                  json.loads(text("baseline") or "{}"), text("released_by"),
-                 text("released_at"))  # fmt: skip
+                 text("released_at"),
+                 bool(row.get("unsignalled", {}).get("BOOL", False)))  # fmt: skip
 
 
 def _code(exc: ClientError) -> str:
