@@ -119,3 +119,29 @@ def stream_records(table: str) -> list[dict[str, Any]]:
         records.extend(json.loads(json.dumps(streams.get_records(iterator.arn, 10_000)["Records"],
                                              default=str)))  # fmt: skip
     return records
+
+
+def conflicting(client: Any, operation: str, times: int, monkeypatch: Any) -> dict[str, int]:
+    """DynamoDB refuses the next ``times`` calls of ``operation`` as it does a write that meets
+    another transaction on one of its items (botocore retries none of them). Returns
+    the count of refusals left."""
+    from botocore.awsrequest import AWSResponse
+
+    from vdq.store import tx
+
+    monkeypatch.setattr(tx.time, "sleep", lambda s: None)
+    left = {"n": times}
+    if operation == "TransactWriteItems":
+        error = {"Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                 "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}]}
+    else:
+        error = {"Error": {"Code": "TransactionConflictException", "Message": "in a tx"}}
+
+    def refuse(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if left["n"] <= 0:
+            return None
+        left["n"] -= 1
+        return AWSResponse("https://dynamodb.invalid", 400, {}, None), error
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", refuse)
+    return left

@@ -22,14 +22,16 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vdq.store.tx import StoreBusy, retried
+from vdq.store.tx import (
+    UPDATE_TRIES,
+    StoreBusy,
+    cancellation_codes,
+    client_code,
+    client_refused,
+    retried,
+)
 
-TRIES = 10  # as a state write's: about 5 s of jittered back-off at most
-# A transaction cancelled only for these, or an UpdateItem refused for these, applied nothing.
-_CANCELLED_RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError",
-                                  "ProvisionedThroughputExceeded"})  # fmt: skip
-_REFUSED_RETRYABLE = frozenset({"TransactionConflictException", "ThrottlingException",
-                                "ProvisionedThroughputExceededException"})  # fmt: skip
+TRIES = UPDATE_TRIES  # as a state write's: about 5 s of jittered back-off at most
 
 
 def quota_pk(producer: str) -> str:
@@ -89,12 +91,12 @@ class Counters:
             try:
                 self._client.transact_write_items(TransactItems=items)
             except ClientError as exc:
-                if "ConditionalCheckFailed" in _reasons(exc):
+                if "ConditionalCheckFailed" in cancellation_codes(exc):
                     full = True  # a window has no room: nothing was counted
                     return
                 raise
 
-        retried(write, _cancelled_for, TRIES)
+        retried(write, client_refused, TRIES)
         return not full
 
     def refund(self, producer: str, windows: Sequence[Window], count: int) -> None:
@@ -110,10 +112,10 @@ class Counters:
                         ExpressionAttributeNames={"#used": "used"},
                         ExpressionAttributeValues={":n": {"N": str(-count)}})  # fmt: skip
                 except ClientError as exc:
-                    if _code(exc) != "ConditionalCheckFailedException":
+                    if client_code(exc) != "ConditionalCheckFailedException":
                         raise
 
-            retried(write, _refused_for, TRIES)
+            retried(write, client_refused, TRIES)
 
     def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
         """Each window's count (strongly consistent), by window name."""
@@ -161,29 +163,3 @@ class Counters:
                     found.add(item["pk"]["S"])
         return next((p for p, _ in candidates if quota_pk(p) in found), None)
 
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code") or "")
-
-
-def _reasons(exc: ClientError) -> set[str]:
-    """The codes of a cancelled transaction's reasons, less "None" (the requests that were
-    fine); empty for any other error."""
-    if _code(exc) != "TransactionCanceledException":
-        return set()
-    reasons = exc.response.get("CancellationReasons") or []
-    return {str(r.get("Code")) for r in reasons if r.get("Code") not in ("None", None)}
-
-
-def _cancelled_for(exc: Exception) -> str | None:
-    """Why a charge is worth another try (a conflict or throttling only), or None."""
-    if not isinstance(exc, ClientError):
-        return None
-    codes = _reasons(exc)
-    return ", ".join(sorted(codes)) if codes and codes <= _CANCELLED_RETRYABLE else None
-
-
-def _refused_for(exc: Exception) -> str | None:
-    if isinstance(exc, ClientError) and _code(exc) in _REFUSED_RETRYABLE:
-        return _code(exc)
-    return None

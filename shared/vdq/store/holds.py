@@ -15,19 +15,22 @@ gives each parked item back; an item parked before it is in ``HELD#``, none can 
 after it.
 
 Every write is conditional; a failed condition is an outcome (False, or ``NotHeld``), never an
-exception past this module.
+exception past this module. A write DynamoDB refuses for a conflict with another transaction
+(a release's unpark and a send path's park meet on one item) or throttling is tried again, and
+is ``StoreBusy`` (503, nothing written) when it keeps being refused.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from vdq.store.models import STATE_SK, item_pk
+from vdq.store.tx import UPDATE_TRIES, cancellation_codes, client_code, client_refused, retried
 
 GUARD_PK = "GUARD"
 ACCOUNT_SK = "A#account"
@@ -141,9 +144,9 @@ class Holds:
             kwargs["ExpressionAttributeNames"] = names
             kwargs["ExpressionAttributeValues"] = values
         try:
-            self._client.put_item(**kwargs)
+            self._write(self._client.put_item, **kwargs)
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if client_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
@@ -152,7 +155,8 @@ class Holds:
         """Clear ``unsignalled`` of the record ``level`` read (its event was put); False when
         the record changed first."""
         try:
-            self._client.update_item(
+            self._write(
+                self._client.update_item,
                 TableName=self._table, Key=self._level_key(level.producer),
                 UpdateExpression="REMOVE unsignalled",
                 ConditionExpression="#level = :level AND #updated = :updated",
@@ -160,10 +164,17 @@ class Holds:
                 ExpressionAttributeValues={":level": {"S": level.level},
                                            ":updated": {"S": level.updated_at}})  # fmt: skip
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if client_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
+
+    @staticmethod
+    def _write(call: Callable[..., Any], **request: Any) -> None:
+        """One write, tried again while DynamoDB refuses it for a conflict with a transaction
+        or throttling (botocore retries neither; a release's unpark meets the send path's
+        park on the same item); ``StoreBusy`` (503, nothing written) when it keeps refusing."""
+        retried(lambda: call(**request), client_refused, UPDATE_TRIES)
 
     def _level_key(self, producer: str) -> dict[str, Any]:
         sk = ACCOUNT_SK if producer == "account" else level_sk(producer)
@@ -178,7 +189,7 @@ class Holds:
         release. One transaction; False when the item moved first (another attempt, done,
         claimed); ``NotHeld`` when the hold ended first."""
         try:
-            self._client.transact_write_items(TransactItems=[
+            self._write(self._client.transact_write_items, TransactItems=[
                 {"ConditionCheck": {
                     "TableName": self._table, "Key": self._level_key(producer),
                     "ConditionExpression": "#level = :hold AND hold_id = :hid",
@@ -210,7 +221,7 @@ class Holds:
                 }},
             ])  # fmt: skip
         except ClientError as exc:
-            reasons = _reasons(exc)
+            reasons = cancellation_codes(exc)
             if reasons and reasons[0] == "ConditionalCheckFailed":
                 raise NotHeld(producer) from None
             if "ConditionalCheckFailed" in reasons:
@@ -250,7 +261,7 @@ class Holds:
             update += " SET timer_pk = :tpk, timer_sk = :tsk"
             values.update({":tpk": {"S": timer[0]}, ":tsk": {"S": timer[1]}})
         try:
-            self._client.transact_write_items(TransactItems=[
+            self._write(self._client.transact_write_items, TransactItems=[
                 {"Delete": {
                     "TableName": self._table,
                     "Key": {"pk": {"S": HELD_PREFIX + producer}, "sk": {"S": parked.item_id}},
@@ -267,7 +278,7 @@ class Holds:
                 }},
             ])  # fmt: skip
         except ClientError as exc:
-            if "ConditionalCheckFailed" not in _reasons(exc):
+            if "ConditionalCheckFailed" not in cancellation_codes(exc):
                 raise
             self._forget(producer, parked)
             return False
@@ -276,13 +287,14 @@ class Holds:
     def _forget(self, producer: str, parked: Parked) -> None:
         """Drop the list entry alone (its item is gone, or the entry was replaced)."""
         try:
-            self._client.delete_item(
+            self._write(
+                self._client.delete_item,
                 TableName=self._table,
                 Key={"pk": {"S": HELD_PREFIX + producer}, "sk": {"S": parked.item_id}},
                 ConditionExpression="attempt = :a",
                 ExpressionAttributeValues={":a": {"N": str(parked.attempt)}})  # fmt: skip
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if client_code(exc) != "ConditionalCheckFailedException":
                 raise
 
     def all_parked(self, producer: str) -> Iterator[Parked]:
@@ -309,14 +321,3 @@ def _level(row: Mapping[str, Any]) -> Level:
                  text("released_at"),
                  bool(row.get("unsignalled", {}).get("BOOL", False)))  # fmt: skip
 
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code") or "")
-
-
-def _reasons(exc: ClientError) -> list[str]:
-    """The code of each request of a cancelled transaction ("None" for those that were fine);
-    empty for any other error."""
-    if _code(exc) != "TransactionCanceledException":
-        return []
-    return [str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []]

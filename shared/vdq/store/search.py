@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from vdq.store.models import (
@@ -21,6 +22,7 @@ from vdq.store.models import (
     QueueItemRecord,
     origin_key,
 )
+from vdq.store.tx import UPDATE_TRIES, client_refused, retried
 
 # Characters of the subject (email) or body (SMS) kept on the state item as ``sj``: a list's
 # column, without reading the content. About 45 bytes on each state write.
@@ -104,12 +106,14 @@ def backfill(client: Any, table: str, normalise: Callable[[str], str], *,
             receiver = (row.get("receiver") or {}).get("S")
             if not receiver:
                 continue
-            try:
-                client.update_item(
-                    TableName=table, Key={"pk": row["pk"], "sk": row["sk"]},
-                    UpdateExpression="SET rx = :rx",
-                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(rx)",
-                    ExpressionAttributeValues={":rx": {"S": receiver_key(normalise(receiver))}})
+            request: dict[str, Any] = {
+                "TableName": table, "Key": {"pk": row["pk"], "sk": row["sk"]},
+                "UpdateExpression": "SET rx = :rx",
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(rx)",
+                "ExpressionAttributeValues": {":rx": {"S": receiver_key(normalise(receiver))}},
+            }  # fmt: skip
+            try:  # beside live traffic: the item may be in a transaction's write meanwhile
+                retried(partial(client.update_item, **request), client_refused, UPDATE_TRIES)
             except client.exceptions.ConditionalCheckFailedException:
                 continue  # keyed meanwhile, or expired and deleted
             keyed += 1

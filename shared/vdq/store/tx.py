@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
@@ -110,6 +111,34 @@ def conditional_update(record: _Table, actions: list[Any], condition: Any,
         return code if isinstance(exc, UpdateError) and code in _UPDATE_RETRYABLE else None
 
     retried(lambda: record.update(actions=actions, condition=condition), refused, tries)
+
+
+def client_code(exc: Exception) -> str:
+    """The error code of a boto3 client's failed call ("" for anything else)."""
+    if not isinstance(exc, ClientError):
+        return ""
+    return str(exc.response.get("Error", {}).get("Code") or "")
+
+
+def cancellation_codes(exc: Exception) -> list[str]:
+    """The code of each request of a transaction a boto3 client's call saw cancelled ("None"
+    for those that were fine); empty for any other error."""
+    if client_code(exc) != "TransactionCanceledException":
+        return []
+    assert isinstance(exc, ClientError)
+    return [str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []]
+
+
+def client_refused(exc: Exception) -> str | None:
+    """Why DynamoDB did not apply a boto3 client's write and another try may: a transaction
+    cancelled only for a conflict with another transaction or throttling, or a single-item
+    write refused for the same (botocore retries neither); None for anything else. For
+    ``retried``."""
+    codes = set(cancellation_codes(exc)) - {"None"}
+    if codes:
+        return ", ".join(sorted(codes)) if codes <= _RETRYABLE else None
+    code = client_code(exc)
+    return code if code in _UPDATE_RETRYABLE else None
 
 
 def condition_failed(reason: Any) -> bool:
