@@ -116,11 +116,10 @@ def test_the_503_of_counters_that_keep_refusing_is_declared_with_its_shape(aws, 
     from dataclasses import replace
 
     from vdq.core.settings import QuotaLimits
-    from vdq.store import counters, tx
+    from vdq.store import tx
     from vdq.store.counters import Counters
 
     monkeypatch.setattr(tx.time, "sleep", lambda s: None)
-    monkeypatch.setattr(counters.time, "sleep", lambda s: None)
     subject = api_event("apigw_post_emails")["requestContext"]["authorizer"]["claims"]["sub"]
     runtime.settings = replace(runtime.settings,
                                producer_quotas={subject: QuotaLimits(per_minute=3)})

@@ -103,6 +103,18 @@ STATUS_TEXT: dict[int, dict[str, str]] = {
                  "producer make them; nothing counted, no URL"),
         "getProducerUsage": _COUNTERS_BUSY.format(
             what="DynamoDB kept leaving the quota counters unread (throttling)"),
+        "getStats": _COUNTERS_BUSY.format(
+            what="DynamoDB kept leaving the hourly counters unread (throttling)"),
+        "listProducers": _COUNTERS_BUSY.format(
+            what="DynamoDB kept leaving the hourly counters unread (throttling)"),
+        "releaseHold": _COUNTERS_BUSY.format(
+            what="DynamoDB kept refusing a write (a send of the same item meanwhile, or "
+                 "throttling) or leaving the hour's counters unread; the items sent so far "
+                 "stay sent, call it again for the rest"),
+        "cancelHeldItems": _COUNTERS_BUSY.format(
+            what="DynamoDB kept refusing a write (a send of the same item meanwhile, or "
+                 "throttling); the items cancelled so far stay cancelled, call it again for "
+                 "the rest"),
         "getUnsubscribe": "Try again after Retry-After seconds (a short HTML page): the "
                           "unsubscribe key could not be read.",
         "postUnsubscribe": "Try again after Retry-After seconds (a short HTML page): the store "

@@ -285,7 +285,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "and its level (`warn`, `hold`, `released`); the same for the whole account; "
               "and SES's own account reputation from CloudWatch where the deployment may read "
               f"it. Counted from the table's stream: up to {LAG_SECONDS} seconds behind.",
-              _LIST, (), answer="Producers"),
+              _LIST, (), answer="Producers", errors=(503,)),
     Operation("listHeldItems", "GET", "/producers/{producer}/held", "operator", "producers",
               "List the items a producer's hold parked",
               "The producer's emails the reputation guard kept from SES while it is held, in "
@@ -308,14 +308,14 @@ OPERATIONS: tuple[Operation, ...] = (
               "409 when its hold "
               "changed meanwhile.",
               ("vdq.release_hold",), (_PRODUCER,), answer="HoldWork",
-              errors=(404, 409, 422)),
+              errors=(404, 409, 422, 503)),
     Operation("cancelHeldItems", "POST", "/producers/{producer}/cancel-held", "operator",
               "producers", "Cancel the items a producer's hold parked",
               "Cancels each item the hold parked (the operator's cancel: its result says why); "
               "the hold stays, so the producer's new email is still held until a release. "
               "When `more` is true, call it again.",
               ("vdq.release_hold", "vdq.can_cancel"), (_PRODUCER,), answer="HoldWork",
-              errors=(422,)),
+              errors=(422, 503)),
     Operation("getAttachment", "GET", "/attachments/{id}", "operator", "attachments",
               "Download an attachment",
               "Redirects (302) to a presigned URL of the file that expires after "
@@ -419,7 +419,7 @@ OPERATIONS: tuple[Operation, ...] = (
                             enum=METHODS),
                       Param("breakdown", "query", "string", "Per producer or per sender "
                             "identity (with `period=hours`).", enum=BREAKDOWNS)),
-              answer="Stats", errors=(422,)),
+              answer="Stats", errors=(422, 503)),
     Operation("listSuppressions", "GET", "/suppressions", "operator", "suppressions",
               "List the suppression list, by receiver",
               "The receivers VDQ does not send to, in receiver order, a page at a time: each "

@@ -14,8 +14,6 @@ jittered back-off as every store write is (``vdq.store.tx.retried``), and become
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from vdq.store.tx import (
     UPDATE_TRIES,
-    StoreBusy,
+    batch_get,
     cancellation_codes,
     client_code,
     client_refused,
@@ -121,29 +119,10 @@ class Counters:
         """Each window's count (strongly consistent), by window name."""
         if not windows:
             return {}
-        rows = self._batch_get({"Keys": [self._key(producer, w) for w in windows],
-                                "ConsistentRead": True})  # fmt: skip
+        keys = [self._key(producer, w) for w in windows]
+        rows = batch_get(self._client, self._table, {"Keys": keys, "ConsistentRead": True})
         found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0")) for item in rows}
         return {w.name: found.get(w.sk, 0) for w in windows}
-
-    def _batch_get(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        """Every row of one BatchGetItem request (at most 100 keys), asking again for the
-        keys DynamoDB left unprocessed (it does under throttling, and botocore does not ask
-        again): a key missing from the answer would read as a count of 0. ``StoreBusy`` when
-        keys are still left after the tries."""
-        rows: list[dict[str, Any]] = []
-        delay = 0.02
-        for _ in range(TRIES):
-            answer = self._client.batch_get_item(RequestItems={self._table: request})
-            rows.extend(answer.get("Responses", {}).get(self._table, []))
-            left = (answer.get("UnprocessedKeys") or {}).get(self._table)
-            if not left or not left.get("Keys"):
-                return rows
-            request = left
-            time.sleep(random.uniform(0, delay))
-            delay = min(delay * 2, 1.0)
-        raise StoreBusy("DynamoDB kept leaving quota counters unread (UnprocessedKeys); try "
-                        "again")  # fmt: skip
 
     def charged_as(self, client: str,
                    candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
@@ -154,7 +133,7 @@ class Counters:
         found: set[str] = set()
         for start in range(0, len(keys), 100):
             chunk = keys[start : start + 100]
-            rows = self._batch_get({
+            rows = batch_get(self._client, self._table, {
                 "Keys": [self._key(p, w) for p, w in chunk], "ConsistentRead": True,
                 "ProjectionExpression": "pk, #members",
                 "ExpressionAttributeNames": {"#members": "members"}})  # fmt: skip

@@ -1,5 +1,5 @@
-"""Writes DynamoDB may refuse: transactions and conditional updates, tried again on
-contention or throttling, and batches of new records.
+"""Requests DynamoDB may refuse: transactions and conditional updates, tried again on
+contention or throttling, batches of new records, and batch reads it leaves part unread.
 
 ``StoreBusy``: a write DynamoDB kept refusing (nothing written); ``WriteFailed``: a
 batch not wholly stored (it names the records that were).
@@ -139,6 +139,26 @@ def client_refused(exc: Exception) -> str | None:
         return ", ".join(sorted(codes)) if codes <= _RETRYABLE else None
     code = client_code(exc)
     return code if code in _UPDATE_RETRYABLE else None
+
+
+def batch_get(client: Any, table: str, request: dict[str, Any],
+              tries: int = UPDATE_TRIES) -> list[dict[str, Any]]:  # fmt: skip
+    """Every row of one BatchGetItem request of a boto3 client (at most 100 keys), asking
+    again, with jittered back-off, for the keys DynamoDB left unprocessed (it does under
+    throttling, and botocore does not ask again): a key missing from the answer would read as
+    a count of 0. ``StoreBusy`` when keys are still left after the tries."""
+    rows: list[dict[str, Any]] = []
+    delay = 0.02
+    for _ in range(tries):
+        answer = client.batch_get_item(RequestItems={table: request})
+        rows.extend(answer.get("Responses", {}).get(table, []))
+        left = (answer.get("UnprocessedKeys") or {}).get(table)
+        if not left or not left.get("Keys"):
+            return rows
+        request = left
+        time.sleep(random.uniform(0, delay))
+        delay = min(delay * 2, 1.0)
+    raise StoreBusy("DynamoDB kept leaving keys unread (UnprocessedKeys); try again")
 
 
 def condition_failed(reason: Any) -> bool:
