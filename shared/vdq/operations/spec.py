@@ -409,16 +409,17 @@ OPERATIONS: tuple[Operation, ...] = (
               "complained about, rejected, errored, left unconfirmed or cancelled: per hour "
               "over the last 24 hours (`period=hours`) or per day over the last 30 "
               "(`period=days`), by method, with the totals. `breakdown` adds, for the last 24 "
-              "hours, each producer's (or each sender identity's) sent, delivered, bounced, "
-              "complained and rejected: its sending reputation. Counted from the table's "
+              "hours, each producer's (or each sender identity's) email sent, delivered, "
+              "bounced, complained and rejected: its sending reputation (its SMS are in the "
+              "counts by method, not here). Counted from the table's "
               f"stream: a count follows what happened by up to {LAG_SECONDS} seconds.",
               _LIST, (Param("period", "query", "string", "Hourly buckets of the last 24 "
                             "hours, or daily ones of the last 30 days.", enum=PERIODS,
                             default="hours"),
                       Param("method", "query", "string", "Only this method's counts.",
                             enum=METHODS),
-                      Param("breakdown", "query", "string", "Per producer or per sender "
-                            "identity (with `period=hours`).", enum=BREAKDOWNS)),
+                      Param("breakdown", "query", "string", "Email per producer or per "
+                            "sender identity (with `period=hours`).", enum=BREAKDOWNS)),
               answer="Stats", errors=(422, 503)),
     Operation("listSuppressions", "GET", "/suppressions", "operator", "suppressions",
               "List the suppression list, by receiver",
