@@ -143,7 +143,8 @@ def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TO
     from twilio.request_validator import RequestValidator
 
     event = load_event("twilio_status_delivered")
-    form = {"MessageSid": "SM" + "c" * 32, "From": number, "To": "+15005550006",
+    inbound.n = getattr(inbound, "n", 0) + 1  # each message its own SID, as Twilio's
+    form = {"MessageSid": f"SM{inbound.n:032x}", "From": number, "To": "+15005550006",
             "Body": body, "AccountSid": SAMPLE_ACCOUNT_SID, **extra}  # fmt: skip
     event.update(resource="/twilio/inbound", path="/twilio/inbound", body=urlencode(form),
                  queryStringParameters=None, multiValueQueryStringParameters=None)
@@ -187,6 +188,25 @@ def test_an_inbound_stop_posted_again_after_a_start_suppresses_no_one(aws, rt):
     assert [e.action for e in rt.store.suppression_history(number)] == ["added", "removed"]
     inbound("STOP", MessageSid="SM" + "3" * 32)
     assert rt.store.get_suppression(number).reason == "sms_opt_out"
+
+
+@pytest.mark.parametrize("suppressed_before", [True, False])
+def test_an_inbound_start_posted_again_after_a_stop_lifts_nothing(aws, rt, suppressed_before):
+    # The mirror of the STOP's case: the number texted START, then STOP; Twilio posts the
+    # START again. The STOP since holds, whether or not the START found an opt-out to lift.
+    number = "+15551230001"
+    if suppressed_before:
+        inbound("STOP", MessageSid="SM" + "1" * 32)
+        rt.clock.advance(1)
+    inbound("START", MessageSid="SM" + "2" * 32)
+    rt.clock.advance(1)
+    inbound("STOP", MessageSid="SM" + "3" * 32)
+    rt.clock.advance(1)
+    assert inbound("START", MessageSid="SM" + "2" * 32)["statusCode"] == 200  # the same again
+    assert rt.store.get_suppression(number).reason == "sms_opt_out"
+    rt.clock.advance(1)
+    inbound("START", MessageSid="SM" + "4" * 32)  # a new START is news
+    assert rt.store.get_suppression(number) is None
 
 
 def test_start_does_not_lift_an_operators_suppression(aws, rt):

@@ -22,9 +22,11 @@ request's receivers in one batch and flags them (``flags``).
 A provider event suppresses once (``suppress_once``): its mark is written with the entry (or
 alone, when the receiver is suppressed already), and a redelivery (SQS's at-least-once, a
 dead-letter queue's redrive) finds it and changes nothing, so it cannot undo an operator's
-removal or an inbound START that came in between. This is checked before the event is applied
-to its item, in the suppression's own write: the item's event mark is written later, in
-another partition, and a failure between the two must leave the event to be applied again.
+removal or an inbound START that came in between (an inbound START is applied once per
+message in the same way, so it cannot undo a STOP either). This is checked before the event
+is applied to its item, in the suppression's own write: the item's event mark is written
+later, in another partition, and a failure between the two must leave the event to be applied
+again.
 """
 
 from __future__ import annotations
@@ -186,15 +188,20 @@ def suppress_once(receiver: str, reason: str, *, event_id: str, actor: str, text
     has the same) unless that event was applied before; True when this call added the entry.
     An event applied to a receiver suppressed already is spent all the same."""
     key = normalize(receiver)
-    expires = int(runtime.clock.now().timestamp()) + MARK_DAYS * 86_400
-    mark = SuppressionMarkRecord(suppression_history_pk(key), suppression_mark_sk(event_id),
-                                 expiration=expires)  # fmt: skip
     try:
-        _, added = suppress(key, reason, actor=actor, text=text, runtime=runtime, mark=mark)
+        _, added = suppress(key, reason, actor=actor, text=text, runtime=runtime,
+                            mark=_mark(key, event_id, runtime))  # fmt: skip
     except Duplicate:
         logger.info("%s not suppressed again: event %s was applied before", key, event_id)
         return False
     return added
+
+
+def _mark(key: str, event_id: str, runtime: Runtime) -> SuppressionMarkRecord:
+    """The mark that a provider event was applied to the receiver ``key`` (kept MARK_DAYS)."""
+    expires = int(runtime.clock.now().timestamp()) + MARK_DAYS * 86_400
+    return SuppressionMarkRecord(suppression_history_pk(key), suppression_mark_sk(event_id),
+                                 expiration=expires)  # fmt: skip
 
 
 # What an unsubscribe stored before lists keeps when it moves to its list's key.
@@ -202,14 +209,17 @@ _KEPT = ("receiver", "channel", "reason", "text", "since", "actor")
 
 
 def unsuppress(receiver: str, *, actor: str, text: str | None, runtime: Runtime,
-               reason: str | None = None,
-               list_name: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+               reason: str | None = None, list_name: str | None = None,
+               event_id: str | None = None) -> SuppressionRecord | None:  # fmt: skip
     """Remove the suppression of ``receiver`` (its unsubscribe from ``list_name``, when given;
-    only one for ``reason``, when given); the one removed, or None when there was none."""
+    only one for ``reason``, when given); the one removed, or None when there was none.
+    ``event_id``: the provider event that asks it, applied once (``Duplicate`` when it was
+    applied before, whether or not it removed anything then)."""
     key = normalize(receiver)
     removed = runtime.store.remove_suppression(
         key, _entry(key, "removed", actor, None, text, runtime, list_name), reason=reason,
-        list_name=list_name)  # fmt: skip
+        list_name=list_name,
+        mark=_mark(key, event_id, runtime) if event_id is not None else None)  # fmt: skip
     if removed is not None:
         where = f" from the list {list_name}" if list_name is not None else ""
         logger.info("%s no longer suppressed%s (by %s)", key, where, actor)
@@ -420,9 +430,9 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
         return "ignored"
     word = (params.get("OptOutType") or params.get("Body") or "").strip().upper()
     to = params.get("To") or "?"
+    sid = str(params.get("MessageSid") or params.get("SmsSid") or "").strip()
     if word in STOP_WORDS:
         text = f"{word} sent to {to}"
-        sid = str(params.get("MessageSid") or params.get("SmsSid") or "").strip()
         if not sid:
             _, added = suppress(number, "sms_opt_out", actor="twilio", text=text,
                                 runtime=runtime)  # fmt: skip
@@ -432,10 +442,16 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
         return "suppressed" if added else "already suppressed"
     if word in START_WORDS:
         # Only an opt-out, checked in the delete: a suppression of another reason that took
-        # its place in between stays.
-        if unsuppress(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime,
-                      reason="sms_opt_out") is not None:  # fmt: skip
-            return "removed"
+        # its place in between stays. Once per message, as a STOP: a START posted again after
+        # the number texted STOP lifts nothing.
+        try:
+            if unsuppress(number, actor="twilio", text=f"{word} sent to {to}", runtime=runtime,
+                          reason="sms_opt_out",
+                          event_id=f"twilio:inbound:{sid}" if sid else None) is not None:
+                return "removed"
+        except Duplicate:
+            logger.info("%s: START %s was applied before", number, sid)
+            return "applied before"
         current = runtime.store.get_suppression(number)
         if current is None:
             return "not suppressed"

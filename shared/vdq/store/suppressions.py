@@ -152,27 +152,37 @@ class Suppressions:
         return False
 
     def remove_suppression(self, receiver: str, entry: SuppressionEventRecord, *,
-                           reason: str | None = None,
-                           list_name: str | None = None) -> SuppressionRecord | None:  # fmt: skip
+                           reason: str | None = None, list_name: str | None = None,
+                           mark: SuppressionMarkRecord | None = None,
+                           ) -> SuppressionRecord | None:  # fmt: skip
         """Delete the suppression of ``receiver`` (its unsubscribe from ``list_name``, when
         given; only one for ``reason``, when given) with its history ``entry``; the suppression
-        that was removed, or None when there was none (nothing written). The delete is
-        conditional on the record read: one that changed in between is read and checked
-        again."""
+        that was removed, or None when there was none (nothing written but the mark). The
+        delete is conditional on the record read: one that changed in between is read and
+        checked again. ``mark``: that of the provider event that asks it, spent whether or not
+        there was anything to remove; ``Duplicate`` when the event was applied before."""
         current = self.get_suppression(receiver, list_name)
         if current is None or (reason is not None and current.reason != reason):
+            if mark is not None:
+                self.add_suppression_mark(mark)
             return None
         def fill(tx: TransactWrite) -> None:
             tx.delete(current, condition=(SuppressionRecord.since == current.since)
                       & (SuppressionRecord.reason == current.reason))  # fmt: skip
             tx.save(entry)
+            if mark is not None:
+                tx.save(mark, condition=_unmarked())
 
         try:
             transact(fill)
         except TransactWriteError as exc:
-            if not condition_failed((exc.cancellation_reasons or [None])[0]):
+            reasons = exc.cancellation_reasons or []
+            if mark is not None and len(reasons) > 2 and condition_failed(reasons[2]):
+                raise Duplicate(f"event {mark.sk} of {receiver} was applied") from None
+            if not condition_failed((reasons or [None])[0]):
                 raise
-            return self.remove_suppression(receiver, entry, reason=reason, list_name=list_name)
+            return self.remove_suppression(receiver, entry, reason=reason, list_name=list_name,
+                                           mark=mark)  # fmt: skip
         return current
 
     def note_suppression_event(self, entry: SuppressionEventRecord) -> None:
