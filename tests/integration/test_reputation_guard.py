@@ -22,7 +22,7 @@ from vdq.core.errors import NotFound
 from vdq.dispatch import send
 from vdq.intake import rest
 from vdq.results import guard
-from vdq.store.holds import RELEASED, Holds
+from vdq.store.holds import ACCOUNT, RELEASED, Holds
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for
 from vdq.workflow.transitions import Step, apply
@@ -320,8 +320,25 @@ def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
     tallies.add_counts(hour, "all#0", "acct", "1", "2", {"email.sent": 100,
                                                          "email.bounce": 9}, 2**40)  # fmt: skip
     (level,) = guard.evaluate(rt, [], account=True)
-    assert level.producer == "account" and level.level == "hold"
+    assert level.producer == ACCOUNT and level.level == "hold"
     assert guard.held(rt) == {}
+
+
+def test_a_producer_called_account_is_rated_held_and_recorded_as_itself(aws, rt, events):
+    # Its name is the one the API shows the account's figures by; the account's record and
+    # figures go by a name no producer can have, so neither stands in for the other.
+    hold(rt, "account")
+    assert "account" in guard.held(rt)
+    item_id = post(rt, "account", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    assert [p.item_id for p in guard.holds_of(rt).all_parked("account")] == [item_id]
+    body = guard.overview(rt)
+    (row,) = body["producers"]
+    assert (row["producer"], row["sent"], row["level"]["level"]) == ("account", 20, "hold")
+    assert body["account"]["producer"] == "account" and body["account"]["level"] is None
+    assert guard.holds_of(rt).level(ACCOUNT) is None
+    assert json.loads(events[-1]["Detail"])["producer"] == "account"
+    assert guard.release(rt, "account", "op")["done"] == 1
 
 
 def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, rt,

@@ -38,8 +38,8 @@ from vdq.core.clock import iso
 from vdq.core.errors import Conflict, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.results import reputation
-from vdq.results.reputation import ACCOUNT, HOLD, OK, WARN, Figures
-from vdq.store.holds import RELEASED, Holds, Level, NotHeld, Parked
+from vdq.results.reputation import HOLD, OK, WARN, Figures
+from vdq.store.holds import ACCOUNT, ACCOUNT_SHOWN, RELEASED, Holds, Level, NotHeld, Parked
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for, priority_of
 from vdq.workflow.table import State
@@ -231,7 +231,7 @@ def signal(level: Level, figures: Figures, runtime: Runtime) -> None:
     name = METRICS.get(level.level)
     if name:
         metrics.add_metric(name=name, unit="Count", value=1)
-    logger.warning("reputation guard: %s is at %s: %s", level.producer, level.level,
+    logger.warning("reputation guard: %s is at %s: %s", shown(level.producer), level.level,
                    level.reason)  # fmt: skip
     publish_event(level, figures, runtime)
 
@@ -240,7 +240,7 @@ def publish_event(level: Level, figures: Figures, runtime: Runtime) -> None:
     bus = runtime.settings.event_bus_name
     if not bus:
         return
-    detail = {"producer": level.producer, "level": level.level, "reason": level.reason,
+    detail = {"producer": shown(level.producer), "level": level.level, "reason": level.reason,
               "hold_id": level.hold_id, "at": level.updated_at,
               "figures": figures.as_counts(), "bounce_rate": figures.bounce_rate,
               "complaint_rate": figures.complaint_rate,
@@ -371,10 +371,15 @@ def overview(runtime: Runtime) -> dict[str, Any]:
             "account": account, "producers": rows}  # fmt: skip
 
 
+def shown(producer: str) -> str:
+    """How the API, the log and the events name a producer (the account as ``account``)."""
+    return ACCOUNT_SHOWN if producer == ACCOUNT else producer
+
+
 def _row(rated: Rated) -> dict[str, Any]:
     f = rated.figures
     record = rated.record
-    return {"producer": rated.producer, **f.as_counts(),
+    return {"producer": shown(rated.producer), **f.as_counts(),
             "bounce_rate": f.bounce_rate, "complaint_rate": f.complaint_rate,
             "rates_count": rated.verdict.counted, "judged": rated.verdict.level,
             "reason": rated.verdict.reason, "thresholds": rated.limits.as_dict(),

@@ -26,7 +26,6 @@ LEVELS = (OK, WARN, HOLD)
 # and per sender identity); an SMS's are kept apart (``sms.<name>``) and rate nothing here.
 SENT, DELIVERED, BOUNCED, COMPLAINED, REJECTED = "sent", "succeeded", "bounce", "complaint", \
     "reject"  # fmt: skip
-ACCOUNT = "account"  # the name the whole account's figures go by
 HOUR_FORMAT = "%Y-%m-%dT%H"
 
 

@@ -34,6 +34,11 @@ from vdq.store.tx import UPDATE_TRIES, cancellation_codes, client_code, client_r
 
 GUARD_PK = "GUARD"
 ACCOUNT_SK = "A#account"
+# The name the whole account's figures and record go by: one no producer can have (a
+# producer's name begins with a letter or a digit), so a client called "account" is rated,
+# held and recorded as itself. The API and the events show it as ACCOUNT_SHOWN.
+ACCOUNT = "*account"
+ACCOUNT_SHOWN = "account"
 HELD_PREFIX = "HELD#"
 HOLD, RELEASED = "hold", "released"
 
@@ -46,7 +51,7 @@ def level_sk(producer: str) -> str:
 class Level:
     """One producer's (or the account's) guard record."""
 
-    producer: str  # "account" for the account's
+    producer: str  # ACCOUNT for the account's
     level: str  # ok | warn | hold | released
     reason: str = ""
     hold_id: str | None = None  # while or since held: when the hold began
@@ -177,7 +182,7 @@ class Holds:
         retried(lambda: call(**request), client_refused, UPDATE_TRIES)
 
     def _level_key(self, producer: str) -> dict[str, Any]:
-        sk = ACCOUNT_SK if producer == "account" else level_sk(producer)
+        sk = ACCOUNT_SK if producer == ACCOUNT else level_sk(producer)
         return {"pk": {"S": GUARD_PK}, "sk": {"S": sk}}
 
     # ---- parked items ---------------------------------------------------------------------
@@ -312,7 +317,7 @@ def _level(row: Mapping[str, Any]) -> Level:
         return str(value) if value is not None else None
 
     sk = str(row["sk"]["S"])
-    producer = "account" if sk == ACCOUNT_SK else sk.removeprefix("P#")
+    producer = ACCOUNT if sk == ACCOUNT_SK else sk.removeprefix("P#")
     reason = text("reason")
     return Level(producer, text("level") or "ok", "" if reason in (None, "-") else str(reason),
                  text("hold_id"), text("updated_at") or "",
