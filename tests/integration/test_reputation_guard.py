@@ -346,14 +346,7 @@ def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, r
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
     process_all(aws, rt)
-
-    def crash(runtime):
-        raise RuntimeError("the function stopped after the release's level write")
-
-    with monkeypatch.context() as m:
-        m.setattr(guard, "_send_again", crash)
-        with pytest.raises(RuntimeError):
-            guard.release(rt, "shop", "op")
+    crashed_release(rt, monkeypatch)
     # New mail of the producer warns (3% bounces): the level leaves ``released``.
     count(rt, "shop", sent=100, bounce=3)
     (level,) = guard.evaluate(rt, ["shop"])
@@ -362,6 +355,80 @@ def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, r
     assert answer["done"] == 1
     assert process_all(aws, rt) == {item_id: send.ACCEPTED}
     assert list(guard.holds_of(rt).all_parked("shop")) == []
+
+
+def sweep(rt):
+    from vdq.schedules import sweeps
+
+    return sweeps.run(["sweep"], rt)
+
+
+def crashed_release(rt, monkeypatch):
+    """A release whose function stopped after its level write: the producer is released,
+    its items still parked."""
+
+    def crash(runtime):
+        raise RuntimeError("the function stopped after the release's level write")
+
+    with monkeypatch.context() as m:
+        m.setattr(guard, "_send_again", crash)
+        with pytest.raises(RuntimeError):
+            guard.release(rt, "shop", "op")
+
+
+def test_the_minute_sweep_sends_what_a_release_cut_short_left_parked(aws, rt, monkeypatch):
+    hold(rt)
+    ids = [i["id"] for i in post(rt, "shop", "ada@example.org", "grace@example.org")["items"]]
+    process_all(aws, rt)
+    assert sweep(rt).get("held_items_sent") is None  # held: parked they stay
+    crashed_release(rt, monkeypatch)
+    assert sweep(rt)["held_items_sent"] == 2
+    assert process_all(aws, rt) == {i: send.ACCEPTED for i in ids}
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+    assert sweep(rt).get("held_items_sent") is None  # nothing twice
+    assert drain(aws) == []
+
+
+def test_the_sweep_works_through_a_long_list_within_its_budget(aws, rt, monkeypatch):
+    hold(rt)
+    ids = [i["id"] for i in post(rt, "shop", "a@example.org", "b@example.org")["items"]]
+    process_all(aws, rt)
+    crashed_release(rt, monkeypatch)
+    now = {"t": 0.0}
+    unpark = Holds.unpark
+
+    def slow_unpark(self, *args, **kwargs):
+        now["t"] += guard.SWEEP_BUDGET_SECONDS + 1  # each item takes more than the budget
+        return unpark(self, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(guard.time, "monotonic", lambda: now["t"])
+        m.setattr(Holds, "unpark", slow_unpark)
+        assert sweep(rt) == {"held_items_sent": 1}  # the budget passed after one
+    assert sweep(rt) == {"held_items_sent": 1}
+    assert sorted(process_all(aws, rt)) == sorted(ids)
+
+
+@pytest.mark.parametrize("mode", ["warn", "off"])
+def test_items_a_hold_parked_are_sent_once_the_guard_no_longer_holds(aws, rt, mode):
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    rt.settings = replace(rt.settings, reputation_guard=mode)
+    assert sweep(rt)["held_items_sent"] == 1
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+
+
+def test_the_sweep_leaves_an_item_a_hold_since_its_read_parked(aws, rt, clock, monkeypatch):
+    # The levels were read, then the producer was held again and parked an item: that hold
+    # began after the read, and its release sends the item.
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    crashed_release(rt, monkeypatch)
+    clock.advance(-60)  # the sweep read the levels before that hold began
+    assert sweep(rt).get("held_items_sent") is None
+    assert [p.item_id for p in guard.holds_of(rt).all_parked("shop")] == [item_id]
 
 
 def test_an_item_retried_while_parked_does_not_show_the_old_hold(aws, rt):

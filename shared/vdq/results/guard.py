@@ -58,6 +58,8 @@ PARKABLE = (State.QUEUED.value, State.DELAYED.value)
 # A release or a cancel works through the parked items for at most this long per request (the
 # API answers within API Gateway's 29 s); the answer says when more are left.
 BUDGET_SECONDS = 20.0
+# The minute sweep's share of its run for what releases left parked (resume_releases).
+SWEEP_BUDGET_SECONDS = 10.0
 PARKED_DAYS = 40  # a parked entry's TTL: past the retention of any item it names
 
 # The held producers as this container last read them: table -> (until, {producer: level}).
@@ -326,18 +328,49 @@ def _cancel(runtime: Runtime, producer: str,
     return cancel_one
 
 
-def _drain(runtime: Runtime, producer: str,
-           act: Callable[[QueueItemRecord, Parked], bool]) -> dict[str, Any]:  # fmt: skip
+def resume_releases(runtime: Runtime, report: Any) -> None:
+    """Send what producers no longer held still have parked. A release cut short (its
+    request timed out, or no one called it again for ``more``) leaves items parked, and a
+    parked item has no timer: nothing else would ever send it. So does a guard set to warn
+    or off since it held someone: every producer counts as not held. The minute sweep runs
+    this: one Query of the level records, and one small Query per producer not held; an item
+    parked by a hold that began after the levels were read is left to that hold."""
+    store = holds_of(runtime)
+    holding = runtime.settings.reputation_guard == "hold"
+    read_at = iso(runtime.clock.now())
+    deadline = time.monotonic() + SWEEP_BUDGET_SECONDS
+    for level in store.levels():
+        if ((holding and level.held) or level.producer == ACCOUNT
+                or not store.parked(level.producer, limit=1)[0]):  # fmt: skip
+            continue
+        if time.monotonic() > deadline:
+            report.add("releases_resumed_later")
+            return
+        answer = _drain(runtime, level.producer, _send_again(runtime), deadline=deadline,
+                        before=read_at)  # fmt: skip
+        logger.warning("producer %s is not held but had items parked (a release cut short): "
+                       "%d sent, %d dropped, more: %s", level.producer, answer["done"],
+                       answer["skipped"], answer["more"])  # fmt: skip
+        if answer["done"]:
+            report.add("held_items_sent", answer["done"])
+
+
+def _drain(runtime: Runtime, producer: str, act: Callable[[QueueItemRecord, Parked], bool],
+           deadline: float | None = None, before: str | None = None) -> dict[str, Any]:
     """Act on each parked item still as it was parked (the act takes it off the list);
-    drop the entry of one that moved on."""
+    drop the entry of one that moved on. Until ``deadline`` (monotonic; a request's budget
+    from now when None); with ``before``, only on items parked by a hold that began before
+    it."""
     store = holds_of(runtime)
     done = skipped = 0
-    started = time.monotonic()
+    deadline = time.monotonic() + BUDGET_SECONDS if deadline is None else deadline
     more = False
     for parked in store.all_parked(producer):
-        if time.monotonic() - started > BUDGET_SECONDS:
+        if time.monotonic() > deadline:
             more = True
             break
+        if before is not None and parked.hold_id > before:
+            continue  # a hold that began since: its release sends it
         item = runtime.store.get_item(parked.item_id)
         if (item is not None and int(item.attempt) == parked.attempt
                 and item.state in PARKABLE and act(item, parked)):  # fmt: skip

@@ -100,6 +100,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
             lease_sweep(runtime, report)
             republish_sweep(runtime, report)
             email_timeouts(runtime, report)
+            held_items(runtime, report)
         elif task == "purge":
             purge(runtime, report)
         else:
@@ -370,6 +371,13 @@ def republish_sweep(runtime: Runtime, report: Report) -> None:
         for item_id in item_ids:
             _guard(report, item_id,
                    lambda i=item_id: republish(i, now, runtime, report, backlogs))  # fmt: skip
+
+
+def held_items(runtime: Runtime, report: Report) -> None:
+    """What releases cut short left parked (vdq.results.guard.resume_releases)."""
+    from vdq.results import guard
+
+    guard.resume_releases(runtime, report)
 
 
 def lane_backlog(priority: str, runtime: Runtime, backlogs: dict[str, int]) -> int:
