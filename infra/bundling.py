@@ -55,6 +55,8 @@ TOOLING = (
     "operations/error_docs.py",
     "operations/examples.py",
     "operations/schemas.py",
+    "operations/schemas_counts.py",
+    "operations/schemas_suppressions.py",
     "operations/smsbody.py",
 )
 

@@ -156,11 +156,10 @@ def _operation(op: Any) -> dict[str, Any]:
 def _components_schemas() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
-    from vdq.operations import bodies, docs, schemas
+    from vdq.operations import bodies, docs, schemas, schemas_counts, schemas_suppressions
 
-    _, definitions = models_json_schema(
-        [(m, "validation") for m in schemas.MODELS], ref_template=_REF
-    )
+    models = (*schemas.MODELS, *schemas_counts.MODELS, *schemas_suppressions.MODELS)
+    _, definitions = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
     found = definitions.get("$defs", {})
     requests = bodies.schemas()
     assert not set(requests) & set(found), "a request body is declared, not a model"

@@ -103,7 +103,9 @@ def test_the_asset_holds_the_runtime_and_leaves_out_the_local_stack_cli_and_gene
                         "providers/twilio.py", "openapi.json"):  # fmt: skip
             assert (vdq / runtime).is_file(), (name, runtime)
         for tooling in ("local", "cli", "openapi.py", "operations/docs.py",
-                        "operations/examples.py", "operations/schemas.py"):  # fmt: skip
+                        "operations/examples.py", "operations/schemas.py",
+                        "operations/schemas_counts.py",
+                        "operations/schemas_suppressions.py"):  # fmt: skip
             assert not (vdq / tooling).exists(), (name, tooling)
         assert {p.name for p in (asset / "functions").iterdir()} == {
             "__init__.py", "__pycache__", name}  # fmt: skip

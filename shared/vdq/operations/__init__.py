@@ -15,6 +15,8 @@ __all__ = [
     "listing",
     "producers",
     "schemas",
+    "schemas_counts",
+    "schemas_suppressions",
     "search",
     "spec",
     "stats",
