@@ -13,7 +13,7 @@ applied before is ``Duplicate`` and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError
@@ -91,22 +91,13 @@ class Suppressions:
         def fill(tx: TransactWrite) -> None:
             tx.save(record, condition=SuppressionRecord.pk.does_not_exist())
             tx.save(entry)
-            if mark is not None:
-                tx.save(mark, condition=_unmarked())
 
-        try:
-            transact(fill)
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons or []
-            if mark is not None and len(reasons) > 2 and condition_failed(reasons[2]):
-                raise Duplicate(f"event {mark.sk} of {record.receiver} was applied") from None
-            if not reasons or not condition_failed(reasons[0]):
-                raise
-            current = self.get_suppression(record.receiver, record.list_name)
-            if current is None:  # removed in between: try once more
-                return self.add_suppression(record, entry, mark)
-            return current, False
-        return record, True
+        if _transact_marked(fill, mark, record.receiver):
+            return record, True
+        current = self.get_suppression(record.receiver, record.list_name)
+        if current is None:  # removed in between: try once more
+            return self.add_suppression(record, entry, mark)
+        return current, False
 
     def add_suppression_mark(self, mark: SuppressionMarkRecord) -> None:
         """The mark of a provider event applied to a receiver suppressed already;
@@ -170,20 +161,11 @@ class Suppressions:
             tx.delete(current, condition=(SuppressionRecord.since == current.since)
                       & (SuppressionRecord.reason == current.reason))  # fmt: skip
             tx.save(entry)
-            if mark is not None:
-                tx.save(mark, condition=_unmarked())
 
-        try:
-            transact(fill)
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons or []
-            if mark is not None and len(reasons) > 2 and condition_failed(reasons[2]):
-                raise Duplicate(f"event {mark.sk} of {receiver} was applied") from None
-            if not condition_failed((reasons or [None])[0]):
-                raise
-            return self.remove_suppression(receiver, entry, reason=reason, list_name=list_name,
-                                           mark=mark)  # fmt: skip
-        return current
+        if _transact_marked(fill, mark, receiver):
+            return current
+        return self.remove_suppression(receiver, entry, reason=reason, list_name=list_name,
+                                       mark=mark)  # fmt: skip
 
     def note_suppression_event(self, entry: SuppressionEventRecord) -> None:
         """A history entry that changes no suppression (an SMS HELP)."""
@@ -203,6 +185,29 @@ class Suppressions:
                      else SuppressionRecord.sk.startswith("R#"))  # fmt: skip
         return list(SuppressionRecord.query(f"SUP#{shard}", condition, limit=limit,
                                             page_size=limit))  # fmt: skip
+
+
+def _transact_marked(fill: Callable[[TransactWrite], None],
+                     mark: SuppressionMarkRecord | None, receiver: str) -> bool:  # fmt: skip
+    """Run the transaction of the two requests ``fill`` adds (a change of a suppression and
+    its history entry) and, with ``mark``, the mark's conditional put; False (nothing
+    written) when the first request's condition failed, ``Duplicate`` when the mark was there
+    (the event was applied before)."""
+    def with_mark(tx: TransactWrite) -> None:
+        fill(tx)
+        if mark is not None:
+            tx.save(mark, condition=_unmarked())
+
+    try:
+        transact(with_mark)
+    except TransactWriteError as exc:
+        reasons = exc.cancellation_reasons or []
+        if mark is not None and len(reasons) > 2 and condition_failed(reasons[2]):
+            raise Duplicate(f"event {mark.sk} of {receiver} was applied") from None
+        if not condition_failed((reasons or [None])[0]):
+            raise
+        return False
+    return True
 
 
 def _unmarked() -> Any:
