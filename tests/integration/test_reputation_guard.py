@@ -431,6 +431,42 @@ def test_the_sweep_leaves_an_item_a_hold_since_its_read_parked(aws, rt, clock, m
     assert [p.item_id for p in guard.holds_of(rt).all_parked("shop")] == [item_id]
 
 
+def test_a_warning_clears_once_clean_email_brings_the_rates_down(aws, rt, clock):
+    # The stream consumer looks only at windows that counted a bounce or a complaint: clean
+    # email alone never judged the producer again, and its warning stayed.
+    count(rt, "shop", sent=100, bounce=3)
+    (level,) = guard.evaluate(rt, ["shop"])
+    assert level.level == "warn"
+    count(rt, "shop", sent=200)  # 1% now
+    assert sweep(rt).get("warnings_changed") is None  # a fresh warning is left as it is
+    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    assert sweep(rt)["warnings_changed"] == 1
+    assert guard.holds_of(rt).level("shop").level == "ok"
+    assert sweep(rt).get("warnings_changed") is None
+
+
+def test_a_warning_the_rates_still_reach_stays(aws, rt, clock):
+    count(rt, "shop", sent=100, bounce=3)
+    (level,) = guard.evaluate(rt, ["shop"])
+    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    assert sweep(rt).get("warnings_changed") is None
+    now = guard.holds_of(rt).level("shop")
+    assert (now.level, now.updated_at) == ("warn", level.updated_at)
+
+
+def test_the_accounts_warning_clears_as_a_producers_does(aws, rt, clock):
+    tallies = Tallies(rt.client("dynamodb"), rt.settings.table_name)
+    hour = rt.clock.now().strftime(HOUR)
+    tallies.add_counts(hour, "all#0", "a1", "1", "2", {"email.sent": 300, "email.bounce": 9},
+                       2**40)  # fmt: skip
+    (level,) = guard.evaluate(rt, [], account=True)
+    assert level.level == "warn"
+    tallies.add_counts(hour, "all#0", "a2", "1", "2", {"email.sent": 900}, 2**40)
+    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    assert sweep(rt)["warnings_changed"] == 1
+    assert guard.holds_of(rt).level(ACCOUNT).level == "ok"
+
+
 def test_an_item_retried_while_parked_does_not_show_the_old_hold(aws, rt):
     from vdq.workflow.views import item_json
 

@@ -60,6 +60,8 @@ PARKABLE = (State.QUEUED.value, State.DELAYED.value)
 BUDGET_SECONDS = 20.0
 # The minute sweep's share of its run for what releases left parked (resume_releases).
 SWEEP_BUDGET_SECONDS = 10.0
+# A warning this old is judged again by the minute sweep (recheck_warnings).
+RECHECK_AFTER = timedelta(minutes=10)
 PARKED_DAYS = 40  # a parked entry's TTL: past the retention of any item it names
 
 # The held producers as this container last read them: table -> (until, {producer: level}).
@@ -326,6 +328,25 @@ def _cancel(runtime: Runtime, producer: str,
         return True
 
     return cancel_one
+
+
+def recheck_warnings(runtime: Runtime, report: Any) -> None:
+    """Judge again each producer (and the account) whose warning is older than
+    RECHECK_AFTER. The stream consumer looks only at windows that counted a bounce or a
+    complaint, so a warning would otherwise stay while clean email brings the rates down or
+    the window slides past the bounces; it clears within a minute of the rates falling back.
+    One Query of the levels a minute, and one small read per warned producer."""
+    if runtime.settings.reputation_guard == "off":
+        return
+    before = iso(runtime.clock.now() - RECHECK_AFTER)
+    warned = [lv.producer for lv in holds_of(runtime).levels()
+              if lv.level == WARN and lv.updated_at < before]  # fmt: skip
+    if not warned:
+        return
+    producers = [p for p in warned if p != ACCOUNT]
+    cleared = evaluate(runtime, producers, account=ACCOUNT in warned)
+    if cleared:
+        report.add("warnings_changed", len(cleared))
 
 
 def resume_releases(runtime: Runtime, report: Any) -> None:

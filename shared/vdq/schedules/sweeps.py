@@ -374,10 +374,12 @@ def republish_sweep(runtime: Runtime, report: Report) -> None:
 
 
 def held_items(runtime: Runtime, report: Report) -> None:
-    """What releases cut short left parked (vdq.results.guard.resume_releases)."""
+    """What releases cut short left parked (vdq.results.guard.resume_releases), and warnings
+    the rates no longer reach (recheck_warnings)."""
     from vdq.results import guard
 
     guard.resume_releases(runtime, report)
+    guard.recheck_warnings(runtime, report)
 
 
 def lane_backlog(priority: str, runtime: Runtime, backlogs: dict[str, int]) -> int:
