@@ -363,7 +363,7 @@ def sweep(rt):
     return sweeps.run(["sweep"], rt)
 
 
-def crashed_release(rt, monkeypatch):
+def crashed_release(rt, monkeypatch, producer="shop"):
     """A release whose function stopped after its level write: the producer is released,
     its items still parked."""
 
@@ -373,7 +373,7 @@ def crashed_release(rt, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(guard, "_send_again", crash)
         with pytest.raises(RuntimeError):
-            guard.release(rt, "shop", "op")
+            guard.release(rt, producer, "op")
 
 
 def test_the_minute_sweep_sends_what_a_release_cut_short_left_parked(aws, rt, monkeypatch):
@@ -407,6 +407,34 @@ def test_the_sweep_works_through_a_long_list_within_its_budget(aws, rt, monkeypa
         assert sweep(rt) == {"held_items_sent": 1}  # the budget passed after one
     assert sweep(rt) == {"held_items_sent": 1}
     assert sorted(process_all(aws, rt)) == sorted(ids)
+
+
+def test_a_producer_the_sweep_fails_on_leaves_the_others_sent_and_the_run_whole(aws, rt,
+                                                                               monkeypatch):
+    # One producer's parked item cannot be read (throttling past botocore's retries, say):
+    # the others' items are still sent this minute, and the run reports the failure instead
+    # of failing the whole schedule (the scheduler's retries run every sweep again).
+    for producer in ("news", "shop"):
+        hold(rt, producer)
+    stuck = post(rt, "news", "ada@example.org")["items"][0]["id"]
+    sent = post(rt, "shop", "grace@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    for producer in ("news", "shop"):
+        crashed_release(rt, monkeypatch, producer)
+    get_item = rt.store.get_item
+
+    def unreadable(item_id, *args, **kwargs):
+        if item_id == stuck:
+            raise RuntimeError("the item could not be read")
+        return get_item(item_id, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(rt.store, "get_item", unreadable)
+        report = sweep(rt)
+    assert report["held_items_sent"] == 1 and report["failed"] == 1
+    assert process_all(aws, rt) == {sent: send.ACCEPTED}
+    assert sweep(rt)["held_items_sent"] == 1  # the next run sends the other
+    assert process_all(aws, rt) == {stuck: send.ACCEPTED}
 
 
 @pytest.mark.parametrize("mode", ["warn", "off"])

@@ -355,7 +355,9 @@ def resume_releases(runtime: Runtime, report: Any) -> None:
     parked item has no timer: nothing else would ever send it. So does a guard set to warn
     or off since it held someone: every producer counts as not held. The minute sweep runs
     this: one Query of the level records, and one small Query per producer not held; an item
-    parked by a hold that began after the levels were read is left to that hold."""
+    parked by a hold that began after the levels were read is left to that hold. A producer
+    whose items fail is counted ``failed`` and left to the next run, as a sweep's step is:
+    the other producers' items are still sent."""
     store = holds_of(runtime)
     holding = runtime.settings.reputation_guard == "hold"
     read_at = iso(runtime.clock.now())
@@ -367,8 +369,14 @@ def resume_releases(runtime: Runtime, report: Any) -> None:
         if time.monotonic() > deadline:
             report.add("releases_resumed_later")
             return
-        answer = _drain(runtime, level.producer, _send_again(runtime), deadline=deadline,
-                        before=read_at)  # fmt: skip
+        try:
+            answer = _drain(runtime, level.producer, _send_again(runtime), deadline=deadline,
+                            before=read_at)  # fmt: skip
+        except Exception:  # another producer's parked items are no reason to stop
+            report.add("failed")
+            logger.exception("sending what %s still has parked failed; the next run tries "
+                             "again", level.producer)  # fmt: skip
+            continue
         logger.warning("producer %s is not held but had items parked (a release cut short): "
                        "%d sent, %d dropped, more: %s", level.producer, answer["done"],
                        answer["skipped"], answer["more"])  # fmt: skip
