@@ -314,7 +314,7 @@ def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt
     assert len(events) == 2
 
 
-def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
+def test_the_accounts_rates_warn_and_hold_no_one(aws, rt, events):
     tallies = Tallies(rt.client("dynamodb"), rt.settings.table_name)
     hour = rt.clock.now().strftime(HOUR)
     tallies.add_counts(hour, "all#0", "acct", "1", "2", {"email.sent": 100,
@@ -322,6 +322,9 @@ def test_the_accounts_rates_warn_and_hold_no_one(aws, rt):
     (level,) = guard.evaluate(rt, [], account=True)
     assert level.producer == ACCOUNT and level.level == "hold"
     assert guard.held(rt) == {}
+    # Its event says it is the account's: a rule or a reader tells it from a producer's.
+    detail = json.loads(events[-1]["Detail"])
+    assert (detail["producer"], detail["account"]) == ("account", True)
 
 
 def test_a_producer_called_account_is_rated_held_and_recorded_as_itself(aws, rt, events):
@@ -337,7 +340,8 @@ def test_a_producer_called_account_is_rated_held_and_recorded_as_itself(aws, rt,
     assert (row["producer"], row["sent"], row["level"]["level"]) == ("account", 20, "hold")
     assert body["account"]["producer"] == "account" and body["account"]["level"] is None
     assert guard.holds_of(rt).level(ACCOUNT) is None
-    assert json.loads(events[-1]["Detail"])["producer"] == "account"
+    detail = json.loads(events[-1]["Detail"])
+    assert (detail["producer"], detail["account"]) == ("account", False)  # not the account's
     assert guard.release(rt, "account", "op")["done"] == 1
 
 

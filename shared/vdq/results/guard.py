@@ -244,7 +244,10 @@ def publish_event(level: Level, figures: Figures, runtime: Runtime) -> None:
     bus = runtime.settings.event_bus_name
     if not bus:
         return
-    detail = {"producer": shown(level.producer), "level": level.level, "reason": level.reason,
+    # ``account``: the whole account's level (it holds no one), which the API shows by a name a
+    # producer may also have.
+    detail = {"producer": shown(level.producer), "account": level.producer == ACCOUNT,
+              "level": level.level, "reason": level.reason,
               "hold_id": level.hold_id, "at": level.updated_at,
               "figures": figures.as_counts(), "bounce_rate": figures.bounce_rate,
               "complaint_rate": figures.complaint_rate,
