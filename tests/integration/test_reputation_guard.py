@@ -477,6 +477,27 @@ def test_a_warning_clears_once_clean_email_brings_the_rates_down(aws, rt, clock)
     assert sweep(rt).get("warnings_changed") is None
 
 
+def test_a_guard_step_of_the_sweep_that_fails_leaves_the_other_and_the_run_whole(
+        aws, rt, clock, monkeypatch):  # fmt: skip
+    # The resend of parked items fails (DynamoDB refused the levels' read, say): the warnings
+    # are still judged again, and the run counts the failure, as its other steps do, instead
+    # of failing (the scheduler's retries would run every sweep of the minute again).
+    count(rt, "shop", sent=100, bounce=3)
+    assert guard.evaluate(rt, ["shop"])[0].level == "warn"
+    count(rt, "shop", sent=200)
+    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+
+    def refused(runtime, report):
+        raise RuntimeError("DynamoDB refused the read")
+
+    with monkeypatch.context() as m:
+        m.setattr(guard, "resume_releases", refused)
+        assert sweep(rt) == {"failed": 1, "warnings_changed": 1}
+        assert guard.holds_of(rt).level("shop").level == "ok"
+        m.setattr(guard, "recheck_warnings", refused)
+        assert sweep(rt) == {"failed": 2}
+
+
 def test_a_warning_the_rates_still_reach_stays(aws, rt, clock):
     count(rt, "shop", sent=100, bounce=3)
     (level,) = guard.evaluate(rt, ["shop"])

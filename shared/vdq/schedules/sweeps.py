@@ -375,11 +375,16 @@ def republish_sweep(runtime: Runtime, report: Report) -> None:
 
 def held_items(runtime: Runtime, report: Report) -> None:
     """What releases cut short left parked (vdq.results.guard.resume_releases), and warnings
-    the rates no longer reach (recheck_warnings)."""
+    the rates no longer reach (recheck_warnings): each a step of its own, whose failure is
+    counted and left to the next run."""
     from vdq.results import guard
 
-    guard.resume_releases(runtime, report)
-    guard.recheck_warnings(runtime, report)
+    for step in (guard.resume_releases, guard.recheck_warnings):
+        try:
+            step(runtime, report)
+        except Exception:
+            report.add("failed")
+            logger.exception("the guard's %s failed; the next run tries again", step.__name__)
 
 
 def lane_backlog(priority: str, runtime: Runtime, backlogs: dict[str, int]) -> int:
