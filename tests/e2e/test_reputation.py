@@ -162,3 +162,15 @@ def test_a_viewer_sees_the_rates_and_no_release(stack, browser):
     browser.wait_for("document.querySelector(\"[data-key='held-viewer-shop']\")")
     assert browser.evaluate("document.querySelector(\"[data-key='release-viewer-shop']\")") \
         is None
+
+
+def test_a_producer_called_account_has_its_own_row_and_buttons(stack, browser):
+    # The whole account's row is shown as "the whole account"; a producer whose name is
+    # "account" is a producer like any other, and may be released from the console.
+    hold(stack, "account")
+    sign_in(browser, stack.url, "vdq-admins")
+    browser.goto(f"{stack.url}/console/#/producers")
+    browser.wait_for("document.querySelector(\"[data-key='release-account']\")")
+    names = browser.evaluate("[...document.querySelectorAll('#producers tbody tr')]"
+                             ".map(r => r.cells[0].textContent)")  # fmt: skip
+    assert "account" in names and names[-1] == "the whole account"

@@ -54,8 +54,8 @@ export async function showProducers(params, setView) {
       ? `SES's own figures for the account: bounce rate ${data.ses.bounce_rate}%, complaint `
         + `rate ${data.ses.complaint_rate}%.`
       : `SES's own figures: not available (${data.ses.why}).`;
-    tbody.replaceChildren(...data.producers.map((row) => producerRow(row, panel, load)),
-      producerRow(data.account, panel, load));
+    tbody.replaceChildren(...data.producers.map((row) => producerRow(row, panel, load, false)),
+      producerRow(data.account, panel, load, true));
     table.querySelector("caption").textContent =
       `Producers: ${data.producers.length}, and the whole account`;
   };
@@ -67,9 +67,9 @@ export async function showProducers(params, setView) {
   h.focus();
 }
 
-function producerRow(row, panel, reload) {
+// account: the whole account's row (its name may also be a producer's: the row says which).
+function producerRow(row, panel, reload, account) {
   const name = row.producer;
-  const account = name === "account";
   const recorded = row.level ? row.level.level : "ok";
   const actions = [];
   if (!account && (recorded === "hold" || recorded === "released")) {
