@@ -419,7 +419,7 @@ def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys,
     assert lines[1].split() == ["PRODUCER", "SENT", "BOUNCED", "COMPLAINED", "BOUNCE", "%", "/",
                                 "HOLD", "COMPLAINT", "%", "/", "HOLD", "RATES", "LEVEL"]
     assert "newsletter-svc" in lines[3] and "6.20 / 4.0" in lines[3] and lines[3].endswith("hold")
-    assert lines[4].startswith("account")
+    assert lines[4].startswith("(whole account)")
     assert "SES's own figures: bounce 0.61%" in out
     assert "newsletter-svc is held since 2026-12-03T07:12:09" in out
     api.routes[("POST", "/producers/newsletter-svc/release")] = (200, RESPONSES["releaseHold"])

@@ -67,7 +67,9 @@ def print_producers(data: dict[str, Any]) -> None:
     rows = [_row(r) for r in data.get("producers") or []]
     print(f"the last {render.safe(data.get('window_hours'))} hours (guard: "
           f"{render.safe(data.get('guard'))}):")
-    print(render.table([*rows, _row(data.get("account") or {})], HEADERS))
+    # The account's row by what it is: a producer may also be called "account".
+    account = {**(data.get("account") or {}), "producer": "(whole account)"}
+    print(render.table([*rows, _row(account)], HEADERS))
     ses = data.get("ses") or {}
     if ses.get("available"):
         print(f"SES's own figures: bounce {_pct(ses.get('bounce_rate'), 2)}%, complaint "
