@@ -235,7 +235,8 @@ def signal(level: Level, figures: Figures, runtime: Runtime) -> None:
     name = METRICS.get(level.level)
     if name:
         metrics.add_metric(name=name, unit="Count", value=1)
-    logger.warning("reputation guard: %s is at %s: %s", shown(level.producer), level.level,
+    who = "the whole account" if level.producer == ACCOUNT else f"producer {level.producer}"
+    logger.warning("reputation guard: %s is at %s: %s", who, level.level,
                    level.reason)  # fmt: skip
     publish_event(level, figures, runtime)
 
