@@ -203,6 +203,12 @@ def grant(
     # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
     _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
            [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
+    # The minute sweep reads the guard's levels and sends what producers no longer held still
+    # have parked, taking each off its producer's list (as an operator's release does).
+    _allow(functions.schedule, QUERY, [table.table_arn],
+           conditions=_leading_keys(GUARD_PREFIX, HELD_PREFIX))  # fmt: skip
+    _allow(functions.schedule, ["dynamodb:DeleteItem"], [table.table_arn],
+           conditions=_leading_keys(HELD_PREFIX))  # fmt: skip
 
     # Transitions may clean up files once every item of a set is done (files age 0).
     for function in (functions.send, functions.webhook, functions.operator, functions.schedule):

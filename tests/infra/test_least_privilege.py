@@ -81,7 +81,9 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
                     assert _actions(statement) == ["dynamodb:DeleteItem"]
                     continue
                 if keys == ["HELD#*"]:  # a release or cancel takes a parked item off its list
-                    assert name == "operator", name
+                    # (the operator's), and so does the minute sweep's for a producer no
+                    # longer held (the schedule's)
+                    assert name in ("operator", "schedule"), name
                     assert _actions(statement) == ["dynamodb:DeleteItem"]
                     continue
                 assert name in ("enqueue", "operator"), name
@@ -111,7 +113,8 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
             if "dynamodb:Query" in _actions(statement) and table_arn in resources:
                 # the operator: the history of one item; the schedule: the records of one item
                 # that became done, to stamp their expiration (vdq.workflow.retention), and the
-                # due-time buckets of scheduled sends (vdq.intake.scheduling), nothing else;
+                # due-time buckets of scheduled sends (vdq.intake.scheduling), the guard's
+                # levels and parked items (vdq.results.guard.resume_releases), nothing else;
                 # enqueue and send: the reputation guard's held producers, nothing else
                 if name in ("enqueue", "send"):
                     assert statement["Condition"] == {"ForAllValues:StringLike": {
@@ -124,6 +127,8 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
                     if keys == ["SCHED#*"]:  # the buckets, and the cursor it reads and moves
                         assert set(_actions(statement)) <= {"dynamodb:Query", "dynamodb:GetItem",
                                                             "dynamodb:PutItem"}
+                    elif keys == ["GUARD*", "HELD#*"]:  # the minute sweep: levels, parked items
+                        assert _actions(statement) == ["dynamodb:Query"]
                     else:
                         assert keys == ["QI#*"] and _actions(statement) == ["dynamodb:Query"]
 
