@@ -16,6 +16,7 @@ from tests.support.lambda_context import LambdaContext
 from vdq import store as st
 from vdq.core.errors import ValidationError
 from vdq.workflow.transitions import Step, apply
+from vdq.workflow.views import item_json
 
 
 def post(name, body, groups=("vdq-senders",), headers=None):
@@ -39,7 +40,11 @@ def test_add_email_stores_one_small_item_per_receiver_and_publishes(aws, runtime
     assert [i.receiver for i in items] == ["a@example.org", "c@example.org", "d@example.org"]
     stored = runtime.store.get_item(items[0].id)
     assert stored.state == "queued" and stored.attempt == 1
-    assert stored.done_since == stored.queued_at
+    # Nothing at its default is stored: done_since (the queueing, derived), has_files, retries,
+    # priority; the API answers them as before.
+    assert {"done_since", "has_files", "retries", "priority"}.isdisjoint(stored.serialize())
+    assert item_json(stored)["done_since"] == stored.queued_at
+    assert (item_json(stored)["priority"], stored.retries) == ("normal", None)
     assert (stored.origin_type, stored.origin_id) == ("shop.order", "77")
     assert stored.active_pk and stored.timer_pk.startswith("publish#")
     assert len(json.dumps(stored.serialize())) < 1024

@@ -6,6 +6,7 @@ import boto3
 import pytest
 
 from tests.support.operator import email, move
+from vdq.core.clock import iso
 from vdq.dispatch import giveback, send
 from vdq.store import Duplicate, item_pk
 from vdq.store.history import RECENT_ENTRY_BYTES, recent_json
@@ -67,24 +68,28 @@ def test_a_redelivery_is_a_duplicate_when_the_first_delivery_mark_is_a_record(aw
                                          source="provider", kind="event", name="Open",
                                          from_state=state, to_state=state, attempt=1, text=text)
 
-    # The first delivery's entry is just too long for ``recent`` ("awaiting"): it is a
-    # record, and its mark joins ``seen`` (it was an EV# record, which the UpdateItem path
-    # of a shorter redelivery never looked at).
-    base = len(recent_json([entry("awaiting", "x")])[0].encode()) - 1
-    text = "x" * (RECENT_ENTRY_BYTES - base + 1)
-    assert recent_json([entry("queued", text)]) is not None
-    assert recent_json([entry("awaiting", text)]) is None
+    # The first delivery's entry is just too long for ``recent`` (its time a second after
+    # the item's queueing, four digits in the entry's key): it is a record, and its mark joins
+    # ``seen`` (it was an EV# record, which the UpdateItem path of a shorter redelivery never
+    # looked at).
+    runtime.clock.advance(1)
+    queued_at = item.queued_at
+    size = len(recent_json([entry("awaiting", "x")], queued_at)[0].encode()) - 1
+    text = "x" * (RECENT_ENTRY_BYTES - size + 1)
+    now = iso(runtime.clock.now())
+    assert recent_json([entry("awaiting", text)], now) is not None  # its time 0: one digit
+    assert recent_json([entry("awaiting", text)], queued_at) is None
     current = runtime.store.get_item(item.id)
     runtime.store.append_history([entry("awaiting", text)], mark=mark,
                                  expiration=current.expiration, item=current)
     assert rows(aws, item.id, "EV#") == [] and len(rows(aws, item.id, "H#")) == 1
     assert mark.digest in runtime.store.get_item(item.id).seen
-    # The same event delivered again while the item is in a shorter-named state (here:
-    # "queued" after an operator retry; the entry is 4 bytes shorter): it fits on ``recent``.
+    # The same event delivered again, shorter (here: its time counted from an item queued
+    # just now, three bytes shorter): it fits on ``recent``.
     later = runtime.store.get_item(item.id)
-    later.state = "queued"  # only the entry's length matters to the store
+    later.queued_at = now  # only the entry's length matters to the store
     with pytest.raises(Duplicate):
-        runtime.store.append_history([entry("queued", text)], mark=mark,
+        runtime.store.append_history([entry("awaiting", text)], mark=mark,
                                      expiration=later.expiration, item=later)
 
 
@@ -97,7 +102,8 @@ def text_room(runtime, item_id, *, kind, name, state):
     probe = transitions.history_entry(item_id, runtime.clock.now(), actor="ses",
                                       source="provider", kind=kind, name=name, from_state=state,
                                       to_state=state, attempt=1, text="x")  # fmt: skip
-    return RECENT_ENTRY_BYTES - (len(recent_json([probe])[0].encode()) - 1)
+    base = runtime.store.get_item(item_id).queued_at  # as the store writes it (v2)
+    return RECENT_ENTRY_BYTES - (len(recent_json([probe], base)[0].encode()) - 1)
 
 
 def state_size(aws, item_id):
@@ -172,7 +178,8 @@ def test_a_redelivered_late_ses_delivery_after_a_retry_is_a_duplicate(aws, runti
     """End to end: a late Delivery (attempt 1) recorded on an errored item, then redelivered
     by SQS after an operator retry. The first entry ("succeed", errored -> errored) is one byte
     over RECENT_ENTRY_BYTES, so it is a record (its mark was an EV# record); the second
-    ("Delivery", queued -> queued) fits, and the UpdateItem path looks only in ``seen``."""
+    (queued -> queued, a few microseconds later: as long, or a digit longer) is one too, and
+    whichever path it takes must find the first's mark."""
     from tests.support.results import ses_event
     from vdq.results import matching as results
 
@@ -186,8 +193,10 @@ def test_a_redelivered_late_ses_delivery_after_a_retry_is_a_duplicate(aws, runti
                                       source="provider", kind="late", name="succeed",
                                       from_state="errored", to_state="errored", attempt=1,
                                       text="SES delivered the message: x")
+    queued_at = runtime.store.get_item(item.id).queued_at  # the entries' times count from it
     smtp = "250 2.0.0 OK " + "x" * (
-        RECENT_ENTRY_BYTES + 1 - len(recent_json([probe])[0].encode()) + 1 - len("250 2.0.0 OK "))
+        RECENT_ENTRY_BYTES + 1 - len(recent_json([probe], queued_at)[0].encode()) + 1
+        - len("250 2.0.0 OK "))  # fmt: skip
     event = ses_event("delivery", message_id="ses-msg-1", item_id=item.id, attempt=1,
                       smtpResponse=smtp)
     assert results.handle_ses_event(event, runtime) == "late"

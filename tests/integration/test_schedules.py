@@ -193,14 +193,14 @@ def test_a_retried_sms_gets_a_new_window_from_the_claim_that_sent_it(polling, cl
 
 def test_an_awaiting_sms_stored_by_the_release_before_times_out_from_its_claim(
         callback_mode, clock, twilio):  # fmt: skip
-    # That release keyed the await timer on the queueing (done_since): the first check past
+    # That release keyed the await timer on the queueing: the first check past
     # that window moves the timer to the claim, fetching nothing, and the timeout comes then.
     from vdq.store import QueueItemRecord
 
     item = new_sms(callback_mode)
     clock.advance(3 * HOUR)
     item = to_awaiting(callback_mode.store.get_item(item.id), callback_mode, "SM" + "4" * 32)
-    item.update(actions=[QueueItemRecord.timer_sk.set(f"{item.done_since}#{item.id}")])
+    item.update(actions=[QueueItemRecord.timer_sk.set(f"{item.queued_at}#{item.id}")])
     schedules.run(["sms"], callback_mode)
     stored = callback_mode.store.get_item(item.id)
     assert (stored.state, twilio.fetched) == ("awaiting", [])

@@ -270,7 +270,7 @@ def overdue(items: dict[str, QueueItemRecord], settings: Settings, at: datetime)
             hours = settings.twilio_sms_timeout_hours if item.method == "sms" else (
                 getattr(settings, "email_timeout_hours", 0) or 0)  # fmt: skip
             # Each method's window runs from the claim that sent the item.
-            if parse_iso(item.claimed_at or item.done_since) + timedelta(hours=hours) < at:
+            if parse_iso(item.claimed_at or item.queued_at) + timedelta(hours=hours) < at:
                 problems.append(f"{item_id} ({item.method}) still awaiting after its timeout "
                                 f"and the checks ran (provider ID {item.provider_id})")  # fmt: skip
     return problems

@@ -97,8 +97,9 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
         return [line]
     try:
         held = attributes[name]
+        base = attributes.get("queued_at")  # a v2 entry's time counts from it
         entries = (more_entries(held) if name == "more"
-                   else [entry_data(text) for text in held])  # fmt: skip
+                   else [entry_data(text, base) for text in held])  # fmt: skip
     except (ValueError, TypeError):
         return [line]
     if not entries:

@@ -167,9 +167,10 @@ def change_of(record: Mapping[str, Any],
         before, after = old.get("state"), new.get("state")
         states = (after,) if after != before and after in COUNTED_STATES else ()
         signals: set[str] = set()
+        base = str(new.get("queued_at") or "") or None  # a coded entry's time counts from it
         for text in _new_entries(old.get("recent"), new.get("recent")):
             try:
-                entry = entry_data(text)
+                entry = entry_data(text, base)
             except ValueError:
                 continue
             signals |= entry_signals(entry.get("name"), entry.get("text"))

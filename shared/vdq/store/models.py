@@ -190,17 +190,21 @@ class QueueItemRecord(_Table):
     receiver = UnicodeAttribute()
     receiver_name = UnicodeAttribute(null=True)
     content_id = UnicodeAttribute()
-    has_files = BooleanAttribute(default=False)
+    # Absent when false, as every attribute at its default: a state item is rewritten by every
+    # transition, and each KB it stays under is a write unit saved per write.
+    has_files = BooleanAttribute(null=True)
     # Its content counts its open items (REFS): it has files, or other items share it.
     counted = BooleanAttribute(null=True)
     result = UnicodeAttribute(null=True)
-    retries = NumberAttribute(default=0)  # automatic retries of the current operator attempt
+    retries = NumberAttribute(null=True)  # automatic retries of the operator attempt; absent: 0
     retry_delay = NumberAttribute(null=True)
     queued_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
-    done_since = UnicodeAttribute()  # set at creation, never changed
+    # Items written before the compact state record stored ``queued_at`` again here; it is
+    # derived now (vdq.workflow.views.item_json) and read only from those.
+    done_since = UnicodeAttribute(null=True)
     done_at = UnicodeAttribute(null=True)
-    claimed_at = UnicodeAttribute(null=True)
+    claimed_at = UnicodeAttribute(null=True)  # the current claim; removed when it is done
     provider_id = UnicodeAttribute(null=True)
     origin_type = UnicodeAttribute(null=True)
     origin_id = UnicodeAttribute(null=True)

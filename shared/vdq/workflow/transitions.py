@@ -137,7 +137,7 @@ def sms_wait_since(item: QueueItemRecord) -> str:
         return item.claimed_at
     if (item.timer_pk or "").startswith(f"{TIMER_AWAIT}#") and item.timer_sk:
         return item.timer_sk.split("#")[0]
-    return item.done_since
+    return item.done_since or item.queued_at  # stored by items written before: the same
 
 
 def clip_result(text: str | None) -> str | None:
@@ -224,8 +224,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
     if name == "retry":
         # The new attempt gets a new provider ID; the old one stays on its mapping and in
         # history, so its late events are matched to the attempt they belong to.
-        write.set.update(retries=0, retry_delay=None, result=None, claimed_at=None,
-                         provider_id=None)  # fmt: skip
+        write.set.update(retries=None, retry_delay=None, result=None, claimed_at=None,
+                         provider_id=None)  # fmt: skip  (retries absent: 0)
         if item.send_at is not None:  # a retry sends at once, whatever time was asked
             write.set["send_at"] = None
     elif name == "cancel":
@@ -255,7 +255,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         timer_write(write, item.id, None, None, s.index_shards, lane)
 
     if target in DONE_STATES and decision.source not in DONE_STATES:
-        write.set.update(active_pk=None, active_sk=None, done_at=iso(now))
+        # The claim is kept while it can matter (the lease, an awaiting item's window).
+        write.set.update(active_pk=None, active_sk=None, done_at=iso(now), claimed_at=None)
         # Retention: the item (and the history of this write) expire this long after.
         write.set["expiration"] = expiration_at(now, s)
         write.set["sent_pk"] = sent_partition(item.id, s.index_shards)

@@ -42,13 +42,14 @@ def entry_signals(name: str | None, text: str | None) -> set[str]:
     return found
 
 
-def signals_of(texts: Iterable[str], result: str | None) -> list[str]:
+def signals_of(texts: Iterable[str], result: str | None, base: str | None = None) -> list[str]:
     """The signals of an item from its entries on the state item (JSON texts) and its result:
-    those an entry spilled to a record of its own are not seen (a list reads no record)."""
+    those an entry spilled to a record of its own are not seen (a list reads no record).
+    ``base``: the item's ``queued_at``, which a coded entry's time counts from."""
     found: set[str] = set()
     for text in texts:
         try:
-            data = entry_data(text)
+            data = entry_data(text, base)
         except ValueError:
             continue
         found |= entry_signals(data.get("name"), data.get("text"))
@@ -81,7 +82,7 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "retry_delay": int(item.retry_delay) if item.retry_delay is not None else None,
         "queued_at": item.queued_at,
         "updated_at": item.updated_at,
-        "done_since": item.done_since,
+        "done_since": item.done_since or item.queued_at,  # stored by items written before
         "done_at": item.done_at,
         "origin": origin,
         "provider_id": item.provider_id,
@@ -91,7 +92,7 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         "priority": priority_of(item),
         "send_at": item.send_at,
         "excerpt": item.sj,
-        "signals": signals_of(recent_of(item), item.result),
+        "signals": signals_of(recent_of(item), item.result, item.queued_at),
         # Parked by a hold while queued or delayed; a mark left by a later move says nothing.
         "held": getattr(item, "held", None) if item.state in ("queued", "delayed") else None,
     }
