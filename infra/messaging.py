@@ -9,23 +9,20 @@ from constructs import Construct
 
 from vdq.core import resources
 
-# AWS's advice for SQS event sources: six times the function timeout plus the batching window.
-VISIBILITY_FACTOR = 6
-
 
 class WorkQueue(Construct):
     """A queue with its dead-letter queue, encrypted, TLS only."""
 
     def __init__(self, scope: Construct, id: str, *, consumer_timeout_seconds: int,
-                 batching_window_seconds: int) -> None:  # fmt: skip
+                 batching_window_seconds: int, retention_days: int) -> None:  # fmt: skip
         super().__init__(scope, id)
-        visibility = VISIBILITY_FACTOR * consumer_timeout_seconds + batching_window_seconds
+        visibility = resources.visibility_seconds(consumer_timeout_seconds, batching_window_seconds)
         self.dead_letters = sqs.Queue(
             self,
             "DeadLetters",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            retention_period=Duration.days(14),
+            retention_period=Duration.days(resources.DEAD_LETTER_RETENTION_DAYS),
         )
         self.queue = sqs.Queue(
             self,
@@ -33,7 +30,7 @@ class WorkQueue(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             visibility_timeout=Duration.seconds(visibility),
-            retention_period=Duration.days(4),
+            retention_period=Duration.days(retention_days),
             dead_letter_queue=sqs.DeadLetterQueue(
                 max_receive_count=resources.MAX_RECEIVE_COUNT, queue=self.dead_letters
             ),
@@ -53,10 +50,12 @@ class Messaging(Construct):
         self.send_lanes = {
             priority: WorkQueue(self, _LANE_IDS[priority],
                                 consumer_timeout_seconds=send_timeout_seconds,
-                                batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS)
+                                batching_window_seconds=resources.SEND_BATCHING_WINDOW_SECONDS,
+                                retention_days=resources.SEND_RETENTION_DAYS)
             for priority in resources.SEND_QUEUES
         }  # fmt: skip
         self.send = self.send_lanes["normal"]
         self.results = WorkQueue(self, "Results", consumer_timeout_seconds=results_timeout_seconds,
-                                 batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS)
+                                 batching_window_seconds=resources.RESULTS_BATCHING_WINDOW_SECONDS,
+                                 retention_days=resources.RESULTS_RETENTION_DAYS)
         self.bus = events.EventBus(self, "StateEvents")

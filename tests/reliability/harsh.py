@@ -22,20 +22,20 @@ Switched per step by a ``Plan``:
 - ``crash_after``: once the step's k-th request returned (its effect applied), the worker dies:
   ``Crash`` (a BaseException) goes up through botocore, PynamoDB and VDQ, so no handler code
   runs after it.
-- ``sqs``: SendMessageBatch to the send queue answers Failed entries (every other one, or all).
+- ``sqs``: a publish fails: SendMessageBatch answers Failed entries (every other one, or all),
+  SendMessage an error (its first try, or every one).
 - ``interleave``: before the step's k-th request, another handler runs to its end (a concurrent
   Lambda): "read, someone else writes, write" within one step.
 
-The send queue and the results queue are played by the seam itself: a published send is kept in
-``sends`` (the model delivers any of them, any number of times), a deferred lookup in
-``results``; neither reaches moto.
+Every SQS request is played by the seam itself, on the queues of queues.py (SQS as it behaves:
+delays, visibility, receipts, receive counts, dead-letter queues, retention, duplicates); none
+reaches moto. ``sqs`` faults make a publish fail; ``sends`` and ``results`` list every body ever
+sent to the send queue and to the results queue.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import itertools
 import json
 import zlib
 from collections.abc import Callable, Iterator
@@ -47,6 +47,7 @@ from typing import Any
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 
+from tests.reliability.queues import Queue, SqsError, boto_message, md5
 from tests.reliability.support import FIGURES, Crash
 
 WINDOW = 1.0  # seconds a write stays invisible to an eventually consistent read
@@ -92,10 +93,9 @@ class Seam:
     table: str
     send_queue_url: str
     results_queue_url: str
+    queues: dict[str, Queue] = field(default_factory=dict)  # URL -> queue (DLQs included)
     clock: Any = None  # the example's fake clock (set per example)
     plan: Plan = field(default_factory=Plan)
-    sends: list[str] = field(default_factory=list)  # bodies published to the send queue
-    results: list[str] = field(default_factory=list)  # bodies sent to the results queue
     calls: int = 0  # requests of the current step
     ops: list[str] = field(default_factory=list)  # operations of the current step
     nested_errors: list[BaseException] = field(default_factory=list)  # of interleaved handlers
@@ -105,17 +105,27 @@ class Seam:
     _refused: dict[str, Any] | None = None  # the refused UpdateItem (the SDK retries it)
     _batch_seen: int = 0
     _nested: int = 0
-    _ids: Iterator[int] = field(default_factory=itertools.count)
+    _sqs_refused: bool = False  # a SendMessage of the step was refused ("half": its first)
 
     def now(self) -> datetime:
         return self.clock._now  # read without ticking: the seam must not move time
+
+    @property
+    def sends(self) -> list[str]:
+        """Every body ever published to the send queue, in order."""
+        return self.queues[self.send_queue_url].sent
+
+    @property
+    def results(self) -> list[str]:
+        """Every body ever sent to the results queue, in order."""
+        return self.queues[self.results_queue_url].sent
 
     # ---- steps -------------------------------------------------------------------------------
 
     def reset(self) -> None:
         """A new example: no queued message, no young write."""
-        self.sends.clear()
-        self.results.clear()
+        for queue in self.queues.values():
+            queue.reset()
         self._young.clear()
         self.begin(Plan())
 
@@ -123,6 +133,7 @@ class Seam:
         self.plan, self.calls, self._tx_seen, self._batch_seen = plan, 0, 0, 0
         self._counter_seen = 0
         self.ops, self.nested_errors, self._refused = [], [], None
+        self._sqs_refused = False
 
     @contextmanager
     def step(self, plan: Plan) -> Iterator[Seam]:
@@ -319,8 +330,19 @@ class Seam:
 
     def _sqs(self, request: AWSPreparedRequest, op: str, plan: Plan) -> AWSResponse:
         body = json.loads(request.body or b"{}")
-        url = body.get("QueueUrl")
-        if op == "SendMessageBatch" and url == self.send_queue_url:
+        queue = self.queues.get(body.get("QueueUrl"))
+        if queue is None:
+            raise AssertionError(f"the harsh world has no queue {body.get('QueueUrl')}")
+        now = self.now()
+        try:
+            return _json(200, self._sqs_op(queue, op, body, plan, now))
+        except SqsError as exc:
+            FIGURES["sqs requests refused"] += 1
+            return _sqs_error(exc.code, exc.message)
+
+    def _sqs_op(self, queue: Queue, op: str, body: dict[str, Any], plan: Plan,
+                now: datetime) -> dict[str, Any]:  # fmt: skip
+        if op == "SendMessageBatch":
             ok, failed = [], []
             for n, entry in enumerate(body["Entries"]):
                 if plan.sqs == "all" or (plan.sqs == "half" and n % 2 == 1):
@@ -328,17 +350,51 @@ class Seam:
                     failed.append({"Id": entry["Id"], "SenderFault": False, "Code": "InternalError",
                                    "Message": "injected failure"})  # fmt: skip
                     continue
-                self.sends.append(entry["MessageBody"])
-                ok.append({"Id": entry["Id"], "MessageId": f"m-{next(self._ids)}",
-                           "MD5OfMessageBody": _md5(entry["MessageBody"])})  # fmt: skip
-            return _json(200, {"Successful": ok, "Failed": failed})
-        if op == "SendMessage" and url == self.results_queue_url:
-            self.results.append(body["MessageBody"])
-            return _json(200, {"MessageId": f"r-{next(self._ids)}",
-                               "MD5OfMessageBody": _md5(body["MessageBody"])})  # fmt: skip
-        if op == "GetQueueAttributes" and url == self.send_queue_url:
-            return _json(200, {"Attributes": {"ApproximateNumberOfMessages": "0"}})
-        raise AssertionError(f"the harsh world does not play SQS {op} on {url}")
+                message_id = queue.send(entry["MessageBody"], int(entry.get("DelaySeconds", 0)),
+                                        now)  # fmt: skip
+                ok.append({"Id": entry["Id"], "MessageId": message_id,
+                           "MD5OfMessageBody": md5(entry["MessageBody"])})  # fmt: skip
+            return {"Successful": ok, "Failed": failed}
+        if op == "SendMessage":
+            if plan.sqs == "all" or (plan.sqs == "half" and not self._sqs_refused):
+                self._sqs_refused = True
+                FIGURES["publishes failed"] += 1
+                raise SqsError("KmsThrottled", "injected failure of a publish")
+            message_id = queue.send(body["MessageBody"], int(body.get("DelaySeconds", 0)), now)
+            return {"MessageId": message_id, "MD5OfMessageBody": md5(body["MessageBody"])}
+        if op == "ReceiveMessage":
+            taken = queue.receive(int(body.get("MaxNumberOfMessages", 1)), now,
+                                  visibility=body.get("VisibilityTimeout"))  # fmt: skip
+            return {"Messages": [boto_message(m, r) for m, r in taken]} if taken else {}
+        if op == "DeleteMessage":
+            queue.delete(body["ReceiptHandle"], now)
+            return {}
+        if op == "DeleteMessageBatch":
+            for entry in body["Entries"]:
+                queue.delete(entry["ReceiptHandle"], now)
+            return {"Successful": [{"Id": e["Id"]} for e in body["Entries"]], "Failed": []}
+        if op == "ChangeMessageVisibility":
+            queue.change_visibility(body["ReceiptHandle"], int(body["VisibilityTimeout"]), now)
+            return {}
+        if op == "ChangeMessageVisibilityBatch":
+            done, refused = [], []
+            for entry in body["Entries"]:
+                try:
+                    queue.change_visibility(entry["ReceiptHandle"],
+                                            int(entry["VisibilityTimeout"]), now)  # fmt: skip
+                    done.append({"Id": entry["Id"]})
+                except SqsError as exc:
+                    refused.append({"Id": entry["Id"], "SenderFault": True, "Code": exc.code,
+                                    "Message": exc.message})  # fmt: skip
+            return {"Successful": done, "Failed": refused}
+        if op == "GetQueueAttributes":
+            counts = queue.counts(now)
+            return {"Attributes": {"ApproximateNumberOfMessages": str(counts["visible"]),
+                                   "ApproximateNumberOfMessagesNotVisible":
+                                       str(counts["in_flight"]),
+                                   "ApproximateNumberOfMessagesDelayed": str(counts["delayed"]),
+                                   "QueueArn": queue.arn}}  # fmt: skip
+        raise AssertionError(f"the harsh world does not play SQS {op} on {queue.url}")
 
 
 def _none() -> None:
@@ -421,13 +477,18 @@ def _counter_write(op: str, body: dict[str, Any], table: str, only: str | None) 
     return any(pk.startswith("QUOTA#") for pk, _ in write_keys(op, body, table))
 
 
+def _sqs_error(code: str, message: str) -> AWSResponse:
+    """An SQS error answer (the JSON protocol, query-compatible: botocore takes the code from
+    the header)."""
+    raw = json.dumps({"__type": f"com.amazonaws.sqs#{code}", "message": message}).encode()
+    headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "harsh",
+               "x-amzn-query-error": f"AWS.SimpleQueueService.{code};Sender"}  # fmt: skip
+    return AWSResponse("https://harsh.invalid", 400, headers, MockRawResponse(raw))  # type: ignore[arg-type]
+
+
 def _error(status: int, code: str, message: str, **extra: Any) -> AWSResponse:
     return _json(status, {"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
                           "message": message, **extra})  # fmt: skip
-
-
-def _md5(text: str) -> str:
-    return hashlib.md5(text.encode()).hexdigest()
 
 
 # ---- installing the seam -----------------------------------------------------------------------

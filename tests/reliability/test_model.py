@@ -1,15 +1,20 @@
 """Model-based test in a harsh world: random interleavings of enqueues (email, email with files,
-SMS), send deliveries (duplicate and stale), provider events (SES and Twilio: duplicate,
-reordered, late across attempts, racing the worker, floods of opens and clicks), operator
-retry/cancel/resend, sweeps, SMS checks, purges and the clock, each step possibly under AWS's
-real failure modes (see harsh.py): stale reads, throttled or half-applied batches, cancelled
-transactions, a process killed between any two AWS calls, failed publishes.
+SMS), send deliveries by SQS and Lambda's event source mapping as they behave (queues.py:
+batches, visibility, redelivery after a failure or a crash, duplicates while a message is in
+flight and after its delete, invocations that start late, dead letters), provider events (SES
+and Twilio: duplicate, reordered, late across attempts, racing the worker, floods of opens and
+clicks), operator retry/cancel/resend, sweeps, SMS checks, purges and the clock, each step
+possibly under AWS's real failure modes (see harsh.py): stale reads, throttled or half-applied
+batches, cancelled transactions, a process killed between any two AWS calls, failed publishes.
 
 Checked after every step: the seed's workflow (support.py), the provider called at most once per
 (item, attempt), nothing stranded, files deleted exactly when the seed says, the state item's
 size bounded, provider IDs never taken from another attempt, and every answer documented. The
 table's stream is consumed in windows (batches failed and given again, last calls cut by a crash
 and given again): once a window has taken every record, the counts it wrote match the items.
+And VDQ's promise (``drain``): once the queues are drained (every visible, delayed and in-flight
+message delivered until none is left) and the clock has passed every timer, every item is done
+or errored, or parked by a reputation hold still on (an operator's to release or cancel).
 
 ``VDQ_SOAK=1`` (``make soak``) explores far more schedules. ``VDQ_MODEL_FAULTS`` (comma list of
 crash, stale, batch, tx, sqs, race), ``VDQ_MODEL_RULES`` (rule names) and ``VDQ_MODEL_SKIP``
@@ -46,7 +51,6 @@ from vdq.api import Caller
 from vdq.core import ids, resources
 from vdq.core.clock import iso
 from vdq.core.errors import VdqError
-from vdq.dispatch import send
 from vdq.intake import rest as intake
 from vdq.local.pollers import passes
 from vdq.operations import actions
@@ -82,6 +86,11 @@ FINAL_SES = {"delivery", "bounce_permanent", "bounce_transient", "reject"}
 TWILIO_STATUSES = ["queued", "sent", "delivered", "undelivered", "failed"]
 PLANS = ["ok", "ok", "ok", "transient", "permanent", "ambiguous", "crash"]
 ADVANCE = [0.5, 20, 301, 1000]  # the lease is 300 s, the publish grace 900 s
+# When the send function starts after the mapping received its batch: at once, or late in the
+# batch's visibility (Lambda retries a throttled invocation until the visibility runs out).
+LATE = [0.0, 0.0, 0.0, 200.0]
+BATCH = [1, 1, 2, 3]  # messages the mapping hands the function at once
+DRAIN_ROUNDS = 400  # deliveries and clock moves a drain may take before it is called stuck
 FLOOD = 20  # open/click events of one flood
 # Bytes a flood may add to the state item: its marks' share of the seen set (240), and the
 # entries the state item still has room for (vdq.store.history: a bound, not one per event).
@@ -138,7 +147,6 @@ class Workflow(RuleBasedStateMachine):
         self.seam = self.w.seam
         self.events: list[tuple[str, Any, str | None]] = []  # (kind, payload, item key)
         self.last_sweep = None
-        self.last_body: str | None = None
         self.after_purge = False
         self.timers_acted_at = None
         self.stream_read = 0  # records of the table's stream the windows have taken
@@ -269,8 +277,7 @@ class Workflow(RuleBasedStateMachine):
     @rule(faults=STEP_FAULTS, k=RACE, n=st.integers(0, 1000))
     def release_hold(self, faults: Plan, k: int | str, n: int) -> None:
         """An operator releases the hold, possibly while a send delivery cuts in."""
-        body = self.seam.sends[n % len(self.seam.sends)] if self.seam.sends else None
-        racing = (k, lambda: self._deliver_nested(body, "ok")) if k and body else None
+        racing = (k, lambda: self._deliver_nested(n)) if k else None
         plan = dataclasses.replace(faults, interleave=racing)
         answer, exc = self._step(plan, lambda: guard.release(self.rt, PRODUCER.subject, "op-1"))
         FIGURES["releases"] += 1
@@ -279,17 +286,34 @@ class Workflow(RuleBasedStateMachine):
             left = [sk for pk, sk, _ in self.w._rows(f"HELD#{PRODUCER.subject}")]
             self._violation(left, "items still parked after a release that said none is")
 
-    def _producers_sends(self) -> list[str]:
+    def _producers_sends(self) -> list[Any]:
+        """The send messages SQS ever took of the producer's items, in the order ``duplicate``
+        counts them (in flight, waiting, or deleted)."""
+        queue = self.w.send_queue
         items = self.w.items()
-        return [b for b in self.seam.sends if getattr(items.get(SendMessage.parse(b).item_id),
-                                                      "created_by", None) == PRODUCER.subject]
+        known = sorted([*queue.messages, *queue.gone], key=lambda m: (m.sent_at, m.message_id))
+        return [(n, m) for n, m in enumerate(known)
+                if getattr(items.get(SendMessage.parse(m.body).item_id), "created_by",
+                           None) == PRODUCER.subject]  # fmt: skip
 
-    @rule(n=st.integers(0, 1000), plan=st.sampled_from(PLANS), faults=STEP_FAULTS)
+    @rule(n=st.integers(0, 1000), stale=st.booleans(), plan=st.sampled_from(PLANS),
+          faults=STEP_FAULTS)  # fmt: skip
     @precondition(lambda self: bool(self._producers_sends()))
-    def deliver_producers_email(self, n: int, plan: str, faults: Plan) -> None:
-        """A delivery of a message of the producer's items (held or not, fresh or stale)."""
+    def deliver_producers_email(self, n: int, stale: bool, plan: str, faults: Plan) -> None:
+        """A delivery of a message of the producer's items (held or not): one SQS hands out
+        now, or (``stale``, or none is visible) a copy of any of them ever sent."""
+        now = self.rt.clock.now()
         sends = self._producers_sends()
-        self._deliver(sends[n % len(sends)], plan, faults)
+        visible = [m for _, m in sends if m.visible(now) and m in self.w.send_queue.messages]
+        if visible and not stale:
+            first = visible[n % len(visible)]
+        else:
+            first = self.w.send_queue.duplicate(sends[n % len(sends)][0], now)
+            FIGURES["duplicate deliveries"] += 1
+        parked = len(w.parked(self.w))
+        self._deliver(plan, faults, limit=1, first=first)
+        if len(w.parked(self.w)) > parked:
+            FIGURES["sends parked by a hold"] += 1
 
     @rule(faults=STEP_FAULTS)
     def cancel_held(self, faults: Plan) -> None:
@@ -297,48 +321,55 @@ class Workflow(RuleBasedStateMachine):
         FIGURES["operator actions"] += 1
         self._documented(exc, f"cancel of held items under {faults.describe()}")
 
-    # ---- the send worker ---------------------------------------------------------------------
+    # ---- the send worker, through SQS and the event source mapping -----------------------------
+
+    @rule(n=st.integers(0, 1000), size=st.sampled_from(BATCH), late=st.sampled_from(LATE),
+          plan=st.sampled_from(PLANS), faults=STEP_FAULTS)  # fmt: skip
+    @precondition(lambda self: bool(self.w.send_queue.visible_messages(self.rt.clock.now())))
+    def deliver(self, n: int, size: int, late: float, plan: str, faults: Plan) -> None:
+        """The send function's mapping takes a batch of visible send messages; what it does not
+        delete (a failure reported, an error, a crash) comes back after its visibility."""
+        self._deliver(plan, faults, limit=size, start=n, late=late)
 
     @rule(n=st.integers(0, 1000), plan=st.sampled_from(PLANS), faults=STEP_FAULTS)
     @precondition(lambda self: bool(self.seam.sends))
-    def deliver(self, n: int, plan: str, faults: Plan) -> None:
-        """One SQS delivery of any message ever published: fresh, duplicate or stale."""
-        self._deliver(self.seam.sends[n % len(self.seam.sends)], plan, faults)
+    def redeliver(self, n: int, plan: str, faults: Plan) -> None:
+        """At-least-once: SQS hands out a copy of any send message ever published (its original
+        in flight, waiting, or deleted long ago), and the mapping delivers it."""
+        copy = self.w.send_queue.duplicate(n, self.rt.clock.now())
+        assert copy is not None
+        FIGURES["duplicate deliveries"] += 1
+        self._deliver(plan, faults, limit=1, first=copy)
 
-    @rule(plan=st.sampled_from(PLANS))
-    @precondition(lambda self: self.last_body is not None)
-    def deliver_again(self, plan: str) -> None:
-        """SQS delivers the message just handled once more (at-least-once delivery)."""
-        assert self.last_body is not None
-        self._deliver(self.last_body, plan, Plan())
+    @rule(n=st.integers(0, 1000), queue=st.sampled_from(["send", "results"]))
+    @precondition(lambda self: bool(self.seam.sends))
+    def duplicate(self, n: int, queue: str) -> None:
+        """At-least-once: a copy of a message becomes visible beside the original (in flight,
+        waiting, or deleted), to be delivered with the others."""
+        target = self.w.send_queue if queue == "send" else self.w.results_queue
+        if target.duplicate(n, self.rt.clock.now()) is not None:
+            FIGURES["duplicate deliveries"] += 1
 
     @rule(n=st.integers(0, 1000), k=RACE, m=st.integers(0, 1000), kind=st.integers(0, 20),
           tagging=st.sampled_from(["full", "item", "none"]))  # fmt: skip
-    @precondition(lambda self: bool(self.seam.sends) and bool(self._accepted()))
+    @precondition(lambda self: bool(self.w.send_queue.visible_messages(self.rt.clock.now()))
+                  and bool(self._accepted()))  # fmt: skip
     def deliver_racing_an_event(self, n: int, k: int | str, m: int, kind: int,
                                 tagging: str) -> None:  # fmt: skip
         """A provider event (of any attempt) is handled while the worker is between two AWS
         calls (after its claim, during the provider call)."""
         event = self._event(m, kind, tagging)
-        self._deliver(self.seam.sends[n % len(self.seam.sends)], "ok",
-                      Plan(interleave=(k, event) if k else None))  # fmt: skip
+        self._deliver("ok", Plan(interleave=(k, event) if k else None), limit=1, start=n)
 
-    def _deliver(self, body: str, plan: str, faults: Plan) -> None:
-        self.last_body = body
-        item_id, attempt = SendMessage.parse(body).item_id, SendMessage.parse(body).attempt
+    def _deliver(self, plan: str, faults: Plan, *, limit: int = 1, start: int = 0,
+                 late: float = 0.0, first: Any = None) -> None:
         self.w.ses.plan = self.w.twilio.plan = plan
         FIGURES["send deliveries"] += 1
         try:
-            outcome, _ = self._step(faults, lambda: send.process(SendMessage.parse(body),
-                                                                   self.rt))  # fmt: skip
+            self._step(faults, lambda: self.w.deliver_sends(limit=limit, start=start, late=late,
+                                                            first=first))  # fmt: skip
         finally:
             self.w.ses.plan = self.w.twilio.plan = "ok"
-        if outcome == send.HELD:
-            FIGURES["sends parked by a hold"] += 1
-        if outcome in (send.ACCEPTED, send.KEPT):
-            taken = [mid for mid, i, a in self._accepted() if (i, a) == (item_id, attempt)]
-            if taken:
-                self.w.known_ids[(item_id, attempt)] = taken[-1]
 
     # ---- provider events ---------------------------------------------------------------------
 
@@ -397,18 +428,19 @@ class Workflow(RuleBasedStateMachine):
             FIGURES["events failed (redelivered later)"] += 1
 
     @rule(m=st.integers(0, 1000), kind=st.integers(0, 20), k=RACE, n=st.integers(0, 1000))
-    @precondition(lambda self: bool(self._accepted()) and bool(self.seam.sends))
+    @precondition(lambda self: bool(self._accepted())
+                  and bool(self.w.send_queue.visible_messages(self.rt.clock.now())))  # fmt: skip
     def event_racing_a_delivery(self, m: int, kind: int, k: int | str, n: int) -> None:
         """A send delivery runs while the event handler is between two AWS calls (after its
         read, before its write)."""
-        body = self.seam.sends[n % len(self.seam.sends)]
         event = self._event(m, kind, "full")
-        self._step(Plan(interleave=(k, lambda: self._deliver_nested(body, "ok")) if k else None),
+        self._step(Plan(interleave=(k, lambda: self._deliver_nested(n)) if k else None),
                    event)  # fmt: skip
 
-    def _deliver_nested(self, body: str, plan: str) -> None:
+    def _deliver_nested(self, n: int) -> None:
+        FIGURES["send deliveries"] += 1
         with contextlib.suppress(Crash):
-            self._deliver(body, plan, Plan())
+            self.w.deliver_sends(limit=1, start=n)
 
     @rule(kind=st.sampled_from(SES_KINDS), n=st.integers(0, 1000))
     def ses_result_unknown(self, kind: str, n: int) -> None:
@@ -423,11 +455,12 @@ class Workflow(RuleBasedStateMachine):
         event = self.events[n % len(self.events)]
         self._step(faults, lambda: self._handle(event, "replay", keep=False))
 
-    @rule(n=st.integers(0, 1000))
-    @precondition(lambda self: bool(self.seam.results))
-    def deferred_lookup(self, n: int) -> None:
-        body = self.seam.results[n % len(self.seam.results)]
-        self._step(Plan(), lambda: results.handle_results_message(body, self.rt))
+    @rule(n=st.integers(0, 1000), late=st.sampled_from(LATE), faults=STEP_FAULTS)
+    @precondition(lambda self: bool(self.w.results_queue.visible_messages(self.rt.clock.now())))
+    def results_delivery(self, n: int, late: float, faults: Plan) -> None:
+        """The results function's mapping takes a batch of what VDQ put on the results queue
+        (deferred lookups)."""
+        self._step(faults, lambda: self.w.deliver_results(limit=3, start=n, late=late))
 
     @rule(m=st.integers(0, 1000), kind=st.sampled_from(["Open", "Click"]))
     @precondition(lambda self: bool(self.w.ses.accepted))
@@ -495,16 +528,22 @@ class Workflow(RuleBasedStateMachine):
         self.rt.clock.advance(seconds)
 
     @rule()
-    def timers_act(self) -> None:
-        """Every timeout passes and the schedules run: nothing may still wait on a timer."""
-        s = self.rt.settings
-        hours = max(s.twilio_sms_timeout_hours, getattr(s, "email_timeout_hours", 0) or 0)
-        self.rt.clock.advance(hours * 3600 + s.lease_seconds + s.publish_grace_seconds + 1)
-        minute = list(getattr(schedules, "MINUTE", ("sms", "sweep")))  # every per-minute check
-        _, exc = self._step(Plan(), lambda: schedules.run(minute, self.rt))
+    def drain(self) -> None:
+        """VDQ's promise: the queues are drained (every visible, delayed and in-flight message
+        delivered until none is left) and the clock passes every timer, the schedules running
+        each time the queues are empty: then every item is done or errored, and nothing waits
+        on a timer."""
+        rounds = w.drain(self.w, lambda work: self._step(Plan(), work), DRAIN_ROUNDS)
+        FIGURES["drains"] += 1
         self.last_sweep = self.rt.clock.now()
-        assert exc is None, exc
-        self._violation(w.overdue(self.w.items(), s, self.rt.clock.now()), "after the timers")
+        self._violation([] if rounds is not None else [
+            f"the queues still hold {self.w.send_queue.counts(self.rt.clock.now())} sends, "
+            f"{self.w.results_queue.counts(self.rt.clock.now())} results after {DRAIN_ROUNDS} "
+            "rounds"], "drain")  # fmt: skip
+        items = self.w.items()
+        self._violation(w.overdue(items, self.rt.settings, self.rt.clock.now()),
+                        "after the timers")  # fmt: skip
+        self._violation(w.undone(items, w.parked(self.w, held_only=True)), "drained")
 
     # ---- the table's stream --------------------------------------------------------------------
 
@@ -574,6 +613,7 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.stranded(items, s, w.parked(self.w)), "stranded")
         self._violation(w.file_problems(self.w, items, after_purge=self.after_purge), "files")
         self._violation(w.oversized(self.w), "state item size")
+        w.note_provider_ids(self.w, items)
         self._violation(w.provider_id_kept(self.w, items), "provider ID")
         self._violation(w.retention_problems(self.w, items), "retention")
         self._violation(w.count_problems(self.w, items), "content count")

@@ -19,6 +19,7 @@ from twilio.http.response import Response
 
 import requests
 from tests.reliability.harsh import Seam, installed
+from tests.reliability.queues import DAY, Queue, deliver
 from tests.reliability.support import (
     DONE,
     FIGURES,
@@ -111,6 +112,48 @@ class World:
         self.twilio = ModelTwilio(self)
         self.provider = TwilioProvider(lambda: (ACCOUNT_SID, AUTH_TOKEN), http_client=self.twilio)
 
+    # ---- SQS and Lambda's event source mappings ----------------------------------------------
+
+    @property
+    def send_queue(self) -> Queue:
+        return self.seam.queues[self.settings.send_queue_url]
+
+    @property
+    def results_queue(self) -> Queue:
+        return self.seam.queues[self.settings.results_queue_url]
+
+    def deliver_sends(self, *, limit: int = 10, start: int = 0, late: float = 0.0,
+                      first: Any = None) -> Any:  # fmt: skip
+        """The send function's event source mapping, one round: a batch of the send queue's
+        visible messages to the send function (as functions/send does: vdq.dispatch.sendbatch),
+        then their deletes. Returns the delivery (None when no message was visible)."""
+        from vdq.core import resources
+        from vdq.dispatch import sendbatch
+
+        def function(event: dict[str, Any]) -> dict[str, Any]:
+            remaining = resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000
+            return {"batchItemFailures": sendbatch.process(event["Records"], self.rt, remaining)}
+
+        delivery, _ = deliver(self.send_queue, function, self.rt.clock.now, limit=limit,
+                              start=start, late=late, first=first,
+                              advance=self.rt.clock.advance)  # fmt: skip
+        return delivery if delivery.taken else None
+
+    def deliver_results(self, *, limit: int = 10, start: int = 0, late: float = 0.0) -> Any:
+        """The results function's event source mapping, one round (functions/webhook's
+        ``results_batch``): deferred lookups and whatever else VDQ sends itself."""
+        from functions.webhook.handler import results_batch
+
+        delivery, _ = deliver(self.results_queue,
+                              lambda event: results_batch(event["Records"], self.rt),
+                              self.rt.clock.now, limit=limit, start=start, late=late,
+                              advance=self.rt.clock.advance)  # fmt: skip
+        return delivery if delivery.taken else None
+
+    def pending(self) -> bool:
+        """A message is in a queue the functions read (visible, delayed or in flight)."""
+        return bool(self.send_queue.messages or self.results_queue.messages)
+
     def fresh(self, clock: Any) -> Runtime:
         forget_items(self.backend())
         self.seam.clock = clock
@@ -190,14 +233,41 @@ def _record(model: Any, item: Any) -> Any:
     return model.from_raw_data(item.to_json()["Attributes"])
 
 
+def queues_of(settings: Settings) -> dict[str, Queue]:
+    """The queues the functions read, as deployed (infra/messaging.py): visibility six times
+    the consumer's timeout plus its batching window, a dead-letter queue at maxReceiveCount,
+    the retention of each; by URL, the dead-letter queues too."""
+    from vdq.core import resources as r
+
+    def lane(url: str, name: str, timeout: int, window: int, days: int) -> list[Queue]:
+        dead = Queue(f"{name}-dlq", f"{url}{r.DEAD_LETTER_SUFFIX}",
+                     f"arn:aws:sqs:us-east-1:123456789012:{name}-dlq", visibility=30,
+                     retention=r.DEAD_LETTER_RETENTION_DAYS * DAY)  # fmt: skip
+        queue = Queue(name, url, f"arn:aws:sqs:us-east-1:123456789012:{name}",
+                      visibility=r.visibility_seconds(timeout, window),
+                      max_receives=r.MAX_RECEIVE_COUNT, dead=dead,
+                      retention=days * DAY)  # fmt: skip
+        return [queue, dead]
+
+    made = [*lane(settings.send_queue_url, "send", r.SEND_FUNCTION_TIMEOUT_SECONDS,
+                  r.SEND_BATCHING_WINDOW_SECONDS, r.SEND_RETENTION_DAYS),
+            *lane(settings.results_queue_url, "results", r.RESULTS_FUNCTION_TIMEOUT_SECONDS,
+                  r.RESULTS_BATCHING_WINDOW_SECONDS, r.RESULTS_RETENTION_DAYS)]  # fmt: skip
+    return {q.url: q for q in made}
+
+
 @contextmanager
 def harsh_world(**changes: Any) -> Iterator[World]:
     """moto with VDQ's resources, the seam installed, clients made once."""
     with moto_aws() as created:
+        # One send at a time: a sending thread would make the order of AWS requests, and so
+        # a schedule's outcome, depend on the machine (Hypothesis replays schedules).
+        changes = {"send_parallelism": 1, **changes}
         settings = make_settings(created, twilio_account_sid=ACCOUNT_SID,
                                  twilio_auth_token=AUTH_TOKEN, twilio_webhook_url=WEBHOOK,
                                  **changes)  # fmt: skip
-        seam = Seam(TABLE, settings.send_queue_url, settings.results_queue_url)
+        seam = Seam(TABLE, settings.send_queue_url, settings.results_queue_url,
+                    queues=queues_of(settings))  # fmt: skip
         # Made once: a client costs tens of milliseconds, an example's runtime would make its own.
         clients = {name: boto3.client(name) for name in ("sqs", "s3", "events")}
         with installed(seam):
@@ -229,9 +299,19 @@ def await_timer_required(item: QueueItemRecord, settings: Settings) -> bool:
     return item.method == "sms" or getattr(settings, "email_timeout_hours", None) is not None
 
 
-def parked(world: World) -> set[str]:
-    """The items a reputation hold parked: listed under ``HELD#<producer>`` for its release."""
-    return {sk for _, sk, _ in world._rows("HELD#")}
+def parked(world: World, *, held_only: bool = False) -> set[str]:
+    """The items a reputation hold parked: listed under ``HELD#<producer>`` for its release;
+    ``held_only``: of producers still held (a release cut short leaves the rest to the minute
+    sweep, which sends them)."""
+    from vdq.results import guard
+
+    rows = [(pk.removeprefix("HELD#"), sk) for pk, sk, _ in world._rows("HELD#")]
+    if not held_only:
+        return {sk for _, sk in rows}
+    store = guard.holds_of(world.rt)
+    levels = {producer: store.level(producer) for producer, _ in rows}
+    return {sk for producer, sk in rows
+            if (level := levels[producer]) is not None and level.held}  # fmt: skip
 
 
 def stranded(items: dict[str, QueueItemRecord], settings: Settings,
@@ -371,14 +451,68 @@ def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[
     return problems
 
 
+def note_provider_ids(world: World, items: dict[str, QueueItemRecord]) -> None:
+    """Remember the provider ID each (item, attempt) stored that the provider gave that very
+    attempt (whoever stored it: the worker, an event, a check)."""
+    accepted = {**world.ses.accepted, **world.twilio.accepted}
+    for item_id, item in items.items():
+        key = (item_id, int(item.attempt))
+        if key not in world.known_ids and accepted.get(item.provider_id or "") == key:
+            world.known_ids[key] = item.provider_id or ""
+
+
+def undone(items: dict[str, QueueItemRecord],
+           parked: set[str] | frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+    """Items neither done nor errored, nor parked by a reputation hold still on (queued or
+    delayed, listed for its release: an operator's to release or cancel, as an errored item
+    is). After a drain none may be."""
+    return [f"{i} is {it.state} at attempt {it.attempt} (timer {it.timer_pk}, claimed "
+            f"{it.claimed_at})" for i, it in items.items()
+            if it.state not in DONE and it.state != "errored"
+            and not (it.state in ("queued", "delayed") and i in parked)]  # fmt: skip
+
+
+def drain(world: World, step: Any, rounds: int) -> int | None:
+    """Deliver every message of the queues the functions read, by their mappings, until none
+    is left: visible ones at once, delayed and in-flight ones once the clock reaches them;
+    when the queues are empty, every timer passes (the timeouts, the lease, the publish grace)
+    and the per-minute schedules run, and it goes on while they put messages back. ``step``
+    runs one piece of work as the model's steps run (no fault). Returns the rounds taken, None
+    when the queues were not empty after ``rounds``."""
+    from vdq.schedules import sweeps as schedules
+
+    rt, s = world.rt, world.rt.settings
+    hours = max(s.twilio_sms_timeout_hours, s.email_timeout_hours)
+    passed = hours * 3600 + s.lease_seconds + s.publish_grace_seconds + 1
+    for n in range(rounds):
+        now = rt.clock.now()
+        if world.send_queue.visible_messages(now):
+            step(lambda: world.deliver_sends(limit=10))
+        elif world.results_queue.visible_messages(now):
+            step(lambda: world.deliver_results(limit=10))
+        else:
+            waiting = [t for t in (world.send_queue.next_visible(now),
+                                   world.results_queue.next_visible(now)) if t is not None]
+            if waiting:
+                rt.clock.advance((min(waiting) - now).total_seconds() + 0.001)
+                continue
+            rt.clock.advance(passed)
+            _, exc = step(lambda: schedules.run(list(schedules.MINUTE), rt))
+            assert exc is None, exc
+            if not world.pending():
+                return n
+    return None
+
+
 def provider_id_kept(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
-    """A provider ID the worker of the current attempt recorded stays the item's."""
+    """A provider ID an attempt stored (one the provider gave it) stays the item's while it is
+    at that attempt."""
     problems = []
     for item_id, item in items.items():
         recorded = world.known_ids.get((item_id, int(item.attempt)))
         if recorded is not None and item.provider_id != recorded:
-            problems.append(f"{item_id} attempt {item.attempt}: its worker recorded {recorded}, "
-                            f"the item stores {item.provider_id}")  # fmt: skip
+            problems.append(f"{item_id} attempt {item.attempt}: it stored {recorded}, "
+                            f"now it stores {item.provider_id}")  # fmt: skip
     return problems
 
 

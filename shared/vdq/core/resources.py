@@ -65,6 +65,10 @@ SEND_QUEUE = "send"  # the normal priority lane's queue
 SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
 MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
+# Days SQS keeps a message before it deletes it, received or not (dead-letter queues: 14).
+SEND_RETENTION_DAYS = 4
+RESULTS_RETENTION_DAYS = 4
+DEAD_LETTER_RETENTION_DAYS = 14
 SEND_BATCH_SIZE = 10
 RESULTS_BATCH_SIZE = 10
 # How long Lambda may wait to fill a batch: a full batch shares one invocation and one receive
@@ -83,6 +87,16 @@ STREAM_BATCH_SIZE = 1000
 STREAM_BATCHING_WINDOW_SECONDS = 10
 SEND_FUNCTION_TIMEOUT_SECONDS = 60
 RESULTS_FUNCTION_TIMEOUT_SECONDS = 30
+# AWS's advice for SQS event sources: six times the function timeout plus the batching window,
+# so Lambda can retry a throttled invocation before the messages come back.
+VISIBILITY_FACTOR = 6
+
+
+def visibility_seconds(consumer_timeout_seconds: int, batching_window_seconds: int) -> int:
+    """A queue's visibility timeout, from its consumer's timeout and batching window."""
+    return VISIBILITY_FACTOR * consumer_timeout_seconds + batching_window_seconds
+
+
 # Each queue's dead-letter queue is named "<queue>-dlq"; SES events reach the results queue
 # through this SNS topic (raw message delivery).
 DEAD_LETTER_SUFFIX = "-dlq"
