@@ -52,6 +52,9 @@ class Invocation:
     # The last call of a stream window and its writes (postings, counters): shared by the
     # messages one shard's tumbling window holds (``window_messages``).
     stream_window: bool = False
+    # An invocation's message that a whole send batch shares (the check of the emails it sent:
+    # vdq.results.checks): a message's share of it is one over the batch's fill.
+    per_send_batch: bool = False
 
 
 def memory_mb() -> dict[str, int]:
@@ -214,13 +217,15 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         # An invocation fed by a queue handles ``fill`` messages: its request and base time
         # are shared by them; each message's own AWS requests are not. A stream batch holds
         # ``stream_batch`` records, from many messages; a window's last call, a shard's
-        # messages of a tumbling window.
+        # messages of a tumbling window. A message shared by a send batch (``per_send_batch``)
+        # is a ``1 / fill`` share of one of those.
+        weight = 1 / fill if inv.per_send_batch else 1.0
         if inv.stream_window:
             share = 1 / window_messages
         elif inv.stream_records:
             share = inv.stream_records / stream_batch
         else:
-            share = 1 / fill if inv.queue is not None else 1
+            share = (1 / fill if inv.queue is not None else 1) * weight
         usage["lambda_requests"] += share
         invocations[inv.function] += share / messages
         log_bytes = t.get("log_bytes", 0)
@@ -231,31 +236,33 @@ def journey_cost(journey: list[Invocation], messages: int = 1,
         else:
             ms = a["lambda_base_ms"] * share
             for op, n in t["requests"].items():
-                ms += n * latency(op.split(".", 1)[0])
+                ms += n * latency(op.split(".", 1)[0]) * weight
             for provider, n in inv.provider_calls.items():
-                ms += n * latency(provider)
+                ms += n * latency(provider) * weight
         for op, n in t["requests"].items():
             if op.startswith("s3."):
-                usage["s3_get" if "Get" in op or "Head" in op else "s3_put"] += n
+                usage["s3_get" if "Get" in op or "Head" in op else "s3_put"] += n * weight
         usage["lambda_gbs"] += memory[inv.function] / 1024 * ms / 1000
         # CloudWatch Logs: what the handler printed for this message (its log lines and its
         # EMF metric lines), and Lambda's own platform lines (start, report) per invocation
         # when the system log level keeps them.
-        usage["log_bytes"] += log_bytes + platform * share
+        usage["log_bytes"] += log_bytes * weight + platform * share
         usage["platform_log_bytes"] += a["lambda_platform_log_bytes"] * share
         # The pace record's units are the batch's (one reservation of all its slots).
         pace = t.get("dynamodb_pace_write_units", 0.0)
         # A window's writes are its messages' together: each pays its share.
-        own = share if inv.stream_window else 1
+        own = share if inv.stream_window else weight
         usage["wru"] += own * (t["dynamodb_write_units"] - pace + pace * share
                                + t["dynamodb_index_write_units"])  # fmt: skip
         usage["rru"] += own * t["dynamodb_read_units"]
-        billed = t.get("billed", {})
-        usage["sqs"] += billed.get("sqs", 0)
-        usage["events"] += billed.get("events", 0)
-        usage["sns"] += billed.get("sns", 0)
+        billed, batch_billed = t.get("billed", {}), t.get("batch_billed", {})
+        # A request made once for the send batch (its check) is the batch's messages' to share.
+        shared_sqs = batch_billed.get("sqs", 0)
+        usage["sqs"] += (billed.get("sqs", 0) - shared_sqs + shared_sqs / fill) * own
+        usage["events"] += billed.get("events", 0) * own
+        usage["sns"] += billed.get("sns", 0) * own
         if inv.queue is not None:
-            usage["sqs"] += 2 / fill  # ReceiveMessage + DeleteMessageBatch per batch
+            usage["sqs"] += 2 / fill * weight  # ReceiveMessage + DeleteMessageBatch per batch
         usage["sns"] += inv.sns_events
         usage["sqs"] += inv.sns_events  # SNS's SendMessage into the results queue
     traces = traces_per_message(dict(invocations), p)

@@ -361,11 +361,11 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
                     runtime.overrides["pacer"] = env = idle.pop(0)
                     before = env.requests
                 clock.sleep(lat(timings.pickup) + lat(timings.base))
-                pacing.set_deadline(runtime, resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000)
                 bodies = [SendMessage(f"I{n}", 1, content={"subject": lane}, receiver=f"r{n}",
                                       priority=lane, pace="ses").body() for n, _, _ in batch]
                 busy: list[float] = []  # when each sending thread's send is recorded
-                for index, upcoming in batchplan.plan(bodies, runtime):
+                timeout_ms = resources.SEND_FUNCTION_TIMEOUT_SECONDS * 1000
+                for index, upcoming in batchplan.plan(bodies, runtime, timeout_ms)[0]:
                     number, enqueued, _ = batch[index]
                     busy = [t for t in busy if t > clock.now]
                     if len(busy) >= parallelism:  # Batch.make_room: a free thread first

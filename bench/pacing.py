@@ -189,7 +189,7 @@ def run(scenario: str, *, method: str, count: int, true_rate: float,
                     if not batch:
                         time.sleep(0.02)  # the event source mapping's poll
                         continue
-                    for index, upcoming in batchplan.plan(batch, rt):  # as the handler does
+                    for index, upcoming in batchplan.plan(batch, rt)[0]:  # as the handler does
                         outcome = send.process_body(batch[index], rt, upcoming=upcoming)
                         with lock:
                             outcomes.append(outcome)

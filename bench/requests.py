@@ -93,6 +93,9 @@ class Tally:
     rru: float = 0.0
     sizes: dict[str, int] = field(default_factory=dict)  # record kind -> largest size
     billed: _Counter = field(default_factory=_Counter)  # service -> billed units (64 KB chunks)
+    # Of ``billed``, the requests a send invocation makes once for its whole batch (the check
+    # of the emails it sent: vdq.results.checks): a full batch shares them (bench.cost).
+    batch_billed: _Counter = field(default_factory=_Counter)
     rows: _Counter = field(default_factory=_Counter)  # "items" / "index" -> DynamoDB rows read
     log_bytes: int = 0  # what the handlers wrote to their log (stdout) at the deployed level
     # Of ``wru``, those of the pace records: a send invocation reserves its whole batch's slots
@@ -122,7 +125,8 @@ class Tally:
         return {"requests": self.operations(), "by_service": self.by_service(),
                 "dynamodb_write_units": self.wru, "dynamodb_index_write_units": self.gsi_wru,
                 "dynamodb_read_units": self.rru, "item_sizes": self.sizes,
-                "billed": dict(self.billed), "log_bytes": self.log_bytes,
+                "billed": dict(self.billed), "batch_billed": dict(self.batch_billed),
+                "log_bytes": self.log_bytes,
                 "dynamodb_pace_write_units": self.pace_wru,
                 "keys": {k: list(v) for k, v in self.keys.items()},
                 "metrics": dict(self.metrics)}  # fmt: skip
@@ -130,6 +134,7 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.requests.update(other.requests)
         self.billed.update(other.billed)
+        self.batch_billed.update(other.batch_billed)
         self.wru += other.wru
         self.pace_wru += other.pace_wru
         self.gsi_wru += other.gsi_wru
@@ -296,7 +301,10 @@ class Counter:
             return
         service = model.service_model.service_name
         self.tally.requests[(service, model.name)] += 1
-        self.tally.billed[service] += billed_units(service, model.name, params)
+        units = billed_units(service, model.name, params)
+        self.tally.billed[service] += units
+        if service == "sqs" and model.name == "SendMessage" and is_check(params["MessageBody"]):
+            self.tally.batch_billed[service] += units
         if self._events is not None:
             self._events.append((getattr(_SEND, "key", None), service))
         if context is not None:
@@ -343,6 +351,17 @@ _SEND = threading.local()  # the send (id of its Ready) a sending thread is maki
 
 CHUNK = 65_536
 PACE_PREFIX = "PACE#"  # vdq.store.pacing.pace_pk
+
+
+def is_check(body: str) -> bool:
+    """A send invocation's check of the emails it sent (vdq.results.checks)."""
+    try:
+        return json.loads(body).get("kind") == CHECK_KIND
+    except (ValueError, AttributeError):
+        return False
+
+
+CHECK_KIND = "vdq.check"
 
 
 def billed_units(service: str, operation: str, params: dict[str, Any]) -> int:
@@ -739,6 +758,10 @@ class Journey:
             if queue == WINDOW:  # a share of a stream window's last call and its writes
                 out.append(cost.Invocation(function, tally.as_json(), stream_window=True))
                 continue
+            if queue == CHECK:  # one a send batch: a full batch's messages share it
+                out.append(cost.Invocation(function, tally.as_json(), RESULTS_QUEUE,
+                                           per_send_batch=True))  # fmt: skip
+                continue
             batch_ms = batch_log_bytes = None
             if function == "send" and self.send_batch is not None:
                 batch_ms = send_batch_ms(self.send_batch, table or cost.prices())
@@ -813,6 +836,7 @@ def email_delivered() -> Journey:
             if answer.get("batchItemFailures"):
                 raise RuntimeError(f"webhook failed the {event_type} event: {answer}")
             journey.phases.append(("webhook", tally, "results", 1))
+        journey.phases.append(check_phase(stack))
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.extend(stream_phases(stack))
         journey.stored_bytes = stored_bytes(stack)
@@ -823,6 +847,32 @@ def email_delivered() -> Journey:
 # Records the stream consumer writes once per window of a shard (vdq.store.postings): shared by
 # every message of the window, so neither one message's requests nor its stored bytes.
 WINDOW_PREFIXES = ("PT#", "CNT#", "CK#")  # postings, counters, a shard's checkpoint
+
+
+CHECK = "check"  # the phase of a send's check (vdq.results.checks), one a send batch
+RESULTS_QUEUE = "results"
+
+
+def check_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
+    """The check the send invocation published, delivered to the results function when its
+    delay ends (taken from moto's queue: its delay is real time), after the email's events:
+    most emails are done by then (a read, no write)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    from vdq.core import resources
+
+    url = stack.queues[resources.RESULTS_QUEUE]
+    queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[url.rsplit("/", 1)[-1]]
+    bodies = [m.body for m in queue._messages if is_check(m.body)]
+    if len(bodies) != 1:
+        raise RuntimeError(f"the send published {len(bodies)} checks, not one")
+    message = {"MessageId": "bench-check-1", "ReceiptHandle": "bench", "Body": bodies[0]}
+    with COUNTER.measure(units=True) as tally:
+        answer = run_webhook(env.sqs_event([message], env.queue_arn(url)))
+    if answer.get("batchItemFailures"):
+        raise RuntimeError(f"webhook failed the check: {answer}")
+    return "webhook", tally, CHECK, 0
 
 
 def stored_bytes(stack: env.Stack, *, indexes: bool = True) -> int:

@@ -130,6 +130,11 @@ def grant(
     _allow(functions.send, QUERY, [table.table_arn], conditions=_leading_keys(GUARD_PREFIX))
     _allow(functions.send, ["s3:GetObject"], [objects])
     _allow(functions.send, SEND_MESSAGE, send_queues)
+    # A send message whose attempt is claimed waits for the claim's lease: its visibility is
+    # set to the wait (vdq.dispatch.sendbatch), which the event source's consume grant allows
+    # (sqs:ChangeMessageVisibility on each lane it reads). Its batch's check goes to the
+    # results queue.
+    _allow(functions.send, SEND_MESSAGE, [messaging.results.queue.queue_arn])
     # The pace records are UpdateItems on the table (granted above). The account's sending
     # rate (GetAccount) has no resource to scope it to.
     _allow(functions.send, ["ses:GetAccount"], ["*"])
@@ -200,6 +205,11 @@ def grant(
     _allow(functions.schedule, QUERY, [table.table_arn], conditions=_leading_keys(ITEM_PREFIX))
     # The re-publish sweep reads each lane's backlog first (GetQueueAttributes).
     _allow(functions.schedule, [*SEND_MESSAGE, "sqs:GetQueueAttributes"], send_queues)
+    # The dead-letter sweep: the send lanes' dead letters, and the checks in the results
+    # queue's (received, then deleted once handled).
+    dead_letter_queues = [lane.dead_letters.queue_arn for lane in messaging.send_lanes.values()]
+    dead_letter_queues.append(messaging.results.dead_letters.queue_arn)
+    _allow(functions.schedule, ["sqs:ReceiveMessage", "sqs:DeleteMessage"], dead_letter_queues)
     # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
     _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
            [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip

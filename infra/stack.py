@@ -63,6 +63,15 @@ class VdqStack(Stack):
             "VDQ_HIGH_SEND_QUEUE_URL": messaging.send_lanes["high"].queue.queue_url,
             "VDQ_BULK_SEND_QUEUE_URL": messaging.send_lanes["bulk"].queue.queue_url,
             "VDQ_RESULTS_QUEUE_URL": messaging.results.queue.queue_url,
+            # The schedule's dead-letter sweep (vdq.schedules.sweeps.dead_letters).
+            "VDQ_SEND_DEAD_LETTER_QUEUE_URL": messaging.send.dead_letters.queue_url,
+            "VDQ_HIGH_SEND_DEAD_LETTER_QUEUE_URL":
+                messaging.send_lanes["high"].dead_letters.queue_url,
+            "VDQ_BULK_SEND_DEAD_LETTER_QUEUE_URL":
+                messaging.send_lanes["bulk"].dead_letters.queue_url,
+            "VDQ_RESULTS_DEAD_LETTER_QUEUE_URL": messaging.results.dead_letters.queue_url,
+            # A claimed send's lease: no holder is alive after its function's timeout.
+            "VDQ_SEND_TIMEOUT_SECONDS": str(config.timeout_seconds["send"]),
             "VDQ_EVENT_BUS_NAME": messaging.bus.event_bus_name,
             "VDQ_SES_CONFIGURATION_SET": email_events.configuration_set.configuration_set_name,
             "VDQ_TWILIO_SECRET_NAME": twilio_credentials.value_as_string,

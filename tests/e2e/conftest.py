@@ -65,6 +65,9 @@ class Stack:
             VDQ_TWILIO_SMS_TIMEOUT_HOURS=str(SMS_TIMEOUT_HOURS), VDQ_RETRY_BACKOFF_SECONDS="1",
             VDQ_RETRY_BACKOFF_MAX_SECONDS="2", TWILIO_ACCOUNT_SID=TWILIO_SID,
             TWILIO_AUTH_TOKEN=TWILIO_TOKEN, VDQ_LOCAL_STREAM_SECONDS=str(STREAM_SECONDS),
+            # The send function's check of the emails SES accepted comes a second later, not
+            # five minutes: a run sees it applied and its queue drained.
+            VDQ_CHECK_SECONDS="1",
         )  # fmt: skip
         self.env.update(env)
         self._out = log.open("w")

@@ -179,14 +179,43 @@ def test_producers_may_only_send_messages_to_the_queues_they_publish_to(synth):
     # The schedule also consumes the table's stream: a batch it cannot publish goes, after its
     # retries, to the schedules' dead-letter queue (the mapping's on-failure destination).
     schedule_dlq = {"Fn::GetAtt": [synth.logical_id(synth.stack.schedules.dead_letters), "Arn"]}
+    # Its dead-letter sweep receives and deletes the send lanes' dead letters and the results
+    # queue's (vdq.schedules.sweeps.dead_letters): only those.
+    messaging = synth.stack.messaging
+    dead = [{"Fn::GetAtt": [synth.logical_id(q.dead_letters), "Arn"]}
+            for q in (*messaging.send_lanes.values(), messaging.results)]  # fmt: skip
     also = {"schedule": [(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
-                          schedule_dlq)]}  # fmt: skip
+                          schedule_dlq),
+                         (["sqs:DeleteMessage", "sqs:ReceiveMessage"], _sorted(dead))]}  # fmt: skip
     for name, actions in expected.items():
         function = synth.stack.functions.by_name[name]
         sqs = [s for s in synth.role_statements(function)
                if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
         found = sorted((sorted(_actions(s)), _sorted(s["Resource"])) for s in sqs)
         assert found == sorted([(actions, _sorted(send_queue)), *also.get(name, [])]), name
+
+
+def test_the_send_function_hands_back_only_send_messages_and_checks_on_the_results_queue(synth):
+    """A send message whose attempt is claimed waits for the lease: the send function changes
+    the visibility of the send lanes' messages only; it publishes to the lanes (a given-back
+    send) and its batch's check to the results queue, nowhere else."""
+    messaging = synth.stack.messaging
+    lanes = _sorted([{"Fn::GetAtt": [synth.logical_id(lane.queue), "Arn"]}
+                     for lane in messaging.send_lanes.values()])  # fmt: skip
+    results = {"Fn::GetAtt": [synth.logical_id(messaging.results.queue), "Arn"]}
+    sqs = [s for s in synth.role_statements(synth.stack.functions.send)
+           if any(a.startswith("sqs:") for a in _actions(s))]  # fmt: skip
+    consume = ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+               "sqs:GetQueueUrl", "sqs:ReceiveMessage"]  # its event sources' (CDK's grant)
+    # Each queue with the actions it is granted (CDK may merge statements of one resource set).
+    found: dict[str, set[str]] = {}
+    for statement in sqs:
+        resources = statement["Resource"]
+        for resource in resources if isinstance(resources, list) else [resources]:
+            found.setdefault(str(resource), set()).update(_actions(statement))
+    expected = {str(lane): {*consume, "sqs:SendMessage"} for lane in lanes}
+    expected[str(results)] = {"sqs:SendMessage"}
+    assert found == expected, found
 
 
 def test_no_function_holds_a_service_wide_wildcard_action(synth):

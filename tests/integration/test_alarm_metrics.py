@@ -37,18 +37,25 @@ def _emf(lines: list[dict]) -> list[dict]:
 
 
 def test_a_stuck_send_prints_both_alarms_metrics_on_one_json_line(aws, runtime, clock, capsys):
-    from functions.schedule import handler as schedule_handler
+    """A send whose holder died after its claim: its message, delivered again after the
+    claim's lease, errors it "outcome unknown" in the send function."""
+    from functions.send import handler as send_handler
 
+    from tests.support.aws import drain
     from tests.support.results import LambdaContext, new_email, to_sending
 
-    to_sending(new_email(runtime), runtime)
+    item = new_email(runtime)
+    [body] = [json.dumps(m) for m in drain(aws)]
+    to_sending(item, runtime)
     metrics.clear_metrics()  # the enqueue's, outside a handler
     clock.advance(runtime.settings.lease_seconds + 1)
     capsys.readouterr()
-    schedule_handler.handler({"task": "sweep"}, LambdaContext())
+    event = {"Records": [{"messageId": "m1", "receiptHandle": "r1", "body": body}]}
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert runtime.store.get_item(item.id).state == "errored"
     [line] = _emf(_stdout_lines(capsys.readouterr().out))
-    # The lease sweep's count (the StuckSending alarm) and the item entering errored (the
-    # ErroredItems alarm), in the namespace and dimension the alarms read.
+    # The lease's end (the StuckSending alarm) and the item entering errored (the ErroredItems
+    # alarm), in the namespace and dimension the alarms read.
     assert line[resources.METRIC_LEASES_EXPIRED] in (1, [1])
     assert line[resources.METRIC_ITEMS_ERRORED] in (1, [1])
     [directive] = line["_aws"]["CloudWatchMetrics"]

@@ -143,7 +143,7 @@ def test_an_entry_written_into_the_past_while_a_page_is_read_is_not_skipped(aws,
     an event recorded while the item was sending sorts after it. A reader whose page ended at
     that event still meets ``send`` (the view shows it from the claim on), and no entry twice."""
     from tests.support.results import to_sending
-    from vdq.workflow.transitions import Step, apply, history_entry, item_now, send_entry
+    from vdq.workflow.transitions import Step, apply, history_entry, item_now
 
     [item] = sms(runtime)
     move(runtime, item.id, "send", "error")
@@ -161,8 +161,8 @@ def test_an_entry_written_into_the_past_while_a_page_is_read_is_not_skipped(aws,
     page = call("get_item_history", params={"id": item.id},
                 query={"limit": str(size - 1)}).body  # fmt: skip
     clock.advance(1)
-    apply(sending, Step("await", actor="worker", provider_id="SM" + "1" * 32), runtime,
-          history=[send_entry(sending)])  # the worker's outcome, with the deferred entry
+    # The worker's outcome (its claim wrote the send entry).
+    apply(sending, Step("await", actor="worker", provider_id="SM" + "1" * 32), runtime)
     seen = page["entries"]
     cursor = page["cursor"]
     while cursor:
@@ -215,10 +215,10 @@ def test_an_event_committed_late_with_a_lagging_clock_is_not_skipped_by_a_reader
 
 
 def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
-    """Shown from the claim on (the worker writes it later), and not again once written, nor
-    beside one a transition already wrote."""
+    """Shown from the claim on (the claim writes it), and not again once the outcome is
+    written, nor beside one a transition already wrote."""
     from tests.support.results import to_sending
-    from vdq.workflow.transitions import Step, apply, send_entry
+    from vdq.workflow.transitions import Step, apply
 
     [claimed, moved] = sms(runtime, "+14155550100", "+14155550101")
     sending = to_sending(runtime.store.get_item(claimed.id), runtime)
@@ -226,8 +226,7 @@ def test_a_sending_item_shows_its_claims_send_entry_once(aws, runtime, clock):
     for item_id in (claimed.id, moved.id):
         view = call("get_queue_item", params={"id": item_id}).body
         assert [e["name"] for e in view["history"]] == ["queued", "send"], item_id
-    apply(sending, Step("await", actor="worker", provider_id="SM" + "2" * 32), runtime,
-          history=[send_entry(sending)])
+    apply(sending, Step("await", actor="worker", provider_id="SM" + "2" * 32), runtime)
     view = call("get_queue_item", params={"id": claimed.id}).body
     assert [e["name"] for e in view["history"]] == ["queued", "send", "await"]
 

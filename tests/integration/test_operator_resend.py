@@ -36,7 +36,7 @@ def test_a_resent_email_is_a_new_queued_copy_without_origin_sharing_the_content(
     assert stored.content_id == original.content_id and stored.has_files
     # The send message names the receiver: the worker checks its suppression before claiming.
     assert drain(aws) == [{"id": copy["id"], "attempt": 1, "to": original.receiver,
-                            "pace": "ses"}]
+                            "pace": "ses", "queued": copy["queued_at"]}]
     detail = call("get_queue_item", params={"id": copy["id"]}).body
     assert detail["content"]["cc"] == [{"email": "cc@example.org"}]
     assert detail["content"]["reply_to"] == [{"email": "help@example.com"}]

@@ -16,7 +16,6 @@ from tests.support.operator import (
 )
 from vdq.store import Moved
 from vdq.workflow import table as workflow
-from vdq.workflow import transitions
 
 OPERATOR_SUBJECT = "7d8c2f10-1b2a-4c5d-9e8f-0a1b2c3d4e5f"  # the sample event's caller
 SERVER_TRANSITIONS = sorted(n for n, t in workflow.TRANSITIONS.items() if t.permission is None)
@@ -25,6 +24,14 @@ SERVER_TRANSITIONS = sorted(n for n, t in workflow.TRANSITIONS.items() if t.perm
 def _transition(item_id, name, dry_run=None, groups=("vdq-operators",)):
     query = {} if dry_run is None else {"dry_run": "true" if dry_run else "false"}
     return call("transition", params={"id": item_id, "name": name}, query=query, groups=groups)
+
+
+def claim(runtime, item_id, attempt):
+    """The worker's claim of ``attempt`` (as a send message of it makes it)."""
+    from vdq.dispatch import send
+    from vdq.workflow.sendqueue import SendMessage
+
+    send.claim(SendMessage(item_id, attempt), runtime.clock.now(), runtime)
 
 
 def _errored(runtime):
@@ -90,27 +97,29 @@ def test_a_transition_with_no_source_in_the_state_is_a_409_naming_it(
 
 
 def test_the_409_for_an_awaiting_email_names_when_its_timeout_moves_it(aws, runtime):
-    # SES's acceptance leaves the claim's lease timer on the email (vdq.schedules.sweeps.await_email
-    # moves it to the email timeout's, keyed on the claim, once the lease passes): the time the
-    # refusal names is the claim's plus the timeout, before and after that move, not the
-    # lease's end plus the timeout.
+    # SES's acceptance writes no timer; the send's check gives an email still awaiting then
+    # its timeout's timer, keyed on the claim (vdq.results.checks): the time the refusal names
+    # is the claim's plus the timeout, before and after the check.
     from datetime import timedelta
 
     from vdq.core.clock import iso, parse_iso
-    from vdq.schedules import sweeps as schedules
+    from vdq.results import checks
 
     [item] = email(runtime, "ada@example.org")
     move(runtime, item.id, "send")
     move(runtime, item.id, "await", provider_id="0100-ses-hint")
     stored = runtime.store.get_item(item.id)
-    assert stored.state == "awaiting" and stored.timer_pk.startswith("lease#")
+    assert stored.state == "awaiting" and stored.timer_pk is None
     hours = runtime.settings.email_timeout_hours
     until = iso(parse_iso(stored.claimed_at) + timedelta(hours=hours))
     answer = _transition(item.id, "cancel")
     assert answer.status == 409
     assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
-    runtime.clock.advance(runtime.settings.lease_seconds + 1)
-    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    runtime.clock.advance(runtime.settings.check_seconds)
+    sent = checks.Sent(item.id, 1, "0100-ses-hint", stored.updated_at)
+    checks.handle({"kind": checks.KIND, "sent": [sent.as_json()]}, runtime)
+    stored = runtime.store.get_item(item.id)
+    assert stored.timer_sk == f"{stored.claimed_at}#{item.id}"
     answer = _transition(item.id, "cancel")
     assert f"becomes unconfirmed at {until}" in answer.body["error"]["message"]
 
@@ -147,11 +156,11 @@ def test_retry_starts_a_new_attempt_clears_delay_and_result_and_publishes(aws, r
     assert after.retry_delay is None and after.result is None
     assert answer.body["item"]["attempt"] == after.attempt
     assert drain(aws) == [{"id": item.id, "attempt": after.attempt, "to": item.receiver,
-                           "pace": f"twilio#{item.sender}"}]  # fmt: skip
+                           "pace": f"twilio#{item.sender}",
+                           "queued": item.queued_at}]  # fmt: skip
     # A send message of the older attempt drops itself: its claim fails.
     with pytest.raises(Moved):
-        runtime.store.claim(item.id, before.attempt, ("queued", "delayed"),
-                            transitions.claim_write(item.id, runtime.clock.now(), runtime))
+        claim(runtime, item.id, before.attempt)
     entry = runtime.store.history(item.id)[-1]
     assert (entry.name, entry.actor, entry.source) == ("retry", OPERATOR_SUBJECT, "operator")
     assert (entry.from_state, entry.to_state) == ("delayed", "queued")
@@ -177,8 +186,7 @@ def test_cancel_starts_a_new_attempt_so_a_pending_send_is_dropped(aws, runtime, 
     assert after.retry_delay is None and after.timer_pk is None and after.active_pk is None
     assert drain(aws) == []  # cancel publishes nothing
     with pytest.raises(Moved):  # the send published at enqueue (or by delay) drops itself
-        runtime.store.claim(item.id, before.attempt, ("queued", "delayed"),
-                            transitions.claim_write(item.id, runtime.clock.now(), runtime))
+        claim(runtime, item.id, before.attempt)
     entry = runtime.store.history(item.id)[-1]
     assert (entry.name, entry.actor) == ("cancel", OPERATOR_SUBJECT)
 

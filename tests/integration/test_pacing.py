@@ -316,7 +316,7 @@ def test_the_send_handler_takes_each_senders_messages_in_turn(aws, rt, monkeypat
                         for i, m in enumerate(messages)]  # fmt: skip
     seen = []
     monkeypatch.setattr(sendbatch, "prepare",
-                        lambda record, upcoming, _: seen.append((record["messageId"], upcoming)))
+                        lambda record, upcoming, *_: seen.append((record["messageId"], upcoming)))
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     # The lone message of the second sender goes second, not after the first sender's three;
     # each is told how many sends of its own sender follow (slots are reserved for those only).

@@ -30,11 +30,12 @@ from tests.support.results import (
     to_sending,
     twilio_event,
 )
-from vdq.dispatch import send
+from vdq.core.clock import iso
+from vdq.dispatch import record
+from vdq.results import checks
 from vdq.results.matching import SES_TOPIC_VALIDATION
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
-from vdq.workflow.transitions import send_entry
 
 MSG = "010001927b2d6c1e-payload-shapes-000000"
 SID = "SM" + "c" * 32
@@ -136,12 +137,13 @@ def test_an_older_format_notification_for_a_tagged_email_applies_at_its_timeout(
     # Identity notifications carry no tags, and a tagged email's ID has no mapping: the event
     # waits as an orphan on the ID, and the email timeout applies it instead of timing out.
     item = to_sending(new_email(rt), rt)
-    send.record_accepted(item, send_entry(item), MSG, rt, map_provider_id=False)
+    record.accepted(item, MSG, rt, map_provider_id=False)
     deliver(json.dumps(ses_payload("notification_delivery", item.id)), caplog)
     assert "kept as an orphan" in caplog.text
     assert rt.store.get_item(item.id).state == "awaiting"
-    clock.advance(rt.settings.lease_seconds + 1)
-    schedules.run(["sweep"], rt)
+    clock.advance(rt.settings.check_seconds)  # the send's check: its timeout's timer
+    sent = checks.Sent(item.id, 1, MSG, iso(clock.now()))
+    checks.handle({"kind": checks.KIND, "sent": [sent.as_json()]}, rt)
     clock.advance(rt.settings.email_timeout_hours * 3600)
     schedules.run(["sweep"], rt)
     stored = rt.store.get_item(item.id)

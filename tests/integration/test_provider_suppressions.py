@@ -28,11 +28,10 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
-from vdq.dispatch import send
+from vdq.dispatch import record
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
 from vdq.store import QueueItemRecord
-from vdq.workflow.transitions import send_entry
 
 HOUR = 3600
 MESSAGE_ID = "0100019-suppression-list-complaint-000000"
@@ -103,7 +102,7 @@ def test_a_suppression_list_complaint_for_no_item_yet_suppresses_once_an_item_st
     results(body)
     assert rt.store.get_suppression(item.receiver) is None
     item = to_sending(item, rt)
-    send.record_accepted(item, send_entry(item), MESSAGE_ID, rt)  # adopts the orphan
+    record.accepted(item, MESSAGE_ID, rt)  # adopts the orphan
     assert rt.store.get_item(item.id).state == "errored"
     assert rt.store.get_suppression(item.receiver).reason == "ses_suppression_list"
 

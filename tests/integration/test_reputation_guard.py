@@ -25,6 +25,7 @@ from vdq.results import guard
 from vdq.store.holds import ACCOUNT, RELEASED, Holds
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for
+from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
 SENDER = "shop@example.com"
@@ -111,8 +112,9 @@ def test_a_release_sends_each_parked_item_once_in_its_lane(aws, rt):
     assert answer["level"]["released_by"] == "op@example.org"
     assert process_all(aws, rt) == {normal: send.ACCEPTED}
     assert process_all(aws, rt, resources.SEND_QUEUES["bulk"]) == {bulk: send.ACCEPTED}
-    assert rt.store.get_item(normal).held is None
-    assert rt.store.get_item(normal).timer_pk.startswith("lease#")  # claimed
+    sent = rt.store.get_item(normal)
+    assert sent.held is None
+    assert sent.state == "awaiting" and sent.claimed_at is not None  # claimed, and sent
     assert list(guard.holds_of(rt).all_parked("shop")) == []
     # Released again: nothing is left to send, nothing is sent twice.
     assert guard.release(rt, "shop", "op@example.org")["done"] == 0
@@ -266,10 +268,10 @@ def test_a_held_producers_sms_is_sent(aws, rt):
     assert "held" not in answer
     (message,) = drain(aws)
     assert message["id"] == answer["items"][0]["id"]
-    item = rt.store.get_item(message["id"])
+    assert guard.held_for(rt, "normal") == ("shop",)
     # The claim does not take it for a held producer's: it reaches Twilio's step.
-    assert rt.store.claim(item.id, 1, ("queued",), send.transitions.claim_write(
-        item.id, rt.clock.now(), rt), not_created_by=("shop",)).state == "sending"
+    claimed = send.claim(SendMessage.parse(json.dumps(message)), rt.clock.now(), rt)
+    assert not isinstance(claimed, str) and claimed.state == "sending"
 
 
 def test_a_guard_that_only_warns_parks_nothing(aws, rt):
@@ -524,9 +526,8 @@ def test_an_item_retried_while_parked_does_not_show_the_old_hold(aws, rt):
     from vdq.workflow.views import item_json
 
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
-    drain(aws)
-    rt.store.claim(item_id, 1, ("queued",), send.transitions.claim_write(
-        item_id, rt.clock.now(), rt))  # fmt: skip
+    (message,) = drain(aws)
+    send.claim(SendMessage.parse(json.dumps(message)), rt.clock.now(), rt)
     apply(item_id, Step("delay", actor="ses", source="provider", retry_delay=600), rt)
     hold(rt)
     guard.forget(rt)  # the post read the holds before it

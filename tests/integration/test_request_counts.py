@@ -41,9 +41,12 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     # The worker reads the receiver's suppression (one GetItem) before it claims the item: the
     # suppression list costs two reads per email (vdq.results.suppression). The send's second
     # UpdateItem reserves its slot at SES's rate (vdq.dispatch.pacing): one request for a batch of
-    # one; a full batch of ten shares it (see the batch test below). The worker's outcome and the
-    # Delivery each carry their history entries on the state item (vdq.store.history): one
-    # UpdateItem each.
+    # one; a full batch of ten shares it (see the batch test below). The claim (which writes
+    # its send entry), the worker's outcome and the Delivery each carry their history entries
+    # on the state item (vdq.store.history): one UpdateItem each. Before the batch's messages
+    # are deleted, the worker publishes its check (one SQS SendMessage a batch: the emails SES
+    # accepted); delayed five minutes, it finds this one delivered already: one eventually
+    # consistent BatchGetItem, no write (vdq.results.checks).
     # The stream window's last call (its own phase) writes, for every message of the window,
     # one posting per hour touched and one counter record per hour and kind (all, the
     # producer, the sender identity), then the shard's checkpoint, which the window's first
@@ -53,39 +56,42 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     assert by_phase(journey) == [
         ("enqueue", {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 2,
                      "sqs.SendMessageBatch": 1}),
-        ("send", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 3, "sesv2.SendEmail": 1}),
+        ("send", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 3, "sesv2.SendEmail": 1,
+                  "sqs.SendMessage": 1}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}),
+        ("webhook", {"dynamodb.BatchGetItem": 1}),
         ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
         ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 4}),
     ]  # fmt: skip
+    check = journey.phases[3][1]
+    assert check.rru == 0.5 and check.batch_billed == {}  # eventually consistent: half a unit
     total = journey.total()
     window = journey.phases[-1][1].by_service()["dynamodb"] + 1  # and its checkpoint's read
-    assert total.by_service()["dynamodb"] - window <= 11
+    # The check's read is a tenth of it a batch.
+    assert total.by_service()["dynamodb"] - window <= 12
     # With its three history entries (coded: vdq.store.history) and no attribute at its
     # default, the delivered state item stays under one write unit.
     assert 512 < total.sizes["state"] < 1024
 
 
-def test_a_delivered_email_writes_seventeen_dynamodb_units_and_a_share_of_a_window():
+def test_a_delivered_email_writes_fifteen_dynamodb_units_and_a_share_of_a_window():
     # Table units, then index units, per phase: enqueue puts the content (10 KB of HTML in
-    # 2 KB) and the state; the worker's outcome is one UpdateItem of the state with its history
-    # entries (the send entry rides with the outcome's; a tagged email has no mapping record),
-    # one unit (803 bytes); the Delivery's is one too (868 bytes with its entry and the
-    # event's mark: the entries coded, no attribute at its default, no claim kept once done,
-    # beside the receiver index's key and the subject's start). Index
-    # moves: active and
-    # publish timer in, timer to lease (which SES's acceptance leaves as it is: only an email
-    # still awaiting when the lease passes moves to its timeout's timer), lease timer out,
-    # active out and sent in. The stream's expiry stamp of the content is two units (its only
-    # record: the history is on the state item, which the done write stamped). The send's pace
-    # record (its slot at SES's rate) is one unit more.
-    # The receiver index's entry (vdq.store.search) is the enqueue's third index unit, written
-    # once and never moved. The window's last call writes a posting, three counter records and
-    # the shard's checkpoint, a unit each, for all the messages of its window.
+    # 2 KB) and the state; the claim is one unit (it writes the send entry, no timer: the send
+    # message is its lease), the worker's outcome one (a tagged email has no mapping record),
+    # the Delivery's one too (868 bytes with its entry and the event's mark: the entries
+    # coded, no attribute at its default, no claim kept once done, beside the receiver index's
+    # key and the subject's start). Index moves: active, publish timer and receiver in, the
+    # publish timer out at the claim (no timer in), active out and sent in at the Delivery.
+    # The check writes nothing for an email delivered by then. The stream's expiry stamp of
+    # the content is two units (its only record: the history is on the state item, which the
+    # done write stamped). The send's pace record (its slot at SES's rate) is one unit more.
+    # The receiver index's entry (vdq.store.search) is written once and never moved. The
+    # window's last call writes a posting, three counter records and the shard's checkpoint, a
+    # unit each, for all the messages of its window.
     journey = rq.email_delivered()
     units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
-    assert units == [("enqueue", 3, 3), ("send", 3, 2), ("webhook", 1, 3), ("schedule", 2, 0),
-                     ("schedule", 5, 0)]
+    assert units == [("enqueue", 3, 3), ("send", 3, 1), ("webhook", 1, 2), ("webhook", 0, 0),
+                     ("schedule", 2, 0), ("schedule", 5, 0)]  # fmt: skip
     # What it leaves for its retention (the bill's storage line): as bench.storage weighs it.
     from bench import storage
 
@@ -123,11 +129,13 @@ def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
 
 
 def test_a_batch_of_ten_sends_reserves_its_pace_in_one_request():
-    # Ten suppression reads (GetItem), ten claims and ten outcomes (UpdateItem each), and one
-    # UpdateItem of the pace record for all ten slots: 0.1 pacing requests per email.
+    # Ten suppression reads (GetItem), ten claims and ten outcomes (UpdateItem each), one
+    # UpdateItem of the pace record for all ten slots (0.1 pacing requests per email), and one
+    # check of the ten emails SES accepted (0.1 SQS requests per email).
     tally = rq.send_batch(10)
     assert tally["requests"] == {"dynamodb.GetItem": 10, "dynamodb.UpdateItem": 21,
-                                 "sesv2.SendEmail": 10}  # fmt: skip
+                                 "sesv2.SendEmail": 10, "sqs.SendMessage": 1}  # fmt: skip
+    assert tally["batch_billed"] == {"sqs": 1}
 
 
 def test_an_operator_retry_reads_once_writes_once_and_publishes_once():

@@ -40,15 +40,14 @@ def test_give_back_that_only_lost_the_room_race_still_gives_the_item_back(aws, r
     apply(item.id, Step("retry", actor="op", source="operator"), runtime)  # 3 entries, attempt 2
     runtime.clock.advance(0.001)
     queued = runtime.store.get_item(item.id)
-    claimed = send.claim(message_for(queued), runtime)
+    claimed = send.claim(message_for(queued), runtime.clock.now(), runtime)
     assert claimed is not None and claimed.state == "sending"
-    entry = transitions.send_entry(claimed)
     # While the worker waits for its turn at the rate, two late events of attempt 1 are
     # recorded on the state item (no state change): the item is still sending at attempt 2.
     late_event(runtime, item.id, "late-1")
     late_event(runtime, item.id, "late-2")
     assert runtime.store.get_item(item.id).state == "sending"
-    giveback.give_back(claimed, message_for(claimed), entry, 30, runtime)
+    giveback.give_back(claimed, message_for(claimed), 30, runtime)
     now = runtime.store.get_item(item.id)
     assert now.state == "queued", (
         f"give_back raised Moved only because recent filled up since its read; the item "

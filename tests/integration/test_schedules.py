@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -210,11 +211,38 @@ def test_an_awaiting_sms_stored_by_the_release_before_times_out_from_its_claim(
     assert state(callback_mode, item) == "unconfirmed"
 
 
-# ---- lease sweep -----------------------------------------------------------------------------
+# ---- lease timers of items claimed by a release before ---------------------------------------
+# The send message is the claim's lease now (vdq.dispatch.send): no claim writes a lease timer.
+# A release before wrote one at each claim, which an email SES accepted kept; the sweep still
+# drains those: a sending item past its lease is errored, an awaiting email moves to its
+# timeout's timer.
+
+
+def legacy_lease(item, runtime):
+    """The lease timer the release before gave an item at its claim (partition ``lease#<k>``
+    of no lane, due at the claim plus the lease)."""
+    from vdq.core.clock import parse_iso
+    from vdq.store import QueueItemRecord
+    from vdq.workflow.transitions import TIMER_LEASE, timer_partition
+
+    stored = runtime.store.get_item(item.id)
+    due = iso(parse_iso(stored.claimed_at) + timedelta(seconds=runtime.settings.lease_seconds))
+    partition = timer_partition(TIMER_LEASE, item.id, runtime.settings.index_shards)
+    stored.update(actions=[QueueItemRecord.timer_pk.set(partition),
+                           QueueItemRecord.timer_sk.set(f"{due}#{item.id}")])  # fmt: skip
+    return runtime.store.get_item(item.id)
+
+
+def check(items, runtime):
+    """The send's check of ``items`` (vdq.results.checks), as the results function gets it."""
+    from vdq.results import checks
+
+    sent = [checks.Sent(i.id, int(i.attempt), i.provider_id or "", i.updated_at) for i in items]
+    return checks.handle({"kind": checks.KIND, "sent": [s.as_json() for s in sent]}, runtime)
 
 
 def test_lease_sweep_errors_an_expired_sending_item_with_an_unknown_outcome(aws, runtime, clock):
-    item = to_sending(new_email(runtime), runtime)
+    item = legacy_lease(to_sending(new_email(runtime), runtime), runtime)
     claimed_at = item.claimed_at
     clock.advance(runtime.settings.lease_seconds - 1)
     schedules.run(["sweep"], runtime)
@@ -225,7 +253,7 @@ def test_lease_sweep_errors_an_expired_sending_item_with_an_unknown_outcome(aws,
     stored = runtime.store.get_item(item.id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     send = next(h for h in runtime.store.history(item.id) if h.name == "send")
-    assert (send.at, send.sk) == (claimed_at, f"H#{claimed_at}#send1")
+    assert send.at == claimed_at
     assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "error")]
     # A later provider event still finds the item by its key and records what happened.
     clock.advance(1)
@@ -237,10 +265,10 @@ def test_lease_sweep_errors_an_expired_sending_item_with_an_unknown_outcome(aws,
 
 
 def test_lease_sweep_leaves_an_item_the_worker_recorded(aws, runtime, clock):
-    # An accepted email keeps the claim's lease timer (no index write when SES accepts it);
-    # still awaiting when the lease passes, it moves to the email timeout's timer, keyed on
-    # its claim, and stays awaiting.
-    item = to_awaiting(new_email(runtime), runtime, "M-2")
+    # An email SES accepted kept the claim's lease timer (the release before wrote no index
+    # entry when SES accepted it); still awaiting when the lease passes, it moves to the email
+    # timeout's timer, keyed on its claim, and stays awaiting.
+    item = legacy_lease(to_awaiting(new_email(runtime), runtime, "M-2"), runtime)
     assert item.timer_pk.startswith("lease#")
     clock.advance(runtime.settings.lease_seconds + 1)
     assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
@@ -251,14 +279,16 @@ def test_lease_sweep_leaves_an_item_the_worker_recorded(aws, runtime, clock):
     assert schedules.run(["sweep"], runtime) == {}  # moved once
 
 
-def test_an_email_delivered_before_its_lease_passed_never_moves_its_timer(aws, runtime, clock):
+def test_an_email_delivered_before_its_check_never_gets_a_timer(aws, runtime, clock):
     item = to_awaiting(new_email(runtime), runtime, "M-3")
+    assert item.timer_pk is None  # SES's acceptance writes none
     clock.advance(10)
     apply(runtime.store.get_item(item.id), Step("succeed", actor="ses", source="provider"),
           runtime)  # fmt: skip
+    clock.advance(runtime.settings.check_seconds)
+    assert check([item], runtime) == "checked 1, 0 given their timeout's timer"
     stored = runtime.store.get_item(item.id)
     assert stored.state == "succeeded" and stored.timer_pk is None
-    clock.advance(runtime.settings.lease_seconds)
     assert schedules.run(["sweep"], runtime) == {}
 
 
@@ -266,9 +296,10 @@ def test_an_email_with_no_final_event_is_unconfirmed_its_timeout_after_the_claim
         aws, runtime, clock):  # fmt: skip
     item = to_awaiting(new_email(runtime), runtime, "M-4")
     hours = runtime.settings.email_timeout_hours
-    clock.advance(runtime.settings.lease_seconds + 1)
-    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
-    clock.advance(hours * HOUR - runtime.settings.lease_seconds - 2)
+    clock.advance(runtime.settings.check_seconds)
+    assert check([item], runtime) == "checked 1, 1 given their timeout's timer"
+    assert check([item], runtime) == "checked 1, 0 given their timeout's timer"  # once
+    clock.advance(hours * HOUR - runtime.settings.check_seconds - 1)
     schedules.run(["sweep"], runtime)
     assert state(runtime, item) == "awaiting"
     clock.advance(2)
@@ -278,11 +309,12 @@ def test_an_email_with_no_final_event_is_unconfirmed_its_timeout_after_the_claim
 
 def _awaiting_then_stuck(runtime, clock, monkeypatch, n):
     """Pages of 3; ``n`` emails SES accepted, then a send whose worker died, all past their
-    lease (the send's passed after theirs)."""
+    lease (the send's passed after theirs), each with the lease timer of the release before."""
     monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
-    waiting = [to_awaiting(new_email(runtime), runtime, f"M-{k}") for k in range(n)]
+    waiting = [legacy_lease(to_awaiting(new_email(runtime), runtime, f"M-{k}"), runtime)
+               for k in range(n)]  # fmt: skip
     clock.advance(1)
-    stuck = to_sending(new_email(runtime), runtime)
+    stuck = legacy_lease(to_sending(new_email(runtime), runtime), runtime)
     clock.advance(runtime.settings.lease_seconds + 1)
     return waiting, stuck
 
@@ -335,24 +367,31 @@ def _ses(name, item, message_id):
 def test_one_run_times_out_more_awaiting_emails_than_a_page(aws, runtime, clock, monkeypatch):
     monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
     items = [to_awaiting(new_email(runtime), runtime, f"M-T{n}") for n in range(7)]
-    clock.advance(runtime.settings.lease_seconds + 1)
-    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 7}
+    clock.advance(runtime.settings.check_seconds)
+    assert check(items, runtime) == "checked 7, 7 given their timeout's timer"
     clock.advance(runtime.settings.email_timeout_hours * HOUR)
     assert schedules.run(["sweep"], runtime) == {"email_timeout_moved": 7}
     assert {state(runtime, item) for item in items} == {"unconfirmed"}
 
 
 @pytest.mark.parametrize("event", ["delivery_delay", "send"])
-def test_an_email_ses_accepted_after_its_worker_died_awaits_on_its_lease_then_times_out(
+def test_an_email_ses_accepted_after_its_worker_died_gets_its_timer_from_its_message(
         aws, runtime, clock, event):  # fmt: skip
-    # The worker died after SES took the message: an in-flight event (a DeliveryDelay; or a
-    # Send, not subscribed but one from before an upgrade) moves the sending item to awaiting
-    # (its lease timer kept), and the sweep moves the timer rather than erroring it.
-    item = to_sending(new_email(runtime), runtime)
+    # The worker died after SES took the message, before it recorded it (or published the
+    # check): an in-flight event (a DeliveryDelay; or a Send, not subscribed but one from before
+    # an upgrade) moves the sending item to awaiting, without a timer; its send message, back
+    # after the queue's visibility, gives it the timeout's timer (vdq.dispatch.send) rather
+    # than erroring it.
+    from vdq.dispatch import send
+    from vdq.workflow.sendqueue import SendMessage
+
+    item = new_email(runtime)
+    [message] = drain(aws)
+    item = to_sending(item, runtime)
     clock.advance(runtime.settings.lease_seconds + 5)  # the event comes after the lease
     _ses(event, item, "M-5")
     assert state(runtime, item) == "awaiting"
-    assert schedules.run(["sweep"], runtime) == {"lease_email_awaits": 1}
+    assert send.process(SendMessage.parse(json.dumps(message)), runtime) == send.DROPPED
     assert runtime.store.get_item(item.id).timer_sk == f"{item.claimed_at}#{item.id}"
     clock.advance(runtime.settings.email_timeout_hours * HOUR)
     assert schedules.run(["sweep"], runtime) == {"email_timeout_moved": 1}
@@ -361,7 +400,7 @@ def test_an_email_ses_accepted_after_its_worker_died_awaits_on_its_lease_then_ti
 @pytest.mark.parametrize("first", ["sweep", "delivery"])
 def test_a_delivery_racing_the_move_of_the_timer_leaves_the_email_succeeded_with_no_timer(
         aws, runtime, clock, monkeypatch, first):  # fmt: skip
-    item = to_awaiting(new_email(runtime), runtime, "M-6")
+    item = legacy_lease(to_awaiting(new_email(runtime), runtime, "M-6"), runtime)
     clock.advance(runtime.settings.lease_seconds + 1)
     store = runtime.store
     if first == "delivery":  # between the sweep's read and its conditional move
@@ -411,7 +450,8 @@ def test_republish_sweep_publishes_an_unclaimed_item_again_once(aws, runtime, cl
     assert drain(aws) == []
     clock.advance(2)
     assert schedules.run(["sweep"], runtime) == {"republished": 1}
-    assert drain(aws) == [{"id": item.id, "attempt": 1, "to": item.receiver, "pace": "ses"}]
+    assert drain(aws) == [{"id": item.id, "attempt": 1, "to": item.receiver, "pace": "ses",
+                           "queued": item.queued_at}]
     stored = runtime.store.get_item(item.id)
     next_due = iso(clock.now() + timedelta(seconds=runtime.settings.publish_grace_seconds))
     assert stored.timer_sk == f"{next_due}#{item.id}"
@@ -470,7 +510,7 @@ def test_schedule_events_name_their_tasks(sample, tasks):
 
 
 def test_schedule_handler_runs_the_minute_tasks(aws, runtime, clock):
-    item = to_sending(new_email(runtime), runtime)
+    item = legacy_lease(to_sending(new_email(runtime), runtime), runtime)
     clock.advance(runtime.settings.lease_seconds + 1)
     counts = schedule_handler.handler(load_event("eventbridge_schedule_minute"), LambdaContext())
     assert counts == {"lease_moved": 1}

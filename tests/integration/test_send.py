@@ -16,7 +16,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 import vdq
-from tests.support.aws import drain
+from tests.support.aws import checks, drain
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.lambda_context import LambdaContext
@@ -88,9 +88,11 @@ def test_email_is_sent_through_ses_and_awaits_its_delivery(aws, rt, ses_requests
 
     stored = rt.store.get_item(ada.id)
     assert stored.state == "awaiting" and stored.attempt == 1
-    # The claim's lease timer stays: the lease sweep moves it to the email timeout's timer if
-    # no final event came by then (vdq.schedules.sweeps.await_email).
-    assert stored.provider_id and stored.timer_pk.startswith("lease#")
+    # SES's acceptance writes no timer: the check of each send (on the results queue, five
+    # minutes later) gives an email still awaiting then its timeout's (vdq.results.checks).
+    assert stored.provider_id and stored.timer_pk is None
+    assert [(i, a, p) for i, a, p, _ in checks(aws)] == [
+        (i.id, 1, rt.store.get_item(i.id).provider_id) for i in items]  # fmt: skip
     # Its SES events carry the item's tags, so the ID gets no mapping record (2 write units).
     assert rt.store.find_by_provider_id(stored.provider_id) is None
     assert history(rt, ada.id) == [("send", "queued", "sending"), ("await", "sending", "awaiting")]
@@ -504,3 +506,48 @@ def test_ses_events_that_arrived_before_the_id_are_applied_when_it_is_stored(aws
     assert stored.provider_id == message_id and stored.state == "succeeded"
     mapping = rt.store.find_by_provider_id(message_id)
     assert mapping.item_id == item.id and not mapping.orphans
+
+
+# ---- the claim ----------------------------------------------------------------------------------
+
+
+def test_two_claims_at_the_same_instant_make_one_claim(aws, rt):
+    """Two send functions claim one attempt in the same microsecond (their clocks agree, or
+    stand still as here): one claim wins, the other finds the attempt claimed. The winner knows
+    its own claim by its entry's random key, never by its time (which botocore resending a
+    claim after a lost answer must still recognise)."""
+    from vdq.store import Moved
+    from vdq.workflow.lanes import message_for
+
+    [item] = email_items(rt, cc=[], bcc=[])
+    now = rt.clock.now()
+    claimed = send.claim(message_for(item), now, rt)
+    assert claimed.state == "sending" and claimed.claimed_at == claimed.updated_at
+    with pytest.raises(Moved) as moved:
+        send.claim(message_for(item), now, rt)
+    assert moved.value.current.state == "sending"
+    [entry] = [h for h in rt.store.history(item.id) if h.name == "send"]
+    assert entry.sk.startswith(f"H#{claimed.claimed_at}#send1-")
+
+
+def test_a_claim_sent_again_after_a_lost_answer_is_its_own(aws, rt):
+    """botocore sends an UpdateItem again when its answer is lost: the claim's condition then
+    fails on its own write, which the store recognises by the entry it appended (the same
+    request again), and no other claim's."""
+    from vdq.store import Moved, StateWrite
+    from vdq.store.history import history_entry
+
+    [item] = email_items(rt, cc=[], bcc=[])
+    now = rt.clock.now()
+
+    def claim(key: str):
+        write = StateWrite(set={"state": "sending", "claimed_at": "x", "updated_at": "x"})
+        entry = history_entry(item.id, now, actor="worker", source="server", kind="transition",
+                              name="send", from_state="queued", to_state="sending", attempt=1,
+                              key=key)  # fmt: skip
+        return rt.store.claim(item.id, 1, "queued", write, entry, item.queued_at)
+
+    assert claim("send1-aaaa").state == "sending"
+    assert claim("send1-aaaa").state == "sending"  # the same request: the claim is its own
+    with pytest.raises(Moved):
+        claim("send1-bbbb")  # another claim's, at the same instant

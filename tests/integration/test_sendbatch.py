@@ -20,7 +20,7 @@ import vdq
 from tests.support.aws import drain
 from tests.support.lambda_context import LambdaContext
 from vdq.core.observability import logger, metrics
-from vdq.dispatch import pacing, send, sendbatch
+from vdq.dispatch import pacing, record, sendbatch
 from vdq.providers import PermanentProviderError, ThrottledProviderError
 
 SENDER = "shop@example.com"
@@ -74,8 +74,11 @@ def batch(rt, aws, count: int, *, parallelism: int | None = None) -> tuple[list,
     items = vdq.add_email(SENDER, [f"r{n}@example.org" for n in range(count)], "Hi", "Hello",
                           runtime=rt)  # fmt: skip
     by_id = {m["id"]: m for m in drain(aws)}
-    records = [{"messageId": f"m{n}", "body": json.dumps(by_id[item.id])}
-               for n, item in enumerate(items)]  # fmt: skip
+    # As the mapping hands them over: the lane's queue and a receipt (a message handed back
+    # changes its visibility through them).
+    arn = f"arn:aws:sqs:us-east-1:123456789012:{rt.settings.send_queue_url.rsplit('/', 1)[-1]}"
+    records = [{"messageId": f"m{n}", "receiptHandle": f"r{n}", "eventSourceARN": arn,
+                "body": json.dumps(by_id[item.id])} for n, item in enumerate(items)]  # fmt: skip
     return items, {"Records": records}
 
 
@@ -138,14 +141,14 @@ def test_a_throttled_send_slows_the_pace_in_the_main_thread_and_goes_back(rt, aw
 def test_a_send_whose_outcome_was_not_recorded_is_the_only_one_redelivered(rt, aws, monkeypatch):
     items, event = batch(rt, aws, 3)
     rt.overrides["ses_provider"] = BarrierSes(together=3)
-    original = send.record_accepted
+    original = record.accepted
 
-    def record_accepted(item, *args, **kwargs):
+    def accepted(item, *args, **kwargs):
         if item.id == items[1].id:
             raise OSError("the store failed")
         return original(item, *args, **kwargs)
 
-    monkeypatch.setattr(send, "record_accepted", record_accepted)
+    monkeypatch.setattr(record, "accepted", accepted)
     answer = send_handler.handler(event, LambdaContext())
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
     assert states(rt, items) == ["awaiting", "sending", "awaiting"]
@@ -154,18 +157,39 @@ def test_a_send_whose_outcome_was_not_recorded_is_the_only_one_redelivered(rt, a
 def test_every_send_failing_to_record_fails_the_invocation(rt, aws, monkeypatch):
     _, event = batch(rt, aws, 2)
     rt.overrides["ses_provider"] = BarrierSes(together=2)
-    monkeypatch.setattr(send, "record_accepted", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(record, "accepted", lambda *a, **k: (_ for _ in ()).throw(
         OSError("the store failed")))  # fmt: skip
     with pytest.raises(sendbatch.BatchFailed):
         send_handler.handler(event, LambdaContext())
 
 
-def test_two_copies_of_one_attempt_in_a_batch_make_one_send(rt, aws):
+def test_two_copies_of_one_attempt_in_a_batch_make_one_send(rt, aws, monkeypatch):
+    """The copy's claim fails while the first is with its sending thread (SES answers once the
+    copy was prepared): it finds the attempt claimed, at the very same instant (the clock
+    stands still here), within its lease, and is handed back to SQS to come again at the
+    lease's end (ChangeMessageVisibility)."""
     items, event = batch(rt, aws, 1)
     first = event["Records"][0]
     event["Records"].append({**first, "messageId": "copy"})
-    ses = rt.overrides["ses_provider"] = BarrierSes(together=1)
-    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    copied = threading.Event()
+    prepare = sendbatch.prepare
+
+    def watched(message, upcoming, runtime, deadline=None):
+        try:
+            return prepare(message, upcoming, runtime, deadline)
+        finally:
+            if message["messageId"] == "copy":
+                copied.set()
+
+    class Ses(BarrierSes):
+        def send_raw(self, **kwargs):
+            copied.wait(timeout=5)
+            return super().send_raw(**kwargs)
+
+    monkeypatch.setattr(sendbatch, "prepare", watched)
+    ses = rt.overrides["ses_provider"] = Ses(together=1)
+    assert send_handler.handler(event, LambdaContext()) == {
+        "batchItemFailures": [{"itemIdentifier": "copy"}]}  # fmt: skip
     assert ses.receivers == ["r0@example.org"] and states(rt, items) == ["awaiting"]
 
 
@@ -218,11 +242,11 @@ def test_an_item_is_claimed_only_when_a_sending_thread_is_free_to_send_it(rt, aw
     third_prepared = threading.Event()
     prepare = sendbatch.prepare
 
-    def watched(record, upcoming, runtime):
-        if json.loads(record["body"])["id"] == items[2].id:
+    def watched(message, upcoming, runtime, deadline=None):
+        if json.loads(message["body"])["id"] == items[2].id:
             order.append("third prepared")
             third_prepared.set()
-        return prepare(record, upcoming, runtime)
+        return prepare(message, upcoming, runtime, deadline)
 
     class Ses:
         def send_raw(self, *, receiver: str, **_):

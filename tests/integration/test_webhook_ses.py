@@ -254,9 +254,9 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
     deliver(ses_event("send", message_id=MSG, item_id=None))
     deliver(ses_event("delivery", message_id=MSG, item_id=None))
     clock.advance(1)
-    from vdq.dispatch import send
+    from vdq.dispatch import record
 
-    assert send.record_accepted(item, send.send_entry(item), MSG, runtime) == send.ACCEPTED
+    assert record.accepted(item, MSG, runtime) == record.ACCEPTED
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
     record = mapping(MSG)
@@ -268,10 +268,11 @@ def test_orphans_are_applied_when_the_worker_stores_the_message_id(aws, runtime,
 
 
 def test_orphans_are_applied_through_the_send_workers_record_step(aws, runtime, clock):
-    send = pytest.importorskip("vdq.dispatch.send")
+    from vdq.dispatch import record
+
     item = to_sending(new_email(runtime), runtime)
     deliver(ses_event("bounce_permanent", message_id=MSG, item_id=None))
-    send.record_accepted(item, send.send_entry(item), MSG, runtime)
+    record.accepted(item, MSG, runtime)
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("errored", MSG)
     assert mapping(MSG).item_id == item.id

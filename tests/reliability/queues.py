@@ -54,6 +54,7 @@ class Message:
     body: str
     sent_at: datetime  # the first enqueue (a dead-lettered message keeps it)
     visible_at: datetime  # delayed until / in flight until
+    delayed_until: datetime | None = None  # its DelaySeconds' end (a copy waits for it too)
     receives: int = 0
     receipt: str | None = None  # the latest receive's handle
     received_at: datetime | None = None  # the latest receive
@@ -84,7 +85,8 @@ class Queue:
     def send(self, body: str, delay: int, now: datetime) -> str:
         if not 0 <= delay <= MAX_DELAY_SECONDS:
             raise AssertionError(f"DelaySeconds {delay} sent to {self.name}: SQS refuses it")
-        message = Message(f"m-{next(_ids)}", body, now, now + timedelta(seconds=delay))
+        until = now + timedelta(seconds=delay)
+        message = Message(f"m-{next(_ids)}", body, now, until, delayed_until=until)
         self.messages.append(message)
         self.sent.append(body)
         return message.message_id
@@ -147,12 +149,14 @@ class Queue:
 
     def duplicate(self, n: int, now: datetime) -> Message | None:
         """At-least-once: a copy of the ``n``-th message ever sent (in flight, waiting, or
-        deleted), visible now, as another SQS server would hand it out."""
+        deleted), visible now (once its delay ended), as another SQS server would hand it."""
         known = [*self.messages, *self.gone]
         if not known:
             return None
         original = sorted(known, key=lambda m: (m.sent_at, m.message_id))[n % len(known)]
-        copy = Message(original.message_id, original.body, original.sent_at, now)
+        until = original.delayed_until or now
+        copy = Message(original.message_id, original.body, original.sent_at, max(now, until),
+                       delayed_until=original.delayed_until)  # fmt: skip
         self.messages.append(copy)
         return copy
 

@@ -200,7 +200,7 @@ def test_a_replayed_authentic_callback_changes_nothing_the_second_time(fuzz_rt):
     from vdq.dispatch.send import claim
     from vdq.workflow.sendqueue import SendMessage
 
-    claim(SendMessage(item.id, 1), fuzz_rt)
+    claim(SendMessage(item.id, 1), fuzz_rt.clock.now(), fuzz_rt)
     apply(item.id, Step("await", actor="worker", provider_id="SM" + "d" * 32), fuzz_rt)
     event = twilio_event("delivered", sid="SM" + "d" * 32, item_id=item.id)
     assert webhook_handler.handler(event, LambdaContext())["statusCode"] == 204

@@ -74,9 +74,20 @@ RECORD_TRIES = store_tx.UPDATE_TRIES
 
 
 def writes_history(params: dict[str, Any]) -> bool:
-    """A state write that carries history entries (the record of an outcome or an event),
-    not a claim, a pace reservation or a timer move."""
+    """A state write that carries history entries (a claim, the record of an outcome or an
+    event), not a pace reservation or a timer move."""
     return "recent" in str(params.get("body"))
+
+
+def claims(params: dict[str, Any]) -> bool:
+    """The worker's claim: a state write that asks for the item as it was when its condition
+    fails (it reads nothing first)."""
+    return "ReturnValuesOnConditionCheckFailure" in str(params.get("body"))
+
+
+def records_outcome(params: dict[str, Any]) -> bool:
+    """A state write that carries history entries and is no claim."""
+    return writes_history(params) and not claims(params)
 
 
 def email(rt: Any) -> QueueItemRecord:
@@ -109,13 +120,18 @@ def test_sqs_publish_failure_at_enqueue_moves_the_item_to_errored_with_the_reaso
     assert stored.state == "errored" and "ServiceUnavailable" in stored.result
 
 
-def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_no_provider(env):
+def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_no_provider(
+        env, monkeypatch):  # fmt: skip
+    """The claim is tried again while DynamoDB throttles it (as every state write is); when it
+    keeps throttling, the message's record fails and nothing is sent."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     item = email(rt)
-    aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException")
+    left = aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException",
+                     times=RECORD_TRIES, when=claims)  # fmt: skip
     with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
         send.process(first(queue), rt)
-    assert not ses.calls
+    assert left == [0] and not ses.calls
     # SQS delivers it again once the table answers: sent once.
     assert send.process(first(queue), rt) == send.ACCEPTED
     assert assert_sound(rt, item.id).state == "awaiting" and sum(ses.calls.values()) == 1
@@ -123,19 +139,20 @@ def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_n
 
 def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env, monkeypatch):
     """SES took the email, then the record failed (the table kept throttling it through the
-    store's own retries): redelivery drops itself, and the lease sweep marks the outcome
-    unknown instead of sending again."""
+    store's own retries): the message comes again, waits while the claim's lease lasts, then
+    marks the outcome unknown instead of sending again."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     item = email(rt)
+    # The claim's UpdateItem carries its history entry too: the record is the second.
     left = aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException",
-                     times=RECORD_TRIES, when=writes_history)  # fmt: skip
+                     times=RECORD_TRIES, when=records_outcome)  # fmt: skip
     with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
         send.process(first(queue), rt)
     assert left == [0]
-    assert send.process(first(queue), rt) == send.DROPPED
+    assert send.process(first(queue), rt) == send.WAITING
     rt.clock.advance(rt.settings.lease_seconds + 1)
-    schedules.run(["sweep"], rt)
+    assert send.process(first(queue), rt) == send.ERRORED
     stored = assert_sound(rt, item.id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     assert sum(ses.calls.values()) == 1
@@ -243,7 +260,9 @@ def test_twilio_5xx_and_timeouts(env, fault):
     assert len(http.requests) == 1
 
 
-def test_lambda_timeout_after_the_claim_is_recovered_by_the_lease_sweep(env):
+def test_lambda_timeout_after_the_claim_is_recovered_by_its_message(env):
+    """The send message is the claim's lease: delivered again within the lease, it waits (no
+    second send); after it, the attempt is over and the item errored "outcome unknown"."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     item = email(rt)
     ses.plan = "crash"
@@ -251,11 +270,11 @@ def test_lambda_timeout_after_the_claim_is_recovered_by_the_lease_sweep(env):
         send.process(first(queue), rt)
     FIGURES["faults injected"] += 1
     ses.plan = "ok"
-    assert send.process(first(queue), rt) == send.DROPPED  # redelivered: no second send
+    assert send.process(first(queue), rt) == send.WAITING  # redelivered: no second send
     schedules.run(["sweep"], rt)
     assert rt.store.get_item(item.id).state == "sending"  # lease not over yet
     rt.clock.advance(rt.settings.lease_seconds + 1)
-    schedules.run(["sweep"], rt)
+    assert send.process(first(queue), rt) == send.ERRORED
     stored = assert_sound(rt, item.id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     assert sum(ses.calls.values()) == 1
@@ -270,12 +289,14 @@ def test_lambda_timeout_after_the_claim_is_recovered_by_the_lease_sweep(env):
     assert (late.kind, late.name) == ("late", "succeed") and "250 2.0.0 OK" in late.text
 
 
-def test_a_lease_sweep_whose_write_is_refused_reports_it_and_the_next_run_moves_the_item(env):
-    """The lease sweep's write (errored, with its history entry) conflicts on every try: the
-    run carries on and reports the failure, the item keeps its lease timer, and the next run
-    moves it (the model's schedule: a crash after the claim, the lease passing, a sweep under
-    a TransactionConflict)."""
+def test_a_lease_end_whose_write_is_refused_fails_its_message_and_the_next_delivery_ends_it(
+        env, monkeypatch):  # fmt: skip
+    """The write that ends a lease (errored, with its history entry) conflicts on every try:
+    the message's record fails (SQS delivers it again), the item stays sending, and the next
+    delivery ends it (the model's schedule: a crash after the claim, the lease passing, a
+    delivery under a TransactionConflict)."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     item = email(rt)
     ses.plan = "crash"
     with pytest.raises(Crash):
@@ -283,12 +304,12 @@ def test_a_lease_sweep_whose_write_is_refused_reports_it_and_the_next_run_moves_
     ses.plan = "ok"
     rt.clock.advance(rt.settings.lease_seconds + 1)
     left = aws_error(dynamodb_client(), "UpdateItem", "TransactionConflictException",
-                     times=RECORD_TRIES, when=writes_history)  # fmt: skip
-    assert schedules.run(["sweep"], rt).get("failed") == 1
+                     times=RECORD_TRIES, when=records_outcome)  # fmt: skip
+    with pytest.raises(Exception, match="kept refusing"):
+        send.process(first(queue), rt)
     assert left == [0]
-    stored = rt.store.get_item(item.id)
-    assert stored.state == "sending" and (stored.timer_pk or "").startswith("lease#")
-    assert schedules.run(["sweep"], rt).get("lease_moved") == 1
+    assert rt.store.get_item(item.id).state == "sending"
+    assert send.process(first(queue), rt) == send.ERRORED
     stored = assert_sound(rt, item.id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     assert sum(ses.calls.values()) == 1

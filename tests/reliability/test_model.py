@@ -610,7 +610,7 @@ class Workflow(RuleBasedStateMachine):
         items = self.w.items()
         s = self.rt.settings
         self._violation(w.workflow_problems(self.w, items, self.last_sweep), "workflow")
-        self._violation(w.stranded(items, s, w.parked(self.w)), "stranded")
+        self._violation(w.stranded(self.w, items, s, w.parked(self.w)), "stranded")
         self._violation(w.file_problems(self.w, items, after_purge=self.after_purge), "files")
         self._violation(w.oversized(self.w), "state item size")
         w.note_provider_ids(self.w, items)

@@ -29,13 +29,13 @@ from vdq import store
 from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued
 from vdq.core.settings import ALL_PERMISSIONS
-from vdq.dispatch import send
+from vdq.dispatch import record, send
 from vdq.operations import actions
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.store import ContentRefsRecord, QueueItemRecord, content_key, refs_key
 from vdq.workflow.sendqueue import SendMessage
-from vdq.workflow.transitions import Step, apply, send_entry
+from vdq.workflow.transitions import Step, apply
 
 OPERATOR = Caller("ops@example.com", ("vdq-operators",), ALL_PERMISSIONS)
 HOOKS: list[tuple[Any, str, Any]] = []  # (client, event, handler) registered by this module
@@ -71,6 +71,14 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
 def dynamodb_client() -> Any:
     return QueueItemRecord._get_connection().connection.client
+
+
+def lease_ends(rt: Any, queue: RecordingQueue, item_id: str) -> None:
+    """The claim's holder died (or is too slow): the item's send message, delivered again past
+    the claim's lease, errors it "outcome unknown" (vdq.dispatch.send)."""
+    rt.clock.advance(rt.settings.lease_seconds + 1)
+    body = next(b for b in queue.bodies if SendMessage.parse(b).item_id == item_id)
+    assert send.process(SendMessage.parse(body), rt) == send.ERRORED
 
 
 def half_apply_batch_writes(keep: int) -> None:
@@ -329,12 +337,12 @@ def test_a_partial_enqueue_answer_names_every_item_the_store_holds(env):
 
 def test_a_redelivered_event_recorded_as_a_mark_record_changes_nothing_after_a_cancel(env):
     """SES took attempt 1 of an email, then its worker died before storing the message ID; the
-    lease sweep moved the item to errored. SES's Delivery event (tagged: item, attempt 1)
-    arrives: a late event on an errored item, written to history with its mark as an EV#
-    record (events that change no state never write the state item). An operator cancels the
-    item (attempt 2). SQS delivers the same event again (at least once): now the cancelled
-    item would absorb it, and ``Store.commit`` checks only the ``seen`` set (which has room),
-    never the EV# record: the duplicate writes the result, stores the message ID and adds an
+    item's send message, back past the claim's lease, moved it to errored. SES's Delivery event
+    (tagged: item, attempt 1) arrives: a late event on an errored item, written to history with its
+    mark as an EV# record (events that change no state never write the state item). An operator
+    cancels the item (attempt 2). SQS delivers the same event again (at least once): now the
+    cancelled item would absorb it, and ``Store.commit`` checks only the ``seen`` set (which has
+    room), never the EV# record: the duplicate writes the result, stores the message ID and adds an
     ``ignored`` entry to history.
 
     Expected (vdq.results.matching: "a duplicate or replayed delivery changes nothing the second
@@ -342,8 +350,7 @@ def test_a_redelivered_event_recorded_as_a_mark_record_changes_nothing_after_a_c
     rt = env["rt"]
     (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)
     to_sending(rt.store.get_item(item.id), rt)  # claimed; SES takes it as M1; the worker dies
-    rt.clock.advance(rt.settings.lease_seconds + 1)
-    schedules.run(["sweep"], rt)
+    lease_ends(rt, env["queue"], item.id)
     assert rt.store.get_item(item.id).state == "errored"
 
     event = ses_event("delivery", message_id="0100019a-m1", item_id=item.id, attempt=1)
@@ -362,14 +369,14 @@ def test_a_redelivered_event_recorded_as_a_mark_record_changes_nothing_after_a_c
 
 
 def test_a_late_callback_without_the_attempt_never_takes_over_a_later_attempt(env):
-    """Issue 14 defect 1, for a status callback whose URL carries ``queue_item`` but no
-    ``attempt`` (every message created before 86b31df was deployed; Twilio keeps the URL it was
-    given). Attempt 1: Twilio created SID1, the worker died before storing it, the lease sweep
-    moved the item to errored; an operator retried (attempt 2, claimed, in Twilio's create
-    call). SID1's "sent" callback arrives now: the keyed item stores no ID and no mapping names
-    SID1, so it is taken as attempt 2's, stores SID1 and moves attempt 2 to awaiting. Then
-    SID2 cannot be stored and its "delivered" callback is refused: the item waits for the
-    timeout, which fetches SID1's status.
+    """Issue 14 defect 1, for a status callback whose URL carries ``queue_item`` but no ``attempt``
+    (every message created before 86b31df was deployed; Twilio keeps the URL it was given). Attempt
+    1: Twilio created SID1, the worker died before storing it, its send message (back past the
+    claim's lease) moved the item to errored; an operator retried (attempt 2, claimed, in Twilio's
+    create call). SID1's "sent" callback arrives now: the keyed item stores no ID and no mapping
+    names SID1, so it is taken as attempt 2's, stores SID1 and moves attempt 2 to awaiting. Then
+    SID2 cannot be stored and its "delivered" callback is refused: the item waits for the timeout,
+    which fetches SID1's status.
 
     Expected: a callback that cannot say its attempt does not store its SID on an item that
     has had more than one attempt (it matches by mapping or is looked up later); attempt 2
@@ -377,15 +384,14 @@ def test_a_late_callback_without_the_attempt_never_takes_over_a_later_attempt(en
     rt = env["rt"]
     item = new_sms(rt)
     to_sending(item, rt)  # Twilio creates SID1; the worker dies before storing it
-    rt.clock.advance(rt.settings.lease_seconds + 1)
-    schedules.run(["sweep"], rt)
+    lease_ends(rt, env["queue"], item.id)
     actions.run_transition(item.id, "retry", OPERATOR, rt)
     claimed = to_sending(rt.store.get_item(item.id), rt)
     assert int(claimed.attempt) == 2
 
     old = {"MessageSid": "SM" + "1" * 32, "MessageStatus": "sent"}
     results.handle_twilio_callback(old, item.id, rt)  # no attempt in its (older) URL
-    send.record_accepted(claimed, send_entry(claimed), "SM" + "2" * 32, rt)
+    record.accepted(claimed, "SM" + "2" * 32, rt)
     new = {"MessageSid": "SM" + "2" * 32, "MessageStatus": "delivered"}
     results.handle_twilio_callback(new, item.id, rt, attempt="2")
 
@@ -554,13 +560,13 @@ class SlowUntaggedSes(FakeSes):
 
 
 def test_a_send_that_ends_after_a_cancel_still_stores_its_id_so_the_result_reaches_the_item(env):
-    """Events matched by message ID only (the no-op tracking strategy; a deployment that does
-    not use SES tags). The worker's SES call is slow: the lease passes, the sweep moves the item
-    to errored, an operator cancels it (attempt 2); then SES accepts the message as M1. The
-    worker stores M1 with ``store_provider_id(attempt=1)``, which 86b31df conditions on the
-    attempt: the cancel moved it, so neither the ID nor its mapping is written. SES's Delivery
-    event for M1 then matches no item and waits as an orphan until its TTL: the cancelled item
-    never gets the result.
+    """Events matched by message ID only (the no-op tracking strategy; a deployment that does not
+    use SES tags). The worker's SES call is slow: the lease passes, a copy of its send message (SQS
+    delivers at least once) moves the item to errored, an operator cancels it (attempt 2); then SES
+    accepts the message as M1. The worker stores M1 with ``store_provider_id(attempt=1)``, which
+    86b31df conditions on the attempt: the cancel moved it, so neither the ID nor its mapping is
+    written. SES's Delivery event for M1 then matches no item and waits as an orphan until its TTL:
+    the cancelled item never gets the result.
 
     Expected (seed: a delivery or failure event for a cancelled item leaves it cancelled and
     its text is written to ``result``; defect 5): the ID of the cancelled item's last send is
@@ -573,8 +579,7 @@ def test_a_send_that_ends_after_a_cancel_still_stores_its_id_so_the_result_reach
     (item,) = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", "Text", runtime=rt)
 
     def lease_passes_and_an_operator_cancels() -> None:
-        rt.clock.advance(rt.settings.lease_seconds + 1)
-        schedules.run(["sweep"], rt)
+        lease_ends(rt, queue, item.id)
         actions.run_transition(item.id, "cancel", OPERATOR, rt)
 
     rt.overrides["ses_provider"] = SlowUntaggedSes(lease_passes_and_an_operator_cancels)

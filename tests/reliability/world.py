@@ -28,7 +28,6 @@ from tests.reliability.support import (
     FakeSes,
     check_history,
     forget_items,
-    lease_passed,
     make_settings,
     moto_aws,
     runtime_for,
@@ -239,20 +238,24 @@ def queues_of(settings: Settings) -> dict[str, Queue]:
     the retention of each; by URL, the dead-letter queues too."""
     from vdq.core import resources as r
 
-    def lane(url: str, name: str, timeout: int, window: int, days: int) -> list[Queue]:
-        dead = Queue(f"{name}-dlq", f"{url}{r.DEAD_LETTER_SUFFIX}",
-                     f"arn:aws:sqs:us-east-1:123456789012:{name}-dlq", visibility=30,
+    def arn(url: str) -> str:
+        return f"arn:aws:sqs:us-east-1:123456789012:{url.rsplit('/', 1)[-1]}"
+
+    def lane(url: str, dead_url: str, timeout: int, window: int, days: int) -> list[Queue]:
+        dead = Queue("dead letters", dead_url, arn(dead_url), visibility=30,
                      retention=r.DEAD_LETTER_RETENTION_DAYS * DAY)  # fmt: skip
-        queue = Queue(name, url, f"arn:aws:sqs:us-east-1:123456789012:{name}",
+        queue = Queue(url.rsplit("-", 1)[-1], url, arn(url),
                       visibility=r.visibility_seconds(timeout, window),
                       max_receives=r.MAX_RECEIVE_COUNT, dead=dead,
                       retention=days * DAY)  # fmt: skip
         return [queue, dead]
 
-    made = [*lane(settings.send_queue_url, "send", r.SEND_FUNCTION_TIMEOUT_SECONDS,
-                  r.SEND_BATCHING_WINDOW_SECONDS, r.SEND_RETENTION_DAYS),
-            *lane(settings.results_queue_url, "results", r.RESULTS_FUNCTION_TIMEOUT_SECONDS,
-                  r.RESULTS_BATCHING_WINDOW_SECONDS, r.RESULTS_RETENTION_DAYS)]  # fmt: skip
+    made = [*lane(settings.send_queue_url, settings.send_dead_letter_queue_url,
+                  r.SEND_FUNCTION_TIMEOUT_SECONDS, r.SEND_BATCHING_WINDOW_SECONDS,
+                  r.SEND_RETENTION_DAYS),
+            *lane(settings.results_queue_url, settings.results_dead_letter_queue_url,
+                  r.RESULTS_FUNCTION_TIMEOUT_SECONDS, r.RESULTS_BATCHING_WINDOW_SECONDS,
+                  r.RESULTS_RETENTION_DAYS)]  # fmt: skip
     return {q.url: q for q in made}
 
 
@@ -262,7 +265,9 @@ def harsh_world(**changes: Any) -> Iterator[World]:
     with moto_aws() as created:
         # One send at a time: a sending thread would make the order of AWS requests, and so
         # a schedule's outcome, depend on the machine (Hypothesis replays schedules).
-        changes = {"send_parallelism": 1, **changes}
+        dead = {"send_dead_letter_queue_url": created.queues["send"] + "-dlq",
+                "results_dead_letter_queue_url": created.queues["results"] + "-dlq"}
+        changes = {"send_parallelism": 1, **dead, **changes}
         settings = make_settings(created, twilio_account_sid=ACCOUNT_SID,
                                  twilio_auth_token=AUTH_TOKEN, twilio_webhook_url=WEBHOOK,
                                  **changes)  # fmt: skip
@@ -288,9 +293,6 @@ def workflow_problems(world: World, items: dict[str, QueueItemRecord],
     problems = []
     for item_id, item in items.items():
         found = check_history(item, world.history(item_id))
-        swept = last_sweep is not None and item.state == "sending"
-        if swept and lease_passed(item, world.settings, last_sweep):
-            found.append("still sending after its lease and a sweep")
         problems.extend(f"{item_id}: {p}" for p in found)
     return problems
 
@@ -314,29 +316,62 @@ def parked(world: World, *, held_only: bool = False) -> set[str]:
             if (level := levels[producer]) is not None and level.held}  # fmt: skip
 
 
-def stranded(items: dict[str, QueueItemRecord], settings: Settings,
+def messages_of(world: World) -> set[tuple[str, int]]:
+    """(item, attempt) of every send message SQS holds (visible, delayed, in flight) or its
+    dead-letter queue does."""
+    from vdq.workflow.sendqueue import SendMessage
+
+    queue = world.send_queue
+    held = [*queue.messages, *(queue.dead.messages if queue.dead is not None else [])]
+    out = set()
+    for message in held:
+        parsed = SendMessage.parse(message.body)
+        out.add((parsed.item_id, parsed.attempt))
+    return out
+
+
+def checks_of(world: World) -> set[tuple[str, int]]:
+    """(item, attempt) of every email a check SQS holds (or its dead-letter queue) names."""
+    queue = world.results_queue
+    out = set()
+    for message in [*queue.messages, *(queue.dead.messages if queue.dead is not None else [])]:
+        data = json.loads(message.body)
+        if data.get("kind") == "vdq.check":
+            out.update((item_id, attempt) for item_id, attempt, _, _ in data["sent"])
+    return out
+
+
+def stranded(world: World, items: dict[str, QueueItemRecord], settings: Settings,
              parked: set[str] | frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
-    """Every item is done, or an operator can act on it, or a timer will move it, or (parked
-    by a hold, without a timer) a release finds it."""
+    """Every item is done, or an operator can act on it, or something will move it on:
+
+    - queued or delayed: its publish timer, or (parked by a hold, without a timer) a release
+      finds it;
+    - sending: a send message of its attempt, in SQS or its dead-letter queue (the message is
+      the claim's lease: its delivery, or the dead-letter sweep, ends it);
+    - awaiting an SMS: its timeout's timer;
+    - awaiting an email: its timeout's timer, or a check or a send message of its attempt
+      (either gives it that timer)."""
     problems = []
+    sends, checked = messages_of(world), checks_of(world)
     for item_id, item in items.items():
         timer = (item.timer_pk or "").split("#")[0]
-        state = item.state
+        state, key = item.state, (item_id, int(item.attempt))
         if state in DONE or state == "errored":
             continue
         if state in ("queued", "delayed") and item_id in parked and not timer:
             continue
-        awaits = None
-        if await_timer_required(item, settings):  # each method's own await timer kind
-            awaits = TIMER_AWAIT if item.method == "sms" else TIMER_EMAIL_AWAIT
-        need = {"queued": "publish", "delayed": "publish", "sending": "lease",
-                "awaiting": awaits}[state]  # fmt: skip
-        # An email SES accepted keeps its lease timer until the lease sweep finds it awaiting
-        # and moves it to its own (vdq.schedules.sweeps.await_email).
-        moves_on = state == "awaiting" and item.method == "email" and timer == "lease"
-        if need is not None and timer != need and not moves_on:
-            problems.append(f"{item_id} is {state} ({item.method}) without a {need} timer "
-                            f"(timer: {item.timer_pk})")  # fmt: skip
+        if state in ("queued", "delayed") and timer != "publish":
+            problems.append(f"{item_id} is {state} without a publish timer ({item.timer_pk})")
+        if state == "sending" and key not in sends:
+            problems.append(f"{item_id} is sending attempt {key[1]} with no send message of it "
+                            "in SQS or its dead-letter queue")  # fmt: skip
+        if state == "awaiting" and await_timer_required(item, settings):
+            need = TIMER_AWAIT if item.method == "sms" else TIMER_EMAIL_AWAIT
+            guarded = item.method == "email" and (key in checked or key in sends)
+            if timer != need and not guarded:
+                problems.append(f"{item_id} is awaiting ({item.method}) without a {need} timer "
+                                f"(timer: {item.timer_pk}), check or send message")  # fmt: skip
     return problems
 
 

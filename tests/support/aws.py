@@ -101,6 +101,25 @@ def drain(aws: dict[str, Any], queue: str = resources.SEND_QUEUE) -> list[dict[s
             sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
+def held(aws: dict[str, Any], queue: str = resources.RESULTS_QUEUE) -> list[dict[str, Any]]:
+    """Every message a queue holds, delayed ones too (read from moto's backend: a receive
+    sees a delayed message only after its delay, in real time), bodies parsed; nothing is
+    received or deleted."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    name = aws["queues"][queue].rsplit("/", 1)[-1]
+    found = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[name]
+    return [json.loads(m.body) for m in found._messages]
+
+
+def checks(aws: dict[str, Any]) -> list[list[Any]]:
+    """The sends every check on the results queue names ([item, attempt, provider ID, at]),
+    oldest first (vdq.results.checks)."""
+    return [sent for body in held(aws) if body.get("kind") == "vdq.check"
+            for sent in body["sent"]]  # fmt: skip
+
+
 def stream_records(table: str) -> list[dict[str, Any]]:
     """Every record of ``table``'s stream, from its start, as JSON. In-process moto routes no
     dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the

@@ -13,7 +13,7 @@ from tests.support.events import load_event
 from tests.support.lambda_context import LambdaContext  # noqa: F401 (re-exported)
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
-from vdq.workflow.transitions import Step, apply, claim_write
+from vdq.workflow.transitions import Step, apply
 
 # What the samples were made with (events/twilio_status_*.json are signed with these).
 SAMPLE_AUTH_TOKEN = "vdq-sample-auth-token-0123456789"
@@ -101,10 +101,11 @@ def new_sms(runtime: Runtime, receiver: str = "+14155550100") -> QueueItemRecord
 
 
 def to_sending(item: QueueItemRecord, runtime: Runtime) -> QueueItemRecord:
-    """The worker's claim (the ``send`` transition, no history yet)."""
-    now = runtime.clock.now()
-    runtime.store.claim(item.id, item.attempt, ("queued", "delayed"),
-                        claim_write(item.id, now, runtime))  # fmt: skip
+    """The worker's claim (the ``send`` transition, its history entry with it)."""
+    from vdq.dispatch import send
+    from vdq.workflow.lanes import message_for
+
+    send.claim(message_for(item), runtime.clock.now(), runtime)
     return runtime.store.get_item(item.id)
 
 

@@ -34,7 +34,7 @@ def fake_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     upcoming: list[int] = []
 
-    def prepare(record: dict, left: int, runtime: object) -> str:
+    def prepare(record: dict, left: int, runtime: object, deadline: float | None = None) -> str:
         seen.append(record["body"])
         upcoming.append(left)
         if record["body"] == "fail":

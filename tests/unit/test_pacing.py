@@ -256,7 +256,7 @@ def run_batch(p: Pacer, bodies: list[str], wall: Wall,
               give_back_seconds: float = 0.0) -> list[tuple[int, object]]:  # fmt: skip
     """Each send of the batch in the plan's order: (index, when it went, or NoSlot)."""
     done: list[tuple[int, object]] = []
-    for index, upcoming in plan(bodies, batch_runtime(p)):
+    for index, upcoming in plan(bodies, batch_runtime(p))[0]:
         try:
             p.turn(json.loads(bodies[index])["pace"], 1.0, upcoming=upcoming)
             done.append((index, wall.now))

@@ -201,7 +201,7 @@ def test_a_bulk_batch_plans_its_turns_in_the_bulk_queue_and_each_slot_at_its_tur
     p = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
     bodies = [SendMessage(f"I{i}", 1, pace="twilio#+1", priority="bulk").body() for i in range(5)]
     start = wall.now
-    order = plan(bodies, batch_runtime(p, twilio_rate=1.0))
+    order, _ = plan(bodies, batch_runtime(p, twilio_rate=1.0))
     # The plan reserved five turns in the bulk lane's queue, nothing of the shared schedule.
     assert schedules["twilio#+1#bulk"].state.tat == pytest.approx(start + 5.0)
     assert "twilio#+1" not in schedules
@@ -295,7 +295,7 @@ def test_an_sms_of_more_segments_than_the_longest_wait_holds_goes_on_an_idle_sch
     message = SendMessage("I", 1, content={"body": text}, pace="twilio#+1", priority=lane)
     # Every delivery of it is planned, then sent or given back; the schedule is idle each time
     # (nobody else sends at this rate), so it must go on the first.
-    [(_, upcoming)] = plan([message.body()], batch_runtime(p, twilio_rate=1.0))
+    [(_, upcoming)], _ = plan([message.body()], batch_runtime(p, twilio_rate=1.0))
     start = wall.now
     p.turn("twilio#+1", 1.0, units=units, upcoming=upcoming, lane=lane)
     assert wall.now - start == pytest.approx(units - 1.0, abs=BULK_REACH)  # at its last slot

@@ -64,9 +64,13 @@ SEND_QUEUE = "send"  # the normal priority lane's queue
 # consumer.
 SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
-MAX_RECEIVE_COUNT = 5  # deliveries before a message goes to the dead-letter queue
-# Days SQS keeps a message before it deletes it, received or not (dead-letter queues: 14).
-SEND_RETENTION_DAYS = 4
+# Deliveries of a message before it goes to the dead-letter queue, where the schedule's
+# dead-letter sweep errors its item (vdq.schedules.sweeps). Each receive counts, the waits of a
+# send message for its lease included (vdq.dispatch.send): ten leave room for several.
+MAX_RECEIVE_COUNT = 10
+# Days SQS keeps a message before it deletes it, received or not (dead-letter queues: 14). A
+# send message is an item's only way to its provider (no timer stands behind it): the longest.
+SEND_RETENTION_DAYS = 14
 RESULTS_RETENTION_DAYS = 4
 DEAD_LETTER_RETENTION_DAYS = 14
 SEND_BATCH_SIZE = 10
@@ -146,8 +150,9 @@ API_DOMAIN_PREFIX = "vdq"
 
 # Metrics (Powertools, namespace observability.NAMESPACE) that the deployed alarms watch.
 METRIC_ITEMS_ERRORED = "ItemsErrored"  # an item entered errored (vdq.workflow.transitions emits it)
-# The lease sweep moved a stuck sending item on: functions/schedule counts "Schedule_<report>".
-METRIC_LEASES_EXPIRED = "Schedule_lease_moved"
+# A claimed send outlived its lease in sending (its holder died after the claim: outcome
+# unknown): the redelivery of its send message, or the dead-letter sweep, errored it.
+METRIC_LEASES_EXPIRED = "LeasesExpired"
 # Metrics of dispatch control that the dashboard shows (vdq.results.suppression and
 # vdq.dispatch.pacing emit them).
 METRIC_SENDS_SUPPRESSED = "SendsSuppressed"  # an item not sent: its receiver is suppressed

@@ -70,6 +70,14 @@ def send_parallelism(value: str) -> int:
 
 
 MAX_SEND_PARALLELISM = 10
+MAX_DELAY_SECONDS = 900  # SQS's longest DelaySeconds
+
+
+def delay_seconds(value: str) -> int:
+    number = positive_int(value)
+    if number > MAX_DELAY_SECONDS:
+        raise ValueError(f"must be at most {MAX_DELAY_SECONDS} (SQS's longest delay)")
+    return number
 PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
 
 

@@ -31,6 +31,9 @@ def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, do
     return field(default=default, metadata=metadata)
 
 
+LEASE_MARGIN_SECONDS = 60  # the lease past the send function's timeout (``lease_seconds``)
+
+
 @dataclass(frozen=True)
 class Settings:
     # Resources (the CDK app and the local stack set these).
@@ -50,8 +53,26 @@ class Settings:
         doc="SQS queue of the bulk priority lane (empty: the normal lane's queue)",
     )  # fmt: skip
     results_queue_url: str = _setting(
-        "VDQ_RESULTS_QUEUE_URL", "", doc="SQS queue of SES events and deferred lookups"
-    )
+        "VDQ_RESULTS_QUEUE_URL", "",
+        doc="SQS queue of SES events, deferred lookups and the send function's checks",
+    )  # fmt: skip
+    send_dead_letter_queue_url: str = _setting(
+        "VDQ_SEND_DEAD_LETTER_QUEUE_URL", "",
+        doc="the normal lane's dead-letter queue, which the schedule sweeps (empty: none)",
+    )  # fmt: skip
+    high_send_dead_letter_queue_url: str = _setting(
+        "VDQ_HIGH_SEND_DEAD_LETTER_QUEUE_URL", "",
+        doc="the high lane's dead-letter queue (empty: the normal lane's)",
+    )  # fmt: skip
+    bulk_send_dead_letter_queue_url: str = _setting(
+        "VDQ_BULK_SEND_DEAD_LETTER_QUEUE_URL", "",
+        doc="the bulk lane's dead-letter queue (empty: the normal lane's)",
+    )  # fmt: skip
+    results_dead_letter_queue_url: str = _setting(
+        "VDQ_RESULTS_DEAD_LETTER_QUEUE_URL", "",
+        doc="the results queue's dead-letter queue, whose checks the schedule applies (empty: "
+        "none)",
+    )  # fmt: skip
     event_bus_name: str = _setting(
         "VDQ_EVENT_BUS_NAME", "", doc="EventBridge bus for state-change events (empty: off)"
     )
@@ -226,9 +247,18 @@ class Settings:
     retry_backoff_max_seconds: int = _setting(
         "VDQ_RETRY_BACKOFF_MAX_SECONDS", 600, read.positive_int, "longest retry delay"
     )
-    lease_seconds: int = _setting(
-        "VDQ_LEASE_SECONDS", 300, read.positive_int, "how long a send attempt may stay in sending"
-    )
+    send_timeout_seconds: int = _setting(
+        "VDQ_SEND_TIMEOUT_SECONDS", 60, read.positive_int,
+        "the send function's timeout (set by the stack from vdq:timeoutSeconds): a claimed "
+        "item's send message, delivered again, waits this long after the claim plus a minute "
+        "(the lease) before it takes the attempt for lost and errors the item \"outcome "
+        "unknown\"",
+    )  # fmt: skip
+    check_seconds: int = _setting(
+        "VDQ_CHECK_SECONDS", 300, read.delay_seconds,
+        "how long after SES accepted an email its check looks at it (at most 900, SQS's "
+        "longest delay): an email still awaiting then gets the timer of its timeout",
+    )  # fmt: skip
     publish_grace_seconds: int = _setting(
         "VDQ_PUBLISH_GRACE_SECONDS",
         900,
@@ -426,6 +456,13 @@ class Settings:
                 default = ""
             rows.append((f.metadata["env"], str(default), f.metadata["doc"]))
         return rows
+
+    @property
+    def lease_seconds(self) -> int:
+        """How long after its claim an item may stay ``sending`` before a delivery of its send
+        message takes the attempt for lost: the send function's timeout (no holder of the
+        claim is alive after it) and a minute for clocks and the record."""
+        return self.send_timeout_seconds + LEASE_MARGIN_SECONDS
 
     @property
     def sms_checks_enabled(self) -> bool:

@@ -15,11 +15,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from vdq.core.observability import logger
-from vdq.dispatch.pacing import NoSlot, current_rate, get_pacer, limit_of, units_of
-from vdq.store.pacing import SES_KEY
+from vdq.dispatch.pacing import reserve_batch
 from vdq.workflow.lanes import PRIORITIES
-from vdq.workflow.sendqueue import SendMessage
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
@@ -43,9 +40,13 @@ def batch_order(bodies: Sequence[Any]) -> list[tuple[int, int]]:
     return order
 
 
-def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
+Plan = tuple[list[tuple[int, int]], float | None]  # the order of the batch, its deadline
+
+
+def plan(bodies: Sequence[Any], runtime: Runtime, remaining_ms: int | None = None) -> Plan:
     """The order a worker sends a batch in, as (index, upcoming): by the time of each send's
-    slot.
+    slot; and the wall time past which the invocation claims nothing more (its deadline:
+    vdq.dispatch.pacing.reserve_batch, from ``remaining_ms``; None: none).
 
     The slots of every rate in the batch are reserved first (one request per rate, as the
     first send of each would), then the sends are made in the order of their slots: a worker
@@ -55,47 +56,8 @@ def plan(bodies: Sequence[Any], runtime: Runtime) -> list[tuple[int, int]]:
     (each reserves at its turn). When the reservation fails, the batch is taken as
     ``batch_order`` gives it (each send then paces itself as it comes)."""
     order = batch_order(bodies)
-    try:
-        at = _slot_times(_groups(bodies), _lanes(bodies), runtime)
-    except Exception:
-        logger.exception("the batch's slots could not be reserved; each send paces itself")
-        return order
-    return sorted(order, key=lambda pair: at.get(pair[0], math.inf))
-
-
-def _slot_times(groups: dict[str | None, deque[tuple[int, dict[str, Any] | None]]],
-                lanes: dict[str, str], runtime: Runtime) -> dict[int, float]:  # fmt: skip
-    """Reserve each rate's slots for its sends; {index: when its send may go}."""
-    pacer = get_pacer(runtime)
-    pacer.full.clear()
-    at: dict[int, float] = {}
-    for key, members in groups.items():
-        if key is None:
-            continue
-        limit = limit_of(key, runtime)
-        if limit is None:
-            at.update((index, -math.inf) for index, _ in members)
-            continue
-        method = "email" if key == SES_KEY else "sms"
-        units = [units_of(method, content) for _, content in members]
-        try:
-            held = pacer.hold(key, limit, sum(units), lanes.get(key), first=units[0])
-        except NoSlot:
-            pacer.full.add(key)
-            for index, _ in members:
-                at[index] = -math.inf  # given back first, at no wait
-            continue
-        seen = pacer.seen.get(key)
-        # No slot held (none reserved, or all already used): after what the schedule holds.
-        last = held[-1] if held else max(pacer.wall(), (seen.tat or 0.0) if seen else 0.0)
-        rate = current_rate(limit, seen, pacer.wall())
-        for (index, _), n in zip(members, units, strict=True):
-            if len(held) >= n:
-                at[index], held = held[n - 1], held[n:]
-            else:  # past what one reservation holds: after it, at the rate
-                last += n / rate
-                at[index], held = last, []
-    return at
+    at, deadline = reserve_batch(_groups(bodies), _lanes(bodies), runtime, remaining_ms)
+    return sorted(order, key=lambda pair: at.get(pair[0], math.inf)), deadline
 
 
 def _lanes(bodies: Sequence[Any]) -> dict[str, str]:
@@ -104,14 +66,16 @@ def _lanes(bodies: Sequence[Any]) -> dict[str, str]:
     lanes: dict[str, str] = {}
     for body in bodies:
         try:
-            message = SendMessage.parse(body) if isinstance(body, str) else None
-        except (ValueError, KeyError, TypeError):
+            data = json.loads(body) if isinstance(body, str) else None
+        except ValueError:
             continue
-        if message is None or message.pace is None or message.priority not in PRIORITIES:
+        pace = data.get("pace") if isinstance(data, dict) else None
+        lane = data.get("lane") or "normal" if isinstance(data, dict) else None
+        if not isinstance(pace, str) or lane not in PRIORITIES:
             continue
-        known = lanes.get(message.pace)
-        if known is None or PRIORITIES.index(message.priority) < PRIORITIES.index(known):
-            lanes[message.pace] = message.priority
+        known = lanes.get(pace)
+        if known is None or PRIORITIES.index(lane) < PRIORITIES.index(known):
+            lanes[pace] = lane
     return lanes
 
 

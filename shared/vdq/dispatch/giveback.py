@@ -18,7 +18,7 @@ from vdq.core.clock import iso
 from vdq.core.observability import logger, metrics
 from vdq.dispatch.pacing import PACED, current_rate, get_pacer, rate_of
 from vdq.providers import ThrottledProviderError
-from vdq.store import HistoryRecord, Moved, QueueItemRecord, StateWrite
+from vdq.store import Moved, QueueItemRecord, StateWrite
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.table import GIVE_BACK_ENTRIES, State, claim_source
@@ -39,8 +39,7 @@ def throttled_delay(units: int, rate: float, max_wait: float, lane: str) -> int:
 
 
 def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, Any],
-              entry: HistoryRecord, exc: ThrottledProviderError,
-              runtime: Runtime) -> str:  # fmt: skip
+              exc: ThrottledProviderError, runtime: Runtime) -> str:  # fmt: skip
     """The provider refused the send for its rate: slow the fleet, give the item back."""
     metrics.add_metric(name="SendsThrottled", unit="Count", value=1)
     key, limit, units = rate_of(item, content, runtime)
@@ -52,19 +51,18 @@ def throttled(item: QueueItemRecord, message: SendMessage, content: dict[str, An
             try:
                 pacer.slow_down(key, limit)
             except Exception:
-                # The item is given back still: left in ``sending``, its lease would pass and
-                # the lease sweep make it errored. The next throttling answer cuts the rate.
+                # The item is given back still: left in ``sending``, its lease would end and
+                # make it errored. The next throttling answer cuts the rate.
                 logger.exception("the pace of %s could not be cut", key)
         rate = current_rate(limit or 1.0, pacer.seen.get(key), pacer.wall())
         delay = throttled_delay(units, rate, pacer.max_wait, priority_of(item))
     result = f"{exc}; not sent, back on the queue in {delay} s"
-    return give_back(item, message, entry, delay, runtime, name="throttled", result=result)
+    return give_back(item, message, delay, runtime, name="throttled", result=result)
 
 
 def give_back(
     item: QueueItemRecord,
     message: SendMessage,
-    entry: HistoryRecord,
     delay: int,
     runtime: Runtime,
     *,
@@ -78,9 +76,11 @@ def give_back(
     history entry, one of ``workflow.GIVE_BACK_ENTRIES``.
 
     The write is conditional on the claim (``sending`` at this attempt), so a status update or
-    an operator that moved the item first wins. A duplicate of the new message fails its claim
-    as any duplicate does; a lost publish is published again by the unclaimed-publish sweep
-    (the item's publish timer). ``counted``: a wait for a turn at the rate (SendsPaced)."""
+    an operator that moved the item first wins. Then the publish, then (the caller returns)
+    SQS deletes the message: a worker that dies between the write and the publish leaves its
+    message, whose delivery claims the item again; a publish SQS refuses raises, so that the
+    message comes back the same way. A duplicate of the new message fails its claim as any
+    duplicate does. ``counted``: a wait for a turn at the rate (SendsPaced)."""
     from vdq.workflow.transitions import (
         TIMER_PUBLISH,
         clip_result,
@@ -103,7 +103,7 @@ def give_back(
                          name=name, from_state=State.SENDING.value, to_state=source.value,
                          attempt=int(item.attempt), text=text)  # fmt: skip
     try:
-        runtime.store.commit(item, write, [entry, note])
+        runtime.store.commit(item, write, [note])
     except Moved as moved:
         state = moved.current.state if moved.current else "gone"
         logger.info("%s item %s not given back: it is now %s", name, item.id, state)
@@ -114,8 +114,8 @@ def give_back(
     again = replace(message, delay_seconds=delay, priority=priority_of(item))
     failed = runtime.send_queue.publish([again])
     if failed:
-        logger.error("publish of %s after %s failed (the sweep publishes it again): %s",
-                     item.id, name, failed[item.id])  # fmt: skip
+        raise RuntimeError(f"publish of {item.id} after {name} failed (its message comes "
+                           f"again): {failed[item.id]}")  # fmt: skip
     return PACED
 
 

@@ -53,13 +53,10 @@ def _check_fields(content: Mapping[str, Any], sender_name: str | None,
         (f"{key}[{i}].name", value.get("name") or "")
         for key in ("to", "cc", "reply_to") for i, value in enumerate(content.get(key) or ())
     ]  # fmt: skip
+    lines = [(content.get("subject") or "", "subject"),
+             *((f.filename, f"the file name {f.filename!r}") for f in files)]
     try:
-        encoded_words.check_line(content.get("subject") or "", "subject")
-        for path, name in names:
-            encoded_words.check_line(name, path)
-            encoded_words.check_name(name, path)
-        for f in files:
-            encoded_words.check_line(f.filename, f"the file name {f.filename!r}")
+        encoded_words.check_fields(lines, [(name, path) for path, name in names])
     except ValidationError as exc:
         raise Unsendable(f"cannot be sent safely: {exc}") from None
 

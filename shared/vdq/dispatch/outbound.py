@@ -54,8 +54,7 @@ def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime)
         date=runtime.clock.now(),
         headers=unsubscribe.headers(item, content, runtime.settings),
     )
-    tags: list[dict[str, str]] = []
-    tracking.strategy_for(runtime).attach(tags, item)
+    tags = tracking.tags_for(item, runtime)
     message_id = get_ses(runtime).send_raw(sender=item.sender, receiver=item.receiver, raw=raw,
                                            tags=tags)  # fmt: skip
     metrics.add_metric(name="EmailsSent", unit="Count", value=1)

@@ -35,7 +35,7 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,6 @@ from vdq.core.observability import logger
 from vdq.providers import LONGEST_CALL_SECONDS
 from vdq.store import QueueItemRecord
 from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
-from vdq.workflow.lanes import priority_of
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
@@ -309,6 +308,59 @@ class Pacer:
         return value
 
 
+Member = tuple[int, dict[str, Any] | None]  # a message of a batch: its index, its content
+
+
+def reserve_batch(groups: Mapping[str | None, Sequence[Member]], lanes: Mapping[str, str],
+                  runtime: Runtime, remaining_ms: int | None = None,
+                  ) -> tuple[dict[int, float], float | None]:  # fmt: skip
+    """A batch's plan (vdq.dispatch.batchplan): the invocation's deadline from its remaining
+    time (``set_deadline``), then each rate's slots reserved for its sends (``groups``: the
+    batch's messages by rate, as (index, the content it carries); ``lanes``: the lane each
+    rate's sends reserve as). Returns {index: when its send may go} and the deadline (the
+    wall time past which the invocation claims nothing more; None: no bound). A reservation
+    that fails leaves each send to pace itself as it comes."""
+    pacer = get_pacer(runtime)
+    set_deadline(runtime, remaining_ms)
+    pacer.full.clear()
+    at: dict[int, float] = {}
+    try:
+        for key, members in groups.items():
+            if key is not None:
+                at.update(_slot_times(pacer, key, list(members), lanes.get(key), runtime))
+    except Exception:
+        logger.exception("the batch's slots could not be reserved; each send paces itself")
+        return {}, pacer.deadline
+    return at, pacer.deadline
+
+
+def _slot_times(pacer: Pacer, key: str, members: list[Member], lane: str | None,
+                runtime: Runtime) -> dict[int, float]:  # fmt: skip
+    """Reserve one rate's slots for its sends; {index: when its send may go}."""
+    limit = limit_of(key, runtime)
+    if limit is None:
+        return {index: -math.inf for index, _ in members}
+    method = "email" if key == SES_KEY else "sms"
+    units = [units_of(method, content) for _, content in members]
+    try:
+        held = pacer.hold(key, limit, sum(units), lane, first=units[0])
+    except NoSlot:
+        pacer.full.add(key)
+        return {index: -math.inf for index, _ in members}  # given back first, at no wait
+    at: dict[int, float] = {}
+    seen = pacer.seen.get(key)
+    # No slot held (none reserved, or all already used): after what the schedule holds.
+    last = held[-1] if held else max(pacer.wall(), (seen.tat or 0.0) if seen else 0.0)
+    rate = current_rate(limit, seen, pacer.wall())
+    for (index, _), n in zip(members, units, strict=True):
+        if len(held) >= n:
+            at[index], held = held[n - 1], held[n:]
+        else:  # past what one reservation holds: after it, at the rate
+            last += n / rate
+            at[index], held = last, []
+    return at
+
+
 def past_deadline(runtime: Runtime) -> bool:
     """Whether this invocation is too near its timeout to claim another item."""
     pacer = get_pacer(runtime)
@@ -386,7 +438,7 @@ def gate(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime,
     pacer = get_pacer(runtime)
     before = pacer.waited
     try:
-        pacer.turn(key, limit, units, upcoming, priority_of(item))
+        pacer.turn(key, limit, units, upcoming, item.priority or "normal")  # its lane
     except NoSlot:
         raise
     except Exception:

@@ -20,9 +20,15 @@ so the claims' rules (vdq.dispatch.send) hold unchanged: two messages for the sa
 batch still make one send.
 
 A message whose outcome could not be recorded (the store failed) is reported as a batch item
-failure, so SQS delivers it again; a redelivered attempt that was claimed drops itself. When
-every message of the batch failed, the invocation fails instead (``BatchFailed``), so the
-function's Errors alarm sees an outage and SQS keeps the whole batch.
+failure, so SQS delivers it again; its delivery then finds the attempt claimed and waits for
+the claim's lease (vdq.dispatch.send). A message that is to wait (``send.Wait``) is handed back
+the same way, its visibility first set to the wait (ChangeMessageVisibility): SQS delivers it
+again then. When every message of the batch failed, the invocation fails instead
+(``BatchFailed``), so the function's Errors alarm sees an outage and SQS keeps the whole batch.
+
+Before the invocation returns (and the mapping deletes the batch's messages), the check of the
+emails SES accepted is published (vdq.results.checks): a function that dies first leaves their
+messages to come again.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger, trace_carrier, tracer
-from vdq.dispatch import batchplan, pacing, send
+from vdq.dispatch import batchplan, send
+from vdq.results import checks
 from vdq.workflow.sendqueue import SendMessage
 
 if TYPE_CHECKING:
@@ -44,9 +51,29 @@ class BatchFailed(Exception):
     """Every record of the batch failed: fail the invocation, SQS delivers the batch again."""
 
 
+MAX_WAIT_SECONDS = 12 * 3600 - 60  # SQS's visibility reaches at most 12 h past the receive
+
+
+def queue_url_of(record: dict[str, Any], runtime: Runtime) -> str:
+    """The URL of the queue a record came from (its ``eventSourceARN``): the lane's of that
+    name (one request to SQS otherwise)."""
+    arn = str(record.get("eventSourceARN") or "")
+    name = arn.rsplit(":", 1)[-1]
+    s = runtime.settings
+    for url in (s.send_queue_url, s.high_send_queue_url, s.bulk_send_queue_url):
+        if url and url.rstrip("/").rsplit("/", 1)[-1] == name:
+            return url
+    account = arn.split(":")[4] if arn.count(":") >= 5 else None
+    found = runtime.client("sqs").get_queue_url(QueueName=name, **(
+        {"QueueOwnerAWSAccountId": account} if account else {}))  # fmt: skip
+    return str(found["QueueUrl"])
+
+
 @tracer.capture_method(capture_response=False)
-def prepare(record: dict[str, Any], upcoming: int, runtime: Runtime) -> send.Ready | str:
-    return send.prepare(SendMessage.parse(record["body"]), runtime, upcoming=upcoming)
+def prepare(record: dict[str, Any], upcoming: int, runtime: Runtime,
+            deadline: float | None = None) -> send.Ready | send.Wait | str:  # fmt: skip
+    return send.prepare(SendMessage.parse(record["body"]), runtime, upcoming=upcoming,
+                        deadline=deadline)  # fmt: skip
 
 
 @tracer.capture_method(capture_response=False)
@@ -59,26 +86,34 @@ def process(records: Sequence[Any], runtime: Runtime,
     """Send the batch; the batch item failures (``{"itemIdentifier": messageId}``)."""
     if not records:
         raise ValueError("not an SQS event: it has no Records")
-    # No send waits for its slot past the invocation's timeout (less a margin for the sends).
-    pacing.set_deadline(runtime, remaining_ms)
     bodies = [r.get("body") if isinstance(r, dict) else None for r in records]
     batch = Batch(runtime)
+    # In the order of their slots at the provider's rate (each rate's reserved up front), each
+    # told how many more sends of its rate follow; none claimed, nor waits for its slot, past
+    # the invocation's timeout (less a margin for the sends: its deadline).
+    order, deadline = batchplan.plan(bodies, runtime, remaining_ms)
     with batch:
-        # In the order of their slots at the provider's rate (each rate's reserved up front),
-        # each told how many more sends of its rate follow.
-        for index, upcoming in batchplan.plan(bodies, runtime):
+        for index, upcoming in order:
             record = records[index]
             batch.make_room()  # nothing is claimed that no thread is free to send at its slot
             try:
-                ready = prepare(record, upcoming, runtime)
+                ready = prepare(record, upcoming, runtime, deadline)
             except Exception as exc:
                 batch.failed(record, exc)
                 continue
             if isinstance(ready, send.Ready):
                 batch.start(record, ready)
+            elif isinstance(ready, send.Wait):
+                batch.wait(record, ready)
+    batch.check()
     if batch.failures and len(batch.failures) == len(records):
         raise BatchFailed(f"all {len(records)} records of the batch failed") from batch.last
-    return batch.failures
+    return batch.failures + batch.waiting
+
+
+def settle(outcome: str | send.Throttled, runtime: Runtime) -> str:
+    """A send's outcome in the pacer's thread: only a throttled one has more to do."""
+    return send.settle(outcome, runtime) if isinstance(outcome, send.Throttled) else outcome
 
 
 class Batch:
@@ -89,9 +124,11 @@ class Batch:
         self.runtime = runtime
         self.parallelism = runtime.settings.send_parallelism
         self.failures: list[dict[str, str]] = []
+        self.waiting: list[dict[str, str]] = []  # handed back to SQS to come again later
+        self.accepted: list[tuple[dict[str, Any], send.Ready]] = []  # the check names them
         self.last: Exception | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._flying: dict[Future[str | send.Throttled], dict[str, Any]] = {}
+        self._flying: dict[Future[str | send.Throttled], tuple[dict[str, Any], send.Ready]] = {}
 
     def __enter__(self) -> Batch:
         if self.parallelism > 1:
@@ -108,16 +145,41 @@ class Batch:
 
     def start(self, record: dict[str, Any], ready: send.Ready) -> None:
         if self._pool is None:
-            self._outcome(record, lambda: send.settle(deliver(ready, self.runtime), self.runtime))
+            self._outcome(record, ready, lambda: settle(deliver(ready, self.runtime),
+                                                        self.runtime))  # fmt: skip
             return
-        send.warm(ready, self.runtime)  # clients made here, not by threads at once
-        carry = trace_carrier()
+        carry = trace_carrier()  # (the clients it uses were made by ``send.prepare``)
 
         def call() -> str | send.Throttled:
             carry()
             return deliver(ready, self.runtime)
 
-        self._flying[self._pool.submit(call)] = record
+        self._flying[self._pool.submit(call)] = (record, ready)
+
+    def wait(self, record: dict[str, Any], wait: send.Wait) -> None:
+        """Hand the message back to SQS for ``wait.seconds``: its visibility set to them (a
+        refused change leaves it the rest of its own), reported as a batch item failure."""
+        message_id = str(record.get("messageId", ""))
+        try:
+            self.runtime.client("sqs").change_message_visibility(
+                QueueUrl=queue_url_of(record, self.runtime), ReceiptHandle=record["receiptHandle"],
+                VisibilityTimeout=min(wait.seconds, MAX_WAIT_SECONDS))  # fmt: skip
+        except Exception as exc:
+            logger.warning("the visibility of send message %s was not changed (%s): it comes "
+                           "again when its own runs out", message_id, exc)  # fmt: skip
+        self.waiting.append({"itemIdentifier": message_id})
+
+    def check(self) -> None:
+        """The check of the emails SES accepted in the batch (vdq.results.checks), published
+        before the mapping deletes their messages; when SQS refuses it, its work done now.
+        Those neither covered go back to SQS: their deliveries do it."""
+        sent = [ready.sent for _, ready in self.accepted if ready.sent is not None]
+        if not sent or checks.publish(sent, self.runtime):
+            return
+        left = {s.item_id for s in checks.look(sent, self.runtime)}
+        for record, ready in self.accepted:
+            if ready.item.id in left:
+                self.failed(record, RuntimeError(f"the check of {ready.item.id} was not made"))
 
     def make_room(self) -> None:
         """Settle the sends that have finished (a throttled one slows the pace before the
@@ -129,17 +191,20 @@ class Batch:
     def _settle(self, futures: list[Future[str | send.Throttled]]) -> None:
         wait(futures)
         for future in futures:
-            record = self._flying.pop(future)
-            self._outcome(record, partial(self._settle_one, future))
+            record, ready = self._flying.pop(future)
+            self._outcome(record, ready, partial(self._settle_one, future))
 
     def _settle_one(self, future: Future[str | send.Throttled]) -> str:
-        return send.settle(future.result(), self.runtime)
+        return settle(future.result(), self.runtime)
 
-    def _outcome(self, record: dict[str, Any], outcome: Callable[[], str]) -> None:
+    def _outcome(self, record: dict[str, Any], ready: send.Ready,
+                 outcome: Callable[[], str]) -> None:  # fmt: skip
         try:
             outcome()
         except Exception as exc:
             self.failed(record, exc)
+        if ready.sent is not None:  # the provider took it, recorded or not: the check names it
+            self.accepted.append((record, ready))
 
     def failed(self, record: Any, exc: Exception) -> None:
         message_id = str(record.get("messageId", "")) if isinstance(record, dict) else ""

@@ -50,6 +50,15 @@ def check_line(value: str, path: str) -> None:
                       f"encoded word ({word.group()[:60]!r} at {word.start()})")  # fmt: skip
 
 
+def check_fields(lines: list[tuple[str, str]], names: list[tuple[str, str]]) -> None:
+    """``check_line`` of each (value, path) of ``lines`` and of ``names``, and ``check_name``
+    of each of ``names``: a message's header fields in one call."""
+    for value, path in [*lines, *names]:
+        check_line(value, path)
+    for value, path in names:
+        check_name(value, path)
+
+
 def check_name(value: str, path: str) -> None:
     """A display name as a mail reader shows it: the email package writes what an encoded word
     in a name decodes to unquoted, so address syntax there would change the header's

@@ -28,7 +28,13 @@ class LocalResources:
 
     def env(self) -> dict[str, str]:
         """The VDQ settings that point the handlers at these resources."""
+        lanes = (("SEND", resources.SEND_QUEUE), ("HIGH_SEND", resources.SEND_QUEUES["high"]),
+                 ("BULK_SEND", resources.SEND_QUEUES["bulk"]), ("RESULTS", resources.RESULTS_QUEUE))
+        dlqs = {setting: self.queues.get(f"{name}{resources.DEAD_LETTER_SUFFIX}")
+                for setting, name in lanes}  # fmt: skip
+        dead = {f"VDQ_{setting}_DEAD_LETTER_QUEUE_URL": url for setting, url in dlqs.items() if url}
         return {
+            **dead,
             "VDQ_TABLE_NAME": self.table,
             "VDQ_ATTACHMENTS_BUCKET": self.bucket,
             "VDQ_SEND_QUEUE_URL": self.queues[resources.SEND_QUEUE],
@@ -67,7 +73,9 @@ def create(
     sqs = session.client("sqs")
     queues: dict[str, str] = {}
     for name in (*resources.SEND_QUEUES.values(), resources.RESULTS_QUEUE):
-        attributes: dict[str, str] = {}
+        days = (resources.RESULTS_RETENTION_DAYS if name == resources.RESULTS_QUEUE
+                else resources.SEND_RETENTION_DAYS)  # fmt: skip
+        attributes: dict[str, str] = {"MessageRetentionPeriod": str(days * 86_400)}
         if visibility_seconds is not None:
             attributes["VisibilityTimeout"] = str(visibility_seconds)
         if dead_letters_and_topic:

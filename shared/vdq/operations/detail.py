@@ -88,10 +88,11 @@ def _last_state(stored: Entries) -> str | None:
 
 
 def _with_claim(item: QueueItemRecord, stored: Entries) -> Entries:
-    """``stored`` with the claim's ``send`` entry of a sending item. It is written into the
-    past (dated at the claim, written with the outcome, after any event recorded while the
-    item was sending): shown from the claim on, so no reader's cursor passes its place before
-    it is there."""
+    """``stored`` with the claim's ``send`` entry of a sending item claimed by a release whose
+    claim left the entry to the outcome's write (a claim now writes it itself). Such an entry
+    is written into the past (dated at the claim, written with the outcome, after any event
+    recorded while the item was sending): shown from the claim on, so no reader's cursor
+    passes its place before it is there."""
     if (item.state == State.SENDING.value and item.claimed_at
             and not any(h.name == "send" and h.at == item.claimed_at for h in stored.values())):
         from vdq.workflow.transitions import send_entry  # only here: a read's cold start skips it

@@ -1,6 +1,7 @@
 """Results: what the providers report about a sent message, and what VDQ does about it.
 
-``events`` parses SES events and Twilio statuses into provider updates (pure); ``matching``
+``checks`` looks at the emails a send function sent, minutes later; ``events`` parses SES
+events and Twilio statuses into provider updates (pure); ``matching``
 finds each update's queue item (tracking tags, provider-ID mappings, orphans) and ``updates``
 applies it (a transition, or an event kept in history). ``tracking`` decides how an email
 carries its item's key to SES's events, ``twilio_signature`` authenticates Twilio's callbacks,
@@ -13,6 +14,7 @@ schedules or operations.
 
 # the modules other parts may import
 __all__ = [
+    "checks",
     "guard",
     "matching",
     "reputation",

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger
-from vdq.results import suppression, tracking
+from vdq.results import checks, suppression, tracking
 from vdq.results.events import (
     BadEvent,
     ProviderUpdate,
@@ -209,13 +209,19 @@ def _json_object(body: str, what: str) -> dict[str, Any]:
 
 def handle_results_message(body: str, runtime: Runtime) -> str:
     """One message of the results queue: an SES event (raw or in an SNS envelope), a
-    deferred lookup (which VDQ sends to the queue itself, never through SNS), or a message of
-    SNS or SES about the subscription itself (logged as what it is)."""
+    deferred lookup or a send's check (which VDQ sends to the queue itself, never through
+    SNS: vdq.results.checks), or a message of SNS or SES about the subscription itself
+    (logged as what it is)."""
     if body.strip() == SES_TOPIC_VALIDATION:  # raw message delivery: the text alone
         return topic_validated(None)
     data = _json_object(body, "message")
     if data.get("kind") == LOOKUP_KIND:
         return handle_deferred_lookup(data, runtime)
+    if data.get("kind") == checks.KIND:
+        try:
+            return checks.handle(data, runtime)
+        except ValueError as exc:
+            raise BadEvent(str(exc)) from None
     if data.get("Type") in SNS_SUBSCRIPTION_MESSAGES:
         return sns_subscription_message(data)
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):

@@ -80,6 +80,13 @@ def strategy_for(runtime: Any) -> EmailTrackingStrategy:
     return override or load_strategy(runtime.settings.email_tracking_strategy)
 
 
+def tags_for(item: Any, runtime: Any) -> list[dict[str, str]]:
+    """The SES message tags the runtime's strategy attaches to ``item``'s email."""
+    tags: list[dict[str, str]] = []
+    strategy_for(runtime).attach(tags, item)
+    return tags
+
+
 def maps_provider_id(item: Any, runtime: Any) -> bool:
     """Whether the send worker writes a mapping record for the provider ID of ``item`` (in the
     transaction that stores the ID). Results that name no item are found through it. A keyed

@@ -25,7 +25,7 @@ from vdq.workflow.transitions import (
     event_mark,
     history_entry,
     item_now,
-    send_entry,
+    missing_send_entry,
 )
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
         event_id=update.event_id,
         provider_id=provider_id,
     )
-    history = _deferred_send_entry(item)
+    history = missing_send_entry(item)
     outcome = _storing_id(item.id, int(item.attempt), provider_id, runtime,
                           lambda mapped: apply(item, replace(step, map_provider_id=mapped),
                                                runtime, history=history))  # fmt: skip
@@ -137,16 +137,6 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
     # holds each of them, with its time and text); what needs a person is logged at WARNING.
     logger.debug("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)
     return outcome.kind
-
-
-def _deferred_send_entry(item: QueueItemRecord) -> list[Any] | None:
-    """The claim's ``send`` entry, for an update that moves a ``sending`` item: a worker that
-    died after the provider took the message never writes it, and the lease sweep skips an
-    item that left ``sending``. Its key is deterministic, so the worker writing it too is
-    harmless."""
-    if item.state != State.SENDING.value or not item.claimed_at:
-        return None
-    return [send_entry(item)]
 
 
 def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,

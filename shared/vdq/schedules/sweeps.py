@@ -12,10 +12,15 @@ race) is logged and the run goes on.
   Polling mode (no ``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest
   first, at most ``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due. A
   fetched status with Twilio's opt-out error suppresses the number, as a callback does.
-- Lease sweep: a ``sending`` item whose lease passed moves to ``errored``; whether the provider
-  took the message is unknown, and a later provider event still finds the item by its key. An
-  email SES accepted kept its lease timer (vdq.workflow.transitions): still ``awaiting`` when the
-  lease passes, its timer moves to ``mailwait``, keyed on its claim, for the email timeout.
+- Dead letters: a send message SQS moved to its lane's dead-letter queue (its delivery failed
+  ``MAX_RECEIVE_COUNT`` times) is the last word of its attempt: an item still waiting for that
+  attempt (queued, delayed) is errored with why; one still ``sending`` is errored "outcome
+  unknown" (its holder may have reached the provider); one awaiting without a timer gets its
+  timeout's. A check dead in the results queue's is done here (vdq.results.checks). The
+  message is deleted once handled (every write conditional: a repeat changes nothing).
+- Lease timers of items claimed by a release before the send message held the lease: a
+  ``sending`` item whose lease passed moves to ``errored`` (outcome unknown); an email still
+  ``awaiting`` moves its timer to ``mailwait``, keyed on its claim, for the email timeout.
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
   sweeps never publish the same item twice. Not while the item's lane has a backlog: then an
@@ -28,6 +33,7 @@ race) is logged and the run goes on.
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition, VdqError
-from vdq.core.observability import logger
+from vdq.core.observability import logger, metrics
 from vdq.store import QueueItemRecord
 from vdq.workflow.lanes import PRIORITIES, priority_of
 from vdq.workflow.table import State
@@ -48,8 +54,8 @@ from vdq.workflow.transitions import (
     Step,
     apply,
     email_wait_since,
+    missing_send_entry,
     publish_send,
-    send_entry,
     shard_timer_partition,
     sms_wait_since,
     timer_partition,
@@ -101,6 +107,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
             republish_sweep(runtime, report)
             email_timeouts(runtime, report)
             held_items(runtime, report)
+            dead_letters(runtime, report)
         elif task == "purge":
             purge(runtime, report)
         else:
@@ -285,10 +292,11 @@ def timeout_email(item_id: str, window_start: str, runtime: Runtime, report: Rep
 
 
 def lease_sweep(runtime: Runtime, report: Report) -> None:
-    """Up to LEASE_PAGES pages of passed lease timers, each page read on from the last key of
-    the one before: the index is eventually consistent, so a page just handled can still be
-    in it (and an item whose step failed stays until the next run), and a stuck send behind
-    them must still be reached."""
+    """The lease timers of items claimed by a release before the send message held the lease
+    (none is written now: this drains those left), up to LEASE_PAGES pages of passed ones,
+    each page read on from the last key of the one before: the index is eventually
+    consistent, so a page just handled can still be in it (and an item whose step failed stays
+    until the next run), and a stuck send behind them must still be reached."""
     now = iso(runtime.clock.now())
     sweep_pages(TIMER_LEASE, now, LEASE_PAGES, runtime, report,
                 lambda i: expire_lease(i, now, runtime, report))  # fmt: skip
@@ -320,15 +328,25 @@ def expire_lease(item_id: str, now: str, runtime: Runtime, report: Report) -> No
         return
     if item.state != State.SENDING.value:
         return
+    outcome = outcome_unknown(item, runtime)
+    if outcome is not None:
+        report.add(f"lease_{outcome}")
+
+
+def outcome_unknown(item: QueueItemRecord, runtime: Runtime) -> str | None:
+    """Error a ``sending`` item whose attempt is over without an answer recorded (its claim's
+    holder died after it): the provider may have taken the message. The kind of outcome, None
+    when the item moved on first."""
     result = LEASE_RESULT.format(s=runtime.settings.lease_seconds)
     step = Step("error", actor=ACTOR, source="schedule", attempt=int(item.attempt), result=result,
                 expect=frozenset({State.SENDING.value}))  # fmt: skip
-    history = [send_entry(item)] if item.claimed_at else []
     try:
-        outcome = apply(item, step, runtime, history=history)
+        outcome = apply(item, step, runtime, history=missing_send_entry(item))
     except InvalidTransition:
-        return  # the worker recorded its outcome first
-    report.add(f"lease_{outcome.kind}")
+        return None  # the worker recorded its outcome first
+    if outcome.kind == "moved":
+        metrics.add_metric(name=resources.METRIC_LEASES_EXPIRED, unit="Count", value=1)
+    return outcome.kind
 
 
 def await_email(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:
@@ -424,6 +442,101 @@ def republish(item_id: str, now: str, runtime: Runtime, report: Report,
         report.add("republished")
         logger.info("re-published %s (attempt %s): its send was not claimed in time", item.id,
                     item.attempt)  # fmt: skip
+
+
+# ---- dead letters ----------------------------------------------------------------------------
+
+DEAD_LETTER_ROUNDS = 5  # receives of up to ten messages from each dead-letter queue a run
+DEAD_LETTER_RESULT = (
+    "its send message failed {n} deliveries and was dead-lettered (the send function failed "
+    "on it each time: see its log); nothing was sent for this attempt"
+)
+
+
+def dead_letters(runtime: Runtime, report: Report) -> None:
+    """The send lanes' dead-letter queues, and the checks in the results queue's (see the
+    module's docstring)."""
+    s = runtime.settings
+    lanes = {s.send_dead_letter_queue_url, s.high_send_dead_letter_queue_url,
+             s.bulk_send_dead_letter_queue_url} - {""}  # fmt: skip
+    for url in sorted(lanes):
+        _drain(url, runtime, report, dead_send)
+    if s.results_dead_letter_queue_url:
+        _drain(s.results_dead_letter_queue_url, runtime, report, dead_result)
+
+
+def _drain(url: str, runtime: Runtime, report: Report,
+           handle: Callable[[dict[str, Any], Runtime, Report], bool]) -> None:  # fmt: skip
+    sqs = runtime.client("sqs")
+    for _ in range(DEAD_LETTER_ROUNDS):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                  AttributeNames=["ApproximateReceiveCount"]).get("Messages", [])
+        if not got:
+            return
+        for message in got:
+            try:
+                handled = handle(message, runtime, report)
+            except Exception:
+                report.add("failed")
+                logger.exception("dead letter %s not handled; the next run tries again",
+                                 message.get("MessageId"))  # fmt: skip
+                continue
+            if handled:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def dead_send(message: dict[str, Any], runtime: Runtime, report: Report) -> bool:
+    """One dead send message: its attempt's last word (True: handled, delete it)."""
+    from vdq.workflow.sendqueue import SendMessage
+
+    try:
+        sent = SendMessage.parse(message.get("Body") or "")
+    except (ValueError, KeyError, TypeError):
+        logger.error("dead letter %s is no send message: dropped", message.get("MessageId"))
+        return True
+    item = runtime.store.get_item(sent.item_id)
+    if item is None or int(item.attempt) != sent.attempt:
+        report.add("dead_dropped")
+        return True
+    if item.state == State.SENDING.value:
+        report.add(f"dead_{outcome_unknown(item, runtime) or 'moved'}")
+    elif item.state in (State.QUEUED.value, State.DELAYED.value):
+        n = int((message.get("Attributes") or {}).get("ApproximateReceiveCount") or 0)
+        step = Step("error", actor=ACTOR, source="schedule", attempt=sent.attempt,
+                    result=DEAD_LETTER_RESULT.format(n=n or "its"),
+                    expect=frozenset({State.QUEUED.value, State.DELAYED.value}))  # fmt: skip
+        try:
+            report.add(f"dead_{apply(item, step, runtime).kind}")
+        except InvalidTransition:
+            report.add("dead_moved")
+    elif item.state == State.AWAITING.value:
+        from vdq.results import checks
+
+        sent_check = checks.Sent(item.id, sent.attempt, item.provider_id or "", item.updated_at)
+        if checks.decide(item, sent_check, runtime, strong=True):
+            report.add("dead_awaits")
+    else:
+        report.add("dead_dropped")
+    return True
+
+
+def dead_result(message: dict[str, Any], runtime: Runtime, report: Report) -> bool:
+    """A dead message of the results queue: a check is done here (True: delete it); anything
+    else (an SES event, a lookup) stays for an operator (the queue's alarm)."""
+    from vdq.results import checks
+
+    try:
+        data = json.loads(message.get("Body") or "")
+    except ValueError:
+        return False
+    if not isinstance(data, dict) or data.get("kind") != checks.KIND:
+        return False
+    try:
+        report.add("dead_checks")
+        checks.handle(data, runtime)
+    except ValueError:
+        logger.error("dead check %s is malformed: dropped", message.get("MessageId"))
+    return True
 
 
 # ---- purge -----------------------------------------------------------------------------------

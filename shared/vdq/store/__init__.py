@@ -48,8 +48,10 @@ from vdq.store.contents import Contents, decode_content, encode_content
 from vdq.store.events import Events
 from vdq.store.history import (
     ENTRY_FIELDS,
+    MAX_HISTORY_TEXT,
     SEEN_LIMIT,
     EventMark,
+    history_entry,
     pack_history,
     unpack_history,
 )
@@ -101,6 +103,7 @@ __all__ = [
     "ENTRY_FIELDS",
     "FILE_SK",
     "MAP_SK",
+    "MAX_HISTORY_TEXT",
     "MODELS",
     "REFS_SK",
     "SEEN_LIMIT",
@@ -134,6 +137,7 @@ __all__ = [
     "content_pk",
     "decode_content",
     "encode_content",
+    "history_entry",
     "item_pk",
     "origin_content_id",
     "origin_key",

@@ -12,6 +12,7 @@ rather than a record of its own.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,41 @@ RECENT_ENTRY_BYTES = 320
 def _entry_json(entry: HistoryRecord) -> dict[str, Any]:
     data = {"sk": entry.sk, **{f: getattr(entry, f) for f in ENTRY_FIELDS}}
     return {k: v for k, v in data.items() if v is not None}
+
+
+MAX_HISTORY_TEXT = 16_000  # characters of an entry's text
+
+
+def history_entry(
+    item_id: str,
+    now: datetime,
+    *,
+    actor: str,
+    source: str,
+    kind: str,
+    name: str,
+    from_state: str | None = None,
+    to_state: str | None = None,
+    attempt: int | None = None,
+    text: str | None = None,
+    key: str | None = None,
+) -> HistoryRecord:
+    """A new entry of ``item_id``'s history at ``now``: its key is the time and ``key`` (a
+    fixed one makes an entry two writers may both write one entry), or a random part."""
+    at = iso(now)
+    return HistoryRecord(
+        item_pk(item_id),
+        f"H#{at}#{key or os.urandom(3).hex()}",
+        at=at,
+        actor=actor,
+        source=source,
+        kind=kind,
+        name=name,
+        from_state=from_state,
+        to_state=to_state,
+        attempt=attempt,
+        text=text[:MAX_HISTORY_TEXT] if text else None,
+    )
 
 
 def pack_history(entries: Sequence[HistoryRecord]) -> list[HistoryRecord]:

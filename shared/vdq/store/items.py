@@ -27,6 +27,7 @@ from vdq.store.history import (
     applied,
     fitting,
     pack_history,
+    recent_json,
     room,
     unpack_history,
 )
@@ -45,7 +46,14 @@ from vdq.store.models import (
     provider_pk,
     refs_key,
 )
-from vdq.store.tx import BatchWrites, condition_failed, conditional_update, transact
+from vdq.store.tx import (
+    BatchWrites,
+    ConditionFailed,
+    condition_failed,
+    conditional_update,
+    transact,
+    update_returning,
+)
 
 
 @dataclass
@@ -121,8 +129,9 @@ class Items(BatchWrites, Expiring):
 
     def get_items(self, item_ids: Iterable[str], *,
                   consistent: bool = True) -> dict[str, QueueItemRecord]:  # fmt: skip
-        """The items (live ones) by id: strongly consistent unless ``consistent`` is False (a
-        search, which reads an eventually consistent index first anyway: half the units)."""
+        """The items (live ones) by id: strongly consistent unless ``consistent`` is False
+        (eventually consistent, half the read: a search, which reads an eventually consistent
+        index first anyway; a check, which a stale read only costs a failed write)."""
         keys = [(item_pk(i), STATE_SK) for i in dict.fromkeys(item_ids)]
         found = QueueItemRecord.batch_get(keys, consistent_read=consistent) if keys else []
         return {r.id: r for r in found if self._live(r)}
@@ -187,27 +196,44 @@ class Items(BatchWrites, Expiring):
         )
         return [(row.pk.removeprefix("QI#"), getattr(row, index.sort_key)) for row in rows]
 
-    def claim(
-        self, item_id: str, attempt: int, sources: Iterable[str], write: StateWrite,
-        *, not_created_by: Sequence[str] = (),
-    ) -> QueueItemRecord:
-        """Move an item whose state is one of ``sources`` and whose attempt is ``attempt``
-        (and, for an email, whose producer is none of ``not_created_by``: the held ones).
+    def claim(self, item_id: str, attempt: int, source: str, write: StateWrite,
+              entry: HistoryRecord, queued_at: str | None = None, *,
+              not_created_by: Sequence[str] = ()) -> QueueItemRecord:  # fmt: skip
+        """Move an item that is in ``source`` at ``attempt`` by ``write``, with its history
+        ``entry`` (the claim's ``send``), reading nothing first; for an email, only when its
+        producer is none of ``not_created_by`` (the held ones: vdq.results.guard).
 
-        One UpdateItem returning the new item; ``Moved`` when the condition fails.
-        """
-        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
-        condition = QueueItemRecord.state.is_in(*sources) & (QueueItemRecord.attempt == attempt)
+        One UpdateItem that returns the item as written; the entry rides on the state item
+        (coded from ``queued_at``, the item's, which the send message names). When the
+        condition fails, DynamoDB answers with the item as it was: ``Moved`` carries it (None
+        when there is none), and the caller decides without a read. When only the entry's room
+        on the state item was missing, the same claim in a transaction with the entry as a
+        record (two writes, for an item of many entries)."""
+        texts = recent_json([entry], queued_at) or recent_json([entry])
+        assert texts is not None, "a claim's entry always fits"
+        condition = (QueueItemRecord.state == source) & (QueueItemRecord.attempt == attempt)
         if not_created_by:  # an item of no producer passes: IN is false for a missing value
             condition = condition & ~(QueueItemRecord.created_by.is_in(*not_created_by)
                                       & (QueueItemRecord.method == "email"))  # fmt: skip
         try:
-            probe.update(actions=write.actions(), condition=condition)
-        except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
-                raise Moved(self.get_item(item_id)) from None
-            raise
-        return probe
+            raw = update_returning(QueueItemRecord, item_pk(item_id), STATE_SK,
+                                   [*write.actions(), appended(texts)],
+                                   condition & room(1))  # fmt: skip
+        except ConditionFailed as failed:
+            old = QueueItemRecord.from_raw_data(failed.old) if failed.old else None
+            if old is not None and applied(old, texts):
+                return old  # botocore sent it again after a lost answer: the claim is ours
+            if old is not None and (old.state, int(old.attempt)) == (source, attempt) and not (
+                    old.method == "email" and old.created_by in not_created_by):  # fmt: skip
+                return self._claim_beside(old, write, entry)
+            raise Moved(old if old is None or self._live(old) else None) from None
+        return QueueItemRecord.from_raw_data(raw)
+
+    def _claim_beside(self, item: QueueItemRecord, write: StateWrite,
+                      entry: HistoryRecord) -> QueueItemRecord:  # fmt: skip
+        """A claim whose entry has no room on the state item: the entry is a record."""
+        self.commit(item, write, [entry], on_state=False)
+        return item
 
     def commit(
         self,
@@ -220,6 +246,7 @@ class Items(BatchWrites, Expiring):
         mark: EventMark | None = None,
         release: Release | None = None,
         mapping_expiration: int | None = None,
+        on_state: bool = True,
     ) -> None:
         """Apply ``write`` to ``item`` if it is still as read (state, attempt, provider ID),
         with its history entries (and the provider-ID mapping, and an event mark) in one write:
@@ -233,12 +260,13 @@ class Items(BatchWrites, Expiring):
         its content's files count one open item less, in the same transaction (a crash after
         the commit can neither lose nor repeat the release). The history and the mark take the
         item's expiration (the one ``write`` sets, or the one it has: vdq.workflow.retention); the
-        mapping takes ``mapping_expiration``.
+        mapping takes ``mapping_expiration``. ``on_state`` False: the entries go to a record
+        whatever room the state item has.
         """
         try:
             self._commit(item, write, history, provider_id=provider_id, extra=extra, mark=mark,
                          release=release, mapping_expiration=mapping_expiration,
-                         on_state=True)  # fmt: skip
+                         on_state=on_state)  # fmt: skip
         except NoRoom:
             # Another write filled the state item's entries since the read, and nothing else
             # it assumed changed: the same write, its entries a record.
@@ -423,6 +451,21 @@ class Items(BatchWrites, Expiring):
                 owner = ProviderRecord.from_raw_data(raw) if raw else None
                 raise ProviderIdTaken(provider_id, owner) from None
             raise
+        return True
+
+    def add_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
+        """Give an item that has no timer one, if it is still in the (state, attempt, provider
+        ID) read. One UpdateItem; False when it moved or has a timer."""
+        probe = QueueItemRecord(item_pk(item.id), STATE_SK)
+        condition = _expected(item) & QueueItemRecord.timer_pk.does_not_exist()
+        try:
+            conditional_update(probe, [QueueItemRecord.timer_pk.set(timer_pk),
+                                       QueueItemRecord.timer_sk.set(timer_sk)], condition)
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        item.timer_pk, item.timer_sk = timer_pk, timer_sk
         return True
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:

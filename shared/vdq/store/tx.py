@@ -161,6 +161,47 @@ def batch_get(client: Any, table: str, request: dict[str, Any],
     raise StoreBusy("DynamoDB kept leaving keys unread (UnprocessedKeys); try again")
 
 
+class ConditionFailed(Exception):
+    """A conditional UpdateItem's condition failed; ``old`` is the item as it was (DynamoDB
+    returns it with the failure: ReturnValuesOnConditionCheckFailure), None when there was
+    none."""
+
+    def __init__(self, old: dict[str, Any] | None) -> None:
+        super().__init__("the condition failed")
+        self.old = old
+
+
+def update_returning(model: type[_Table], pk: str, sk: str, actions: list[Any], condition: Any,
+                     tries: int = UPDATE_TRIES) -> dict[str, Any]:  # fmt: skip
+    """One conditional UpdateItem that reads nothing first: the item as written (ALL_NEW), or
+    ``ConditionFailed`` with the item as it was (ALL_OLD, in the same answer), so the caller
+    decides what to do without a read. Tried again as ``conditional_update`` is."""
+    from botocore.exceptions import ClientError
+
+    table = model._get_connection()
+    connection = table.connection
+    kwargs = connection.get_operation_kwargs(
+        table.table_name, pk, sk, actions=actions, condition=condition, return_values="ALL_NEW",
+        return_values_on_condition_failure="ALL_OLD")  # fmt: skip
+    delay = 0.02
+    for attempt in range(tries):
+        try:
+            return dict(connection.client.update_item(**kwargs).get("Attributes") or {})
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "ConditionalCheckFailedException":
+                raise ConditionFailed(exc.response.get("Item")) from None
+            if code not in _UPDATE_RETRYABLE:
+                raise
+            if attempt + 1 < tries:
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 1.0)
+                continue
+            raise StoreBusy(f"DynamoDB kept refusing the write ({code}); nothing was written, "
+                            "try again") from exc  # fmt: skip
+    raise AssertionError("unreachable")
+
+
 def condition_failed(reason: Any) -> bool:
     """A transaction's cancellation reason says its condition failed."""
     return reason is not None and reason.code == "ConditionalCheckFailed"

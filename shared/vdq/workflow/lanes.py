@@ -49,4 +49,6 @@ def message_for(item: Any, *, delay_seconds: int = 0,
     return SendMessage(item.id, int(item.attempt), delay_seconds, content,
                        receiver=item.receiver, priority=priority_of(item),
                        pace=key_of(item.method, item.sender),
-                       list_name=getattr(item, "list_name", None))  # fmt: skip
+                       list_name=getattr(item, "list_name", None),
+                       delayed=getattr(item, "state", None) == "delayed",
+                       queued_at=getattr(item, "queued_at", None))  # fmt: skip

@@ -32,9 +32,17 @@ class SendMessage:
     priority: str = "normal"  # the lane (vdq.workflow.lanes); in the body only when not normal
     pace: str | None = None  # the provider rate's key (vdq.dispatch.pacing.key_of); None: not known
     list_name: str | None = None  # list mail: the list an unsubscribe of it leaves
+    # Where its attempt waits: ``delayed`` after an automatic retry, else queued (the claim's
+    # condition and history entry say the state it takes the item from, without a read).
+    delayed: bool = False
+    queued_at: str | None = None  # the item's (its history entries' times count from it)
 
     def body(self) -> str:
         data: dict[str, Any] = {"id": self.item_id, "attempt": self.attempt}
+        if self.delayed:
+            data["delayed"] = True
+        if self.queued_at is not None:
+            data["queued"] = self.queued_at
         if self.receiver is not None:
             data["to"] = self.receiver
         if self.pace is not None:
@@ -57,12 +65,14 @@ class SendMessage:
             raise ValueError("send message needs a string id and an integer attempt")
         content = data.get("content")
         receiver, pace, lane = data.get("to"), data.get("pace"), data.get("lane")
-        list_name = data.get("list")
+        list_name, queued_at = data.get("list"), data.get("queued")
         return cls(item_id, attempt, 0, content if isinstance(content, dict) else None,
                    receiver if isinstance(receiver, str) else None,
                    priority=lane if isinstance(lane, str) else "normal",
                    pace=pace if isinstance(pace, str) else None,
-                   list_name=list_name if isinstance(list_name, str) else None)  # fmt: skip
+                   list_name=list_name if isinstance(list_name, str) else None,
+                   delayed=data.get("delayed") is True,
+                   queued_at=queued_at if isinstance(queued_at, str) else None)  # fmt: skip
 
 
 class SendQueue:

@@ -6,7 +6,7 @@ Server steps (the worker, provider results, schedules) and operator actions both
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vdq.core.errors import Forbidden, InvalidTransition, NotFound
@@ -100,14 +100,15 @@ class Decision:
     transition: Transition
     source: State
     ignored: bool
+    # Derived from the three above (``decide`` sets them: plain values, no call to read).
+    target: State = field(init=False)
+    enters_done: bool = field(init=False)  # it moves the item into a done state
 
-    @property
-    def target(self) -> State:
-        return self.source if self.ignored else self.transition.target
-
-    @property
-    def enters_done(self) -> bool:
-        return not self.ignored and self.target in DONE_STATES and self.source not in DONE_STATES
+    def __post_init__(self) -> None:
+        target = self.source if self.ignored else self.transition.target
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "enters_done", not self.ignored and target in DONE_STATES
+                           and self.source not in DONE_STATES)  # fmt: skip
 
 
 def transition(name: str) -> Transition:

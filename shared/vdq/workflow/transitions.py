@@ -10,7 +10,6 @@ change) live here, beside the workflow, not in the callers.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,19 +18,20 @@ from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
-from vdq.store import (
+from vdq.store import (  # noqa: F401  (history_entry: re-exported)
     Duplicate,
     EventMark,
     HistoryRecord,
     Moved,
     QueueItemRecord,
     StateWrite,
+    history_entry,
     item_pk,
     shard,
 )
 from vdq.workflow import table as workflow
 from vdq.workflow.attachments import purge_if_idle, release_for
-from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for, priority_of
+from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.retention import expiration_at, mapping_expiration
 from vdq.workflow.table import DONE_STATES, Decision, State
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 MAX_TRIES = 5
 MAX_RESULT = 500  # characters of result kept on the state item; history keeps the whole text
-MAX_HISTORY_TEXT = 16_000
 
 
 class _Keep:
@@ -110,20 +109,22 @@ def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
 
 TIMER_PUBLISH = "publish"
 LANED_TIMERS = frozenset({TIMER_PUBLISH})
+# The claim's lease, before the send message held it (vdq.dispatch.send): items claimed by a
+# release before still carry one, which the schedule sweeps (vdq.schedules.sweeps).
 TIMER_LEASE = "lease"
 # An awaiting SMS: keyed on the claim that sent it (the current attempt's ``send``), so an SMS
 # sent long after it was queued (scheduled, paced, retried) has its whole window.
 TIMER_AWAIT = "await"
-# An awaiting email: keyed on the claim that sent it. SES accepting an email leaves it on its
-# lease timer (its Delivery or Bounce most often comes before the lease passes, and ends it):
-# the lease sweep moves the timer of an email still awaiting then (vdq.schedules.sweeps).
+# An awaiting email: keyed on the claim that sent it. SES's acceptance writes no timer: most
+# emails get their Delivery or Bounce within seconds. The check the send function publishes
+# for every accepted email (vdq.results.checks) gives one still awaiting then this timer.
 TIMER_EMAIL_AWAIT = "mailwait"
 
 
 def email_wait_since(item: QueueItemRecord) -> str:
     """When an awaiting email's timeout window began: its ``mailwait`` timer's key (the claim,
-    or SES's acceptance for an email that awaited before the lease timer stayed), else (still
-    on the claim's lease timer) its claim."""
+    or SES's acceptance for an email that awaited before the claim's time was the key), else
+    its claim."""
     if (item.timer_pk or "").startswith(f"{TIMER_EMAIL_AWAIT}#") and item.timer_sk:
         return item.timer_sk.split("#")[0]
     return item.claimed_at or item.updated_at
@@ -146,36 +147,6 @@ def clip_result(text: str | None) -> str | None:
     return text[:200] + " … " + text[-(MAX_RESULT - 203) :]
 
 
-def history_entry(
-    item_id: str,
-    now: datetime,
-    *,
-    actor: str,
-    source: str,
-    kind: str,
-    name: str,
-    from_state: str | None = None,
-    to_state: str | None = None,
-    attempt: int | None = None,
-    text: str | None = None,
-    key: str | None = None,
-) -> HistoryRecord:
-    at = iso(now)
-    return HistoryRecord(
-        item_pk(item_id),
-        f"H#{at}#{key or os.urandom(3).hex()}",
-        at=at,
-        actor=actor,
-        source=source,
-        kind=kind,
-        name=name,
-        from_state=from_state,
-        to_state=to_state,
-        attempt=attempt,
-        text=text[:MAX_HISTORY_TEXT] if text else None,
-    )
-
-
 def timer_write(
     write: StateWrite, item_id: str, kind: str | None, due: str | None, shards: int,
     lane: str | None,
@@ -189,18 +160,6 @@ def timer_write(
     else:
         write.set["timer_pk"] = timer_partition(kind, item_id, shards, lane)
         write.set["timer_sk"] = f"{due}#{item_id}"
-
-
-def claim_write(item_id: str, now: datetime, runtime: Runtime) -> StateWrite:
-    """The ``send`` transition's write, which the worker makes without reading first."""
-    s = runtime.settings
-    write = StateWrite(set={"state": State.SENDING.value, "updated_at": iso(now),
-                            "claimed_at": iso(now)})  # fmt: skip
-    lease_until = iso(now + timedelta(seconds=s.lease_seconds))
-    # Lease timers share one partition per shard across lanes (the claim has not read the
-    # item, so it does not know its lane).
-    timer_write(write, item_id, TIMER_LEASE, lease_until, s.index_shards, None)
-    return write
 
 
 def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: datetime,
@@ -236,22 +195,23 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
     elif name == "send":
         write.set["claimed_at"] = iso(now)
 
-    lane = priority_of(item)
+    lane = item.priority or DEFAULT_PRIORITY  # (lanes.priority_of)
     if target is State.QUEUED:
         due = now + timedelta(seconds=s.publish_grace_seconds)
         timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, lane)
     elif target is State.DELAYED:
         due = now + timedelta(seconds=(step.retry_delay or 0) + s.publish_grace_seconds)
         timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, lane)
-    elif target is State.SENDING:
-        due = now + timedelta(seconds=s.lease_seconds)
-        timer_write(write, item.id, TIMER_LEASE, iso(due), s.index_shards, lane)
     elif target is State.AWAITING and item.method == "sms":
         since = item.claimed_at or iso(now)
         timer_write(write, item.id, TIMER_AWAIT, since, s.index_shards, lane)
+    elif target is State.AWAITING and (item.timer_pk or "").startswith(f"{TIMER_LEASE}#"):
+        # Claimed by a release whose claim wrote a lease timer: it moves to the timeout's.
+        timer_write(write, item.id, TIMER_EMAIL_AWAIT, email_wait_since(item), s.index_shards,
+                    lane)  # fmt: skip
     elif target is State.AWAITING:
-        pass  # the claim's lease timer stays (TIMER_EMAIL_AWAIT): two index writes fewer
-    else:
+        pass  # no timer: the send's check gives one to an email still awaiting then
+    else:  # sending (its send message is its lease), errored, done: no timer
         timer_write(write, item.id, None, None, s.index_shards, lane)
 
     if target in DONE_STATES and decision.source not in DONE_STATES:
@@ -340,10 +300,12 @@ def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
 
 
 def send_entry(item: QueueItemRecord) -> HistoryRecord:
-    """The ``send`` history entry of the claim, written with the outcome.
+    """The ``send`` history entry of the item's claim, for a claim that did not write it (a
+    release before claims wrote their entries): its key is the claim's time and attempt, so
+    written twice, it is one entry.
 
-    The claim's UpdateItem does not return the state it replaced: ``workflow.claim_source``
-    implies it from the item's retries.
+    Derived from the item: ``workflow.claim_source`` implies the state the claim took it from
+    from its retries.
     """
     assert item.claimed_at is not None
     source = workflow.claim_source(item.retries)
@@ -359,6 +321,23 @@ def send_entry(item: QueueItemRecord) -> HistoryRecord:
         attempt=int(item.attempt),
         key=f"send{item.attempt}",
     )
+
+
+def missing_send_entry(item: QueueItemRecord) -> list[HistoryRecord]:
+    """The claim's ``send`` entry, for a write that moves a ``sending`` item whose state item
+    does not hold it: claimed by a release whose claim left the entry to the outcome's
+    write, and whose worker died. (A claim now writes its entry itself.)"""
+    if item.state != State.SENDING.value or not item.claimed_at:
+        return []
+    from vdq.store.history import recent_entries
+
+    try:
+        held = recent_entries(item)
+    except ValueError:
+        held = []
+    if any(e.name == "send" and e.at == item.claimed_at for e in held):
+        return []
+    return [send_entry(item)]
 
 
 def event_mark(item_id: str, event_id: str) -> EventMark:
