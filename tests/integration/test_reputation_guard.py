@@ -133,6 +133,26 @@ def test_a_release_given_twice_before_its_entries_clear_sends_once(aws, rt):
     assert rt.store.get_item(item_id).state == "awaiting"
 
 
+def test_a_stale_entry_does_not_unpark_an_item_a_newer_hold_parked(aws, rt, clock):
+    # A drainer (a release, the minute sweep) read the entry of the first hold; meanwhile the
+    # item was sent on, and a new hold parked it again at the same attempt. The stale entry
+    # neither unparks it nor drops the new hold's entry.
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    (stale,) = guard.holds_of(rt).all_parked("shop")
+    guard.release(rt, "shop", "op")
+    clock.advance(60)
+    hold(rt)  # held again before the worker claimed the released message
+    guard._cache.clear()
+    assert process_all(aws, rt) == {item_id: send.HELD}
+    (again,) = guard.holds_of(rt).all_parked("shop")
+    assert again.attempt == stale.attempt and again.hold_id != stale.hold_id
+    assert not guard.holds_of(rt).unpark("shop", stale)
+    assert list(guard.holds_of(rt).all_parked("shop")) == [again]
+    assert rt.store.get_item(item_id).held
+
+
 def test_the_old_bounces_do_not_hold_a_released_producer_again_but_new_ones_do(aws, rt):
     hold(rt)
     guard.release(rt, "shop", "op")

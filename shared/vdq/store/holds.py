@@ -257,8 +257,10 @@ class Holds:
         """Take a parked item off the list and clear its ``held``; with ``timer`` (its publish
         timer's partition and sort key), arm it, so a send message lost after this write is
         published again by the re-publish sweep. One transaction, on the condition that the
-        item is still queued (or delayed) at the parked attempt; False when it is not (it was
-        cancelled, retried or claimed meanwhile: its entry alone is dropped)."""
+        item is still queued (or delayed) at the parked attempt and its entry is still the one
+        ``parked`` read (the same attempt and hold); False when not (it was cancelled, retried
+        or claimed meanwhile: its entry alone is dropped; or it was sent and parked again by a
+        newer hold: that entry stays, for that hold's release)."""
         update = "REMOVE held"
         values: dict[str, Any] = {":queued": {"S": "queued"}, ":delayed": {"S": "delayed"},
                                   ":a": {"N": str(parked.attempt)}}  # fmt: skip
@@ -270,8 +272,9 @@ class Holds:
                 {"Delete": {
                     "TableName": self._table,
                     "Key": {"pk": {"S": HELD_PREFIX + producer}, "sk": {"S": parked.item_id}},
-                    "ConditionExpression": "attempt = :a",
-                    "ExpressionAttributeValues": {":a": {"N": str(parked.attempt)}},
+                    "ConditionExpression": "attempt = :a AND hold_id = :h",
+                    "ExpressionAttributeValues": {":a": {"N": str(parked.attempt)},
+                                                  ":h": {"S": parked.hold_id}},
                 }},
                 {"Update": {
                     "TableName": self._table,
@@ -290,14 +293,16 @@ class Holds:
         return True
 
     def _forget(self, producer: str, parked: Parked) -> None:
-        """Drop the list entry alone (its item is gone, or the entry was replaced)."""
+        """Drop the list entry alone (its item is gone, or moved on), unless it is no longer
+        the one ``parked`` read."""
         try:
             self._write(
                 self._client.delete_item,
                 TableName=self._table,
                 Key={"pk": {"S": HELD_PREFIX + producer}, "sk": {"S": parked.item_id}},
-                ConditionExpression="attempt = :a",
-                ExpressionAttributeValues={":a": {"N": str(parked.attempt)}})  # fmt: skip
+                ConditionExpression="attempt = :a AND hold_id = :h",
+                ExpressionAttributeValues={":a": {"N": str(parked.attempt)},
+                                           ":h": {"S": parked.hold_id}})  # fmt: skip
         except ClientError as exc:
             if client_code(exc) != "ConditionalCheckFailedException":
                 raise
