@@ -94,8 +94,8 @@ class Stack:
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
+            try:  # a wait like the others: a busy machine slows the stack's shutdown too
+                self.process.wait(timeout=patient(30))
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
