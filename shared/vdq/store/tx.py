@@ -176,30 +176,23 @@ def update_returning(model: type[_Table], pk: str, sk: str, actions: list[Any], 
     """One conditional UpdateItem that reads nothing first: the item as written (ALL_NEW), or
     ``ConditionFailed`` with the item as it was (ALL_OLD, in the same answer), so the caller
     decides what to do without a read. Tried again as ``conditional_update`` is."""
-    from botocore.exceptions import ClientError
-
     table = model._get_connection()
     connection = table.connection
     kwargs = connection.get_operation_kwargs(
         table.table_name, pk, sk, actions=actions, condition=condition, return_values="ALL_NEW",
         return_values_on_condition_failure="ALL_OLD")  # fmt: skip
-    delay = 0.02
-    for attempt in range(tries):
+    written: dict[str, Any] = {}
+
+    def write() -> None:
         try:
-            return dict(connection.client.update_item(**kwargs).get("Attributes") or {})
+            written.update(connection.client.update_item(**kwargs).get("Attributes") or {})
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code == "ConditionalCheckFailedException":
+            if client_code(exc) == "ConditionalCheckFailedException":
                 raise ConditionFailed(exc.response.get("Item")) from None
-            if code not in _UPDATE_RETRYABLE:
-                raise
-            if attempt + 1 < tries:
-                time.sleep(random.uniform(0, delay))
-                delay = min(delay * 2, 1.0)
-                continue
-            raise StoreBusy(f"DynamoDB kept refusing the write ({code}); nothing was written, "
-                            "try again") from exc  # fmt: skip
-    raise AssertionError("unreachable")
+            raise
+
+    retried(write, client_refused, tries)
+    return written
 
 
 def condition_failed(reason: Any) -> bool:
