@@ -335,6 +335,9 @@ class Counter:
             tally.wru += units
             partition = str(key.get("pk", {}).get("S", ""))
             tally.on_key("table", partition, wru=units)
+            if partition.startswith(ORIGIN_PREFIX):  # and the one content's share of it
+                content = key["sk"]["S"].partition("#")[2]
+                tally.on_key(CONTENT_SPACE, f"{partition} {content}", wru=units)
             if partition.startswith(PACE_PREFIX):
                 tally.pace_wru += units
             for index, index_partition, moved in _index_moves(before, after):
@@ -1053,10 +1056,18 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> di
         raise RuntimeError(f"{len(undone)} of {count} emails not delivered, e.g. {undone[0]}")
     owners: dict[str, set[str]] = {}
     for i in items:
-        for token in (i.id, i.content_id, i.provider_id):
+        for token in (i.id, i.content_id, i.provider_id, i.content_id.partition(".")[0]):
             if token:
                 owners.setdefault(str(token), set()).add(i.id)
     return by_partition(total.keys, owners, count, rate)
+
+
+ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-\d+$")  # vdq.store.models.origin_content_id
+ORIGIN_PREFIX = "CO#"
+# An origin's partition holds the contents of many requests: besides the partition's units,
+# each content's (its records' sort keys name its ulid), so that one content shared by a bulk
+# request's emails shows what it takes while they are sent.
+CONTENT_SPACE = "content"
 
 
 def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], count: int,
@@ -1067,9 +1078,13 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
     ID) -> the emails they belong to; a partition of one email only is that email's own, one
     of a group of them (a bulk request's content) takes the group's units per email times the
     rate (at the rate, one request's emails are what is being sent). Shards of one key (``A#0``
-    .. ``A#3``: the same key but its number) count as their mean: the sample spreads ``count``
-    emails over them unevenly, the rate would not."""
+    .. ``A#3``, or an origin's ``CO#<o>-0`` .. ``-15``: the same key but its number) count as
+    their mean: the sample spreads ``count`` emails over them unevenly, the rate would not (an
+    origin's over all its ORIGIN_SHARDS: a bulk sample of a few requests meets only some)."""
+    from vdq.store.models import ORIGIN_SHARDS
+
     shards: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    spread: dict[tuple[str, str], int] = {}
     mine, shared = [], []
     for key, (wru, rru) in keys.items():
         space, partition = key.split("|", 1)
@@ -1080,12 +1095,15 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
             shared.append((wru / len(emails) * rate, rru / len(emails) * rate, space,
                            f"{partition} (of {len(emails)} emails)"))  # fmt: skip
         else:
-            family = re.sub(r"#\d+$", "#*", partition)
+            family = re.sub(r"#\d+$", "#*", re.sub(ORIGIN_SHARD, r"\1#*", partition))
             shards.setdefault((space, family), []).append((wru, rru))
-    shared += [(sum(w for w, _ in units) / len(units) / count * rate,
-                sum(r for _, r in units) / len(units) / count * rate, space,
-                family if len(units) == 1 else f"{family} ({len(units)} shards)")
-               for (space, family), units in shards.items()]  # fmt: skip
+            if ORIGIN_SHARD.match(partition):
+                spread[(space, family)] = ORIGIN_SHARDS
+    for (space, family), units in shards.items():
+        n = spread.get((space, family), len(units))
+        shared.append((sum(w for w, _ in units) / n / count * rate,
+                       sum(r for _, r in units) / n / count * rate, space,
+                       family if n == 1 else f"{family} ({n} shards)"))  # fmt: skip
 
     def top(rows: list[tuple[float, float, str, str]], i: int) -> dict[str, Any]:
         if not rows:

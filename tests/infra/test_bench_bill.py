@@ -245,6 +245,18 @@ def test_keys_shared_by_many_emails_take_their_units_at_the_send_rate():
     assert found["writes"]["writes"] == 2000.0
 
 
+def test_an_origins_shards_take_their_mean_over_all_of_them_not_the_ones_a_sample_met():
+    from vdq.store.models import ORIGIN_SHARDS
+
+    # Two of an origin's shards met by a sample of 2 emails: at the rate, every shard takes
+    # its share, so the units go over ORIGIN_SHARDS partitions.
+    keys = {"table|CO#abcdefghijklm-3": [16.0, 0.0], "table|CO#abcdefghijklm-7": [16.0, 0.0]}
+    found = requests.by_partition(keys, {}, count=2, rate=1_000)
+    per_shard = 32 / ORIGIN_SHARDS / 2 * 1_000
+    assert found["writes"] == {"key": f"table:CO#abcdefghijklm#* ({ORIGIN_SHARDS} shards)",
+                               "writes": per_shard, "reads": 0.0}
+
+
 def test_the_idle_month_prices_what_the_template_holds():
     import json
 

@@ -319,3 +319,50 @@ def test_an_origin_of_requests_of_many_receivers_pages_without_loss(aws, runtime
         move(runtime, item_id, "send", "error")
     got, _ = pages({**query, "state": "errored"}, limit)
     assert got == [i for i in newest if i in errored]
+
+
+def test_an_origins_requests_spread_over_its_shards_and_older_ones_are_still_found(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    # One origin can be a whole campaign sent at the provider's rate: its contents go to
+    # ORIGIN_SHARDS partitions. Contents written before the shards (one partition an origin)
+    # are read beside them.
+    from vdq.intake import enqueue
+    from vdq.store.models import ORIGIN_MARK, ORIGIN_SHARDS, content_key, origin_key
+
+    def unsharded(ulid, origin_type, origin_id):
+        return f"{ulid}{ORIGIN_MARK}{origin_key(origin_type, origin_id)}"
+
+    requests = []
+    with monkeypatch.context() as before_the_shards:
+        before_the_shards.setattr(enqueue, "origin_content_id", unsharded)
+        for n in range(3):
+            requests.append(vdq.add_email({"email": "shop@example.com"}, [f"old{n}@example.org"],
+                                          "Hi", "Text", origin=("campaign", "winter"),
+                                          runtime=runtime))  # fmt: skip
+            clock.advance(1)
+    for n in range(40):
+        requests.append(vdq.add_email({"email": "shop@example.com"}, [f"new{n}@example.org"],
+                                      "Hi", "Text", origin=("campaign", "winter"),
+                                      runtime=runtime))  # fmt: skip
+        clock.advance(1)
+    partitions = {content_key(items[0].content_id)[0] for items in requests}
+    assert len(partitions) > ORIGIN_SHARDS // 2  # spread, not one hot partition
+    unsharded_pk = f"CO#{origin_key('campaign', 'winter')}"
+    assert unsharded_pk in partitions
+    newest = [items[0].id for items in reversed(requests)]
+    for limit in (1, 7, 50):
+        assert pages({"origin_type": "campaign", "origin_id": "winter"}, limit)[0] == newest
+    window = {"origin_type": "campaign", "origin_id": "winter",
+              "since": requests[1][0].queued_at[:19] + "Z",
+              "until": requests[5][0].queued_at[:19] + "Z"}
+    assert pages(window, 2)[0] == newest[-6:-1]
+
+
+def test_an_origin_search_reads_each_of_its_partitions_once_a_page(aws, runtime, monkeypatch):
+    from vdq.store.models import ORIGIN_SHARDS
+
+    email(runtime, "ada@example.org")
+    with dynamodb_requests(monkeypatch) as counts:
+        assert len(ids_of(call("search", query={"origin_type": "shop.order",
+                                                "origin_id": "7"}))) == 1  # fmt: skip
+    assert counts == {"Query": ORIGIN_SHARDS + 1, "BatchGetItem": 1}

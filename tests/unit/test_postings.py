@@ -16,7 +16,14 @@ from tests.support.results import ses_body
 from vdq.core import ids
 from vdq.results.events import parse_ses_event
 from vdq.schedules import postings as consumer
-from vdq.store.models import content_id_of, content_key, origin_content_id, refs_key
+from vdq.store.models import (
+    ORIGIN_SHARDS,
+    content_id_of,
+    content_key,
+    origin_content_id,
+    origin_partitions,
+    refs_key,
+)
 from vdq.store.postings import (
     ENTRY_BYTES,
     Accepted,
@@ -73,12 +80,21 @@ def test_a_content_of_a_request_with_an_origin_lives_in_its_partition():
     assert content_key(plain) == (f"CT#{plain}", "CONTENT")
     assert refs_key(plain) == (f"CT#{plain}", "REFS")
     mine = origin_content_id(plain, "shop.order", "7")
-    other = origin_content_id(ids.new_id(), "shop.order", "7")
     pk, sk = content_key(mine)
-    assert pk.startswith("CO#") and sk == f"C#{plain}" and content_key(other)[0] == pk
+    assert pk.startswith("CO#") and sk == f"C#{plain}" and pk in origin_partitions("shop.order",
+                                                                                   "7")
+    assert content_key(origin_content_id(plain, "shop.order", "7")) == (pk, sk)  # stable
     assert content_key(origin_content_id(plain, "shop.order", "8"))[0] != pk
     assert refs_key(mine) == (pk, f"R#{plain}")
-    for cid in (plain, mine):
+    # A request's shard is a hash of its ulid: an origin's requests use every partition.
+    others = {content_key(origin_content_id(ids.new_id(), "shop.order", "7"))[0]
+              for _ in range(400)}  # fmt: skip
+    assert others == set(origin_partitions("shop.order", "7")[1:])
+    assert len(origin_partitions("shop.order", "7")) == ORIGIN_SHARDS + 1
+    assert not set(origin_partitions("shop.order", "7")) & set(origin_partitions("shop.order", "8"))
+    unsharded = f"{plain}.{origin_partitions('shop.order', '7')[0].removeprefix('CO#')}"
+    assert content_key(unsharded) == (origin_partitions("shop.order", "7")[0], f"C#{plain}")
+    for cid in (plain, mine, unsharded):
         assert content_id_of(*content_key(cid)) == cid == content_id_of(*refs_key(cid))
 
 

@@ -9,7 +9,8 @@ One table, every record kind under a prefixed key:
 |               |              |             | holds (``recent``), one record per write        |
 | content       | ``CT#<id>``  | ``CONTENT`` | subject, bodies, recipient lists; written once  |
 |               | ``CO#<o>``   | ``C#<id>``  | the same for a request with an origin (``o``: a |
-|               |              |             | hash of it), listing the request's items        |
+|               |              |             | hash of it and a shard of 16), listing the      |
+|               |              |             | request's items                                 |
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
 |               | ``CO#<o>``   | ``R#<id>``  | (of a content in its origin's partition)        |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
@@ -85,6 +86,7 @@ from vdq.store.models import (
     item_pk,
     origin_content_id,
     origin_key,
+    origin_partitions,
     provider_pk,
     refs_key,
     shard,
@@ -141,6 +143,7 @@ __all__ = [
     "item_pk",
     "origin_content_id",
     "origin_key",
+    "origin_partitions",
     "pack_history",
     "provider_pk",
     "refs_key",

@@ -43,11 +43,18 @@ def content_pk(content_id: str) -> str:
     return f"{ORIGIN_PREFIX}{origin}" if origin else f"CT#{ulid}"
 
 
-# A request with an origin stores its content in the origin's partition, one record a request
-# (sort key ``C#<ulid>``, newest last), so the search by origin is one Query of that partition
-# and costs no write of its own. Its content id says so: ``<ulid>.<origin key>``.
+# A request with an origin stores its content in one of the origin's partitions, one record a
+# request (sort key ``C#<ulid>``, newest last), so the search by origin is a Query of each and
+# costs no write of its own. Its content id says which: ``<ulid>.<origin key>-<shard>``. One
+# origin can be a whole campaign sent at the provider's rate: at 1,000 emails a second its
+# contents take ~2,000 write units a second, twice one partition's limit, so they are spread
+# over ORIGIN_SHARDS partitions by a hash of the request's ulid (a quarter of the limit each at
+# 4,000). Fixed, not a setting: the search reads every shard. Contents written before the
+# shards (``<ulid>.<origin key>``) stay in the origin's unsharded partition, read as well.
 ORIGIN_PREFIX = "CO#"
 ORIGIN_MARK = "."
+ORIGIN_SHARD_MARK = "-"
+ORIGIN_SHARDS = 16
 
 
 def origin_key(origin_type: str, origin_id: str) -> str:
@@ -57,7 +64,15 @@ def origin_key(origin_type: str, origin_id: str) -> str:
 
 
 def origin_content_id(ulid: str, origin_type: str, origin_id: str) -> str:
-    return f"{ulid}{ORIGIN_MARK}{origin_key(origin_type, origin_id)}"
+    part = f"{origin_key(origin_type, origin_id)}{ORIGIN_SHARD_MARK}{shard(ulid, ORIGIN_SHARDS)}"
+    return f"{ulid}{ORIGIN_MARK}{part}"
+
+
+def origin_partitions(origin_type: str, origin_id: str) -> list[str]:
+    """Every partition an origin's contents can be in: its shards, and the one of contents
+    written before them."""
+    key = f"{ORIGIN_PREFIX}{origin_key(origin_type, origin_id)}"
+    return [key] + [f"{key}{ORIGIN_SHARD_MARK}{n}" for n in range(ORIGIN_SHARDS)]
 
 
 def content_key(content_id: str) -> tuple[str, str]:

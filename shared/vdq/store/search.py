@@ -1,5 +1,5 @@
 """Finding items without a scan: by receiver (the ``receiver`` index) and by origin (the
-contents a request with an origin keeps in that origin's partition).
+contents a request with an origin keeps in that origin's partitions).
 
 The receiver index's partition is a hash of the receiver in the form the suppression list
 compares (an address in lower case, an E.164 number: the caller normalises), its sort key the
@@ -13,14 +13,16 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from heapq import merge
+from itertools import islice
 from typing import Any
 
 from vdq.store.models import (
-    ORIGIN_PREFIX,
     ContentRecord,
     QueueItemRecord,
-    origin_key,
+    origin_partitions,
 )
 from vdq.store.tx import UPDATE_TRIES, client_refused, retried
 
@@ -70,22 +72,33 @@ class Search:
                      above: str | None = None,
                      limit: int) -> list[tuple[str, list[str]]]:  # fmt: skip
         """(content ulid, its item ids) of the origin's requests, newest first: contents below
-        the ulid ``below`` and above ``above`` (both exclusive), at most ``limit``."""
-        pk = f"{ORIGIN_PREFIX}{origin_key(origin_type, origin_id)}"
-        sk = ContentRecord.sk
+        the ulid ``below`` and above ``above`` (both exclusive), at most ``limit``. The origin's
+        partitions are read side by side, each up to ``limit`` contents, and merged."""
         high = f"C#{below}" if below is not None else "C$"  # "$" sorts after "#"
         low = f"C#{above}" if above is not None else "C#"
-        rows = ContentRecord.query(pk, sk.between(low, high), scan_index_forward=False,
-                                   limit=limit + 2, page_size=limit + 2,
-                                   attributes_to_get=["sk", "items"])  # fmt: skip
-        out = []
-        for row in rows:
-            ulid = row.sk.removeprefix("C#")
-            if ulid in (below, above) or not row.sk.startswith("C#"):
-                continue
-            out.append((ulid, (row.items or "").split()))
-        return out[:limit]
 
+        def read(pk: str) -> list[tuple[str, list[str]]]:
+            rows = ContentRecord.query(pk, ContentRecord.sk.between(low, high),
+                                       scan_index_forward=False, limit=limit + 2,
+                                       page_size=limit + 2,
+                                       attributes_to_get=["sk", "items"])  # fmt: skip
+            out = []
+            for row in rows:
+                ulid = row.sk.removeprefix("C#")
+                if ulid in (below, above) or not row.sk.startswith("C#"):
+                    continue
+                out.append((ulid, (row.items or "").split()))
+            return out[:limit]
+
+        partitions = origin_partitions(origin_type, origin_id)
+        with ThreadPoolExecutor(ORIGIN_READERS, thread_name_prefix="vdq-origin") as pool:
+            shards = list(pool.map(read, partitions))
+        newest_first = merge(*shards, key=lambda found: found[0], reverse=True)
+        return list(islice(newest_first, limit))
+
+
+# Queries of an origin's partitions in flight at once: its 17 partitions in three round trips.
+ORIGIN_READERS = 6
 
 def backfill(client: Any, table: str, normalise: Callable[[str], str], *,
              page: int = 500) -> Iterator[int]:
