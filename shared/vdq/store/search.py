@@ -90,9 +90,13 @@ class Search:
                 out.append((ulid, (row.items or "").split()))
             return out[:limit]
 
-        partitions = origin_partitions(origin_type, origin_id)
+        first, *others = origin_partitions(origin_type, origin_id)
+        # The first read on this thread: PynamoDB makes its client on first use (a session a
+        # thread), so threads that met none would each make one, a cold start's worth of CPU
+        # apiece; made here, they share it.
+        shards = [read(first)]
         with ThreadPoolExecutor(ORIGIN_READERS, thread_name_prefix="vdq-origin") as pool:
-            shards = list(pool.map(read, partitions))
+            shards += pool.map(read, others)
         newest_first = merge(*shards, key=lambda found: found[0], reverse=True)
         return list(islice(newest_first, limit))
 
