@@ -247,8 +247,8 @@ def _publish(
 
 def new_content_id(origin: Origin | None, now: datetime) -> str:
     """A new content's id, of the request's time (as its items' are): a request with an origin
-    keeps its content in the origin's partition (vdq.store.search: the search by origin, whose
-    time window is a range of these ids), any other its own."""
+    keeps its content in one of the origin's partitions (vdq.store.search: the search by
+    origin, whose time window is a range of these ids), any other its own."""
     ulid = ids.new_id(int(now.timestamp() * 1000))
     return origin_content_id(ulid, origin.type, origin.id) if origin else ulid
 

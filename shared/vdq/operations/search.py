@@ -3,7 +3,8 @@
 Every search reads an index or keys, never the table (vdq.store.search, vdq.store.postings):
 
 - ``receiver``: the receiver index (one Query a page), active and sent items in one answer;
-- ``origin_type`` + ``origin_id``: the origin's partition of contents (one Query), their items;
+- ``origin_type`` + ``origin_id``: the origin's partitions of contents (one Query each, side by
+  side), their items;
 - ``provider_id``: the provider-ID mapping (one GetItem) when the ID has one (every SMS, an
   email whose ID no event named first), else the postings of the time window;
 - ``sender``, or only ``since``/``until``: the postings of the window, hour by hour;

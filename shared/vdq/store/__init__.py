@@ -12,7 +12,7 @@ One table, every record kind under a prefixed key:
 |               |              |             | hash of it and a shard of 16), listing the      |
 |               |              |             | request's items                                 |
 | content refs  | ``CT#<id>``  | ``REFS``    | open items of a content with files or shared    |
-|               | ``CO#<o>``   | ``R#<id>``  | (of a content in its origin's partition)        |
+|               | ``CO#<o>``   | ``R#<id>``  | (of a content in an origin's partition)         |
 | attachment    | ``AT#<id>``  | ``FILE``    | one file's metadata; the bytes live in S3       |
 | provider ID   | ``PID#<id>`` | ``MAP``     | SES message ID / Twilio SID -> item; orphans    |
 | suppression   | ``SUP#<n>``  | ``R#<to>``  | a receiver not sent to (n: hash of it, 0..7)    |
