@@ -1023,9 +1023,13 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> di
     table's and each index's), with SES's rate at ``rate``: 1:1 requests (each its own POST
     and receiver) at normal priority, or with ``bulk`` POSTs of ``BULK_RECEIVERS`` receivers
     each at bulk priority (paced as bulk sends are); ``by_partition`` says which partitions are
-    an email's own and what the shared ones take at the rate."""
+    an email's own and what the shared ones take at the rate. The sparse indexes have the
+    shards the rate needs (VDQ_INDEX_SHARDS as its description says: index_shards_for)."""
+    from vdq.core.settings import index_shards_for
+
     total = Tally()
-    with env.stack(ses_max_send_rate=rate) as stack:
+    shards = index_shards_for(rate)
+    with env.stack(ses_max_send_rate=rate, index_shards=shards) as stack:
         with COUNTER.measure(units=True) as tally:
             if bulk:
                 ids = []
@@ -1059,7 +1063,7 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> di
         for token in (i.id, i.content_id, i.provider_id, i.content_id.partition(".")[0]):
             if token:
                 owners.setdefault(str(token), set()).add(i.id)
-    return by_partition(total.keys, owners, count, rate)
+    return {**by_partition(total.keys, owners, count, rate), "index_shards": shards}
 
 
 ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-\d+$")  # vdq.store.models.origin_content_id

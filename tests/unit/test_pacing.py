@@ -319,3 +319,39 @@ def test_the_longest_wait_runs_to_the_end_of_the_slot(ahead, waits):
         with pytest.raises(NoSlot):
             p.turn("twilio#+15550001", 0.5)
         assert wall.slept == []
+
+
+# ---- the sparse indexes' shards follow the rate ------------------------------------------------
+
+
+def test_the_index_shards_a_rate_needs_double_from_the_default_as_the_rate_grows():
+    from vdq.core.settings import INDEX_SHARD_RATE, Settings, index_shards_for
+
+    assert Settings().index_shards == index_shards_for(14) == index_shards_for(600) == 4
+    assert index_shards_for(601) == index_shards_for(1_000) == index_shards_for(1_200) == 8
+    assert index_shards_for(1_201) == 16 and index_shards_for(5_000) == 64
+    for rate in (1, 14, 599, 1_000, 2_500, 9_999):  # each shard within its share of the writes
+        shards = index_shards_for(rate)
+        assert rate / shards <= INDEX_SHARD_RATE and shards & (shards - 1) == 0
+
+
+def test_too_few_index_shards_for_the_rate_are_warned_once_a_container(monkeypatch):
+    from vdq.dispatch import pacing
+
+    warned = []
+    monkeypatch.setattr(pacing, "logger", SimpleNamespace(
+        warning=lambda message, *args: warned.append(message % args)))  # fmt: skip
+    p = pacer(Schedule(), Wall())
+
+    def runtime(rate: float, shards: int) -> SimpleNamespace:
+        return SimpleNamespace(overrides={"pacer": p}, settings=SimpleNamespace(
+            ses_max_send_rate=rate, index_shards=shards))  # fmt: skip
+
+    assert pacing.limit_of("ses", runtime(500.0, 4)) == 500.0 and warned == []
+    assert pacing.limit_of("ses", runtime(1_000.0, 4)) == 1_000.0
+    assert pacing.limit_of("ses", runtime(1_000.0, 4)) == 1_000.0
+    assert warned == ["VDQ_INDEX_SHARDS is 4: at SES's rate of 1000 emails a second the "
+                      "open-items and timer indexes need 8 shards; raise it (never lower it)"]
+    pacing.limit_of("ses", runtime(1_000.0, 8))
+    pacing.limit_of("ses", runtime(2_000.0, 8))  # a higher rate read later: warned again
+    assert len(warned) == 2 and "need 16 shards" in warned[1]

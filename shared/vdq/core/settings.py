@@ -23,6 +23,19 @@ from vdq.core.setting_values import (  # noqa: F401  (re-exported)
     Thresholds,
 )
 
+# Emails a second one shard of a sparse index takes at 30% of a partition's 1,000 write units:
+# each email writes about two units in each index (its entry in, then out).
+INDEX_SHARD_RATE = 150
+
+
+def index_shards_for(rate: float) -> int:
+    """The sparse indexes' write shards SES's ``rate`` (emails a second) needs: a power of two,
+    at least the default 4 (so 8 above 600 a second, up to 1,200)."""
+    shards = 4
+    while shards * INDEX_SHARD_RATE < rate:
+        shards *= 2
+    return shards
+
 
 def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, doc: str = "") -> Any:
     metadata = {"env": env, "parse": parse, "doc": doc, "default": default}
@@ -275,8 +288,11 @@ class Settings:
         "14 minutes before its send_at, with the rest of the wait as its delay)",
     )  # fmt: skip
     index_shards: int = _setting(
-        "VDQ_INDEX_SHARDS", 4, read.positive_int, "write shards of each sparse index"
-    )
+        "VDQ_INDEX_SHARDS", 4, read.positive_int,
+        "write shards of each sparse index (open items, timers, sent items): raise it with SES's "
+        "rate, to 8 at 1,000 emails a second (index_shards_for; the send function warns when "
+        "it is below), and never lower it: the readers read the shards it names",
+    )  # fmt: skip
     max_receivers: int = _setting(
         "VDQ_MAX_RECEIVERS", 1000, read.positive_int, "receivers per enqueue request"
     )

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
+from vdq.core.settings import index_shards_for
 from vdq.providers import LONGEST_CALL_SECONDS
 from vdq.store import QueueItemRecord
 from vdq.store.pacing import SES_KEY, PaceRecords, PaceState, key_of
@@ -105,6 +106,7 @@ class Pacer:
     # No wait for a slot ends after this wall time (``set_deadline``: the invocation's timeout
     # less TIMEOUT_MARGIN); a send whose slot is later goes back. None: no bound.
     deadline: float | None = None
+    shards_warned: int = 0  # the shards check_shards last warned were needed
 
     def turn(self, key: str, limit: float, units: int = 1, upcoming: int = 1,
              lane: str | None = None) -> None:  # fmt: skip
@@ -292,6 +294,16 @@ class Pacer:
             logger.warning("throttled: the pace of %s is cut to %.2f/s", key, rate)
         return cut
 
+    def check_shards(self, rate: float, shards: int) -> None:
+        """Warn (once a container for each shortfall) when the sparse indexes' shards are fewer
+        than SES's rate needs: their partitions would take more than 30% of their writes."""
+        needed = index_shards_for(rate)
+        if shards < needed and self.shards_warned != needed:
+            self.shards_warned = needed
+            logger.warning("VDQ_INDEX_SHARDS is %d: at SES's rate of %.0f emails a second the "
+                           "open-items and timer indexes need %d shards; raise it (never lower "
+                           "it)", shards, rate, needed)  # fmt: skip
+
     def limit(self, name: str, read: Callable[[], float]) -> float | None:
         """A provider limit read by ``read``, cached; None (unpaced) while it cannot be read."""
         now = self.wall()
@@ -404,12 +416,16 @@ def limit_of(key: str, runtime: Runtime) -> float | None:
     """The limit per second of the rate ``key`` names, or None when unpaced."""
     if key != SES_KEY:
         return runtime.settings.twilio_sender_rate
-    configured = runtime.settings.ses_max_send_rate
+    pacer, configured = get_pacer(runtime), runtime.settings.ses_max_send_rate
     if configured is not None:
-        return configured
-    from vdq.providers.ses import get_ses
+        limit: float | None = configured
+    else:
+        from vdq.providers.ses import get_ses
 
-    return get_pacer(runtime).limit(SES_KEY, lambda: get_ses(runtime).max_send_rate())
+        limit = pacer.limit(SES_KEY, lambda: get_ses(runtime).max_send_rate())
+    if limit is not None:
+        pacer.check_shards(limit, runtime.settings.index_shards)
+    return limit
 
 
 def units_of(method: str, content: dict[str, Any] | None) -> int:
