@@ -122,14 +122,28 @@ class Scenario:
     # 0: none at all). The refusal is settled as vdq.dispatch.giveback.throttled does: the main
     # thread cuts the shared pace (Pacer.slow_down) and gives the item back. None: SES accepts all.
     ses_burst: int | None = None
+    # The deploy's vdq:peakSendRate (None: unset), which sizes the lanes' concurrency and the
+    # index shards (infra.config) as a deploy for that rate gets them.
+    peak: float | None = None
 
 
-def deployed() -> tuple[dict[str, int], dict[str, float]]:
+class _Context:
+    """A CDK node's context as infra.config reads it."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def try_get_context(self, key: str) -> Any:
+        return self.values.get(key)
+
+
+def deployed(peak: float | None = None) -> tuple[dict[str, int], dict[str, float]]:
     from infra.config import DeployConfig
 
     from vdq.core import resources
 
-    config = DeployConfig()
+    context = {} if peak is None else {"vdq:peakSendRate": peak}
+    config = DeployConfig.from_context(_Context(context))  # type: ignore[arg-type]
     return ({"high": config.high_send_max_concurrency, "normal": config.send_max_concurrency,
              "bulk": config.bulk_send_max_concurrency},
             {"high": resources.HIGH_SEND_BATCHING_WINDOW_SECONDS,
@@ -272,6 +286,7 @@ def ideal_percentile(scenarios: list[Scenario], timings: Timings, share: float,
 def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     """One run: the figures of ``scenario`` (see ``summary``)."""
     from vdq.core import resources
+    from vdq.core.settings import index_shards_for
     from vdq.dispatch import batchplan, giveback, pacing
     from vdq.dispatch.pacing import NoSlot, Pacer
     from vdq.results import suppression
@@ -280,7 +295,7 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
 
     random.seed(scenario.seed)  # vdq.dispatch.pacing's jitter
     parallelism = scenario.parallelism or default_parallelism()
-    concurrency, windows = deployed()
+    concurrency, windows = deployed(scenario.peak)
     concurrency = scenario.concurrency or concurrency
     windows = scenario.windows or windows
     clock = VirtualClock(scenario.epoch)
@@ -289,7 +304,8 @@ def simulate(scenario: Scenario, timings: Timings) -> dict[str, Any]:
     records = PaceRecords(table, "vdq")
     settings = SimpleNamespace(ses_max_send_rate=None if scenario.read_limit else scenario.rate,
                                twilio_sender_rate=1.0,
-                               pacing_max_wait_seconds=scenario.max_wait)  # fmt: skip
+                               pacing_max_wait_seconds=scenario.max_wait,
+                               index_shards=index_shards_for(scenario.rate))  # fmt: skip
     queues = {lane: Queue(lane, windows[lane]) for lane in concurrency}
     for number in range(scenario.bulk):
         queues["bulk"].visible.append((number, scenario.epoch, scenario.epoch))

@@ -33,13 +33,28 @@ import statistics
 from typing import Any
 
 from bench.figures import Row
-from bench.lanesim import Scenario, Timings, ideal, ideal_percentile, percentile, simulate
+from bench.lanesim import (
+    Scenario,
+    Timings,
+    deployed,
+    ideal,
+    ideal_percentile,
+    percentile,
+    simulate,
+)
 
 RUNS = ((14.0, 1.0), (1.0, 5.0))  # (SES rate per second, mean seconds between high items)
 SEEDS = (1, 2, 3, 4, 5)
 VALIDATION_SEEDS = tuple(range(10))
 P99_TARGET = 2.0
 USE_TARGET = 0.9
+# A big sender: SES at 1,000 a second, the deploy sized for it (vdq:peakSendRate 1000), ten high
+# items a second arriving at random while bulk outlasts the run; simulated for PEAK_SECONDS (a
+# simulated second of it takes about half a real one).
+PEAK = (1_000.0, 0.1)
+PEAK_SECONDS = 30.0
+PEAK_P99_TARGET = 1.0
+PEAK_USE_TARGET = 0.95
 # The local stack's figures (docs/architecture/sending.md, Priority lanes: bench.stacklanes
 # --bulk 300 --high 8 --interval 3 --ses-rate 0.5, 2026-12-03) that ``validate`` is compared with.
 STACK = {"high_sent": 8, "high": 8, "p50": 0.98, "p99": 1.75, "use": 0.92}
@@ -49,6 +64,10 @@ FIGURES = [
        f"<= {P99_TARGET:.0f} s") for rate, _ in RUNS),
     *((f"lanes at SES {rate:g}/s: share of the rate used, bulk + high", f">= {USE_TARGET:.0%}")
       for rate, _ in RUNS),
+    (f"lanes at SES {PEAK[0]:,.0f}/s (vdq:peakSendRate): high p99 enqueue -> provider call",
+     f"<= {PEAK_P99_TARGET:.0f} s"),
+    (f"lanes at SES {PEAK[0]:,.0f}/s (vdq:peakSendRate): share of the rate used",
+     f">= {PEAK_USE_TARGET:.0%}"),
     ("lanes at the rate: pacing DynamoDB requests per send, give-backs", "(reported)"),
     ("lanes at the rate: simulation vs local stack (300 bulk, 0.5/s)", "(reported)"),
 ]  # fmt: skip
@@ -117,8 +136,12 @@ def measure(quick: bool = False) -> dict[str, Any]:
         bounds.append(bound([Scenario(rate, interval=interval, seconds=seconds, seed=seed)
                              for seed in seeds], timings))  # fmt: skip
     check = validate(timings, VALIDATION_SEEDS[:3] if quick else VALIDATION_SEEDS)
+    rate, interval = PEAK
+    span = PEAK_SECONDS / 3 if quick else PEAK_SECONDS
+    peak = simulate(Scenario(rate, bulk=int(rate * (span + 30)), interval=interval, seconds=span,
+                             seed=SEEDS[0], peak=rate), timings)  # fmt: skip
     return {"timings": timings.__dict__, "runs": runs, "floors": floors, "bounds": bounds,
-            "validation": check}  # fmt: skip
+            "validation": check, "peak": peak}  # fmt: skip
 
 
 def bound(scenarios: list[Scenario], timings: Timings) -> dict[str, float]:
@@ -155,6 +178,20 @@ def rows(result: dict[str, Any]) -> list[Row]:
                        f"{run['use_min']:.1%} (lowest of {len(run['seeds'])} run(s); most in any "
                        f"10 s: {run['most_in_10s']} at {run['rate_in_10s']:g}, closest two "
                        f"{run['closest_sends']:.3f} s apart)", run["use_min"] >= USE_TARGET))
+    peak = result["peak"]
+    concurrency = deployed(PEAK[0])[0]
+    out.append(Row(FIGURES[2 * len(RUNS)][0], FIGURES[2 * len(RUNS)][1],
+                   f"p99 {_s(peak['p99'])}, p50 {_s(peak['p50'])}, max {_s(peak['max'])} "
+                   f"({peak['high_sent']}/{peak['high']} high, one per {PEAK[1]:g} s, over "
+                   f"{peak['window_seconds']:.0f} s; workers high {concurrency['high']}, normal "
+                   f"{concurrency['normal']}, bulk {concurrency['bulk']})",
+                   peak["p99"] is not None and peak["p99"] <= PEAK_P99_TARGET
+                   and peak["high_sent"] == peak["high"], peak))  # fmt: skip
+    per = peak["pacing_requests_per_send"]
+    out.append(Row(FIGURES[2 * len(RUNS) + 1][0], FIGURES[2 * len(RUNS) + 1][1],
+                   f"{peak['use']:.1%} ({peak['sent']['all']:,} sent; pacing requests per bulk "
+                   f"send {per.get('bulk', 0):.2f}, per high {per.get('high', 0):.2f})",
+                   peak["use"] >= PEAK_USE_TARGET))  # fmt: skip
     parts = []
     for run in runs:
         per = run["pacing_requests_per_send"]

@@ -9,12 +9,13 @@ environment. A product setting left out keeps the product's default.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
-from vdq.core.settings import Settings
+from vdq.core.settings import Settings, index_shards_for
 
 if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's tests, bench)
     from constructs import Node
@@ -119,6 +120,48 @@ def _concurrency(node: Node, key: str, default: int = MIN_CONCURRENCY) -> int:
     if not MIN_CONCURRENCY <= value <= MAX_CONCURRENCY:
         raise ConfigError(f"{key} must be {MIN_CONCURRENCY} to {MAX_CONCURRENCY}, not {value}")
     return value
+
+
+# What one worker keeps up with, a second: a send function sends about 26 emails a second on
+# its threads at the bench's request latencies (bench.lanesim at 1,000/s: 16 bulk workers
+# used 42% of the rate, 32 all of it), taken lower for headroom; a results consumer about 50
+# SES events (a read and a write each, ten a batch).
+SENDS_PER_WORKER = 20
+EVENTS_PER_WORKER = 50
+
+
+def workers_for(rate: float | None, per_worker: int, default: int) -> int:
+    """The most workers of a lane or consumer at once for the peak rate ``rate`` (None: the
+    default, sized for a new account's 14 a second)."""
+    if rate is None:
+        return default
+    return min(MAX_CONCURRENCY, max(default, math.ceil(rate / per_worker)))
+
+
+def _peak_send_rate(node: Node) -> float | None:
+    value = _get(node, "vdq:peakSendRate", None)
+    if value in (None, ""):
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"vdq:peakSendRate must be emails a second, not {value!r}") from None
+    if not 0 < rate <= MAX_CONCURRENCY * SENDS_PER_WORKER:
+        raise ConfigError(f"vdq:peakSendRate must be more than 0 and at most "
+                          f"{MAX_CONCURRENCY * SENDS_PER_WORKER}, not {value!r}")
+    return rate
+
+
+def _shards_for_peak(settings: dict[str, str], rate: float | None) -> None:
+    """The sparse indexes' shards the peak rate needs (VDQ_INDEX_SHARDS), unless set; a value
+    set below them fails the synth."""
+    if rate is None:
+        return
+    needed = index_shards_for(rate)
+    given = settings.setdefault("VDQ_INDEX_SHARDS", str(needed))
+    if int(given) < needed:
+        raise ConfigError(f"VDQ_INDEX_SHARDS is {given}: vdq:peakSendRate {rate:g} needs at "
+                          f"least {needed} (and never lower it once deployed)")
 
 
 @dataclass(frozen=True)
@@ -249,6 +292,10 @@ class DeployConfig:
     system_log_level: str = DEFAULT_SYSTEM_LOG_LEVEL
     tracing: str = TRACING_MODES[0]  # X-Ray: vdq:tracing
     settings: dict[str, str] = field(default_factory=dict)
+    # The most emails a second the deployment sends at (vdq:peakSendRate): the send lanes'
+    # and the results consumer's concurrency and VDQ_INDEX_SHARDS follow it. None: the
+    # defaults, sized for a new account's 14 a second.
+    peak_send_rate: float | None = None
 
     def require_ses_identities(self) -> None:
         if not self.ses_identities:
@@ -282,7 +329,10 @@ class DeployConfig:
         webhook_url = settings.pop("TWILIO_WEBHOOK_URL", None)
         if webhook_url is not None:
             webhook_url = webhook_url.strip()
+        peak = _peak_send_rate(node)
         Settings.from_env(settings)  # a bad value fails the synth, naming the setting
+        _shards_for_peak(settings, peak)
+        sends = workers_for(peak, SENDS_PER_WORKER, MIN_CONCURRENCY)
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
         cloud_watch_role = _as_bool(_get(node, "vdq:cloudWatchRole", False))
         return cls(
@@ -290,10 +340,12 @@ class DeployConfig:
             log_retention_days=int(_get(node, "vdq:logRetentionDays", 30)),
             memory_mb={k: int(v) for k, v in memory.items()},
             timeout_seconds={k: int(v) for k, v in timeouts.items()},
-            send_max_concurrency=_concurrency(node, "vdq:sendMaxConcurrency"),
+            send_max_concurrency=_concurrency(node, "vdq:sendMaxConcurrency", sends),
             high_send_max_concurrency=_concurrency(node, "vdq:highSendMaxConcurrency", 4),
-            bulk_send_max_concurrency=_concurrency(node, "vdq:bulkSendMaxConcurrency"),
-            results_max_concurrency=_concurrency(node, "vdq:resultsMaxConcurrency"),
+            bulk_send_max_concurrency=_concurrency(node, "vdq:bulkSendMaxConcurrency", sends),
+            results_max_concurrency=_concurrency(
+                node, "vdq:resultsMaxConcurrency",
+                workers_for(peak, EVENTS_PER_WORKER, MIN_CONCURRENCY)),
             api_throttle_rate=float(_get(node, "vdq:apiThrottleRate", 50)),
             api_throttle_burst=int(_get(node, "vdq:apiThrottleBurst", 100)),
             twilio_secret_name=str(_get(node, "vdq:twilioSecretName", "vdq/twilio")),
@@ -309,6 +361,7 @@ class DeployConfig:
             system_log_level=_system_log_level(node),
             tracing=_tracing(node),
             settings=settings,
+            peak_send_rate=peak,
         )
 
 
@@ -350,19 +403,28 @@ CHOICES = (
            "call and its record), or the synth fails. Each queue's visibility timeout is six "
            "times its consumer's timeout, plus its batching window (send 1 s, results 10 s)",
            default=", ".join(f"{k} {v}" for k, v in DEFAULT_TIMEOUT_SECONDS.items())),
+    Choice("vdq:peakSendRate",
+           "the most emails a second the deployment sends at (its SES sending rate, e.g. "
+           "`1000`): the normal and bulk lanes' concurrency become one worker for every "
+           f"{SENDS_PER_WORKER} emails a second, the results consumer's one for every "
+           f"{EVENTS_PER_WORKER}, and VDQ_INDEX_SHARDS one shard for every 150 (a power of two, "
+           "at least 4), unless set themselves (VDQ_INDEX_SHARDS may not be set lower). Raise "
+           "it with the rate; never lower it below a rate deployed before (the index shards "
+           "would shrink). The account's Lambda concurrency must hold the sum",
+           default="unset: the defaults below, for 14 a second"),
     Choice("vdq:sendMaxConcurrency",
            "most send functions running at once on the normal lane: keep sends within the SES "
-           "sending rate; 2 to 1000", "send_max_concurrency"),
+           "sending rate; 2 to 1000 (default: from vdq:peakSendRate)", "send_max_concurrency"),
     Choice("vdq:highSendMaxConcurrency",
            "the same for the high lane: headroom of its own, so a code or a reset never waits "
            "for a worker the other lanes hold; 2 to 1000", "high_send_max_concurrency"),
     Choice("vdq:bulkSendMaxConcurrency",
-           "the same for the bulk lane: a bulk backlog takes at most these workers; 2 to 1000",
-           "bulk_send_max_concurrency"),
+           "the same for the bulk lane: a bulk backlog takes at most these workers; 2 to 1000 "
+           "(default: from vdq:peakSendRate)", "bulk_send_max_concurrency"),
     Choice("vdq:resultsMaxConcurrency",
            "most results consumers (SES events, deferred Twilio lookups) at once, so a burst of "
            "SES events cannot take a new account's whole concurrency (often 10) and throttle "
-           "the API; 2 to 1000", "results_max_concurrency"),
+           "the API; 2 to 1000 (default: from vdq:peakSendRate)", "results_max_concurrency"),
     Choice("vdq:openClickTracking",
            "also subscribe SES open and click events. SES then rewrites every link and adds a "
            "tracking pixel to every HTML email. Each open or click costs an SNS publish "

@@ -105,3 +105,37 @@ def test_a_send_timeout_within_the_send_margin_is_refused(seconds):
 
 def test_a_send_timeout_past_the_send_margin_is_kept():
     assert _config({"vdq:timeoutSeconds": {"send": 45}}).timeout_seconds["send"] == 45
+
+
+def test_a_peak_send_rate_sizes_the_lanes_the_results_consumer_and_the_index_shards():
+    config = _config({"vdq:peakSendRate": "1000"})
+    assert config.peak_send_rate == 1000.0
+    assert (config.send_max_concurrency, config.bulk_send_max_concurrency) == (50, 50)
+    assert config.high_send_max_concurrency == 4 and config.results_max_concurrency == 20
+    assert config.settings == {"VDQ_INDEX_SHARDS": "8"}
+    # Without it, or at a new account's rate: the defaults, and no index setting of its own.
+    for context in ({}, {"vdq:peakSendRate": 14}):
+        plain = _config(context)
+        assert (plain.send_max_concurrency, plain.bulk_send_max_concurrency,
+                plain.high_send_max_concurrency, plain.results_max_concurrency) == (2, 2, 4, 2)
+    assert _config({}).settings == {} and _config({}).peak_send_rate is None
+
+
+def test_what_is_set_beside_a_peak_send_rate_is_kept_and_too_few_shards_fail_the_synth():
+    from infra.config import ConfigError
+
+    config = _config({"vdq:peakSendRate": 1000, "vdq:bulkSendMaxConcurrency": 80,
+                      "VDQ_INDEX_SHARDS": "16"})  # fmt: skip
+    assert config.bulk_send_max_concurrency == 80 and config.send_max_concurrency == 50
+    assert config.settings == {"VDQ_INDEX_SHARDS": "16"}
+    with pytest.raises(ConfigError, match="VDQ_INDEX_SHARDS is 4: vdq:peakSendRate 1000 needs"):
+        _config({"vdq:peakSendRate": 1000, "VDQ_INDEX_SHARDS": "4"})
+    assert _config({"vdq:peakSendRate": 20_000}).send_max_concurrency == 1000  # Lambda's most
+
+
+@pytest.mark.parametrize("value", ["fast", 0, -5, 20_001, "nan"])
+def test_a_peak_send_rate_that_is_not_a_positive_rate_fails_the_synth_naming_it(value):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vdq:peakSendRate"):
+        _config({"vdq:peakSendRate": value})

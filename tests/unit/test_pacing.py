@@ -248,7 +248,8 @@ class Records:
 
 
 def batch_runtime(p: Pacer, twilio_rate: float = 1.0) -> SimpleNamespace:
-    settings = SimpleNamespace(twilio_sender_rate=twilio_rate, ses_max_send_rate=10.0)
+    settings = SimpleNamespace(twilio_sender_rate=twilio_rate, ses_max_send_rate=10.0,
+                               index_shards=4)  # fmt: skip
     return SimpleNamespace(overrides={"pacer": p}, settings=settings)
 
 

@@ -384,3 +384,29 @@ def test_a_long_high_sms_is_sent_while_a_bulk_backlog_keeps_its_senders_schedule
     clock.run([*(bulk(p) for p in bulk_pacers), high_sms], until=clock.now + 180.0)
     assert len(sent) > 100  # the bulk backlog was sending all along
     assert done and done[0] <= 6.0 + MAX_WAIT + 1.0  # its slots, after at most one wait
+
+
+@pytest.mark.parametrize(("rate", "requests"), [(1_000.0, 1), (100.0, 1), (10.0, 10)])
+def test_a_bulk_batch_reserves_its_shared_slots_at_once_only_where_they_span_a_moment(rate,
+                                                                                     requests):
+    # At 1,000 emails a second a batch of ten is 10 ms of the shared schedule: one request for
+    # it (the pace record would otherwise take one write a send, a partition's whole limit).
+    # At 10 a second it would be a second, which a high send would wait behind: one at a time.
+    from vdq.dispatch.pacing import BULK_BATCH_SECONDS
+
+    wall, schedules = Wall(), {}
+    booking = Booking(schedules, wall)
+    p = Pacer(booking, MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    start = wall.now
+    p.hold(KEY, rate, 10, "bulk")
+    sent = []
+    for left in range(10, 0, -1):
+        p.turn(KEY, rate, upcoming=left, lane="bulk")
+        sent.append(wall.now)
+    assert schedules[KEY].reservations == len(booking.booked) == requests
+    # Never further ahead than the batch's span (or one slot) and its lead...
+    assert all(end - now <= max(10 / rate, 1 / rate) + BULK_BATCH_SECONDS + 0.2 + 1e-6
+               for now, end in booking.booked)  # fmt: skip
+    # ...and still one send a slot: ten sends over 9 slots' time, none early.
+    assert sent[-1] - sent[0] == pytest.approx(9 / rate, abs=0.2)
+    assert sent[0] >= start and all(b - a >= 1 / rate - 1e-6 for a, b in zip(sent, sent[1:]))

@@ -22,7 +22,11 @@ bulk workers from all asking for the same few shared slots (and shows them one a
 demand, so that a worker gives back what it cannot send soon and takes other work). Why not
 shares of the rate: a share kept for high sends is lost whenever none come, so a bulk-only
 backlog would send at the bulk share. The price: a bulk send costs about one request for its
-shared slot, where a batch reserved its slots in one.
+shared slot, where a batch reserved its slots in one. Where the batch's slots span a moment
+(``BULK_BATCH_SECONDS``: from 100 emails a second, a batch of ten) a bulk send reserves the rest
+of its batch's slots with its own, so at 1,000 a second the shared pace record takes a tenth of
+the writes it would (bench.lanespace: high items' p99 0.49 s against 0.08 s, within the 1 s
+target).
 
 A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
 rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
@@ -61,6 +65,9 @@ PACED = "paced"  # what ``send.process`` did: the item went back on the queue fo
 # wait): bulk keeps it only this far ahead, so a high send's slot is never further off.
 HORIZONS = {"bulk": 1.0}
 BULK_LEAD = 0.2  # s: how much earlier than its slot a bulk worker may reserve a long slot
+# s: the longest a bulk send's batch may take of the shared schedule at once (at 100 emails a
+# second and more, a batch of ten): a high send finds its slot at most that much later.
+BULK_BATCH_SECONDS = 0.1
 # Seconds of an invocation kept after the last claim or wait for a slot: the longest provider
 # call there can be, then its record and giving back the rest of the batch (RECORD_SECONDS).
 # A send still in flight at the timeout would leave its item ``sending`` until its lease passed.
@@ -120,7 +127,11 @@ class Pacer:
         until = min(self.wall() + self.max_wait, self.deadline or math.inf)
         if lane in HORIZONS:  # first its turn among its lane's sends
             self._queue(key, limit, units, upcoming, lane)
-            upcoming = units  # its slot only, reserved at its turn
+            # At its turn its slot only; at a rate where the rest of its batch's slots span a
+            # moment (BULK_BATCH_SECONDS), theirs too: one request a batch, as other lanes make.
+            rate = current_rate(limit, self.seen.get(key), self.wall())
+            if upcoming / rate > BULK_BATCH_SECONDS:
+                upcoming = units
         now = self.wall()
         held = self._fresh(key, now)
         while len(held) < units:
