@@ -410,3 +410,35 @@ def test_a_bulk_batch_reserves_its_shared_slots_at_once_only_where_they_span_a_m
     # ...and still one send a slot: ten sends over 9 slots' time, none early.
     assert sent[-1] - sent[0] == pytest.approx(9 / rate, abs=0.2)
     assert sent[0] >= start and all(b - a >= 1 / rate - 1e-6 for a, b in zip(sent, sent[1:]))
+
+
+def test_a_bulk_batchs_shared_slots_left_unused_are_not_sent_late_over_the_rate():
+    # At 1,000 a second a bulk send reserves its batch's ten shared slots with its own. The
+    # rest of the batch is suppressed (vdq.dispatch.send.prepare returns before the gate), so
+    # nine slots stay held while another worker keeps the schedule busy at the rate. Half a
+    # second later the worker's next batch must not send on those past slots beside the
+    # schedule's current ones: SES would see more than its rate in one second.
+    rate = 1_000.0
+    wall, schedules = Wall(), {}
+    bulk = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    other = Pacer(Booking(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    sent: list[float] = []
+
+    def batch(sends: int) -> None:
+        bulk.hold(KEY, rate, 10, "bulk")
+        for left in range(10, 10 - sends, -1):
+            bulk.turn(KEY, rate, upcoming=left, lane="bulk")
+            sent.append(wall.now)
+
+    def others(seconds: float) -> None:
+        for _ in range(int(seconds * rate)):
+            other.turn(KEY, rate, lane="normal")
+            sent.append(wall.now)
+
+    batch(1)  # the other nine of the batch were suppressed
+    others(0.5)
+    batch(10)
+    others(0.6)
+    times = sorted(sent)
+    span = int(rate)
+    assert all(times[i + span] - times[i] >= 1.0 - 1e-6 for i in range(len(times) - span))
