@@ -139,3 +139,30 @@ def test_a_peak_send_rate_that_is_not_a_positive_rate_fails_the_synth_naming_it(
 
     with pytest.raises(ConfigError, match="vdq:peakSendRate"):
         _config({"vdq:peakSendRate": value})
+
+
+@pytest.mark.parametrize("value", [True, False, "true"])
+def test_a_peak_send_rate_of_true_or_false_fails_the_synth_naming_it(value):
+    # cdk.json's `"vdq:peakSendRate": true` reads as a switch, not a rate: it is no rate of
+    # one email a second.
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vdq:peakSendRate"):
+        _config({"vdq:peakSendRate": value})
+
+
+@pytest.mark.parametrize("context", [{"VDQ_SES_MAX_SEND_RATE": "1000"},
+                                     {"VDQ_SES_MAX_SEND_RATE": "1000", "vdq:peakSendRate": 500}])
+def test_a_pinned_ses_rate_gets_the_index_shards_it_needs_or_fails_the_synth(context):
+    # The send functions pace at VDQ_SES_MAX_SEND_RATE when it is set, and warn at their first
+    # send that the sparse indexes' shards are short of it (vdq.dispatch.pacing.check_shards):
+    # the synth knows that rate as well as vdq:peakSendRate's, and takes the larger.
+    from infra.config import ConfigError
+    from vdq.core.settings import index_shards_for
+
+    try:
+        config = _config(context)
+    except ConfigError as refused:
+        assert "VDQ_SES_MAX_SEND_RATE" in str(refused)
+        return
+    assert int(config.settings.get("VDQ_INDEX_SHARDS", "4")) >= index_shards_for(1000)
