@@ -158,6 +158,7 @@ def test_a_pinned_ses_rate_gets_the_index_shards_it_needs_or_fails_the_synth(con
     # send that the sparse indexes' shards are short of it (vdq.dispatch.pacing.check_shards):
     # the synth knows that rate as well as vdq:peakSendRate's, and takes the larger.
     from infra.config import ConfigError
+
     from vdq.core.settings import index_shards_for
 
     try:
