@@ -140,8 +140,10 @@ def workers_for(rate: float | None, per_worker: int, default: int) -> int:
 
 def _peak_send_rate(node: Node) -> float | None:
     value = _get(node, "vdq:peakSendRate", None)
-    if value in (None, ""):
+    if value is None or value == "":
         return None
+    if isinstance(value, bool):  # float(True) would be a rate of one email a second
+        raise ConfigError(f"vdq:peakSendRate must be emails a second, not {value!r}")
     try:
         rate = float(value)
     except (TypeError, ValueError):
@@ -152,15 +154,21 @@ def _peak_send_rate(node: Node) -> float | None:
     return rate
 
 
-def _shards_for_peak(settings: dict[str, str], rate: float | None) -> None:
+def _shards_for_peak(settings: dict[str, str], rate: float | None,
+                     pinned: float | None) -> None:  # fmt: skip
     """The sparse indexes' shards the peak rate needs (VDQ_INDEX_SHARDS), unless set; a value
-    set below them fails the synth."""
-    if rate is None:
+    set below them fails the synth. A pinned SES rate (VDQ_SES_MAX_SEND_RATE, ``pinned``) is
+    the rate the send functions pace at whatever the peak says: the shards hold the larger."""
+    rates = {name: value for name, value in (("vdq:peakSendRate", rate),
+                                             ("VDQ_SES_MAX_SEND_RATE", pinned))
+             if value is not None}  # fmt: skip
+    if not rates:
         return
-    needed = index_shards_for(rate)
+    name, fastest = max(rates.items(), key=lambda named: named[1])
+    needed = index_shards_for(fastest)
     given = settings.setdefault("VDQ_INDEX_SHARDS", str(needed))
     if int(given) < needed:
-        raise ConfigError(f"VDQ_INDEX_SHARDS is {given}: vdq:peakSendRate {rate:g} needs at "
+        raise ConfigError(f"VDQ_INDEX_SHARDS is {given}: {name} {fastest:g} needs at "
                           f"least {needed} (and never lower it once deployed)")
 
 
@@ -330,8 +338,8 @@ class DeployConfig:
         if webhook_url is not None:
             webhook_url = webhook_url.strip()
         peak = _peak_send_rate(node)
-        Settings.from_env(settings)  # a bad value fails the synth, naming the setting
-        _shards_for_peak(settings, peak)
+        product = Settings.from_env(settings)  # a bad value fails the synth, naming the setting
+        _shards_for_peak(settings, peak, product.ses_max_send_rate)
         sends = workers_for(peak, SENDS_PER_WORKER, MIN_CONCURRENCY)
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
         cloud_watch_role = _as_bool(_get(node, "vdq:cloudWatchRole", False))
@@ -408,7 +416,9 @@ CHOICES = (
            "`1000`): the normal and bulk lanes' concurrency become one worker for every "
            f"{SENDS_PER_WORKER} emails a second, the results consumer's one for every "
            f"{EVENTS_PER_WORKER}, and VDQ_INDEX_SHARDS one shard for every 150 (a power of two, "
-           "at least 4), unless set themselves (VDQ_INDEX_SHARDS may not be set lower). Raise "
+           "at least 4; by VDQ_SES_MAX_SEND_RATE where that is larger, the rate the send "
+           "functions then pace at), unless set themselves (VDQ_INDEX_SHARDS may not be set "
+           "lower). Raise "
            "it with the rate; never lower it below a rate deployed before (the index shards "
            "would shrink). The account's Lambda concurrency must hold the sum",
            default="unset: the defaults below, for 14 a second"),
