@@ -13,6 +13,7 @@ import heapq
 import json
 import threading
 from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 
@@ -409,7 +410,7 @@ def test_a_bulk_batch_reserves_its_shared_slots_at_once_only_where_they_span_a_m
                for now, end in booking.booked)  # fmt: skip
     # ...and still one send a slot: ten sends over 9 slots' time, none early.
     assert sent[-1] - sent[0] == pytest.approx(9 / rate, abs=0.2)
-    assert sent[0] >= start and all(b - a >= 1 / rate - 1e-6 for a, b in zip(sent, sent[1:]))
+    assert sent[0] >= start and all(b - a >= 1 / rate - 1e-6 for a, b in pairwise(sent))
 
 
 def test_a_bulk_batchs_shared_slots_left_unused_are_not_sent_late_over_the_rate():
