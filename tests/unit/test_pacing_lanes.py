@@ -443,3 +443,33 @@ def test_a_bulk_batchs_shared_slots_left_unused_are_not_sent_late_over_the_rate(
     times = sorted(sent)
     span = int(rate)
     assert all(times[i + span] - times[i] >= 1.0 - 1e-6 for i in range(len(times) - span))
+
+
+class Cutting(Booking):
+    def cut(self, key, *args, **kwargs):
+        return self.schedules.setdefault(key, Schedule()).cut(key, *args, **kwargs)
+
+
+def test_a_bulk_batch_reserved_after_another_workers_cut_keeps_to_the_cut_rate():
+    # At 1,000 a second a throttling answer to one worker cuts the shared rate to 700. Another
+    # bulk worker, which last saw the schedule before the cut, reserves its next batch's ten
+    # slots in one request: at the rate it last saw, they would go 1 ms apart, 43% over the
+    # cut rate for the whole batch (one slot a reservation, as before, only its first).
+    from vdq.dispatch.pacing import DECREASE
+
+    rate = 1_000.0
+    wall, schedules = Wall(), {}
+    bulk = Pacer(Cutting(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    throttled = Pacer(Cutting(schedules, wall), MAX_WAIT, wall=wall, sleep=wall.sleep)  # type: ignore[arg-type]
+    bulk.hold(KEY, rate, 1, "bulk")
+    bulk.turn(KEY, rate, upcoming=1, lane="bulk")  # it has seen the schedule, uncut
+    throttled.turn(KEY, rate)
+    assert throttled.slow_down(KEY, rate)
+    cut = DECREASE * rate
+    bulk.hold(KEY, rate, 10, "bulk")
+    sent = []
+    for left in range(10, 0, -1):
+        bulk.turn(KEY, rate, upcoming=left, lane="bulk")
+        sent.append(wall.now)
+    # One gap at the rate it had seen may pass; the rest keep to the cut rate.
+    assert sent[-1] - sent[0] >= 8 / cut - 1e-6
