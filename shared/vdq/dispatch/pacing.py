@@ -267,6 +267,11 @@ class Pacer:
         if reservation.start is None:
             tat = reservation.state.tat or now
             return self._room(key, tat, latest, reach, rate, need, want, now, until)
+        # A cut this worker had not seen (another's throttling answer): the slots reserved at
+        # the rate it saw span ``length``; only as many as the cut rate fits in it are kept.
+        cut = current_rate(limit, reservation.state, now)
+        if cut < rate:
+            count, rate = max(need, math.floor(length * cut + 1e-9)), cut
         self.slots[key].extend(reservation.start + i / rate for i in range(count))
         return None
 
