@@ -167,3 +167,32 @@ def test_the_archive_writes_the_history_a_state_item_held_as_history_lines():
     assert (second["at"], second["name"], second["text"]) == (
         "2026-01-01T00:00:02.000000Z", "succeed", "SES delivered it")
     assert {x["id"] for x in lines} == {"X"} and lines[1]["deleted_at"] == lines[0]["deleted_at"]
+
+
+def test_the_archive_of_an_origins_content_is_a_content_line_with_its_id_and_data():
+    # A request with an origin keeps its content and REFS records in one of the origin's
+    # partitions (``CO#<origin key>-<shard>``, sort keys ``C#<ulid>`` and ``R#<ulid>``): TTL
+    # deletes them as any content's, and the archive says what they are, whose, and the data
+    # decompressed, as docs/architecture/data.md promises for every content.
+    import json
+
+    from boto3.dynamodb.types import TypeSerializer
+
+    from vdq.schedules import archive
+    from vdq.store import encode_content
+    from vdq.store.models import content_key, origin_content_id, refs_key
+
+    content_id = origin_content_id("01KBQ0000000000000000000AB", "campaign", "winter")
+
+    def removed(keys, **attributes):
+        record = _removed("X", 1_767_225_600, **attributes)
+        serialize = TypeSerializer().serialize
+        record["dynamodb"]["OldImage"].update(pk=serialize(keys[0]), sk=serialize(keys[1]))
+        return record
+
+    [content] = archive.lines_of(removed(content_key(content_id),
+                                         data=encode_content({"subject": "Hi"})))  # fmt: skip
+    [refs] = archive.lines_of(removed(refs_key(content_id), open=2))
+    assert (content["kind"], content["id"]) == ("content", content_id)
+    assert json.loads(content["attributes"]) == {"data": {"subject": "Hi"}}
+    assert (refs["kind"], refs["id"]) == ("content_refs", content_id)
