@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vdq.core.resources import ARCHIVE_PREFIX, TABLE_TTL_ATTRIBUTE
+from vdq.store import content_id_of
 from vdq.store.history import entry_data, more_entries
+from vdq.store.models import ORIGIN_PREFIX
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 KINDS = {"STATE": "item", "CONTENT": "content", "REFS": "content_refs", "FILE": "attachment",
@@ -32,12 +34,26 @@ def is_ttl_delete(record: dict[str, Any]) -> bool:
             and identity.get("principalId") == TTL_PRINCIPAL)  # fmt: skip
 
 
-def _kind(sk: str) -> str:
+# A request with an origin keeps its content and REFS records in its origin's partitions
+# (vdq.store.models.content_key, refs_key), under these sort keys' prefixes.
+ORIGIN_KINDS = {"C#": "content", "R#": "content_refs"}
+
+
+def _kind(pk: str, sk: str) -> str:
     if sk.startswith("H#"):
         return "history"
     if sk.startswith("EV#"):
         return "event_mark"
+    if pk.startswith(ORIGIN_PREFIX):
+        return ORIGIN_KINDS.get(sk[:2], "other")
     return KINDS.get(sk, "other")
+
+
+def _id(pk: str, sk: str, kind: str) -> str:
+    """The record's id: an origin's content or REFS record says its content's."""
+    if pk.startswith(ORIGIN_PREFIX) and kind in ORIGIN_KINDS.values():
+        return content_id_of(pk, sk)
+    return pk.split("#", 1)[-1]
 
 
 def _plain(value: Any) -> Any:
@@ -70,14 +86,15 @@ def line_of(record: dict[str, Any]) -> dict[str, Any]:
     old = {k: deserialize(v) for k, v in (change.get("OldImage") or {}).items()}
     pk, sk = str(old.pop("pk", "")), str(old.pop("sk", ""))
     expiration = old.pop(TABLE_TTL_ATTRIBUTE, None)
-    if sk == "CONTENT" and old.get("data") is not None:
+    kind = _kind(pk, sk)
+    if kind == "content" and old.get("data") is not None:
         old["data"] = decode_content(bytes(old["data"]))
     deleted = float(change.get("ApproximateCreationDateTime") or 0)
     return {
         "pk": pk,
         "sk": sk,
-        "kind": _kind(sk),
-        "id": pk.split("#", 1)[-1],
+        "kind": kind,
+        "id": _id(pk, sk, kind),
         "expiration": _plain(expiration),
         "deleted_at": datetime.fromtimestamp(deleted, UTC).isoformat(),
         "attributes": json.dumps(_plain(old), separators=(",", ":"), sort_keys=True),
