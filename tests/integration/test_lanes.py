@@ -194,3 +194,23 @@ def test_lists_filter_by_priority(aws, runtime):
     assert call("list_sent_items", query={"priority": "bulk"}).body["items"] == []
     bad = call("list_queue_items", query={"priority": "urgent"})
     assert bad.status == 422 and bad.body["error"]["details"]["field"] == "priority"
+
+
+def test_items_stored_before_the_index_shards_were_raised_are_still_re_published(aws, runtime,
+                                                                                 clock):  # fmt: skip
+    # vdq:peakSendRate raises VDQ_INDEX_SHARDS with the rate (4 to 8 at 1,000 a second), and
+    # the settings page says to raise it so: the timers written before stay in the partitions
+    # of the old count, which the sweep reads (every shard up to the new count) and must act
+    # on, or their items wait for ever.
+    from dataclasses import replace
+
+    from vdq.store.models import shard
+
+    items = add(runtime, "normal", *[f"r{k}@example.org" for k in range(12)])
+    in_lanes(aws)  # every publish was lost
+    moved = [i.id for i in items if shard(i.id, 8) != shard(i.id, 4)]
+    assert moved  # about half of them
+    runtime.settings = replace(runtime.settings, index_shards=8)
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    assert schedules.run(["sweep"], runtime) == {"republished": len(items)}
+    assert sorted(in_lanes(aws)["normal"]) == sorted(i.id for i in items)
