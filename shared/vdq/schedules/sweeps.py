@@ -140,10 +140,12 @@ def due_rows(kind: str, before: str, runtime: Runtime, limit: int, lane: str | N
 
 def _timer_due(item: QueueItemRecord, kind: str, before: str, runtime: Runtime) -> bool:
     """The item (read consistently) still has a ``kind`` timer below ``before`` (a publish
-    timer in its lane's partition, or the shared one it had before lanes had their own)."""
-    shards = runtime.settings.index_shards
-    expected = {timer_partition(kind, item.id, shards),
-                timer_partition(kind, item.id, shards, priority_of(item))}  # fmt: skip
+    timer in its lane's partition, or the shared one it had before lanes had their own). In
+    any of the kind's shards: a timer written before VDQ_INDEX_SHARDS was raised (as
+    vdq:peakSendRate raises it) is in its shard of the count then, which ``due_rows`` reads."""
+    lanes = {None, priority_of(item)}
+    expected = {shard_timer_partition(kind, k, lane)
+                for k in range(runtime.settings.index_shards) for lane in lanes}  # fmt: skip
     return item.timer_pk in expected and (item.timer_sk or "") < before
 
 
