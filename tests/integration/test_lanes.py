@@ -196,8 +196,8 @@ def test_lists_filter_by_priority(aws, runtime):
     assert bad.status == 422 and bad.body["error"]["details"]["field"] == "priority"
 
 
-def test_items_stored_before_the_index_shards_were_raised_are_still_re_published(aws, runtime,
-                                                                                 clock):  # fmt: skip
+def test_items_stored_before_the_index_shards_were_raised_are_still_re_published(
+        aws, runtime, clock):  # fmt: skip
     # vdq:peakSendRate raises VDQ_INDEX_SHARDS with the rate (4 to 8 at 1,000 a second), and
     # the settings page says to raise it so: the timers written before stay in the partitions
     # of the old count, which the sweep reads (every shard up to the new count) and must act
