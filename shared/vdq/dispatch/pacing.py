@@ -168,6 +168,12 @@ class Pacer:
         wait holds waits for an idle schedule: a plan holding only what fits would keep it
         busy, and the send given back, for ever). NoSlot when the schedule is full."""
         if lane in HORIZONS:
+            # A new batch: shared slots the last one held for sends that never came to their
+            # turn (suppressed, moved before the claim) are past. Sent on now they would go
+            # beside the schedule's current slots, over the rate; those still ahead may serve.
+            held = self._fresh(key, self.wall())
+            while held and held[0] < self.wall():
+                held.popleft()
             return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units, first=first)
         now = self.wall()
         held = self._fresh(key, now)
