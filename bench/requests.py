@@ -1066,7 +1066,7 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> di
     return {**by_partition(total.keys, owners, count, rate), "index_shards": shards}
 
 
-ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-\d+$")  # vdq.store.models.origin_content_id
+ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-[0-9a-f]$")  # vdq.store.models.origin_content_id
 ORIGIN_PREFIX = "CO#"
 # An origin's partition holds the contents of many requests: besides the partition's units,
 # each content's (its records' sort keys name its ulid), so that one content shared by a bulk
@@ -1082,7 +1082,7 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
     ID) -> the emails they belong to; a partition of one email only is that email's own, one
     of a group of them (a bulk request's content) takes the group's units per email times the
     rate (at the rate, one request's emails are what is being sent). Shards of one key (``A#0``
-    .. ``A#3``, or an origin's ``CO#<o>-0`` .. ``-15``: the same key but its number) count as
+    .. ``A#3``, or an origin's ``CO#<o>-0`` .. ``-f``: the same key but its number) count as
     their mean: the sample spreads ``count`` emails over them unevenly, the rate would not (an
     origin's over all its ORIGIN_SHARDS: a bulk sample of a few requests meets only some)."""
     from vdq.store.models import ORIGIN_SHARDS

@@ -90,6 +90,8 @@ def test_a_content_of_a_request_with_an_origin_lives_in_its_partition():
     others = {content_key(origin_content_id(ids.new_id(), "shop.order", "7"))[0]
               for _ in range(400)}  # fmt: skip
     assert others == set(origin_partitions("shop.order", "7")[1:])
+    # Every shard's ids are as long: a record's size (and the bill's figures) never varies by it.
+    assert len({len(origin_content_id(ids.new_id(), "shop.order", "7")) for _ in range(400)}) == 1
     assert len(origin_partitions("shop.order", "7")) == ORIGIN_SHARDS + 1
     assert not set(origin_partitions("shop.order", "7")) & set(origin_partitions("shop.order", "8"))
     unsharded = f"{plain}.{origin_partitions('shop.order', '7')[0].removeprefix('CO#')}"

@@ -45,7 +45,8 @@ def content_pk(content_id: str) -> str:
 
 # A request with an origin stores its content in one of the origin's partitions, one record a
 # request (sort key ``C#<ulid>``, newest last), so the search by origin is a Query of each and
-# costs no write of its own. Its content id says which: ``<ulid>.<origin key>-<shard>``. One
+# costs no write of its own. Its content id says which: ``<ulid>.<origin key>-<shard>`` (the
+# shard one hex digit, so every such id is as long: a record's size does not vary by it). One
 # origin can be a whole campaign sent at the provider's rate: at 1,000 emails a second its
 # contents take ~2,000 write units a second, twice one partition's limit, so they are spread
 # over ORIGIN_SHARDS partitions by a hash of the request's ulid (a quarter of the limit each at
@@ -54,7 +55,7 @@ def content_pk(content_id: str) -> str:
 ORIGIN_PREFIX = "CO#"
 ORIGIN_MARK = "."
 ORIGIN_SHARD_MARK = "-"
-ORIGIN_SHARDS = 16
+ORIGIN_SHARDS = 16  # one hex digit
 
 
 def origin_key(origin_type: str, origin_id: str) -> str:
@@ -64,7 +65,7 @@ def origin_key(origin_type: str, origin_id: str) -> str:
 
 
 def origin_content_id(ulid: str, origin_type: str, origin_id: str) -> str:
-    part = f"{origin_key(origin_type, origin_id)}{ORIGIN_SHARD_MARK}{shard(ulid, ORIGIN_SHARDS)}"
+    part = f"{origin_key(origin_type, origin_id)}{ORIGIN_SHARD_MARK}{shard(ulid, ORIGIN_SHARDS):x}"
     return f"{ulid}{ORIGIN_MARK}{part}"
 
 
@@ -72,7 +73,7 @@ def origin_partitions(origin_type: str, origin_id: str) -> list[str]:
     """Every partition an origin's contents can be in: its shards, and the one of contents
     written before them."""
     key = f"{ORIGIN_PREFIX}{origin_key(origin_type, origin_id)}"
-    return [key] + [f"{key}{ORIGIN_SHARD_MARK}{n}" for n in range(ORIGIN_SHARDS)]
+    return [key] + [f"{key}{ORIGIN_SHARD_MARK}{n:x}" for n in range(ORIGIN_SHARDS)]
 
 
 def content_key(content_id: str) -> tuple[str, str]:
