@@ -171,9 +171,7 @@ class Pacer:
             # A new batch: shared slots the last one held for sends that never came to their
             # turn (suppressed, moved before the claim) are past. Sent on now they would go
             # beside the schedule's current slots, over the rate; those still ahead may serve.
-            held = self._fresh(key, self.wall())
-            while held and held[0] < self.wall():
-                held.popleft()
+            self._fresh(key, self.wall(), grace=0.0)
             return self.hold(queue_of(key, lane), self._lane_rate(key, limit), units, first=first)
         now = self.wall()
         held = self._fresh(key, now)
@@ -221,10 +219,10 @@ class Pacer:
         """A lane's queue runs at the shared schedule's rate as last seen (after a cut too)."""
         return current_rate(limit, self.seen.get(key), self.wall())
 
-    def _fresh(self, key: str, now: float) -> deque[float]:
-        """The slots of ``key`` held and still usable at ``now``."""
+    def _fresh(self, key: str, now: float, grace: float = SLOT_GRACE) -> deque[float]:
+        """The slots of ``key`` held and still usable at ``now`` (``grace`` after their time)."""
         held = self.slots.setdefault(key, deque())
-        while held and held[0] < now - SLOT_GRACE:
+        while held and held[0] < now - grace:
             held.popleft()
         return held
 
