@@ -37,7 +37,6 @@ FLOOR_WRITES = (
     ("enqueue: its entry in the list of open items (operators list them)", 1),
     ("enqueue: its timer entry (the sweep republishes an item whose publish failed)", 1),
     ("claim: a conditional write (SQS delivers a message twice at times: no double send)", 1),
-    ("accepted: the provider's ID (a crash after SES accepted is not a crash before)", 1),
     ("result: the done state, its open and timer entries out, its done-list entry in", 4),
     ("retention: the content's expiry, a write of its own (a resend may share it)", 1),
 )

@@ -683,7 +683,8 @@ def ses_event_record(stack: env.Stack, item_id: str, event_type: str = "Delivery
     at = "2026-12-02T13:45:11.000Z"
     ses_event = {
         "eventType": event_type,
-        "mail": {"timestamp": at, "source": item.sender, "messageId": item.provider_id,
+        "mail": {"timestamp": at, "source": item.sender,
+                 "messageId": item.provider_id or accepted_id(stack, item.id),
                  "destination": [item.receiver], "sendingAccountId": "123456789012",
                  "tags": {"vdq_item": [item.id], "vdq_attempt": [str(item.attempt)]}},
         "delivery": {"timestamp": at, "processingTimeMillis": 812,
@@ -698,21 +699,47 @@ def ses_event_record(stack: env.Stack, item_id: str, event_type: str = "Delivery
     return env.sqs_event([message], env.queue_arn(stack.queues["results"]))
 
 
+def accepted_id(stack: env.Stack, item_id: str) -> str:
+    """The provider ID the send took ``item_id`` as, which the item does not store until its
+    first result: the send's check names it (vdq.results.checks), in the results queue."""
+    for body in queued_bodies(stack, RESULTS_QUEUE):
+        if is_check(body):
+            for sent_id, _, provider_id, _ in json.loads(body)["sent"]:
+                if sent_id == item_id:
+                    return str(provider_id)
+    raise RuntimeError(f"no check names {item_id}")
+
+
+def queued_bodies(stack: env.Stack, name: str) -> list[str]:
+    """The bodies moto's queue ``name`` holds (delayed ones included), without a request."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    url = stack.queues[name]
+    queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[url.rsplit("/", 1)[-1]]
+    return [m.body for m in queue._messages]
+
+
 def run_webhook(event: dict[str, Any]) -> dict[str, Any]:
     handler = env.need("functions.webhook.handler", "handler")
     return handler(event, env.LambdaContext("vdq-webhook"))
 
 
-def twilio_callback_event(item_id: str, sid: str, status: str) -> dict[str, Any]:
-    """The status callback Twilio posts, signed with the auth token as Twilio signs it."""
+def twilio_callback_event(item_id: str, sid: str, status: str,
+                          attempt: int = 1) -> dict[str, Any]:  # fmt: skip
+    """The status callback Twilio posts to the URL the send gave it (the item's key and
+    attempt: vdq.dispatch.outbound), signed with the auth token as Twilio signs it."""
     from urllib.parse import urlencode
 
     from twilio.request_validator import RequestValidator
 
+    from vdq.dispatch.outbound import status_callback_url
+
     params = {"MessageSid": sid, "SmsSid": sid, "MessageStatus": status, "SmsStatus": status,
               "AccountSid": env.TWILIO_SID, "From": "+15005550006", "To": "+14155550000",
               "ApiVersion": "2010-04-01"}  # fmt: skip
-    url = f"{env.WEBHOOK_URL}?{urlencode({'queue_item': item_id})}"
+    url = status_callback_url(env.WEBHOOK_URL, item_id, attempt)
+    query = {"queue_item": item_id, "attempt": str(attempt)}
     signature = RequestValidator(env.TWILIO_TOKEN).compute_signature(url, params)
     return {
         "resource": "/twilio/status-callback", "path": "/twilio/status-callback",
@@ -720,8 +747,9 @@ def twilio_callback_event(item_id: str, sid: str, status: str) -> dict[str, Any]
         "headers": {"Content-Type": "application/x-www-form-urlencoded",
                     "X-Twilio-Signature": signature,
                     "Host": "abc123.execute-api.us-east-1.amazonaws.com"},
-        "multiValueHeaders": {}, "queryStringParameters": {"queue_item": item_id},
-        "multiValueQueryStringParameters": {"queue_item": [item_id]}, "pathParameters": None,
+        "multiValueHeaders": {}, "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()},
+        "pathParameters": None,
         "requestContext": {"resourcePath": "/twilio/status-callback", "httpMethod": "POST",
                            "stage": "prod", "path": "/prod/twilio/status-callback"},
         "body": urlencode(params), "isBase64Encoded": False,
@@ -860,14 +888,10 @@ def check_phase(stack: env.Stack) -> tuple[str, Tally, str | None, int]:
     """The check the send invocation published, delivered to the results function when its
     delay ends (taken from moto's queue: its delay is real time), after the email's events:
     most emails are done by then (a read, no write)."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.sqs.models import sqs_backends
-
     from vdq.core import resources
 
     url = stack.queues[resources.RESULTS_QUEUE]
-    queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[url.rsplit("/", 1)[-1]]
-    bodies = [m.body for m in queue._messages if is_check(m.body)]
+    bodies = [body for body in queued_bodies(stack, RESULTS_QUEUE) if is_check(body)]
     if len(bodies) != 1:
         raise RuntimeError(f"the send published {len(bodies)} checks, not one")
     message = {"MessageId": "bench-check-1", "ReceiptHandle": "bench", "Body": bodies[0]}
@@ -993,7 +1017,7 @@ def sms_delivered() -> Journey:
         with COUNTER.measure(units=True) as tally:
             assert run_send(stack) == 1
         journey.phases.append(("send", tally, "send", 0))
-        sid = state_of(stack, item["id"]).provider_id
+        sid = state_of(stack, item["id"]).provider_id or accepted_id(stack, item["id"])
         for status in ("sent", "delivered"):
             event = twilio_callback_event(item["id"], sid, status)
             with COUNTER.measure(units=True) as tally:
@@ -1001,6 +1025,7 @@ def sms_delivered() -> Journey:
             if answer["statusCode"] >= 300:
                 raise RuntimeError(f"callback {status} answered {answer}")
             journey.phases.append(("webhook", tally, None, 0))
+        journey.phases.append(check_phase(stack))
         journey.final_state = state_of(stack, item["id"]).state
         journey.phases.extend(stream_phases(stack))
         journey.stored_bytes = stored_bytes(stack)

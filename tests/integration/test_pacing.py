@@ -15,6 +15,7 @@ import pytest
 from twilio.base.exceptions import TwilioRestException
 
 import vdq
+from tests.support.aws import checks, run_checks
 from tests.support.events import load_event
 from tests.support.lambda_context import LambdaContext
 from vdq.dispatch import pacing, send
@@ -153,7 +154,12 @@ def test_a_throttled_email_goes_back_on_the_queue_and_never_ends_errored(aws, rt
         clock.advance(message.delay_seconds)
         body = message.body()
     assert outcomes == [send.PACED] * 20 + [send.ACCEPTED]
-    assert stored.state == "awaiting" and stored.result is None and ses.calls == 21
+    # Sent: sending until its first event or its check, which records it awaiting.
+    assert stored.state == "sending" and ses.calls == 21
+    assert [(i, a) for i, a, _, _ in checks(aws)] == [(item.id, item.attempt)]
+    run_checks(aws, rt)
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.result is None
     steps = states(rt, item.id)
     assert ("throttled", "sending", "queued") in steps
     assert all(to != "errored" for _, _, to in steps)
@@ -183,7 +189,11 @@ def test_a_duplicate_of_a_given_back_message_sends_once(aws, rt):
     assert send.process_body(body, rt) == send.PACED
     again = rt.overrides["send_queue"].messages[-1].body()
     assert send.process_body(again, rt) == send.ACCEPTED
-    assert send.process_body(again, rt) == send.DROPPED  # the duplicate fails its claim
+    # The duplicate fails its claim: the attempt is sending (until its first event or check),
+    # so it waits for the claim's lease; once the check recorded it, it is dropped.
+    assert send.process_body(again, rt) == send.WAITING
+    run_checks(aws, rt)
+    assert send.process_body(again, rt) == send.DROPPED
     assert rt.overrides["ses_provider"].calls == 2
 
 

@@ -16,13 +16,14 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 import vdq
-from tests.support.aws import checks, drain
+from tests.support.aws import checks, drain, run_checks
 from tests.support.events import load_event
 from tests.support.fake_twilio import fake_twilio
 from tests.support.lambda_context import LambdaContext
 from vdq.dispatch import send
 from vdq.providers import TransientProviderError
 from vdq.providers.ses import get_ses
+from vdq.results import matching as results
 from vdq.workflow.transitions import Step, apply
 
 SENDER = "shop@example.com"
@@ -79,23 +80,36 @@ def history(rt, item_id):
 # ---- email ------------------------------------------------------------------------------------
 
 
-def test_email_is_sent_through_ses_and_awaits_its_delivery(aws, rt, ses_requests):
+def test_email_is_sent_through_ses_and_stays_sending_until_its_result_or_check(
+        aws, rt, ses_requests):  # fmt: skip
     items = email_items(rt)
     messages = bodies(aws)
     ada = items[0]
     for item in items:
         assert send.process_body(messages[item.id], rt) == send.ACCEPTED
 
+    # SES's acceptance writes nothing: the item stays sending, and the check of each send (on
+    # the results queue, five minutes later) names its SES message ID (vdq.results.checks).
     stored = rt.store.get_item(ada.id)
-    assert stored.state == "awaiting" and stored.attempt == 1
-    # SES's acceptance writes no timer: the check of each send (on the results queue, five
-    # minutes later) gives an email still awaiting then its timeout's (vdq.results.checks).
-    assert stored.provider_id and stored.timer_pk is None
-    assert [(i, a, p) for i, a, p, _ in checks(aws)] == [
-        (i.id, 1, rt.store.get_item(i.id).provider_id) for i in items]  # fmt: skip
+    assert (stored.state, stored.attempt, stored.provider_id, stored.timer_pk) == (
+        "sending", 1, None, None)
+    sent = checks(aws)
+    assert [(i, a) for i, a, _, _ in sent] == [(i.id, 1) for i in items]
+    assert sorted(p for _, _, p, _ in sent) == sorted(m.id for m in sent_emails())
+    assert history(rt, ada.id) == [("send", "queued", "sending")]
+    # No result came by the check: it records the acceptance (ID, entry at SES's answer, the
+    # timeout's timer) in one write.
+    run_checks(aws, rt)
+    [(_, _, ada_id, accepted_at)] = [c for c in sent if c[0] == ada.id]
+    stored = rt.store.get_item(ada.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", ada_id)
+    assert stored.timer_pk.startswith("mailwait#")
     # Its SES events carry the item's tags, so the ID gets no mapping record (2 write units).
-    assert rt.store.find_by_provider_id(stored.provider_id) is None
+    assert rt.store.find_by_provider_id(ada_id) is None
     assert history(rt, ada.id) == [("send", "queued", "sending"), ("await", "sending", "awaiting")]
+    accepted = rt.store.history(ada.id)[-1]
+    assert (accepted.text, accepted.at, accepted.actor) == (
+        f"accepted by SES as {ada_id}", accepted_at, "worker")
 
     # Each item's envelope names only its receiver; the headers show the request.
     assert [m.destinations[0] for m in sent_emails()] == [
@@ -218,6 +232,9 @@ def test_a_duplicate_delivery_calls_the_provider_once(aws, rt):
     [item] = email_items(rt, cc=[], bcc=[])
     body = bodies(aws)[item.id]
     assert send.process_body(body, rt) == send.ACCEPTED
+    # Sending until its first result or its check: a copy waits for the claim's lease.
+    assert send.process_body(body, rt) == send.WAITING
+    run_checks(aws, rt)
     assert send.process_body(body, rt) == send.DROPPED
     assert len(sent_emails()) == 1
     assert rt.store.get_item(item.id).state == "awaiting"
@@ -319,6 +336,8 @@ def test_a_delayed_item_that_is_sent_on_retry_awaits(aws, rt, clock):
     # The published retry (moto holds it for 16 real seconds): the item's new attempt.
     retry = {"id": item.id, "attempt": 2}
     assert send.process_body(json.dumps(retry), rt) == send.ACCEPTED
+    assert [(i, a) for i, a, _, _ in checks(aws)] == [(item.id, 2)]
+    run_checks(aws, rt)
     stored = rt.store.get_item(item.id)
     assert stored.state == "awaiting" and stored.attempt == 2 and stored.result is None
 
@@ -370,10 +389,21 @@ def test_sms_is_sent_through_twilio_with_the_status_callback_and_awaits(aws, rt)
     assert request.data["MediaUrl"] == ["https://cdn.example.com/a.png"]
     assert request.data["StatusCallback"] == (
         f"https://hooks.example.com/twilio/status?tenant=7&queue_item={item.id}&attempt=1")
+    # Twilio's acceptance writes nothing: the status callbacks name the item and attempt, and
+    # the first stores the SID with the acceptance's entry; the check names it meanwhile.
     stored = rt.store.get_item(item.id)
-    assert stored.state == "awaiting" and stored.provider_id.startswith("SM")
+    assert (stored.state, stored.provider_id, stored.timer_pk) == ("sending", None, None)
+    [(_, attempt, sid, _)] = checks(aws)
+    assert attempt == 1 and sid.startswith("SM")
+    results.handle_twilio_callback({"MessageSid": sid, "MessageStatus": "sent"}, item.id, rt,
+                                   attempt="1")  # fmt: skip
+    stored = rt.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", sid)
     assert stored.timer_pk.startswith("await#")
-    assert rt.store.find_by_provider_id(stored.provider_id).item_id == item.id
+    assert rt.store.find_by_provider_id(sid) is None  # no mapping: callbacks name the item
+    [*_, accepted, event] = rt.store.history(item.id)
+    assert (accepted.name, accepted.text) == ("await", f"accepted by Twilio as {sid}")
+    assert (event.kind, event.name, event.from_state) == ("event", "sent", "awaiting")
 
 
 def test_sms_without_a_webhook_url_sends_no_status_callback(aws, rt):
@@ -404,33 +434,81 @@ def test_a_twilio_error_errors_the_sms_without_a_retry(aws, rt, status):
 class CallbackFirst:
     """Twilio whose status callback is processed before its create call returns."""
 
-    def __init__(self, runtime, step_for):
-        self.runtime, self.step_for = runtime, step_for
+    def __init__(self, runtime, step_for, item_id=None):
+        self.runtime, self.step_for, self.item_id = runtime, step_for, item_id
 
     def send(self, from_, to, body, media_urls, status_callback):
         self.runtime.clock.advance(0.05)
-        item_id = parse_qs(urlsplit(status_callback).query)["queue_item"][0]
+        item_id = self.item_id or parse_qs(urlsplit(status_callback).query)["queue_item"][0]
         apply(item_id, self.step_for("SM" + "f" * 32), self.runtime)
         return "SM" + "f" * 32
 
 
-def test_an_early_final_status_keeps_its_state_and_result_and_the_id_is_stored(aws, rt):
-    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
-        "error", actor="twilio", source="provider", result="undelivered (30003)"))
+class StatusFirst:
+    """Twilio whose status callback (its URL's key and attempt) is handled by the results code
+    before its create call returns."""
+
+    def __init__(self, runtime, status, **params):
+        self.runtime, self.status, self.params = runtime, status, params
+
+    def send(self, from_, to, body, media_urls, status_callback):
+        self.runtime.clock.advance(0.05)
+        query = parse_qs(urlsplit(status_callback).query)
+        results.handle_twilio_callback(
+            {"MessageSid": "SM" + "f" * 32, "MessageStatus": self.status, **self.params},
+            query["queue_item"][0], self.runtime, attempt=query["attempt"][0])
+        self.runtime.clock.advance(0.05)
+        return "SM" + "f" * 32
+
+
+def test_an_early_final_status_stores_the_sid_and_the_acceptance_before_the_worker_returns(
+        aws, rt):  # fmt: skip
+    rt.overrides["twilio"] = StatusFirst(rt, "undelivered", ErrorCode="30003")
     [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED  # wrote nothing
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "errored" and "30003" in stored.result
+    assert stored.provider_id == "SM" + "f" * 32
+    assert history(rt, item.id) == [("send", "queued", "sending"), ("await", "sending", "awaiting"),
+                                    ("error", "awaiting", "errored")]  # fmt: skip
+    assert run_checks(aws, rt) == ["checked 1, 0 given their timeout's timer"]
+    assert rt.store.get_item(item.id).updated_at == stored.updated_at
+
+
+def test_an_early_status_that_stores_the_sid_leaves_the_check_nothing_to_do(aws, rt):
+    rt.overrides["twilio"] = StatusFirst(rt, "sent")
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    stored = rt.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", "SM" + "f" * 32)
+    assert stored.timer_pk.startswith("await#")
+    run_checks(aws, rt)
+    assert rt.store.get_item(item.id).updated_at == stored.updated_at
+
+
+# A polled SMS (no status callback comes) keeps the worker's acceptance write: when an update
+# moved the item first, what it set is kept (vdq.dispatch.record).
+
+
+def test_an_early_final_status_keeps_its_state_and_result_and_the_id_is_stored(aws, rt):
+    rt.settings = replace(rt.settings, twilio_webhook_url=None)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
+        "error", actor="twilio", source="provider", result="undelivered (30003)"), item.id)
     assert send.process_body(bodies(aws)[item.id], rt) == send.KEPT
     stored = rt.store.get_item(item.id)
     assert stored.state == "errored" and stored.result == "undelivered (30003)"
     assert stored.provider_id == "SM" + "f" * 32
-    assert rt.store.find_by_provider_id(stored.provider_id).item_id == item.id
+    assert rt.store.find_by_provider_id(stored.provider_id) is None  # an SMS has none
     names = [(h.name, h.kind) for h in rt.store.history(item.id)]
     assert ("send", "transition") in names and ("await", "late") in names
 
 
 def test_an_early_status_that_stored_the_id_itself_is_kept(aws, rt):
-    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
-        "await", actor="twilio", source="provider", provider_id=sid, result="sent"))
+    rt.settings = replace(rt.settings, twilio_webhook_url=None)
     [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    rt.overrides["twilio"] = CallbackFirst(rt, lambda sid: Step(
+        "await", actor="twilio", source="provider", provider_id=sid, result="sent"), item.id)
     assert send.process_body(bodies(aws)[item.id], rt) == send.KEPT
     stored = rt.store.get_item(item.id)
     assert stored.state == "awaiting" and stored.result == "sent"
@@ -438,16 +516,18 @@ def test_an_early_status_that_stored_the_id_itself_is_kept(aws, rt):
 
 
 def test_an_id_stored_by_an_update_that_kept_sending_still_awaits(aws, rt):
+    rt.settings = replace(rt.settings, twilio_webhook_url=None)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+
     class StoresIdFirst:
         def send(self, from_, to, body, media_urls, status_callback):
-            item_id = parse_qs(urlsplit(status_callback).query)["queue_item"][0]
-            assert rt.store.store_provider_id(item_id, "SM" + "e" * 32, attempt=1)
+            assert rt.store.store_provider_id(item.id, "SM" + "e" * 32, attempt=1)
             return "SM" + "e" * 32
 
     rt.overrides["twilio"] = StoresIdFirst()
-    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
     assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
-    assert rt.store.get_item(item.id).state == "awaiting"
+    stored = rt.store.get_item(item.id)
+    assert stored.state == "awaiting" and stored.timer_pk.startswith("await#")
 
 
 # ---- the handler and the request budget ---------------------------------------------------------
@@ -462,10 +542,11 @@ def test_the_handler_processes_an_sqs_batch_and_reports_bad_records(aws, rt):
     event["Records"] = [good, bad]
     response = send_handler.handler(event, LambdaContext())
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad-1"}]}
-    assert rt.store.get_item(item.id).state == "awaiting"
+    assert rt.store.get_item(item.id).state == "sending"  # until its first result or check
+    assert [(i, a) for i, a, _, _ in checks(aws)] == [(item.id, 1)]
 
 
-def test_one_email_send_costs_two_dynamodb_requests(aws, rt):
+def test_one_email_send_costs_one_dynamodb_request(aws, rt):
     from vdq.store import QueueItemRecord
 
     [item] = email_items(rt, cc=[], bcc=[])
@@ -478,8 +559,9 @@ def test_one_email_send_costs_two_dynamodb_requests(aws, rt):
         assert send.process_body(body, rt) == send.ACCEPTED
     finally:
         events.unregister("before-call.dynamodb", handler)
-    # The claim, then the outcome with its history entries on the state item.
-    assert calls == ["UpdateItem", "UpdateItem"]
+    # The claim (with its history entry on the state item); SES's acceptance rides on the
+    # check the send publishes (SQS), not on a write.
+    assert calls == ["UpdateItem"]
 
 
 def test_ses_events_that_arrived_before_the_id_are_applied_when_it_is_stored(aws, rt):

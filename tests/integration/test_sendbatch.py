@@ -17,11 +17,12 @@ import pytest
 from functions.send import handler as send_handler
 
 import vdq
-from tests.support.aws import drain
+from tests.support.aws import checks, drain, run_checks
 from tests.support.lambda_context import LambdaContext
 from vdq.core.observability import logger, metrics
-from vdq.dispatch import pacing, record, sendbatch
+from vdq.dispatch import pacing, sendbatch
 from vdq.providers import PermanentProviderError, ThrottledProviderError
+from vdq.results import checks as sent_checks
 
 SENDER = "shop@example.com"
 BARRIER_TIMEOUT = 20.0  # s: only a broken pipeline ever waits this long
@@ -86,12 +87,30 @@ def states(rt, items) -> list[str]:
     return [rt.store.get_item(item.id).state for item in items]
 
 
+def recorded(rt, aws, items) -> list[str]:
+    """The items' states once the batch's check has run: SES's acceptance is written by an
+    accepted email's first event or its check (vdq.results.checks), not by the worker, which
+    leaves it ``sending``."""
+    run_checks(aws, rt)
+    return states(rt, items)
+
+
+def refuse_checks(rt):
+    """SQS refuses the check (SendMessage to the results queue fails)."""
+    def refuse(**_):
+        raise ConnectionError("the results queue is out of reach")
+
+    rt.client("sqs").meta.events.register("before-call.sqs.SendMessage", refuse)
+
+
 def test_a_batchs_sends_are_in_flight_together_and_all_recorded(rt, aws):
     items, event = batch(rt, aws, 4)
     ses = rt.overrides["ses_provider"] = BarrierSes(together=4)
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert ses.most == 4 and threading.main_thread().name not in ses.threads
-    assert states(rt, items) == ["awaiting"] * 4
+    assert states(rt, items) == ["sending"] * 4  # until their first events or their check
+    assert [(i, a) for i, a, _, _ in checks(aws)] == [(i.id, 1) for i in items]
+    assert recorded(rt, aws, items) == ["awaiting"] * 4
     assert sorted(rt.store.get_item(i.id).provider_id for i in items) == sorted(
         f"0100-r{n}@example.org" for n in range(4)
     )
@@ -102,7 +121,7 @@ def test_no_more_sends_are_in_flight_than_the_parallelism(rt, aws):
     ses = rt.overrides["ses_provider"] = BarrierSes(together=3)
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert ses.most == 3 and len(ses.receivers) == 9
-    assert states(rt, items) == ["awaiting"] * 9
+    assert recorded(rt, aws, items) == ["awaiting"] * 9
 
 
 def test_parallelism_one_sends_each_in_the_calling_thread(rt, aws):
@@ -110,7 +129,7 @@ def test_parallelism_one_sends_each_in_the_calling_thread(rt, aws):
     ses = rt.overrides["ses_provider"] = BarrierSes(together=1)
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert ses.threads == {threading.current_thread().name} and ses.most == 1
-    assert states(rt, items) == ["awaiting"] * 3
+    assert recorded(rt, aws, items) == ["awaiting"] * 3
 
 
 def test_a_throttled_send_slows_the_pace_in_the_main_thread_and_goes_back(rt, aws, monkeypatch):
@@ -131,24 +150,40 @@ def test_a_throttled_send_slows_the_pace_in_the_main_thread_and_goes_back(rt, aw
     monkeypatch.setattr(pacer, "slow_down", slow_down)
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert cuts == [threading.current_thread().name]  # the pacer's own thread, once
-    assert states(rt, items) == ["awaiting", "awaiting", "queued", "awaiting"]
+    assert recorded(rt, aws, items) == ["awaiting", "awaiting", "queued", "awaiting"]
     delayed = aws["sqs"].get_queue_attributes(  # published again, after its delay
         QueueUrl=rt.settings.send_queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
     assert [h.name for h in rt.store.history(items[2].id)][-1] == "throttled"
 
 
+def test_a_refused_check_is_written_as_each_items_acceptance_before_the_batch_returns(rt, aws):
+    items, event = batch(rt, aws, 3)
+    rt.overrides["ses_provider"] = BarrierSes(together=3)
+    refuse_checks(rt)
+    assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert checks(aws) == []
+    # As the worker wrote SES's acceptance before checks: awaiting, the ID, its entry, and
+    # (nothing else will look at it) its timeout's timer, in one write each.
+    for n, item in enumerate(items):
+        stored = rt.store.get_item(item.id)
+        assert (stored.state, stored.provider_id) == ("awaiting", f"0100-r{n}@example.org")
+        assert stored.timer_pk.startswith("mailwait#")
+        assert rt.store.history(item.id)[-1].text == f"accepted by SES as 0100-r{n}@example.org"
+
+
 def test_a_send_whose_outcome_was_not_recorded_is_the_only_one_redelivered(rt, aws, monkeypatch):
     items, event = batch(rt, aws, 3)
     rt.overrides["ses_provider"] = BarrierSes(together=3)
-    original = record.accepted
+    refuse_checks(rt)
+    original = sent_checks.accept
 
-    def accepted(item, *args, **kwargs):
+    def accept(item, *args, **kwargs):
         if item.id == items[1].id:
             raise OSError("the store failed")
         return original(item, *args, **kwargs)
 
-    monkeypatch.setattr(record, "accepted", accepted)
+    monkeypatch.setattr(sent_checks, "accept", accept)
     answer = send_handler.handler(event, LambdaContext())
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
     assert states(rt, items) == ["awaiting", "sending", "awaiting"]
@@ -157,7 +192,8 @@ def test_a_send_whose_outcome_was_not_recorded_is_the_only_one_redelivered(rt, a
 def test_every_send_failing_to_record_fails_the_invocation(rt, aws, monkeypatch):
     _, event = batch(rt, aws, 2)
     rt.overrides["ses_provider"] = BarrierSes(together=2)
-    monkeypatch.setattr(record, "accepted", lambda *a, **k: (_ for _ in ()).throw(
+    refuse_checks(rt)
+    monkeypatch.setattr(sent_checks, "accept", lambda *a, **k: (_ for _ in ()).throw(
         OSError("the store failed")))  # fmt: skip
     with pytest.raises(sendbatch.BatchFailed):
         send_handler.handler(event, LambdaContext())
@@ -190,7 +226,7 @@ def test_two_copies_of_one_attempt_in_a_batch_make_one_send(rt, aws, monkeypatch
     ses = rt.overrides["ses_provider"] = Ses(together=1)
     assert send_handler.handler(event, LambdaContext()) == {
         "batchItemFailures": [{"itemIdentifier": "copy"}]}  # fmt: skip
-    assert ses.receivers == ["r0@example.org"] and states(rt, items) == ["awaiting"]
+    assert ses.receivers == ["r0@example.org"] and recorded(rt, aws, items) == ["awaiting"]
 
 
 def test_each_sending_thread_logs_with_its_own_items_id(rt, aws):
@@ -229,9 +265,10 @@ def test_a_crash_in_a_sending_thread_ends_the_invocation_after_the_others(rt, aw
         Crash() if receiver == "r1@example.org" else f"0100-{receiver}"))  # fmt: skip
     with pytest.raises(Crash):
         send_handler.handler(event, LambdaContext())
-    # The others finished; the crashed one stays claimed until SQS redelivers its message (or
-    # the lease sweep moves it on).
-    assert states(rt, items) == ["awaiting", "sending", "awaiting", "awaiting"]
+    # The others finished, but the process died before the batch's check: every item stays
+    # claimed (SES's acceptance is not written by the worker) until its first event, or SQS
+    # redelivers its message and the lease ends it (tests/reliability/test_lease.py).
+    assert states(rt, items) == ["sending"] * 4 and checks(aws) == []
 
 
 def test_an_item_is_claimed_only_when_a_sending_thread_is_free_to_send_it(rt, aws, monkeypatch):
@@ -259,7 +296,7 @@ def test_an_item_is_claimed_only_when_a_sending_thread_is_free_to_send_it(rt, aw
     rt.overrides["ses_provider"] = Ses()
     assert send_handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
     assert order[0] == "a send finished"
-    assert states(rt, items) == ["awaiting"] * 3
+    assert recorded(rt, aws, items) == ["awaiting"] * 3
 
 
 def longest_provider_call() -> float:
@@ -298,7 +335,7 @@ def test_no_send_is_started_that_cannot_finish_before_the_invocations_timeout(rt
     assert send_handler.handler(event, context) == {"batchItemFailures": []}
     assert starts and all(s + longest_provider_call() < timeout for s in starts)
     sent = len(starts)
-    assert states(rt, items) == ["awaiting"] * sent + ["queued"] * (4 - sent)
+    assert recorded(rt, aws, items) == ["awaiting"] * sent + ["queued"] * (4 - sent)
     again = {m["id"]: m for m in drain(aws)}
     assert set(again) == {i.id for i in items[sent:]}  # back on the queue, same attempt
     assert all(again[i.id]["attempt"] == 1 for i in items[sent:])

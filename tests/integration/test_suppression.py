@@ -9,7 +9,7 @@ import pytest
 from functions.webhook import handler as webhook
 
 import vdq
-from tests.support.aws import drain
+from tests.support.aws import checks, drain
 from tests.support.fake_twilio import fake_twilio
 from tests.support.results import (
     SAMPLE_ACCOUNT_SID,
@@ -158,7 +158,9 @@ def test_a_failed_read_again_after_a_paced_wait_sends_rather_than_errors_the_ite
         "send_raw": lambda *a, **k: calls.append(a) or "0100-1"})()  # fmt: skip
     assert send.process_body(queue.messages[0].body(), rt) == send.ACCEPTED
     assert len(reads) == 2 and len(calls) == 1
-    assert rt.store.get_item(item.id).state == "awaiting"
+    # Sent: sending until its first event or its check, which names it.
+    assert rt.store.get_item(item.id).state == "sending"
+    assert [(i, p) for i, _, p, _ in checks(aws)] == [(item.id, "0100-1")]
 
 
 def test_a_send_given_back_for_a_suppression_is_not_counted_as_paced(aws, rt, monkeypatch):

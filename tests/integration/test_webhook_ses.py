@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from functions.webhook import handler as webhook
@@ -18,6 +19,7 @@ from tests.support.results import (
     to_awaiting,
     to_sending,
 )
+from vdq.core.clock import iso, parse_iso
 from vdq.results import matching as results
 from vdq.store import ProviderRecord, provider_pk
 from vdq.workflow import retention
@@ -96,16 +98,32 @@ def test_complaint_events_are_recorded_without_changing_state(aws, runtime):
     assert "abuse" in complaint.text
 
 
-def test_a_delivery_before_the_workers_record_succeeds_the_email_and_stores_the_message_id(
-        aws, runtime):  # fmt: skip
-    # The worker died after SES accepted (or its record failed): with no Send subscribed, the
-    # email's Delivery is its first event, and its tag finds the item still sending.
+def test_a_delivery_is_the_first_result_it_stores_the_id_and_the_acceptance_in_one_write(
+        aws, runtime, monkeypatch, clock):  # fmt: skip
+    # SES's acceptance writes nothing (vdq.dispatch.send): with no Send subscribed, the email's
+    # Delivery is its first event, and its tags (item and attempt) find the item sending. One
+    # read of the item and one write: no mapping read or written for a tagged email.
     item = to_sending(new_email(runtime), runtime)
-    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))
+    event = ses_event("delivery", message_id=MSG, item_id=item.id)
+    sent_at = parse_iso(item.claimed_at) + timedelta(seconds=0.2)
+    event["mail"]["timestamp"] = sent_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    clock.advance(3)
+    with dynamodb_requests(monkeypatch) as counts:
+        deliver(event)
+    assert counts == {"GetItem": 1, "UpdateItem": 1}
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
-    assert mapping(MSG).item_id == item.id
-    assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "succeed")]
+    assert mapping(MSG) is None
+    # History as when the worker wrote the acceptance: "accepted by SES as ..." at SES's time
+    # (the event's mail.timestamp), then the Delivery from awaiting.
+    assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "await"),
+                                       ("transition", "succeed")]  # fmt: skip
+    _, accepted, done = runtime.store.history(item.id)
+    assert (accepted.from_state, accepted.to_state, accepted.actor) == (
+        "sending", "awaiting", "worker")
+    assert accepted.text == f"accepted by SES as {MSG}"
+    assert (accepted.at, done.at) == (iso(sent_at), iso(clock.now()))  # SES's time, then now
+    assert (done.from_state, done.to_state) == ("awaiting", "succeeded")
 
 
 def test_in_flight_event_moves_a_sending_item_to_awaiting_and_stores_the_message_id(aws, runtime):
@@ -115,7 +133,10 @@ def test_in_flight_event_moves_a_sending_item_to_awaiting_and_stores_the_message
     deliver(ses_event("send", message_id=MSG, item_id=item.id))
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("awaiting", MSG)
-    assert mapping(MSG).item_id == item.id
+    assert mapping(MSG) is None  # a tagged email's ID has none
+    assert kinds(runtime, item.id) == [("transition", "send"), ("transition", "await"),
+                                       ("event", "Send")]  # fmt: skip
+    assert runtime.store.history(item.id)[1].text == f"accepted by SES as {MSG}"
 
 
 def test_delivery_delay_applies_await_from_sending_and_writes_its_text(aws, runtime):
@@ -150,10 +171,13 @@ def test_tag_of_an_item_that_stores_another_id_changes_nothing(aws, runtime):
     assert mapping(MSG) is None
 
 
-def test_message_id_wins_over_a_tag_naming_another_item(aws, runtime):
+def test_message_id_wins_over_a_tag_without_attempt_naming_another_item(aws, runtime):
+    # A tag without the attempt (an email sent before attempts were tagged) is matched through
+    # the ID's mapping first. (With its attempt, the tag is the provider's word for the very
+    # attempt, and its item's first result needs no mapping read: the test above.)
     owner = to_awaiting(new_email(runtime, "a@example.org"), runtime, MSG)
     other = to_sending(new_email(runtime, "b@example.org"), runtime)
-    deliver(ses_event("delivery", message_id=MSG, item_id=other.id))
+    deliver(ses_event("delivery", message_id=MSG, item_id=other.id, attempt=None))
     assert runtime.store.get_item(owner.id).state == "succeeded"
     assert runtime.store.get_item(other.id).state == "sending"
 
@@ -279,9 +303,11 @@ def test_orphans_are_applied_through_the_send_workers_record_step(aws, runtime, 
 
 
 def test_orphan_adopted_by_a_tagged_event_for_an_item_without_id(aws, runtime):
+    # The tag names the item, not its attempt (an email sent before attempts were tagged):
+    # the ID's mapping is read, and its orphans adopted.
     item = to_sending(new_email(runtime), runtime)
     deliver(ses_event("delivery_delay", message_id=MSG, item_id=None))  # orphan
-    deliver(ses_event("delivery", message_id=MSG, item_id=item.id))  # tag: stores the ID
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=None))  # stores it
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == ("succeeded", MSG)
     assert mapping(MSG).orphans is None

@@ -206,14 +206,32 @@ def test_callback_without_key_matches_by_message_sid(aws, runtime):
     assert runtime.store.get_item(item.id).state == "succeeded"
 
 
+@pytest.mark.parametrize("attempt", [1, None])  # None: a URL from before attempts were in it
 @pytest.mark.parametrize(("status", "state"), [("sent", "awaiting"), ("delivered", "succeeded"),
                                                ("failed", "errored")])
-def test_key_finds_a_sending_item_without_sid_which_then_stores_it(aws, runtime, status, state):
+def test_key_finds_a_sending_item_without_sid_which_then_stores_it_and_its_acceptance(
+        aws, runtime, status, state, attempt):  # fmt: skip
+    # Twilio's acceptance writes nothing (vdq.dispatch.send): the first callback finds the item
+    # sending by its URL's key and stores the SID, with the acceptance's entry, in one write.
     item = to_sending(new_sms(runtime), runtime)
-    assert call(twilio_event(status, sid=SID, item_id=item.id)) == 204
+    assert call(twilio_event(status, sid=SID, item_id=item.id, attempt=attempt)) == 204
     stored = runtime.store.get_item(item.id)
     assert (stored.state, stored.provider_id) == (state, SID)
-    assert runtime.store.find_by_provider_id(SID).item_id == item.id
+    assert stored.timer_pk is None if state != "awaiting" else stored.timer_pk.startswith("await#")
+    assert runtime.store.find_by_provider_id(SID) is None  # an SMS's SID gets no mapping
+    history = runtime.store.history(item.id)
+    assert [(h.name, h.from_state, h.to_state) for h in history][:2] == [
+        ("send", "queued", "sending"), ("await", "sending", "awaiting")]  # fmt: skip
+    assert history[1].text == f"accepted by Twilio as {SID}"
+    assert history[2].from_state == "awaiting"
+
+
+def test_the_first_callback_of_an_attempt_reads_no_mapping(aws, runtime, monkeypatch):
+    item = to_sending(new_sms(runtime), runtime)
+    with dynamodb_requests(monkeypatch) as counts:
+        assert call(twilio_event("sent", sid=SID, item_id=item.id, attempt=1)) == 204
+    assert counts == {"GetItem": 1, "UpdateItem": 1}
+    assert runtime.store.get_item(item.id).state == "awaiting"
 
 
 def test_key_of_an_item_that_stores_another_sid_changes_nothing(aws, runtime, sqs):

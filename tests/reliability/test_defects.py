@@ -6,6 +6,7 @@ Each pins the behaviour expected once the defect is fixed; on a1687ad every one 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from vdq.api import Caller
 from vdq.core.errors import PartiallyEnqueued, VdqError
 from vdq.dispatch import send
 from vdq.operations import actions
+from vdq.results import checks
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 from vdq.store import StoreBusy
@@ -64,11 +66,30 @@ def deliver(world: World, item_id: str, plan: Plan | None = None) -> str | None:
     return outcome
 
 
-def twilio_status(world: World, sid: str, status: str, item_id: str | None) -> str:
+def twilio_status(world: World, sid: str, status: str, item_id: str | None,
+                  attempt: int | None = None) -> str:  # fmt: skip
     params = {"MessageSid": sid, "MessageStatus": status}
     if status in ("undelivered", "failed"):
         params.update(ErrorCode="30003", ErrorMessage="Unreachable destination handset")
-    return results.handle_twilio_callback(params, item_id, world.rt)
+    return results.handle_twilio_callback(params, item_id, world.rt,
+                                          attempt=None if attempt is None else str(attempt))
+
+
+def sent_as(world: World, item_id: str) -> str:
+    """The provider ID the item's current attempt was accepted as (the item stores it once
+    its first result or its check came)."""
+    attempt = int(world.item(item_id).attempt)
+    [found] = [m for m, key in {**world.ses.accepted, **world.twilio.accepted}.items()
+               if key == (item_id, attempt)]
+    return found
+
+
+def run_checks(world: World) -> None:
+    """The checks the send published, handled now (their delay passed)."""
+    for message in list(world.results_queue.messages):
+        data = json.loads(message.body)
+        if data.get("kind") == checks.KIND:
+            checks.handle(data, world.rt)
 
 
 def ses(world: World, kind: str, message_id: str, item_id: str, attempt: int) -> str:
@@ -120,17 +141,18 @@ def sent_without_answer(world: World, item_id: str) -> str:
 def test_1_a_late_status_of_the_old_sid_never_moves_the_retried_sms(world):
     (item,) = vdq.add_sms("+15005550006", ["+14155550100"], "Your code", runtime=world.rt)
     assert deliver(world, item.id) == send.ACCEPTED
-    sid1 = world.item(item.id).provider_id
-    twilio_status(world, sid1, "undelivered", item.id)
+    sid1 = sent_as(world, item.id)
+    twilio_status(world, sid1, "undelivered", item.id, 1)
     assert world.item(item.id).state == "errored"
     operator(world, item.id, "retry")
     # Attempt 2 is in Twilio's create call when attempt 1's late "sent" status arrives.
-    world.twilio.during = lambda: twilio_status(world, sid1, "sent", item.id)
+    world.twilio.during = lambda: twilio_status(world, sid1, "sent", item.id, 1)
     deliver(world, item.id)
     sid2 = max(world.twilio.accepted)
+    run_checks(world)  # no status of attempt 2 came: its check records it
     stored = world.item(item.id)
     assert (stored.state, stored.attempt, stored.provider_id) == ("awaiting", 2, sid2)
-    twilio_status(world, sid2, "delivered", item.id)
+    twilio_status(world, sid2, "delivered", item.id, 2)
     assert world.item(item.id).state == "succeeded"
 
 
@@ -176,7 +198,7 @@ def test_3_a_failed_bulk_resend_keeps_the_files_of_the_copies_it_stored(world):
     b, d = email(world, ["b@example.org", "d@example.org"], files=True)
     for item in (a, b):
         deliver(world, item.id)
-        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+        ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     files_of_b = set(world.files()[b.content_id])
     with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
         actions.resend([a.id, b.id], OPERATOR, world.rt)
@@ -186,11 +208,12 @@ def test_3_a_failed_bulk_resend_keeps_the_files_of_the_copies_it_stored(world):
     # The last originals finish: a's content's count must still hold the stored copy.
     for item in (c, d):
         deliver(world, item.id)
-        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+        ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
     schedules.run(["sweep", "purge"], world.rt)  # publishes the copy, which the crash did not
     assert not files_of_b & world.s3_keys(), "b's files were kept by a count of no item"
     assert deliver(world, copy.id) == send.ACCEPTED
+    run_checks(world)
     assert world.item(copy.id).state == "awaiting"
 
 
@@ -199,7 +222,7 @@ def test_3_a_bulk_resend_that_fails_part_way_names_the_copies_it_stored(world, m
     (b,) = email(world, ["b@example.org"])
     for item in (a, b):
         deliver(world, item.id)
-        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+        ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     store_copies = world.rt.store.store_copies
     calls = []
 
@@ -230,6 +253,7 @@ def test_4_an_event_of_attempt_1_never_replaces_the_id_attempt_2_stored(world):
     with world.seam.step(race):
         ses(world, "delivery", m1, item.id, 1)
     m2 = max(world.ses.accepted)
+    run_checks(world)  # attempt 2 is recorded by its check (no event of it came yet)
     stored = world.item(item.id)
     assert (stored.state, stored.attempt, stored.provider_id) == ("awaiting", 2, m2)
     ses(world, "delivery", m2, item.id, 2)
@@ -256,6 +280,7 @@ def test_5_a_result_of_an_earlier_attempt_is_written_to_a_cancelled_email(world,
 def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
     (item,) = email(world, ["ada@example.org"], files=True)
     outcome = deliver(world, item.id, Plan(stale=True))
+    run_checks(world)
     stored = world.item(item.id)
     assert (outcome, stored.state) == (send.ACCEPTED, "awaiting"), stored.result
 
@@ -266,7 +291,7 @@ def test_6_a_send_right_after_enqueue_finds_its_fresh_attachment(world):
 def test_7_files_are_released_although_the_worker_died_after_the_done_commit(world):
     (item,) = email(world, ["ada@example.org"], files=True)
     deliver(world, item.id)
-    message_id = world.item(item.id).provider_id
+    message_id = sent_as(world, item.id)
     with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
         ses(world, "delivery", message_id, item.id, 1)
     assert world.item(item.id).state == "succeeded"
@@ -283,7 +308,7 @@ def test_7_files_are_released_although_the_worker_died_after_the_done_commit(wor
 def test_8_a_flood_of_opens_keeps_the_state_item_small_and_writable(world):
     (item,) = email(world, ["ada@example.org"])
     deliver(world, item.id)
-    message_id = world.item(item.id).provider_id
+    message_id = sent_as(world, item.id)
     for n in range(FLOOD):
         results.handle_ses_event(engagement_event("Open", message_id, item.id, 1, n), world.rt)
         if n % 100 == 99:
@@ -303,19 +328,19 @@ def test_a_resend_that_dies_after_its_first_write_leaves_no_count_behind(world, 
     storing them; the count stayed for ever (files never purged, content never expiring)."""
     item, other = email(world, ["ada@example.org", "bob@example.org"], files=files)
     deliver(world, item.id)
-    ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     # Resent while the other receiver's item is open (so the files are still there).
     with world.seam.step(Plan(crash_after="TransactWriteItems")), pytest.raises(Crash):
         actions.resend([item.id], OPERATOR, world.rt)
     # Whatever the crash left is finished: a stored copy is published by the sweep (once the
     # lane has no backlog: the other receiver's send is delivered first) and sent.
     deliver(world, other.id)
-    ses(world, "delivery", world.item(other.id).provider_id, other.id, 1)
+    ses(world, "delivery", sent_as(world, other.id), other.id, 1)
     world.rt.clock.advance(world.rt.settings.publish_grace_seconds + 1)
     schedules.run(["sweep"], world.rt)
     for copy in [i for i in world.items().values() if i.resent_from == item.id]:
         deliver(world, copy.id)
-        ses(world, "delivery", world.item(copy.id).provider_id, copy.id, 1)
+        ses(world, "delivery", sent_as(world, copy.id), copy.id, 1)
     assert all(i.state == "succeeded" for i in world.items().values())
     refs = world.rt.store.get_refs(item.content_id)
     assert refs is not None and refs.open_items == 0, "a count is left on the content"
@@ -336,11 +361,11 @@ def test_an_email_with_the_most_attachments_expires_and_can_be_resent(world):
                                 ["ada@example.org", "bob@example.org"], "Hi", "Text",
                                 attachments=many, runtime=world.rt)  # fmt: skip
     deliver(world, item.id)
-    ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+    ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     (copy,) = actions.resend([item.id], OPERATOR, world.rt)  # 100 actions: the most there are
     for each in (other, copy):
         deliver(world, each.id)
-        ses(world, "delivery", world.item(each.id).provider_id, each.id, 1)
+        ses(world, "delivery", sent_as(world, each.id), each.id, 1)
     assert {i.state for i in world.items().values()} == {"succeeded"}
     stream_stamps(world)  # 99 actions
     assert content_expiration(item) is not None, "the content was never stamped"
@@ -359,7 +384,7 @@ def test_an_enqueue_that_dies_before_confirming_its_items_leaves_its_content_to_
     schedules.run(["sweep"], world.rt)
     for item in world.items().values():
         deliver(world, item.id)
-        ses(world, "delivery", world.item(item.id).provider_id, item.id, 1)
+        ses(world, "delivery", sent_as(world, item.id), item.id, 1)
     stream_stamps(world)
     world.rt.clock.advance(2)
     schedules.run(["purge"], world.rt)

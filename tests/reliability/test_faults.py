@@ -90,6 +90,19 @@ def records_outcome(params: dict[str, Any]) -> bool:
     return writes_history(params) and not claims(params)
 
 
+def run_checks(rt: Any) -> list[str]:
+    """The checks the send published to the results queue, handled now (their delay over)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    from vdq.results import checks
+
+    name = rt.settings.results_queue_url.rsplit("/", 1)[-1]
+    queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[name]
+    bodies = [json.loads(m.body) for m in queue._messages]
+    return [checks.handle(b, rt) for b in bodies if b.get("kind") == checks.KIND]
+
+
 def email(rt: Any) -> QueueItemRecord:
     (item,) = vdq.add_email({"email": "shop@example.com"}, ["ada@example.org"], "Hi", "Text",
                             runtime=rt)  # fmt: skip
@@ -134,20 +147,38 @@ def test_dynamodb_throttling_on_the_claim_leaves_the_message_for_sqs_and_calls_n
     assert left == [0] and not ses.calls
     # SQS delivers it again once the table answers: sent once.
     assert send.process(first(queue), rt) == send.ACCEPTED
-    assert assert_sound(rt, item.id).state == "awaiting" and sum(ses.calls.values()) == 1
+    assert assert_sound(rt, item.id).state == "sending" and sum(ses.calls.values()) == 1
+    assert run_checks(rt) == ["checked 1, 1 given their timeout's timer"]
+    assert assert_sound(rt, item.id).state == "awaiting"
+
+
+def test_a_refused_check_is_written_as_the_acceptance_before_the_message_is_done(env):
+    """SQS refuses the check: the worker writes SES's acceptance itself (awaiting, the ID,
+    its entry and its timeout's timer) before its message is deleted."""
+    rt, ses, queue = env["rt"], env["ses"], env["queue"]
+    item = email(rt)
+    aws_error(rt.client("sqs"), "SendMessage", "ServiceUnavailable", 503)
+    assert send.process(first(queue), rt) == send.ACCEPTED
+    stored = assert_sound(rt, item.id)
+    (message_id,) = ses.accepted
+    assert (stored.state, stored.provider_id) == ("awaiting", message_id)
+    assert stored.timer_pk.startswith("mailwait#")
+    assert run_checks(rt) == []  # none was published
 
 
 def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env, monkeypatch):
-    """SES took the email, then the record failed (the table kept throttling it through the
-    store's own retries): the message comes again, waits while the claim's lease lasts, then
-    marks the outcome unknown instead of sending again."""
+    """SES took the email, SQS refused its check, then the acceptance the worker writes
+    instead failed (the table kept throttling it through the store's own retries): the
+    message comes again, waits while the claim's lease lasts, then marks the outcome unknown
+    instead of sending again."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     monkeypatch.setattr(store_tx.time, "sleep", lambda _s: None)
     item = email(rt)
+    aws_error(rt.client("sqs"), "SendMessage", "ServiceUnavailable", 503)
     # The claim's UpdateItem carries its history entry too: the record is the second.
     left = aws_error(dynamodb_client(), "UpdateItem", "ProvisionedThroughputExceededException",
                      times=RECORD_TRIES, when=records_outcome)  # fmt: skip
-    with pytest.raises(Exception, match="ProvisionedThroughputExceeded"):
+    with pytest.raises(Exception, match="neither published nor done"):
         send.process(first(queue), rt)
     assert left == [0]
     assert send.process(first(queue), rt) == send.WAITING
@@ -158,8 +189,10 @@ def test_dynamodb_throttling_on_the_record_is_not_a_second_send(env, monkeypatch
     assert sum(ses.calls.values()) == 1
 
 
-def test_a_status_update_that_moves_the_item_first_is_kept(env):
-    """A conditional failure of the record: the SES Delivery event won the race."""
+def test_a_delivery_before_the_provider_call_returns_is_the_acceptance_and_the_result(env):
+    """The SES Delivery event is handled before the worker's call returns: it stores the ID
+    and the acceptance with its own result; the worker writes nothing, and the check finds
+    the email done."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     item = email(rt)
     original = ses.send_raw
@@ -172,9 +205,12 @@ def test_a_status_update_that_moves_the_item_first_is_kept(env):
         return message_id
 
     ses.send_raw = accept_then_deliver  # type: ignore[method-assign]
-    assert send.process(first(queue), rt) == send.KEPT
+    assert send.process(first(queue), rt) == send.ACCEPTED
     stored = assert_sound(rt, item.id)
     assert stored.state == "succeeded" and stored.provider_id in ses.accepted
+    assert [h.name for h in rt.store.history(item.id)] == ["send", "await", "succeed"]
+    assert run_checks(rt) == ["checked 1, 0 given their timeout's timer"]
+    assert rt.store.get_item(item.id).updated_at == stored.updated_at
 
 
 def test_ses_throttling_puts_the_email_back_at_the_same_attempt_and_never_errors_it(env):
@@ -195,7 +231,10 @@ def test_ses_throttling_puts_the_email_back_at_the_same_attempt_and_never_errors
     assert [json.loads(b)["attempt"] for b in queue.bodies] == [1, 1]
     again = SendMessage.parse(queue.bodies[1])
     assert send.process(again, rt) == send.ACCEPTED
-    assert send.process(first(queue), rt) == send.DROPPED  # the first copy: already claimed
+    # The first copy: already claimed, and sending until its first event or its check.
+    assert send.process(first(queue), rt) == send.WAITING
+    run_checks(rt)
+    assert send.process(first(queue), rt) == send.DROPPED
     assert assert_sound(rt, item.id).state == "awaiting"
 
 
@@ -330,7 +369,8 @@ def test_a_poison_send_message_fails_only_its_record_so_sqs_moves_it_to_the_dlq(
     finally:
         runtime_module._DEFAULT = None
     assert answer == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
-    assert assert_sound(rt, item.id).state == "awaiting"
+    assert assert_sound(rt, item.id).state == "sending"  # sent: its check names it
+    assert run_checks(rt) == ["checked 1, 1 given their timeout's timer"]
 
 
 def test_a_poison_results_message_is_dropped_and_a_failing_one_is_retried(env, monkeypatch):

@@ -75,11 +75,23 @@ def elapsed(start: datetime, world: World) -> float:
     return (world.rt.clock.now() - start).total_seconds()
 
 
-def test_a_crash_between_the_claim_and_the_provider_call_errors_it_when_its_message_comes_back(
+def run_checks_when_due(world: World) -> None:
+    """The results function's mapping, once the checks' delay has passed (VDQ_CHECK_SECONDS,
+    shorter than the lease): it handles every check then visible."""
+    world.rt.clock.advance(world.rt.settings.check_seconds + 0.001)
+    world.deliver_results()
+
+
+def lease_of(world: World) -> float:
+    return float(world.rt.settings.lease_seconds)
+
+
+def test_a_crash_between_the_claim_and_the_provider_call_errors_it_when_its_lease_ends(
         world):  # fmt: skip
-    """Its message comes back after the queue's visibility (V, longer than the lease): the
-    delivery finds the attempt claimed and its lease over, and errors it "outcome unknown"
-    (nothing was sent, but nothing says so)."""
+    """Its message comes back after the queue's visibility (V): the delivery finds the attempt
+    claimed within its lease (the function's timeout, the check's delay and a minute: longer
+    than V) and waits; back at the lease's end, it errors it "outcome unknown" (nothing was
+    sent, but nothing says so)."""
     item_id = email(world)
     start = world.rt.clock.now()
     # The send's requests: the suppression read, then the claim (its first UpdateItem).
@@ -87,55 +99,80 @@ def test_a_crash_between_the_claim_and_the_provider_call_errors_it_when_its_mess
     assert state(world, item_id).state == "sending" and ses_calls(world, item_id) == 0
     assert until_visible(world) == pytest.approx(V, abs=1)
     deliver(world)
+    assert state(world, item_id).state == "sending"  # waiting for the lease's end
+    until_visible(world)
+    deliver(world)
     stored = state(world, item_id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     assert ses_calls(world, item_id) == 0 and not world.pending()
-    assert elapsed(start, world) < V + 1  # recovered after V
+    assert lease_of(world) <= elapsed(start, world) < lease_of(world) + 2  # recovered at LEASE
 
 
-def test_a_crash_after_ses_took_it_ends_with_its_delivery_or_the_lease(world):
-    """SES took it, the worker died before the record: SES's Delivery (usually seconds later)
-    finds it by its tags and ends it; without one, the message's return after V errors it."""
+def test_a_crash_after_ses_took_it_ends_with_its_delivery_before_the_lease(world):
+    """SES took it, the worker died before the batch's check: SES's Delivery (usually seconds
+    later) finds it sending by its tags, stores the ID and the acceptance and ends it; the
+    message then finds it done. The second email of the batch is sent when the batch comes
+    back, and its check records it."""
     first, second = email(world), email(world)
     world.ses.plan = "crash"
     assert deliver(world) is None
     world.ses.plan = "ok"
     assert [state(world, i).state for i in (first, second)] == ["sending", "queued"]
-    # The first's Delivery comes: it ends the item, the message then finds it done.
+    assert world.results_queue.messages == []  # no check was published
     message_id = next(m for m, (i, _) in world.ses.accepted.items() if i == first)
     event = ses_event("delivery", message_id=message_id, item_id=first, attempt=1)
     assert results.handle_ses_event(event, world.rt) == "moved"
-    assert state(world, first).state == "succeeded"
+    stored = state(world, first)
+    assert (stored.state, stored.provider_id) == ("succeeded", message_id)
+    assert [h.name for h in world.history(first)] == ["send", "await", "succeed"]
     until_visible(world)
     deliver(world)
     deliver(world)
+    assert state(world, second).state == "sending"
+    run_checks_when_due(world)
     assert state(world, second).state == "awaiting"
     assert ses_calls(world, first) == 1 and ses_calls(world, second) == 1
 
 
-def test_a_crash_after_ses_took_it_and_no_event_came_is_outcome_unknown_after_v(world):
+def test_a_crash_after_ses_took_it_and_no_event_came_is_outcome_unknown_at_the_lease(world):
+    """No check was published and no event came by the lease: its message errors it "outcome
+    unknown"; the Delivery that comes later is recorded in its history (late), not lost."""
     item_id = email(world)
     start = world.rt.clock.now()
     world.ses.plan = "crash"
     assert deliver(world) is None
     world.ses.plan = "ok"
     until_visible(world)
+    deliver(world)  # back after V: within the lease, it waits
+    assert state(world, item_id).state == "sending"
+    until_visible(world)
     deliver(world)
     stored = state(world, item_id)
     assert stored.state == "errored" and stored.result.startswith("outcome unknown")
     assert ses_calls(world, item_id) == 1
-    assert elapsed(start, world) < V + 1
-
-
-def test_a_crash_between_the_record_and_the_check_gives_it_its_timer_when_it_comes_back(world):
-    """SES's acceptance was recorded (awaiting, no timer), then the worker died before the
-    batch's check: its message comes back after V and gives the item its timeout's timer."""
-    item_id = email(world)
-    # The claim, then the record of SES's answer (the harsh world's SES has no rate to pace
-    # at: no pace record): UpdateItem number two.
-    assert deliver(world, Plan(crash_after="UpdateItem#2")) is None
+    assert elapsed(start, world) < lease_of(world) + 2
+    (message_id,) = world.ses.accepted
+    event = ses_event("delivery", message_id=message_id, item_id=item_id, attempt=1)
+    assert results.handle_ses_event(event, world.rt) == "late"
     stored = state(world, item_id)
-    assert stored.state == "awaiting" and stored.timer_pk is None
+    assert stored.state == "errored" and stored.result.startswith("outcome unknown")
+    late = world.history(item_id)[-1]
+    assert (late.kind, late.name) == ("late", "succeed") and "250 2.0.0 OK" in late.text
+
+
+def test_a_crash_before_the_check_then_a_delivery_delay_gets_its_timer_from_its_message(world):
+    """SES took it, the worker died before the batch's check, then a DeliveryDelay moved it to
+    awaiting (its ID and acceptance stored, no timer: no check will come): its message, back
+    after V, gives it its timeout's timer."""
+    item_id = email(world)
+    world.ses.plan = "crash"
+    assert deliver(world) is None
+    world.ses.plan = "ok"
+    (message_id,) = world.ses.accepted
+    event = ses_event("delivery_delay", message_id=message_id, item_id=item_id, attempt=1)
+    assert results.handle_ses_event(event, world.rt) == "moved"
+    stored = state(world, item_id)
+    assert (stored.state, stored.provider_id, stored.timer_pk) == ("awaiting", message_id, None)
     assert world.results_queue.messages == []  # no check was published
     assert until_visible(world) == pytest.approx(V, abs=1)
     deliver(world)
@@ -144,18 +181,22 @@ def test_a_crash_between_the_record_and_the_check_gives_it_its_timer_when_it_com
     assert ses_calls(world, item_id) == 1 and not world.send_queue.messages
 
 
-def test_a_crash_after_the_check_leaves_the_check_to_give_it_its_timer(world):
+def test_a_crash_after_the_check_leaves_the_check_to_record_it(world):
     """The check was published, then the function died before SQS deleted the batch: the check
-    (after VDQ_CHECK_SECONDS, within V) gives the item its timer; the message, back after V,
-    finds it so and drops itself."""
+    (after VDQ_CHECK_SECONDS, within V) records the acceptance (awaiting, the ID, its entry at
+    SES's answer, the timeout's timer); the message, back after V, finds it so and drops
+    itself."""
     item_id = email(world)
     assert deliver(world, Plan(crash_after="SendMessage")) is None
     [check] = world.results_queue.messages
     assert check.delayed_until is not None
-    world.rt.clock.advance(world.rt.settings.check_seconds + 0.001)
-    world.deliver_results()
+    assert state(world, item_id).state == "sending"
+    run_checks_when_due(world)
     stored = state(world, item_id)
+    (message_id,) = world.ses.accepted
+    assert (stored.state, stored.provider_id) == ("awaiting", message_id)
     assert (stored.timer_pk or "").startswith("mailwait#")
+    assert world.history(item_id)[-1].text == f"accepted by SES as {message_id}"
     until_visible(world)
     deliver(world)
     assert not world.pending() and ses_calls(world, item_id) == 1
@@ -163,37 +204,43 @@ def test_a_crash_after_the_check_leaves_the_check_to_give_it_its_timer(world):
 
 def test_a_copy_delivered_while_its_original_is_in_flight_waits_for_the_lease(world):
     """At-least-once: a copy of the message reaches another send function while the first
-    holds the claim. The copy waits (its visibility set to the lease's end), then finds the
-    item awaiting and drops itself: one send."""
+    holds the claim. The copy waits (its visibility set to the lease's end); the check, due
+    before it, records the item awaiting, and the copy then drops itself: one send."""
     item_id = email(world)
     world.send_queue.duplicate(0, world.rt.clock.now())
 
     def copy_meanwhile() -> None:
         assert world.deliver_sends(limit=1) is not None
 
-    # The copy's delivery runs after the original's claim and SES's answer, before its record.
-    deliver(world, Plan(interleave=("UpdateItem#2", copy_meanwhile)), limit=1)
+    # The copy's delivery runs after the original's claim and SES's answer, before its check.
+    deliver(world, Plan(interleave=("SendMessage", copy_meanwhile)), limit=1)
     assert world.seam.nested_errors == []
-    assert state(world, item_id).state == "awaiting"
+    assert state(world, item_id).state == "sending"
     waiting = world.send_queue.counts(world.rt.clock.now())
     assert waiting["in_flight"] == 1  # the copy, handed back until the lease's end
+    assert world.send_queue.next_visible(world.rt.clock.now()) is not None
+    run_checks_when_due(world)
+    assert state(world, item_id).state == "awaiting"
     seconds = until_visible(world)
     assert seconds <= world.rt.settings.lease_seconds + 1  # (rounded up to a second)
     deliver(world)
     assert ses_calls(world, item_id) == 1 and not world.send_queue.messages
+    assert state(world, item_id).state == "awaiting"
 
 
 def test_an_invocation_that_starts_late_in_the_visibility_window_sends_once(world):
     """Lambda retried a throttled invocation until late in the batch's visibility: the claim
     counts its lease from itself, and the deletes after it find the visibility gone, so the
-    message comes again and drops itself (the item is awaiting)."""
+    message comes again: it waits for the lease, by which the check recorded the item, and
+    drops itself."""
     item_id = email(world)
     deliver(world, late=V - 1)
-    assert state(world, item_id).state == "awaiting"
+    assert state(world, item_id).state == "sending"
     deliver(world)  # nothing visible yet: the deletes came in time or not
-    until = world.send_queue.next_visible(world.rt.clock.now())
-    if until is not None:  # the invocation outlived the visibility: the message came back
-        until_visible(world)
+    run_checks_when_due(world)
+    assert state(world, item_id).state == "awaiting"
+    while world.send_queue.next_visible(world.rt.clock.now()) is not None:
+        until_visible(world)  # the invocation outlived the visibility: the message came back
         deliver(world)
     assert ses_calls(world, item_id) == 1 and not world.send_queue.messages
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import random
 from typing import Any
@@ -54,7 +55,7 @@ from vdq.core.errors import VdqError
 from vdq.intake import rest as intake
 from vdq.local.pollers import passes
 from vdq.operations import actions
-from vdq.results import guard
+from vdq.results import checks, guard
 from vdq.results import matching as results
 from vdq.schedules import postings
 from vdq.schedules import sweeps as schedules
@@ -383,6 +384,10 @@ class Workflow(RuleBasedStateMachine):
             if status in ("undelivered", "failed"):
                 params.update(ErrorCode="30003", ErrorMessage="Unreachable destination handset")
             key = item_id if tagging != "none" else None
+            # "full": the URL the send gives (key and attempt); "item": one from before
+            # attempts were in it.
+            if tagging == "full":
+                params["attempt"] = str(attempt)
             return lambda: self._handle(("twilio", params, key), status)
         name = SES_KINDS[kind % len(SES_KINDS)]
         tag_item = None if tagging == "none" else item_id
@@ -398,7 +403,9 @@ class Workflow(RuleBasedStateMachine):
         if source == "twilio":
             if payload["MessageStatus"] != "queued":
                 self.w.twilio.truth[payload["MessageSid"]] = payload["MessageStatus"]
-            return results.handle_twilio_callback(payload, key, self.rt)
+            params = {k: v for k, v in payload.items() if k != "attempt"}
+            return results.handle_twilio_callback(params, key, self.rt,
+                                                  attempt=payload.get("attempt"))  # fmt: skip
         cancelled = self._cancelled_target(payload)
         outcome = results.handle_ses_event(payload, self.rt)
         if cancelled is not None and name in FINAL_SES and outcome != "duplicate":
@@ -436,6 +443,108 @@ class Workflow(RuleBasedStateMachine):
         event = self._event(m, kind, "full")
         self._step(Plan(interleave=(k, lambda: self._deliver_nested(n)) if k else None),
                    event)  # fmt: skip
+
+    # ---- the acceptance left to the first result: its races and its crash ---------------------
+
+    def _newest_accepted(self) -> tuple[str, str, int] | None:
+        """The message a provider took last (the one the worker in flight just sent)."""
+        accepted = self._accepted()
+        return max(accepted, key=lambda a: a[0]) if accepted else None
+
+    def _checks_naming(self, item_id: str) -> list[dict[str, Any]]:
+        out = []
+        for message in self.w.results_queue.messages:
+            data = json.loads(message.body)
+            if data.get("kind") == checks.KIND and any(s[0] == item_id for s in data["sent"]):
+                out.append(data)
+        return out
+
+    @rule(n=st.integers(0, 1000), kind=st.integers(0, 20))
+    @precondition(lambda self: bool(self.w.send_queue.visible_messages(self.rt.clock.now())))
+    def delivery_racing_the_worker(self, n: int, kind: int) -> None:
+        """The first result of the message the worker just sent (an SES event or a Twilio
+        callback, with its item and attempt) is handled after the provider took it, before
+        the worker publishes the batch's check: it stores the ID and the acceptance; the
+        check then finds the item moved on."""
+        before = set(m for m, _, _ in self._accepted())
+
+        def event() -> None:
+            newest = self._newest_accepted()
+            if newest is None or newest[0] in before:
+                return
+            m = [a[0] for a in self._accepted()].index(newest[0])
+            FIGURES["first results racing the worker"] += 1
+            self._event(m, kind, "full")()
+
+        self._deliver("ok", Plan(interleave=("SendMessage", event)), limit=1, start=n)
+
+    @rule(m=st.integers(0, 1000), kind=st.integers(0, 20), k=RACE,
+          check_first=st.booleans())  # fmt: skip
+    @precondition(lambda self: bool(self._accepted()))
+    def check_racing_a_delivery(self, m: int, kind: int, k: int | str, check_first: bool) -> None:
+        """An item's check (its delay cut short) and one of its results run at once: each is
+        between its read and its write when the other runs. One of them stores the ID and the
+        acceptance; the other applies to the item as it finds it (exactly once)."""
+        accepted = self._accepted()
+        _, item_id, _ = accepted[m % len(accepted)]
+        found = self._checks_naming(item_id)
+        if not found:
+            return
+        event = self._event(m, kind, "full")
+
+        def check() -> None:
+            for data in found:
+                checks.handle(data, self.rt)
+
+        first, second = (check, event) if check_first else (event, check)
+        FIGURES["checks racing a result"] += 1
+        _, exc = self._step(Plan(interleave=(k, second) if k else None), first)
+        if exc is not None and not isinstance(exc, Crash):
+            FIGURES["events failed (redelivered later)"] += 1
+
+    @rule(n=st.integers(0, 1000), before_lease=st.booleans())
+    @precondition(lambda self: bool(self.w.send_queue.visible_messages(self.rt.clock.now())))
+    def crash_after_the_provider_before_the_check(self, n: int, before_lease: bool) -> None:
+        """SES took an email, then the worker died before its batch's check: no record of the
+        acceptance anywhere but SES. A Delivery before the claim's lease ends it succeeded;
+        without one, its message ends it errored "outcome unknown" at the lease, and the
+        Delivery that comes after is in its history, not lost."""
+        before = set(self.w.ses.accepted)
+        self._deliver("crash", Plan(), limit=1, start=n)
+        new = [(m, key) for m, key in self.w.ses.accepted.items() if m not in before]
+        if len(new) != 1:
+            return  # the message was no email's to send now (dropped, paced, ...)
+        message_id, (item_id, attempt) = new[0]
+        item = self.w.item(item_id)
+        if item is None or (item.state, int(item.attempt)) != ("sending", attempt):
+            return
+        FIGURES[f"crashes before the check, Delivery {'before' if before_lease else 'after'} "
+                "the lease"] += 1
+        event = ses_event("delivery", message_id=message_id, item_id=item_id, attempt=attempt)
+        if before_lease:
+            self.rt.clock.advance(1)
+            self._handle(("ses", event, None), "delivery")
+            item = self.w.item(item_id)
+            self._violation([] if item is not None and item.state == "succeeded" else [
+                f"{item_id} is {item and item.state} after its Delivery"],
+                "a Delivery before the lease of a crashed send")  # fmt: skip
+            return
+        self.rt.clock.advance(self.rt.settings.lease_seconds + 1)
+        for _ in range(10):  # its message (and any other visible) comes back
+            if not self.w.send_queue.visible_messages(self.rt.clock.now()):
+                break
+            self._deliver("ok", Plan(), limit=10)
+            item = self.w.item(item_id)
+            if item is not None and item.state != "sending":
+                break
+        item = self.w.item(item_id)
+        if item is None or int(item.attempt) != attempt or item.state != "errored":
+            return  # an operator's step or another message moved it meanwhile
+        self._handle(("ses", event, None), "delivery")
+        late = [h for h in self.w.history(item_id) if h.kind == "late" and h.name == "succeed"]
+        problems = [] if self.w.item(item_id).state == "errored" and late else [
+            f"{item_id}: the Delivery after the lease is not in its history as late"]
+        self._violation(problems, "a Delivery after the lease of a crashed send")
 
     def _deliver_nested(self, n: int) -> None:
         FIGURES["send deliveries"] += 1

@@ -331,7 +331,7 @@ def messages_of(world: World) -> set[tuple[str, int]]:
 
 
 def checks_of(world: World) -> set[tuple[str, int]]:
-    """(item, attempt) of every email a check SQS holds (or its dead-letter queue) names."""
+    """(item, attempt) of every send a check SQS holds (or its dead-letter queue) names."""
     queue = world.results_queue
     out = set()
     for message in [*queue.messages, *(queue.dead.messages if queue.dead is not None else [])]:
@@ -348,7 +348,8 @@ def stranded(world: World, items: dict[str, QueueItemRecord], settings: Settings
     - queued or delayed: its publish timer, or (parked by a hold, without a timer) a release
       finds it;
     - sending: a send message of its attempt, in SQS or its dead-letter queue (the message is
-      the claim's lease: its delivery, or the dead-letter sweep, ends it);
+      the claim's lease: its delivery, or the dead-letter sweep, ends it), or a check that
+      names it (the provider accepted it: the check records it awaiting);
     - awaiting an SMS: its timeout's timer;
     - awaiting an email: its timeout's timer, or a check or a send message of its attempt
       (either gives it that timer)."""
@@ -363,9 +364,9 @@ def stranded(world: World, items: dict[str, QueueItemRecord], settings: Settings
             continue
         if state in ("queued", "delayed") and timer != "publish":
             problems.append(f"{item_id} is {state} without a publish timer ({item.timer_pk})")
-        if state == "sending" and key not in sends:
-            problems.append(f"{item_id} is sending attempt {key[1]} with no send message of it "
-                            "in SQS or its dead-letter queue")  # fmt: skip
+        if state == "sending" and key not in sends and key not in checked:
+            problems.append(f"{item_id} is sending attempt {key[1]} with no send message nor "
+                            "check of it in SQS or its dead-letter queue")  # fmt: skip
         if state == "awaiting" and await_timer_required(item, settings):
             need = TIMER_AWAIT if item.method == "sms" else TIMER_EMAIL_AWAIT
             guarded = item.method == "email" and (key in checked or key in sends)

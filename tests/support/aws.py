@@ -120,6 +120,21 @@ def checks(aws: dict[str, Any]) -> list[list[Any]]:
             for sent in body["sent"]]  # fmt: skip
 
 
+def accepted_ids(aws: dict[str, Any]) -> dict[str, str]:
+    """The provider ID each checked send was accepted as, by item (the item stores it only
+    once its first result, or its check, came)."""
+    return {item_id: provider_id for item_id, _, provider_id, _ in checks(aws)}
+
+
+def run_checks(aws: dict[str, Any], runtime: Any) -> list[str]:
+    """Handle every check on the results queue now, as the results function does when its
+    delay ends (the messages stay queued); what each did."""
+    from vdq.results import checks as sent_checks
+
+    return [sent_checks.handle(body, runtime) for body in held(aws)
+            if body.get("kind") == "vdq.check"]  # fmt: skip
+
+
 def stream_records(table: str) -> list[dict[str, Any]]:
     """Every record of ``table``'s stream, from its start, as JSON. In-process moto routes no
     dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the

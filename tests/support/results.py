@@ -58,9 +58,11 @@ def sqs_event(*bodies: dict[str, Any] | str) -> dict[str, Any]:
 
 
 def twilio_event(status: str, *, sid: str, item_id: str | None, token: str = SAMPLE_AUTH_TOKEN,
-                 url: str = SAMPLE_WEBHOOK_URL, sign: bool = True,
+                 url: str = SAMPLE_WEBHOOK_URL, sign: bool = True, attempt: int | None = None,
                  **params: str) -> dict[str, Any]:  # fmt: skip
-    """The API Gateway event of a Twilio callback for ``sid``, signed as Twilio signs it."""
+    """The API Gateway event of a Twilio callback for ``sid``, signed as Twilio signs it; its
+    URL names ``item_id`` and, when given, ``attempt`` (as the send's do: without it, the URL
+    of an SMS sent before attempts were in it)."""
     from twilio.request_validator import RequestValidator
 
     sample = "twilio_status_undelivered" if status not in ("sent", "delivered", "failed") else (
@@ -75,9 +77,10 @@ def twilio_event(status: str, *, sid: str, item_id: str | None, token: str = SAM
         event["multiValueQueryStringParameters"] = None
         signed_url = url
     else:
-        event["queryStringParameters"] = {"queue_item": item_id}
-        event["multiValueQueryStringParameters"] = {"queue_item": [item_id]}
-        signed_url = f"{url}?{urlencode({'queue_item': item_id})}"
+        query = {"queue_item": item_id, **({} if attempt is None else {"attempt": str(attempt)})}
+        event["queryStringParameters"] = query
+        event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()}
+        signed_url = f"{url}?{urlencode(query)}"
     headers = dict(event["headers"])
     headers.pop("X-Twilio-Signature")
     if sign:

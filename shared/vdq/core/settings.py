@@ -44,7 +44,8 @@ def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, do
     return field(default=default, metadata=metadata)
 
 
-LEASE_MARGIN_SECONDS = 60  # the lease past the send function's timeout (``lease_seconds``)
+# The lease past the send function's timeout and the check's delay (``lease_seconds``).
+LEASE_MARGIN_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -263,14 +264,15 @@ class Settings:
     send_timeout_seconds: int = _setting(
         "VDQ_SEND_TIMEOUT_SECONDS", 60, read.positive_int,
         "the send function's timeout (set by the stack from vdq:timeoutSeconds): a claimed "
-        "item's send message, delivered again, waits this long after the claim plus a minute "
-        "(the lease) before it takes the attempt for lost and errors the item \"outcome "
-        "unknown\"",
+        "item's send message, delivered again, waits this long after the claim, plus the "
+        "check's delay (VDQ_CHECK_SECONDS) and a minute (the lease), before it takes the "
+        "attempt for lost and errors the item \"outcome unknown\"",
     )  # fmt: skip
     check_seconds: int = _setting(
         "VDQ_CHECK_SECONDS", 300, read.delay_seconds,
-        "how long after SES accepted an email its check looks at it (at most 900, SQS's "
-        "longest delay): an email still awaiting then gets the timer of its timeout",
+        "how long after the provider accepted a message its check looks at it (at most 900, "
+        "SQS's longest delay): one still sending then (no event came) is recorded awaiting, "
+        "and an email awaiting then gets the timer of its timeout",
     )  # fmt: skip
     publish_grace_seconds: int = _setting(
         "VDQ_PUBLISH_GRACE_SECONDS",
@@ -477,8 +479,10 @@ class Settings:
     def lease_seconds(self) -> int:
         """How long after its claim an item may stay ``sending`` before a delivery of its send
         message takes the attempt for lost: the send function's timeout (no holder of the
-        claim is alive after it) and a minute for clocks and the record."""
-        return self.send_timeout_seconds + LEASE_MARGIN_SECONDS
+        claim is alive after it, and its batch's check is published before it ends), the
+        check's delay (an accepted message stays ``sending`` until its first provider event
+        or its check: vdq.results.checks) and a minute for clocks and the check's write."""
+        return self.send_timeout_seconds + self.check_seconds + LEASE_MARGIN_SECONDS
 
     @property
     def sms_checks_enabled(self) -> bool:

@@ -6,8 +6,9 @@ timer, no sweep. SQS deletes the message only once everything it is responsible 
 (the item's next state, and the check of an email SES accepted: vdq.results.checks); a worker
 that dies leaves its message, which comes back when its visibility runs out. A delivery of the
 message that finds its attempt claimed (``sending``) is a duplicate, or its holder died: it
-waits, the message handed back until the claim's lease ends (the send function's timeout and a
-minute: no holder is alive after it), then errors the item "outcome unknown".
+waits, the message handed back until the claim's lease ends (the send function's timeout, after
+which no holder is alive, the check's delay, by which an accepted message's check has recorded
+it, and a minute), then errors the item "outcome unknown".
 
 The steps of one message, each with its rules beside it, go down the layers (this module, then
 the workflow's transitions, then the store and the providers):
@@ -20,11 +21,18 @@ the workflow's transitions, then the store and the providers):
 2. ``deliver``: the provider call and the record of its answer (in a sending thread);
 3. ``settle``: what only the pacer's thread does (a throttling answer slows the pace).
 
+**The provider's acceptance is not written by the worker** when a result will name the item:
+an email whose events carry its key (vdq.results.tracking), an SMS whose status callbacks come.
+The item stays ``sending`` until its first result stores the provider ID with the ``await``
+entry, or the batch's check does (vdq.results.checks); only when the check cannot be
+published does the worker write the acceptance itself (``checks.look``), before it returns.
+An untagged email (its events find it by the ID's mapping) and a polled SMS (no result comes
+by itself) get their acceptance written at once (vdq.dispatch.record).
+
 Requests on the happy path of an email whose content rides in the message: the suppression
 check (GetItem), the claim (UpdateItem: it appends its ``send`` history entry and returns the
-item, or on failure the item as it was), the record (UpdateItem), and the batch's check (an SQS
-SendMessage for up to ten sends). Files add one BatchGetItem of their metadata and one S3 read
-each.
+item, or on failure the item as it was), and the batch's check (an SQS SendMessage for up to
+ten sends). Files add one BatchGetItem of their metadata and one S3 read each.
 """
 
 from __future__ import annotations
@@ -263,10 +271,12 @@ def lease(message: SendMessage, item: QueueItemRecord, now: datetime,
           runtime: Runtime) -> Wait | str:  # fmt: skip
     """A delivery that finds its attempt ``sending``: a duplicate while the holder works, or
     the holder died. Until ``claimed_at`` plus the lease (``Settings.lease_seconds``: the send
-    function's timeout, after which no holder is alive, and a minute) it waits: the message
-    comes back then (a receive of its ``maxReceiveCount``). After it, the item is errored
-    "outcome unknown", as the holder may have reached the provider; a provider event still
-    finds it by its key (a late result in history)."""
+    function's timeout, after which no holder is alive, the check's delay and a minute) it
+    waits: the message comes back then (a receive of its ``maxReceiveCount``). An accepted
+    message's check (published by its holder before it ended) or first result has moved the
+    item on by then. After it, the item is errored "outcome unknown", as the holder may have
+    reached the provider; a provider event still finds it by its key (a late result in
+    history)."""
     since = item.claimed_at or item.updated_at
     seconds = runtime.settings.lease_seconds
     until = parse_iso(since) + timedelta(seconds=seconds)
@@ -329,9 +339,15 @@ def deliver(ready: Ready, runtime: Runtime) -> str | Throttled:
         return Throttled(ready, exc)
     except Exception as exc:
         return record.failed(item, exc, runtime)
-    if item.method == "email":  # the batch's check looks at it again (vdq.results.checks)
+    deferred = tracking.defers_acceptance(item, runtime)
+    if item.method == "email" or deferred:  # the batch's check looks at it again
         ready.sent = checks.Sent(item.id, int(item.attempt), provider_id,
                                  iso(runtime.clock.now()))  # fmt: skip
+    if deferred:
+        # Nothing is written: the item stays ``sending`` until its first result (which names
+        # it and its attempt) stores the ID with the acceptance, or the check does.
+        logger.debug("%s accepted %s as %s", record.provider_label(item), item.id, provider_id)
+        return ACCEPTED
     try:
         mapped = tracking.maps_provider_id(item, runtime)
         return record.accepted(item, provider_id, runtime, map_provider_id=mapped)

@@ -5,8 +5,9 @@ Every search reads an index or keys, never the table (vdq.store.search, vdq.stor
 - ``receiver``: the receiver index (one Query a page), active and sent items in one answer;
 - ``origin_type`` + ``origin_id``: the origin's partitions of contents (one Query each, side by
   side), their items;
-- ``provider_id``: the provider-ID mapping (one GetItem) when the ID has one (every SMS, an
-  email whose ID no event named first), else the postings of the time window;
+- ``provider_id``: the provider-ID mapping (one GetItem) when the ID has one (an untagged
+  email, an SMS sent before callbacks named the attempt), else the postings of the time window
+  (an ID is posted when its item stores it: its first result or its check);
 - ``sender``, or only ``since``/``until``: the postings of the window, hour by hour;
 - ``id``: the item itself.
 

@@ -30,6 +30,9 @@ class ProviderUpdate:
     # on the account's list), Twilio's opt-out error. Cleared when the payload named its
     # receivers and they were suppressed already.
     suppresses: str | None = None
+    # When the provider accepted the message (SES's ``mail.timestamp``): the time of the
+    # acceptance entry an update writes when it is the first to store the ID.
+    accepted_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,8 +112,10 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
         # SES accepted the email but did not attempt delivery (the address is on the account's
         # suppression list), as for the Bounce of that subtype: not sent.
         status = "rejected"
+    sent_at = mail.get("timestamp")
     return ProviderUpdate(SES, message_id, status, kind, text, f"ses:{kind}:{message_id}:{at}",
-                          at=at, suppresses=suppresses)  # fmt: skip
+                          at=at, suppresses=suppresses,
+                          accepted_at=sent_at if isinstance(sent_at, str) else None)  # fmt: skip
 
 
 def _ses_suppresses(kind: str, detail: dict[str, Any]) -> str | None:

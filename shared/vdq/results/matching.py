@@ -5,7 +5,10 @@ normalised status, text, a deterministic event id). Matching, cheapest first:
 
 1. the item the provider returned the key of (SES tag, Twilio ``queue_item``) when it stores
    this provider ID: the mapping would name the same item (ID and mapping are written in one
-   transaction), so this costs one GetItem;
+   transaction), so this costs one GetItem; or when it stores no ID yet and the update names
+   its current attempt, and the item is one whose IDs get no mapping (a keyed email, an SMS):
+   the attempt's first result, which stores the ID and the acceptance (the send worker
+   leaves them to it: vdq.dispatch.send);
 2. the provider-ID mapping (strongly consistent);
 3. the keyed item when it stores no provider ID yet: the ID is stored with the result; an item
    that stores another ID is logged and left alone;
@@ -71,6 +74,13 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
         keyed = store.get_item(update.item_hint) if update.item_hint else None
         if keyed is not None and keyed.provider_id == update.provider_id:
             return apply_update(keyed, update, runtime)
+        if (keyed is not None and keyed.provider_id is None
+                and update.attempt_hint == int(keyed.attempt)
+                and not tracking.maps_provider_id(keyed, runtime)):  # fmt: skip
+            # The attempt's first result (its worker left the acceptance to it): the key and
+            # attempt are the provider's own (tags, the signed callback URL), and no mapping
+            # can name another item (none is written for such an item's ID): no read of it.
+            return apply_update(keyed, update, runtime, store_id=True)
         mapping = store.find_by_provider_id(update.provider_id)
         if mapping is not None and mapping.item_id:
             item = keyed if keyed is not None and keyed.id == mapping.item_id else (
@@ -105,7 +115,10 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
                 )
                 return "refused"
             try:
-                return apply_update(keyed, update, runtime, store_id=True)
+                # An ID with a record of early events (orphans) gets its mapping, which
+                # adopts them (vdq.results.updates).
+                return apply_update(keyed, update, runtime, store_id=True,
+                                    adopt=mapping is not None)  # fmt: skip
             except ProviderIdTaken:
                 continue  # another item stored the ID meanwhile: match again
         outcome = on_miss(update, mapping)

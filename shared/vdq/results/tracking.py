@@ -88,13 +88,24 @@ def tags_for(item: Any, runtime: Any) -> list[dict[str, str]]:
 
 
 def maps_provider_id(item: Any, runtime: Any) -> bool:
-    """Whether the send worker writes a mapping record for the provider ID of ``item`` (in the
-    transaction that stores the ID). Results that name no item are found through it. A keyed
-    email's events always name theirs, so there the mapping would be two write units spent on
-    a record never read. SMS keeps it: a status can reach VDQ without ``queue_item`` (an
-    account-level callback). An event that stores the ID itself (it came first) still writes
-    the mapping: that path is rare, and it adopts any orphans of the ID."""
-    return item.method != "email" or not strategy_for(runtime).keyed
+    """Whether a write that stores the provider ID of ``item`` also writes a mapping record
+    for it (in the same transaction). Results that name no item are found through it: only an
+    email sent by a strategy that does not key its events needs one. A keyed email's events,
+    and every Twilio status callback (its URL carries ``queue_item`` and ``attempt``), name
+    their item; polling reads the SID the item stores. The mapping would be two write units
+    spent on a record never read. (Items stored before keep theirs, and it still matches.)"""
+    return item.method == "email" and not strategy_for(runtime).keyed
+
+
+def defers_acceptance(item: Any, runtime: Any) -> bool:
+    """Whether the send worker leaves the record of the provider's acceptance to the item's
+    first provider event (or its check: vdq.results.checks), which stores the ID with its
+    ``await`` entry: a keyed email, and an SMS whose status callbacks come (not polling). An
+    event that cannot name its item (an untagged email), or no event at all (polling), needs
+    the acceptance written at once."""
+    if item.method == "email":
+        return strategy_for(runtime).keyed
+    return not runtime.settings.twilio_polling
 
 
 # The module's path before the package had subpackages: a deployment configured with it keeps

@@ -9,10 +9,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vdq.core.clock import iso
-from vdq.core.errors import VdqError
+from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger
-from vdq.results import suppression
-from vdq.results.events import ProviderUpdate
+from vdq.results import suppression, tracking
+from vdq.results.events import SES, TWILIO, ProviderUpdate
 from vdq.store import Duplicate, Moved, ProviderIdTaken, QueueItemRecord, StateWrite
 from vdq.workflow.retention import mapping_expiration
 from vdq.workflow.table import State
@@ -47,19 +47,24 @@ TRANSITION_FOR = {
 # (queued or delayed for a new attempt, errored, succeeded, unconfirmed) it is a late event,
 # recorded in history. Cancelled is the workflow's ignored source: state kept, result written.
 PROVIDER_SOURCES = frozenset({State.SENDING.value, State.AWAITING.value, State.CANCELLED.value})
+LABELS = {SES: "SES", TWILIO: "Twilio"}  # as the worker names them (vdq.dispatch.record)
 
 
 def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
-                 store_id: bool = False, attempt: int | None = None) -> str:  # fmt: skip
+                 store_id: bool = False, attempt: int | None = None,
+                 adopt: bool = False) -> str:  # fmt: skip
     """Apply ``update`` to ``item``; returns what happened (moved, ignored, late, event,
     duplicate, refused). ``store_id``: the item stores no provider ID yet; store the update's.
     ``attempt``: the item's attempt that the provider took the message for, when the match
-    says (the mapping, the tags, the callback URL); otherwise the item's current one."""
+    says (the mapping, the tags, the callback URL); otherwise the item's current one.
+    ``adopt``: the ID has a mapping record (of orphans): the stored ID gets its mapping, whatever
+    the item's kind, which adopts them."""
     if update.suppresses is not None:
         suppress_receiver(item, update, runtime)
     for _ in range(MAX_TRIES):
         event_attempt = _event_attempt(item, update, attempt)
-        outcome = _apply_once(item, update, runtime, store_id=store_id, attempt=event_attempt)
+        outcome = _apply_once(item, update, runtime, store_id=store_id, attempt=event_attempt,
+                              adopt=adopt)  # fmt: skip
         if outcome != "stale":
             return outcome
         # The item moved on to another attempt between the read and the write: decide again.
@@ -100,7 +105,7 @@ def redundant_send_event(item: QueueItemRecord, update: ProviderUpdate, *, older
 
 
 def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime, *,
-                store_id: bool, attempt: int) -> str:  # fmt: skip
+                store_id: bool, attempt: int, adopt: bool = False) -> str:  # fmt: skip
     # A cancelled item absorbs the results of the attempts before its cancel (the seed's
     # ignored sources: state kept, result written); any other item takes results only for
     # its current attempt, and keeps those of older attempts in history.
@@ -113,26 +118,44 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
                         update.provider_id)  # fmt: skip
             return "ignored"
         transition = None  # in flight, but the item is past sending: an event in history
-    if transition is None:
-        return _storing_id(item.id, int(item.attempt), provider_id, runtime,
-                           lambda mapped: _record_event(item, update, runtime, provider_id,
-                                                        mapped, older=older))  # fmt: skip
+    # The attempt's first result while its worker left the acceptance to it (the item is
+    # ``sending`` and stores no ID): even one that moves no state (a complaint, an open)
+    # proves the acceptance, so it moves the item on to ``awaiting`` and is an event there.
+    accepts = transition is None and provider_id is not None and item.state == State.SENDING
+    mapping = adopt or tracking.maps_provider_id(item, runtime)
+    if transition is None and not accepts:
+        return _storing_id(item.id, int(item.attempt), provider_id if mapping else None,
+                           runtime, lambda mapped: _record_event(item, update, runtime,
+                                                                 provider_id, mapped,
+                                                                 older=older))  # fmt: skip
+    step_name = transition or "await"
     step = Step(
-        transition,
+        step_name,
+        event_name=update.name,
         actor=update.provider,
         source="provider",
         text=update.text,
-        result=update.text if update.writes_result else KEEP,
+        result=update.text if update.writes_result and not accepts else KEEP,
         attempt=int(item.attempt),
-        late="record",
-        expect=frozenset({State.SENDING.value}) if transition == "await" else PROVIDER_SOURCES,
+        # An ``await`` that finds the item moved on meanwhile (the check, another event)
+        # is decided again from the item as it is now (an event in its history).
+        late="raise" if step_name == "await" else "record",
+        expect=frozenset({State.SENDING.value}) if step_name == "await" else PROVIDER_SOURCES,
         event_id=update.event_id,
         provider_id=provider_id,
     )
+    if provider_id is not None:
+        # The first result of an attempt whose worker left the acceptance to it: its write
+        # also records the acceptance (vdq.workflow.transitions.acceptance).
+        step = replace(step, acceptance=f"accepted by {LABELS[update.provider]} as "
+                                        f"{provider_id}", accepted_at=update.accepted_at)
     history = missing_send_entry(item)
-    outcome = _storing_id(item.id, int(item.attempt), provider_id, runtime,
-                          lambda mapped: apply(item, replace(step, map_provider_id=mapped),
-                                               runtime, history=history))  # fmt: skip
+    try:
+        outcome = _storing_id(item.id, int(item.attempt), provider_id if mapping else None,
+                              runtime, lambda mapped: apply(item, replace(
+                                  step, map_provider_id=mapped), runtime, history=history))
+    except InvalidTransition:
+        return "stale"  # (apply_update reads the item again and decides)
     # Every delivered message has its provider events: their line is DEBUG (the item's history
     # holds each of them, with its time and text); what needs a person is logged at WARNING.
     logger.debug("%s %s for %s: %s", update.provider, update.name, item.id, outcome.kind)

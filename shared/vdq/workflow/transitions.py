@@ -69,8 +69,21 @@ class Step:
     # A provider event's id: its effect is written once (an event mark in the same write);
     # a second delivery comes back as Outcome "duplicate" and changes nothing.
     event_id: str | None = None
-    # False: store provider_id on the item only (its mapping was written already: orphans).
+    # False: store provider_id on the item only (its mapping was written already, or the
+    # item needs none: vdq.results.tracking.maps_provider_id).
     map_provider_id: bool = True
+    # The provider's acceptance of the attempt, for a step that stores ``provider_id`` on a
+    # ``sending`` item that has none (its worker left the record to the first event: the
+    # text, "accepted by SES as <id>"): that write also gets the ``await`` entry it would have
+    # written, at ``accepted_at`` (the provider's time; the write's own, when unknown or out
+    # of the item's order), before the step's own entry; an ``await`` step without text of
+    # its own (the check's) writes that entry alone.
+    acceptance: str | None = None
+    accepted_at: str | None = None
+    # An email entering ``awaiting``: its timeout's timer in the same write (the check).
+    timed: bool = False
+    # The provider's word for the event (history: the name of an event's own entry).
+    event_name: str | None = None
 
 
 @dataclass
@@ -209,6 +222,9 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         # Claimed by a release whose claim wrote a lease timer: it moves to the timeout's.
         timer_write(write, item.id, TIMER_EMAIL_AWAIT, email_wait_since(item), s.index_shards,
                     lane)  # fmt: skip
+    elif target is State.AWAITING and step.timed:
+        timer_write(write, item.id, TIMER_EMAIL_AWAIT, email_wait_since(item), s.index_shards,
+                    lane)  # fmt: skip
     elif target is State.AWAITING:
         pass  # no timer: the send's check gives one to an email still awaiting then
     else:  # sending (its send message is its lease), errored, done: no timer
@@ -267,9 +283,24 @@ def apply(
         if step.provider_id is not None and current.provider_id not in (None, step.provider_id):
             # Another attempt's ID (or an event's) is stored: never replace it.
             return Outcome("refused", current, before, decision)
+        accepted = acceptance(current, step, now)
+        if accepted is not None:
+            now = max(now, accepted.at + timedelta(microseconds=1))
         write = state_write(current, decision, step, now, runtime)
         kind = "ignored" if decision.ignored else "transition"
-        entries = [*(history or []), _entry(current, step, now, kind, decision)]
+        entry = _entry(current, step, now, kind, decision)
+        if accepted is not None:
+            # After the acceptance the item is (in history) awaiting: the step's entry
+            # follows from there; one that leaves it awaiting (SES's DeliveryDelay) is an
+            # event of it, as it is for an item whose acceptance was written first.
+            entry = _entry(current, step, now, kind, decision, from_state=State.AWAITING.value)
+            if decision.target is State.AWAITING:
+                entry = _entry(current, step, now, "event", None,
+                               from_state=State.AWAITING.value,
+                               name=step.event_name or step.transition)  # fmt: skip
+        entries = [*(history or []), *([accepted.entry] if accepted else []), entry]
+        if accepted is not None and decision.target is State.AWAITING and step.text is None:
+            entries.pop()  # the acceptance itself (the check's): its entry is the step's
         mapped_id = step.provider_id if step.map_provider_id else None
         release = release_for(current, iso(now), runtime) if decision.enters_done else None
         try:
@@ -348,22 +379,53 @@ def event_mark(item_id: str, event_id: str) -> EventMark:
 
 
 def _entry(item: QueueItemRecord, step: Step, now: datetime, kind: str,
-           decision: Decision | None) -> HistoryRecord:  # fmt: skip
+           decision: Decision | None, *, from_state: str | None = None,
+           name: str | None = None) -> HistoryRecord:  # fmt: skip
     text = step.text if step.text is not None else (
         step.result if step.result is not KEEP else None
     )
+    source = from_state or item.state
     return history_entry(
         item.id,
         now,
         actor=step.actor,
         source=step.source,
         kind=kind,
-        name=step.transition,
-        from_state=item.state,
-        to_state=decision.target.value if decision else item.state,
+        name=name or step.transition,
+        from_state=source,
+        to_state=decision.target.value if decision else source,
         attempt=int(item.attempt),
         text=text,
     )
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The ``await`` entry a step writes for the provider's acceptance, and its time."""
+
+    entry: HistoryRecord
+    at: datetime
+
+
+def acceptance(item: QueueItemRecord, step: Step, now: datetime) -> Acceptance | None:
+    """The acceptance entry ``step`` writes before its own (``Step.acceptance``): only when it
+    stores the provider ID on a ``sending`` item that stores none. Its time is the provider's
+    (``accepted_at``) kept within the item's order: after its last change, before now."""
+    if (step.acceptance is None or step.provider_id is None or item.provider_id is not None
+            or item.state != State.SENDING.value):  # fmt: skip
+        return None
+    last = parse_iso(item.updated_at) + timedelta(microseconds=1)
+    at = now
+    if step.accepted_at:
+        try:
+            at = min(now, max(last, parse_iso(step.accepted_at)))
+        except ValueError:
+            at = now
+    entry = history_entry(item.id, at, actor="worker", source="server", kind="transition",
+                          name="await", from_state=State.SENDING.value,
+                          to_state=State.AWAITING.value, attempt=int(item.attempt),
+                          text=step.acceptance)  # fmt: skip
+    return Acceptance(entry, at)
 
 
 # ---- side effects ----------------------------------------------------------------------------
