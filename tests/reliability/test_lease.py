@@ -245,6 +245,27 @@ def test_an_invocation_that_starts_late_in_the_visibility_window_sends_once(worl
     assert ses_calls(world, item_id) == 1 and not world.send_queue.messages
 
 
+def test_a_dead_message_of_an_accepted_sending_attempt_waits_for_the_lease(world):
+    """A send message dead-lettered while its attempt is sending within the claim's lease (the
+    provider took it, its check is due): the dead-letter sweep leaves it for a run past the
+    lease, by which the check has recorded the acceptance; that run changes nothing."""
+    item_id = email(world)
+    assert deliver(world, Plan(crash_after="SendMessage")) is None  # the check is published
+    assert world.send_queue.dead is not None
+    [body] = [m.body for m in world.send_queue.messages]
+    world.send_queue.dead.send(body, 0, world.rt.clock.now())
+    world.send_queue.consume(body)
+    counts = schedules.run(["sweep"], world.rt)
+    assert counts.get("dead_waits") == 1 and state(world, item_id).state == "sending"
+    run_checks_when_due(world)
+    recorded = state(world, item_id)
+    assert recorded.state == "awaiting" and (recorded.timer_pk or "").startswith("mailwait#")
+    world.rt.clock.advance(lease_of(world))
+    schedules.run(["sweep"], world.rt)
+    assert state(world, item_id).updated_at == recorded.updated_at
+    assert world.send_queue.dead.messages == [] and ses_calls(world, item_id) == 1
+
+
 def test_a_message_dead_lettered_before_its_claim_errors_the_item(world):
     """A send message the function failed on maxReceiveCount times goes to the dead-letter
     queue; the schedule's dead-letter sweep errors its item with why."""

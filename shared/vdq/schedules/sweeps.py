@@ -14,10 +14,12 @@ race) is logged and the run goes on.
   fetched status with Twilio's opt-out error suppresses the number, as a callback does.
 - Dead letters: a send message SQS moved to its lane's dead-letter queue (its delivery failed
   ``MAX_RECEIVE_COUNT`` times) is the last word of its attempt: an item still waiting for that
-  attempt (queued, delayed) is errored with why; one still ``sending`` is errored "outcome
-  unknown" (its holder may have reached the provider); one awaiting without a timer gets its
-  timeout's. A check dead in the results queue's is done here (vdq.results.checks). The
-  message is deleted once handled (every write conditional: a repeat changes nothing).
+  attempt (queued, delayed) is errored with why; one still ``sending`` past its claim's lease
+  is errored "outcome unknown" (its holder may have reached the provider; within the lease the
+  message waits for a later run: an accepted message's check or first result records it
+  first); one awaiting without a timer gets its timeout's. A check dead in the results
+  queue's is done here (vdq.results.checks). The message is deleted once handled (every write
+  conditional: a repeat changes nothing).
 - Lease timers of items claimed by a release before the send message held the lease: a
   ``sending`` item whose lease passed moves to ``errored`` (outcome unknown); an email still
   ``awaiting`` moves its timer to ``mailwait``, keyed on its claim, for the email timeout.
@@ -40,7 +42,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
-from vdq.core.clock import iso
+from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger, metrics
 from vdq.store import QueueItemRecord
@@ -501,6 +503,13 @@ def dead_send(message: dict[str, Any], runtime: Runtime, report: Report) -> bool
         report.add("dead_dropped")
         return True
     if item.state == State.SENDING.value:
+        lease_end = parse_iso(item.claimed_at or item.updated_at) + timedelta(
+            seconds=runtime.settings.lease_seconds)
+        if runtime.clock.now() < lease_end:
+            # The provider may have taken it, and its check (due within the lease) or its
+            # first result records it: the message waits for a later run past the lease.
+            report.add("dead_waits")
+            return False
         report.add(f"dead_{outcome_unknown(item, runtime) or 'moved'}")
     elif item.state in (State.QUEUED.value, State.DELAYED.value):
         n = int((message.get("Attributes") or {}).get("ApproximateReceiveCount") or 0)
