@@ -4,6 +4,7 @@ long it takes (docs/reliability.md's table). SES is called at most once per atte
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -281,3 +282,34 @@ def test_a_message_dead_lettered_before_its_claim_errors_the_item(world):
     stored = state(world, item_id)
     assert stored.state == "errored" and "dead-lettered" in stored.result
     assert world.send_queue.dead.messages == [] and ses_calls(world, item_id) == 0
+
+
+def test_a_check_that_failed_once_still_records_an_accepted_email_its_message_waited_for(
+        world):  # fmt: skip
+    """The check was published, the function died before SQS deleted the batch, and the check's
+    first delivery failed (the results function died: a throttled read, a timeout). The
+    results queue gives it again after its visibility (190 s), by which the claim is past
+    VDQ_CHECK_SECONDS + 190 s, later than the lease (timeout + check delay + 60 s): the send
+    message, waiting for the lease, must not take the attempt for lost while a check that
+    names SES's answer is still due. SES took the email once and said so: it ends awaiting
+    (or delivered), never "outcome unknown"."""
+    item_id = email(world)
+    assert deliver(world, Plan(crash_after="SendMessage")) is None  # the check is published
+    world.rt.clock.advance(world.rt.settings.check_seconds + 0.001)
+    with world.seam.step(Plan(crash_after="BatchGetItem")), contextlib.suppress(Crash):
+        world.deliver_results()  # the check's first delivery: the function dies
+    assert state(world, item_id).state == "sending"
+    for _ in range(10):  # both queues' mappings, in the order their messages come back
+        now = world.rt.clock.now()
+        due = [t for t in (world.send_queue.next_visible(now),
+                           world.results_queue.next_visible(now)) if t is not None]  # fmt: skip
+        if not due:
+            break
+        world.rt.clock.advance(max(0.0, (min(due) - now).total_seconds()) + 0.001)
+        deliver(world)
+        world.deliver_results()
+    stored = state(world, item_id)
+    (message_id,) = world.ses.accepted
+    assert not (stored.result or "").startswith("outcome unknown"), stored.result
+    assert (stored.state, stored.provider_id) == ("awaiting", message_id)
+    assert ses_calls(world, item_id) == 1
