@@ -316,3 +316,29 @@ def test_an_attempt_of_thousands_of_digits_is_no_attempt_not_a_python_error(aws,
     params = {"MessageSid": SID, "MessageStatus": "delivered"}
     outcome = results.handle_twilio_callback(params, item.id, runtime, attempt="1" * 5000)
     assert outcome == "moved" and runtime.store.get_item(item.id).state == "succeeded"
+
+
+def test_a_late_callback_of_a_retried_sms_s_earlier_attempt_is_kept_in_its_history(aws, runtime):
+    # Attempt 1 failed at Twilio (its SID stored by the callback), an operator retried, and
+    # attempt 2's SID is stored. A later callback of attempt 1 (Twilio retries a callback that
+    # timed out; an "undelivered" after "failed") names the item and attempt 1: it belongs to
+    # the attempt the item left, and is recorded in its history as late, as an SMS's results
+    # of older attempts always were (through the SID's mapping), never refused unrecorded.
+    from vdq.workflow.transitions import Step, apply
+
+    old_sid, new_sid = "SM" + "1" * 32, "SM" + "2" * 32
+    item = to_sending(new_sms(runtime), runtime)
+    assert call(twilio_event("failed", sid=old_sid, item_id=item.id, attempt=1)) == 204
+    assert runtime.store.get_item(item.id).state == "errored"
+    apply(item.id, Step("retry", actor="op", source="operator"), runtime)
+    item = to_sending(runtime.store.get_item(item.id), runtime)
+    assert call(twilio_event("sent", sid=new_sid, item_id=item.id, attempt=2)) == 204
+    assert runtime.store.get_item(item.id).provider_id == new_sid
+    before = len(kinds(runtime, item.id))
+    assert call(twilio_event("undelivered", sid=old_sid, item_id=item.id, attempt=1)) == 204
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id, stored.attempt) == ("awaiting", new_sid, 2)
+    history = runtime.store.history(item.id)
+    assert len(history) == before + 1, [(h.kind, h.name, h.text) for h in history]
+    late = [h for h in history if h.text and h.text.startswith("Twilio reported undelivered")]
+    assert [(h.kind, h.attempt) for h in late] == [("late", 2)]
