@@ -108,6 +108,11 @@ def match_and_apply(update: ProviderUpdate, runtime: Runtime, on_miss: Miss) -> 
                 # A result of an attempt before the cancel: the cancelled item absorbs it
                 # (state kept, result written) and keeps the ID it stores.
                 return apply_update(keyed, update, runtime, attempt=int(keyed.attempt))
+            if (keyed.provider_id is not None and update.attempt_hint is not None
+                    and update.attempt_hint < int(keyed.attempt)):  # fmt: skip
+                # A result of an attempt the item has left (its tags or signed callback URL
+                # say which; its ID has no mapping to say it): late, in the item's history.
+                return apply_update(keyed, update, runtime, attempt=update.attempt_hint)
             if keyed.provider_id is not None:
                 logger.warning(
                     "%s %s names item %s, which stores provider ID %s: not applied",
