@@ -366,3 +366,22 @@ def test_an_origin_search_reads_each_of_its_partitions_once_a_page(aws, runtime,
         assert len(ids_of(call("search", query={"origin_type": "shop.order",
                                                 "origin_id": "7"}))) == 1  # fmt: skip
     assert counts == {"Query": ORIGIN_SHARDS + 1, "BatchGetItem": 1}
+
+
+def test_an_sms_is_found_by_its_sid_days_after_its_check_recorded_it(aws, runtime, clock):
+    # An SMS's SID stored the way it is now stored (its check, or its first callback: no
+    # mapping). An operator pastes a SID from Twilio's console days later, without a window:
+    # the search finds its item, as it found every SMS by its SID's mapping before.
+    from vdq.results import checks
+
+    [text] = sms(runtime)
+    move(runtime, text.id, "send")
+    sid = "SM" + "3" * 32
+    item = runtime.store.get_item(text.id)
+    assert checks.decide(item, checks.Sent(text.id, 1, sid, item.claimed_at), runtime,
+                         strong=True)  # fmt: skip
+    assert runtime.store.get_item(text.id).provider_id == sid
+    Stream(aws["table"]).window()
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the same day
+    clock.advance(2 * 86_400)
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
