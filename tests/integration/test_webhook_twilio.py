@@ -342,3 +342,23 @@ def test_a_late_callback_of_a_retried_sms_s_earlier_attempt_is_kept_in_its_histo
     assert len(history) == before + 1, [(h.kind, h.name, h.text) for h in history]
     late = [h for h in history if h.text and h.text.startswith("Twilio reported undelivered")]
     assert [(h.kind, h.attempt) for h in late] == [("late", 2)]
+
+
+@pytest.mark.parametrize("status", ["queued", "sent"])
+def test_the_first_callback_of_a_retried_attempt_clears_the_last_attempts_error(
+        aws, runtime, status):  # fmt: skip
+    # Attempt 1 met a transient error (its result says so) and was delayed; attempt 2 is
+    # accepted, and its first callback records the acceptance. The item awaits: the earlier
+    # try's error no longer describes it (the acceptance clears it, as the worker's write did,
+    # and as the check's does), or the console shows an awaiting SMS with an error.
+    from vdq.workflow.transitions import Step, apply
+
+    item = to_sending(new_sms(runtime), runtime)
+    apply(item, Step("delay", actor="worker", retry_delay=30,
+                     result="Twilio answered 503: try again later"), runtime)  # fmt: skip
+    item = to_sending(runtime.store.get_item(item.id), runtime)
+    assert (item.state, item.attempt) == ("sending", 2)
+    assert call(twilio_event(status, sid=SID, item_id=item.id, attempt=2)) == 204
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("awaiting", SID)
+    assert stored.result is None
