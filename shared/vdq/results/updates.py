@@ -135,7 +135,10 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
         actor=update.provider,
         source="provider",
         text=update.text,
-        result=update.text if update.writes_result and not accepts else KEEP,
+        # A step that records the acceptance (it stores the ID on a ``sending`` item) clears
+        # the result of an earlier try, as the acceptance's own write does (the check's).
+        result=(update.text if update.writes_result and not accepts
+                else None if provider_id is not None else KEEP),
         attempt=int(item.attempt),
         # An ``await`` that finds the item moved on meanwhile (the check, another event)
         # is decided again from the item as it is now (an event in its history).
