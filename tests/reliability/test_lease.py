@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from tests.reliability.support import Crash, fresh_clock
 from tests.reliability.world import World, harsh_world
 from tests.support.results import ses_event
 from vdq.core import resources
+from vdq.core.clock import parse_iso
 from vdq.results import matching as results
 from vdq.schedules import sweeps as schedules
 
@@ -308,6 +309,40 @@ def test_a_check_that_failed_once_still_records_an_accepted_email_its_message_wa
         world.rt.clock.advance(max(0.0, (min(due) - now).total_seconds()) + 0.001)
         deliver(world)
         world.deliver_results()
+    stored = state(world, item_id)
+    (message_id,) = world.ses.accepted
+    assert not (stored.result or "").startswith("outcome unknown"), stored.result
+    assert (stored.state, stored.provider_id) == ("awaiting", message_id)
+    assert ses_calls(world, item_id) == 1
+
+
+def test_a_late_invocation_s_message_waits_for_a_check_the_results_backlog_holds(world):
+    """No crash: Lambda started the send invocation late in its batch's visibility (it retried
+    a throttled invocation), and the batch outlived it: the deletes after it find the
+    visibility gone, and the message comes back; it waits for the claim's lease. The check
+    was published on time, but the results function is behind (a backlog of SES events: the
+    same load that throttled the send function) and reaches it about two and a half minutes
+    after it was due, past the lease's one minute of margin. SES took the email and the check
+    says so: the item must not end "outcome unknown" (a retry of it would send it twice)."""
+    item_id = email(world)
+    # It starts a moment before the visibility ends; the batch's work takes longer.
+    deliver(world, Plan(interleave=("SendMessage", lambda: world.rt.clock.advance(2))),
+            late=V - 1)  # fmt: skip
+    assert state(world, item_id).state == "sending"
+    assert world.send_queue.messages, "the message came back"
+    claimed = parse_iso(state(world, item_id).claimed_at)
+    due = claimed + timedelta(seconds=world.rt.settings.check_seconds + 150)
+    for _ in range(5):  # the send mapping, until the results function reaches the check
+        deliver(world)
+        at = world.send_queue.next_visible(world.rt.clock.now())
+        if at is None or at >= due:
+            break
+        world.rt.clock.advance((at - world.rt.clock.now()).total_seconds() + 0.001)
+    world.rt.clock.advance(max(0.0, (due - world.rt.clock.now()).total_seconds()))
+    world.deliver_results()
+    while world.send_queue.next_visible(world.rt.clock.now()) is not None:
+        until_visible(world)
+        deliver(world)
     stored = state(world, item_id)
     (message_id,) = world.ses.accepted
     assert not (stored.result or "").startswith("outcome unknown"), stored.result
