@@ -290,7 +290,7 @@ def test_a_check_that_failed_once_still_records_an_accepted_email_its_message_wa
     """The check was published, the function died before SQS deleted the batch, and the check's
     first delivery failed (the results function died: a throttled read, a timeout). The
     results queue gives it again after its visibility (190 s), by which the claim is past
-    VDQ_CHECK_SECONDS + 190 s, later than the lease (timeout + check delay + 60 s): the send
+    VDQ_CHECK_SECONDS + 190 s, later than a lease of timeout + check delay + 60 s: the send
     message, waiting for the lease, must not take the attempt for lost while a check that
     names SES's answer is still due. SES took the email once and said so: it ends awaiting
     (or delivered), never "outcome unknown"."""

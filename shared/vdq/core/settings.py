@@ -44,8 +44,10 @@ def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, do
     return field(default=default, metadata=metadata)
 
 
-# The lease past the send function's timeout and the check's delay (``lease_seconds``).
-LEASE_MARGIN_SECONDS = 60
+# The lease past the send function's timeout and the check's delay (``lease_seconds``): the
+# check's second delivery (the results queue gives a failed one again after its visibility,
+# 190 s) or a results backlog of as long, and a minute for clocks and the check's write.
+LEASE_MARGIN_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -481,7 +483,8 @@ class Settings:
         message takes the attempt for lost: the send function's timeout (no holder of the
         claim is alive after it, and its batch's check is published before it ends), the
         check's delay (an accepted message stays ``sending`` until its first provider event
-        or its check: vdq.results.checks) and a minute for clocks and the check's write."""
+        or its check: vdq.results.checks) and LEASE_MARGIN_SECONDS, so that a check given
+        again after a failed delivery, or held in a results backlog, still records it."""
         return self.send_timeout_seconds + self.check_seconds + LEASE_MARGIN_SECONDS
 
     @property
