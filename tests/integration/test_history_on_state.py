@@ -99,3 +99,28 @@ def test_a_redelivered_event_on_the_state_item_is_a_duplicate(aws, runtime):
     after = runtime.store.get_item(item.id)
     assert (after.recent, after.seen) == (before.recent, before.seen)
     assert [h.name for h in runtime.store.history(item.id)].count("timeout") == 1
+
+
+def test_a_claim_whose_entry_is_a_record_is_not_written_again_by_its_acceptance(aws, runtime):
+    """Found by the model: the state item full, a claim writes its ``send`` entry as a record;
+    the check that records SES's acceptance then saw no entry on the state item and wrote the
+    claim's entry a second time, so history showed the attempt sent twice."""
+    from vdq.core.clock import iso
+    from vdq.dispatch import send
+    from vdq.results import checks
+    from vdq.workflow.lanes import message_for
+
+    [item] = email(runtime, "ada@example.org")
+    cycle(runtime, item.id, 4)  # the state item's entries are full
+    queued = runtime.store.get_item(item.id)
+    assert len(queued.recent) == RECENT_LIMIT and queued.state == "queued"
+    claimed = send.claim(message_for(queued), runtime.clock.now(), runtime)
+    assert claimed.state == "sending"
+    runtime.clock.advance(1)
+    sent = checks.Sent(item.id, int(queued.attempt), "0100-ses-id", iso(runtime.clock.now()))
+    checks.handle({"kind": checks.KIND, "sent": [sent.as_json()]}, runtime)
+
+    assert runtime.store.get_item(item.id).state == "awaiting"
+    sends = [h for h in runtime.store.history(item.id)
+             if h.name == "send" and h.attempt == int(queued.attempt)]  # fmt: skip
+    assert len(sends) == 1, [h.sk for h in sends]

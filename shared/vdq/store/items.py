@@ -217,7 +217,8 @@ class Items(BatchWrites, Expiring):
                                       & (QueueItemRecord.method == "email"))  # fmt: skip
         try:
             raw = update_returning(QueueItemRecord, item_pk(item_id), STATE_SK,
-                                   [*write.actions(), appended(texts)],
+                                   [*write.actions(), appended(texts),
+                                    QueueItemRecord.claim_apart.remove()],
                                    condition & room(1))  # fmt: skip
         except ConditionFailed as failed:
             old = QueueItemRecord.from_raw_data(failed.old) if failed.old else None
@@ -231,8 +232,12 @@ class Items(BatchWrites, Expiring):
 
     def _claim_beside(self, item: QueueItemRecord, write: StateWrite,
                       entry: HistoryRecord) -> QueueItemRecord:  # fmt: skip
-        """A claim whose entry has no room on the state item: the entry is a record."""
-        self.commit(item, write, [entry], on_state=False)
+        """A claim whose entry has no room on the state item: the entry is a record, and the
+        item says so (``claim_apart``), so no later write takes the claim's entry for missing
+        (vdq.workflow.transitions.missing_send_entry)."""
+        apart = StateWrite(set={**write.set, "claim_apart": True}, remove=write.remove,
+                           add=write.add)  # fmt: skip
+        self.commit(item, apart, [entry], on_state=False)
         return item
 
     def commit(

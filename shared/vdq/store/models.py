@@ -221,6 +221,9 @@ class QueueItemRecord(_Table):
     done_since = UnicodeAttribute(null=True)
     done_at = UnicodeAttribute(null=True)
     claimed_at = UnicodeAttribute(null=True)  # the current claim; removed when it is done
+    # The current claim's ``send`` entry is a record of its own (the state item had no room
+    # for it); absent: on the state item. Set and removed by each claim.
+    claim_apart = BooleanAttribute(null=True)
     provider_id = UnicodeAttribute(null=True)
     origin_type = UnicodeAttribute(null=True)
     origin_id = UnicodeAttribute(null=True)

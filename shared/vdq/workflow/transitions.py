@@ -357,8 +357,9 @@ def send_entry(item: QueueItemRecord) -> HistoryRecord:
 def missing_send_entry(item: QueueItemRecord) -> list[HistoryRecord]:
     """The claim's ``send`` entry, for a write that moves a ``sending`` item whose state item
     does not hold it: claimed by a release whose claim left the entry to the outcome's
-    write, and whose worker died. (A claim now writes its entry itself.)"""
-    if item.state != State.SENDING.value or not item.claimed_at:
+    write, and whose worker died. (A claim now writes its entry itself: on the state item, or
+    as a record when the item says ``claim_apart``.)"""
+    if item.state != State.SENDING.value or not item.claimed_at or item.claim_apart:
         return []
     from vdq.store.history import recent_entries
 
