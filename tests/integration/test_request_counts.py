@@ -36,8 +36,9 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     # the configuration set records only the Delivery (not Send: the worker's record says
     # what it would). The stream carries the done state to the schedule function, which
     # stamps the records written before the done write with their expiry (one Query of the
-    # item's records, an UpdateItem each: vdq.store.expiry) and publishes no state event (by
-    # default only transitions into errored are announced).
+    # item's records, an UpdateItem each: vdq.store.expiry; none here, its history is on the
+    # state item) and publishes no state event (by default only transitions into errored are
+    # announced). The content expires from birth: the stream writes nothing to it.
     # The worker reads the receiver's suppression (one GetItem) before it claims the item: the
     # suppression list costs two reads per email (vdq.results.suppression). The send's second
     # UpdateItem reserves its slot at SES's rate (vdq.dispatch.pacing): one request for a batch of
@@ -63,7 +64,7 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
                   "sqs.SendMessage": 1}),
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}),
         ("webhook", {"dynamodb.BatchGetItem": 1}),
-        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
+        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1}),
         ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 4}),
     ]  # fmt: skip
     check = journey.phases[3][1]
@@ -77,25 +78,26 @@ def test_a_delivered_email_costs_eleven_dynamodb_requests():
     assert 512 < total.sizes["state"] < 1024
 
 
-def test_a_delivered_email_writes_fourteen_dynamodb_units_and_a_share_of_a_window():
+def test_a_delivered_email_writes_twelve_dynamodb_units_and_a_share_of_a_window():
     # Table units, then index units, per phase: enqueue puts the content (10 KB of HTML in
-    # 2 KB) and the state; the claim is one unit (it writes the send entry, no timer: the send
-    # message is its lease), SES's acceptance none (the Delivery stores the ID: a tagged email
-    # has no mapping record), the Delivery's one (868 bytes with its entry and the event's
-    # mark: the entries coded, no attribute at its default, no claim kept once done, beside
-    # the receiver index's key and the subject's start). Index moves: active, publish timer
-    # and receiver in, the publish timer out at the claim (no timer in), active out and sent
-    # in at the Delivery.
-    # The check writes nothing for an email delivered by then. The stream's expiry stamp of
-    # the content is two units (its only record: the history is on the state item, which the
-    # done write stamped). The send's pace record (its slot at SES's rate) is one unit more.
+    # 2 KB, with its expiration from birth) and the state (with the ``cx`` it relies on); the
+    # claim is one unit (it writes the send entry, no timer: the send message is its lease),
+    # SES's acceptance none (the Delivery stores the ID: a tagged email has no mapping record),
+    # the Delivery's one (868 bytes with its entry and the event's mark: the entries coded, no
+    # attribute at its default, no claim kept once done, beside the receiver index's key and
+    # the subject's start). Index moves: active, publish timer and receiver in, the publish
+    # timer out at the claim (no timer in), active out and sent in at the Delivery.
+    # The check writes nothing for an email delivered by then. The stream writes nothing: the
+    # content expires from birth (the done write is conditional on its ``cx``), the history is
+    # on the state item, which the done write stamped. The send's pace record (its slot at
+    # SES's rate) is one unit more.
     # The receiver index's entry (vdq.store.search) is written once and never moved. The
     # window's last call writes a posting, three counter records and the shard's checkpoint, a
     # unit each, for all the messages of its window.
     journey = rq.email_delivered()
     units = [(f, t.wru, t.gsi_wru) for f, t, _, _ in journey.phases]
     assert units == [("enqueue", 3, 3), ("send", 2, 1), ("webhook", 1, 2), ("webhook", 0, 0),
-                     ("schedule", 2, 0), ("schedule", 5, 0)]  # fmt: skip
+                     ("schedule", 0, 0), ("schedule", 5, 0)]  # fmt: skip
     # What it leaves for its retention (the bill's storage line): as bench.storage weighs it.
     from bench import storage
 
@@ -118,19 +120,20 @@ def test_a_delivered_sms_costs_no_more_than_an_email_and_its_two_callbacks():
         ("webhook", {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}),
         ("webhook", {"dynamodb.BatchGetItem": 1}),  # the check: delivered, nothing to write
         # The table's stream, off the webhook's path, gives the records written before the
-        # done write their expiry (a done state is not announced by default): the content only.
-        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1, "dynamodb.UpdateItem": 1}),
+        # done write their expiry (a done state is not announced by default): none here (the
+        # history is on the state item; the content expires from birth).
+        ("schedule", {"dynamodb.GetItem": 1, "dynamodb.Query": 1}),
         ("schedule", {"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 4}),  # the window's
     ]  # fmt: skip
 
 
 def test_enqueue_to_100_receivers_batches_its_writes_and_sends():
     tally = rq.enqueue_many(100)
-    # The content of several items counts them (REFS, confirmed once they are written), so it
-    # expires only with the last one (vdq.workflow.retention). The receivers' suppressions are read
-    # in one BatchGetItem (a hundred keys a request).
+    # The content of several items expires from birth, later than any of them needs
+    # (vdq.workflow.retention): no count to write and confirm. The receivers' suppressions are
+    # read in one BatchGetItem (a hundred keys a request).
     assert tally["requests"] == {"dynamodb.BatchGetItem": 1, "dynamodb.BatchWriteItem": 5,
-                                 "dynamodb.UpdateItem": 1, "sqs.SendMessageBatch": 10}  # fmt: skip
+                                 "sqs.SendMessageBatch": 10}  # fmt: skip
     assert tally["by_service"]["dynamodb"] / 100 <= 0.2
     assert tally["by_service"]["sqs"] / 100 <= 0.15
 

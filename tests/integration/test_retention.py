@@ -20,6 +20,7 @@ from vdq.store import (
     REFS_SK,
     ContentRecord,
     ContentRefsRecord,
+    QueueItemRecord,
     attachment_pk,
     content_key,
     item_pk,
@@ -77,6 +78,28 @@ def expected(runtime, item_id):
     return int(item.expiration)
 
 
+def born(clock, runtime):
+    """The expiration of a content written (or extended) now."""
+    return retention.content_expiration(clock.now(), runtime.settings)
+
+
+def legacy(items):
+    """Rewrite a request just enqueued into the shape enqueue wrote before contents expired
+    from birth: its content without an expiration, its items without ``cx``, and several
+    items counted on a REFS record (each releases it when done; the stream stamps the
+    content when the last is)."""
+    content_id = items[0].content_id
+    ContentRecord(*content_key(content_id)).update(actions=[ContentRecord.expiration.remove()])
+    shared = len(items) > 1
+    for item in items:
+        QueueItemRecord(item_pk(item.id), "STATE").update(
+            actions=[QueueItemRecord.cx.remove(),
+                     *([QueueItemRecord.counted.set(True)] if shared else [])])
+    if shared:
+        ContentRefsRecord(*refs_key(content_id), open_items=len(items)).save()
+    return items
+
+
 def test_the_done_transition_writes_the_expiration_on_the_item_and_its_history(aws, runtime,
                                                                                clock):
     [item] = email(runtime, "ada@example.org")
@@ -116,8 +139,40 @@ def _parsed(text):
     return parse_iso(text)
 
 
-def test_the_stream_stamps_older_records_and_the_content_of_a_single_item(aws, runtime):
+def test_a_content_expires_from_birth_and_its_item_relies_on_it(aws, runtime, clock):
     [item] = email(runtime, "ada@example.org")
+    birth = born(clock, runtime)
+    assert content_records(aws, item.content_id) == {CONTENT_SK: birth}  # no REFS record
+    assert runtime.store.get_item(item.id).cx == birth
+    clock.advance(DAY)
+    succeed(runtime, item.id)
+    done = expected(runtime, item.id)
+    assert done <= birth  # done within its horizon: the content needed no write
+    stored = runtime.store.get_item(item.id)
+    assert (stored.cx, stored.counted) == (birth, None)
+    # The stream stamps the item's older records, never its content.
+    assert run_stream(aws)["expiring"] == 1
+    assert content_records(aws, item.content_id) == {CONTENT_SK: birth}
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+
+
+def test_a_scheduled_content_counts_its_horizon_from_the_send_time(aws, runtime, clock):
+    from datetime import timedelta
+
+    from vdq import add_email
+    from vdq.core.clock import iso
+
+    at = clock.now() + timedelta(days=20)
+    [item] = add_email("shop@example.com", ["ada@example.org"], "Hello", "Text",
+                       send_at=iso(at), runtime=runtime)  # fmt: skip
+    expiration = retention.content_expiration(at, runtime.settings)
+    assert content_records(aws, item.content_id) == {CONTENT_SK: expiration}
+    assert runtime.store.get_item(item.id).cx == expiration
+
+
+def test_upgrade_the_stream_stamps_older_records_and_the_content_of_a_single_item(aws,
+                                                                                 runtime):
+    [item] = legacy(email(runtime, "ada@example.org"))
     succeed(runtime, item.id)
     done = expected(runtime, item.id)
     assert run_stream(aws)["expiring"] == 1
@@ -127,8 +182,81 @@ def test_the_stream_stamps_older_records_and_the_content_of_a_single_item(aws, r
     assert set(records_of(aws, item_pk(item.id)).values()) == {done}
 
 
-def test_a_shared_content_expires_only_when_its_last_item_is_done(aws, runtime, clock):
+def test_a_shared_content_outlives_each_item_and_a_late_one_extends_it(aws, runtime, clock):
     [a, b] = email(runtime, "ada@example.org", "bob@example.org")
+    birth = born(clock, runtime)
+    succeed(runtime, a.id)
+    run_stream(aws)
+    assert content_records(aws, a.content_id) == {CONTENT_SK: birth}  # no count, no stamp
+    move(runtime, b.id, "send", "error")  # errored is not done: b waits for an operator
+    clock.advance(6 * DAY)  # longer than the horizon: b's done write must extend it first
+    call("transition", params={"id": b.id, "name": "cancel"}, query={})
+    last = expected(runtime, b.id)
+    assert last > birth
+    extended = content_records(aws, a.content_id)[CONTENT_SK]
+    assert extended == born(clock, runtime) >= last
+    assert runtime.store.get_item(b.id).cx == extended
+    run_stream(aws)
+    assert content_records(aws, a.content_id) == {CONTENT_SK: extended}
+
+
+def test_the_done_write_is_conditional_on_the_content_outliving_the_item(aws, runtime,
+                                                                           clock):  # fmt: skip
+    from vdq.store import Moved
+    from vdq.workflow import transitions
+
+    [item] = sms(runtime)
+    move(runtime, item.id, "send")
+    read = runtime.store.get_item(item.id)
+    needed = retention.expiration_at(clock.now(), runtime.settings)
+    # A writer that assumed a later ``cx`` than the one stored: its done write is refused.
+    QueueItemRecord(item_pk(item.id), "STATE").update(
+        actions=[QueueItemRecord.cx.set(needed - 1)])
+    decision = transitions.workflow.decide("succeed", transitions.State(read.state), read.id)
+    write = transitions.state_write(read, decision, Step("succeed", actor="vdq"), clock.now(),
+                                    runtime)  # fmt: skip
+    transitions.content_outlives(read, write, clock.now(), runtime)
+    assert write.at_least == {"cx": needed} and "cx" not in write.set
+    with pytest.raises(Moved):
+        runtime.store.commit(read, write)
+    # Read again, the writer extends the content first, then writes the new ``cx``.
+    move(runtime, item.id, "succeed")
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "succeeded" and stored.cx == born(clock, runtime) >= needed
+    assert content_records(aws, item.content_id)[CONTENT_SK] == stored.cx
+
+
+def test_a_crash_between_the_extension_and_the_done_write_leaves_a_longer_content(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    [item] = sms(runtime)
+    birth = born(clock, runtime)
+    move(runtime, item.id, "send", "error")
+    clock.advance(6 * DAY)
+    commit = runtime.store.commit
+    crashed = []
+
+    def crash_once(*args, **kwargs):
+        if not crashed:
+            crashed.append(True)
+            raise RuntimeError("the function died")
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.store, "commit", crash_once)
+    with pytest.raises(RuntimeError):
+        apply(item.id, Step("cancel", actor="ops", source="operator"), runtime)
+    # The content was extended; the item is open as before, its ``cx`` as it was.
+    assert content_records(aws, item.content_id)[CONTENT_SK] == born(clock, runtime) > birth
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.cx) == ("errored", birth)
+    clock.advance(1)
+    apply(item.id, Step("cancel", actor="ops", source="operator"), runtime)
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "cancelled"
+    assert content_records(aws, item.content_id)[CONTENT_SK] == stored.cx >= stored.expiration
+
+
+def test_upgrade_a_shared_content_expires_only_when_its_last_item_is_done(aws, runtime, clock):
+    [a, b] = legacy(email(runtime, "ada@example.org", "bob@example.org"))
     succeed(runtime, a.id)
     run_stream(aws)
     assert content_records(aws, a.content_id)[CONTENT_SK] is None  # b is open
@@ -155,8 +283,9 @@ def test_a_content_with_files_expires_with_its_attachment_records(aws, runtime):
     assert content_records(aws, a.content_id)[CONTENT_SK] == last
 
 
-def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, runtime):
+def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, runtime, clock):
     [item] = sms(runtime)
+    birth = born(clock, runtime)
     move(runtime, item.id, "send", "error")
     assert runtime.store.get_item(item.id).expiration is None
     answer = call("transition", params={"id": item.id, "name": "retry"}, query={})
@@ -165,7 +294,7 @@ def test_an_errored_item_has_no_expiration_and_a_retry_keeps_it_without(aws, run
     assert (retried.state, retried.expiration) == ("queued", None)
     run_stream(aws)
     assert set(records_of(aws, item_pk(item.id)).values()) == {None}
-    assert content_records(aws, item.content_id)[CONTENT_SK] is None
+    assert content_records(aws, item.content_id)[CONTENT_SK] == birth  # as written
     move(runtime, item.id, "send", "succeed")
     assert runtime.store.get_item(item.id).expiration is not None
 
@@ -205,12 +334,16 @@ def test_lists_and_reads_hide_an_expired_item_before_it_is_deleted(aws, runtime,
     assert call("get_queue_item", params={"id": item.id}).status == 404
     assert call("list_sent_items", query={"limit": "10"}).body["items"] == []
     assert runtime.store.history(item.id) == []
-    assert runtime.store.get_content(item.content_id) is None
     assert call("resend", params={"id": item.id}).status == 404
-    # Still stored (TTL deletes within about two days): the deleter takes it all.
-    stored = len(records_of(aws, item_pk(item.id))) + 1  # and its content
+    # Still stored (TTL deletes within about two days): the deleter takes it all. Its content
+    # outlives it (written with the horizon of every item it could have): until its own day.
+    stored = len(records_of(aws, item_pk(item.id)))
     assert ttl_deleter(aws, clock.now()) == stored
     assert records_of(aws, item_pk(item.id)) == {}
+    content = content_records(aws, item.content_id)[CONTENT_SK]
+    clock.advance(content - int(clock.now().timestamp()))
+    assert runtime.store.get_content(item.content_id) is None
+    assert ttl_deleter(aws, clock.now()) == 1
 
 
 def test_an_item_whose_content_expired_first_is_not_shown_half(aws, runtime, clock):
@@ -223,9 +356,67 @@ def test_an_item_whose_content_expired_first_is_not_shown_half(aws, runtime, clo
     assert call("get_queue_item", params={"id": item.id}).status == 404
 
 
-def test_a_resend_takes_the_content_expiration_off_and_the_copy_sets_it_again(aws, runtime,
-                                                                               clock):
+def test_a_resend_extends_the_content_for_its_copy_without_counting_it(aws, runtime, clock):
     [item] = email(runtime, "ada@example.org")
+    birth = born(clock, runtime)
+    succeed(runtime, item.id)
+    first = expected(runtime, item.id)
+    clock.advance(10 * DAY)
+    answer = call("resend", params={"id": item.id})
+    assert answer.status == 201, answer.body
+    [copy] = answer.body["items"]
+    later = born(clock, runtime)
+    assert content_records(aws, item.content_id) == {CONTENT_SK: later}  # no REFS record
+    assert runtime.store.get_item(copy["id"]).cx == later > birth
+    clock.advance(DAY)
+    succeed(runtime, copy["id"])
+    assert content_records(aws, item.content_id)[CONTENT_SK] == later >= expected(
+        runtime, copy["id"])
+    # The original expires on its day; the content, and so the copy, lives on.
+    clock.advance(first - int(clock.now().timestamp()))
+    assert runtime.store.get_item(item.id) is None
+    assert call("get_sent_item", params={"id": copy["id"]}).status == 200
+
+
+def test_a_resend_never_moves_a_later_content_expiration_earlier(aws, runtime, clock):
+    from datetime import timedelta
+
+    from vdq import add_email
+    from vdq.core.clock import iso
+
+    at = clock.now() + timedelta(days=20)
+    [item] = add_email("shop@example.com", ["ada@example.org"], "Hello", "Text",
+                       send_at=iso(at), runtime=runtime)  # fmt: skip
+    scheduled = retention.content_expiration(at, runtime.settings)
+    call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    answer = call("resend", params={"id": item.id})
+    assert answer.status == 201, answer.body
+    [copy] = answer.body["items"]
+    assert content_records(aws, item.content_id) == {CONTENT_SK: scheduled}
+    assert runtime.store.get_item(copy["id"]).cx == born(clock, runtime) < scheduled
+
+
+def test_a_resend_of_a_content_past_its_expiration_is_refused(aws, runtime, clock):
+    [a, b] = email(runtime, "ada@example.org", "bob@example.org")
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    # A content's expiration is never before its items'; were it passed, nothing is copied.
+    ContentRecord(*content_key(a.content_id)).update(
+        actions=[ContentRecord.expiration.set(int(clock.now().timestamp()))])
+    copies = [runtime.store.get_item(a.id)]
+    from vdq.intake.enqueue import new_item
+
+    copy = new_item(method="email", sender="s@example.com", sender_name=None,
+                    receiver="ada@example.org", receiver_name=None, content_id=a.content_id,
+                    has_files=False, origin=None, created_by=None, now=clock.now(),
+                    runtime=runtime, cx=born(clock, runtime))  # fmt: skip
+    assert copies and runtime.store.store_copies(a.content_id, [copy], files=False) is False
+    assert runtime.store.get_item(copy.id) is None
+
+
+def test_upgrade_a_resend_takes_the_content_expiration_off_and_the_copy_sets_it_again(
+        aws, runtime, clock):  # fmt: skip
+    [item] = legacy(email(runtime, "ada@example.org"))
     succeed(runtime, item.id)
     run_stream(aws)
     first = expected(runtime, item.id)
@@ -290,3 +481,79 @@ def test_the_archive_writes_what_ttl_deleted_to_s3(aws, runtime, clock):
     # The history the state item held: a line each, as a history record's.
     assert [(h["kind"], h["id"], json.loads(h["attributes"])["name"]) for h in history] == [
         ("history", item.id, "send"), ("history", item.id, "succeed")]
+
+
+def test_the_daily_watch_keeps_the_content_of_an_item_errored_for_60_days(aws, runtime, clock):
+    from dataclasses import replace
+
+    from vdq.schedules import sweeps
+
+    runtime.settings = replace(runtime.settings, retention_days=3)  # the watch acts often
+    [item] = sms(runtime)
+    [other] = email(runtime, "ada@example.org")
+    [old] = legacy(sms(runtime, "+14155550199"))  # a counted content: kept by its count
+    move(runtime, item.id, "send", "error")
+    move(runtime, old.id, "send", "error")
+    succeed(runtime, other.id)
+    done_content = content_records(aws, other.content_id)[CONTENT_SK]
+    seen = {content_records(aws, item.content_id)[CONTENT_SK]}
+    for _ in range(60):
+        clock.advance(DAY)
+        sweeps.run(["purge"], runtime)
+        ttl_deleter(aws, clock.now())
+        expiration = content_records(aws, item.content_id)[CONTENT_SK]
+        # Open: its content outlives today by the watch's margin (three runs may fail).
+        margin = retention.watch_margin(runtime.settings)
+        assert expiration >= clock.now().timestamp() + margin - DAY
+        assert runtime.store.get_content(item.content_id) is not None
+        assert runtime.store.get_item(item.id).cx == expiration
+        seen.add(expiration)
+    assert len(seen) >= 10  # extended again and again, a content horizon at a time
+    assert content_records(aws, old.content_id) == {CONTENT_SK: None}
+    assert content_records(aws, other.content_id) in ({}, {CONTENT_SK: done_content})
+    answer = call("transition", params={"id": item.id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    move(runtime, item.id, "send", "succeed")
+    done = expected(runtime, item.id)
+    assert content_records(aws, item.content_id)[CONTENT_SK] >= done
+
+
+def test_the_watch_writes_nothing_for_an_open_item_far_from_its_expiration(aws, runtime,
+                                                                           clock):  # fmt: skip
+    from dataclasses import replace
+
+    from tests.support.operator import dynamodb_requests
+
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    with pytest.MonkeyPatch.context() as patch, dynamodb_requests(patch) as counts:
+        assert retention.watch_open(runtime) == 0
+    # Read (the active index, then the item), nothing written.
+    assert set(counts) == {"Query", "BatchGetItem"}
+    # The shortest retention: a content written now is not within the margin either.
+    runtime.settings = replace(runtime.settings, retention_days=1)
+    [fresh] = sms(runtime, "+14155550111")
+    assert retention.watch_open(runtime) == 0
+    assert runtime.store.get_item(fresh.id).cx == born(clock, runtime)
+
+
+def test_upgrade_a_pending_count_without_files_is_settled_and_the_content_expires(
+        aws, runtime, clock):  # fmt: skip
+    from vdq.intake.enqueue import pending_refs
+
+    [a, b] = legacy(email(runtime, "ada@example.org", "bob@example.org"))
+    # Written before: its enqueue died before confirming the count (pending, in the purge index).
+    pending_refs(a.content_id, [a, b], clock.now(), runtime).save()
+    succeed(runtime, a.id)
+    succeed(runtime, b.id)
+    run_stream(aws)
+    assert content_records(aws, a.content_id)[CONTENT_SK] is None  # refused while pending
+    clock.advance(29 * DAY)  # the purge takes it once the files age (retention - 2 days) passed
+    from vdq.schedules import sweeps
+
+    sweeps.run(["purge"], runtime)
+    refs = runtime.store.get_refs(a.content_id)
+    assert refs is not None and refs.pending is None and refs.open_items == 0
+    expires = content_records(aws, a.content_id)[CONTENT_SK]
+    latest = max(expected(runtime, a.id), expected(runtime, b.id))
+    assert expires is not None and expires >= latest

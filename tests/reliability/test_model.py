@@ -632,6 +632,19 @@ class Workflow(RuleBasedStateMachine):
         _, exc = self._step(Plan(), lambda: schedules.run(["purge"], self.rt))
         self.after_purge = exc is None
 
+    @rule(faults=STEP_FAULTS)
+    def days_pass(self, faults: Plan) -> None:
+        """Longer than a content's horizon passes, a day at a time, each day with its daily
+        run (the watch of open items' contents, then the purge), the first under ``faults``:
+        an item done after this is done past its content's horizon, and extends it first."""
+        from vdq.workflow.retention import DAY, horizon_seconds
+
+        for day in range(horizon_seconds(self.rt.settings) // DAY + 2):
+            self.rt.clock.advance(DAY)
+            self._step(faults if day == 0 else Plan(),
+                       lambda: schedules.run(["purge"], self.rt))  # fmt: skip
+        FIGURES["days passed"] += 1
+
     @rule(seconds=st.sampled_from(ADVANCE))
     def advance(self, seconds: float) -> None:
         self.rt.clock.advance(seconds)

@@ -902,15 +902,17 @@ def test_a_purge_killed_after_settling_a_pending_count_still_lets_the_content_ex
 def test_a_resend_before_the_purge_settles_a_pending_count_still_lets_the_content_expire(
     env, monkeypatch
 ):
-    """An email without files to two receivers whose confirmation failed (its count is pending
-    and in the purge index). Both are delivered, one is resent, and the copy is delivered. The
-    resend's transaction takes the content out of the purge index, and a done item of a
-    content without files never puts it back (only files do): on ccde45c the purge never
-    settles the count, every stamp is refused, and the content is kept for ever."""
+    """An email without files to two receivers. Both are delivered, one is resent, and the copy
+    is delivered. On ccde45c its confirmation failing left its count pending, the resend's
+    transaction took the content out of the purge index, the purge never settled the count,
+    every stamp was refused, and the content was kept for ever. A content without files counts
+    nothing now (there is no confirmation to fail): it expires from birth, after every item of
+    it, the copy's included (its resend moved the expiration)."""
     rt, ses, queue = env["rt"], env["ses"], env["queue"]
     rt.settings = replace(rt.settings, max_files_age_seconds=3600)
     a, b = unconfirmed_email(rt, monkeypatch, ["ada@example.org", "bob@example.org"], False)
     deliver(rt, queue, ses, [a.id, b.id])
+    rt.clock.advance(10 * 86_400)  # resent days later: its content must outlive the copy
     (copy,) = actions.resend([a.id], OPERATOR, rt)
     deliver(rt, queue, ses, [copy.id])
     stamp_done_items(rt)
@@ -918,9 +920,12 @@ def test_a_resend_before_the_purge_settles_a_pending_count_still_lets_the_conten
         rt.clock.advance(86_400)
         schedules.run(["purge"], rt)
     stamp_done_items(rt)
-    refs = rt.store.get_refs(a.content_id)
-    assert refs is not None and refs.pending is None, "the pending count is never settled"
-    assert content_expiration(a.content_id) is not None, "the content never expires"
+    assert rt.store.get_refs(a.content_id) is None, "a content without files keeps a count"
+    expires = content_expiration(a.content_id)
+    assert expires is not None, "the content never expires"
+    done = [rt.store.get_item(i) for i in (a.id, b.id, copy.id)]
+    assert all(i is not None and i.expiration is not None and expires >= i.expiration
+               for i in done), "the content expires before an item of it"  # fmt: skip
 
 
 def test_a_resend_whose_notes_on_the_originals_fail_answers_with_the_copies_it_sent(env):

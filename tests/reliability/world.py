@@ -444,10 +444,14 @@ def count_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]
 def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
     """An item not done has no expiration, nor has any of its records; a done item expires
     the retention after its done time, and a record of it that has an expiration has the
-    item's; a content with an expiration has no open item and outlives every item of it."""
-    from vdq.workflow.retention import expiration_at
+    item's. Every content's expiration is at least each of its items' expiration (done) or
+    now plus the watch's margin less the day between its runs (open), and at least the ``cx``
+    each item relies on (vdq.workflow.retention)."""
+    from vdq.store import content_id_of
+    from vdq.workflow.retention import DAY, expiration_at, watch_margin
 
     problems = []
+    now = world.rt.clock.now().timestamp()
     by_content: dict[str, list[QueueItemRecord]] = {}
     for item in items.values():
         by_content.setdefault(item.content_id, []).append(item)
@@ -470,20 +474,28 @@ def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[
             if ttl is not None and ttl != item.expiration:
                 problems.append(f"{item_id} record {sk} expires at {ttl}, the item at "
                                 f"{item.expiration} ({item.state})")  # fmt: skip
-    for pk, sk, it in world._rows("CT#"):
+    contents = [(pk, sk, it) for prefix in ("CT#", "CO#") for pk, sk, it in world._rows(prefix)
+                if sk == "CONTENT" or sk.startswith("C#")]  # fmt: skip
+    for pk, sk, it in contents:
         ttl = it.to_json()["Attributes"].get("expiration")
-        if sk != "CONTENT" or ttl is None:
-            continue
-        members = by_content.get(pk[3:], [])
-        open_items = [f"{i.id}={i.state}" for i in members if i.state not in DONE]
-        if open_items:
-            problems.append(f"content {pk[3:]} expires while {open_items} are not done")
+        if ttl is None:
+            continue  # kept: counted while an item is open, or written without a retention
+        expires = int(ttl["N"])
+        content_id = content_id_of(pk, sk)
         # (A content no stored item uses, from an enqueue that died before its items, just
         # expires: there is no item for it to outlive.)
-        expirations = [int(i.expiration) for i in members if i.expiration is not None]
-        latest = max(expirations, default=None)
-        if latest is not None and int(ttl["N"]) < latest:
-            problems.append(f"content {pk[3:]} expires at {ttl['N']}, before its item ({latest})")
+        for i in by_content.get(content_id, []):
+            if i.expiration is not None and i.expiration <= now:
+                continue  # gone itself
+            if i.state in DONE and expires < int(i.expiration):
+                problems.append(f"content {content_id} expires at {expires}, before its done "
+                                f"item {i.id} ({i.expiration})")  # fmt: skip
+            if i.state not in DONE and expires < now + watch_margin(world.settings) - DAY:
+                problems.append(f"content {content_id} expires at {expires}, too soon for its "
+                                f"open item {i.id}={i.state} (now {now:.0f})")  # fmt: skip
+            if i.cx is not None and expires < int(i.cx):
+                problems.append(f"content {content_id} expires at {expires}, before the {i.cx} "
+                                f"its item {i.id} relies on")  # fmt: skip
     return problems
 
 

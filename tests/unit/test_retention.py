@@ -26,6 +26,33 @@ def test_retention_zero_keeps_everything():
     settings = replace(Settings(), retention_days=0)
     assert retention.expiration_at(DONE, settings) is None
     assert retention.mapping_expiration(DONE, settings) is None
+    assert retention.content_expiration(DONE, settings) == retention.NEVER
+
+
+def test_a_content_outlives_an_item_done_within_its_horizon():
+    settings = replace(Settings(), retention_days=30, email_timeout_hours=72.0,
+                       twilio_sms_timeout_hours=2.0)  # fmt: skip
+    horizon = retention.horizon_seconds(settings)
+    assert horizon == 72 * 3600 + 86_400  # the longer timeout, and a day
+    born = retention.content_expiration(DONE, settings)
+    assert born == int(DONE.timestamp()) + 1 + 30 * 86_400 + horizon  # rounded up
+    latest = DONE + timedelta(seconds=horizon)
+    assert retention.expiration_at(latest, settings) <= born
+    assert retention.expiration_at(latest + timedelta(seconds=2), settings) > born
+    # The longer of the two timeouts bounds the wait.
+    sms = replace(settings, twilio_sms_timeout_hours=100.0)
+    assert retention.horizon_seconds(sms) == 100 * 3600 + 86_400
+
+
+def test_the_watch_margin_leaves_room_for_missed_daily_runs_and_spares_new_contents():
+    settings = replace(Settings(), retention_days=30)
+    assert retention.watch_margin(settings) == retention.WATCH_MARGIN_SECONDS == 3 * 86_400
+    # The shortest retention and timeouts: a content written now is not within the margin.
+    short = replace(settings, retention_days=1, email_timeout_hours=0.1,
+                    twilio_sms_timeout_hours=0.1)  # fmt: skip
+    margin = retention.watch_margin(short)
+    assert margin < retention.WATCH_MARGIN_SECONDS
+    assert retention.content_expiration(DONE, short) >= DONE.timestamp() + margin
 
 
 def test_a_record_is_gone_from_its_expiration_on():

@@ -24,6 +24,7 @@ from vdq.intake.uploads import discard as discard_uploads
 from vdq.intake.uploads import find_uploads
 from vdq.results.suppression import normalize
 from vdq.store import (
+    NEVER,
     STATE_SK,
     ContentRecord,
     ContentRefsRecord,
@@ -40,6 +41,7 @@ from vdq.store import (
 from vdq.store.search import excerpt as excerpt_of
 from vdq.store.search import receiver_key
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
+from vdq.workflow.retention import content_expiration
 from vdq.workflow.table import INITIAL_STATE
 from vdq.workflow.transitions import (
     TIMER_PUBLISH,
@@ -74,11 +76,14 @@ def new_item(
     send_at: str | None = None,
     list_name: str | None = None,
     excerpt: str | None = None,
+    cx: int | None = None,
 ) -> QueueItemRecord:
     """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
     also with its body's encoding and segments). A scheduled item's publish timer counts from
     its ``send_at``: the re-publish sweep never sends it early. It is in the receiver index
-    (``rx``) from birth, and keeps ``excerpt`` (the start of its subject or body) for lists."""
+    (``rx``) from birth, and keeps ``excerpt`` (the start of its subject or body) for lists.
+    ``cx``: the expiration its content has from birth (vdq.workflow.retention); None for an
+    item of a counted content."""
     s = runtime.settings
     item_id = ids.new_id(int(now.timestamp() * 1000))
     at = iso(now)
@@ -114,6 +119,7 @@ def new_item(
         timer_sk=f"{due}#{item_id}",
         rx=receiver_key(normalize(receiver)),
         sj=excerpt,
+        cx=cx,
     )
 
 
@@ -254,13 +260,23 @@ def new_content_id(origin: Origin | None, now: datetime) -> str:
 
 
 def content_record(content_id: str, method: str, content: dict[str, Any], now: datetime,
-                   items: list[QueueItemRecord]) -> ContentRecord:  # fmt: skip
-    """The content's record; one in an origin's partition lists its items."""
+                   items: list[QueueItemRecord], cx: int | None) -> ContentRecord:  # fmt: skip
+    """The content's record, with its expiration from birth (``cx``: None for a counted
+    content, which gets it when its last item is done); one in an origin's partition lists
+    its items."""
     record = ContentRecord(*content_key(content_id), method=method,
                            data=encode_content(content), created_at=iso(now))  # fmt: skip
+    if cx is not None and cx != NEVER:
+        record.expiration = cx
     if content_key(content_id)[1] != "CONTENT":
         record.items = " ".join(i.id for i in items)
     return record
+
+
+def birth_expiration(send_at: str | None, now: datetime, runtime: Runtime) -> int:
+    """The expiration of a new content without files, counted from its items' send time
+    (vdq.workflow.retention: its items carry it as ``cx``)."""
+    return content_expiration(publish_after(send_at, now), runtime.settings)
 
 
 def enqueue_email(
@@ -270,6 +286,9 @@ def enqueue_email(
     content_id = new_content_id(email.origin, now)
     uploads = find_uploads(email.attachments, created_by, runtime)
     files = file_records(content_id, email.attachments, uploads)
+    # A content with files counts its open items (the purge deletes the files when none is
+    # left); any other expires from birth.
+    cx = None if files else birth_expiration(email.send_at, now, runtime)
     content = {**email.content(), "attachments": [f.id for f in files]}
     receivers = email.receivers()
     items = [
@@ -281,7 +300,7 @@ def enqueue_email(
             receiver_name=r.name,
             content_id=content_id,
             has_files=bool(files),
-            counted=bool(files) or len(receivers) > 1,
+            counted=bool(files),
             origin=email.origin,
             created_by=created_by,
             now=now,
@@ -290,11 +309,12 @@ def enqueue_email(
             send_at=email.send_at,
             list_name=email.list_name,
             excerpt=excerpt_of(email.subject),
+            cx=cx,
         )
         for r in receivers
     ]
-    records: list[Any] = [content_record(content_id, "email", content, now, items), *files]
-    if files or len(items) > 1:
+    records: list[Any] = [content_record(content_id, "email", content, now, items, cx), *files]
+    if files:
         records.append(pending_refs(content_id, items, now, runtime))
     records += scheduled_buckets(items, content_id, now, runtime)
     accepted = store_and_publish(
@@ -347,6 +367,7 @@ def enqueue_sms(
     content = sms.content()
     counted_body = count_segments(sms.body)
     receivers = sms.receivers()
+    cx = birth_expiration(sms.send_at, now, runtime)
     items = [
         new_item(
             method="sms",
@@ -356,7 +377,6 @@ def enqueue_sms(
             receiver_name=r.name,
             content_id=content_id,
             has_files=False,
-            counted=len(receivers) > 1,
             origin=sms.origin,
             created_by=created_by,
             now=now,
@@ -366,11 +386,10 @@ def enqueue_sms(
             priority=sms.priority,
             send_at=sms.send_at,
             excerpt=excerpt_of(sms.body),
+            cx=cx,
         )
         for r in receivers
     ]
-    records: list[Any] = [content_record(content_id, "sms", content, now, items)]
-    if len(items) > 1:
-        records.append(pending_refs(content_id, items, now, runtime))
+    records: list[Any] = [content_record(content_id, "sms", content, now, items, cx)]
     records += scheduled_buckets(items, content_id, now, runtime)
     return store_and_publish(records, items, runtime, inline_content=content)

@@ -15,6 +15,7 @@ from vdq.operations.detail import find_item
 from vdq.store import QueueItemRecord, WriteFailed
 from vdq.workflow import table as workflow
 from vdq.workflow.lanes import priority_of
+from vdq.workflow.retention import content_expiration
 from vdq.workflow.table import State
 from vdq.workflow.transitions import (
     Step,
@@ -118,12 +119,16 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
 def _copy(originals: list[QueueItemRecord], who: Caller,
           runtime: Runtime) -> list[QueueItemRecord]:  # fmt: skip
     now = runtime.clock.now()
+    # A content that expires from birth (its items carry ``cx``) is extended for its copies as
+    # for a content written now; a counted one counts them.
+    born = content_expiration(now, runtime.settings)
     copies = [
         new_item(method=o.method, sender=o.sender, sender_name=o.sender_name,
                  receiver=o.receiver, receiver_name=o.receiver_name, content_id=o.content_id,
                  has_files=bool(o.has_files), origin=None, created_by=who.subject, now=now,
                  runtime=runtime, resent_from=o.id, encoding=o.encoding,
-                 segments=None if o.segments is None else int(o.segments), counted=True,
+                 segments=None if o.segments is None else int(o.segments),
+                 counted=o.cx is None, cx=None if o.cx is None else born,
                  priority=priority_of(o), list_name=o.list_name, excerpt=o.sj)
         for o in originals
     ]  # fmt: skip

@@ -554,11 +554,20 @@ def dead_result(message: dict[str, Any], runtime: Runtime, report: Report) -> bo
 
 
 def purge(runtime: Runtime, report: Report) -> None:
-    """The daily file-age purge (vdq.workflow.attachments.purge_idle), when files are not kept
-    forever (a files age or a retention is set: vdq.workflow.retention.files_age_seconds)."""
+    """The daily watch of open items' contents (vdq.workflow.retention.watch_open: three
+    runs can fail before an open item's content would expire), then the file-age purge
+    (vdq.workflow.attachments.purge_idle), when files are not kept forever (a files age or a
+    retention is set: vdq.workflow.retention.files_age_seconds)."""
     from vdq.workflow.attachments import purge_idle
-    from vdq.workflow.retention import files_age_seconds
+    from vdq.workflow.retention import files_age_seconds, watch_open
 
+    try:
+        extended = watch_open(runtime)
+        if extended:
+            report.add("contents_extended", extended)
+    except Exception:
+        report.add("failed")
+        logger.exception("the watch of open items' contents failed; tomorrow's run goes on")
     if files_age_seconds(runtime.settings) is None:
         return
 

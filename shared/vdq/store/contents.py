@@ -79,6 +79,34 @@ class Contents(Items):
         except DoesNotExist:
             return None
 
+    # ---- expiration from birth (vdq.workflow.retention) -------------------------------------
+
+    def extend_content(self, content_id: str, expiration: int) -> bool:
+        """Give a live content ``expiration`` if its own is earlier: one UpdateItem, conditional
+        on the content being there, not past its expiration, and expiring earlier (an
+        expiration only ever moves later). True when the content expires at ``expiration`` or
+        later now; False when it is gone."""
+        now = int(self.clock.now().timestamp())
+        record = ContentRecord(*content_key(content_id))
+        try:
+            record.update(
+                actions=[ContentRecord.expiration.set(expiration)],
+                condition=ContentRecord.pk.exists() & (ContentRecord.expiration > now)
+                & (ContentRecord.expiration < expiration),
+            )  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            try:
+                found = ContentRecord.get(*content_key(content_id), consistent_read=True,
+                                          attributes_to_get=["pk", "expiration"])  # fmt: skip
+            except DoesNotExist:
+                return False
+            # No expiration: the content was written without a retention, and never expires.
+            return found.expiration is None or (self._live(found)
+                                                and found.expiration >= expiration)
+        return True
+
     # ---- content references (attachment cleanup) -------------------------------------------
 
     def release_content(
@@ -100,22 +128,30 @@ class Contents(Items):
         content). The count and the items it counts are written together, one transaction
         per chunk: a worker that dies between two chunks leaves no count without its item.
 
+        Copies of a content that expires from birth (their ``cx`` set: the expiration they
+        need) extend it instead, in the same transaction (``_store_expiring``).
+
         Returns False, with nothing written, when the files were purged or the content expired
         (only the first chunk can find that: once it is written, the content has open items).
         A chunk that fails after others were stored raises ``WriteFailed`` naming exactly the
         copies stored (its caller answers with them: they are counted and will be sent).
         """
-        content = self.get_content(content_id) if files else {}
-        if content is None:
-            return False
-        files_of = list(content.get("attachments") or [])
-        per_chunk = TRANSACT_MAX_ACTIONS - 2 - len(files_of)
+        if all(c.cx is not None for c in copies):
+            files_of: list[str] = []
+            per_chunk = TRANSACT_MAX_ACTIONS - 1
+        else:
+            content = self.get_content(content_id) if files else {}
+            if content is None:
+                return False
+            files_of = list(content.get("attachments") or [])
+            per_chunk = TRANSACT_MAX_ACTIONS - 2 - len(files_of)
         assert per_chunk >= 1, f"{len(files_of)} attachments leave no room for a copy"
         stored: list[QueueItemRecord] = []
         for start in range(0, len(copies), per_chunk):
             chunk = copies[start : start + per_chunk]
             try:
-                ok = self._store_chunk(content_id, chunk, files_of)
+                ok = (self._store_chunk(content_id, chunk, files_of) if chunk[0].cx is None
+                      else self._store_expiring(content_id, chunk))  # fmt: skip
             except Exception as exc:
                 if not stored:
                     raise
@@ -169,6 +205,48 @@ class Contents(Items):
                 return False
             raise
         return True
+
+    def _store_expiring(self, content_id: str, chunk: list[QueueItemRecord]) -> bool:
+        """Store copies of a content that expires from birth with it living at least until
+        their ``cx``, in one transaction without a read: the content's expiration moves to
+        ``cx`` when it is live and earlier; when that condition fails, the copies are stored
+        again beside a check that it expires later (or never). An expiration never moves
+        earlier, so only a content that is gone (or past its expiration) fails both: False,
+        nothing written."""
+        needed = max(int(c.cx) for c in chunk)
+        now = int(self.clock.now().timestamp())
+        key = content_key(content_id)
+        for copy in chunk:
+            copy.cx = needed
+        moved = ContentRecord.pk.exists() & (ContentRecord.expiration > now) & (
+            ContentRecord.expiration <= needed)
+        outlives = ContentRecord.pk.exists() & (ContentRecord.expiration.does_not_exist()
+                                                | (ContentRecord.expiration > needed))
+
+        def extending(tx: TransactWrite) -> None:
+            tx.update(ContentRecord(*key), [ContentRecord.expiration.set(needed)],
+                      condition=moved)  # fmt: skip
+            for copy in chunk:
+                tx.save(copy, condition=QueueItemRecord.pk.does_not_exist())
+
+        def checking(tx: TransactWrite) -> None:
+            tx.condition_check(ContentRecord, *key, condition=outlives)
+            for copy in chunk:
+                tx.save(copy, condition=QueueItemRecord.pk.does_not_exist())
+
+        for fill in (extending, checking):
+            try:
+                transact(fill)
+            except Exception as exc:
+                # Applied if its first copy exists (see _store_chunk).
+                if self.get_item(chunk[0].id) is not None:
+                    return True
+                if not (isinstance(exc, TransactWriteError) and any(
+                        condition_failed(r) for r in exc.cancellation_reasons or [])):  # fmt: skip
+                    raise
+                continue
+            return True
+        return False
 
     def confirm_refs(self, content_id: str) -> None:
         """The enqueue that wrote a content's refs wrote its items: no longer pending."""

@@ -81,6 +81,9 @@ class StateWrite:
     set: dict[str, Any] = field(default_factory=dict)
     remove: builtins.set[str] = field(default_factory=builtins.set)
     add: dict[str, int] = field(default_factory=dict)
+    # Conditions beyond the item being as read: the attribute is at least this number (the
+    # done write's ``cx``: the content outlives the item, vdq.workflow.retention).
+    at_least: dict[str, int] = field(default_factory=dict)
 
     def actions(self) -> list[Any]:
         actions: list[Any] = []
@@ -298,6 +301,8 @@ class Items(BatchWrites, Expiring):
             stamp([mapping], mapping_expiration)
             puts.append((mapping, ProviderRecord.pk.does_not_exist()))
         actions, condition = write.actions(), _expected(item)
+        for name, least in write.at_least.items():
+            condition = condition & (getattr(QueueItemRecord, name) >= least)
         in_set = mark is not None and len(item.seen or ()) < SEEN_LIMIT
         # A cancelled item absorbs an event that may have been recorded as late before the
         # cancel (a mark record): look there too.
@@ -471,6 +476,20 @@ class Items(BatchWrites, Expiring):
                 return False
             raise
         item.timer_pk, item.timer_sk = timer_pk, timer_sk
+        return True
+
+    def raise_cx(self, item_id: str, cx: int) -> bool:
+        """Record that an item's content now expires at ``cx`` or later: one UpdateItem,
+        conditional on the item storing an earlier ``cx`` (it only ever moves later). False
+        when it stores a later one, or no item is there."""
+        probe = QueueItemRecord(item_pk(item_id), STATE_SK)
+        try:
+            probe.update(actions=[QueueItemRecord.cx.set(cx)],
+                         condition=QueueItemRecord.cx < cx)  # fmt: skip
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
         return True
 
     def move_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:

@@ -25,6 +25,8 @@ CONTENT_SK = "CONTENT"
 REFS_SK = "REFS"
 FILE_SK = "FILE"
 MAP_SK = "MAP"
+# The ``cx`` of an item whose content never expires (written without a retention).
+NEVER = 9_999_999_999
 SCHEDULED_PREFIX = "SCHED#"  # pk of the due-time buckets of long scheduled sends, by shard
 
 
@@ -210,7 +212,11 @@ class QueueItemRecord(_Table):
     # transition, and each KB it stays under is a write unit saved per write.
     has_files = BooleanAttribute(null=True)
     # Its content counts its open items (REFS): it has files, or other items share it.
+    # Only items of contents written before contents expired from birth (vdq.workflow.retention).
     counted = BooleanAttribute(null=True)
+    # The expiration its content has at least (epoch seconds; vdq.workflow.retention): present
+    # on items whose content expires from birth, absent on those of a content counted (REFS).
+    cx = NumberAttribute(null=True)
     result = UnicodeAttribute(null=True)
     retries = NumberAttribute(null=True)  # automatic retries of the operator attempt; absent: 0
     retry_delay = NumberAttribute(null=True)

@@ -6,12 +6,38 @@ transaction with the history record of that write. No transition leaves a done s
 expiration once written never changes. ``errored`` is not done: an operator may still retry or
 cancel it, so an errored item (and everything it needs) is kept until then.
 
+**A content expires from birth.** A content without files is written with its expiration,
+``⌈max(now, send_at)⌉ + retention + H`` (``content_expiration``; ``H``, ``horizon_seconds``:
+the longer provider timeout plus a day), and each of its items stores the value it relies on
+as ``cx``. The content outlives every item of it:
+
+- a done item needs ``cx >= its expiration``: the done write is conditional on it, and an item
+  done later than its content's horizon (a long backlog, an operator's late retry or cancel, a
+  resend's copy) first extends the content to a content written now (``Store.extend_content``),
+  then writes the new ``cx`` (``vdq.workflow.transitions.content_outlives``). A crash in between
+  leaves a content that lives longer than it needs to;
+- an open item waits at most ``H`` past its send time before its content's retention starts to
+  run down; one that waits longer (errored, parked by a hold, a long backlog) is found by the
+  daily watch (``watch_open``), which reads every open item in the active index and extends
+  the content of one within ``watch_margin`` of its expiration (three days at the defaults:
+  three daily runs can fail first);
+- a resend extends the content in the transaction that writes its copies (``Store.store_copies``);
+- an expiration only ever moves later (every extension is conditional on it), and reads treat
+  a passed expiration as gone, so the promise is on ``expiration``, not on TTL's deletion.
+
+So the done write never touches the content, and a content shared by many items (a bulk send)
+is written once, not once per item.
+
+**Counted contents.** A content with files, and every content written before contents expired
+from birth, counts its open items on its REFS record instead (no ``cx`` on its items): each
+item releases it in its done transition, and the content expires with the last item that uses
+it, stamped from the table's stream once its REFS count is at zero (or absent: one item); a
+resend takes the expiration off again. The daily purge deletes the files of such contents.
+
 Records of the item written before it was done (history, event marks) are stamped from the
 table's stream, at least once, when the state record gains its expiration (``stamp_changes``);
-records written while it is done carry the item's expiration from the start. A content expires
-with the last item that uses it: its REFS count must be at zero (or absent: one item), checked
-in the transaction that stamps it; a resend takes the expiration off again. Provider-ID mappings
-carry an expiration from birth that outlives the item's (``mapping_expiration``).
+records written while it is done carry the item's expiration from the start. Provider-ID
+mappings carry an expiration from birth that outlives the item's (``mapping_expiration``).
 
 DynamoDB deletes an expired record within about two days, so every read treats a record past
 its expiration as gone (``vdq.store.expiry.gone``): lists and reads never show half an item.
@@ -19,6 +45,7 @@ its expiration as gone (``vdq.store.expiry.gone``): lists and reads never show h
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -27,12 +54,16 @@ from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from vdq.core.settings import Settings
+from vdq.store import NEVER
 
 DAY = 86_400
 # The REFS record outlives its content by this much: the daily purge, which finds idle
 # contents through it, deletes the files first.
 REFS_GRACE_SECONDS = 2 * DAY
 STATE_SK = "STATE"
+# The daily watch extends the content of an item still open this close to its expiration:
+# three daily runs can fail before anything an open item needs expires.
+WATCH_MARGIN_SECONDS = 3 * DAY
 # The daily purge deletes an idle content's files this many days before its records expire.
 FILES_LEAD_DAYS = 2
 
@@ -42,6 +73,23 @@ def expiration_at(done: datetime, settings: Settings) -> int | None:
     if settings.retention_days <= 0:
         return None
     return int(done.timestamp()) + settings.retention_days * DAY
+
+
+def horizon_seconds(settings: Settings) -> int:
+    """``H``: how long an item may take from its send time to a done state without its
+    content being extended: the longer provider timeout (awaiting), plus a day for automatic
+    retries, scheduling and pacing. An item done later extends its content (``extend``)."""
+    hours = max(settings.twilio_sms_timeout_hours, settings.email_timeout_hours)
+    return math.ceil(hours * 3600) + DAY
+
+
+def content_expiration(start: datetime, settings: Settings) -> int:
+    """The expiration a content gets when it is written (or extended) at ``start`` (its
+    send time, for a scheduled one): an item of it done by ``start + H`` needs no more.
+    ``NEVER`` without a retention."""
+    if settings.retention_days <= 0:
+        return NEVER
+    return math.ceil(start.timestamp()) + settings.retention_days * DAY + horizon_seconds(settings)
 
 
 def mapping_expiration(written: datetime, settings: Settings) -> int | None:
@@ -64,6 +112,60 @@ def files_age_seconds(settings: Settings) -> int | None:
     latest = max(0, settings.retention_days - FILES_LEAD_DAYS) * DAY
     age = settings.max_files_age_seconds
     return latest if age is None else min(age, latest)
+
+
+# ---- the watch of open items ------------------------------------------------------------------
+
+WATCH_PAGE = 100  # items read a BatchGetItem
+
+
+def watch_margin(settings: Settings) -> int:
+    """How close to its expiration an open item's content gets before the daily watch extends
+    it: three days (three daily runs can fail first), less with a retention so short that a
+    content written now would be that close already."""
+    return min(WATCH_MARGIN_SECONDS, settings.retention_days * DAY + horizon_seconds(settings))
+
+
+def watch_open(runtime: Any) -> int:
+    """The daily watch: extend the content of every item still open close to its content's
+    expiration (an errored item waiting for an operator, a hold's parked item, a long
+    backlog), to the expiration of a content written now. Returns contents extended.
+
+    Every open item is in the active index: each is read (eventually consistent, a hundred a
+    request: a stale read costs at most an extension that was not needed), since only the item
+    knows the ``cx`` its content was given (the retention and timeouts of its birth may not be
+    today's). One within ``watch_margin`` of it has its content extended (once a run) and then
+    its ``cx`` raised; a crash in between leaves a content that lives longer than it needs to,
+    and the next run raises the item's ``cx``. Nothing is written for an item far from it."""
+    from vdq.core import resources
+    from vdq.workflow.table import DONE_STATES
+
+    settings = runtime.settings
+    if settings.retention_days <= 0:
+        return 0
+    now = runtime.clock.now()
+    near = now.timestamp() + watch_margin(settings)
+    later = content_expiration(now, settings)
+    extended: dict[str, bool] = {}  # content id -> live and extended this run
+    for k in range(settings.index_shards):
+        after: str | None = None
+        while True:
+            # The shard's partition (vdq.workflow.transitions.active_partition).
+            rows = runtime.store.query_index(resources.ACTIVE_INDEX, f"A#{k}",
+                                             start_after=after, limit=WATCH_PAGE)
+            if not rows:
+                break
+            after = rows[-1][1]
+            items = runtime.store.get_items([item_id for item_id, _ in rows], consistent=False)
+            for item in items.values():
+                if item.state in DONE_STATES or item.cx is None or item.cx >= near:
+                    continue  # done, of a counted content (kept while open), or far from it
+                if item.content_id not in extended:
+                    extended[item.content_id] = runtime.store.extend_content(item.content_id,
+                                                                             later)
+                if extended[item.content_id]:
+                    runtime.store.raise_cx(item.id, later)
+    return sum(extended.values())
 
 
 # ---- stamping from the stream -----------------------------------------------------------------
@@ -98,9 +200,23 @@ def stamp_changes(records: Iterable[dict[str, Any]], runtime: Any) -> int:
     many items. A failure raises, so Lambda delivers the batch again (stamping is idempotent)."""
     items = newly_expiring(records)
     for item in items:
-        stamp_item(item["id"], item["content_id"], int(item["expiration"]), runtime,
-                   counted=bool(item.get("counted")), files=bool(item.get("has_files")))
+        stamp_done(item, runtime)
     return len(items)
+
+
+def stamp_done(item: Any, runtime: Any) -> int:
+    """What the stream does for one item that entered a done state (its stream image, or its
+    record): stamp its older records, and the content of a counted one (an item with ``cx``
+    has a content that expires from birth and outlives it by the done write's condition).
+    Returns records stamped."""
+    fields: dict[str, Any] = item if isinstance(item, dict) else {
+        name: getattr(item, name) for name in ("id", "content_id", "expiration", "cx",
+                                               "counted", "has_files")}  # fmt: skip
+    expiration = int(fields["expiration"])
+    if fields.get("cx") is not None:
+        return int(runtime.store.stamp_item_records(fields["id"], expiration))
+    return stamp_item(fields["id"], fields["content_id"], expiration, runtime,
+                      counted=bool(fields.get("counted")), files=bool(fields.get("has_files")))
 
 
 def stamp_item(item_id: str, content_id: str, expiration: int, runtime: Any, *,

@@ -32,7 +32,7 @@ from vdq.store import (  # noqa: F401  (history_entry: re-exported)
 from vdq.workflow import table as workflow
 from vdq.workflow.attachments import purge_if_idle, release_for
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
-from vdq.workflow.retention import expiration_at, mapping_expiration
+from vdq.workflow.retention import content_expiration, expiration_at, mapping_expiration
 from vdq.workflow.table import DONE_STATES, Decision, State
 
 if TYPE_CHECKING:
@@ -287,6 +287,8 @@ def apply(
         if accepted is not None:
             now = max(now, accepted.at + timedelta(microseconds=1))
         write = state_write(current, decision, step, now, runtime)
+        if decision.enters_done:
+            content_outlives(current, write, now, runtime)
         kind = "ignored" if decision.ignored else "transition"
         entry = _entry(current, step, now, kind, decision)
         if accepted is not None:
@@ -317,6 +319,27 @@ def apply(
             after_transition(outcome, step, runtime)
         return outcome
     raise ContentionError(item_id, MAX_TRIES)
+
+
+def content_outlives(item: QueueItemRecord, write: StateWrite, now: datetime,
+                     runtime: Runtime) -> None:  # fmt: skip
+    """The done write of an item whose content expires from birth (``cx``) needs the content
+    to outlive the item's own expiration: conditional on ``cx`` reaching it, or, done later
+    than its content's horizon allows (a long backlog, a resend's copy), after extending the
+    content, with the new ``cx`` (vdq.workflow.retention). A crash between the two leaves a
+    content that lives longer than it needs to."""
+    needed = write.set.get("expiration")
+    if item.cx is None or needed is None:
+        return  # a counted content (the stream stamps it), or nothing expires
+    if item.cx >= needed:
+        write.at_least["cx"] = int(needed)
+        return
+    later = content_expiration(now, runtime.settings)
+    if runtime.store.extend_content(item.content_id, later):
+        write.set["cx"] = later
+    else:
+        logger.error("content %s of %s is gone before the item is done", item.content_id,
+                     item.id)  # fmt: skip
 
 
 def item_now(item: QueueItemRecord, runtime: Runtime) -> datetime:
