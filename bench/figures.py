@@ -263,7 +263,13 @@ def storage_rows(result: dict[str, Any]) -> list[Row]:
     steady = steady_state_bytes(per)
     with_ttl = result["month"]
     scale = VOLUME_PER_DAY / result["per_day"]
-    second = with_ttl.sizes[RETENTION_DAYS + TTL_LAG_DAYS:]
+    # A content expires from birth, its horizon after its last item could be done at the
+    # latest (vdq.workflow.retention): the table levels off that much later.
+    from vdq.core.settings import Settings
+    from vdq.workflow.retention import DAY, horizon_seconds
+
+    horizon = -(-horizon_seconds(Settings()) // DAY)
+    second = with_ttl.sizes[RETENTION_DAYS + TTL_LAG_DAYS + horizon:]
     flat = bool(second) and max(second) - min(second) <= max(second) * 0.02
     days = [1, 15, 30, 32, 45, len(with_ttl.sizes)]
 

@@ -69,8 +69,7 @@ def _stamp(stack: env.Stack, item_id: str) -> dict[str, Any]:
         item = stack.runtime.store.get_item(item_id)
     assert item is not None and item.expiration is not None
     with COUNTER.measure(units=True) as tally:
-        retention.stamp_item(item.id, item.content_id, int(item.expiration), stack.runtime,
-                             counted=bool(item.counted), files=bool(item.has_files))
+        retention.stamp_done(item, stack.runtime)
     return tally.as_json()
 
 
