@@ -35,10 +35,11 @@ def test_a_content_outlives_an_item_done_within_its_horizon():
     horizon = retention.horizon_seconds(settings)
     assert horizon == 72 * 3600 + 86_400  # the longer timeout, and a day
     born = retention.content_expiration(DONE, settings)
-    assert born == int(DONE.timestamp()) + 1 + 30 * 86_400 + horizon  # rounded up
+    exact = DONE.timestamp() + 30 * 86_400 + horizon
+    assert born % 3600 == 0 and exact <= born < exact + 3600  # rounded up to the hour
     latest = DONE + timedelta(seconds=horizon)
     assert retention.expiration_at(latest, settings) <= born
-    assert retention.expiration_at(latest + timedelta(seconds=2), settings) > born
+    assert retention.expiration_at(latest + timedelta(hours=1, seconds=1), settings) > born
     # The longer of the two timeouts bounds the wait.
     sms = replace(settings, twilio_sms_timeout_hours=100.0)
     assert retention.horizon_seconds(sms) == 100 * 3600 + 86_400

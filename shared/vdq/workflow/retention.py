@@ -57,6 +57,7 @@ from vdq.core.settings import Settings
 from vdq.store import NEVER
 
 DAY = 86_400
+HOUR = 3_600
 # The REFS record outlives its content by this much: the daily purge, which finds idle
 # contents through it, deletes the files first.
 REFS_GRACE_SECONDS = 2 * DAY
@@ -85,11 +86,14 @@ def horizon_seconds(settings: Settings) -> int:
 
 def content_expiration(start: datetime, settings: Settings) -> int:
     """The expiration a content gets when it is written (or extended) at ``start`` (its
-    send time, for a scheduled one): an item of it done by ``start + H`` needs no more.
-    ``NEVER`` without a retention."""
+    send time, for a scheduled one): an item of it done by ``start + H`` needs no more. Rounded
+    up to the hour: later only, the same for every request of that hour, and a number with
+    fewer digits (DynamoDB sizes a number by its significant digits). ``NEVER`` without a
+    retention."""
     if settings.retention_days <= 0:
         return NEVER
-    return math.ceil(start.timestamp()) + settings.retention_days * DAY + horizon_seconds(settings)
+    at = start.timestamp() + settings.retention_days * DAY + horizon_seconds(settings)
+    return math.ceil(at / HOUR) * HOUR
 
 
 def mapping_expiration(written: datetime, settings: Settings) -> int | None:
