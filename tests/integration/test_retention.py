@@ -557,3 +557,33 @@ def test_upgrade_a_pending_count_without_files_is_settled_and_the_content_expire
     expires = content_records(aws, a.content_id)[CONTENT_SK]
     latest = max(expected(runtime, a.id), expected(runtime, b.id))
     assert expires is not None and expires >= latest
+
+
+def test_the_daily_watch_ends_an_item_whose_check_was_lost(aws, runtime, clock):
+    """Found by the model: an email claimed and sent, its check lost (the results queue keeps
+    a message four days; its consumer stopped longer). No result, check or send message is
+    coming: the daily watch errors the item, outcome unknown, once its lease has passed; an
+    email SES accepted whose check was lost gets its timeout's timer, and times out."""
+    from vdq.schedules import sweeps
+
+    [sending, awaiting, fresh] = (email(runtime, f"{n}@example.org")[0]
+                                  for n in ("ada", "bob", "cy"))  # fmt: skip
+    move(runtime, sending.id, "send")
+    move(runtime, awaiting.id, "send")
+    move(runtime, awaiting.id, "await", provider_id="0100-ses-bob")  # no timer: the check's
+    assert runtime.store.get_item(awaiting.id).timer_pk is None
+    clock.advance(runtime.settings.lease_seconds - 5)
+    move(runtime, fresh.id, "send")  # claimed within the lease: its holder may still answer
+    clock.advance(10)
+    report = sweeps.run(["purge"], runtime)
+    assert report.get("watch_lease_moved") == 1, report
+    assert report.get("watch_timers_written") == 1, report
+    errored = runtime.store.get_item(sending.id)
+    assert errored.state == "errored" and "outcome unknown" in errored.result
+    assert runtime.store.get_item(fresh.id).state == "sending"
+    assert runtime.store.get_item(awaiting.id).timer_pk is not None
+    clock.advance(runtime.settings.email_timeout_hours * 3600)
+    sweeps.run(["sweep"], runtime)
+    assert runtime.store.get_item(awaiting.id).state == "unconfirmed"
+    history = [h.name for h in runtime.store.history(sending.id)]
+    assert history == ["send", "error"], history

@@ -554,15 +554,15 @@ def dead_result(message: dict[str, Any], runtime: Runtime, report: Report) -> bo
 
 
 def purge(runtime: Runtime, report: Report) -> None:
-    """The daily watch of open items' contents (vdq.workflow.retention.watch_open: three
-    runs can fail before an open item's content would expire), then the file-age purge
+    """The daily watch of open items (vdq.workflow.retention.watch_open: their contents, three
+    runs can fail before one would expire; and ``lost_messages``), then the file-age purge
     (vdq.workflow.attachments.purge_idle), when files are not kept forever (a files age or a
     retention is set: vdq.workflow.retention.files_age_seconds)."""
     from vdq.workflow.attachments import purge_idle
     from vdq.workflow.retention import files_age_seconds, watch_open
 
     try:
-        extended = watch_open(runtime)
+        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report))
         if extended:
             report.add("contents_extended", extended)
     except Exception:
@@ -572,3 +572,30 @@ def purge(runtime: Runtime, report: Report) -> None:
         return
 
     report.add("files_purged", purge_idle(runtime))
+
+
+def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:
+    """An open item (as the daily watch read it, eventually consistent) whose messages were
+    all lost: a queue's consumer stopped for longer than the queue keeps messages (the results
+    queue's check: ``RESULTS_RETENTION_DAYS``), or a message deleted by mistake. Past its lease,
+    no check or holder is still coming:
+
+    - a ``sending`` item is errored, outcome unknown (``outcome_unknown``, on a strong read);
+    - an ``awaiting`` email without a timer gets its timeout's timer (the check's rule:
+      vdq.results.checks.decide).
+
+    Both conditional on the item as read, so a result recorded first wins."""
+    from vdq.results import checks
+
+    since = item.claimed_at or item.updated_at
+    lease_end = parse_iso(since) + timedelta(seconds=runtime.settings.lease_seconds)
+    if runtime.clock.now() < lease_end:
+        return  # its holder, check or send message may still come
+    if item.state == State.SENDING.value:
+        current = runtime.store.get_item(item.id)
+        if current is not None and current.state == State.SENDING.value:
+            report.add(f"watch_lease_{outcome_unknown(current, runtime) or 'moved'}")
+    elif item.state == State.AWAITING.value and item.method == "email" and not item.timer_pk:
+        sent = checks.Sent(item.id, int(item.attempt), item.provider_id or "", item.updated_at)
+        if checks.decide(item, sent, runtime, strong=True):
+            report.add("watch_timers_written")

@@ -46,7 +46,7 @@ its expiration as gone (``vdq.store.expiry.gone``): lists and reads never show h
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -130,10 +130,11 @@ def watch_margin(settings: Settings) -> int:
     return min(WATCH_MARGIN_SECONDS, settings.retention_days * DAY + horizon_seconds(settings))
 
 
-def watch_open(runtime: Any) -> int:
+def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
     """The daily watch: extend the content of every item still open close to its content's
     expiration (an errored item waiting for an operator, a hold's parked item, a long
     backlog), to the expiration of a content written now. Returns contents extended.
+    ``visit`` sees every open item read, as read (vdq.schedules.sweeps.lost_messages).
 
     Every open item is in the active index: each is read (eventually consistent, a hundred a
     request: a stale read costs at most an extension that was not needed), since only the item
@@ -145,7 +146,8 @@ def watch_open(runtime: Any) -> int:
     from vdq.workflow.table import DONE_STATES
 
     settings = runtime.settings
-    if settings.retention_days <= 0:
+    expiring = settings.retention_days > 0  # else nothing expires: only ``visit`` has work
+    if not expiring and visit is None:
         return 0
     now = runtime.clock.now()
     near = now.timestamp() + watch_margin(settings)
@@ -162,7 +164,10 @@ def watch_open(runtime: Any) -> int:
             after = rows[-1][1]
             items = runtime.store.get_items([item_id for item_id, _ in rows], consistent=False)
             for item in items.values():
-                if item.state in DONE_STATES or item.cx is None or item.cx >= near:
+                if visit is not None and item.state not in DONE_STATES:
+                    visit(item)
+                if (not expiring or item.state in DONE_STATES or item.cx is None
+                        or item.cx >= near):  # fmt: skip
                     continue  # done, of a counted content (kept while open), or far from it
                 if item.content_id not in extended:
                     extended[item.content_id] = runtime.store.extend_content(item.content_id,
