@@ -587,3 +587,29 @@ def test_the_daily_watch_ends_an_item_whose_check_was_lost(aws, runtime, clock):
     assert runtime.store.get_item(awaiting.id).state == "unconfirmed"
     history = [h.name for h in runtime.store.history(sending.id)]
     assert history == ["send", "error"], history
+
+
+def test_turning_retention_off_keeps_the_content_of_an_item_kept_forever(aws, runtime, clock):
+    """VDQ_RETENTION_DAYS set to 0 (keep everything) after a content was written with an
+    expiration from birth: an item done now has no expiration and is kept forever, and an
+    errored one waits for an operator as long as it takes. Their content must live as long:
+    the done write and the daily watch give it no expiration (``NEVER``), or the item is
+    kept without the content it was sent with."""
+    from dataclasses import replace
+
+    from vdq.schedules import sweeps
+
+    [done, waiting] = (email(runtime, f"{n}@example.org")[0] for n in ("ada", "bob"))
+    move(runtime, waiting.id, "send", "error")
+    runtime.settings = replace(runtime.settings, retention_days=0)
+    succeed(runtime, done.id)
+    assert runtime.store.get_item(done.id).expiration is None  # kept forever
+    for _ in range(60):
+        clock.advance(DAY)
+        sweeps.run(["purge"], runtime)
+        ttl_deleter(aws, clock.now())
+    for item in (done, waiting):
+        assert runtime.store.get_item(item.id) is not None
+        assert runtime.store.get_content(item.content_id) is not None, item.id
+    answer = call("transition", params={"id": waiting.id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
