@@ -146,9 +146,6 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
     from vdq.workflow.table import DONE_STATES
 
     settings = runtime.settings
-    expiring = settings.retention_days > 0  # else nothing expires: only ``visit`` has work
-    if not expiring and visit is None:
-        return 0
     now = runtime.clock.now()
     near = now.timestamp() + watch_margin(settings)
     later = content_expiration(now, settings)
@@ -166,8 +163,9 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
             for item in items.values():
                 if visit is not None and item.state not in DONE_STATES:
                     visit(item)
-                if (not expiring or item.state in DONE_STATES or item.cx is None
-                        or item.cx >= near):  # fmt: skip
+                # (Without a retention now, ``later`` is NEVER: a content written with one
+                # is kept as long as its items, which are kept forever.)
+                if item.state in DONE_STATES or item.cx is None or item.cx >= near:
                     continue  # done, of a counted content (kept while open), or far from it
                 if item.content_id not in extended:
                     extended[item.content_id] = runtime.store.extend_content(item.content_id,

@@ -19,6 +19,7 @@ from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import ContentionError, InvalidTransition, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.store import (  # noqa: F401  (history_entry: re-exported)
+    NEVER,
     Duplicate,
     EventMark,
     HistoryRecord,
@@ -328,9 +329,11 @@ def content_outlives(item: QueueItemRecord, write: StateWrite, now: datetime,
     than its content's horizon allows (a long backlog, a resend's copy), after extending the
     content, with the new ``cx`` (vdq.workflow.retention). A crash between the two leaves a
     content that lives longer than it needs to."""
-    needed = write.set.get("expiration")
-    if item.cx is None or needed is None:
-        return  # a counted content (the stream stamps it), or nothing expires
+    if item.cx is None:
+        return  # a counted content (the stream stamps it)
+    # An item kept forever (no retention now) needs a content that never expires, whatever
+    # the retention it was written with.
+    needed = write.set.get("expiration") or NEVER
     if item.cx >= needed:
         write.at_least["cx"] = int(needed)
         return
