@@ -348,3 +348,29 @@ def test_a_late_invocation_s_message_waits_for_a_check_the_results_backlog_holds
     assert not (stored.result or "").startswith("outcome unknown"), stored.result
     assert (stored.state, stored.provider_id) == ("awaiting", message_id)
     assert ses_calls(world, item_id) == 1
+
+
+def test_the_daily_watch_leaves_an_accepted_email_whose_check_a_results_backlog_holds(world):
+    """No crash: the send function sent the email, published its check and deleted its
+    message. The results function is behind (a burst of SES events, a throttled function:
+    twenty minutes of backlog, far within the four days the results queue keeps a message)
+    when the daily watch runs. The check is not lost, only late: the watch must not take the
+    attempt for lost because its lease passed (the lease bounds a holder, not the results
+    queue). SES took the email: "outcome unknown" would invite a retry that sends it twice,
+    and the Delivery that follows could only be a late event of an errored item."""
+    item_id = email(world)
+    deliver(world)
+    assert not world.send_queue.messages  # its message deleted: only its check is left
+    assert len(world.results_queue.messages) == 1  # its check, delayed
+    assert state(world, item_id).state == "sending"
+    world.rt.clock.advance(20 * 60)  # the results function has not reached the check yet
+    schedules.run(["purge"], world.rt)
+    world.deliver_results()
+    stored = state(world, item_id)
+    (message_id,) = world.ses.accepted
+    assert not (stored.result or "").startswith("outcome unknown"), stored.result
+    assert (stored.state, stored.provider_id) == ("awaiting", message_id)
+    event = ses_event("delivery", message_id=message_id, item_id=item_id, attempt=1)
+    results.handle_ses_event(event, world.rt)
+    assert state(world, item_id).state == "succeeded"
+    assert ses_calls(world, item_id) == 1
