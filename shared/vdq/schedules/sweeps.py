@@ -577,12 +577,14 @@ def purge(runtime: Runtime, report: Report) -> None:
 def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:
     """An open item (as the daily watch read it, eventually consistent) whose messages were
     all lost: a queue's consumer stopped for longer than the queue keeps messages (the results
-    queue's check: ``RESULTS_RETENTION_DAYS``), or a message deleted by mistake. Past its lease,
-    no check or holder is still coming:
+    queue's check: ``RESULTS_RETENTION_DAYS``), or a message deleted by mistake.
 
-    - a ``sending`` item is errored, outcome unknown (``outcome_unknown``, on a strong read);
-    - an ``awaiting`` email without a timer gets its timeout's timer (the check's rule:
-      vdq.results.checks.decide).
+    - a ``sending`` item past its lease and the results queue's retention (its check, due
+      within the lease, may wait that long in a backlog: until then it is late, not lost) is
+      errored, outcome unknown (``outcome_unknown``, on a strong read);
+    - an ``awaiting`` email without a timer past its lease gets its timeout's timer (the
+      check's rule, vdq.results.checks.decide: a check that comes later finds it and writes
+      nothing).
 
     Both conditional on the item as read, so a result recorded first wins."""
     from vdq.results import checks
@@ -592,6 +594,8 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> No
     if runtime.clock.now() < lease_end:
         return  # its holder, check or send message may still come
     if item.state == State.SENDING.value:
+        if runtime.clock.now() < lease_end + timedelta(days=resources.RESULTS_RETENTION_DAYS):
+            return  # its check may be in the results queue's backlog
         current = runtime.store.get_item(item.id)
         if current is not None and current.state == State.SENDING.value:
             report.add(f"watch_lease_{outcome_unknown(current, runtime) or 'moved'}")
