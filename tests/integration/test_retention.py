@@ -617,3 +617,27 @@ def test_turning_retention_off_keeps_the_content_of_an_item_kept_forever(aws, ru
         assert runtime.store.get_content(item.content_id) is not None, item.id
     answer = call("transition", params={"id": waiting.id, "name": "retry"}, query={})
     assert answer.status == 200, answer.body
+
+
+def test_the_watch_measures_the_lease_of_the_claim_it_errors(aws, runtime, clock):
+    """The watch reads open items eventually consistent, a page at a time, and reads a sending
+    item past its lease again, strongly, before it errors it. Between the two reads the item
+    may have moved on to a new claim (errored by its message, retried, claimed again: the
+    strong read shows ``sending`` again). The lease that decides is the claim's that the
+    write conditions on: a claim its holder is sending now is not ended "outcome unknown"."""
+    from vdq.schedules import sweeps
+
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    clock.advance(runtime.settings.lease_seconds
+                  + (resources.RESULTS_RETENTION_DAYS + 1) * DAY)  # fmt: skip
+    stale = runtime.store.get_item(item.id)  # the watch's page, as read
+    move(runtime, item.id, "error", result="outcome unknown")
+    answer = call("transition", params={"id": item.id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    move(runtime, item.id, "send")  # a new claim, its holder at the provider now
+    report = sweeps.Report()
+    sweeps.lost_messages(stale, runtime, report)
+    current = runtime.store.get_item(item.id)
+    assert (current.state, int(current.attempt)) == ("sending", 2), (current.state,
+                                                                     current.result)
