@@ -597,7 +597,11 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> No
         if runtime.clock.now() < lease_end + timedelta(days=resources.RESULTS_RETENTION_DAYS):
             return  # its check may be in the results queue's backlog
         current = runtime.store.get_item(item.id)
-        if current is not None and current.state == State.SENDING.value:
+        # The claim whose lease was measured, not one taken since (its holder may be sending):
+        # a new claim is the next run's to judge.
+        if (current is not None and current.state == State.SENDING.value
+                and (int(current.attempt), current.claimed_at, current.updated_at)
+                == (int(item.attempt), item.claimed_at, item.updated_at)):  # fmt: skip
             report.add(f"watch_lease_{outcome_unknown(current, runtime) or 'moved'}")
     elif item.state == State.AWAITING.value and item.method == "email" and not item.timer_pk:
         sent = checks.Sent(item.id, int(item.attempt), item.provider_id or "", item.updated_at)
