@@ -449,7 +449,8 @@ def test_republish_sweep_publishes_an_unclaimed_item_again_once(aws, runtime, cl
     schedules.run(["sweep"], runtime)
     assert drain(aws) == []
     clock.advance(2)
-    assert schedules.run(["sweep"], runtime) == {"republished": 1}
+    # Written without a publish timer (vdq.schedules.strays), it is given one, then sent again.
+    assert schedules.run(["sweep"], runtime) == {"strays_armed": 1, "republished": 1}
     assert drain(aws) == [{"id": item.id, "attempt": 1, "to": item.receiver, "pace": "ses",
                            "queued": item.queued_at}]
     stored = runtime.store.get_item(item.id)
@@ -464,9 +465,13 @@ def test_republish_sweep_waits_while_the_send_queue_has_a_backlog(aws, runtime, 
     drain(aws)  # this publish was lost
     waiting = new_email(runtime)  # this one waits in the queue behind a slow consumer
     clock.advance(runtime.settings.publish_grace_seconds + 1)
-    assert schedules.run(["sweep"], runtime) == {"republish_waiting": 2}
+    # Written without publish timers (vdq.schedules.strays), neither is armed while the lane
+    # has a backlog: the first found stops the shard's cursor until it drains.
+    assert schedules.run(["sweep"], runtime) in ({"strays_waiting": 1},
+                                                 {"strays_waiting": 2})  # fmt: skip
     assert [m["id"] for m in drain(aws)] == [waiting.id]  # no copies were added
-    assert schedules.run(["sweep"], runtime) == {"republished": 2}  # the queue drained
+    # The queue drained: both armed, then published again.
+    assert schedules.run(["sweep"], runtime) == {"strays_armed": 2, "republished": 2}
     assert sorted(m["id"] for m in drain(aws)) == sorted([lost.id, waiting.id])
 
 

@@ -1,8 +1,10 @@
 """Enqueue: one queue item per receiver, written before anything is published.
 
-Items are stored with a publish timer set; the publish follows the write. A publish that SQS
-refuses moves the item to ``errored``; a crash between write and publish leaves the timer, and
-the re-publish sweep sends the item later. Nothing accepted is lost.
+An item for now is stored without a publish timer, and its publish follows the write. A
+publish that SQS refuses moves the item to ``errored`` (or, that write failing, gives it its
+timer, and the re-publish sweep sends it later); a crash between write and publish leaves an
+item the schedule finds a grace period later and gives its timer (vdq.schedules.strays). A
+scheduled item is stored with its timer, due from its send time. Nothing accepted is lost.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from vdq.store import (
 )
 from vdq.store.search import excerpt as excerpt_of
 from vdq.store.search import receiver_key
+from vdq.workflow import unpublished
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.retention import content_expiration
 from vdq.workflow.table import INITIAL_STATE
@@ -78,16 +81,19 @@ def new_item(
     excerpt: str | None = None,
     cx: int | None = None,
 ) -> QueueItemRecord:
-    """A new ``queued`` item, in the active index, with its publish timer set (an SMS item
-    also with its body's encoding and segments). A scheduled item's publish timer counts from
-    its ``send_at``: the re-publish sweep never sends it early. It is in the receiver index
+    """A new ``queued`` item, in the active index (an SMS item also with its body's encoding
+    and segments). A scheduled item has its publish timer, counted from its ``send_at``: the
+    re-publish sweep never sends it early; an item for now has none (its publish follows at
+    once: vdq.schedules.strays). It is in the receiver index
     (``rx``) from birth, and keeps ``excerpt`` (the start of its subject or body) for lists.
     ``cx``: the expiration its content has from birth (vdq.workflow.retention); None for an
     item of a counted content."""
     s = runtime.settings
     item_id = ids.new_id(int(now.timestamp() * 1000))
     at = iso(now)
-    due = iso(publish_after(send_at, now) + timedelta(seconds=s.publish_grace_seconds))
+    after = publish_after(send_at, now)
+    due = iso(after + timedelta(seconds=s.publish_grace_seconds))
+    timed = after > now  # a scheduled item: its timer; one for now is published at once
     return QueueItemRecord(
         item_pk(item_id),
         STATE_SK,
@@ -115,8 +121,9 @@ def new_item(
         list_name=list_name,
         active_pk=active_partition(item_id, s.index_shards),
         active_sk=f"{at}#{item_id}",
-        timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards, priority),
-        timer_sk=f"{due}#{item_id}",
+        timer_pk=timer_partition(TIMER_PUBLISH, item_id, s.index_shards, priority) if timed
+        else None,
+        timer_sk=f"{due}#{item_id}" if timed else None,
         rx=receiver_key(normalize(receiver)),
         sj=excerpt,
         cx=cx,
@@ -246,9 +253,20 @@ def _publish(
                     runtime,
                 )  # fmt: skip
             except Exception:
-                # The item is stored and accepted: its publish timer stays, and the re-publish
-                # sweep sends it. Failing here would tell the client it was not.
+                # The item is stored and accepted: failing here would tell the client it was
+                # not. It gets its publish timer, and the re-publish sweep sends it (or, that
+                # write failing too, the schedule finds it: vdq.schedules.strays).
                 logger.exception("%s stays queued for the re-publish sweep", item.id)
+                _arm(item, runtime)
+
+
+def _arm(item: QueueItemRecord, runtime: Runtime) -> None:
+    if item.timer_pk:
+        return  # a scheduled item has its timer
+    try:
+        unpublished.arm(item, runtime)
+    except Exception:
+        logger.exception("publish timer of %s not written: the schedule finds it", item.id)
 
 
 def new_content_id(origin: Origin | None, now: datetime) -> str:

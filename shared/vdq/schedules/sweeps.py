@@ -23,6 +23,8 @@ race) is logged and the run goes on.
 - Lease timers of items claimed by a release before the send message held the lease: a
   ``sending`` item whose lease passed moves to ``errored`` (outcome unknown); an email still
   ``awaiting`` moves its timer to ``mailwait``, keyed on its claim, for the email timeout.
+- Strays: an item enqueued for now is written without a publish timer; one still queued
+  without any a grace period later is given it (vdq.schedules.strays).
 - Re-publish sweep: a ``queued``/``delayed`` item whose publish timer passed (its send message
   was never claimed) is published again, after pushing the timer on conditionally, so two
   sweeps never publish the same item twice. Not while the item's lane has a backlog: then an
@@ -45,7 +47,9 @@ from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import InvalidTransition, VdqError
 from vdq.core.observability import logger, metrics
+from vdq.schedules import strays
 from vdq.store import QueueItemRecord
+from vdq.workflow import unpublished
 from vdq.workflow.lanes import PRIORITIES, priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import (
@@ -106,6 +110,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
         elif task == "sweep":
             release_scheduled(runtime, report)
             lease_sweep(runtime, report)
+            stray_sweep(runtime, report)  # before the re-publish sweep sends what it arms
             republish_sweep(runtime, report)
             email_timeouts(runtime, report)
             held_items(runtime, report)
@@ -374,6 +379,13 @@ def release_scheduled(runtime: Runtime, report: Report) -> None:
         logger.exception("releasing scheduled sends failed; the next run tries again")
 
 
+def stray_sweep(runtime: Runtime, report: Report) -> None:
+    """Items enqueued for now whose message may not have gone out (vdq.schedules.strays),
+    each lane's backlog asked once a run."""
+    backlogs: dict[str, int] = {}
+    strays.arm_strays(runtime, report, lambda lane: lane_backlog(lane, runtime, backlogs))
+
+
 def republish_sweep(runtime: Runtime, report: Report) -> None:
     """Each lane's passed publish timers, read from the lane's own partitions (high first),
     a batch a lane: a lane with a backlog is only counted, none of its items read."""
@@ -584,11 +596,19 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> No
       errored, outcome unknown (``outcome_unknown``, on a strong read);
     - an ``awaiting`` email without a timer past its lease gets its timeout's timer (the
       check's rule, vdq.results.checks.decide: a check that comes later finds it and writes
-      nothing).
+      nothing);
+    - a queued item without a timer or a hold gets its publish timer (vdq.schedules.strays:
+      one whose index entry came after that schedule's cursor passed its time).
 
-    Both conditional on the item as read, so a result recorded first wins."""
+    Each conditional on the item as read, so a result recorded first wins."""
     from vdq.results import checks
 
+    if unpublished.stray(item):
+        waited = runtime.clock.now() - parse_iso(item.updated_at)
+        if waited.total_seconds() > runtime.settings.publish_grace_seconds and unpublished.arm(
+                item, runtime):  # fmt: skip
+            report.add("watch_strays_armed")
+        return
     since = item.claimed_at or item.updated_at
     lease_end = parse_iso(since) + timedelta(seconds=runtime.settings.lease_seconds)
     if runtime.clock.now() < lease_end:

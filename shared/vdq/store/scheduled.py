@@ -25,7 +25,8 @@ class Scheduled:
         ))  # fmt: skip
 
     def bucket_cursor(self, partition: str) -> str | None:
-        """The sort key of the last bucket of the partition published; None before the
+        """The sort key of the last bucket of the partition published (or, for another
+        schedule's cursor, the last row it read: vdq.schedules.strays); None before the
         first."""
         try:
             record = ScheduledCursorRecord.get(partition, SCHEDULED_CURSOR_SK,

@@ -18,5 +18,6 @@ __all__ = [
     "stateevents",
     "table",
     "transitions",
+    "unpublished",
     "views",
 ]

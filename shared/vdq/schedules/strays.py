@@ -1,0 +1,95 @@
+"""Items accepted for sending now whose first send message may never have gone out.
+
+An item enqueued for now (not scheduled) is written without a publish timer: a timer is an
+entry in the timers index when written and another when the claim removes it, two of the ten
+or so write units an email costs, and its message is published right after the write anyway.
+What is left without one:
+
+- a publish SQS refuses: the enqueue records the error (or, that failing, gives the item its
+  publish timer at once: vdq.workflow.unpublished.arm);
+- a function that dies between the write and the publish (a timeout, a crash): the schedule
+  finds it (``arm_strays``). The active index holds every open item under its enqueue time, so
+  a cursor per shard reads the items enqueued since the last run, up to
+  ``VDQ_PUBLISH_GRACE_SECONDS`` ago: by then each has had as long to be claimed as a publish
+  timer gives it. An item still queued there with no timer (and not parked by a hold) is given
+  the timer it would have had, due at its enqueue time plus the grace; the re-publish sweep,
+  which runs next, sends it again. Not while its lane has a backlog (``arm_strays``).
+
+Most items are done within seconds of their send and have left the active index by then: the
+read costs nothing for them. An item whose index entry shows up only after the cursor passed
+its time (the index lagging more than the grace period) is found by the daily watch of open
+items instead (vdq.schedules.sweeps.lost_messages). Items written before this keep the timer
+they were written with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from vdq.core import resources
+from vdq.core.clock import iso
+from vdq.core.observability import logger
+from vdq.workflow.lanes import priority_of
+from vdq.workflow.unpublished import arm, stray
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+
+CURSOR_PREFIX = "STRAYS#"  # the partition of a shard's cursor: STRAYS#<shard>
+PAGE = 100  # index rows a page, the items of one BatchGetItem
+PAGES = 20  # pages a shard a run: 2,000 open items; the next run goes on from the cursor
+
+
+def arm_strays(runtime: Runtime, report: Any, backlog: Callable[[str], int]) -> None:
+    """Each shard of the active index, from its cursor to the grace period ago, a page at a
+    time: the items still there are read (eventually consistent: a stale one costs at most a
+    refused write or a read again next run) and the stray ones armed. The cursor moves past
+    each row dealt with; a run that reads ``PAGES`` pages leaves the rest to the next.
+
+    A stray in a lane with a backlog (``backlog``: the lane's waiting sends) is most likely
+    still waiting in it: it is not armed (a timer is two index writes, and every item of a
+    backlog would get one), and the shard's cursor stops before it, so each run reads on from
+    there until the item is claimed or the lane drains (then it is armed, and the re-publish
+    sweep sends it: a lost publish goes out once its lane drains, as for any passed timer).
+    Up to ``PAGES`` pages of a shard are read again a run meanwhile."""
+    s = runtime.settings
+    now = runtime.clock.now()
+    until = iso(now - timedelta(seconds=s.publish_grace_seconds))
+    for k in range(s.index_shards):
+        partition = f"{CURSOR_PREFIX}{k}"
+        # No cursor yet (the first run after an upgrade): from the shard's oldest open item.
+        after = runtime.store.bucket_cursor(partition)
+        if after is not None and after >= until:
+            continue  # a clock that went back: nothing new in this shard
+        last = _shard(k, after, until, runtime, report, backlog)
+        if last != after and last is not None:
+            runtime.store.move_bucket_cursor(partition, last)
+
+
+def _shard(k: int, after: str | None, until: str, runtime: Runtime, report: Any,
+           backlog: Callable[[str], int]) -> str | None:  # fmt: skip
+    """One shard's run: the sort key of the last row dealt with (the cursor's next place)."""
+    last = after
+    for _ in range(PAGES):
+        # The shard's partition (vdq.workflow.transitions.active_partition).
+        rows = runtime.store.query_index(resources.ACTIVE_INDEX, f"A#{k}", start_after=last,
+                                         below=until, limit=PAGE)  # fmt: skip
+        if not rows:
+            return last
+        items = runtime.store.get_items([item_id for item_id, _ in rows], consistent=False)
+        for item_id, key in rows:
+            item = items.get(item_id)
+            if item is not None and stray(item):
+                if backlog(priority_of(item)):
+                    report.add("strays_waiting")
+                    return last  # in its lane's backlog, most likely: read again next run
+                if arm(item, runtime):
+                    report.add("strays_armed")
+                    logger.warning("%s was queued at %s with no send message seen since: "
+                                   "its publish timer is armed", item.id, item.queued_at)
+            last = key
+        if len(rows) < PAGE:
+            return last
+    return last

@@ -1,0 +1,178 @@
+"""Items for now are written without a publish timer (vdq.schedules.strays): the ones whose
+send message never went out are still found, given their timer and sent again."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.support.aws import drain
+from tests.support.operator import dynamodb_requests, move
+from tests.support.results import new_email, to_awaiting, to_sending
+from vdq.schedules import strays
+from vdq.schedules import sweeps as schedules
+from vdq.workflow import unpublished
+
+DAY = 86_400
+
+
+class Crash(Exception):
+    """The enqueue function dies between its write and its publish."""
+
+
+def crashing_publish(runtime, monkeypatch):
+    def publish(messages):
+        raise Crash("the function timed out")
+
+    monkeypatch.setattr(runtime.send_queue, "publish", publish)
+
+
+def stored_items(aws, runtime):
+    import boto3
+
+    rows = boto3.client("dynamodb").scan(TableName=aws["table"])["Items"]
+    ids = [r["id"]["S"] for r in rows if r["sk"]["S"] == "STATE"]
+    return [runtime.store.get_item(i) for i in ids]
+
+
+def crashed_item(aws, runtime, monkeypatch, receiver="ada@example.org"):
+    before = {i.id for i in stored_items(aws, runtime)}
+    with monkeypatch.context() as patch:
+        crashing_publish(runtime, patch)
+        with pytest.raises(Crash):
+            new_email(runtime, receiver)
+    [item] = [i for i in stored_items(aws, runtime) if i.id not in before]
+    return item
+
+
+def test_an_item_for_now_has_no_publish_timer_and_a_scheduled_one_has(aws, runtime, clock):
+    import vdq
+
+    now = new_email(runtime)
+    assert now.timer_pk is None and now.state == "queued"
+    [later] = vdq.add_email({"email": "shop@example.com"}, ["bob@example.org"], "Hi", "Text",
+                            send_at=clock.now() + timedelta(hours=2), runtime=runtime)  # fmt: skip
+    assert runtime.store.get_item(later.id).timer_pk.startswith("publish#")
+
+
+def test_an_item_whose_publish_died_is_sent_a_grace_period_later_once(aws, runtime, clock,
+                                                                     monkeypatch):  # fmt: skip
+    item = crashed_item(aws, runtime, monkeypatch)
+    assert item.state == "queued" and item.timer_pk is None, "accepted, with nothing to send it"
+    assert drain(aws) == []
+    grace = runtime.settings.publish_grace_seconds
+    clock.advance(grace - 1)
+    assert schedules.run(["sweep"], runtime) == {}  # it may still be on its way
+    clock.advance(2)
+    assert schedules.run(["sweep"], runtime) == {"strays_armed": 1, "republished": 1}
+    assert [m["id"] for m in drain(aws)] == [item.id]
+    assert schedules.run(["sweep"], runtime) == {}  # armed once, sent once
+    assert drain(aws) == []
+
+
+def test_a_refused_publish_whose_error_was_not_written_gets_its_timer_at_once(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    from vdq.intake import enqueue
+
+    def refused(messages):
+        return {m.item_id: "SQS refused it" for m in messages}
+
+    def no_store(*args, **kwargs):
+        raise RuntimeError("DynamoDB refused the write")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.send_queue, "publish", refused)
+        patch.setattr(enqueue, "apply", no_store)
+        item = new_email(runtime)
+    assert item.state == "queued" and item.timer_pk.startswith("publish#")
+    due = item.timer_sk.split("#")[0]
+    assert due == unpublished.iso(unpublished.parse_iso(item.queued_at)
+                                  + timedelta(seconds=runtime.settings.publish_grace_seconds))
+
+
+def test_items_sent_or_done_within_the_grace_are_read_at_most_once_and_never_written(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    done, awaiting, sending = (new_email(runtime, f"{n}@example.org") for n in "abc")
+    to_awaiting(done, runtime, "0100-a")
+    move(runtime, done.id, "succeed")
+    to_awaiting(awaiting, runtime, "0100-b")
+    to_sending(sending, runtime)
+    drain(aws)
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    with monkeypatch.context() as patch, dynamodb_requests(patch) as counts:
+        strays.arm_strays(runtime, schedules.Report(), lambda lane: 0)
+    # The open ones are read (one BatchGetItem for the shard that holds them), none written;
+    # the done one left the index. Each shard's cursor is read, and moved where rows were.
+    shards = runtime.settings.index_shards
+    assert counts["Query"] == shards and counts["GetItem"] == shards
+    assert counts["BatchGetItem"] <= 2 and "UpdateItem" not in counts
+    with monkeypatch.context() as patch, dynamodb_requests(patch) as counts:
+        strays.arm_strays(runtime, schedules.Report(), lambda lane: 0)
+    assert "BatchGetItem" not in counts, "a row is read again"
+
+
+def test_a_run_reads_its_pages_and_the_next_goes_on_from_its_cursor(aws, runtime, clock,
+                                                                    monkeypatch):  # fmt: skip
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, index_shards=1)
+    items = [crashed_item(aws, runtime, monkeypatch, f"r{n}@example.org") for n in range(5)]
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    monkeypatch.setattr(strays, "PAGE", 2)
+    monkeypatch.setattr(strays, "PAGES", 1)
+    armed = []
+    for _ in range(3):
+        report = schedules.Report()
+        strays.arm_strays(runtime, report, lambda lane: 0)
+        armed.append(report.counts.get("strays_armed", 0))
+    assert armed == [2, 2, 1]
+    assert all(runtime.store.get_item(i.id).timer_pk for i in items)
+
+
+def test_a_parked_item_is_not_armed(aws, runtime, clock):
+    item = new_email(runtime)
+    item.held = "held since h1: bounces"
+    assert not unpublished.stray(item)
+    item.held = None
+    assert unpublished.stray(item)
+    item.timer_pk = "publish#0"
+    assert not unpublished.stray(item)
+
+
+def test_the_daily_watch_arms_a_stray_the_cursor_passed_before_the_index_showed_it(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    item = crashed_item(aws, runtime, monkeypatch)
+    # The index lagged: the cursor passed the item's time before its entry was there.
+    later = unpublished.iso(clock.now() + timedelta(seconds=1))
+    for k in range(runtime.settings.index_shards):
+        runtime.store.move_bucket_cursor(f"{strays.CURSOR_PREFIX}{k}", later)
+    clock.advance(runtime.settings.publish_grace_seconds + 2)
+    assert "strays_armed" not in schedules.run(["sweep"], runtime)
+    assert runtime.store.get_item(item.id).timer_pk is None
+    clock.advance(DAY)
+    assert schedules.run(["purge"], runtime).get("watch_strays_armed") == 1
+    assert schedules.run(["sweep"], runtime) == {"republished": 1}
+    assert [m["id"] for m in drain(aws)] == [item.id]
+
+
+def test_a_stray_in_a_lane_with_a_backlog_waits_and_holds_the_cursor(aws, runtime, clock,
+                                                                     monkeypatch):  # fmt: skip
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, index_shards=1)
+    lost = crashed_item(aws, runtime, monkeypatch, "lost@example.org")
+    clock.advance(1)
+    queued = new_email(runtime, "queued@example.org")  # waits in the queue behind a backlog
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    waits = {"normal": 5}
+    for _ in range(2):
+        report = schedules.Report()
+        strays.arm_strays(runtime, report, lambda lane: waits.get(lane, 0))
+        assert report.counts == {"strays_waiting": 1}  # the first stray stops the shard
+    assert runtime.store.get_item(lost.id).timer_pk is None
+    waits.clear()  # drained
+    report = schedules.Report()
+    strays.arm_strays(runtime, report, lambda lane: 0)
+    assert report.counts == {"strays_armed": 2}
+    assert runtime.store.get_item(queued.id).timer_pk and runtime.store.get_item(lost.id).timer_pk
