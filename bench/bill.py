@@ -35,10 +35,9 @@ FLOOR_WRITES = (
     ("enqueue: the item's state, kept from the 202 on", 1),
     ("enqueue: its content, which a retry or a resend sends again", 1),
     ("enqueue: its entry in the list of open items (operators list them)", 1),
-    ("enqueue: its timer entry (the sweep republishes an item whose publish failed)", 1),
+    ("enqueue: its entry in the receiver index (search by receiver)", 1),
     ("claim: a conditional write (SQS delivers a message twice at times: no double send)", 1),
-    ("result: the done state, its open and timer entries out, its done-list entry in", 4),
-    ("retention: the content's expiry, a write of its own (a resend may share it)", 1),
+    ("result: the done state, its open entry out, its done-list entry in", 3),
 )
 FLOOR_READS = 1.0  # the worker reads the item and its content (each under 4 KB)
 

@@ -176,3 +176,22 @@ def test_a_stray_in_a_lane_with_a_backlog_waits_and_holds_the_cursor(aws, runtim
     strays.arm_strays(runtime, report, lambda lane: 0)
     assert report.counts == {"strays_armed": 2}
     assert runtime.store.get_item(queued.id).timer_pk and runtime.store.get_item(lost.id).timer_pk
+
+
+def test_a_shard_that_fails_keeps_its_cursor_and_is_read_again_next_run(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, index_shards=1)
+    item = crashed_item(aws, runtime, monkeypatch)
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    with monkeypatch.context() as patch:
+        def throttled(*args, **kwargs):
+            raise RuntimeError("ProvisionedThroughputExceededException")
+
+        patch.setattr(runtime.store, "get_items", throttled)
+        counts = schedules.run(["sweep"], runtime)
+    assert counts.get("failed") == 1 and "strays_armed" not in counts
+    assert runtime.store.bucket_cursor(f"{strays.CURSOR_PREFIX}0") is None
+    assert schedules.run(["sweep"], runtime) == {"strays_armed": 1, "republished": 1}
+    assert [m["id"] for m in drain(aws)] == [item.id]

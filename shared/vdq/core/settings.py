@@ -280,7 +280,9 @@ class Settings:
         "VDQ_PUBLISH_GRACE_SECONDS",
         900,
         read.positive_int,
-        "a queued item not claimed this long after its publish is published again",
+        "a queued item not claimed this long after its publish is published again (an item "
+        "enqueued for now has no timer: one still queued this long after, without one, gets "
+        "it then)",
     )
     max_schedule_days: int = _setting(
         "VDQ_MAX_SCHEDULE_DAYS", 30, read.positive_int,

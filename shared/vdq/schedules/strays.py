@@ -63,9 +63,13 @@ def arm_strays(runtime: Runtime, report: Any, backlog: Callable[[str], int]) -> 
         after = runtime.store.bucket_cursor(partition)
         if after is not None and after >= until:
             continue  # a clock that went back: nothing new in this shard
-        last = _shard(k, after, until, runtime, report, backlog)
-        if last != after and last is not None:
-            runtime.store.move_bucket_cursor(partition, last)
+        try:
+            last = _shard(k, after, until, runtime, report, backlog)
+            if last != after and last is not None:
+                runtime.store.move_bucket_cursor(partition, last)
+        except Exception:  # the cursor stays: the next run reads the shard again from it
+            report.add("failed")
+            logger.exception("strays of shard %d not read; the next run goes on", k)
 
 
 def _shard(k: int, after: str | None, until: str, runtime: Runtime, report: Any,
