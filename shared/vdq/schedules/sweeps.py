@@ -115,6 +115,7 @@ def run(tasks: tuple[str, ...] | list[str], runtime: Runtime) -> dict[str, int]:
             email_timeouts(runtime, report)
             held_items(runtime, report)
             dead_letters(runtime, report)
+            watch_more(runtime, report)
         elif task == "purge":
             purge(runtime, report)
         else:
@@ -584,6 +585,19 @@ def purge(runtime: Runtime, report: Report) -> None:
         return
 
     report.add("files_purged", purge_idle(runtime))
+
+
+def watch_more(runtime: Runtime, report: Report) -> None:
+    """A pass of the daily watch that ran out of time goes on (vdq.workflow.retention)."""
+    from vdq.workflow.retention import watch_more as more
+
+    try:
+        extended = more(runtime, lambda item: lost_messages(item, runtime, report))
+        if extended:
+            report.add("contents_extended", extended)
+    except Exception:
+        report.add("failed")
+        logger.exception("the watch of open items failed; the next minute goes on")
 
 
 def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:

@@ -130,7 +130,15 @@ def watch_margin(settings: Settings) -> int:
     return min(WATCH_MARGIN_SECONDS, settings.retention_days * DAY + horizon_seconds(settings))
 
 
-def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
+# Where a pass of the watch stopped when its time ran out (a ScheduledCursorRecord's position,
+# JSON): the minute sweep goes on from there (``watch_more``).
+WATCH_PLACE = "WATCH#open"
+WATCH_BUDGET_SECONDS = 60.0  # of the daily run's 120 s: the file-age purge runs after it
+WATCH_MORE_SECONDS = 20.0  # of a minute sweep's, while a pass is unfinished
+
+
+def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None, *,
+               budget: float | None = None) -> int:  # fmt: skip
     """The daily watch: extend the content of every item still open close to its content's
     expiration (an errored item waiting for an operator, a hold's parked item, a long
     backlog), to the expiration of a content written now. Returns contents extended.
@@ -141,7 +149,49 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
     knows the ``cx`` its content was given (the retention and timeouts of its birth may not be
     today's). One within ``watch_margin`` of it has its content extended (once a run) and then
     its ``cx`` raised; a crash in between leaves a content that lives longer than it needs to,
-    and the next run raises the item's ``cx``. Nothing is written for an item far from it."""
+    and the next run raises the item's ``cx``. Nothing is written for an item far from it.
+
+    A pass reads for ``budget`` seconds (``WATCH_BUDGET_SECONDS``; at least a page): one that
+    runs out of time leaves its place (``WATCH_PLACE``), and the minute sweeps go on from it
+    (``watch_more``) until it is done, so a backlog of a million open items is read within
+    minutes, not days."""
+    # A pass left unfinished (its minute sweeps failed for a day) is marked done by this one.
+    return _watch(runtime, visit, {"shard": 0, "after": None},
+                  WATCH_BUDGET_SECONDS if budget is None else budget,
+                  resumed=_place(runtime) is not None)  # fmt: skip
+
+
+def watch_more(runtime: Any, visit: Callable[[Any], None] | None = None, *,
+               budget: float | None = None) -> int:  # fmt: skip
+    """Go on with a pass of the watch that ran out of time, from where it stopped; nothing
+    (one read) when none is unfinished."""
+    place = _place(runtime)
+    if place is None:
+        return 0
+    return _watch(runtime, visit, place, WATCH_MORE_SECONDS if budget is None else budget,
+                  resumed=True)  # fmt: skip
+
+
+def _place(runtime: Any) -> dict[str, Any] | None:
+    import json
+
+    text = runtime.store.bucket_cursor(WATCH_PLACE)
+    if not text:
+        return None
+    place = json.loads(text)
+    return None if place.get("done") else place
+
+
+def _keep_place(runtime: Any, place: dict[str, Any]) -> None:
+    import json
+
+    runtime.store.move_bucket_cursor(WATCH_PLACE, json.dumps(place, sort_keys=True))
+
+
+def _watch(runtime: Any, visit: Callable[[Any], None] | None, place: dict[str, Any],
+           budget: float, *, resumed: bool = False) -> int:  # fmt: skip
+    import time
+
     from vdq.core import resources
     from vdq.workflow.table import DONE_STATES
 
@@ -150,8 +200,10 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
     near = now.timestamp() + watch_margin(settings)
     later = content_expiration(now, settings)
     extended: dict[str, bool] = {}  # content id -> live and extended this run
-    for k in range(settings.index_shards):
-        after: str | None = None
+    deadline = time.monotonic() + budget
+    kept = resumed  # a place is stored: it is marked done at the pass's end
+    for k in range(int(place["shard"]), settings.index_shards):
+        after: str | None = place["after"] if k == int(place["shard"]) else None
         while True:
             # The shard's partition (vdq.workflow.transitions.active_partition).
             rows = runtime.store.query_index(resources.ACTIVE_INDEX, f"A#{k}",
@@ -172,6 +224,13 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None) -> int:
                                                                              later)
                 if extended[item.content_id]:
                     runtime.store.raise_cx(item.id, later)
+            if len(rows) < WATCH_PAGE:
+                break
+            if time.monotonic() > deadline:
+                _keep_place(runtime, {"shard": k, "after": after, "done": False})
+                return sum(extended.values())
+    if kept:
+        _keep_place(runtime, {"shard": 0, "after": None, "done": True})
     return sum(extended.values())
 
 
