@@ -195,3 +195,37 @@ def test_a_shard_that_fails_keeps_its_cursor_and_is_read_again_next_run(
     assert runtime.store.bucket_cursor(f"{strays.CURSOR_PREFIX}0") is None
     assert schedules.run(["sweep"], runtime) == {"strays_armed": 1, "republished": 1}
     assert [m["id"] for m in drain(aws)] == [item.id]
+
+
+def crashed_in(aws, runtime, monkeypatch, receiver, priority):
+    import vdq
+
+    before = {i.id for i in stored_items(aws, runtime)}
+    with monkeypatch.context() as patch:
+        crashing_publish(runtime, patch)
+        with pytest.raises(Crash):
+            vdq.add_email({"email": "shop@example.com"}, [receiver], "Hi", "Text",
+                          priority=priority, runtime=runtime)  # fmt: skip
+    [item] = [i for i in stored_items(aws, runtime) if i.id not in before]
+    return item
+
+
+def test_a_backlog_in_one_lane_does_not_hold_back_a_lost_send_of_another(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    # A bulk send waits behind its lane's backlog; a high email enqueued after it lost its
+    # publish. The high lane has no backlog: its lost send is armed and sent, as its passed
+    # publish timer was before, not left until the bulk lane drains or the daily watch.
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, index_shards=1)
+    import vdq
+
+    vdq.add_email({"email": "shop@example.com"}, ["bulk@example.org"], "Hi", "Text",
+                  priority="bulk", runtime=runtime)  # fmt: skip
+    clock.advance(1)
+    lost = crashed_in(aws, runtime, monkeypatch, "urgent@example.org", "high")
+    clock.advance(runtime.settings.publish_grace_seconds + 1)
+    waits = {"bulk": 50_000}
+    report = schedules.Report()
+    strays.arm_strays(runtime, report, lambda lane: waits.get(lane, 0))
+    assert runtime.store.get_item(lost.id).timer_pk, report.counts
