@@ -381,15 +381,18 @@ def stranded(world: World, items: dict[str, QueueItemRecord], settings: Settings
 
 
 def ahead_of_strays(world: World, item: QueueItemRecord) -> bool:
-    """The strays schedule has yet to read the item: its active index entry sorts after the
-    cursor of its shard (no cursor yet: the first run reads the shard from its start)."""
-    from vdq.schedules.strays import CURSOR_PREFIX
+    """The strays schedule has yet to read the item: its active index entry sorts after its
+    lane's place in the cursor of its shard (no place yet: the first run reads the shard from
+    its start)."""
+    from vdq.schedules.strays import CURSOR_PREFIX, lane_places
+    from vdq.workflow.lanes import priority_of
 
     if not item.active_pk or not item.active_sk:
         return False
     shard_ = item.active_pk.split("#", 1)[1]
-    cursor = world.rt.store.bucket_cursor(f"{CURSOR_PREFIX}{shard_}")
-    return cursor is None or item.active_sk > cursor
+    places = lane_places(world.rt.store.bucket_cursor(f"{CURSOR_PREFIX}{shard_}"))
+    place = places[priority_of(item)]
+    return place is None or item.active_sk > place
 
 
 def overdue(items: dict[str, QueueItemRecord], settings: Settings, at: datetime) -> list[str]:

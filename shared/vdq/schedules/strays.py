@@ -9,7 +9,7 @@ What is left without one:
   publish timer at once: vdq.workflow.unpublished.arm);
 - a function that dies between the write and the publish (a timeout, a crash): the schedule
   finds it (``arm_strays``). The active index holds every open item under its enqueue time, so
-  a cursor per shard reads the items enqueued since the last run, up to
+  a cursor per shard (a place a lane) reads the items enqueued since the last run, up to
   ``VDQ_PUBLISH_GRACE_SECONDS`` ago: by then each has had as long to be claimed as a publish
   timer gives it. An item still queued there with no timer (and not parked by a hold) is given
   the timer it would have had, due at its enqueue time plus the grace; the re-publish sweep,
@@ -24,6 +24,7 @@ they were written with.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -31,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.observability import logger
-from vdq.workflow.lanes import priority_of
+from vdq.workflow.lanes import PRIORITIES, priority_of
 from vdq.workflow.unpublished import arm, stray
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
 
-CURSOR_PREFIX = "STRAYS#"  # the partition of a shard's cursor: STRAYS#<shard>
+CURSOR_PREFIX = "STRAYS#"  # the partition of a shard's places (one a lane): STRAYS#<shard>
 PAGE = 100  # index rows a page, the items of one BatchGetItem
 PAGES = 20  # pages a shard a run: 2,000 open items; the next run goes on from the cursor
 
@@ -50,50 +51,69 @@ def arm_strays(runtime: Runtime, report: Any, backlog: Callable[[str], int]) -> 
 
     A stray in a lane with a backlog (``backlog``: the lane's waiting sends) is most likely
     still waiting in it: it is not armed (a timer is two index writes, and every item of a
-    backlog would get one), and the shard's cursor stops before it, so each run reads on from
-    there until the item is claimed or the lane drains (then it is armed, and the re-publish
-    sweep sends it: a lost publish goes out once its lane drains, as for any passed timer).
-    Up to ``PAGES`` pages of a shard are read again a run meanwhile."""
+    backlog would get one), and that lane's place in the shard stops before it, so each run
+    reads on from there until the item is claimed or the lane drains (then it is armed, and
+    the re-publish sweep sends it: a lost publish goes out once its lane drains, as for any
+    passed timer). Up to a page of the shard is read again a run meanwhile. The other lanes
+    read on from their own place (lanes at the same place share a read): a lost high email is
+    not held back by a bulk backlog enqueued before it."""
     s = runtime.settings
     now = runtime.clock.now()
     until = iso(now - timedelta(seconds=s.publish_grace_seconds))
     for k in range(s.index_shards):
         partition = f"{CURSOR_PREFIX}{k}"
-        # No cursor yet (the first run after an upgrade): from the shard's oldest open item.
-        after = runtime.store.bucket_cursor(partition)
-        if after is not None and after >= until:
-            continue  # a clock that went back: nothing new in this shard
         try:
-            last = _shard(k, after, until, runtime, report, backlog)
-            if last != after and last is not None:
-                runtime.store.move_bucket_cursor(partition, last)
+            # No place yet (the first run after an upgrade): from the shard's oldest open item.
+            places = lane_places(runtime.store.bucket_cursor(partition))
+            moved = dict(places)
+            for after in dict.fromkeys(places.values()):
+                if after is not None and after >= until:
+                    continue  # a clock that went back: nothing new in this shard
+                lanes = [lane for lane, place in places.items() if place == after]
+                moved.update(_shard(k, after, until, lanes, runtime, report, backlog))
+            if moved != places:
+                runtime.store.move_bucket_cursor(partition, json.dumps(moved, sort_keys=True))
         except Exception:  # the cursor stays: the next run reads the shard again from it
             report.add("failed")
             logger.exception("strays of shard %d not read; the next run goes on", k)
 
 
-def _shard(k: int, after: str | None, until: str, runtime: Runtime, report: Any,
-           backlog: Callable[[str], int]) -> str | None:  # fmt: skip
-    """One shard's run: the sort key of the last row dealt with (the cursor's next place)."""
-    last = after
+def lane_places(position: str | None) -> dict[str, str | None]:
+    """Each lane's place in a shard (the sort key of the last row it dealt with; None: from
+    the shard's start), as a shard's cursor stores them."""
+    stored = json.loads(position) if position else {}
+    return {lane: stored.get(lane) for lane in PRIORITIES}
+
+
+def _shard(k: int, after: str | None, until: str, lanes: list[str], runtime: Runtime,
+           report: Any, backlog: Callable[[str], int]) -> dict[str, str | None]:  # fmt: skip
+    """One shard's run for ``lanes`` (all at ``after``): the sort key of the last row each
+    dealt with (its next place). An item of another lane is passed."""
+    reading = set(lanes)  # the lanes not stopped by a stray in their backlog
+    last: dict[str, str | None] = dict.fromkeys(lanes, after)
+    start = after
     for _ in range(PAGES):
         # The shard's partition (vdq.workflow.transitions.active_partition).
-        rows = runtime.store.query_index(resources.ACTIVE_INDEX, f"A#{k}", start_after=last,
+        rows = runtime.store.query_index(resources.ACTIVE_INDEX, f"A#{k}", start_after=start,
                                          below=until, limit=PAGE)  # fmt: skip
         if not rows:
             return last
         items = runtime.store.get_items([item_id for item_id, _ in rows], consistent=False)
         for item_id, key in rows:
             item = items.get(item_id)
-            if item is not None and stray(item):
+            if item is not None and priority_of(item) in reading and stray(item):
                 if backlog(priority_of(item)):
                     report.add("strays_waiting")
-                    return last  # in its lane's backlog, most likely: read again next run
+                    reading.discard(priority_of(item))  # read again next run
+                    if not reading:
+                        return last
+                    continue
                 if arm(item, runtime):
                     report.add("strays_armed")
                     logger.warning("%s was queued at %s with no send message seen since: "
                                    "its publish timer is armed", item.id, item.queued_at)
-            last = key
+            last.update(dict.fromkeys(reading, key))
+        start = rows[-1][1]
         if len(rows) < PAGE:
             return last
     return last
