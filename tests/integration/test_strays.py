@@ -231,3 +231,17 @@ def test_a_backlog_in_one_lane_does_not_hold_back_a_lost_send_of_another(
     report = schedules.Report()
     strays.arm_strays(runtime, report, lambda lane: waits.get(lane, 0))
     assert runtime.store.get_item(lost.id).timer_pk, report.counts
+
+
+def test_the_daily_watch_leaves_the_items_of_a_backlog_to_the_strays_schedule(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    # A bulk send waits in its lane's backlog for longer than the grace: each of its items is
+    # queued with no timer, its message on the queue. The strays schedule leaves them be (a
+    # timer each would be written, then removed by the claim); the daily watch must too.
+    waiting = [new_email(runtime, f"r{n}@example.org") for n in range(3)]
+    monkeypatch.setattr(runtime.send_queue, "backlog", lambda priority="normal": 40_000)
+    clock.advance(runtime.settings.publish_grace_seconds + 60)
+    assert schedules.run(["sweep"], runtime).get("strays_waiting")
+    counts = schedules.run(["purge"], runtime)
+    assert "watch_strays_armed" not in counts, counts
+    assert all(runtime.store.get_item(i.id).timer_pk is None for i in waiting)
