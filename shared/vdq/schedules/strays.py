@@ -85,6 +85,19 @@ def lane_places(position: str | None) -> dict[str, str | None]:
     return {lane: stored.get(lane) for lane in PRIORITIES}
 
 
+def passed(item: Any, runtime: Runtime, places: dict[str, dict[str, str | None]]) -> bool:
+    """The schedule read past the item (its lane's place in its shard is at or after the
+    item's row) without arming it: its index entry came after, and nothing else will.
+    ``places``: the shards' places read so far (one read a shard)."""
+    if not item.active_pk or not item.active_sk:
+        return True  # not in the index: the schedule never reads it
+    partition = CURSOR_PREFIX + item.active_pk.split("#", 1)[1]
+    if partition not in places:
+        places[partition] = lane_places(runtime.store.bucket_cursor(partition))
+    place = places[partition][priority_of(item)]
+    return place is not None and item.active_sk <= place
+
+
 def _shard(k: int, after: str | None, until: str, lanes: list[str], runtime: Runtime,
            report: Any, backlog: Callable[[str], int]) -> dict[str, str | None]:  # fmt: skip
     """One shard's run for ``lanes`` (all at ``after``): the sort key of the last row each

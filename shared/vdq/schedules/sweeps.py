@@ -575,7 +575,9 @@ def purge(runtime: Runtime, report: Report) -> None:
     from vdq.workflow.retention import files_age_seconds, watch_open
 
     try:
-        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report))
+        places: dict[str, dict[str, str | None]] = {}
+        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report,
+                                                                  places))  # fmt: skip
         if extended:
             report.add("contents_extended", extended)
     except Exception:
@@ -592,7 +594,8 @@ def watch_more(runtime: Runtime, report: Report) -> None:
     from vdq.workflow.retention import watch_more as more
 
     try:
-        extended = more(runtime, lambda item: lost_messages(item, runtime, report))
+        places: dict[str, dict[str, str | None]] = {}
+        extended = more(runtime, lambda item: lost_messages(item, runtime, report, places))
         if extended:
             report.add("contents_extended", extended)
     except Exception:
@@ -600,7 +603,8 @@ def watch_more(runtime: Runtime, report: Report) -> None:
         logger.exception("the watch of open items failed; the next minute goes on")
 
 
-def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> None:
+def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report,
+                  places: dict[str, dict[str, str | None]] | None = None) -> None:  # fmt: skip
     """An open item (as the daily watch read it, eventually consistent) whose messages were
     all lost: a queue's consumer stopped for longer than the queue keeps messages (the results
     queue's check: ``RESULTS_RETENTION_DAYS``), or a message deleted by mistake.
@@ -612,15 +616,18 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report) -> No
       check's rule, vdq.results.checks.decide: a check that comes later finds it and writes
       nothing);
     - a queued item without a timer or a hold gets its publish timer (vdq.schedules.strays:
-      one whose index entry came after that schedule's cursor passed its time).
+      one whose index entry came after that schedule's cursor passed its time; one still
+      ahead of it, a backlog's item among them, is that schedule's). ``places``: the strays
+      cursors read so far in the run.
 
     Each conditional on the item as read, so a result recorded first wins."""
     from vdq.results import checks
 
     if unpublished.stray(item):
         waited = runtime.clock.now() - parse_iso(item.updated_at)
-        if waited.total_seconds() > runtime.settings.publish_grace_seconds and unpublished.arm(
-                item, runtime):  # fmt: skip
+        if (waited.total_seconds() > runtime.settings.publish_grace_seconds
+                and strays.passed(item, runtime, {} if places is None else places)
+                and unpublished.arm(item, runtime)):  # fmt: skip
             report.add("watch_strays_armed")
         return
     since = item.claimed_at or item.updated_at
