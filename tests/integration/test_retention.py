@@ -668,3 +668,30 @@ def test_a_pass_out_of_time_is_finished_by_the_minute_sweeps(aws, runtime, clock
     assert all(runtime.store.get_item(i.id).cx > clock.now().timestamp() + 3 * DAY
                for i in items)  # fmt: skip
     assert sweeps.run(["sweep"], runtime).get("contents_extended", 0) == 0  # the pass is done
+
+
+def test_a_stale_resumption_does_not_end_the_pass_the_daily_run_began(aws, runtime, clock,
+                                                                      monkeypatch):  # fmt: skip
+    # A pass left unfinished when the daily run starts (its minute sweeps failed): a minute
+    # sweep reads its place and goes on with it while the daily run begins a new pass, which
+    # runs out of time after a page. The old pass's end must not mark the new one done: the
+    # rows between the new pass's place and the old one's would be read by neither today.
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, retention_days=3, index_shards=1)
+    items = [sms(runtime, f"+1415555{n:04d}")[0] for n in range(7)]
+    for item in items:
+        move(runtime, item.id, "send", "error")  # open, and kept for an operator
+    monkeypatch.setattr(retention, "WATCH_PAGE", 2)
+    monkeypatch.setattr(retention, "WATCH_BUDGET_SECONDS", 0.0)  # a page a run
+    retention.watch_open(runtime)
+    retention.watch_more(runtime, budget=0.0)  # the old pass: two pages read
+    clock.advance(DAY)
+    stale = retention._place(runtime)  # a minute sweep reads the old pass's place...
+    retention.watch_open(runtime)  # ...the daily run begins a new one meanwhile...
+    new = retention._place(runtime)
+    assert new is not None and new != stale
+    with monkeypatch.context() as patch:
+        patch.setattr(retention, "_place", lambda rt: stale)
+        retention.watch_more(runtime, budget=60.0)  # ...and the sweep ends the old pass
+    assert retention._place(runtime) is not None, "the new pass is marked done after a page"
