@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, PutError
 
 from vdq.store.models import SCHEDULED_CURSOR_SK, ScheduledCursorRecord, ScheduledRecord
 
@@ -40,3 +40,18 @@ class Scheduled:
         at a time, moves it; a lost move publishes a few buckets twice, which the worker's
         claim drops)."""
         ScheduledCursorRecord(partition, SCHEDULED_CURSOR_SK, position=position).save()
+
+    def swap_bucket_cursor(self, partition: str, was: str | None, position: str) -> bool:
+        """Move a cursor only if it is still at ``was`` (None: none stored): a put conditional
+        on the position read, for a cursor that runs of two schedules move (the watch's
+        place: vdq.workflow.retention). False when another moved it first."""
+        record = ScheduledCursorRecord(partition, SCHEDULED_CURSOR_SK, position=position)
+        condition = (ScheduledCursorRecord.pk.does_not_exist() if was is None
+                     else ScheduledCursorRecord.position == was)  # fmt: skip
+        try:
+            record.save(condition=condition)
+        except PutError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

@@ -45,6 +45,7 @@ its expiration as gone (``vdq.store.expiry.gone``): lists and reads never show h
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -53,6 +54,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
+from vdq.core.clock import iso
 from vdq.core.settings import Settings
 from vdq.store import NEVER
 
@@ -156,7 +158,8 @@ def watch_open(runtime: Any, visit: Callable[[Any], None] | None = None, *,
     (``watch_more``) until it is done, so a backlog of a million open items is read within
     minutes, not days."""
     # A pass left unfinished (its minute sweeps failed for a day) is marked done by this one.
-    return _watch(runtime, visit, {"shard": 0, "after": None},
+    since = iso(runtime.clock.now())  # the pass's own: an older pass never overwrites its place
+    return _watch(runtime, visit, {"shard": 0, "after": None, "since": since},
                   WATCH_BUDGET_SECONDS if budget is None else budget,
                   resumed=_place(runtime) is not None)  # fmt: skip
 
@@ -173,8 +176,6 @@ def watch_more(runtime: Any, visit: Callable[[Any], None] | None = None, *,
 
 
 def _place(runtime: Any) -> dict[str, Any] | None:
-    import json
-
     text = runtime.store.bucket_cursor(WATCH_PLACE)
     if not text:
         return None
@@ -182,10 +183,20 @@ def _place(runtime: Any) -> dict[str, Any] | None:
     return None if place.get("done") else place
 
 
-def _keep_place(runtime: Any, place: dict[str, Any]) -> None:
-    import json
-
-    runtime.store.move_bucket_cursor(WATCH_PLACE, json.dumps(place, sort_keys=True))
+def _keep_place(runtime: Any, place: dict[str, Any]) -> bool:
+    """Store the pass's place, unless a newer pass's is stored (a run that read an older
+    pass's place while the daily run began a new one): a put conditional on the place read
+    just before. False when a newer pass took over."""
+    text = runtime.store.bucket_cursor(WATCH_PLACE)
+    for _ in range(3):
+        stored = json.loads(text) if text else {}
+        if stored.get("since", "") > place.get("since", ""):
+            return False
+        if runtime.store.swap_bucket_cursor(WATCH_PLACE, text,
+                                            json.dumps(place, sort_keys=True)):  # fmt: skip
+            return True
+        text = runtime.store.bucket_cursor(WATCH_PLACE)  # a run of the same pass moved it
+    return False  # contended: the runs moving it go on with the pass
 
 
 def _watch(runtime: Any, visit: Callable[[Any], None] | None, place: dict[str, Any],
@@ -227,10 +238,12 @@ def _watch(runtime: Any, visit: Callable[[Any], None] | None, place: dict[str, A
             if len(rows) < WATCH_PAGE:
                 break
             if time.monotonic() > deadline:
-                _keep_place(runtime, {"shard": k, "after": after, "done": False})
+                _keep_place(runtime, {"shard": k, "after": after, "done": False,
+                                      "since": place.get("since", "")})  # fmt: skip
                 return sum(extended.values())
     if kept:
-        _keep_place(runtime, {"shard": 0, "after": None, "done": True})
+        _keep_place(runtime, {"shard": 0, "after": None, "done": True,
+                              "since": place.get("since", "")})  # fmt: skip
     return sum(extended.values())
 
 
