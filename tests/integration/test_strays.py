@@ -245,3 +245,15 @@ def test_the_daily_watch_leaves_the_items_of_a_backlog_to_the_strays_schedule(
     counts = schedules.run(["purge"], runtime)
     assert "watch_strays_armed" not in counts, counts
     assert all(runtime.store.get_item(i.id).timer_pk is None for i in waiting)
+
+
+def test_the_daily_watch_still_arms_a_stray_the_schedule_has_not_reached_without_a_backlog(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    # The strays schedule's read of the shard fails run after run (its cursor never moves):
+    # the daily watch stays the backstop for a lost send in a lane without a backlog.
+    item = crashed_item(aws, runtime, monkeypatch)
+    clock.advance(runtime.settings.publish_grace_seconds + 60)
+    assert all(runtime.store.bucket_cursor(f"{strays.CURSOR_PREFIX}{k}") is None
+               for k in range(runtime.settings.index_shards))  # fmt: skip
+    assert schedules.run(["purge"], runtime).get("watch_strays_armed") == 1
+    assert runtime.store.get_item(item.id).timer_pk

@@ -576,8 +576,9 @@ def purge(runtime: Runtime, report: Report) -> None:
 
     try:
         places: dict[str, dict[str, str | None]] = {}
-        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report,
-                                                                  places))  # fmt: skip
+        backlogs: dict[str, int] = {}
+        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report, places,
+                                                                  backlogs))  # fmt: skip
         if extended:
             report.add("contents_extended", extended)
     except Exception:
@@ -595,7 +596,9 @@ def watch_more(runtime: Runtime, report: Report) -> None:
 
     try:
         places: dict[str, dict[str, str | None]] = {}
-        extended = more(runtime, lambda item: lost_messages(item, runtime, report, places))
+        backlogs: dict[str, int] = {}
+        extended = more(runtime, lambda item: lost_messages(item, runtime, report, places,
+                                                            backlogs))  # fmt: skip
         if extended:
             report.add("contents_extended", extended)
     except Exception:
@@ -604,7 +607,8 @@ def watch_more(runtime: Runtime, report: Report) -> None:
 
 
 def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report,
-                  places: dict[str, dict[str, str | None]] | None = None) -> None:  # fmt: skip
+                  places: dict[str, dict[str, str | None]] | None = None,
+                  backlogs: dict[str, int] | None = None) -> None:  # fmt: skip
     """An open item (as the daily watch read it, eventually consistent) whose messages were
     all lost: a queue's consumer stopped for longer than the queue keeps messages (the results
     queue's check: ``RESULTS_RETENTION_DAYS``), or a message deleted by mistake.
@@ -616,9 +620,10 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report,
       check's rule, vdq.results.checks.decide: a check that comes later finds it and writes
       nothing);
     - a queued item without a timer or a hold gets its publish timer (vdq.schedules.strays:
-      one whose index entry came after that schedule's cursor passed its time; one still
-      ahead of it, a backlog's item among them, is that schedule's). ``places``: the strays
-      cursors read so far in the run.
+      one whose index entry came after that schedule's cursor passed its time, or one the
+      schedule has not armed in a lane without a backlog; one still ahead of the cursor in a
+      lane with a backlog is most likely waiting in it, and is the schedule's). ``places``,
+      ``backlogs``: the strays cursors and the lanes' backlogs read so far in the run.
 
     Each conditional on the item as read, so a result recorded first wins."""
     from vdq.results import checks
@@ -626,7 +631,9 @@ def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report,
     if unpublished.stray(item):
         waited = runtime.clock.now() - parse_iso(item.updated_at)
         if (waited.total_seconds() > runtime.settings.publish_grace_seconds
-                and strays.passed(item, runtime, {} if places is None else places)
+                and (strays.passed(item, runtime, {} if places is None else places)
+                     or not lane_backlog(priority_of(item), runtime,
+                                         {} if backlogs is None else backlogs))
                 and unpublished.arm(item, runtime)):  # fmt: skip
             report.add("watch_strays_armed")
         return
