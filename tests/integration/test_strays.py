@@ -257,3 +257,17 @@ def test_the_daily_watch_still_arms_a_stray_the_schedule_has_not_reached_without
                for k in range(runtime.settings.index_shards))  # fmt: skip
     assert schedules.run(["purge"], runtime).get("watch_strays_armed") == 1
     assert runtime.store.get_item(item.id).timer_pk
+
+
+def test_a_stale_read_never_arms_an_item_parked_since(aws, runtime, clock, monkeypatch):
+    # The schedule reads items eventually consistent: one read queued with no timer may have
+    # been claimed and parked by its producer's hold since (same state and attempt, ``held``
+    # set). Armed, the re-publish sweep would publish it again while it is parked.
+    from vdq.store import QueueItemRecord
+    from vdq.store.models import STATE_SK, item_pk
+
+    stale = crashed_item(aws, runtime, monkeypatch)
+    QueueItemRecord(item_pk(stale.id), STATE_SK).update(
+        actions=[QueueItemRecord.held.set("held since h1: bounces")])  # the park's write
+    assert unpublished.stray(stale) and not unpublished.arm(stale, runtime)
+    assert runtime.store.get_item(stale.id).timer_pk is None
