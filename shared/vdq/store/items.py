@@ -465,9 +465,12 @@ class Items(BatchWrites, Expiring):
 
     def add_timer(self, item: QueueItemRecord, timer_pk: str, timer_sk: str) -> bool:
         """Give an item that has no timer one, if it is still in the (state, attempt, provider
-        ID) read. One UpdateItem; False when it moved or has a timer."""
+        ID) read and not parked by a hold (a stale read may not show the park, which leaves
+        the state and attempt as they were). One UpdateItem; False when it moved, has a timer
+        or is parked."""
         probe = QueueItemRecord(item_pk(item.id), STATE_SK)
-        condition = _expected(item) & QueueItemRecord.timer_pk.does_not_exist()
+        condition = (_expected(item) & QueueItemRecord.timer_pk.does_not_exist()
+                     & QueueItemRecord.held.does_not_exist())  # fmt: skip
         try:
             conditional_update(probe, [QueueItemRecord.timer_pk.set(timer_pk),
                                        QueueItemRecord.timer_sk.set(timer_sk)], condition)
