@@ -147,7 +147,7 @@ def test_the_daily_watch_arms_a_stray_the_cursor_passed_before_the_index_showed_
     # The index lagged: the cursor passed the item's time before its entry was there.
     later = unpublished.iso(clock.now() + timedelta(seconds=1))
     for k in range(runtime.settings.index_shards):
-        runtime.store.move_bucket_cursor(f"{strays.CURSOR_PREFIX}{k}", json.dumps(
+        runtime.store.keep_schedule_place(f"{strays.CURSOR_PREFIX}{k}", json.dumps(
             dict.fromkeys(("high", "normal", "bulk"), later)))  # fmt: skip
     clock.advance(runtime.settings.publish_grace_seconds + 2)
     assert "strays_armed" not in schedules.run(["sweep"], runtime)
@@ -194,7 +194,7 @@ def test_a_shard_that_fails_keeps_its_cursor_and_is_read_again_next_run(
         patch.setattr(runtime.store, "get_items", throttled)
         counts = schedules.run(["sweep"], runtime)
     assert counts.get("failed") == 1 and "strays_armed" not in counts
-    assert runtime.store.bucket_cursor(f"{strays.CURSOR_PREFIX}0") is None
+    assert runtime.store.schedule_place(f"{strays.CURSOR_PREFIX}0") is None
     assert schedules.run(["sweep"], runtime) == {"strays_armed": 1, "republished": 1}
     assert [m["id"] for m in drain(aws)] == [item.id]
 
@@ -253,7 +253,7 @@ def test_the_daily_watch_still_arms_a_stray_the_schedule_has_not_reached_without
     # the daily watch stays the backstop for a lost send in a lane without a backlog.
     item = crashed_item(aws, runtime, monkeypatch)
     clock.advance(runtime.settings.publish_grace_seconds + 60)
-    assert all(runtime.store.bucket_cursor(f"{strays.CURSOR_PREFIX}{k}") is None
+    assert all(runtime.store.schedule_place(f"{strays.CURSOR_PREFIX}{k}") is None
                for k in range(runtime.settings.index_shards))  # fmt: skip
     assert schedules.run(["purge"], runtime).get("watch_strays_armed") == 1
     assert runtime.store.get_item(item.id).timer_pk

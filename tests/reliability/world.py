@@ -390,7 +390,7 @@ def ahead_of_strays(world: World, item: QueueItemRecord) -> bool:
     if not item.active_pk or not item.active_sk:
         return False
     shard_ = item.active_pk.split("#", 1)[1]
-    places = lane_places(world.rt.store.bucket_cursor(f"{CURSOR_PREFIX}{shard_}"))
+    places = lane_places(world.rt.store.schedule_place(f"{CURSOR_PREFIX}{shard_}"))
     place = places[priority_of(item)]
     return place is None or item.active_sk > place
 

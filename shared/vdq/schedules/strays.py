@@ -74,7 +74,7 @@ def arm_strays(runtime: Runtime, report: Any, backlog: Callable[[str], int]) -> 
         partition = f"{CURSOR_PREFIX}{k}"
         try:
             # No place yet (the first run after an upgrade): from the shard's oldest open item.
-            places = lane_places(runtime.store.bucket_cursor(partition))
+            places = lane_places(runtime.store.schedule_place(partition))
             moved = dict(places)
             for after in dict.fromkeys(places.values()):
                 if after is not None and after >= until:
@@ -83,7 +83,7 @@ def arm_strays(runtime: Runtime, report: Any, backlog: Callable[[str], int]) -> 
                 moved.update(_shard(k, after, until, lanes, runtime, report, backlog,
                                     deadline))  # fmt: skip
             if moved != places:
-                runtime.store.move_bucket_cursor(partition, json.dumps(moved, sort_keys=True))
+                runtime.store.keep_schedule_place(partition, json.dumps(moved, sort_keys=True))
         except Exception:  # the cursor stays: the next run reads the shard again from it
             report.add("failed")
             logger.exception("strays of shard %d not read; the next run goes on", k)
@@ -104,7 +104,7 @@ def passed(item: Any, runtime: Runtime, places: dict[str, dict[str, str | None]]
         return True  # not in the index: the schedule never reads it
     partition = CURSOR_PREFIX + item.active_pk.split("#", 1)[1]
     if partition not in places:
-        places[partition] = lane_places(runtime.store.bucket_cursor(partition))
+        places[partition] = lane_places(runtime.store.schedule_place(partition))
     place = places[partition][priority_of(item)]
     return place is not None and item.active_sk <= place
 

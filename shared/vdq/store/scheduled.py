@@ -25,9 +25,20 @@ class Scheduled:
         ))  # fmt: skip
 
     def bucket_cursor(self, partition: str) -> str | None:
-        """The sort key of the last bucket of the partition published (or, for another
-        schedule's cursor, the last row it read: vdq.schedules.strays); None before the
+        """The sort key of the last bucket of the partition published; None before the
         first."""
+        return self.schedule_place(partition)
+
+    def move_bucket_cursor(self, partition: str, position: str) -> None:
+        """Buckets up to ``position`` are published (a plain put: only the schedule, one run
+        at a time, moves it; a lost move publishes a few buckets twice, which the worker's
+        claim drops)."""
+        self.keep_schedule_place(partition, position)
+
+    def schedule_place(self, partition: str) -> str | None:
+        """Where a schedule's pass stopped (a cursor record in a partition of its own: the
+        strays' shards, vdq.schedules.strays; the watch of open items, vdq.workflow.retention);
+        None before its first run."""
         try:
             record = ScheduledCursorRecord.get(partition, SCHEDULED_CURSOR_SK,
                                                consistent_read=True)  # fmt: skip
@@ -35,13 +46,11 @@ class Scheduled:
             return None
         return record.position
 
-    def move_bucket_cursor(self, partition: str, position: str) -> None:
-        """Buckets up to ``position`` are published (a plain put: only the schedule, one run
-        at a time, moves it; a lost move publishes a few buckets twice, which the worker's
-        claim drops)."""
+    def keep_schedule_place(self, partition: str, position: str) -> None:
+        """Store where a schedule's pass stopped (a plain put)."""
         ScheduledCursorRecord(partition, SCHEDULED_CURSOR_SK, position=position).save()
 
-    def swap_bucket_cursor(self, partition: str, was: str | None, position: str) -> bool:
+    def swap_schedule_place(self, partition: str, was: str | None, position: str) -> bool:
         """Move a cursor only if it is still at ``was`` (None: none stored): a put conditional
         on the position read, for a cursor that runs of two schedules move (the watch's
         place: vdq.workflow.retention). False when another moved it first."""

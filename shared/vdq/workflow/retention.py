@@ -176,7 +176,7 @@ def watch_more(runtime: Any, visit: Callable[[Any], None] | None = None, *,
 
 
 def _place(runtime: Any) -> dict[str, Any] | None:
-    text = runtime.store.bucket_cursor(WATCH_PLACE)
+    text = runtime.store.schedule_place(WATCH_PLACE)
     if not text:
         return None
     place = json.loads(text)
@@ -187,15 +187,15 @@ def _keep_place(runtime: Any, place: dict[str, Any]) -> bool:
     """Store the pass's place, unless a newer pass's is stored (a run that read an older
     pass's place while the daily run began a new one): a put conditional on the place read
     just before. False when a newer pass took over."""
-    text = runtime.store.bucket_cursor(WATCH_PLACE)
+    text = runtime.store.schedule_place(WATCH_PLACE)
     for _ in range(3):
         stored = json.loads(text) if text else {}
         if stored.get("since", "") > place.get("since", ""):
             return False
-        if runtime.store.swap_bucket_cursor(WATCH_PLACE, text,
+        if runtime.store.swap_schedule_place(WATCH_PLACE, text,
                                             json.dumps(place, sort_keys=True)):  # fmt: skip
             return True
-        text = runtime.store.bucket_cursor(WATCH_PLACE)  # a run of the same pass moved it
+        text = runtime.store.schedule_place(WATCH_PLACE)  # a run of the same pass moved it
     return False  # contended: the runs moving it go on with the pass
 
 
