@@ -644,20 +644,28 @@ def test_the_watch_measures_the_lease_of_the_claim_it_errors(aws, runtime, clock
                                                                      current.result)
 
 
+def errored_texts(runtime, monkeypatch, *, shards):
+    """Seven SMS errored (open, kept for an operator) at a retention of 3 days, and a watch
+    that reads a page of two a run."""
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, retention_days=3, index_shards=shards)
+    items = [sms(runtime, f"+1415555{n:04d}")[0] for n in range(7)]
+    for item in items:
+        move(runtime, item.id, "send", "error")
+    monkeypatch.setattr(retention, "WATCH_PAGE", 2)
+    monkeypatch.setattr(retention, "WATCH_BUDGET_SECONDS", 0.0)
+    return items
+
+
 def test_a_pass_out_of_time_is_finished_by_the_minute_sweeps(aws, runtime, clock, monkeypatch):
     """Found in review: a pass read every open item in one run of 120 s, and at a few hundred
     thousand open items it ran out of time every day, the later shards never read (their
     contents expiring under open items) and the file purge after it never run."""
-    from dataclasses import replace
 
     from vdq.schedules import sweeps
 
-    runtime.settings = replace(runtime.settings, retention_days=3, index_shards=2)
-    items = [sms(runtime, f"+1415555{n:04d}")[0] for n in range(7)]
-    for item in items:
-        move(runtime, item.id, "send", "error")  # open, and kept for an operator
-    monkeypatch.setattr(retention, "WATCH_PAGE", 2)
-    monkeypatch.setattr(retention, "WATCH_BUDGET_SECONDS", 0.0)  # a page a run
+    items = errored_texts(runtime, monkeypatch, shards=2)
     monkeypatch.setattr(retention, "WATCH_MORE_SECONDS", 0.0)
     clock.advance(5 * DAY)  # every content within the margin
     runs = [sweeps.run(["purge"], runtime).get("contents_extended", 0)]
@@ -676,14 +684,7 @@ def test_a_stale_resumption_does_not_end_the_pass_the_daily_run_began(aws, runti
     # sweep reads its place and goes on with it while the daily run begins a new pass, which
     # runs out of time after a page. The old pass's end must not mark the new one done: the
     # rows between the new pass's place and the old one's would be read by neither today.
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, retention_days=3, index_shards=1)
-    items = [sms(runtime, f"+1415555{n:04d}")[0] for n in range(7)]
-    for item in items:
-        move(runtime, item.id, "send", "error")  # open, and kept for an operator
-    monkeypatch.setattr(retention, "WATCH_PAGE", 2)
-    monkeypatch.setattr(retention, "WATCH_BUDGET_SECONDS", 0.0)  # a page a run
+    errored_texts(runtime, monkeypatch, shards=1)
     retention.watch_open(runtime)
     retention.watch_more(runtime, budget=0.0)  # the old pass: two pages read
     clock.advance(DAY)

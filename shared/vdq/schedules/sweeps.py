@@ -574,16 +574,7 @@ def purge(runtime: Runtime, report: Report) -> None:
     from vdq.workflow.attachments import purge_idle
     from vdq.workflow.retention import files_age_seconds, watch_open
 
-    try:
-        places: dict[str, dict[str, str | None]] = {}
-        backlogs: dict[str, int] = {}
-        extended = watch_open(runtime, lambda item: lost_messages(item, runtime, report, places,
-                                                                  backlogs))  # fmt: skip
-        if extended:
-            report.add("contents_extended", extended)
-    except Exception:
-        report.add("failed")
-        logger.exception("the watch of open items' contents failed; tomorrow's run goes on")
+    _watch(watch_open, runtime, report, "tomorrow's run")
     if files_age_seconds(runtime.settings) is None:
         return
 
@@ -594,16 +585,22 @@ def watch_more(runtime: Runtime, report: Report) -> None:
     """A pass of the daily watch that ran out of time goes on (vdq.workflow.retention)."""
     from vdq.workflow.retention import watch_more as more
 
+    _watch(more, runtime, report, "the next minute")
+
+
+def _watch(step: Callable[..., int], runtime: Runtime, report: Report, next_run: str) -> None:
+    """Run a pass (or the rest of one) of the watch, each open item it reads looked at by
+    ``lost_messages`` (the strays' places and each lane's backlog read once a run)."""
+    places: dict[str, dict[str, str | None]] = {}
+    backlogs: dict[str, int] = {}
     try:
-        places: dict[str, dict[str, str | None]] = {}
-        backlogs: dict[str, int] = {}
-        extended = more(runtime, lambda item: lost_messages(item, runtime, report, places,
+        extended = step(runtime, lambda item: lost_messages(item, runtime, report, places,
                                                             backlogs))  # fmt: skip
         if extended:
             report.add("contents_extended", extended)
     except Exception:
         report.add("failed")
-        logger.exception("the watch of open items failed; the next minute goes on")
+        logger.exception("the watch of open items failed; %s goes on", next_run)
 
 
 def lost_messages(item: QueueItemRecord, runtime: Runtime, report: Report,
