@@ -172,6 +172,10 @@ def grant(
         [*READ, *QUERY, *TRANSITION, "dynamodb:BatchWriteItem"],
         [table.table_arn],
     )
+    # A resend of a content that expires from birth and already outlives its copies checks
+    # that expiration in the copies' transaction: a check of contents only.
+    _allow(functions.operator, CONDITION_CHECK, [table.table_arn],
+           conditions=_leading_keys(*CONTENT_PREFIXES))  # fmt: skip
     _allow(functions.operator, QUERY, [f"{table.table_arn}/index/*"])
     # Operators take receivers off the suppression list.
     _allow(functions.operator, ["dynamodb:DeleteItem"], [table.table_arn],

@@ -96,10 +96,16 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
 
 def test_only_the_functions_that_apply_provider_events_hold_condition_check_item(synth):
     # A provider event's mark is checked in its transaction (vdq.results.matching, run by the
-    # webhook, the send worker's orphan replay and the schedule's polls and timeouts).
+    # webhook, the send worker's orphan replay and the schedule's polls and timeouts). The
+    # operator checks a content's expiration in a resend's transaction: contents only.
     for name, function in synth.stack.functions.by_name.items():
         holds = "dynamodb:ConditionCheckItem" in synth.role_actions(function)
-        assert holds == (name in ("send", "webhook", "schedule")), name
+        assert holds == (name in ("send", "webhook", "schedule", "operator")), name
+    [check] = [s for s in synth.role_statements(synth.stack.functions.operator)
+               if "dynamodb:ConditionCheckItem" in _actions(s)]  # fmt: skip
+    assert _actions(check) == ["dynamodb:ConditionCheckItem"]
+    assert check["Condition"] == {"ForAllValues:StringLike": {
+        "dynamodb:LeadingKeys": ["CT#*", "CO#*"]}}
 
 
 def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_the_table(synth):
