@@ -229,7 +229,8 @@ def grant(
         _allow(function, ["s3:DeleteObject"], [objects])
     # The stream consumer announces state changes and the guard's levels.
     bus.grant_put_events_to(functions.schedule)
-    for function in (functions.send, functions.webhook, functions.schedule):
+    # The operator function asks Twilio whom a SID went to, and when (a search by SID).
+    for function in (functions.send, functions.webhook, functions.schedule, functions.operator):
         _allow(function, ["secretsmanager:GetSecretValue"], [secret_arn])
     acknowledge(functions, table, data.bucket)
 
@@ -256,7 +257,7 @@ def acknowledge(functions: Functions, table: dynamodb.Table, bucket: s3.IBucket)
         if name == "enqueue":  # its own uploads, under random keys
             wildcards.append(f"Resource::<{logical_id(bucket)}.Arn>/"
                              f"{resources.UPLOADS_PREFIX}*")  # fmt: skip
-        if name in ("send", "webhook", "schedule"):
+        if name in ("send", "webhook", "schedule", "operator"):
             wildcards.append(
                 "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
                 "<AWS::AccountId>:secret:<TwilioCredentialsName>-??????"

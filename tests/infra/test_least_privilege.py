@@ -139,10 +139,10 @@ def test_the_indexes_are_only_queried_and_only_the_operator_and_schedule_query_t
                         assert keys == ["QI#*"] and _actions(statement) == ["dynamodb:Query"]
 
 
-def test_only_sms_paths_read_the_twilio_secret(synth):
+def test_only_sms_paths_and_the_search_by_sid_read_the_twilio_secret(synth):
     for name, function in synth.stack.functions.by_name.items():
         reads = "secretsmanager:GetSecretValue" in synth.role_actions(function)
-        assert reads == (name in ("send", "webhook", "schedule")), name
+        assert reads == (name in ("send", "webhook", "schedule", "operator")), name
 
 
 def test_only_the_send_function_may_send_email(synth):

@@ -4,14 +4,20 @@ index or a key read (never a Scan), newest first, paged by cursor, bounded per r
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 import vdq
 from tests.support.operator import call, dynamodb_requests, email, move, sms, succeed
 from tests.support.stream import Stream
+from vdq.core import ids
 from vdq.operations import search
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
 def ids_of(answer):
@@ -368,23 +374,94 @@ def test_an_origin_search_reads_each_of_its_partitions_once_a_page(aws, runtime,
     assert counts == {"Query": ORIGIN_SHARDS + 1, "BatchGetItem": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: an SMS accepted without a separate "
-                   "acceptance write has no provider-ID mapping, and a search by SID without "
-                   "`since` reads only the last day's postings (GET /search documents the day)")
-def test_an_sms_is_found_by_its_sid_days_after_its_check_recorded_it(aws, runtime, clock):
-    # An SMS's SID stored the way it is now stored (its check, or its first callback: no
-    # mapping). An operator pastes a SID from Twilio's console days later, without a window:
-    # the search finds its item, as it found every SMS by its SID's mapping before.
+def _twilio_knows(runtime, sid, to, created):
+    """Twilio configured (a fake HTTP client behind the real client), answering a fetch of
+    ``sid`` with its documented Message resource: sent to ``to``, created at ``created``."""
+    from dataclasses import replace
+    from email.utils import format_datetime
+
+    from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, fake_twilio
+
+    runtime.settings = replace(runtime.settings, twilio_account_sid=ACCOUNT_SID,
+                               twilio_auth_token=AUTH_TOKEN)  # fmt: skip
+    http = fake_twilio(runtime)
+    body = json.loads((EVENTS / "twilio_message_failed_opt_out.json").read_text())
+    stamp = format_datetime(created.astimezone(UTC))
+    http.answer(200, {**body, "sid": sid, "to": to, "status": "delivered", "error_code": None,
+                      "error_message": None, "date_created": stamp, "date_sent": stamp})
+    return http
+
+
+def _queued(item):
+    return datetime.fromtimestamp(ids.time_ms(item.id) / 1000, UTC)
+
+
+def _sms_with_sid(runtime, sid, cell="+14155550100"):
+    """An SMS whose SID is stored the way it is now (its check, or its first callback: no
+    provider-ID mapping)."""
     from vdq.results import checks
 
-    [text] = sms(runtime)
+    [text] = sms(runtime, cell)
     move(runtime, text.id, "send")
-    sid = "SM" + "3" * 32
     item = runtime.store.get_item(text.id)
     assert checks.decide(item, checks.Sent(text.id, 1, sid, item.claimed_at), runtime,
                          strong=True)  # fmt: skip
     assert runtime.store.get_item(text.id).provider_id == sid
+    return text
+
+
+def test_an_sms_is_found_by_its_sid_days_after_its_check_recorded_it(aws, runtime, clock):
+    # An operator pastes a SID from Twilio's console days later, without a window: Twilio says
+    # whom it went to and when, and that receiver's items of before then hold it.
+    sid = "SM" + "3" * 32
+    text = _sms_with_sid(runtime, sid)
+    for n in range(3):  # the receiver's later messages come first in its index
+        clock.advance(3600)
+        _sms_with_sid(runtime, f"SM{n:032x}")
     Stream(aws["table"]).window()
-    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the same day
     clock.advance(2 * 86_400)
+    http = _twilio_knows(runtime, sid, "+14155550100", _queued(text) + timedelta(seconds=2))
     assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
+    assert [r.method for r in http.requests] == ["GET"] and sid in http.requests[0].url
+    # A search's filters apply to the item Twilio's answer found.
+    _twilio_knows(runtime, sid, "+14155550100", _queued(text))
+    assert ids_of(call("search", query={"provider_id": sid, "state": "errored"})) == []
+
+
+def test_a_sid_of_a_message_scheduled_days_ahead_is_found_from_its_send_day(aws, runtime, clock):
+    sid = "SM" + "4" * 32
+    text = _sms_with_sid(runtime, sid)
+    clock.advance(10 * 86_400)  # queued ten days before Twilio created it
+    _twilio_knows(runtime, sid, "+1 (415) 555-0100", clock.now())
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
+
+
+def test_a_sid_twilio_sent_to_none_of_our_receivers_finds_nothing(aws, runtime, clock):
+    sid = "SM" + "5" * 32
+    _sms_with_sid(runtime, "SM" + "6" * 32)
+    _twilio_knows(runtime, sid, "+14155550199", clock.now())
+    assert ids_of(call("search", query={"provider_id": sid})) == []
+
+
+def test_without_twilio_a_sid_search_reads_the_postings_of_the_day(aws, runtime, clock):
+    import requests
+
+    sid = "SM" + "7" * 32
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    http.answers[:] = [requests.ConnectionError("Twilio is unreachable")]
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
+    assert len(http.requests) == 1
+
+
+def test_a_window_or_an_ses_id_never_asks_twilio(aws, runtime, clock):
+    sid = "SM" + "8" * 32
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    since = _queued(text).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ids_of(call("search", query={"provider_id": sid, "since": since})) == [text.id]
+    ses_id = "0100018c2f6c4a1e-6d2a9b3c-1f2e-4d5c-8b7a-9e8d7c6b5a4f-000000"
+    assert ids_of(call("search", query={"provider_id": ses_id})) == []
+    assert http.requests == []

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities import parameters
 
-from tests.support.fake_twilio import ACCOUNT_SID, FakeTwilioHttp
+from tests.support.fake_twilio import ACCOUNT_SID, FakeTwilioHttp, fake_twilio
 from vdq.core.errors import SettingsError
 from vdq.core.settings import Settings
 from vdq.providers import RejectedByProvider
@@ -184,3 +184,22 @@ def test_an_idle_client_is_used_again_and_a_rotated_token_gets_a_new_one(monkeyp
     [(first, auth1), (again, _), (_, auth3)] = used
     assert first == again and auth1 == (ACCOUNT_SID, "first")  # one connection pool kept warm
     assert auth3 == (ACCOUNT_SID, "second")
+
+
+def test_a_fetch_reads_the_receiver_and_creation_time_of_twilios_message_resource(runtime):
+    # Twilio's documented Message resource (events/): its receiver and its creation time, an
+    # RFC 2822 date, are what a search by SID narrows the receiver index with.
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    http = fake_twilio(runtime)
+    body = json.loads((Path(__file__).resolve().parents[2] / "events"
+                       / "twilio_message_failed_opt_out.json").read_text())  # fmt: skip
+    http.answer(200, body)
+    http.answer(200, {**body, "date_created": "yesterday", "to": None})
+    status = get_twilio(runtime).fetch(body["sid"])
+    assert status.to == "+14155550100"
+    assert status.created == datetime(2026, 12, 2, 13, 45, 12, tzinfo=UTC)
+    assert (status.status, status.error_code) == ("failed", 21610)
+    unreadable = get_twilio(runtime).fetch(body["sid"])  # nothing to narrow by: None
+    assert (unreadable.to, unreadable.created) == (None, None)

@@ -6,8 +6,10 @@ Every search reads an index or keys, never the table (vdq.store.search, vdq.stor
 - ``origin_type`` + ``origin_id``: the origin's partitions of contents (one Query each, side by
   side), their items;
 - ``provider_id``: the provider-ID mapping (one GetItem) when the ID has one (an untagged
-  email, an SMS sent before callbacks named the attempt), else the postings of the time window
-  (an ID is posted when its item stores it: its first result or its check);
+  email, an SMS sent before callbacks named the attempt); for a Twilio SID without a window,
+  Twilio's record of the message (its receiver and creation time) and that receiver's items;
+  else the postings of the time window (an ID is posted when its item stores it: its first
+  result or its check);
 - ``sender``, or only ``since``/``until``: the postings of the window, hour by hour;
 - ``id``: the item itself.
 
@@ -31,7 +33,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import ids
-from vdq.core.errors import BadRequest, ValidationError
+from vdq.core.errors import BadRequest, SettingsError, ValidationError
+from vdq.core.observability import logger
 from vdq.intake import messages
 from vdq.operations import cursor as cursors
 from vdq.operations.spec import PROVIDER_ID_PATTERN
@@ -51,6 +54,10 @@ MAX_ROUNDS = 4  # index reads of one request
 MAX_POSTING_BYTES = 4_000_000  # postings one request reads (about 4 hours at 1M emails a day)
 DEFAULT_WINDOW = timedelta(days=1)  # sender and provider-ID searches without ``since``
 MAX_HOURS = 48  # hours of postings one request reads (an empty hour costs a Query too)
+# A Twilio message SID (SMS, or MMS with media): Twilio can say whom it went to, and when.
+TWILIO_SID = re.compile(r"(SM|MM)[0-9a-f]{32}", re.ASCII)
+# An item is queued before Twilio creates its message; clocks may differ by this much.
+TWILIO_CLOCK_SKEW = timedelta(minutes=10)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
 _NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people print it
@@ -296,6 +303,10 @@ def _by_postings(runtime: Runtime, query: Query, position: str | None,
         if mapped is not None and mapped.item_id:
             item = runtime.store.get_item(mapped.item_id)
             return ([item] if item is not None and query.wanted(item) else []), None
+        if query.since is None and position is None and TWILIO_SID.fullmatch(query.value):
+            told = _by_twilio(runtime, query)
+            if told is not None:
+                return told, None
     now = runtime.clock.now()
     until = min(query.until or now, now)
     # Postings are kept as long as the items they name (and 3 days more): nothing older.
@@ -330,6 +341,53 @@ def _by_postings(runtime: Runtime, query: Query, position: str | None,
                 minute=0, second=0, microsecond=0):  # fmt: skip
             return page, top
     return page, None
+
+
+def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
+    """A Twilio SID without a window: Twilio's own record of the message names its receiver
+    and when it was created, and the item is among that receiver's items queued before then
+    (the receiver index, newest first). Exact at any age, for one call to Twilio and a few
+    reads. None when Twilio cannot say (no account configured, an error, a receiver VDQ would
+    not have sent to) or the receiver's items ran past ``MAX_ROUNDS`` reads first: the caller
+    reads the postings of the last day instead."""
+    if not runtime.settings.sms_checks_enabled:
+        return None
+    from aws_lambda_powertools.utilities.parameters.exceptions import (
+        GetParameterError,
+        TransformParameterError,
+    )
+
+    from vdq.providers import ProviderError
+    from vdq.providers.twilio import get_twilio
+
+    try:
+        message = get_twilio(runtime).fetch(query.value)
+    except (ProviderError, SettingsError, GetParameterError, TransformParameterError) as exc:
+        logger.warning("Twilio could not look up the SID; searching the postings",
+                       extra={"provider_id": query.value, "error": str(exc)})  # fmt: skip
+        return None
+    if not message.to or message.created is None:
+        return None
+    try:
+        receiver = _receiver(message.to, "provider_id")
+    except ValidationError:
+        return None
+    created = message.created.astimezone(UTC) + TWILIO_CLOCK_SKEW
+    kept = runtime.clock.now() - timedelta(days=max(runtime.settings.retention_days, 30) + 3)
+    below: str | None = ids.bound(_ms(created), upper=True)
+    above = ids.bound(_ms(kept), upper=False)
+    key = receiver_key(receiver)
+    for _ in range(MAX_ROUNDS):
+        found = runtime.store.query_receiver(key, below=below, above=above, limit=100)
+        records = _read(runtime, found)
+        for item_id in found:
+            item = records.get(item_id)
+            if item is not None and item.provider_id == query.value:
+                return [item] if query.wanted(item) else []
+        if len(found) < 100:
+            return []
+        below = found[-1]
+    return None
 
 
 def _matching(query: Query, entries: Iterable[Any], floor: str, top: str) -> Iterable[str]:

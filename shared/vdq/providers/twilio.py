@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from twilio.base.exceptions import TwilioException, TwilioRestException
@@ -42,11 +43,15 @@ Credentials = tuple[str, str]  # (account SID, auth token)
 
 @dataclass(frozen=True)
 class TwilioStatus:
-    """One message's status as Twilio reports it (``queued``, ``sent``, ``delivered``, ...)."""
+    """One message's status as Twilio reports it (``queued``, ``sent``, ``delivered``, ...),
+    with its receiver and the time Twilio created it (a search by SID narrows by them:
+    vdq.operations.search)."""
 
     status: str
     error_code: int | None = None
     error_message: str | None = None
+    to: str | None = None
+    created: datetime | None = None
 
 
 class BaseUrlHttpClient(TwilioHttpClient):
@@ -188,10 +193,14 @@ class TwilioProvider:
                 message = client.messages(sid).fetch()
         except (TwilioException, requests.RequestException, ValueError) as exc:
             raise classify(exc) from exc
+        # twilio parses ``date_created`` (RFC 2822), and hands on the text it could not parse.
+        created = message.date_created if isinstance(message.date_created, datetime) else None
         return TwilioStatus(
             status=str(message.status or ""),
             error_code=message.error_code,
             error_message=message.error_message,
+            to=str(message.to) if message.to else None,
+            created=created,
         )
 
 
