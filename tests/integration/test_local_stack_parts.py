@@ -94,7 +94,7 @@ def test_the_ses_sandbox_publishes_only_the_event_types_the_configuration_set_su
 
     sandbox = SesSandbox(Sns(), "arn:aws:sns:us-east-1:123456789012:t", Faults(),
                          later=AtOnce()).start()  # fmt: skip
-    published = {}
+    published, ids = {}, []
     try:
         for local in ("success", "bounce", "complaint"):
             Sns.published.clear()
@@ -105,10 +105,19 @@ def test_the_ses_sandbox_publishes_only_the_event_types_the_configuration_set_su
                                    timeout=10)  # fmt: skip
             assert answer.status_code == 200
             published[local] = list(Sns.published)
+            ids.append(answer.json()["MessageId"])
     finally:
         sandbox.stop()
     assert published == {"success": ["Delivery"], "bounce": ["Bounce"],
                          "complaint": ["Delivery", "Complaint"]}  # fmt: skip
+    # Message IDs in SES's form, their send time in them (a search by ID reads it).
+    from datetime import UTC, datetime, timedelta
+
+    from vdq.operations.search import ses_sent_at
+
+    for message_id in ids:
+        sent = ses_sent_at(message_id)
+        assert sent is not None and abs(sent - datetime.now(UTC)) < timedelta(minutes=1)
 
 
 def test_the_front_passes_claims_only_from_a_token_it_can_verify():

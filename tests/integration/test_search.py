@@ -465,3 +465,64 @@ def test_a_window_or_an_ses_id_never_asks_twilio(aws, runtime, clock):
     ses_id = "0100018c2f6c4a1e-6d2a9b3c-1f2e-4d5c-8b7a-9e8d7c6b5a4f-000000"
     assert ids_of(call("search", query={"provider_id": ses_id})) == []
     assert http.requests == []
+
+
+def _ses_id(at):
+    """An SES message ID as SES makes them: its send time in milliseconds after "0100"."""
+    return f"0100{int(at.timestamp() * 1000):012x}-6d2a9b3c-1f2e-4d5c-8b7a-9e8d7c6b5a4f-000000"
+
+
+def _email_with_id(runtime, message_id):
+    """An email whose SES message ID its check stored (a tagged email: no mapping)."""
+    from vdq.results import checks
+
+    [mail] = email(runtime, "ada@example.org")
+    move(runtime, mail.id, "send")
+    item = runtime.store.get_item(mail.id)
+    assert checks.decide(item, checks.Sent(mail.id, 1, message_id, item.claimed_at), runtime,
+                         strong=True)  # fmt: skip
+    assert runtime.store.find_by_provider_id(message_id) is None
+    return mail
+
+
+def _hours_read(monkeypatch):
+    """The hours whose postings a search reads, in order."""
+    from vdq.store.postings import Tallies
+
+    hours, original = [], Tallies.postings
+
+    def recording(self, hour, **kwargs):
+        hours.append(hour)
+        return original(self, hour, **kwargs)
+
+    monkeypatch.setattr(Tallies, "postings", recording)
+    return hours
+
+
+def test_an_ses_id_is_found_days_later_from_the_hours_its_send_time_says(aws, runtime, clock,
+                                                                        monkeypatch):  # fmt: skip
+    sent = clock.now()
+    message_id = _ses_id(sent)
+    mail = _email_with_id(runtime, message_id)
+    Stream(aws["table"]).window()
+    clock.advance(5 * 86_400)
+    hours = _hours_read(monkeypatch)
+    assert ids_of(call("search", query={"provider_id": message_id})) == [mail.id]
+    # From two hours after the send back to its hour, stopping at the hour that holds it.
+    span = [(sent + timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in (2, 1, 0)]
+    assert hours == span[: span.index(sent.strftime("%Y-%m-%dT%H")) + 1]
+
+
+def test_an_ses_id_stored_long_after_its_send_time_is_found_in_the_last_day(aws, runtime,
+                                                                           clock):  # fmt: skip
+    message_id = _ses_id(clock.now() - timedelta(days=3))  # its hint misleads
+    mail = _email_with_id(runtime, message_id)
+    Stream(aws["table"]).window()
+    assert ids_of(call("search", query={"provider_id": message_id})) == [mail.id]
+
+
+def test_an_ses_id_from_the_future_reads_the_last_day_only(aws, runtime, clock, monkeypatch):
+    message_id = _ses_id(clock.now() + timedelta(days=2))
+    hours = _hours_read(monkeypatch)
+    assert ids_of(call("search", query={"provider_id": message_id})) == []
+    assert len(hours) == 25 and hours[0] == clock.now().strftime("%Y-%m-%dT%H")

@@ -20,6 +20,7 @@ import json
 import secrets
 import threading
 import time
+import uuid
 from datetime import UTC, datetime
 from email.utils import getaddresses
 from typing import Any
@@ -175,7 +176,8 @@ class SesSandbox:
                        for p in message.iter_attachments()]  # fmt: skip
         if not source or not recipients:
             raise ValueError("the email needs a sender and at least one recipient")
-        message_id = f"0100{int(time.time() * 1000):012x}-{secrets.token_hex(16)}-000000"
+        # SES's form: the send time in milliseconds after "0100", a UUID, six digits.
+        message_id = f"0100{int(time.time() * 1000):012x}-{uuid.uuid4()}-000000"
         tags = {t["Name"]: [t["Value"]] for t in data.get("EmailTags", [])}
         if data.get("ConfigurationSetName"):
             tags["ses:configuration-set"] = [data["ConfigurationSetName"]]
