@@ -986,17 +986,29 @@ def stream_phases(stack: env.Stack) -> list[tuple[str, Tally, str | None, int]]:
                                     default=str))  # fmt: skip
         records += [dict(r, eventSourceARN=arn, eventSource="aws:dynamodb") for r in got
                     if passes(r)]  # fmt: skip
+    import boto3
+
+    from vdq.schedules.postings import Window
+    from vdq.store.postings import Tallies, shard_tag
+
     handler = env.need("functions.schedule.handler", "handler")
     window = {"window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z"},
               "shardId": shard_id, "eventSourceARN": arn, "isWindowTerminatedEarly": False}
+    # A window's first batch reads its shard's checkpoint, once a window: the window's
+    # messages share that read as they share its writes. The batch measured is one after it.
+    with COUNTER.measure(units=True) as opening:
+        tallies = Tallies(boto3.client("dynamodb"), env.TABLE)
+        seen = tallies.shard_checkpoint(shard_tag(shard_id))
+    opened = Window(shard=shard_tag(shard_id), seen=max(seen, 0)).state()
     with COUNTER.measure(units=True) as batch:
-        answer = handler({"Records": records, "state": {}, "isFinalInvokeForWindow": False,
+        answer = handler({"Records": records, "state": opened, "isFinalInvokeForWindow": False,
                           **window}, env.LambdaContext("vdq-schedule"))  # fmt: skip
     if not answer.get("expiring"):  # the done item's records get its expiration
         raise RuntimeError(f"the stream stamped no record: {answer}")
     with COUNTER.measure(units=True) as last:
         handler({"Records": [], "state": answer["state"], "isFinalInvokeForWindow": True,
                  **window}, env.LambdaContext("vdq-schedule"))  # fmt: skip
+    last.add(opening)
     return [("schedule", batch, STREAM, len(records)), ("schedule", last, WINDOW, 0)]
 
 
