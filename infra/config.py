@@ -169,7 +169,7 @@ def _shards_for_peak(settings: dict[str, str], rate: float | None,
     given = settings.setdefault("VDQ_INDEX_SHARDS", str(needed))
     if int(given) < needed:
         raise ConfigError(f"VDQ_INDEX_SHARDS is {given}: {name} {fastest:g} needs at "
-                          f"least {needed} (and never lower it once deployed)")
+                          f"least {needed}")
 
 
 @dataclass(frozen=True)
@@ -419,8 +419,9 @@ CHOICES = (
            "at least 4; by VDQ_SES_MAX_SEND_RATE where that is larger, the rate the send "
            "functions then pace at), unless set themselves (VDQ_INDEX_SHARDS may not be set "
            "lower). Raise "
-           "it with the rate; never lower it below a rate deployed before (the index shards "
-           "would shrink). The account's Lambda concurrency must hold the sum",
+           "it with the rate; a lower rate later lowers the lanes, not the index shards (the "
+           "functions keep the most the table has used). The account's Lambda concurrency must "
+           "hold the sum",
            default="unset: the defaults below, for 14 a second"),
     Choice("vdq:sendMaxConcurrency",
            "most send functions running at once on the normal lane: keep sends within the SES "

@@ -21,6 +21,7 @@ from vdq.store.counters import quota_pk
 from vdq.store.holds import GUARD_PK
 from vdq.store.holds import HELD_PREFIX as HELD_PK_PREFIX
 from vdq.store.models import ORIGIN_PREFIX, SCHEDULED_PREFIX, suppression_history_pk
+from vdq.store.shards import SHARDS_PK as SHARDS_PREFIX
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a
 # transition is an Update of the item and Puts of its history (no ConditionCheck anywhere).
@@ -70,6 +71,12 @@ def grant(
         resource_name=f"{twilio_credentials.value_as_string}-??????",
         arn_format=ArnFormat.COLON_RESOURCE_NAME,
     )
+
+    # Every function runs with the table's count of index shards when its setting is lower,
+    # and raises the count it finds lower (vdq.store.shards), before its first write.
+    for function in functions.by_name.values():
+        _allow(function, ["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.table_arn],
+               conditions=_leading_keys(SHARDS_PREFIX))  # fmt: skip
 
     # enqueue: new records in one BatchWriteItem, its idempotency records, attachments in,
     # send messages out. One transition of its own, on queue item keys only: when SQS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -98,8 +98,24 @@ class Runtime:
     def default(cls) -> Runtime:
         global _DEFAULT
         if _DEFAULT is None:
-            _DEFAULT = cls()
+            runtime = cls()
+            runtime.keep_index_shards()
+            _DEFAULT = runtime
         return _DEFAULT
+
+    def keep_index_shards(self) -> None:
+        """Run with the table's count of index shards when ``VDQ_INDEX_SHARDS`` is lower, and
+        store this one when it is higher, before anything is written (vdq.store.shards): a
+        count never falls, so no entry is left in a shard that readers no longer read."""
+        configured = self.settings.index_shards
+        kept = self.store.kept_index_shards(configured)
+        if kept != configured:
+            from vdq.core.observability import logger
+
+            logger.warning("VDQ_INDEX_SHARDS is %d, below the %d shards the table's indexes "
+                           "have used: running with %d (the count never falls)", configured,
+                           kept, kept)  # fmt: skip
+            self.settings = replace(self.settings, index_shards=kept)
 
     @classmethod
     def reset_default(cls) -> None:

@@ -49,6 +49,8 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
         # The reputation guard's held producers, to tell a held producer's request so.
         ("GUARD*",): {"dynamodb:Query"},
+        # The index shards' count, read and raised before the first write (vdq.store.shards).
+        ("CFG#shards*",): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
     }  # fmt: skip
 
 
@@ -241,3 +243,11 @@ def _actions(statement: dict) -> list[str]:
 def _resources(statement: dict) -> list:
     found = statement["Resource"]
     return found if isinstance(found, list) else [found]
+
+
+def test_every_function_reads_and_raises_only_the_index_shards_count_under_its_key(synth):
+    for name, function in synth.stack.functions.by_name.items():
+        granted = [set(_actions(s)) for s in synth.role_statements(function)
+                   if s.get("Condition") == {"ForAllValues:StringLike": {
+                       "dynamodb:LeadingKeys": ["CFG#shards*"]}}]  # fmt: skip
+        assert granted == [{"dynamodb:GetItem", "dynamodb:UpdateItem"}], name

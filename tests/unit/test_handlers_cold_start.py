@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from functions.send import handler as send_handler
 
+import vdq.runtime as runtime_module
 from tests.support.lambda_context import LambdaContext
 from vdq.core.errors import NotFound, VdqError
 from vdq.dispatch import sendbatch
@@ -42,6 +43,9 @@ def fake_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return "accepted"
 
     monkeypatch.setattr(sendbatch, "prepare", prepare)
+    # The handler's runtime, made without reading the table (Runtime.default reads the index
+    # shards' count there first: vdq.store.shards); prepare, faked, reads nothing either.
+    monkeypatch.setattr(runtime_module, "_DEFAULT", runtime_module.Runtime())
     fake_send_upcoming.clear()
     fake_send_upcoming.extend([upcoming])
     return seen

@@ -352,7 +352,7 @@ def test_too_few_index_shards_for_the_rate_are_warned_once_a_container(monkeypat
     assert pacing.limit_of("ses", runtime(1_000.0, 4)) == 1_000.0
     assert pacing.limit_of("ses", runtime(1_000.0, 4)) == 1_000.0
     assert warned == ["VDQ_INDEX_SHARDS is 4: at SES's rate of 1000 emails a second the "
-                      "open-items and timer indexes need 8 shards; raise it (never lower it)"]
+                      "open-items and timer indexes need 8 shards; raise it"]
     pacing.limit_of("ses", runtime(1_000.0, 8))
     pacing.limit_of("ses", runtime(2_000.0, 8))  # a higher rate read later: warned again
     assert len(warned) == 2 and "need 16 shards" in warned[1]

@@ -297,7 +297,8 @@ class Settings:
         "VDQ_INDEX_SHARDS", 4, read.positive_int,
         "write shards of each sparse index (open items, timers, sent items): raise it with SES's "
         "rate, to 8 at 1,000 emails a second (index_shards_for; the send function warns when "
-        "it is below), and never lower it: the readers read the shards it names",
+        "it is below); a lower value than the table's indexes have used is raised to that "
+        "count, so no entry is left in a shard nothing reads (vdq.store.shards)",
     )  # fmt: skip
     max_receivers: int = _setting(
         "VDQ_MAX_RECEIVERS", 1000, read.positive_int, "receivers per enqueue request"

@@ -321,8 +321,8 @@ class Pacer:
         if shards < needed and self.shards_warned != needed:
             self.shards_warned = needed
             logger.warning("VDQ_INDEX_SHARDS is %d: at SES's rate of %.0f emails a second the "
-                           "open-items and timer indexes need %d shards; raise it (never lower "
-                           "it)", shards, rate, needed)  # fmt: skip
+                           "open-items and timer indexes need %d shards; raise it", shards, rate,
+                           needed)  # fmt: skip
 
     def limit(self, name: str, read: Callable[[], float]) -> float | None:
         """A provider limit read by ``read``, cached; None (unpaced) while it cannot be read."""

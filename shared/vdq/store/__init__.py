@@ -98,6 +98,7 @@ from vdq.store.models import (
 )
 from vdq.store.scheduled import Scheduled
 from vdq.store.search import Search
+from vdq.store.shards import Shards
 from vdq.store.suppressions import Suppressions
 from vdq.store.tx import StoreBusy, WriteFailed, transact
 
@@ -159,7 +160,7 @@ __all__ = [
 ]
 
 
-class Store(Contents, Events, Keys, Suppressions, Scheduled, Search):
+class Store(Contents, Events, Keys, Suppressions, Scheduled, Search, Shards):
     """Reads and conditional writes of VDQ's records (queue items and their history, contents
     and attachments, provider-ID mappings, suppressions), and the searches by receiver and
     origin."""

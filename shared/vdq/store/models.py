@@ -413,6 +413,13 @@ class ScheduledCursorRecord(_Table):
     position = UnicodeAttribute()
 
 
+class ShardCountRecord(_Table):
+    """The most write shards of the sparse indexes any function of the table has run with
+    (vdq.store.shards)."""
+
+    shards = NumberAttribute()
+
+
 MODELS: tuple[type[_Table], ...] = (
     QueueItemRecord,
     HistoryRecord,
@@ -426,6 +433,7 @@ MODELS: tuple[type[_Table], ...] = (
     SuppressionMarkRecord,
     ScheduledRecord,
     ScheduledCursorRecord,
+    ShardCountRecord,
 )
 
 

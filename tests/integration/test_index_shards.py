@@ -1,0 +1,77 @@
+"""The sparse indexes' shard count only grows (vdq.store.shards): a function whose
+VDQ_INDEX_SHARDS is below the count the table's indexes have used runs with that count, so an
+entry written in a higher shard is still read by the lists and the schedules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import boto3
+
+import vdq
+from vdq.operations import listing
+from vdq.runtime import Runtime
+from vdq.store import shard
+from vdq.store.shards import Shards
+
+
+def with_shards(settings, clock, shards: int) -> Runtime:
+    runtime = Runtime(settings=replace(settings, index_shards=shards), clock=clock)
+    runtime.keep_index_shards()
+    return runtime
+
+
+def test_a_count_is_stored_when_raised_and_kept_when_a_setting_is_lower(aws, settings, clock,
+                                                                        caplog):  # fmt: skip
+    assert with_shards(settings, clock, 8).settings.index_shards == 8
+    lowered = with_shards(settings, clock, 4)
+    assert lowered.settings.index_shards == 8
+    assert "VDQ_INDEX_SHARDS is 4" in caplog.text
+    assert with_shards(settings, clock, 16).settings.index_shards == 16
+    assert with_shards(settings, clock, 8).settings.index_shards == 16
+
+
+def test_a_raise_that_loses_to_a_higher_one_runs_with_the_higher(aws, settings, clock,
+                                                                 monkeypatch):  # fmt: skip
+    with_shards(settings, clock, 16)
+    reads = iter([4])  # this function's read came before another stored 16
+    original = Shards._stored_shards
+    monkeypatch.setattr(Shards, "_stored_shards",
+                        staticmethod(lambda: next(reads, None) or original()))  # fmt: skip
+    assert with_shards(settings, clock, 8).settings.index_shards == 16
+
+
+def test_an_item_written_in_a_higher_shard_stays_in_the_list_after_a_lower_deploy(
+        aws, settings, clock):  # fmt: skip
+    wide = with_shards(settings, clock, 8)
+    items = vdq.add_sms("+15005550006", [f"+1415555{n:04d}" for n in range(20)], "hi",
+                        runtime=wide)  # fmt: skip
+    high = [i.id for i in items if shard(i.id, 8) >= 4]
+    assert high  # some of twenty land in shards 4 to 7
+    narrow = with_shards(settings, clock, 4)
+    listed = listing.list_items(listing.ACTIVE, narrow, limit=50)
+    assert {i["id"] for i in listed["items"]} == {i.id for i in items}
+
+
+def test_a_handlers_runtime_takes_the_tables_count(aws, settings, clock, monkeypatch):
+    with_shards(settings, clock, 8)
+    monkeypatch.setenv("VDQ_TABLE_NAME", settings.table_name)
+    monkeypatch.setenv("VDQ_INDEX_SHARDS", "4")
+    from vdq.core.settings import get_settings
+
+    get_settings.cache_clear()
+    Runtime.reset_default()
+    try:
+        assert get_settings().index_shards == 4
+        assert Runtime.default().settings.index_shards == 8
+    finally:
+        Runtime.reset_default()
+        get_settings.cache_clear()
+
+
+def test_the_count_is_one_record_that_never_expires(aws, settings, clock):
+    with_shards(settings, clock, 8)
+    with_shards(settings, clock, 4)
+    item = boto3.client("dynamodb").get_item(TableName=settings.table_name, ConsistentRead=True,
+                                    Key={"pk": {"S": "CFG#shards"}, "sk": {"S": "CFG"}})["Item"]
+    assert item == {"pk": {"S": "CFG#shards"}, "sk": {"S": "CFG"}, "shards": {"N": "8"}}
