@@ -385,7 +385,12 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     (the receiver index, newest first). Exact at any age, for one call to Twilio and a few
     reads. None when Twilio cannot say (no account configured, an error, a receiver VDQ would
     not have sent to) or the receiver's items ran past ``MAX_ROUNDS`` reads first: the caller
-    reads the postings of the last day instead."""
+    reads the postings of the last day instead.
+
+    The receiver index holds every item the table still holds (DynamoDB's TTL takes an item's
+    entry with it), so it is read without a lower bound: an item may have been queued long
+    before the postings' horizon (a send_at far ahead, items kept forever), and Twilio keeps a
+    message longer than the postings are kept."""
     if not runtime.settings.sms_checks_enabled:
         return None
     from aws_lambda_powertools.utilities.parameters.exceptions import (
@@ -409,12 +414,10 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     except ValidationError:
         return None
     created = message.created.astimezone(UTC) + TWILIO_CLOCK_SKEW
-    kept = runtime.clock.now() - timedelta(days=max(runtime.settings.retention_days, 30) + 3)
-    below: str | None = ids.bound(_ms(created), upper=True)
-    above = ids.bound(_ms(kept), upper=False)
+    below = ids.bound(_ms(created), upper=True)
     key = receiver_key(receiver)
     for _ in range(MAX_ROUNDS):
-        found = runtime.store.query_receiver(key, below=below, above=above, limit=100)
+        found = runtime.store.query_receiver(key, below=below, limit=100)
         records = _read(runtime, found)
         for item_id in found:
             item = records.get(item_id)
