@@ -584,3 +584,12 @@ def test_a_sid_sent_yesterday_is_found_however_long_ago_its_item_was_queued(aws,
     clock.advance(45 * 86_400)
     _twilio_knows(runtime, sid, "+14155550100", clock.now() - timedelta(days=1))
     assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
+
+
+def test_a_creation_time_past_what_a_date_holds_is_no_500(aws, runtime, clock):
+    # Twilio's clock, or whatever answers for it, names a time at the end of the calendar: the
+    # search reads the receiver's items queued until now, and does not overflow.
+    sid = "SM" + "c" * 32
+    text = _sms_with_sid(runtime, sid)
+    _twilio_knows(runtime, sid, "+14155550100", datetime(9999, 12, 31, 23, 55, tzinfo=UTC))
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]

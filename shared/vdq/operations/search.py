@@ -413,8 +413,9 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
         receiver = _receiver(message.to, "provider_id")
     except ValidationError:
         return None
-    created = message.created.astimezone(UTC) + TWILIO_CLOCK_SKEW
-    below = ids.bound(_ms(created), upper=True)
+    # Twilio's times are UTC; no item was queued after now, whatever time Twilio names.
+    created = message.created if message.created.tzinfo else message.created.replace(tzinfo=UTC)
+    below = ids.bound(_ms(min(created, runtime.clock.now()) + TWILIO_CLOCK_SKEW), upper=True)
     key = receiver_key(receiver)
     for _ in range(MAX_ROUNDS):
         found = runtime.store.query_receiver(key, below=below, limit=100)
