@@ -593,3 +593,17 @@ def test_a_creation_time_past_what_a_date_holds_is_no_500(aws, runtime, clock):
     text = _sms_with_sid(runtime, sid)
     _twilio_knows(runtime, sid, "+14155550100", datetime(9999, 12, 31, 23, 55, tzinfo=UTC))
     assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
+
+
+@pytest.mark.parametrize("answer", [[], {"sid": "SM" + "d" * 32, "to": "+14155550100",
+                                         "status": "sent", "date_created": 1_733_400_000}])
+def test_an_answer_not_shaped_as_a_message_falls_back_to_the_postings(aws, runtime, clock,
+                                                                      answer):  # fmt: skip
+    sid = "SM" + "d" * 32
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    http.answers[:] = []
+    http.answer(200, answer)
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
+    assert len(http.requests) == 1

@@ -191,7 +191,10 @@ class TwilioProvider:
         try:
             with self.client() as client:
                 message = client.messages(sid).fetch()
-        except (TwilioException, requests.RequestException, ValueError) as exc:
+        # An answer not shaped as a Message resource (not an object, a date not text) fails
+        # inside twilio's parsing as a TypeError or AttributeError: unreadable, as bad JSON is.
+        except (TwilioException, requests.RequestException, ValueError, TypeError,
+                AttributeError) as exc:  # fmt: skip
             raise classify(exc) from exc
         # twilio parses ``date_created`` (RFC 2822), and hands on the text it could not parse.
         created = message.date_created if isinstance(message.date_created, datetime) else None
