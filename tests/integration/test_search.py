@@ -607,3 +607,13 @@ def test_an_answer_not_shaped_as_a_message_falls_back_to_the_postings(aws, runti
     http.answer(200, answer)
     assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
     assert len(http.requests) == 1
+
+
+def test_a_sid_searched_among_emails_never_asks_twilio(aws, runtime, clock):
+    # An SMS's SID names no email: Twilio's answer could not change what the search finds.
+    sid = "SM" + "e" * 32
+    _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    assert ids_of(call("search", query={"provider_id": sid, "method": "email"})) == []
+    assert http.requests == []

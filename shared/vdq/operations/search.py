@@ -384,14 +384,15 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     and when it was created, and the item is among that receiver's items queued before then
     (the receiver index, newest first). Exact at any age, for one call to Twilio and a few
     reads. None when Twilio cannot say (no account configured, an error, a receiver VDQ would
-    not have sent to) or the receiver's items ran past ``MAX_ROUNDS`` reads first: the caller
-    reads the postings of the last day instead.
+    not have sent to), the search wants emails only (no email has a SID), or the receiver's
+    items ran past ``MAX_ROUNDS`` reads first: the caller reads the postings of the last day
+    instead.
 
     The receiver index holds every item the table still holds (DynamoDB's TTL takes an item's
     entry with it), so it is read without a lower bound: an item may have been queued long
     before the postings' horizon (a send_at far ahead, items kept forever), and Twilio keeps a
     message longer than the postings are kept."""
-    if not runtime.settings.sms_checks_enabled:
+    if query.method == "email" or not runtime.settings.sms_checks_enabled:
         return None
     from aws_lambda_powertools.utilities.parameters.exceptions import (
         GetParameterError,
