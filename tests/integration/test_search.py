@@ -617,3 +617,33 @@ def test_a_sid_searched_among_emails_never_asks_twilio(aws, runtime, clock):
     http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
     assert ids_of(call("search", query={"provider_id": sid, "method": "email"})) == []
     assert http.requests == []
+
+
+def test_a_twilio_that_does_not_answer_leaves_a_search_time_for_the_postings(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    from dataclasses import replace
+
+    import requests
+    from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN
+    from vdq.core.resources import API_FUNCTION_TIMEOUT_SECONDS
+    from vdq.providers import TWILIO_REQUEST_TIMEOUT
+    from vdq.providers.twilio import BaseUrlHttpClient, get_twilio
+
+    given = []
+
+    def silent(self, method, url, *args, timeout=None, **kwargs):  # the real client's, no network
+        given.append(timeout or self.timeout)
+        raise requests.ReadTimeout("Twilio took the connection and said nothing")
+
+    monkeypatch.setattr(BaseUrlHttpClient, "request", silent)
+    sid = "SM" + "0" * 31 + "1"
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    runtime.settings = replace(runtime.settings, twilio_account_sid=ACCOUNT_SID,
+                               twilio_auth_token=AUTH_TOKEN)  # fmt: skip
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
+    # requests gives the connect and the read the timeout each: the look-up takes at most
+    # half the operator's request (API Gateway's 29 s), the rest is the postings'.
+    assert len(given) == 1 and 2 * given[0] <= API_FUNCTION_TIMEOUT_SECONDS / 2
+    with get_twilio(runtime).client() as client:  # a send in the same process keeps its own
+        assert client.http_client.timeout == TWILIO_REQUEST_TIMEOUT

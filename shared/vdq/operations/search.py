@@ -403,7 +403,7 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     from vdq.providers.twilio import get_twilio
 
     try:
-        message = get_twilio(runtime).fetch(query.value)
+        message = get_twilio(runtime, lookup=True).fetch(query.value)
     except (ProviderError, SettingsError, GetParameterError, TransformParameterError) as exc:
         logger.warning("Twilio could not look up the SID; searching the postings",
                        extra={"provider_id": query.value, "error": str(exc)})  # fmt: skip

@@ -14,6 +14,9 @@ from __future__ import annotations
 SES_CONNECT_TIMEOUT = 3.0
 SES_READ_TIMEOUT = 20.0
 TWILIO_REQUEST_TIMEOUT = 15.0
+# A search's look-up of one message at Twilio (vdq.operations.search) runs inside the operator's
+# request, which API Gateway ends at 29 s and which reads the postings after a failed look-up.
+TWILIO_LOOKUP_TIMEOUT = 5.0
 LONGEST_CALL_SECONDS = max(SES_CONNECT_TIMEOUT + SES_READ_TIMEOUT, 2 * TWILIO_REQUEST_TIMEOUT)
 
 

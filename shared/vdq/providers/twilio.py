@@ -25,6 +25,7 @@ import requests
 from vdq.core.errors import SettingsError
 from vdq.core.settings import Settings
 from vdq.providers import (
+    TWILIO_LOOKUP_TIMEOUT,
     TWILIO_REQUEST_TIMEOUT,
     AmbiguousProviderError,
     ProviderError,
@@ -130,17 +131,20 @@ class TwilioProvider:
         *,
         api_url: str | None = None,
         http_client: Any = None,
+        timeout: float = TWILIO_REQUEST_TIMEOUT,
     ) -> None:
         self._credentials = credentials
         self._api_url = api_url
         self._http = http_client
+        self._timeout = timeout
         self._idle: list[tuple[Credentials, Client]] = []
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, http_client: Any = None) -> TwilioProvider:
+    def from_settings(cls, settings: Settings, *, http_client: Any = None,
+                      timeout: float = TWILIO_REQUEST_TIMEOUT) -> TwilioProvider:  # fmt: skip
         return cls(settings_credentials(settings), api_url=settings.twilio_api_url,
-                   http_client=http_client)  # fmt: skip
+                   http_client=http_client, timeout=timeout)  # fmt: skip
 
     @contextmanager
     def client(self) -> Iterator[Client]:
@@ -155,7 +159,7 @@ class TwilioProvider:
                 client = None
         if client is None:
             sid, token = credentials
-            http = self._http or BaseUrlHttpClient(self._api_url, timeout=TWILIO_REQUEST_TIMEOUT)
+            http = self._http or BaseUrlHttpClient(self._api_url, timeout=self._timeout)
             client = Client(sid, token, http_client=http, environment={})
         try:
             yield client
@@ -207,9 +211,16 @@ class TwilioProvider:
         )
 
 
-def get_twilio(runtime: Any) -> Any:
-    """``runtime.overrides["twilio"]`` when set (a fake), else the runtime's real provider."""
+def get_twilio(runtime: Any, *, lookup: bool = False) -> Any:
+    """``runtime.overrides["twilio"]`` when set (a fake), else the runtime's real provider;
+    with ``lookup``, one whose requests give up after ``TWILIO_LOOKUP_TIMEOUT`` (a search's
+    look-up, kept apart so a send in the same process keeps its own timeout)."""
     provider = runtime.overrides.get("twilio")
+    if provider is None and lookup:
+        provider = runtime.overrides.get("twilio_lookup")
+        if provider is None:
+            provider = TwilioProvider.from_settings(runtime.settings, timeout=TWILIO_LOOKUP_TIMEOUT)
+            runtime.overrides["twilio_lookup"] = provider
     if provider is None:
         provider = TwilioProvider.from_settings(runtime.settings)
         runtime.overrides["twilio"] = provider
