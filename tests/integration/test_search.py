@@ -619,6 +619,20 @@ def test_a_sid_searched_among_emails_never_asks_twilio(aws, runtime, clock):
     assert http.requests == []
 
 
+def test_a_receiver_with_more_items_than_a_request_reads_falls_back_to_the_postings(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    monkeypatch.setattr(search, "MAX_ROUNDS", 1)  # a round of 100 items: 101 newer run past it
+    sid = "SM" + "f" * 32
+    text = _sms_with_sid(runtime, sid)
+    for _ in range(101):
+        clock.advance(1)
+        sms(runtime)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
+    assert len(http.requests) == 1
+
+
 def test_a_twilio_that_does_not_answer_leaves_a_search_time_for_the_postings(
         aws, runtime, clock, monkeypatch):  # fmt: skip
     from dataclasses import replace
@@ -647,3 +661,24 @@ def test_a_twilio_that_does_not_answer_leaves_a_search_time_for_the_postings(
     assert len(given) == 1 and 2 * given[0] <= API_FUNCTION_TIMEOUT_SECONDS / 2
     with get_twilio(runtime).client() as client:  # a send in the same process keeps its own
         assert client.http_client.timeout == TWILIO_REQUEST_TIMEOUT
+
+
+def test_a_sid_twilio_does_not_know_or_a_secret_it_cannot_read_falls_back_to_the_postings(
+        aws, runtime, clock):  # fmt: skip
+    # Another account's SID, or one Twilio deleted: its 404 (code 20404) is no 500. Nor is a
+    # deploy's secret that is not there (Powertools' GetParameterError).
+    from dataclasses import replace
+
+    sid = "MM" + "1" * 32
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    http = _twilio_knows(runtime, sid, "+14155550100", clock.now())
+    http.answers[:] = []
+    http.answer(404, {"code": 20404, "message": f"The requested resource /Messages/{sid}.json "
+                                                "was not found", "status": 404})  # fmt: skip
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]  # the postings
+    assert len(http.requests) == 1
+    runtime.overrides.pop("twilio")
+    runtime.settings = replace(runtime.settings, twilio_account_sid=None, twilio_auth_token=None,
+                               twilio_secret_name="vdq/twilio-missing")  # fmt: skip
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
