@@ -682,3 +682,15 @@ def test_a_sid_twilio_does_not_know_or_a_secret_it_cannot_read_falls_back_to_the
     runtime.settings = replace(runtime.settings, twilio_account_sid=None, twilio_auth_token=None,
                                twilio_secret_name="vdq/twilio-missing")  # fmt: skip
     assert ids_of(call("search", query={"provider_id": sid})) == [text.id]
+
+
+def test_a_sid_whose_twilio_time_is_before_its_item_is_still_found_the_same_day(aws, runtime,
+                                                                               clock):  # fmt: skip
+    # Twilio's clock behind VDQ's by more than the skew allowed (or a receiver Twilio prints in
+    # a form the item does not hold): the receiver's items miss it, and the postings of the day
+    # find it as they did before Twilio was asked.
+    sid = "SM" + "2" * 32
+    text = _sms_with_sid(runtime, sid)
+    Stream(aws["table"]).window()
+    _twilio_knows(runtime, sid, "+14155550100", _queued(text) - timedelta(minutes=15))
+    assert ids_of(call("search", query={"provider_id": sid})) == [text.id]

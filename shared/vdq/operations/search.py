@@ -385,8 +385,10 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     (the receiver index, newest first). Exact at any age, for one call to Twilio and a few
     reads. None when Twilio cannot say (no account configured, an error, a receiver VDQ would
     not have sent to), the search wants emails only (no email has a SID), or the receiver's
-    items ran past ``MAX_ROUNDS`` reads first: the caller reads the postings of the last day
-    instead.
+    items do not hold the SID (Twilio's clock behind VDQ's by more than the skew allowed, a
+    receiver Twilio prints in another form) or ran past ``MAX_ROUNDS`` reads first: the caller
+    reads the postings of the last day instead, so asking Twilio never finds less than the
+    postings did.
 
     The receiver index holds every item the table still holds (DynamoDB's TTL takes an item's
     entry with it), so it is read without a lower bound: an item may have been queued long
@@ -426,7 +428,7 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
             if item is not None and item.provider_id == query.value:
                 return [item] if query.wanted(item) else []
         if len(found) < 100:
-            return []
+            return None
         below = found[-1]
     return None
 
