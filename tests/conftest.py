@@ -1,8 +1,10 @@
-"""Test-wide set-up: dummy AWS credentials and a region before anything makes a client."""
+"""Test-wide set-up: dummy AWS credentials and a region before anything makes a client, and
+no name resolved but loopback's: a test that reaches for AWS, Twilio or any other host fails."""
 
 from __future__ import annotations
 
 import os
+import socket
 
 os.environ.update(
     AWS_DEFAULT_REGION="us-east-1",
@@ -21,11 +23,41 @@ for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
 
 pytest_plugins = ["tests.support.aws", "tests.support.calls"]
 
+# Tests send traffic only to loopback (moto, the local stack, the sandboxes). Any other name a
+# test's process asks for is refused as a failed lookup would be, and noted: the test then
+# fails at its teardown, even where the code under test takes the failure for an outage.
+_RESOLVE = socket.getaddrinfo
+_ASKED: list[str] = []
+_LOCAL_NAMES = frozenset({"localhost", "::1", "::", "0.0.0.0", socket.gethostname().lower()})
+
+
+def _local(host: object) -> bool:
+    if host is None:
+        return True
+    name = (host.decode() if isinstance(host, bytes) else str(host)).strip("[]").lower()
+    return name in _LOCAL_NAMES or name.startswith("127.") or name.endswith(".localhost")
+
+
+def _loopback_only(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+    if not _local(host):
+        _ASKED.append(str(host))
+        raise socket.gaierror(socket.EAI_NONAME, f"a test may reach only loopback, not {host}")
+    return _RESOLVE(host, *args, **kwargs)
+
+
+socket.getaddrinfo = _loopback_only
+
 
 def pytest_runtest_teardown(item, nextitem):
     """moto must still take back a cancelled transaction after every test: a test that left
-    its table copy switched off (vdq.local.motolean) made unrelated tests fail later in CI."""
+    its table copy switched off (vdq.local.motolean) made unrelated tests fail later in CI.
+    And no test may have asked for a host beyond loopback."""
     import sys
+
+    if _ASKED:
+        asked = sorted(set(_ASKED))
+        _ASKED.clear()
+        raise AssertionError(f"{item.nodeid} tried to reach {asked}: tests reach only loopback")
 
     if "moto.dynamodb.models.table" not in sys.modules:
         return
