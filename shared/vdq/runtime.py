@@ -96,11 +96,15 @@ class Runtime:
 
     @classmethod
     def default(cls) -> Runtime:
+        """The process's runtime, made at first use. Threads asking at once (the local stack's
+        pollers, a producer's requests) wait for one: its making reads the table."""
         global _DEFAULT
         if _DEFAULT is None:
-            runtime = cls()
-            runtime.keep_index_shards()
-            _DEFAULT = runtime
+            with _DEFAULT_LOCK:
+                if _DEFAULT is None:
+                    runtime = cls()
+                    runtime.keep_index_shards()
+                    _DEFAULT = runtime
         return _DEFAULT
 
     def keep_index_shards(self) -> None:
@@ -124,3 +128,4 @@ class Runtime:
 
 
 _DEFAULT: Runtime | None = None
+_DEFAULT_LOCK = threading.Lock()

@@ -4,6 +4,8 @@ entry written in a higher shard is still read by the lists and the schedules."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import replace
 
 import boto3
@@ -75,3 +77,36 @@ def test_the_count_is_one_record_that_never_expires(aws, settings, clock):
     item = boto3.client("dynamodb").get_item(TableName=settings.table_name, ConsistentRead=True,
                                     Key={"pk": {"S": "CFG#shards"}, "sk": {"S": "CFG"}})["Item"]
     assert item == {"pk": {"S": "CFG#shards"}, "sk": {"S": "CFG"}, "shards": {"N": "8"}}
+
+
+def test_a_first_use_from_two_threads_at_once_makes_one_runtime(aws, settings, monkeypatch):
+    # The local stack's pollers and front, or a producer's threads calling the Python API, all
+    # ask for the default at start; the count's read is a round trip, so they overlap in it.
+    monkeypatch.setenv("VDQ_TABLE_NAME", settings.table_name)
+    from vdq.core.settings import get_settings
+
+    both = threading.Barrier(2, timeout=1)
+    original = Shards.kept_index_shards
+
+    def slow(self, configured: int) -> int:
+        # The other thread is in its read too; or, when it waits for this one's runtime, no
+        # other thread comes and the barrier breaks.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both.wait()
+        return original(self, configured)
+
+    monkeypatch.setattr(Shards, "kept_index_shards", slow)
+    get_settings.cache_clear()
+    Runtime.reset_default()
+    try:
+        made: list[Runtime] = []
+        threads = [threading.Thread(target=lambda: made.append(Runtime.default()))
+                   for _ in range(2)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert len(made) == 2 and made[0] is made[1] is Runtime.default()
+    finally:
+        Runtime.reset_default()
+        get_settings.cache_clear()
