@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 
 import boto3
+import pytest
 
 import vdq
 from vdq.operations import listing
@@ -110,3 +111,18 @@ def test_a_first_use_from_two_threads_at_once_makes_one_runtime(aws, settings, m
     finally:
         Runtime.reset_default()
         get_settings.cache_clear()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a table written before the count was kept holds no CFG#shards: the first function stores "
+    "its own setting, so a deploy that upgrades and lowers VDQ_INDEX_SHARDS at once leaves "
+    "the entries above it unread (docs/limits.md: upgrade at the same rate first)"))  # fmt: skip
+def test_an_upgrade_that_also_lowers_the_count_keeps_the_entries_of_before(aws, settings,
+                                                                           clock):  # fmt: skip
+    before = Runtime(settings=replace(settings, index_shards=8), clock=clock)  # no count kept
+    items = vdq.add_sms("+15005550006", [f"+1415555{n:04d}" for n in range(20)], "hi",
+                        runtime=before)  # fmt: skip
+    assert [i.id for i in items if shard(i.id, 8) >= 4]
+    upgraded = with_shards(settings, clock, 4)
+    listed = listing.list_items(listing.ACTIVE, upgraded, limit=50)
+    assert {i["id"] for i in listed["items"]} == {i.id for i in items}
