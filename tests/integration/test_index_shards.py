@@ -126,3 +126,18 @@ def test_an_upgrade_that_also_lowers_the_count_keeps_the_entries_of_before(aws, 
     upgraded = with_shards(settings, clock, 4)
     listed = listing.list_items(listing.ACTIVE, upgraded, limit=50)
     assert {i["id"] for i in listed["items"]} == {i.id for i in items}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a function reads the count once, at its cold start: one that stored a lower count just "
+    "before another raised it reads too few shards until its container is recycled (a delay "
+    "of the other's entries in its lists and sweeps, not a loss)"))  # fmt: skip
+def test_a_container_that_raised_first_reads_the_shards_of_a_later_raise(aws, settings,
+                                                                         clock):  # fmt: skip
+    first = with_shards(settings, clock, 8)  # its raise from nothing won
+    later = with_shards(settings, clock, 16)  # a raise after it, as both cold-start
+    items = vdq.add_sms("+15005550006", [f"+1415555{n:04d}" for n in range(30)], "hi",
+                        runtime=later)  # fmt: skip
+    assert [i.id for i in items if shard(i.id, 16) >= 8]
+    listed = listing.list_items(listing.ACTIVE, first, limit=50)
+    assert {i["id"] for i in listed["items"]} == {i.id for i in items}
