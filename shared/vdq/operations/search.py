@@ -315,11 +315,12 @@ def _by_postings(runtime: Runtime, query: Query, position: str | None,
         if mapped is not None and mapped.item_id:
             item = runtime.store.get_item(mapped.item_id)
             return ([item] if item is not None and query.wanted(item) else []), None
-        if query.since is None and position is None and TWILIO_SID.fullmatch(query.value):
+        first_page = query.since is None and position is None  # no window asked for
+        if first_page and TWILIO_SID.fullmatch(query.value):
             told = _by_twilio(runtime, query)
             if told is not None:
                 return told, None
-        sent = ses_sent_at(query.value) if query.since is None and position is None else None
+        sent = ses_sent_at(query.value) if first_page else None
         if sent is not None and kept <= sent <= now + SES_HINT_SKEW:
             # Only the hours the ID was stored in: its first result or its check, most often
             # within minutes of the send. Not there: the last day, as without the hint.
