@@ -113,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             count = 40 if args.quick else 200
             keys["1:1"] = rq.hot_keys(count)
             keys["bulk"] = rq.hot_keys(count, bulk=True)
-            return figures.key_rows([keys["1:1"], keys["bulk"]])
+            keys["1:1 quota"] = rq.hot_keys(count, quota=True)
+            keys["bulk quota"] = rq.hot_keys(count, bulk=True, quota=True)
+            return figures.key_rows([keys["1:1"], keys["bulk"], keys["1:1 quota"],
+                                     keys["bulk quota"]])
 
         rows += section("keys", key_rows, figures.KEY_FIGURES)
     if "coldstart" in wanted:

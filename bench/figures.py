@@ -51,6 +51,10 @@ COST_FIGURES = [
 KEY_FIGURES = [
     ("hottest key at 1,000 emails/s, 1:1 requests: writes, reads", "<= 30% of a partition"),
     ("hottest key at 1,000 emails/s, bulk requests: writes, reads", "<= 30% of a partition"),
+    ("hottest key at 1,000 emails/s, 1:1 requests of one producer with a quota",
+     "<= 30% of a partition"),
+    ("hottest key at 1,000 emails/s, bulk requests of one producer with a quota",
+     "<= 30% of a partition"),
 ]
 COLDSTART_FIGURES = [
     ("cold start: handler import / boto3", f"<= {IMPORT_RATIO_MAX}x"),

@@ -1055,18 +1055,24 @@ HOT_SHARE = 0.30  # of a partition's limits, the most any one key may take
 BULK_RECEIVERS = 40
 
 
-def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE) -> dict[str, Any]:
+def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE,
+             quota: bool = False) -> dict[str, Any]:  # fmt: skip
     """The DynamoDB units of ``count`` delivered emails of the bench's message by partition (the
     table's and each index's), with SES's rate at ``rate``: 1:1 requests (each its own POST
     and receiver) at normal priority, or with ``bulk`` POSTs of ``BULK_RECEIVERS`` receivers
     each at bulk priority (paced as bulk sends are); ``by_partition`` says which partitions are
     an email's own and what the shared ones take at the rate. The sparse indexes have the
-    shards the rate needs (VDQ_INDEX_SHARDS as its description says: index_shards_for)."""
-    from vdq.core.settings import index_shards_for
+    shards the rate needs (VDQ_INDEX_SHARDS as its description says: index_shards_for).
+    ``quota``: the one producer has a limit a second, a minute and a day (VDQ_PRODUCER_QUOTAS,
+    each well above what it sends), so every request charges its counters."""
+    from vdq.core.settings import QuotaLimits, index_shards_for
 
     total = Tally()
     shards = index_shards_for(rate)
-    with env.stack(ses_max_send_rate=rate, index_shards=shards) as stack:
+    limits = {"*": QuotaLimits(per_second=int(rate) * 10, per_minute=int(rate) * 600,
+                               per_day=int(rate) * 864_000)} if quota else {}  # fmt: skip
+    with env.stack(ses_max_send_rate=rate, index_shards=shards,
+                   producer_quotas=limits) as stack:  # fmt: skip
         with COUNTER.measure(units=True) as tally:
             if bulk:
                 ids = []

@@ -119,11 +119,12 @@ def grant(
     # Every function that publishes a send may publish in every lane (vdq.workflow.lanes).
     send_queues = [lane.queue.queue_arn for lane in messaging.send_lanes.values()]
     _allow(functions.enqueue, SEND_MESSAGE, send_queues)
-    # Producer quotas: the counters of the current windows, charged in one transaction of
-    # conditional ADDs, read when one is full, refunded when the items were not stored.
+    # Producer quotas: the producer's counters record, charged in one conditional UpdateItem,
+    # read when a window is full (and a release's earlier records of one a window, once, by
+    # BatchGetItem), refunded when the items were not stored.
     _allow(
         functions.enqueue,
-        ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+        ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"],
         [table.table_arn],
         conditions=_leading_keys(QUOTA_PREFIX),
     )

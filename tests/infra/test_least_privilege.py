@@ -45,8 +45,9 @@ def test_enqueue_writes_new_records_and_touches_only_idempotency_and_item_keys(s
         ("CT#*", "CO#*"): {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         # The receivers' suppressions, read to flag them in the answer (vdq.results.suppression).
         ("SUP*",): {"dynamodb:BatchGetItem"},
-        # Producer quotas: counters charged (a transaction of Updates), read, refunded.
-        ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"},
+        # Producer quotas: the producer's record charged (one conditional Update), read (and
+        # an earlier release's records of one a window, once), refunded.
+        ("QUOTA#*",): {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"},
         # The reputation guard's held producers, to tell a held producer's request so.
         ("GUARD*",): {"dynamodb:Query"},
         # The index shards' count, read and raised before the first write (vdq.store.shards).

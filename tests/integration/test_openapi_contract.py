@@ -94,15 +94,22 @@ def test_a_partial_enqueue_declares_which_items_were_stored_and_which_receivers_
 
 
 class _Contended:
-    """The quota counters' DynamoDB under a storm of one producer's requests: every charge
-    cancelled for a conflict, every read leaving its keys unprocessed."""
+    """The quota counters' DynamoDB under a storm of one producer's requests: every charge and
+    every read of its record refused for throughput, every batch read leaving its keys
+    unprocessed."""
 
-    def transact_write_items(self, **kwargs: Any) -> None:
+    @staticmethod
+    def _refuse(operation: str) -> None:
         from botocore.exceptions import ClientError
 
-        raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "x"},
-                           "CancellationReasons": [{"Code": "TransactionConflict"}]},
-                          "TransactWriteItems")  # fmt: skip
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
+                                     "Message": "x"}}, operation)  # fmt: skip
+
+    def update_item(self, **kwargs: Any) -> None:
+        self._refuse("UpdateItem")
+
+    def get_item(self, **kwargs: Any) -> None:
+        self._refuse("GetItem")
 
     def batch_get_item(self, RequestItems: Any) -> dict[str, Any]:  # boto3's name
         return {"Responses": {}, "UnprocessedKeys": RequestItems}
@@ -110,7 +117,7 @@ class _Contended:
 
 def test_the_503_of_counters_that_keep_refusing_is_declared_with_its_shape(aws, runtime,
                                                                           monkeypatch):
-    # A charge that keeps conflicting, and a usage read DynamoDB keeps leaving unread, answer
+    # A charge DynamoDB keeps refusing, and a usage read it keeps refusing, answer
     # 503 contention with nothing counted: each operation that charges or reads the counters
     # declares that answer, in a schema it matches.
     from dataclasses import replace

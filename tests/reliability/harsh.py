@@ -15,10 +15,10 @@ Switched per step by a ``Plan``:
   without applying anything: a transaction cancelled (TransactionConflict or ThrottlingError),
   an UpdateItem answered TransactionConflictException (the item is in another transaction) or
   ProvisionedThroughputExceededException on every SDK attempt.
-- ``counter``: the quota counters' writes (a charge's TransactWriteItems, a refund's
-  UpdateItem; ``counter_on`` picks one of the two) refused as ``tx`` refuses a state write, the
-  first ``counter_times`` of the step (every SDK attempt counts): what DynamoDB answers when
-  concurrent requests of one producer charge the same counters at once.
+- ``counter``: the quota counters' writes (a charge's UpdateItem, a refund's; ``counter_on``
+  picks one of the two) refused as ``tx`` refuses a state write, the first ``counter_times`` of
+  the step (every SDK attempt counts): what DynamoDB answers when one producer's requests take
+  more than its record's partition gives (throttling), or meet a transaction on it.
 - ``crash_after``: once the step's k-th request returned (its effect applied), the worker dies:
   ``Crash`` (a BaseException) goes up through botocore, PynamoDB and VDQ, so no handler code
   runs after it.
@@ -68,7 +68,7 @@ class Plan:
     tx_nth: int = 1
     counter: str | None = None  # one of TX_REASONS
     counter_times: int = 1
-    counter_on: str | None = None  # "TransactWriteItems" | "UpdateItem"; None: both
+    counter_on: str | None = None  # "charge" | "refund"; None: both
     sqs: str | None = None  # "half" | "all": Failed entries of SendMessageBatch
     interleave: tuple[int | str, Callable[[], Any]] | None = None  # runs once
 
@@ -210,8 +210,6 @@ class Seam:
         if counter and self._counter_seen < plan.counter_times:
             assert plan.counter is not None
             self._counter_seen += 1
-            if op == "TransactWriteItems":
-                return self._cancel(body, plan.counter)
             return self._refuse(body, plan.counter)
         if plan.tx and _state_write(op, body):
             if op == "UpdateItem" and body == self._refused:
@@ -471,10 +469,15 @@ def _state_write(op: str, body: dict[str, Any]) -> bool:
 
 
 def _counter_write(op: str, body: dict[str, Any], table: str, only: str | None) -> bool:
-    """A write of the quota counters (vdq.store.counters): a charge or a refund."""
-    if op not in ("TransactWriteItems", "UpdateItem") or (only is not None and op != only):
+    """A write of the quota counters (vdq.store.counters): a charge, or a refund (an ADD of a
+    negative count); ``only`` picks one."""
+    if op != "UpdateItem" or not any(pk.startswith("QUOTA#")
+                                     for pk, _ in write_keys(op, body, table)):  # fmt: skip
         return False
-    return any(pk.startswith("QUOTA#") for pk, _ in write_keys(op, body, table))
+    if only is None:
+        return True
+    refund = int((body.get("ExpressionAttributeValues") or {}).get(":n", {}).get("N", "0")) < 0
+    return only == ("refund" if refund else "charge")
 
 
 def _sqs_error(code: str, message: str) -> AWSResponse:

@@ -1,7 +1,8 @@
-"""Producer quotas under contention, through the fault seam (harsh.py): concurrent requests of one
-producer charge the same counter records, and DynamoDB cancels all but one of the transactions
-with TransactionConflict (moto never does: the seam answers it). A charge or a refund that
-conflicts is tried again; one that keeps conflicting is a 503 with nothing stored or charged."""
+"""Producer quotas under contention, through the fault seam (harsh.py): one producer's requests all
+charge its one counters record, and DynamoDB refuses a write beyond what the record's partition
+gives (throttling) or one that meets a transaction on it (moto does neither: the seam answers
+them). A charge or a refund so refused is tried again; one that keeps being refused is a 503
+with nothing stored or charged."""
 
 from __future__ import annotations
 
@@ -43,15 +44,15 @@ def used(world: World) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("reason", ["TransactionConflict", "ThrottlingError"])
-def test_a_charge_cancelled_for_a_conflict_is_tried_again_and_counted_once(world, reason):
-    with world.seam.step(Plan(counter=reason, counter_times=3, counter_on="TransactWriteItems")):
+def test_a_charge_refused_for_throughput_is_tried_again_and_counted_once(world, reason):
+    with world.seam.step(Plan(counter=reason, counter_times=3, counter_on="charge")):
         answer = intake.submit("email", EMAIL, SENDER, world.rt)
     assert len(answer["items"]) == 2 and len(world.items()) == 2
     assert used(world) == {"per_minute": 2, "per_day": 2}
 
 
-def test_a_charge_that_keeps_conflicting_is_a_503_with_nothing_stored_or_charged(world):
-    plan = Plan(counter="TransactionConflict", counter_times=1000, counter_on="TransactWriteItems")
+def test_a_charge_that_keeps_being_refused_is_a_503_with_nothing_stored_or_charged(world):
+    plan = Plan(counter="ThrottlingError", counter_times=1000, counter_on="charge")
     with world.seam.step(plan), pytest.raises(StoreBusy) as refused:
         intake.submit("email", EMAIL, SENDER, world.rt)
     assert (refused.value.status, refused.value.code) == (503, "contention")
@@ -59,12 +60,12 @@ def test_a_charge_that_keeps_conflicting_is_a_503_with_nothing_stored_or_charged
     assert used(world) == {"per_minute": 0, "per_day": 0}
 
 
-def test_a_refund_that_conflicts_is_tried_again_so_nothing_stays_charged(world):
+def test_a_refused_refund_is_tried_again_so_nothing_stays_charged(world):
     # The items cannot be stored (every batch write throttled): the request is refused and its
-    # charge taken back, while a concurrent charge holds the counters (the refund's UpdateItem
-    # answered TransactionConflictException, twice per window).
-    plan = Plan(batch="throttle", counter="TransactionConflict", counter_times=4,
-                counter_on="UpdateItem")  # fmt: skip
+    # charge taken back, while the producer's other requests take its record's throughput (the
+    # refund's UpdateItem throttled, twice per window).
+    plan = Plan(batch="throttle", counter="ThrottlingError", counter_times=4,
+                counter_on="refund")  # fmt: skip
     with world.seam.step(plan), pytest.raises(Exception, match="store refused"):
         intake.submit("email", EMAIL, SENDER, world.rt)
     assert world.items() == {}

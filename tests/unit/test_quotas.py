@@ -80,23 +80,55 @@ class _PartialReads:
             answer["UnprocessedKeys"] = {table: {**request, "Keys": rest}}
         return answer
 
+    def get_item(self, TableName, Key, ConsistentRead):  # boto3's names
+        self.requests += 1
+        row = self.rows.get((Key["pk"]["S"], Key["sk"]["S"]))
+        return {} if row is None else {"Item": row}
 
-def test_counters_read_every_key_dynamodb_leaves_unprocessed():
+
+def _record(producer: str, current, counts, members=()) -> dict:
+    """A producer's counters record holding ``current`` windows with ``counts``."""
+    item = {"pk": {"S": f"QUOTA#{producer}"}, "sk": {"S": "Q"}}
+    for w, n in zip(current, counts, strict=True):
+        item[f"{w.kind}w"] = {"S": w.sk}
+        item[f"{w.kind}n"] = {"N": str(n)}
+        if members:
+            item[f"{w.kind}c"] = {"SS": list(members)}
+    return item
+
+
+def test_counters_read_one_record_and_every_key_dynamodb_leaves_unprocessed():
     from vdq.store.counters import Counters
 
     now = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
     current = windows(QuotaLimits(per_second=5, per_minute=50, per_day=500), now)
-    rows = {("QUOTA#group:vdq-bulk", w.sk): {"pk": {"S": "QUOTA#group:vdq-bulk"},
-                                              "sk": {"S": w.sk}, "used": {"N": str(n)},
-                                              "members": {"SS": ["client-b"]}}
-            for n, w in zip((1, 7, 42), current, strict=True)}  # fmt: skip
+    earlier = windows(QuotaLimits(per_second=5, per_minute=50, per_day=500),
+                      datetime(2026, 12, 3, 11, 59, 59, tzinfo=UTC))  # fmt: skip
+    # The record holds the second before: it counts nothing now; the minute and day go on.
+    rows = {("QUOTA#group:vdq-bulk", "Q"): _record("group:vdq-bulk", (earlier[0], *current[1:]),
+                                                   (4, 7, 42), members=("client-b",))}  # fmt: skip
     client = _PartialReads(rows)
     counters = Counters(client, "vdq-test")
     assert counters.used("group:vdq-bulk", current) == {
-        "per_second": 1, "per_minute": 7, "per_day": 42}
-    # The group is found from its last window's members too (the others left unprocessed).
-    del rows[("QUOTA#group:vdq-bulk", current[0].sk)]
-    del rows[("QUOTA#group:vdq-bulk", current[1].sk)]
+        "per_second": 0, "per_minute": 7, "per_day": 42}
+    assert client.requests == 1  # one record, one GetItem, whatever the limits
+    # The group is found past a candidate left unprocessed, from a window it still holds.
     found = counters.charged_as("client-b", [("group:vdq-other", current),
                                              ("group:vdq-bulk", current)])  # fmt: skip
     assert found == "group:vdq-bulk"
+    assert counters.charged_as("client-c", [("group:vdq-bulk", current)]) is None
+    # A member of a window the record no longer holds is not charged to it now.
+    assert counters.charged_as("client-b", [("group:vdq-bulk", current[:1])]) is None
+
+
+def test_a_producer_without_a_record_reads_what_an_earlier_release_counted():
+    from vdq.store.counters import Counters
+
+    now = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+    current = windows(QuotaLimits(per_second=5, per_minute=50, per_day=500), now)
+    # One record a window, as releases before the one-record counters wrote them.
+    rows = {("QUOTA#p1", w.sk): {"pk": {"S": "QUOTA#p1"}, "sk": {"S": w.sk},
+                                 "used": {"N": str(n)}}
+            for n, w in zip((1, 7, 42), current, strict=True)}  # fmt: skip
+    counters = Counters(_PartialReads(rows), "vdq-test")
+    assert counters.used("p1", current) == {"per_second": 1, "per_minute": 7, "per_day": 42}

@@ -7,8 +7,9 @@ receiver and is refused whole (429, ``Retry-After``, the limit named) when it wo
 limit: nothing of it is stored. The caller's quota also counts what else makes VDQ store or
 send on its behalf: an upload (POST /attachments/uploads) counts one, an operator's resend one
 per copy. Windows are fixed (the current second, minute and UTC day), so a scheduled send
-counts on the day it is enqueued. Counters live in the table (vdq.store.counters) and expire a
-minute after their window; a group's counters list the clients charged to them in the window.
+counts on the day it is enqueued. A producer's counters are one record in the table
+(vdq.store.counters), charged by one conditional write a request, expiring a minute after its
+longest window; a group's counters list the clients charged to them in each window.
 """
 
 from __future__ import annotations

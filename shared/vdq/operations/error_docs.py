@@ -86,8 +86,9 @@ _CONFLICT = {
                    "try again",
 }  # fmt: skip
 _NOTHING_STORED = (
-    "Or nothing was stored: try again (`contention`: the producer's quota counters kept "
-    "refusing the charge, as concurrent requests of one producer make them; "
+    "Or nothing was stored: try again (`contention`: DynamoDB kept refusing the charge of the "
+    "producer's quota counters, as more requests of one producer than its record's partition "
+    "takes make it; "
     "`store_unavailable`: the store refused the items)."
 )
 _COUNTERS_BUSY = "Try again (`contention`): {what}."
@@ -99,10 +100,11 @@ STATUS_TEXT: dict[int, dict[str, str]] = {
                    f"details.rejected again, in a new request. {_NOTHING_STORED}",
         "other": "Try again (`contention`): others kept changing the item.",
         "postAttachmentUpload": _COUNTERS_BUSY.format(
-            what="the quota counters kept refusing the charge, as concurrent requests of one "
-                 "producer make them; nothing counted, no URL"),
+            what="DynamoDB kept refusing the charge of the quota counters, as more requests of "
+                 "one producer than its record's partition takes make it; nothing counted, no "
+                 "URL"),
         "getProducerUsage": _COUNTERS_BUSY.format(
-            what="DynamoDB kept leaving the quota counters unread (throttling)"),
+            what="DynamoDB kept refusing the read of the quota counters (throttling)"),
         "getStats": _COUNTERS_BUSY.format(
             what="DynamoDB kept leaving the hourly counters unread (throttling)"),
         "listProducers": _COUNTERS_BUSY.format(

@@ -1,35 +1,45 @@
 """Quota counters: queue items a producer enqueued per fixed window (second, minute, UTC day).
 
-One record per producer and window (pk ``QUOTA#<producer>``, sk ``<window>#<index>``) with the
-count ``used`` and a TTL just past the window's end, so old windows cost nothing to keep.
-Charging a request is one TransactWriteItems of a conditional ADD per window: either every
-window has room for all of the request's items and each counts them, or none changes.
+One record per producer (pk ``QUOTA#<producer>``, sk ``Q``) holds each limit's current window:
+its key (``<kind>w``: ``s#<second>``, ``m#<minute>``, ``d#<date>``), its count (``<kind>n``)
+and, for a group's counters, the clients charged to it in that window (``<kind>c``). Charging a
+request is one conditional UpdateItem of one write unit, whatever the number of limits: every
+window has room for all of the request's items and each counts them, or nothing changes. A
+transaction of a conditional ADD per window record took two units a window and was cancelled
+whenever two requests of one producer met (TransactionConflict).
 
-Concurrent requests of one producer write the same records: DynamoDB cancels a transaction that
-meets another on one of them (TransactionConflict), and answers a refund's UpdateItem that
-meets one TransactionConflictException; botocore retries neither. Both are tried again with
-jittered back-off as every store write is (``vdq.store.tx.retried``), and become ``StoreBusy``
-(503, nothing changed) when DynamoDB keeps refusing.
+The write first assumes the record holds the current windows. When it does not (the first
+request of a second, or of a producer), DynamoDB's answer carries the record as it was
+(ReturnValuesOnConditionCheckFailure) and the write is made again from it: a window that turned
+starts at this request's count, conditional on the old window's key being still there, so two
+requests that both see a window turn count once each. A window already newer than the caller's
+(another function's clock runs ahead) is charged as it is. The TTL is a minute past the longest
+window's end; a record that outlived its windows counts nothing.
+
+The record takes one write unit a request of a producer (three limits took six): about 300
+requests a second is 30% of a partition's 1,000 units, whatever the receivers per request.
+
+Throttling and a write that met a transaction are tried again with jittered back-off as every
+store write is (``vdq.store.tx.retried``) and become ``StoreBusy`` (503, nothing changed) when
+DynamoDB keeps refusing, as do windows turning under the write more than ``TURNS`` times.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vdq.store.tx import (
-    UPDATE_TRIES,
-    batch_get,
-    cancellation_codes,
-    client_code,
-    client_refused,
-    retried,
-)
+from vdq.store.tx import UPDATE_TRIES, StoreBusy, batch_get, client_code, client_refused, retried
 
 TRIES = UPDATE_TRIES  # as a state write's: about 5 s of jittered back-off at most
+SK = "Q"
+# Writes made again from the record as it was, before a charge gives up (503): each one found
+# a window turned by another request in the moment since the last.
+TURNS = 8
 
 
 def quota_pk(producer: str) -> str:
@@ -45,6 +55,98 @@ class Window:
     limit: int
     ends_at: int  # epoch seconds
 
+    @property
+    def kind(self) -> str:
+        """``s``, ``m`` or ``d``: the record's attributes of this limit are named after it."""
+        return self.sk.partition("#")[0]
+
+
+def _order(window_key: str) -> tuple[int, str]:
+    """A window key's place in time among its kind's (a second's or minute's number, a date)."""
+    number = window_key.partition("#")[2]
+    return len(number), number
+
+
+def _count(item: dict[str, Any], window: Window, key: str | None = None) -> int:
+    """What ``item`` (a counters record, wire shape) counted in ``window`` (or in the window
+    of its kind named ``key``): 0 when it holds another."""
+    if item.get(f"{window.kind}w", {}).get("S") != (key or window.sk):
+        return 0
+    return int(item.get(f"{window.kind}n", {}).get("N", "0"))
+
+
+class _Update:
+    """A charge's UpdateItem, built a window at a time."""
+
+    def __init__(self, count: int, member: str | None, expiration: int) -> None:
+        self.member = member
+        self.names = {"#exp": "expiration"}
+        self.values: dict[str, Any] = {":exp": {"N": str(expiration)}, ":n": {"N": str(count)}}
+        self.sets: list[str] = ["#exp = :exp"]
+        self.adds: list[str] = []
+        self.removes: list[str] = []
+        self.conditions: list[str] = []
+        if member is not None:
+            self.values[":member"] = {"SS": [member]}
+
+    def _name(self, w: Window, part: str) -> str:
+        self.names[f"#{w.kind}{part}"] = f"{w.kind}{part}"
+        return f"#{w.kind}{part}"
+
+    def count_into(self, w: Window, key: str) -> None:
+        """Add the count to the window the record holds (``key``), if it has room."""
+        self.values[f":{w.kind}held"] = {"S": key}
+        self.values[f":{w.kind}room"] = {"N": str(w.limit - int(self.values[":n"]["N"]))}
+        self.conditions.append(
+            f"{self._name(w, 'w')} = :{w.kind}held AND {self._name(w, 'n')} <= :{w.kind}room"
+        )
+        self.adds.append(f"{self._name(w, 'n')} :n")
+        if self.member is not None:
+            self.adds.append(f"{self._name(w, 'c')} :member")
+
+    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str]) -> None:
+        """Start ``w`` in place of the older window ``held`` (None: the record holds none of
+        this limit) at ``start`` (what a record of an earlier release counted) + the count."""
+        self.values[f":{w.kind}new"] = {"S": w.sk}
+        self.values[f":{w.kind}start"] = {"N": str(start + int(self.values[":n"]["N"]))}
+        self.sets += [
+            f"{self._name(w, 'w')} = :{w.kind}new",
+            f"{self._name(w, 'n')} = :{w.kind}start",
+        ]
+        if held:
+            self.values[f":{w.kind}held"] = {"S": held}
+            self.conditions.append(f"{self._name(w, 'w')} = :{w.kind}held")
+        else:
+            self.conditions.append(f"attribute_not_exists({self._name(w, 'w')})")
+        joined = sorted({*members, *([self.member] if self.member is not None else [])})
+        if joined:
+            self.values[f":{w.kind}members"] = {"SS": joined}
+            self.sets.append(f"{self._name(w, 'c')} = :{w.kind}members")
+        else:
+            self.removes.append(self._name(w, "c"))
+
+    def request(self) -> dict[str, Any]:
+        expression = "SET " + ", ".join(self.sets)
+        if self.adds:
+            expression += " ADD " + ", ".join(self.adds)
+        if self.removes:
+            expression += " REMOVE " + ", ".join(self.removes)
+        condition = " AND ".join(f"({c})" for c in self.conditions)
+        used = f"{expression} {condition}"
+        return {
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": self.names,
+            "ExpressionAttributeValues": {
+                k: v for k, v in self.values.items() if _mentions(used, k)
+            },
+        }
+
+
+def _mentions(text: str, placeholder: str) -> bool:
+    """``placeholder`` (``:n``) appears in ``text`` as itself, not as the start of another."""
+    return re.search(re.escape(placeholder) + r"(?![A-Za-z0-9_])", text) is not None
+
 
 class Counters:
     """Charges and reads of the quota counters (a boto3 DynamoDB client's calls)."""
@@ -53,62 +155,93 @@ class Counters:
         self._client = client
         self._table = table_name
 
-    def _key(self, producer: str, window: Window) -> dict[str, Any]:
-        return {"pk": {"S": quota_pk(producer)}, "sk": {"S": window.sk}}
+    def _key(self, producer: str) -> dict[str, Any]:
+        return {"pk": {"S": quota_pk(producer)}, "sk": {"S": SK}}
 
     def charge(self, producer: str, windows: Sequence[Window], count: int,
                member: str | None = None) -> bool:  # fmt: skip
         """Count ``count`` items in every window if each has room; False (nothing counted)
         when any would pass its limit. ``member``: the client charged through a group's
-        counters, added to each window's ``members`` (in the same write, so the usage view
-        finds the counters a client is charged to at no extra request)."""
-        names = {"#used": "used", "#exp": "expiration"}
-        add = "ADD #used :n"
-        if member is not None:
-            names["#members"] = "members"
-            add += ", #members :member"
-        items = [
-            {"Update": {
-                "TableName": self._table,
-                "Key": self._key(producer, w),
-                "UpdateExpression": f"{add} SET #exp = :exp",
-                "ConditionExpression": "attribute_not_exists(#used) OR #used <= :room",
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": {":n": {"N": str(count)},
-                                              ":room": {"N": str(w.limit - count)},
-                                              ":exp": {"N": str(w.ends_at + 60)},
-                                              **({":member": {"SS": [member]}} if member
-                                                 else {})},
-            }}
-            for w in windows
-        ]  # fmt: skip
-        full = False
+        counters, added to each window's members (in the same write, so the usage view finds
+        the counters a client is charged to at no extra request)."""
+        if not windows:
+            return True
+        old: dict[str, Any] | None = None  # the record as last seen; None: not yet read
+        for _ in range(TURNS):
+            update = _Update(count, member, max(w.ends_at for w in windows) + 60)
+            carried = self._legacy(producer, windows) if old == {} else {}
+            for w in windows:
+                held = None if old is None else old.get(f"{w.kind}w", {}).get("S")
+                if old is None or held == w.sk or (held and _order(held) > _order(w.sk)):
+                    # The window the record holds (assumed, the first time): count into it.
+                    if old is not None and _count(old, w, held) + count > w.limit:
+                        return False
+                    update.count_into(w, held or w.sk)
+                else:  # the record holds an older window of this limit, or none: it turns
+                    start, members = carried.get(w.name, (0, ()))
+                    if start + count > w.limit:
+                        return False
+                    update.turn(w, held, start, members)
+            applied, old = self._update(producer, update)
+            if applied:
+                return True
+        raise StoreBusy("the quota counters' windows kept turning under the write; nothing "
+                        "was counted, try again")  # fmt: skip
+
+    def _legacy(self, producer: str,
+                windows: Sequence[Window]) -> dict[str, tuple[int, tuple[str, ...]]]:  # fmt: skip
+        """What the records of a release before this one (one a window, sk the window's key)
+        counted in ``windows``: read once when a producer's record is first written, so the day
+        of an upgrade keeps the day's count. Those records expire a minute after their window."""
+        rows = batch_get(self._client, self._table, {
+            "Keys": [{"pk": {"S": quota_pk(producer)}, "sk": {"S": w.sk}} for w in windows],
+            "ConsistentRead": True})  # fmt: skip
+        by_sk = {row["sk"]["S"]: row for row in rows}
+        out = {}
+        for w in windows:
+            row = by_sk.get(w.sk)
+            if row is not None:
+                out[w.name] = (
+                    int(row.get("used", {}).get("N", "0")),
+                    tuple(row.get("members", {}).get("SS", [])),
+                )
+        return out
+
+    def _update(self, producer: str, update: _Update) -> tuple[bool, dict[str, Any]]:
+        """One conditional UpdateItem of the record: (applied, the record as it was when the
+        condition failed: {} when there was none)."""
+        outcome: list[tuple[bool, dict[str, Any]]] = []
 
         def write() -> None:
-            nonlocal full
             try:
-                self._client.transact_write_items(TransactItems=items)
+                self._client.update_item(TableName=self._table, Key=self._key(producer),
+                                         ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                                         **update.request())  # fmt: skip
             except ClientError as exc:
-                if "ConditionalCheckFailed" in cancellation_codes(exc):
-                    full = True  # a window has no room: nothing was counted
-                    return
-                raise
+                if client_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                outcome.append((False, exc.response.get("Item") or {}))
+                return
+            outcome.append((True, {}))
 
         retried(write, client_refused, TRIES)
-        return not full
+        return outcome[-1]
 
     def refund(self, producer: str, windows: Sequence[Window], count: int) -> None:
         """Take back a charge whose items were not stored (each window's ADD tried again as a
-        charge is; a window that expired meanwhile has nothing to take back)."""
+        charge is; a window that turned meanwhile has nothing to take back)."""
         for w in windows:
+
             def write(w: Window = w) -> None:
                 try:
                     self._client.update_item(
-                        TableName=self._table, Key=self._key(producer, w),
-                        UpdateExpression="ADD #used :n",
-                        ConditionExpression="attribute_exists(#used)",
-                        ExpressionAttributeNames={"#used": "used"},
-                        ExpressionAttributeValues={":n": {"N": str(-count)}})  # fmt: skip
+                        TableName=self._table, Key=self._key(producer),
+                        UpdateExpression="ADD #n :n",
+                        ConditionExpression="#w = :w AND #n >= :count",
+                        ExpressionAttributeNames={"#w": f"{w.kind}w", "#n": f"{w.kind}n"},
+                        ExpressionAttributeValues={":n": {"N": str(-count)},
+                                                   ":w": {"S": w.sk},
+                                                   ":count": {"N": str(count)}})  # fmt: skip
                 except ClientError as exc:
                     if client_code(exc) != "ConditionalCheckFailedException":
                         raise
@@ -116,29 +249,39 @@ class Counters:
             retried(write, client_refused, TRIES)
 
     def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
-        """Each window's count (strongly consistent), by window name."""
+        """Each window's count (strongly consistent), by window name; ``StoreBusy`` when
+        DynamoDB keeps refusing the read."""
         if not windows:
             return {}
-        keys = [self._key(producer, w) for w in windows]
-        rows = batch_get(self._client, self._table, {"Keys": keys, "ConsistentRead": True})
-        found = {item["sk"]["S"]: int(item.get("used", {}).get("N", "0")) for item in rows}
-        return {w.name: found.get(w.sk, 0) for w in windows}
+        found: list[dict[str, Any] | None] = []
+
+        def read() -> None:  # throttling outlasting botocore's retries: tried again, then 503
+            found.append(self._client.get_item(TableName=self._table, Key=self._key(producer),
+                                               ConsistentRead=True).get("Item"))  # fmt: skip
+
+        retried(read, client_refused, TRIES)
+        item = found[-1]
+        if item is None:  # never charged, or not since an upgrade
+            carried = self._legacy(producer, windows)
+            return {w.name: carried.get(w.name, (0, ()))[0] for w in windows}
+        return {w.name: _count(item, w) for w in windows}
 
     def charged_as(self, client: str,
                    candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
         """The first of ``candidates`` (group producers, each with its current windows) whose
         counters list ``client`` as a member in one of those windows (strongly consistent,
-        one BatchGetItem a hundred keys); None when none does."""
-        keys = [(producer, w) for producer, windows in candidates for w in windows]
+        one BatchGetItem a hundred producers); None when none does."""
         found: set[str] = set()
-        for start in range(0, len(keys), 100):
-            chunk = keys[start : start + 100]
+        windows_of = {quota_pk(p): windows for p, windows in candidates}
+        producers = [p for p, _ in candidates]
+        for start in range(0, len(producers), 100):
+            chunk = producers[start : start + 100]
             rows = batch_get(self._client, self._table, {
-                "Keys": [self._key(p, w) for p, w in chunk], "ConsistentRead": True,
-                "ProjectionExpression": "pk, #members",
-                "ExpressionAttributeNames": {"#members": "members"}})  # fmt: skip
+                "Keys": [self._key(p) for p in chunk], "ConsistentRead": True})  # fmt: skip
             for item in rows:
-                if client in item.get("members", {}).get("SS", []):
-                    found.add(item["pk"]["S"])
-        return next((p for p, _ in candidates if quota_pk(p) in found), None)
-
+                pk = item["pk"]["S"]
+                if any(item.get(f"{w.kind}w", {}).get("S") == w.sk
+                       and client in item.get(f"{w.kind}c", {}).get("SS", [])
+                       for w in windows_of.get(pk, ())):  # fmt: skip
+                    found.add(pk)
+        return next((p for p in producers if quota_pk(p) in found), None)
