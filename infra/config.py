@@ -484,14 +484,14 @@ CHOICES = (
            "level of Lambda's own log lines in each function's log group (JSON). `WARN` keeps "
            "its warnings and errors (a timeout, a crash) and leaves out the start and report "
            "line of every invocation; `INFO` keeps those too (duration, billed duration, memory "
-           "used): about 700 bytes an invocation, US$0.48 per million emails at 1M a day (SMS "
+           "used): about 700 bytes an invocation, US$0.49 per million emails at 1M a day (SMS "
            "US$1.17, its callbacks being invocations of their own); `DEBUG` adds more. The "
            "handlers' own lines and metric lines are not affected", "system_log_level"),
     Choice("vdq:tracing",
            "X-Ray. `passthrough` traces only a request that arrives sampled: no function starts "
            "a trace and the API stage traces nothing, so X-Ray costs nothing. `active` samples "
            "every function's invocations and the API stage's requests as Lambda's fixed rule "
-           "does (the first request each second and 5% of the rest): US$0.73 per million emails "
+           "does (the first request each second and 5% of the rest): US$0.74 per million emails "
            "at 1M a day with one reservoir shared, up to US$1.97 with one a function, and the "
            "minute schedules' runs (US$0.43 a month)", "tracing"),
 )  # fmt: skip

@@ -172,3 +172,24 @@ def test_the_counter_sees_pynamodb_and_boto3_clients():
         stack.runtime.store.get_item("01KDVDNA00XJBJSC1S48FA1XNB")  # PynamoDB's own client
         boto3.client("sqs").list_queues()
     assert tally.operations() == {"dynamodb.GetItem": 1, "sqs.ListQueues": 1}
+
+
+def test_the_cost_page_and_the_readme_show_the_bill_the_bench_makes():
+    # The bill on the cost page is what `python -m bench --only cost` prints for the bench's
+    # email and SMS, and the README quotes its totals: a change that moves the bill moves both.
+    from pathlib import Path
+
+    from bench import bill
+
+    journeys = {"email": rq.email_delivered(), "sms": rq.sms_delivered()}
+    journeys["email"].send_batch = rq.send_batch_timeline()
+    journeys["sms"].send_batch = rq.send_batch_timeline(sms=True)
+    bills = {name: bill.bill(journey) for name, journey in journeys.items()}
+    printed = bill.table_text(bills).split("\n\nper delivered email")[0].strip()
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "cost.md").read_text()
+    assert printed in page, "docs/cost.md's bill is not the bench's: run the bench, copy it"
+    email, sms = bills["email"]["total_on_demand"], bills["sms"]["total_on_demand"]
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"It costs US${email:.2f} per million delivered emails and US${sms:.2f} per " \
+        "million SMS" in readme  # fmt: skip
