@@ -93,7 +93,7 @@ def legacy(items):
     shared = len(items) > 1
     for item in items:
         QueueItemRecord(item_pk(item.id), "STATE").update(
-            actions=[QueueItemRecord.cx.remove(),
+            actions=[QueueItemRecord.cx.remove(), QueueItemRecord.apart.remove(),
                      *([QueueItemRecord.counted.set(True)] if shared else [])])
     if shared:
         ContentRefsRecord(*refs_key(content_id), open_items=len(items)).save()
@@ -168,6 +168,107 @@ def test_a_scheduled_content_counts_its_horizon_from_the_send_time(aws, runtime,
     expiration = retention.content_expiration(at, runtime.settings)
     assert content_records(aws, item.content_id) == {CONTENT_SK: expiration}
     assert runtime.store.get_item(item.id).cx == expiration
+
+
+def _note(runtime, item_id):
+    from vdq.store.history import history_entry
+
+    return history_entry(item_id, runtime.clock.now(), actor="vdq", source="server",
+                         kind="late", name="await", text="a late note")  # fmt: skip
+
+
+def test_a_note_beside_an_open_item_says_so_and_is_stamped_when_it_is_done(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    assert runtime.store.get_item(item.id).apart == 0  # from birth: nothing beside it
+    runtime.store.append_history([_note(runtime, item.id)])  # a record of its own
+    assert runtime.store.get_item(item.id).apart == 1
+    move(runtime, item.id, "succeed")
+    done = expected(runtime, item.id)
+    assert None in records_of(aws, item_pk(item.id)).values()
+    assert run_stream(aws)["expiring"] == 1
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+
+
+def test_a_note_written_after_the_done_write_by_a_caller_that_read_it_open_expires(aws,
+                                                                                   runtime):
+    # The caller read the item open, so it gives the note no expiration; the item was done
+    # (and its records stamped by the stream) before the note was written.
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send", "succeed")
+    done = expected(runtime, item.id)
+    run_stream(aws)
+    runtime.store.append_history([_note(runtime, item.id)])
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+    assert runtime.store.get_item(item.id).apart == 0  # the done item is not written
+
+
+def test_an_event_mark_beside_an_open_item_says_so_and_is_stamped_when_it_is_done(
+        aws, runtime, monkeypatch):  # fmt: skip
+    import vdq.store.events
+    from vdq.store.history import EventMark
+
+    monkeypatch.setattr(vdq.store.events, "SEEN_LIMIT", 0)  # every mark is a record
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    current = runtime.store.get_item(item.id)
+    runtime.store.append_history([_note(runtime, item.id)],
+                                 mark=EventMark(item.id, "0123456789abcdef"), item=current)
+    assert runtime.store.get_item(item.id).apart == 1
+    with pytest.raises(Exception, match="was seen"):  # the mark still finds a duplicate
+        runtime.store.append_history([_note(runtime, item.id)],
+                                     mark=EventMark(item.id, "0123456789abcdef"), item=current)
+    move(runtime, item.id, "succeed")
+    done = expected(runtime, item.id)
+    assert run_stream(aws)["expiring"] == 1
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+
+
+@pytest.mark.parametrize("seen_limit", [12, 0])  # the mark in the state's set, or a record
+def test_an_event_written_after_the_done_write_by_a_caller_that_read_it_open_expires(
+        aws, runtime, monkeypatch, seen_limit):  # fmt: skip
+    import vdq.store.events
+    import vdq.store.history
+    from vdq.store.history import EventMark
+
+    monkeypatch.setattr(vdq.store.history, "RECENT_LIMIT", 0)  # every entry is a record
+    monkeypatch.setattr(vdq.store.events, "SEEN_LIMIT", seen_limit)
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    read_open = runtime.store.get_item(item.id)
+    move(runtime, item.id, "succeed")
+    done = expected(runtime, item.id)
+    run_stream(aws)
+    runtime.store.append_history([_note(runtime, item.id)],
+                                 mark=EventMark(item.id, "0123456789abcdef"), item=read_open)
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+
+
+def test_a_provider_id_stored_after_a_cancel_by_a_caller_that_read_it_open_expires(aws,
+                                                                                  runtime):
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    done = expected(runtime, item.id)
+    run_stream(aws)
+    # The send worker read the item sending: its note comes without an expiration.
+    assert runtime.store.store_provider_id(item.id, "SM0123", [_note(runtime, item.id)],
+                                           attempt=1)  # fmt: skip
+    assert runtime.store.get_item(item.id).provider_id == "SM0123"
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
+
+
+def test_upgrade_an_item_that_does_not_say_is_read_for_its_records(aws, runtime):
+    # An item of a release before ``apart``: a note written beside it by that release.
+    [item] = email(runtime, "ada@example.org")
+    move(runtime, item.id, "send")
+    note = _note(runtime, item.id)
+    note.save()
+    QueueItemRecord(item_pk(item.id), "STATE").update(actions=[QueueItemRecord.apart.remove()])
+    move(runtime, item.id, "succeed")
+    done = expected(runtime, item.id)
+    assert run_stream(aws)["expiring"] == 1
+    assert set(records_of(aws, item_pk(item.id)).values()) == {done}
 
 
 def test_upgrade_the_stream_stamps_older_records_and_the_content_of_a_single_item(aws,

@@ -127,6 +127,7 @@ def new_item(
         rx=receiver_key(normalize(receiver)),
         sj=excerpt,
         cx=cx,
+        apart=0,  # no record beside its state item yet (vdq.store.expiry.unstamped)
     )
 
 

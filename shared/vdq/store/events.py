@@ -11,7 +11,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from vdq.store.expiry import stamp
+from vdq.store.expiry import ITEM_PK_PREFIX, stamp, unstamped
 from vdq.store.history import (
     SEEN_LIMIT,
     EventMark,
@@ -62,21 +62,54 @@ class Events(Items):
         if mark is None:
             records = pack_history(entries)
             stamp(records, expiration)
-            if len(records) == 1:
-                records[0].save()
-            elif records:
-                self.put_new(records)
+            for pk in dict.fromkeys(r.pk for r in records):
+                self._put_beside([r for r in records if r.pk == pk])
             return
         current = item
         for _ in range(MARK_TRIES):
             if current is None or len(current.seen or ()) >= SEEN_LIMIT:
                 break
+            if expiration is None and current.expiration is not None:
+                expiration = int(current.expiration)  # done since the caller's read
             try:
                 self._mark_in_seen(current, entries, mark, expiration)
                 return
-            except NoRoom:  # the set or the entries' room filled since the read
+            except NoRoom:  # the set or the entries' room filled since the read, or it is done
                 current = self.get_item(mark.item_id)
         self._mark_record(entries, mark, expiration)
+
+    def _put_beside(self, records: Sequence[HistoryRecord]) -> None:
+        """One item's records beside its state item. Without an expiration (the item was open
+        when the caller read it), they are written in one transaction with the item's
+        ``apart``, conditional on the item being there and not done, so that the stream stamps
+        them once it is done; an item done since gives them its expiration (the stream may have
+        stamped its records already). Nothing is written for an item that is gone: no read
+        would find the records, and nothing would ever expire them."""
+        if unstamped(records):
+            probe = QueueItemRecord(records[0].pk, STATE_SK)
+
+            def fill(tx: TransactWrite) -> None:
+                for record in records:
+                    tx.save(record)
+                tx.update(probe, [QueueItemRecord.apart.set(1)],
+                          condition=QueueItemRecord.id.exists()
+                          & QueueItemRecord.expiration.does_not_exist())  # fmt: skip
+
+            try:
+                transact(fill)
+                return
+            except TransactWriteError as exc:
+                if not condition_failed_at(exc, at=len(records)):  # the puts, then the update
+                    raise
+            current = self.get_item(records[0].pk.removeprefix(ITEM_PK_PREFIX))
+            if current is None:
+                return
+            if current.expiration is not None:
+                stamp(records, current.expiration)
+        if len(records) == 1:
+            records[0].save()
+        elif records:
+            self.put_new(records)
 
     def _mark_in_seen(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
                       mark: EventMark, expiration: int | float | None) -> None:  # fmt: skip
@@ -94,6 +127,10 @@ class Events(Items):
         else:
             records = pack_history(entries)
             stamp(records, expiration)
+            if unstamped([r for r in records if r.pk == item.pk]):
+                # The item is not done (else the records expire with it): it says so.
+                actions.append(QueueItemRecord.apart.set(1))
+                condition = condition & QueueItemRecord.expiration.does_not_exist()
         try:
             if recent:
                 conditional_update(probe, actions, condition)
@@ -123,27 +160,45 @@ class Events(Items):
     def _mark_record(self, entries: Sequence[HistoryRecord], mark: EventMark,
                      expiration: int | float | None) -> None:  # fmt: skip
         """The mark as a record of its own, with the entries' records: one transaction,
-        conditional on the mark being neither there nor in the ``seen`` set."""
+        conditional on the mark being neither there nor in the ``seen`` set. Records without
+        an expiration (the item is not done) set the item's ``apart`` in it, with the same
+        condition; otherwise the state item is only checked."""
         records = pack_history(entries)
         stamp(records, expiration)
         unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
         marker = mark.record()
         stamp([marker], expiration)
+        apart = unstamped([marker, *records])
+        if apart:  # the item is not done (else the records expire with it): it says so
+            unseen = unseen & QueueItemRecord.expiration.does_not_exist()
 
         def fill(tx: TransactWrite) -> None:
-            tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
-                               condition=unseen)  # fmt: skip
+            if not apart:
+                tx.condition_check(QueueItemRecord, item_pk(mark.item_id), STATE_SK,
+                                   condition=unseen)  # fmt: skip
             tx.save(marker, condition=EventMarkRecord.pk.does_not_exist())
             for record in records:
                 tx.save(record)
+            if apart:
+                tx.update(QueueItemRecord(item_pk(mark.item_id), STATE_SK),
+                          [QueueItemRecord.apart.set(1)], condition=unseen)  # fmt: skip
 
         try:
             transact(fill)
         except TransactWriteError as exc:
-            # PynamoDB sends condition checks first, then puts.
+            # PynamoDB sends condition checks first, then puts, then updates.
             reasons = exc.cancellation_reasons or []
-            if not any(condition_failed(r) for r in reasons[:2]):
+            state_at, marker_at = (1 + len(records), 0) if apart else (0, 1)
+            state = reasons[state_at] if state_at < len(reasons) else None
+            marked = reasons[marker_at] if marker_at < len(reasons) else None
+            if not condition_failed(state) and not condition_failed(marked):
                 raise
-            if condition_failed(reasons[0]) and self.get_item(mark.item_id) is None:
+            current = self.get_item(mark.item_id) if condition_failed(state) else None
+            if condition_failed(state) and current is None:
                 raise Moved(None) from None
+            if (apart and current is not None and current.expiration is not None
+                    and mark.digest not in (current.seen or ())):  # fmt: skip
+                # Done since the caller read it: the same write, its records stamped.
+                self._mark_record(entries, mark, int(current.expiration))
+                return
             raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc

@@ -13,10 +13,20 @@ from vdq.core import resources
 from vdq.core.clock import SYSTEM_CLOCK, Clock
 from vdq.store.models import STATE_SK, _Table, item_pk
 
+ITEM_PK_PREFIX = item_pk("")
+
 
 def gone(expiration: int | float | None, now: datetime) -> bool:
     """A record past its expiration is gone, whether or not DynamoDB deleted it yet."""
     return expiration is not None and expiration <= now.timestamp()
+
+
+def unstamped(records: Iterable[_Table]) -> bool:
+    """Some of ``records`` are an item's records beside its state item (history, event marks)
+    that carry no expiration: the write that stores them, or one before it, sets the item's
+    ``apart`` (QueueItemRecord.apart), so that the stream stamps them when the item is done."""
+    return any(r.pk.startswith(ITEM_PK_PREFIX) and r.sk != STATE_SK and r.expiration is None
+               for r in records)  # fmt: skip
 
 
 def stamp(records: Iterable[_Table], expiration: int | float | None) -> None:

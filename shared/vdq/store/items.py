@@ -17,7 +17,7 @@ from pynamodb.transactions import TransactWrite
 
 from vdq.core import resources
 from vdq.core.errors import VdqError
-from vdq.store.expiry import Expiring, stamp
+from vdq.store.expiry import Expiring, stamp, unstamped
 from vdq.store.history import (
     SEEN_LIMIT,
     EventMark,
@@ -320,6 +320,8 @@ class Items(BatchWrites, Expiring):
         if recent:
             actions.append(appended(recent))
             condition = condition & room(len(recent))
+        if unstamped([r for r, _ in puts if r.pk == item.pk]):
+            actions.append(QueueItemRecord.apart.set(1))
         if not puts and release is None and not check_record:
             self._update_state(item, actions, condition, mark, recent)
         else:
@@ -443,17 +445,29 @@ class Items(BatchWrites, Expiring):
             QueueItemRecord.provider_id.does_not_exist()
         )  # fmt: skip
 
+        actions: list[Any] = [QueueItemRecord.provider_id.set(provider_id)]
+        apart = unstamped(packed)
+        if apart:  # and the item not done since the caller read it (then the records expire)
+            actions.append(QueueItemRecord.apart.set(1))
+            condition = condition & QueueItemRecord.expiration.does_not_exist()
+
         def fill(tx: TransactWrite) -> None:
             for record, put_condition in puts:
                 tx.save(record, condition=put_condition, return_values="ALL_OLD")
-            tx.update(probe, [QueueItemRecord.provider_id.set(provider_id)],
-                      condition=condition)  # fmt: skip
+            tx.update(probe, actions, condition=condition)
 
         try:
             transact(fill)
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
             if len(reasons) > len(puts) and condition_failed(reasons[len(puts)]):
+                current = self.get_item(item_id) if apart else None
+                if current is not None and current.expiration is not None:
+                    # Done since the caller read it: the same write, its records stamped.
+                    return self.store_provider_id(
+                        item_id, provider_id, history, attempt=attempt,
+                        map_provider_id=map_provider_id, expiration=int(current.expiration),
+                        mapping_expiration=mapping_expiration)  # fmt: skip
                 return False
             mapping_reason = reasons[len(puts) - 1] if len(reasons) >= len(puts) else None
             if map_provider_id and mapping_reason is not None and condition_failed(mapping_reason):

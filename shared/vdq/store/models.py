@@ -230,6 +230,11 @@ class QueueItemRecord(_Table):
     # The current claim's ``send`` entry is a record of its own (the state item had no room
     # for it); absent: on the state item. Set and removed by each claim.
     claim_apart = BooleanAttribute(null=True)
+    # 1 once a record of the item's history or an event mark was written beside the state item
+    # without its expiration, before or with that record (vdq.store.expiry.unstamped); 0 from
+    # birth. The stream stamps such records when the item is done, and reads for them only
+    # when this says there are some. Absent on items of a release before it: read for them.
+    apart = NumberAttribute(attr_name="ap", null=True)
     provider_id = UnicodeAttribute(null=True)
     origin_type = UnicodeAttribute(null=True)
     origin_id = UnicodeAttribute(null=True)

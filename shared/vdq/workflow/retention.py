@@ -291,18 +291,25 @@ def stamp_done(item: Any, runtime: Any) -> int:
     fields: dict[str, Any] = item if isinstance(item, dict) else {
         name: getattr(item, name) for name in ("id", "content_id", "expiration", "cx",
                                                "counted", "has_files")}  # fmt: skip
+    if not isinstance(item, dict):
+        fields["ap"] = item.apart
     expiration = int(fields["expiration"])
+    # An item that says no record was written beside its state item without an expiration
+    # (``apart`` 0) has none to stamp: no read of its records.
+    records = fields.get("ap") != 0
     if fields.get("cx") is not None:
-        return int(runtime.store.stamp_item_records(fields["id"], expiration))
+        return int(runtime.store.stamp_item_records(fields["id"], expiration)) if records else 0
     return stamp_item(fields["id"], fields["content_id"], expiration, runtime,
-                      counted=bool(fields.get("counted")), files=bool(fields.get("has_files")))
+                      counted=bool(fields.get("counted")), files=bool(fields.get("has_files")),
+                      records=records)  # fmt: skip
 
 
 def stamp_item(item_id: str, content_id: str, expiration: int, runtime: Any, *,
-               counted: bool, files: bool) -> int:  # fmt: skip
+               counted: bool, files: bool, records: bool = True) -> int:  # fmt: skip
     """Give the item's records written before it was done (history, event marks) its
-    expiration, then its content's if no other item uses it. Returns records stamped."""
-    stamped = runtime.store.stamp_item_records(item_id, expiration)
+    expiration (``records``: there may be some), then its content's if no other item uses
+    it. Returns records stamped."""
+    stamped = runtime.store.stamp_item_records(item_id, expiration) if records else 0
     stamp_content(content_id, expiration, runtime, counted=counted or files, files=files)
     return stamped
 
