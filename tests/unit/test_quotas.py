@@ -88,12 +88,14 @@ class _PartialReads:
 
 def _record(producer: str, current, counts, members=()) -> dict:
     """A producer's counters record holding ``current`` windows with ``counts``."""
+    from vdq.store.counters import member_digest
+
     item = {"pk": {"S": f"QUOTA#{producer}"}, "sk": {"S": "Q"}}
     for w, n in zip(current, counts, strict=True):
         item[f"{w.kind}w"] = {"S": w.sk}
         item[f"{w.kind}n"] = {"N": str(n)}
-        if members:
-            item[f"{w.kind}c"] = {"SS": list(members)}
+    if members:  # named in the longest window
+        item[f"{current[-1].kind}c"] = {"SS": [member_digest(m) for m in members]}
     return item
 
 
@@ -118,7 +120,8 @@ def test_counters_read_one_record_and_every_key_dynamodb_leaves_unprocessed():
     assert found == "group:vdq-bulk"
     assert counters.charged_as("client-c", [("group:vdq-bulk", current)]) is None
     # A member of a window the record no longer holds is not charged to it now.
-    assert counters.charged_as("client-b", [("group:vdq-bulk", current[:1])]) is None
+    later = windows(QuotaLimits(per_day=500), datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC))
+    assert counters.charged_as("client-b", [("group:vdq-bulk", later)]) is None
 
 
 def test_a_producer_without_a_record_reads_what_an_earlier_release_counted():

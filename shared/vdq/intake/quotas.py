@@ -122,16 +122,18 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
                                 max(1, math.ceil(window.ends_at - now.timestamp())))
     store = counters(runtime)
     member = subject if producer != subject else None  # charged through its group's counters
-    if store.charge(producer, current, count, member):
-        return Charge(producer, current, count)
+    charged = store.charge(producer, current, count, member)
+    if charged is not None:  # the windows it counted in (a newer one another clock turned)
+        return Charge(producer, charged, count)
     used = store.used(producer, current)
     for window in sorted(current, key=lambda w: -w.ends_at):  # the longest wait first
         if used[window.name] + count > window.limit:
             wait = max(1, math.ceil(window.ends_at - now.timestamp()))
             raise QuotaExceeded(producer, window, used[window.name], count, wait)
     # Room now that an earlier charge was taken back (or a window turned): try once more.
-    if store.charge(producer, current, count, member):
-        return Charge(producer, current, count)
+    charged = store.charge(producer, current, count, member)
+    if charged is not None:
+        return Charge(producer, charged, count)
     window = current[0]
     raise QuotaExceeded(producer, window, used[window.name], count,
                         max(1, math.ceil(window.ends_at - now.timestamp())))

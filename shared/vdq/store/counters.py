@@ -1,20 +1,24 @@
 """Quota counters: queue items a producer enqueued per fixed window (second, minute, UTC day).
 
 One record per producer (pk ``QUOTA#<producer>``, sk ``Q``) holds each limit's current window:
-its key (``<kind>w``: ``s#<second>``, ``m#<minute>``, ``d#<date>``), its count (``<kind>n``)
-and, for a group's counters, the clients charged to it in that window (``<kind>c``). Charging a
-request is one conditional UpdateItem of one write unit, whatever the number of limits: every
-window has room for all of the request's items and each counts them, or nothing changes. A
-transaction of a conditional ADD per window record took two units a window and was cancelled
-whenever two requests of one producer met (TransactionConflict).
+its key (``<kind>w``: ``s#<second>``, ``m#<minute>``, ``d#<date>``) and its count
+(``<kind>n``); a group's record also names the clients charged to it in its longest window
+(``<kind>c``: a 6-byte digest of each, so a group of many clients keeps the record small).
+Charging a request is one conditional UpdateItem of one write unit, whatever the number of
+limits: every window has room for all of the request's items and each counts them, or nothing
+changes. A transaction of a conditional ADD per window record took two units a window and was
+cancelled whenever two requests of one producer met (TransactionConflict).
 
 The write first assumes the record holds the current windows. When it does not (the first
 request of a second, or of a producer), DynamoDB's answer carries the record as it was
 (ReturnValuesOnConditionCheckFailure) and the write is made again from it: a window that turned
 starts at this request's count, conditional on the old window's key being still there, so two
 requests that both see a window turn count once each. A window already newer than the caller's
-(another function's clock runs ahead) is charged as it is. The TTL is a minute past the longest
-window's end; a record that outlived its windows counts nothing.
+(another function's clock runs ahead) is charged as it is, and the charge names the windows it
+counted in, so that its refund takes back from them; reads count such a newer window as the
+caller's. The TTL is two days past the start of the caller's UTC day, whatever its limits: no
+write can bring it before the end of a window the record holds, and a record that outlived its
+windows counts nothing.
 
 The record takes one write unit a request of a producer (three limits took six): about 300
 requests a second is 30% of a partition's 1,000 units, whatever the receivers per request.
@@ -26,9 +30,11 @@ DynamoDB keeps refusing, as do windows turning under the write more than ``TURNS
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -40,6 +46,7 @@ SK = "Q"
 # Writes made again from the record as it was, before a charge gives up (503): each one found
 # a window turned by another request in the moment since the last.
 TURNS = 8
+DAY = 86_400
 
 
 def quota_pk(producer: str) -> str:
@@ -67,18 +74,44 @@ def _order(window_key: str) -> tuple[int, str]:
     return len(number), number
 
 
-def _count(item: dict[str, Any], window: Window, key: str | None = None) -> int:
-    """What ``item`` (a counters record, wire shape) counted in ``window`` (or in the window
-    of its kind named ``key``): 0 when it holds another."""
-    if item.get(f"{window.kind}w", {}).get("S") != (key or window.sk):
+def _held(item: dict[str, Any], window: Window) -> str | None:
+    """The key of the window of ``window``'s kind the record holds, when it is that window or
+    a newer one (another function's clock runs ahead: it counts for the caller's); else None."""
+    held = item.get(f"{window.kind}w", {}).get("S")
+    return held if held and _order(held) >= _order(window.sk) else None
+
+
+def _count(item: dict[str, Any], window: Window) -> int:
+    """What ``item`` (a counters record, wire shape) counts in ``window`` (0: it holds an
+    older window of that kind, or none)."""
+    if _held(item, window) is None:
         return 0
     return int(item.get(f"{window.kind}n", {}).get("N", "0"))
+
+
+def member_digest(client: str) -> str:
+    """How a group's record names a client charged to it: 8 characters (6 bytes of a hash)."""
+    digest = hashlib.blake2b(client.encode(), digest_size=6).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def _members_window(windows: Sequence[Window]) -> Window:
+    """The window whose record attributes name a group's clients: the longest."""
+    return max(windows, key=lambda w: w.ends_at)
+
+
+def _expiration(windows: Sequence[Window]) -> int:
+    """Two days past the start of the caller's UTC day (its shortest window's end is within a
+    minute of now): past the end of any window a caller within a day of it charges."""
+    now = min(w.ends_at for w in windows) - 1
+    return now - now % DAY + 2 * DAY
 
 
 class _Update:
     """A charge's UpdateItem, built a window at a time."""
 
     def __init__(self, count: int, member: str | None, expiration: int) -> None:
+        self.count = count
         self.member = member
         self.names = {"#exp": "expiration"}
         self.values: dict[str, Any] = {":exp": {"N": str(expiration)}, ":n": {"N": str(count)}}
@@ -93,22 +126,25 @@ class _Update:
         self.names[f"#{w.kind}{part}"] = f"{w.kind}{part}"
         return f"#{w.kind}{part}"
 
-    def count_into(self, w: Window, key: str) -> None:
-        """Add the count to the window the record holds (``key``), if it has room."""
+    def count_into(self, w: Window, key: str, members: bool) -> None:
+        """Add the count to the window the record holds (``key``), if it has room;
+        ``members``: this window names the group's clients."""
         self.values[f":{w.kind}held"] = {"S": key}
-        self.values[f":{w.kind}room"] = {"N": str(w.limit - int(self.values[":n"]["N"]))}
+        self.values[f":{w.kind}room"] = {"N": str(w.limit - self.count)}
         self.conditions.append(
             f"{self._name(w, 'w')} = :{w.kind}held AND {self._name(w, 'n')} <= :{w.kind}room"
         )
         self.adds.append(f"{self._name(w, 'n')} :n")
-        if self.member is not None:
+        if members and self.member is not None:
             self.adds.append(f"{self._name(w, 'c')} :member")
 
-    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str]) -> None:
+    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str] | None) -> None:
         """Start ``w`` in place of the older window ``held`` (None: the record holds none of
-        this limit) at ``start`` (what a record of an earlier release counted) + the count."""
+        this limit) at ``start`` (what a record of an earlier release counted) + the count;
+        ``members`` (None: this window does not name the group's clients): those it starts
+        with, besides the caller's."""
         self.values[f":{w.kind}new"] = {"S": w.sk}
-        self.values[f":{w.kind}start"] = {"N": str(start + int(self.values[":n"]["N"]))}
+        self.values[f":{w.kind}start"] = {"N": str(start + self.count)}
         self.sets += [
             f"{self._name(w, 'w')} = :{w.kind}new",
             f"{self._name(w, 'n')} = :{w.kind}start",
@@ -118,8 +154,8 @@ class _Update:
             self.conditions.append(f"{self._name(w, 'w')} = :{w.kind}held")
         else:
             self.conditions.append(f"attribute_not_exists({self._name(w, 'w')})")
-        joined = sorted({*members, *([self.member] if self.member is not None else [])})
-        if joined:
+        joined = sorted({*(members or ()), *([self.member] if self.member is not None else [])})
+        if members is not None and joined:
             self.values[f":{w.kind}members"] = {"SS": joined}
             self.sets.append(f"{self._name(w, 'c')} = :{w.kind}members")
         else:
@@ -159,40 +195,48 @@ class Counters:
         return {"pk": {"S": quota_pk(producer)}, "sk": {"S": SK}}
 
     def charge(self, producer: str, windows: Sequence[Window], count: int,
-               member: str | None = None) -> bool:  # fmt: skip
-        """Count ``count`` items in every window if each has room; False (nothing counted)
-        when any would pass its limit. ``member``: the client charged through a group's
-        counters, added to each window's members (in the same write, so the usage view finds
-        the counters a client is charged to at no extra request)."""
+               member: str | None = None) -> tuple[Window, ...] | None:  # fmt: skip
+        """Count ``count`` items in every window if each has room: the windows counted in
+        (the caller's, or a newer one the record holds); None (nothing counted) when any would
+        pass its limit. ``member``: the client charged through a group's counters, named in
+        the longest window in the same write (so the usage view finds the counters a client is
+        charged to at no extra request)."""
         if not windows:
-            return True
+            return ()
+        digest = member_digest(member) if member is not None else None
+        longest = _members_window(windows)
         old: dict[str, Any] | None = None  # the record as last seen; None: not yet read
         for _ in range(TURNS):
-            update = _Update(count, member, max(w.ends_at for w in windows) + 60)
+            update = _Update(count, digest, _expiration(windows))
             carried = self._legacy(producer, windows) if old == {} else {}
+            charged = []
             for w in windows:
                 held = None if old is None else old.get(f"{w.kind}w", {}).get("S")
-                if old is None or held == w.sk or (held and _order(held) > _order(w.sk)):
+                if old is None or (held and _order(held) >= _order(w.sk)):
                     # The window the record holds (assumed, the first time): count into it.
-                    if old is not None and _count(old, w, held) + count > w.limit:
-                        return False
-                    update.count_into(w, held or w.sk)
+                    key = w.sk if old is None or held is None else held
+                    if old is not None and _count(old, w) + count > w.limit:
+                        return None
+                    update.count_into(w, key, members=w is longest)
+                    charged.append(replace(w, sk=key))
                 else:  # the record holds an older window of this limit, or none: it turns
                     start, members = carried.get(w.name, (0, ()))
                     if start + count > w.limit:
-                        return False
-                    update.turn(w, held, start, members)
+                        return None
+                    update.turn(w, held, start, members if w is longest else None)
+                    charged.append(w)
             applied, old = self._update(producer, update)
             if applied:
-                return True
+                return tuple(charged)
         raise StoreBusy("the quota counters' windows kept turning under the write; nothing "
                         "was counted, try again")  # fmt: skip
 
     def _legacy(self, producer: str,
                 windows: Sequence[Window]) -> dict[str, tuple[int, tuple[str, ...]]]:  # fmt: skip
         """What the records of a release before this one (one a window, sk the window's key)
-        counted in ``windows``: read once when a producer's record is first written, so the day
-        of an upgrade keeps the day's count. Those records expire a minute after their window."""
+        counted in ``windows``, and the clients they name (as digests): read when a producer's
+        record is first written, so the day of an upgrade keeps the day's count. Those records
+        expire a minute after their window."""
         rows = batch_get(self._client, self._table, {
             "Keys": [{"pk": {"S": quota_pk(producer)}, "sk": {"S": w.sk}} for w in windows],
             "ConsistentRead": True})  # fmt: skip
@@ -201,10 +245,9 @@ class Counters:
         for w in windows:
             row = by_sk.get(w.sk)
             if row is not None:
-                out[w.name] = (
-                    int(row.get("used", {}).get("N", "0")),
-                    tuple(row.get("members", {}).get("SS", [])),
-                )
+                named = row.get("members", {}).get("SS", [])
+                out[w.name] = (int(row.get("used", {}).get("N", "0")),
+                               tuple(member_digest(m) for m in named))  # fmt: skip
         return out
 
     def _update(self, producer: str, update: _Update) -> tuple[bool, dict[str, Any]]:
@@ -228,8 +271,9 @@ class Counters:
         return outcome[-1]
 
     def refund(self, producer: str, windows: Sequence[Window], count: int) -> None:
-        """Take back a charge whose items were not stored (each window's ADD tried again as a
-        charge is; a window that turned meanwhile has nothing to take back)."""
+        """Take back a charge whose items were not stored, from the windows it counted in
+        (each window's ADD tried again as a charge is; a window that turned meanwhile has
+        nothing to take back)."""
         for w in windows:
 
             def write(w: Window = w) -> None:
@@ -248,11 +292,9 @@ class Counters:
 
             retried(write, client_refused, TRIES)
 
-    def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
-        """Each window's count (strongly consistent), by window name; ``StoreBusy`` when
-        DynamoDB keeps refusing the read."""
-        if not windows:
-            return {}
+    def _record(self, producer: str) -> dict[str, Any] | None:
+        """The producer's record (strongly consistent); ``StoreBusy`` when DynamoDB keeps
+        refusing the read."""
         found: list[dict[str, Any] | None] = []
 
         def read() -> None:  # throttling outlasting botocore's retries: tried again, then 503
@@ -260,7 +302,14 @@ class Counters:
                                                ConsistentRead=True).get("Item"))  # fmt: skip
 
         retried(read, client_refused, TRIES)
-        item = found[-1]
+        return found[-1]
+
+    def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
+        """Each window's count (strongly consistent), by window name; a newer window the
+        record holds counts as the caller's. ``StoreBusy`` when DynamoDB keeps refusing."""
+        if not windows:
+            return {}
+        item = self._record(producer)
         if item is None:  # never charged, or not since an upgrade
             carried = self._legacy(producer, windows)
             return {w.name: carried.get(w.name, (0, ()))[0] for w in windows}
@@ -269,19 +318,24 @@ class Counters:
     def charged_as(self, client: str,
                    candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
         """The first of ``candidates`` (group producers, each with its current windows) whose
-        counters list ``client`` as a member in one of those windows (strongly consistent,
-        one BatchGetItem a hundred producers); None when none does."""
+        counters name ``client`` as charged in their current windows (strongly consistent,
+        one BatchGetItem a hundred producers; for a producer without a record, the records
+        of an earlier release); None when none does."""
+        digest = member_digest(client)
         found: set[str] = set()
-        windows_of = {quota_pk(p): windows for p, windows in candidates}
-        producers = [p for p, _ in candidates]
+        windows_of = {quota_pk(p): windows for p, windows in candidates if windows}
+        producers = [p for p, windows in candidates if windows]
         for start in range(0, len(producers), 100):
             chunk = producers[start : start + 100]
             rows = batch_get(self._client, self._table, {
                 "Keys": [self._key(p) for p in chunk], "ConsistentRead": True})  # fmt: skip
             for item in rows:
                 pk = item["pk"]["S"]
-                if any(item.get(f"{w.kind}w", {}).get("S") == w.sk
-                       and client in item.get(f"{w.kind}c", {}).get("SS", [])
-                       for w in windows_of.get(pk, ())):  # fmt: skip
+                if any(_held(item, w) and digest in item.get(f"{w.kind}c", {}).get("SS", [])
+                       for w in windows_of[pk]):  # fmt: skip
                     found.add(pk)
+            for producer in set(chunk) - {row["pk"]["S"].removeprefix("QUOTA#") for row in rows}:
+                carried = self._legacy(producer, windows_of[quota_pk(producer)])
+                if any(digest in members for _, members in carried.values()):
+                    found.add(quota_pk(producer))
         return next((p for p in producers if quota_pk(p) in found), None)
