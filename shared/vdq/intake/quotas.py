@@ -8,8 +8,9 @@ limit: nothing of it is stored. The caller's quota also counts what else makes V
 send on its behalf: an upload (POST /attachments/uploads) counts one, an operator's resend one
 per copy. Windows are fixed (the current second, minute and UTC day), so a scheduled send
 counts on the day it is enqueued. A producer's counters are one record in the table
-(vdq.store.counters), charged by one conditional write a request, expiring a minute after its
-longest window; a group's counters list the clients charged to them in each window.
+(vdq.store.counters), charged by one conditional write a request, expiring two days after the
+start of the UTC day of its last charge; a group's record names the clients charged to it in
+its longest window.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from vdq.core.errors import NotFound, PartiallyEnqueued, VdqError
 from vdq.core.settings import QuotaLimits
-from vdq.store.counters import Counters, Window
+from vdq.store.counters import Counters, Window, window_key
+from vdq.store.tx import StoreBusy
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
 
 DEFAULT = "*"
 GROUP_PREFIX = "group:"
-_SPANS = {"per_second": 1, "per_minute": 60, "per_day": 86_400}
+_KINDS = {"per_second": "s", "per_minute": "m", "per_day": "d"}
 T = TypeVar("T")
 _WORDS = {"per_second": "a second", "per_minute": "a minute", "per_day": "a day (UTC)"}
 
@@ -84,18 +86,11 @@ def producer_of(subject: str, groups: tuple[str, ...],
 def windows(limits: QuotaLimits, now: datetime) -> tuple[Window, ...]:
     """The current fixed window of each limit that is set."""
     second = math.floor(now.timestamp())
-    day = now.astimezone(UTC).date()
-    day_end = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()) + 86_400
     out = []
     for name, limit in limits._asdict().items():
-        if limit is None:
-            continue
-        if name == "per_day":
-            out.append(Window(name, f"d#{day.isoformat()}", limit, day_end))
-        else:
-            span = _SPANS[name]
-            index = second // span
-            out.append(Window(name, f"{name[4]}#{index}", limit, (index + 1) * span))
+        if limit is not None:
+            key, ends_at = window_key(_KINDS[name], second)
+            out.append(Window(name, key, limit, ends_at))
     return tuple(out)
 
 
@@ -122,21 +117,19 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
                                 max(1, math.ceil(window.ends_at - now.timestamp())))
     store = counters(runtime)
     member = subject if producer != subject else None  # charged through its group's counters
-    charged = store.charge(producer, current, count, member)
-    if charged is not None:  # the windows it counted in (a newer one another clock turned)
-        return Charge(producer, charged, count)
-    used = store.used(producer, current)
-    for window in sorted(current, key=lambda w: -w.ends_at):  # the longest wait first
-        if used[window.name] + count > window.limit:
-            wait = max(1, math.ceil(window.ends_at - now.timestamp()))
-            raise QuotaExceeded(producer, window, used[window.name], count, wait)
-    # Room now that an earlier charge was taken back (or a window turned): try once more.
-    charged = store.charge(producer, current, count, member)
-    if charged is not None:
-        return Charge(producer, charged, count)
-    window = current[0]
-    raise QuotaExceeded(producer, window, used[window.name], count,
-                        max(1, math.ceil(window.ends_at - now.timestamp())))
+    for _ in range(2):
+        charged = store.charge(producer, current, count, member)
+        if charged is not None:  # the windows it counted in (a newer one another clock turned)
+            return Charge(producer, charged, count)
+        seen = store.read(producer, current)  # (count, end of the window it is counted in)
+        for window in sorted(current, key=lambda w: -seen[w.name][1]):  # longest wait first
+            used, ends_at = seen[window.name]
+            if used + count > window.limit:
+                wait = max(1, math.ceil(ends_at - now.timestamp()))
+                raise QuotaExceeded(producer, window, used, count, wait)
+        # Room now that an earlier charge was taken back (or a window turned): try again.
+    raise StoreBusy("the producer's quota counters kept changing under the charge; nothing was "
+                    "counted, try again")  # fmt: skip
 
 
 def refund(spent: Charge | None, runtime: Runtime,
@@ -198,15 +191,15 @@ def usage(producer: str, runtime: Runtime) -> dict[str, Any]:
                            "no group's quota in the current windows)")  # fmt: skip
     now = runtime.clock.now()
     current = windows(limits, now)
-    used = counters(runtime).used(counted_as, current)
+    seen = counters(runtime).read(counted_as, current)  # (count, end of its window)
     return {
         "producer": producer,
         "counters": counted_as,
         "at": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "limits": [
-            {"limit": w.name, "quota": w.limit, "used": used[w.name],
-             "remaining": max(0, w.limit - used[w.name]),
-             "resets_at": (datetime.fromtimestamp(w.ends_at, UTC)
+            {"limit": w.name, "quota": w.limit, "used": seen[w.name][0],
+             "remaining": max(0, w.limit - seen[w.name][0]),
+             "resets_at": (datetime.fromtimestamp(seen[w.name][1], UTC)
                            .isoformat().replace("+00:00", "Z"))}
             for w in current
         ],

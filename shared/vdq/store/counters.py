@@ -35,6 +35,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -47,10 +48,30 @@ SK = "Q"
 # a window turned by another request in the moment since the last.
 TURNS = 8
 DAY = 86_400
+KINDS = ("s", "m", "d")  # the windows a record holds, shortest first
+_SPANS = {"s": 1, "m": 60}
 
 
 def quota_pk(producer: str) -> str:
     return f"QUOTA#{producer}"
+
+
+def window_key(kind: str, second: int) -> tuple[str, int]:
+    """The key of the window of ``kind`` (``s``, ``m``, ``d``) that holds the epoch
+    ``second``, and its end (epoch seconds)."""
+    if kind == "d":
+        start = second - second % DAY
+        return f"d#{datetime.fromtimestamp(start, UTC).date().isoformat()}", start + DAY
+    index = second // _SPANS[kind]
+    return f"{kind}#{index}", (index + 1) * _SPANS[kind]
+
+
+def key_end(key: str) -> int:
+    """When the window named ``key`` ends (epoch seconds)."""
+    kind, _, rest = key.partition("#")
+    if kind == "d":
+        return int(datetime.fromisoformat(rest).replace(tzinfo=UTC).timestamp()) + DAY
+    return (int(rest) + 1) * _SPANS[kind]
 
 
 @dataclass(frozen=True)
@@ -96,14 +117,20 @@ def member_digest(client: str) -> str:
 
 
 def _members_window(windows: Sequence[Window]) -> Window:
-    """The window whose record attributes name a group's clients: the longest."""
-    return max(windows, key=lambda w: w.ends_at)
+    """The window whose record attributes name a group's clients: the longest kind (by kind,
+    not by end: in the last second of a minute, its second and minute end together)."""
+    return max(windows, key=lambda w: KINDS.index(w.kind))
+
+
+def _now(windows: Sequence[Window]) -> int:
+    """The caller's second, as its windows say (its shortest window ends within a minute)."""
+    return min(w.ends_at for w in windows) - 1
 
 
 def _expiration(windows: Sequence[Window]) -> int:
-    """Two days past the start of the caller's UTC day (its shortest window's end is within a
-    minute of now): past the end of any window a caller within a day of it charges."""
-    now = min(w.ends_at for w in windows) - 1
+    """Two days past the start of the caller's UTC day: past the end of any window a caller
+    within a day of it charges."""
+    now = _now(windows)
     return now - now % DAY + 2 * DAY
 
 
@@ -307,20 +334,30 @@ class Counters:
     def used(self, producer: str, windows: Sequence[Window]) -> dict[str, int]:
         """Each window's count (strongly consistent), by window name; a newer window the
         record holds counts as the caller's. ``StoreBusy`` when DynamoDB keeps refusing."""
+        return {name: count for name, (count, _) in self.read(producer, windows).items()}
+
+    def read(self, producer: str, windows: Sequence[Window]) -> dict[str, tuple[int, int]]:
+        """Each window's count and the end of the window it is counted in (the caller's, or
+        a newer one the record holds: another function's clock is ahead), by window name."""
         if not windows:
             return {}
         item = self._record(producer)
         if item is None:  # never charged, or not since an upgrade
             carried = self._legacy(producer, windows)
-            return {w.name: carried.get(w.name, (0, ()))[0] for w in windows}
-        return {w.name: _count(item, w) for w in windows}
+            return {w.name: (carried.get(w.name, (0, ()))[0], w.ends_at) for w in windows}
+        out = {}
+        for w in windows:
+            held = _held(item, w)
+            out[w.name] = (_count(item, w), key_end(held) if held else w.ends_at)
+        return out
 
     def charged_as(self, client: str,
                    candidates: Sequence[tuple[str, Sequence[Window]]]) -> str | None:  # fmt: skip
         """The first of ``candidates`` (group producers, each with its current windows) whose
-        counters name ``client`` as charged in their current windows (strongly consistent,
-        one BatchGetItem a hundred producers; for a producer without a record, the records
-        of an earlier release); None when none does."""
+        counters name ``client`` as charged in a window current now, of any kind (a function
+        with other limits may have named it in another; strongly consistent, one
+        BatchGetItem a hundred producers; for a producer without a record, the records of an
+        earlier release); None when none does."""
         digest = member_digest(client)
         found: set[str] = set()
         windows_of = {quota_pk(p): windows for p, windows in candidates if windows}
@@ -331,8 +368,10 @@ class Counters:
                 "Keys": [self._key(p) for p in chunk], "ConsistentRead": True})  # fmt: skip
             for item in rows:
                 pk = item["pk"]["S"]
+                now = _now(windows_of[pk])
+                current = [Window(kind, window_key(kind, now)[0], 0, 0) for kind in KINDS]
                 if any(_held(item, w) and digest in item.get(f"{w.kind}c", {}).get("SS", [])
-                       for w in windows_of[pk]):  # fmt: skip
+                       for w in current):  # fmt: skip
                     found.add(pk)
             for producer in set(chunk) - {row["pk"]["S"].removeprefix("QUOTA#") for row in rows}:
                 carried = self._legacy(producer, windows_of[quota_pk(producer)])
