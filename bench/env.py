@@ -132,6 +132,9 @@ def stack(**settings_changes: Any) -> Iterator[Stack]:
         clock = FakeClock()
         rt = Runtime(settings=settings, clock=clock)
         rt.overrides["twilio"] = FakeTwilio()
+        # A deployment running for more than a day, in a warm container: the stream trusts an
+        # item's ``ap`` (vdq.workflow.retention.apart_trusted_after, read once a cold start).
+        rt.overrides["apart_since"] = 0
         runtime_module._DEFAULT = rt
         # A warm container has read the held producers within VDQ_HOLD_CACHE_SECONDS: a
         # journey's requests are a steady rate's (the read itself: bench.bill.guard_reads).

@@ -62,8 +62,9 @@ class Events(Items):
         if mark is None:
             records = pack_history(entries)
             stamp(records, expiration)
-            for pk in dict.fromkeys(r.pk for r in records):
+            for pk in dict.fromkeys(r.pk for r in records if unstamped([r])):
                 self._put_beside([r for r in records if r.pk == pk])
+            self._put([r for r in records if not unstamped([r])])  # together, as they are
             return
         current = item
         for _ in range(MARK_TRIES):
@@ -106,6 +107,9 @@ class Events(Items):
                 return
             if current.expiration is not None:
                 stamp(records, current.expiration)
+        self._put(records)
+
+    def _put(self, records: Sequence[HistoryRecord]) -> None:
         if len(records) == 1:
             records[0].save()
         elif records:

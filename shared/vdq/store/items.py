@@ -454,15 +454,16 @@ class Items(BatchWrites, Expiring):
         def fill(tx: TransactWrite) -> None:
             for record, put_condition in puts:
                 tx.save(record, condition=put_condition, return_values="ALL_OLD")
-            tx.update(probe, actions, condition=condition)
+            tx.update(probe, actions, condition=condition, return_values="ALL_OLD")
 
         try:
             transact(fill)
         except TransactWriteError as exc:
             reasons = exc.cancellation_reasons or []
             if len(reasons) > len(puts) and condition_failed(reasons[len(puts)]):
-                current = self.get_item(item_id) if apart else None
-                if current is not None and current.expiration is not None:
+                current = _current_from(reasons[len(puts)]) if apart else None
+                if (current is not None and current.expiration is not None
+                        and current.provider_id is None):  # fmt: skip
                     # Done since the caller read it: the same write, its records stamped.
                     return self.store_provider_id(
                         item_id, provider_id, history, attempt=attempt,

@@ -54,7 +54,7 @@ from typing import Any
 from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from vdq.core.clock import iso
+from vdq.core.clock import iso, parse_iso
 from vdq.core.settings import Settings
 from vdq.store import NEVER
 
@@ -292,16 +292,42 @@ def stamp_done(item: Any, runtime: Any) -> int:
         name: getattr(item, name) for name in ("id", "content_id", "expiration", "cx",
                                                "counted", "has_files")}  # fmt: skip
     if not isinstance(item, dict):
-        fields["ap"] = item.apart
+        fields["ap"], fields["queued_at"] = item.apart, item.queued_at
     expiration = int(fields["expiration"])
     # An item that says no record was written beside its state item without an expiration
-    # (``apart`` 0) has none to stamp: no read of its records.
-    records = fields.get("ap") != 0
+    # (``apart`` 0) has none to stamp: no read of its records. Unless it was queued while
+    # functions of a release that does not say so may still have run (apart_trusted_after).
+    records = fields.get("ap") != 0 or (
+        parse_iso(str(fields["queued_at"])).timestamp() < apart_trusted_after(runtime))
     if fields.get("cx") is not None:
         return int(runtime.store.stamp_item_records(fields["id"], expiration)) if records else 0
     return stamp_item(fields["id"], fields["content_id"], expiration, runtime,
                       counted=bool(fields.get("counted")), files=bool(fields.get("has_files")),
                       records=records)  # fmt: skip
+
+
+APART_KEY = {"pk": {"S": "CFG#apart"}, "sk": {"S": "CFG"}}
+# How long after the first function of a release that says ``ap`` stamps an item, one of the
+# release before may still write beside an item without saying so: a deploy updates the
+# functions one by one, and an invocation already running finishes on the code it began with.
+APART_SETTLE_SECONDS = DAY
+
+
+def apart_trusted_after(runtime: Any) -> float:
+    """Epoch seconds after which an item queued says truly, by ``ap`` 0, that nothing was
+    written beside its state item: a day after the table's ``CFG#apart`` (the first time a
+    function of a release that says so stamped; written once, read at each cold start)."""
+    since = runtime.overrides.get("apart_since")
+    if since is None:
+        answer = runtime.client("dynamodb").update_item(
+            TableName=runtime.settings.table_name, Key=APART_KEY,
+            UpdateExpression="SET #since = if_not_exists(#since, :now)",
+            ExpressionAttributeNames={"#since": "since"},
+            ExpressionAttributeValues={":now": {"N": str(int(runtime.clock.now().timestamp()))}},
+            ReturnValues="ALL_NEW")  # fmt: skip
+        since = int(answer["Attributes"]["since"]["N"])
+        runtime.overrides["apart_since"] = since
+    return float(since) + APART_SETTLE_SECONDS
 
 
 def stamp_item(item_id: str, content_id: str, expiration: int, runtime: Any, *,
