@@ -460,6 +460,21 @@ def count_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]
     return problems
 
 
+def unstamped(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
+    """Records beside a done item's state item without the item's expiration."""
+    problems = []
+    for pk, sk, it in world._rows("QI#"):
+        item = items.get(pk[3:])
+        if sk == "STATE" or item is None or item.state not in DONE:
+            continue
+        FIGURES["records beside done items checked"] += 1
+        ttl = it.to_json()["Attributes"].get("expiration")
+        if ttl is None or int(ttl["N"]) != item.expiration:
+            problems.append(f"{item.id} ({item.state}) record {sk} expires at "
+                            f"{ttl['N'] if ttl else None}, the item at {item.expiration}")
+    return problems
+
+
 def retention_problems(world: World, items: dict[str, QueueItemRecord]) -> list[str]:
     """An item not done has no expiration, nor has any of its records; a done item expires
     the retention after its done time, and a record of it that has an expiration has the
@@ -543,9 +558,10 @@ def drain(world: World, step: Any, rounds: int) -> int | None:
     """Deliver every message of the queues the functions read, by their mappings, until none
     is left: visible ones at once, delayed and in-flight ones once the clock reaches them;
     when the queues are empty, every timer passes (the timeouts, the lease, the publish grace)
-    and the per-minute schedules run, and it goes on while they put messages back. ``step``
-    runs one piece of work as the model's steps run (no fault). Returns the rounds taken, None
-    when the queues were not empty after ``rounds``."""
+    and the per-minute schedules run, and it goes on while they put messages back. The clock
+    passes the timers a day at most at a time, the daily schedule running after each day, as
+    EventBridge runs it. ``step`` runs one piece of work as the model's steps run (no fault).
+    Returns the rounds taken, None when the queues were not empty after ``rounds``."""
     from vdq.schedules import sweeps as schedules
 
     rt, s = world.rt, world.rt.settings
@@ -563,7 +579,13 @@ def drain(world: World, step: Any, rounds: int) -> int | None:
             if waiting:
                 rt.clock.advance((min(waiting) - now).total_seconds() + 0.001)
                 continue
-            rt.clock.advance(passed)
+            left = passed
+            while left > DAY:
+                rt.clock.advance(DAY)
+                left -= DAY
+                _, exc = step(lambda: schedules.run(["purge"], rt))
+                assert exc is None, exc
+            rt.clock.advance(left)
             _, exc = step(lambda: schedules.run(list(schedules.MINUTE), rt))
             assert exc is None, exc
             if not world.pending():
