@@ -271,16 +271,20 @@ def quota_runtime(runtime):
     return runtime
 
 
-def test_a_429_from_a_clock_behind_names_the_full_limit_and_its_true_count(quota_runtime):
-    rt = quota_runtime
-    minute = datetime(2026, 12, 3, 12, 1, 0, tzinfo=UTC)
-    rt.clock._now = minute + timedelta(milliseconds=200)  # a clock ahead fills the minute
-    for _ in range(8):
+def refused_from_behind(rt, boundary: datetime, fills: int) -> dict:
+    """A clock 0.2 s past ``boundary`` charges ``fills`` items (the new window full); the 429
+    details a clock 0.2 s before it then gets."""
+    rt.clock._now = boundary + timedelta(milliseconds=200)
+    for _ in range(fills):
         assert quotas.charge("p1", (), 1, rt) is not None
-    rt.clock._now = minute - timedelta(milliseconds=200)  # a clock behind: the last minute
+    rt.clock._now = boundary - timedelta(milliseconds=200)
     with pytest.raises(QuotaExceeded) as refused:
         quotas.charge("p1", (), 1, rt)
-    details = refused.value.details
+    return refused.value.details
+
+
+def test_a_429_from_a_clock_behind_names_the_full_limit_and_its_true_count(quota_runtime):
+    details = refused_from_behind(quota_runtime, datetime(2026, 12, 3, 12, 1, 0, tzinfo=UTC), 8)
     # The minute the record holds is full (8 of 8): that is what refused the request.
     assert (details["limit"], details["used"]) == ("per_minute", 8), details
 
@@ -413,14 +417,7 @@ def day_runtime(runtime):
 
 
 def test_retry_after_from_a_clock_behind_waits_for_the_full_window_it_met(day_runtime):
-    rt = day_runtime
-    rt.clock._now = MIDNIGHT + timedelta(milliseconds=200)  # a clock ahead fills day D+1
-    for _ in range(3):
-        assert quotas.charge("p1", (), 1, rt) is not None
-    rt.clock._now = MIDNIGHT - timedelta(milliseconds=200)  # a clock behind: still day D
-    with pytest.raises(QuotaExceeded) as refused:
-        quotas.charge("p1", (), 1, rt)
-    details = refused.value.details
+    details = refused_from_behind(day_runtime, MIDNIGHT, 3)  # day D+1 full, the caller on D
     assert (details["limit"], details["used"]) == ("per_day", 3)
     # The day that refused it (D+1) is full for another 24 h: a retry in 1 s is refused again.
     assert details["retry_after"] >= 86_000, details
