@@ -283,5 +283,6 @@ def keys_text(keys: dict[str, Any]) -> str:
             f"({r.get('reads', 0) / PARTITION_READ_UNITS:.0%}); target <= {HOT_SHARE:.0%} "
             f"({HOT_SHARE * PARTITION_WRITE_UNITS:,.0f} WCU/s, "
             f"{HOT_SHARE * PARTITION_READ_UNITS:,.0f} RCU/s); VDQ_INDEX_SHARDS "
-            f"{found['index_shards']}")
+            f"{found['index_shards']}"
+            + (f", VDQ_QUOTA_SHARDS {found['quota_shards']}" if found.get("quota_shards") else ""))
     return "\n".join(out)

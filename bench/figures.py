@@ -184,7 +184,9 @@ def key_rows(results: list[dict[str, Any]]) -> list[Row]:
         read_share = r.get("reads", 0) / PARTITION_READ_UNITS
         text = (f"{w.get('key')} {w.get('writes', 0):,.0f} WCU/s ({write_share:.0%}), "
                 f"{r.get('key')} {r.get('reads', 0):,.0f} RCU/s ({read_share:.0%}); "
-                f"from {found['emails']} emails, VDQ_INDEX_SHARDS {found['index_shards']}")
+                f"from {found['emails']} emails, VDQ_INDEX_SHARDS {found['index_shards']}"
+                + (f", VDQ_QUOTA_SHARDS {found['quota_shards']}"
+                   if found.get("quota_shards") else ""))  # fmt: skip
         rows.append(Row(figure, target, text,
                         write_share <= HOT_SHARE and read_share <= HOT_SHARE, found))  # fmt: skip
     return rows

@@ -1064,15 +1064,18 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE,
     an email's own and what the shared ones take at the rate. The sparse indexes have the
     shards the rate needs (VDQ_INDEX_SHARDS as its description says: index_shards_for).
     ``quota``: the one producer has a limit a second, a minute and a day (VDQ_PRODUCER_QUOTAS,
-    each well above what it sends), so every request charges its counters."""
-    from vdq.core.settings import QuotaLimits, index_shards_for
+    each well above what it sends), so every request charges its counters, split over the
+    shards the rate needs (VDQ_QUOTA_SHARDS as its description says: quota_shards_for, one a
+    request at 1:1)."""
+    from vdq.core.settings import QuotaLimits, index_shards_for, quota_shards_for
 
     total = Tally()
     shards = index_shards_for(rate)
     limits = {"*": QuotaLimits(per_second=int(rate) * 10, per_minute=int(rate) * 600,
                                per_day=int(rate) * 864_000)} if quota else {}  # fmt: skip
-    with env.stack(ses_max_send_rate=rate, index_shards=shards,
-                   producer_quotas=limits) as stack:  # fmt: skip
+    quota_shards = quota_shards_for(rate if quota and not bulk else rate / BULK_RECEIVERS)
+    with env.stack(ses_max_send_rate=rate, index_shards=shards, producer_quotas=limits,
+                   quota_shards=quota_shards) as stack:  # fmt: skip
         with COUNTER.measure(units=True) as tally:
             if bulk:
                 ids = []
@@ -1106,11 +1109,13 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE,
         for token in (i.id, i.content_id, i.provider_id, i.content_id.partition(".")[0]):
             if token:
                 owners.setdefault(str(token), set()).add(i.id)
-    return {**by_partition(total.keys, owners, count, rate), "index_shards": shards}
+    return {**by_partition(total.keys, owners, count, rate), "index_shards": shards,
+            "quota_shards": quota_shards if quota else None}
 
 
 ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-[0-9a-f]$")  # vdq.store.models.origin_content_id
 ORIGIN_PREFIX = "CO#"
+QUOTA_SHARD = re.compile(r"^QUOTA\d*#")  # vdq.store.counters.quota_pk: shard 0 has no number
 # An origin's partition holds the contents of many requests: besides the partition's units,
 # each content's (its records' sort keys name its ulid), so that one content shared by a bulk
 # request's emails shows what it takes while they are sent.
@@ -1125,7 +1130,8 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
     ID) -> the emails they belong to; a partition of one email only is that email's own, one
     of a group of them (a bulk request's content) takes the group's units per email times the
     rate (at the rate, one request's emails are what is being sent). Shards of one key (``A#0``
-    .. ``A#3``, or an origin's ``CO#<o>-0`` .. ``-f``: the same key but its number) count as
+    .. ``A#3``, an origin's ``CO#<o>-0`` .. ``-f``, a producer's quota counters ``QUOTA#<p>``,
+    ``QUOTA1#<p>`` ..: the same key but its number) count as
     their mean: the sample spreads ``count`` emails over them unevenly, the rate would not (an
     origin's over all its ORIGIN_SHARDS: a bulk sample of a few requests meets only some)."""
     from vdq.store.models import ORIGIN_SHARDS
@@ -1143,6 +1149,7 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
                            f"{partition} (of {len(emails)} emails)"))  # fmt: skip
         else:
             family = re.sub(r"#\d+$", "#*", re.sub(ORIGIN_SHARD, r"\1#*", partition))
+            family = re.sub(QUOTA_SHARD, "QUOTA*#", family)
             shards.setdefault((space, family), []).append((wru, rru))
             if ORIGIN_SHARD.match(partition):
                 spread[(space, family)] = ORIGIN_SHARDS

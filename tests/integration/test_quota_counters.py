@@ -4,13 +4,13 @@ of an earlier release's layout (a record a window) is carried over."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
 
+from tests.support.made import Calls, earlier_release_counted
 from vdq.core.settings import QuotaLimits
 from vdq.intake import quotas
 from vdq.intake.quotas import QuotaExceeded, windows
@@ -26,34 +26,9 @@ def table(aws):
     return aws["table"]
 
 
-class Calls:
-    """The DynamoDB operations a client made, and a hook run before one of them."""
-
-    def __init__(self, client) -> None:
-        self.made: list[str] = []
-        self.before: dict[int, object] = {}  # the n-th call (from 1) -> what to run first
-        client.meta.events.register("before-call.dynamodb.*", self._note)
-
-    def _note(self, model, **_):
-        self.made.append(model.name)
-        run = self.before.pop(len(self.made), None)
-        if run is not None:
-            run()
-
-
 def record(table: str, producer: str) -> dict:
     key = {"pk": {"S": f"QUOTA#{producer}"}, "sk": {"S": "Q"}}
     return boto3.client("dynamodb").get_item(TableName=table, Key=key).get("Item") or {}
-
-
-def earlier_release_counted(table: str, producer: str, window, used: int,
-                            members: tuple[str, ...] = ()) -> None:
-    """A record of a release that kept one a window (sk the window's key), as it wrote it."""
-    item = {"pk": {"S": f"QUOTA#{producer}"}, "sk": {"S": window.sk}, "used": {"N": str(used)},
-            "expiration": {"N": str(window.ends_at + 60)}}  # fmt: skip
-    if members:
-        item["members"] = {"SS": list(members)}
-    boto3.client("dynamodb").put_item(TableName=table, Item=item)
 
 
 def test_a_charge_is_one_update_of_one_record_whatever_the_limits(table):
@@ -168,25 +143,6 @@ def test_windows_that_keep_turning_under_the_write_are_a_503_with_nothing_counte
     with pytest.raises(StoreBusy):
         Counters(client, table).charge("p1", windows(QuotaLimits(per_second=100), T0), 1)
     assert record(table, "p1")["sn"] == {"N": "1"}
-
-
-def test_concurrent_charges_never_pass_a_limit(table, atomic_requests):
-    counters = Counters(boto3.client("dynamodb"), table)
-    limits = QuotaLimits(per_minute=30)
-    admitted = []
-
-    def request(n: int) -> None:
-        at = T0 + timedelta(seconds=n % 3)  # three seconds of one minute
-        if counters.charge("p1", windows(limits, at), 1):
-            admitted.append(n)
-
-    threads = [threading.Thread(target=request, args=(n,)) for n in range(45)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(admitted) == 30
-    assert counters.used("p1", windows(limits, T0)) == {"per_minute": 30}
 
 
 MIDNIGHT = datetime(2026, 12, 4, 0, 0, 0, tzinfo=UTC)  # day D+1 starts

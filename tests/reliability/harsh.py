@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -210,6 +211,8 @@ class Seam:
         if counter and self._counter_seen < plan.counter_times:
             assert plan.counter is not None
             self._counter_seen += 1
+            if op == "TransactWriteItems":
+                return self._cancel(body, plan.counter)
             return self._refuse(body, plan.counter)
         if plan.tx and _state_write(op, body):
             if op == "UpdateItem" and body == self._refused:
@@ -468,11 +471,16 @@ def _state_write(op: str, body: dict[str, Any]) -> bool:
     return op == "UpdateItem" and "recent" in (body.get("ExpressionAttributeNames") or {}).values()
 
 
+# The partition key of a producer's quota counters record, or of one of its shards.
+_QUOTA_KEY = re.compile(r"QUOTA\d*#")
+
+
 def _counter_write(op: str, body: dict[str, Any], table: str, only: str | None) -> bool:
-    """A write of the quota counters (vdq.store.counters): a charge, or a refund (an ADD of a
-    negative count); ``only`` picks one."""
-    if op != "UpdateItem" or not any(pk.startswith("QUOTA#")
-                                     for pk, _ in write_keys(op, body, table)):  # fmt: skip
+    """A write of the quota counters (vdq.store.counters): a charge (an UpdateItem of one
+    record, or a transaction across a producer's shards), or a refund (an ADD of a negative
+    count); ``only`` picks one."""
+    if op not in ("UpdateItem", "TransactWriteItems") or not any(
+            _QUOTA_KEY.match(pk) for pk, _ in write_keys(op, body, table)):  # fmt: skip
         return False
     if only is None:
         return True

@@ -2,7 +2,9 @@
 charge its one counters record, and DynamoDB refuses a write beyond what the record's partition
 gives (throttling) or one that meets a transaction on it (moto does neither: the seam answers
 them). A charge or a refund so refused is tried again; one that keeps being refused is a 503
-with nothing stored or charged."""
+with nothing stored or charged. With the counters split over shards (VDQ_QUOTA_SHARDS), a
+request no one shard has room for is counted across shards in one transaction, which DynamoDB
+cancels for the same reasons."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from vdq.api import Caller
 from vdq.core.settings import QuotaLimits
 from vdq.intake import quotas
 from vdq.intake import rest as intake
+from vdq.intake.quotas import QuotaExceeded
 from vdq.store import StoreBusy
 
 CLIENT = "producer-1"
@@ -26,10 +29,11 @@ EMAIL = {"sender": {"email": "shop@example.com"},
          "subject": "Hi", "text": "Text"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def world_once() -> Iterator[World]:
-    limits = QuotaLimits(per_minute=100, per_day=1000)
-    with harsh_world(producer_quotas={"*": limits}) as created:
+@pytest.fixture(scope="module", params=[1, 4], ids=["one record", "4 shards"])
+def world_once(request: pytest.FixtureRequest) -> Iterator[World]:
+    # With 4 shards a minute's share is 1 a shard: a request of two receivers always spreads.
+    limits = QuotaLimits(per_minute=4, per_day=1000)
+    with harsh_world(producer_quotas={"*": limits}, quota_shards=request.param) as created:
         yield created
 
 
@@ -70,3 +74,13 @@ def test_a_refused_refund_is_tried_again_so_nothing_stays_charged(world):
         intake.submit("email", EMAIL, SENDER, world.rt)
     assert world.items() == {}
     assert used(world) == {"per_minute": 0, "per_day": 0}
+
+
+def test_the_counters_admit_the_minutes_limit_and_no_more(world):
+    with world.seam.step(Plan()):
+        intake.submit("email", EMAIL, SENDER, world.rt)
+        intake.submit("email", EMAIL, SENDER, world.rt)
+        with pytest.raises(QuotaExceeded) as refused:
+            intake.submit("email", EMAIL, SENDER, world.rt)
+    assert (refused.value.details["limit"], refused.value.details["used"]) == ("per_minute", 4)
+    assert len(world.items()) == 4

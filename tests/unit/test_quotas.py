@@ -59,6 +59,15 @@ def test_quotas_are_read_from_json_and_bad_ones_name_the_setting():
         assert "VDQ_PRODUCER_QUOTAS" in str(err.value)
 
 
+def test_quota_shards_are_one_to_sixteen_and_bad_ones_name_the_setting():
+    assert Settings.from_env({}).quota_shards == 1
+    assert Settings.from_env({"VDQ_QUOTA_SHARDS": "4"}).quota_shards == 4
+    for bad in ("0", "17", "-1", "four", "2.5"):
+        with pytest.raises(SettingsError) as err:
+            Settings.from_env({"VDQ_QUOTA_SHARDS": bad})
+        assert "VDQ_QUOTA_SHARDS" in str(err.value)
+
+
 class _PartialReads:
     """A DynamoDB client whose BatchGetItem answers only the first key of a request and
     returns the rest as UnprocessedKeys (what DynamoDB does under throttling, which botocore

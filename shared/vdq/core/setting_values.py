@@ -70,6 +70,16 @@ def send_parallelism(value: str) -> int:
 
 
 MAX_SEND_PARALLELISM = 10
+# A charge spread over a producer's quota shards reads them in one BatchGetItem and writes them
+# in one transaction (at most 100 keys and 100 actions); 16 shards carry 4,800 requests a second.
+MAX_QUOTA_SHARDS = 16
+
+
+def quota_shards(value: str) -> int:
+    number = positive_int(value)
+    if number > MAX_QUOTA_SHARDS:
+        raise ValueError(f"must be at most {MAX_QUOTA_SHARDS}")
+    return number
 MAX_DELAY_SECONDS = 900  # SQS's longest DelaySeconds
 
 

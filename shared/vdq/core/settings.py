@@ -37,6 +37,16 @@ def index_shards_for(rate: float) -> int:
     return shards
 
 
+# Requests a second of one producer that one quota counters record takes at 30% of a partition's
+# 1,000 write units: each writes one unit.
+QUOTA_SHARD_RATE = 300
+
+
+def quota_shards_for(rate: float) -> int:
+    """The quota shards one producer's ``rate`` (requests a second) needs."""
+    return max(1, -(-int(rate) // QUOTA_SHARD_RATE))
+
+
 def _setting(env: str, default: Any, parse: Callable[[str], Any] = read.text, doc: str = "") -> Any:
     metadata = {"env": env, "parse": parse, "doc": doc, "default": default}
     if isinstance(default, Mapping):
@@ -319,6 +329,13 @@ class Settings:
         '"per_minute", "per_day"} queue items; over one, POST /emails and /sms answer 429; '
         "empty: no quotas",
     )
+    quota_shards: int = _setting(
+        "VDQ_QUOTA_SHARDS", 1, read.quota_shards,
+        "records each producer's quota counters are split over (1 to 16): a request writes one "
+        "(one write unit), so raise it to take one producer's requests past 300 a second, 4 at "
+        "1,000 (quota_shards_for); set it once, before traffic: raised or lowered, a producer "
+        "may pass its limits, in the windows current then, by what it counted in them",
+    )  # fmt: skip
     # The reputation guard (vdq.results.reputation): rates per producer over a rolling window.
     reputation_guard: str = _setting(
         "VDQ_REPUTATION_GUARD", "hold", read.guard_mode,

@@ -87,9 +87,8 @@ _CONFLICT = {
 }  # fmt: skip
 _NOTHING_STORED = (
     "Or nothing was stored: try again (`contention`: DynamoDB kept refusing the charge of the "
-    "producer's quota counters, as more requests of one producer than its record's partition "
-    "takes make it; "
-    "`store_unavailable`: the store refused the items)."
+    "producer's quota counters, as more requests of one producer than their records' partitions "
+    "take make it (VDQ_QUOTA_SHARDS); `store_unavailable`: the store refused the items)."
 )
 _COUNTERS_BUSY = "Try again (`contention`): {what}."
 STATUS_TEXT: dict[int, dict[str, str]] = {
@@ -101,8 +100,8 @@ STATUS_TEXT: dict[int, dict[str, str]] = {
         "other": "Try again (`contention`): others kept changing the item.",
         "postAttachmentUpload": _COUNTERS_BUSY.format(
             what="DynamoDB kept refusing the charge of the quota counters, as more requests of "
-                 "one producer than its record's partition takes make it; nothing counted, no "
-                 "URL"),
+                 "one producer than their records' partitions take make it (VDQ_QUOTA_SHARDS); "
+                 "nothing counted, no URL"),
         "getProducerUsage": _COUNTERS_BUSY.format(
             what="DynamoDB kept refusing the read of the quota counters (throttling)"),
         "getStats": _COUNTERS_BUSY.format(

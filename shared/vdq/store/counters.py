@@ -22,6 +22,9 @@ windows counts nothing.
 
 The record takes one write unit a request of a producer (three limits took six): about 300
 requests a second is 30% of a partition's 1,000 units, whatever the receivers per request.
+Past that, VDQ_QUOTA_SHARDS splits the counters over records of their own partitions (shard 0
+is ``QUOTA#<producer>``, shard i ``QUOTA<i>#<producer>``), each with a share of every limit:
+``Counters`` says how a charge stays exact across them.
 
 Throttling and a write that met a transaction are tried again with jittered back-off as every
 store write is (``vdq.store.tx.retried``) and become ``StoreBusy`` (503, nothing changed) when
@@ -32,15 +35,25 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import random
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vdq.store.tx import UPDATE_TRIES, StoreBusy, batch_get, client_code, client_refused, retried
+from vdq.store.tx import (
+    UPDATE_TRIES,
+    StoreBusy,
+    batch_get,
+    cancellation_codes,
+    client_code,
+    client_refused,
+    retried,
+)
 
 TRIES = UPDATE_TRIES  # as a state write's: about 5 s of jittered back-off at most
 SK = "Q"
@@ -52,8 +65,15 @@ KINDS = ("s", "m", "d")  # the windows a record holds, shortest first
 _SPANS = {"s": 1, "m": 60}
 
 
-def quota_pk(producer: str) -> str:
-    return f"QUOTA#{producer}"
+def quota_pk(producer: str, shard: int = 0) -> str:
+    """The partition key of a producer's counters record, or of its shard ``shard`` (one of
+    VDQ_QUOTA_SHARDS; shard 0 is the record of one shard, so raising the setting keeps it)."""
+    return f"QUOTA#{producer}" if shard == 0 else f"QUOTA{shard}#{producer}"
+
+
+def share(limit: int, shard: int, shards: int) -> int:
+    """What shard ``shard`` of ``shards`` may count of ``limit``: the shares sum to it."""
+    return limit // shards + (1 if shard < limit % shards else 0)
 
 
 def window_key(kind: str, second: int) -> tuple[str, int]:
@@ -82,6 +102,10 @@ class Window:
     sk: str
     limit: int
     ends_at: int  # epoch seconds
+    # Of a charge's windows: the shard record it counted in, and how many of the charge's
+    # items (None: all of them; a charge spread over shards counts a part in each).
+    shard: int = 0
+    amount: int | None = None
 
     @property
     def kind(self) -> str:
@@ -153,25 +177,36 @@ class _Update:
         self.names[f"#{w.kind}{part}"] = f"{w.kind}{part}"
         return f"#{w.kind}{part}"
 
-    def count_into(self, w: Window, key: str, members: bool) -> None:
-        """Add the count to the window the record holds (``key``), if it has room;
-        ``members``: this window names the group's clients."""
+    def _amount(self, w: Window, amount: int | None) -> tuple[int, str]:
+        """The items counted in ``w`` (the charge's count unless a part of it) and the
+        placeholder of that number."""
+        if amount is None or amount == self.count:
+            return self.count, ":n"
+        self.values[f":{w.kind}add"] = {"N": str(amount)}
+        return amount, f":{w.kind}add"
+
+    def count_into(self, w: Window, key: str, members: bool, amount: int | None = None) -> None:
+        """Add the count (or ``amount`` of it) to the window the record holds (``key``), if
+        it has room; ``members``: this window names the group's clients."""
+        amount, placeholder = self._amount(w, amount)
         self.values[f":{w.kind}held"] = {"S": key}
-        self.values[f":{w.kind}room"] = {"N": str(w.limit - self.count)}
+        self.values[f":{w.kind}room"] = {"N": str(w.limit - amount)}
         self.conditions.append(
             f"{self._name(w, 'w')} = :{w.kind}held AND {self._name(w, 'n')} <= :{w.kind}room"
         )
-        self.adds.append(f"{self._name(w, 'n')} :n")
+        self.adds.append(f"{self._name(w, 'n')} {placeholder}")
         if members and self.member is not None:
             self.adds.append(f"{self._name(w, 'c')} :member")
 
-    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str] | None) -> None:
+    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str] | None,
+             amount: int | None = None) -> None:  # fmt: skip
         """Start ``w`` in place of the older window ``held`` (None: the record holds none of
-        this limit) at ``start`` (what a record of an earlier release counted) + the count;
-        ``members`` (None: this window does not name the group's clients): those it starts
-        with, besides the caller's."""
+        this limit) at ``start`` (what a record of an earlier release counted) + the count
+        (or ``amount`` of it); ``members`` (None: this window does not name the group's
+        clients): those it starts with, besides the caller's."""
+        amount = self.count if amount is None else amount
         self.values[f":{w.kind}new"] = {"S": w.sk}
-        self.values[f":{w.kind}start"] = {"N": str(start + self.count)}
+        self.values[f":{w.kind}start"] = {"N": str(start + amount)}
         self.sets += [
             f"{self._name(w, 'w')} = :{w.kind}new",
             f"{self._name(w, 'n')} = :{w.kind}start",
@@ -212,30 +247,55 @@ def _mentions(text: str, placeholder: str) -> bool:
 
 
 class Counters:
-    """Charges and reads of the quota counters (a boto3 DynamoDB client's calls)."""
+    """Charges and reads of the quota counters (a boto3 DynamoDB client's calls).
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    ``shards`` (VDQ_QUOTA_SHARDS): the records a producer's counters are split over. Each
+    holds a share of every limit (``share``: they sum to the limit); a charge counts in one
+    shard picked at random, one UpdateItem as with one record, and when that shard has no
+    room it reads every shard and, if the producer as a whole has room, counts the request
+    across the shards that have some in one transaction. A request is refused only when the
+    shards together are full."""
+
+    def __init__(self, client: Any, table_name: str, shards: int = 1,
+                 pick: Callable[[int], int] = random.randrange) -> None:  # fmt: skip
         self._client = client
         self._table = table_name
+        self.shards = shards
+        self._pick = pick
 
-    def _key(self, producer: str) -> dict[str, Any]:
-        return {"pk": {"S": quota_pk(producer)}, "sk": {"S": SK}}
+    def _key(self, producer: str, shard: int = 0) -> dict[str, Any]:
+        return {"pk": {"S": quota_pk(producer, shard)}, "sk": {"S": SK}}
 
     def charge(self, producer: str, windows: Sequence[Window], count: int,
                member: str | None = None) -> tuple[Window, ...] | None:  # fmt: skip
         """Count ``count`` items in every window if each has room: the windows counted in
-        (the caller's, or a newer one the record holds); None (nothing counted) when any would
-        pass its limit. ``member``: the client charged through a group's counters, named in
-        the longest window in the same write (so the usage view finds the counters a client is
+        (the caller's, or a newer one the record holds; with shards, each names its shard
+        and the part of ``count`` it holds); None (nothing counted) when any would pass its
+        limit. ``member``: the client charged through a group's counters, named in the
+        longest window in the same write (so the usage view finds the counters a client is
         charged to at no extra request)."""
         if not windows:
             return ()
+        if self.shards == 1:
+            return self._charge_shard(producer, windows, count, member, 0)
+        shard = self._pick(self.shards)
+        shared = [replace(w, limit=share(w.limit, shard, self.shards)) for w in windows]
+        if all(count <= w.limit for w in shared):
+            charged = self._charge_shard(producer, shared, count, member, shard)
+            if charged is not None:
+                return tuple(replace(c, limit=w.limit, shard=shard)
+                             for c, w in zip(charged, windows, strict=True))  # fmt: skip
+        return self._spread(producer, windows, count, member, prefer=shard)
+
+    def _charge_shard(self, producer: str, windows: Sequence[Window], count: int,
+                      member: str | None, shard: int) -> tuple[Window, ...] | None:  # fmt: skip
+        """``charge`` in one record (``windows``' limits are its shares)."""
         digest = member_digest(member) if member is not None else None
         longest = _members_window(windows)
         old: dict[str, Any] | None = None  # the record as last seen; None: not yet read
         for _ in range(TURNS):
             update = _Update(count, digest, _expiration(windows))
-            carried = self._legacy(producer, windows) if old == {} else {}
+            carried = self._legacy(producer, windows) if old == {} and shard == 0 else {}
             charged = []
             for w in windows:
                 held = None if old is None else old.get(f"{w.kind}w", {}).get("S")
@@ -252,11 +312,106 @@ class Counters:
                         return None
                     update.turn(w, held, start, members if w is longest else None)
                     charged.append(w)
-            applied, old = self._update(producer, update)
+            applied, old = self._update(producer, update, shard)
             if applied:
                 return tuple(charged)
+            if old == {} and shard != 0:  # a new shard: the charge that writes it spreads, so
+                return None  # that an earlier release's count is read (``_spread``)
         raise StoreBusy("the quota counters' windows kept turning under the write; nothing "
                         "was counted, try again")  # fmt: skip
+
+    def _spread(self, producer: str, windows: Sequence[Window], count: int,
+                member: str | None, prefer: int = 0) -> tuple[Window, ...] | None:  # fmt: skip
+        """Count ``count`` items across the shards that have room, in one transaction
+        conditional on each shard's room, when all of them together have room for it in every
+        window; None when they have not. Read again and planned again when another charge
+        took the room meanwhile. The items go to ``prefer`` (the shard picked: new, or full) as
+        far as it has room, then to the shards with the most room.
+
+        Each limit counts in the newest of its windows any shard holds (a shard still holding
+        an older one turns to it), as one record counts a caller whose clock is behind in the
+        newer window it holds. The first charge that writes shard 0 spreads what the records
+        of an earlier release counted (``_legacy``) over the shards' room and writes shard 0
+        in every window, so that no later charge needs those records."""
+        digest = member_digest(member) if member is not None else None
+        longest = _members_window(windows).kind
+        for _ in range(TURNS):
+            rows = self._shard_rows(producer)
+            carried = self._legacy(producer, windows) if rows[0] is None else {}
+            # shard -> (the window counted in, the earlier release's count put there and the
+            # clients it names, items)
+            plan: dict[int, list[tuple[Window, int, tuple[str, ...], int]]] = {}
+            for caller in windows:
+                helds = [None if row is None else _held(row, caller) for row in rows]
+                w = replace(caller, sk=max((h for h in helds if h), key=_order, default=caller.sk))
+                counts = [_count(row, w) if row is not None and helds[i] == w.sk else 0
+                          for i, row in enumerate(rows)]  # fmt: skip
+                # What an earlier release counted is of the caller's window, not a newer one.
+                earlier, named = carried.get(w.name, (0, ())) if w.sk == caller.sk else (0, ())
+                if sum(counts) + earlier + count > w.limit:
+                    return None
+                rooms = [share(w.limit, i, self.shards) - counts[i] for i in range(self.shards)]
+                starts = [0] * self.shards
+                for i in range(self.shards):  # the earlier release's count, where there is room
+                    starts[i] = max(0, min(earlier - sum(starts), rooms[i]))
+                    rooms[i] -= starts[i]
+                takes = [0] * self.shards
+                for i in sorted(range(self.shards), key=lambda i: (i != prefer, -rooms[i])):
+                    takes[i] = max(0, min(count - sum(takes), rooms[i]))
+                for i in range(self.shards):  # (the rooms, summed, hold both: checked above)
+                    if takes[i] or starts[i] or (carried and i == 0):
+                        plan.setdefault(i, []).append((w, starts[i], named, takes[i]))
+            charged: list[Window] = []
+            actions = []
+            for shard, parts in sorted(plan.items()):
+                row = rows[shard]
+                update = _Update(count, digest, _expiration(windows))
+                for w, start, named, take in parts:
+                    mine = replace(w, limit=share(w.limit, shard, self.shards))
+                    held = None if row is None else row.get(f"{w.kind}w", {}).get("S")
+                    names = w.kind == longest
+                    if held == w.sk:
+                        update.count_into(mine, held, members=names, amount=start + take)
+                    else:
+                        members = named if shard == 0 else ()
+                        update.turn(mine, held, start, members if names else None, take)
+                    if take:
+                        charged.append(replace(w, shard=shard, amount=take))
+                actions.append({"Update": {"TableName": self._table,
+                                           "Key": self._key(producer, shard),
+                                           **update.request()}})  # fmt: skip
+            if self._transact(actions):
+                return tuple(charged)
+        raise StoreBusy("the quota counters' shards kept changing under the charge; nothing "
+                        "was counted, try again")  # fmt: skip
+
+    def _transact(self, actions: list[dict[str, Any]]) -> bool:
+        """One TransactWriteItems of the shards' updates: False when a condition failed
+        (another charge took the room, or a window turned, since the read). Each try has a
+        token of its own, which botocore's retries of a lost answer keep: DynamoDB applies
+        them once (a try sent again after a cancellation is a new request)."""
+        outcome: list[bool] = []
+
+        def write() -> None:
+            try:
+                self._client.transact_write_items(TransactItems=actions,
+                                                  ClientRequestToken=uuid.uuid4().hex)  # fmt: skip
+            except ClientError as exc:
+                if "ConditionalCheckFailed" not in cancellation_codes(exc):
+                    raise
+                outcome.append(False)
+                return
+            outcome.append(True)
+
+        retried(write, client_refused, TRIES)
+        return outcome[-1]
+
+    def _shard_rows(self, producer: str) -> list[dict[str, Any] | None]:
+        """Every shard record of ``producer`` (strongly consistent; None: none yet)."""
+        keys = [self._key(producer, i) for i in range(self.shards)]
+        rows = batch_get(self._client, self._table, {"Keys": keys, "ConsistentRead": True})
+        by_pk = {row["pk"]["S"]: row for row in rows}
+        return [by_pk.get(key["pk"]["S"]) for key in keys]
 
     def _legacy(self, producer: str,
                 windows: Sequence[Window]) -> dict[str, tuple[int, tuple[str, ...]]]:  # fmt: skip
@@ -277,14 +432,15 @@ class Counters:
                                tuple(member_digest(m) for m in named))  # fmt: skip
         return out
 
-    def _update(self, producer: str, update: _Update) -> tuple[bool, dict[str, Any]]:
+    def _update(self, producer: str, update: _Update,
+                shard: int = 0) -> tuple[bool, dict[str, Any]]:  # fmt: skip
         """One conditional UpdateItem of the record: (applied, the record as it was when the
         condition failed: {} when there was none)."""
         outcome: list[tuple[bool, dict[str, Any]]] = []
 
         def write() -> None:
             try:
-                self._client.update_item(TableName=self._table, Key=self._key(producer),
+                self._client.update_item(TableName=self._table, Key=self._key(producer, shard),
                                          ReturnValuesOnConditionCheckFailure="ALL_OLD",
                                          **update.request())  # fmt: skip
             except ClientError as exc:
@@ -298,21 +454,27 @@ class Counters:
         return outcome[-1]
 
     def refund(self, producer: str, windows: Sequence[Window], count: int) -> None:
-        """Take back a charge whose items were not stored, from the windows it counted in
-        (each window's ADD tried again as a charge is; a window that turned meanwhile has
-        nothing to take back)."""
+        """Take back ``count`` items of a charge whose items were not stored, from the
+        windows it counted in (``charge``'s answer: with shards, a window's parts, each taken
+        back up to what it holds). Each ADD is tried again as a charge is; a window that
+        turned meanwhile has nothing to take back."""
+        left = {w.kind: count for w in windows}
         for w in windows:
+            take = min(left[w.kind], count if w.amount is None else w.amount)
+            if take <= 0:
+                continue
+            left[w.kind] -= take
 
-            def write(w: Window = w) -> None:
+            def write(w: Window = w, take: int = take) -> None:
                 try:
                     self._client.update_item(
-                        TableName=self._table, Key=self._key(producer),
+                        TableName=self._table, Key=self._key(producer, w.shard),
                         UpdateExpression="ADD #n :n",
                         ConditionExpression="#w = :w AND #n >= :count",
                         ExpressionAttributeNames={"#w": f"{w.kind}w", "#n": f"{w.kind}n"},
-                        ExpressionAttributeValues={":n": {"N": str(-count)},
+                        ExpressionAttributeValues={":n": {"N": str(-take)},
                                                    ":w": {"S": w.sk},
-                                                   ":count": {"N": str(count)}})  # fmt: skip
+                                                   ":count": {"N": str(take)}})  # fmt: skip
                 except ClientError as exc:
                     if client_code(exc) != "ConditionalCheckFailedException":
                         raise
@@ -338,17 +500,22 @@ class Counters:
 
     def read(self, producer: str, windows: Sequence[Window]) -> dict[str, tuple[int, int]]:
         """Each window's count and the end of the window it is counted in (the caller's, or
-        a newer one the record holds: another function's clock is ahead), by window name."""
+        a newer one a record holds: another function's clock is ahead), by window name; with
+        shards, their counts summed."""
         if not windows:
             return {}
-        item = self._record(producer)
-        if item is None:  # never charged, or not since an upgrade
-            carried = self._legacy(producer, windows)
-            return {w.name: (carried.get(w.name, (0, ()))[0], w.ends_at) for w in windows}
+        rows = [self._record(producer)] if self.shards == 1 else self._shard_rows(producer)
+        carried = self._legacy(producer, windows) if rows[0] is None else {}
         out = {}
-        for w in windows:
-            held = _held(item, w)
-            out[w.name] = (_count(item, w), key_end(held) if held else w.ends_at)
+        for w in windows:  # the newest window a record holds (shards still on an older count 0)
+            helds = [None if row is None else _held(row, w) for row in rows]
+            newest = max((h for h in helds if h), key=_order, default=None)
+            # What an earlier release counted is of the caller's window, not a newer one.
+            earlier = carried.get(w.name, (0, ()))[0] if newest in (None, w.sk) else 0
+            count = earlier + sum(
+                _count(row, w) for row, held in zip(rows, helds, strict=True)
+                if row is not None and held is not None and held == newest)  # fmt: skip
+            out[w.name] = (count, key_end(newest) if newest else w.ends_at)
         return out
 
     def charged_as(self, client: str,
@@ -356,25 +523,30 @@ class Counters:
         """The first of ``candidates`` (group producers, each with its current windows) whose
         counters name ``client`` as charged in a window current now, of any kind (a function
         with other limits may have named it in another; strongly consistent, one
-        BatchGetItem a hundred producers; for a producer without a record, the records of an
+        BatchGetItem a hundred records; for a producer without a record, the records of an
         earlier release); None when none does."""
         digest = member_digest(client)
         found: set[str] = set()
-        windows_of = {quota_pk(p): windows for p, windows in candidates if windows}
-        producers = [p for p, windows in candidates if windows]
-        for start in range(0, len(producers), 100):
-            chunk = producers[start : start + 100]
+        windows_of = {p: windows for p, windows in candidates if windows}
+        producers = list(windows_of)
+        keys = [(p, i) for p in producers for i in range(self.shards)]
+        seen: set[str] = set()
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            by_pk = {quota_pk(p, i): p for p, i in chunk}
             rows = batch_get(self._client, self._table, {
-                "Keys": [self._key(p) for p in chunk], "ConsistentRead": True})  # fmt: skip
+                "Keys": [self._key(p, i) for p, i in chunk], "ConsistentRead": True})  # fmt: skip
             for item in rows:
-                pk = item["pk"]["S"]
-                now = _now(windows_of[pk])
+                producer = by_pk[item["pk"]["S"]]
+                if item["pk"]["S"] == quota_pk(producer):
+                    seen.add(producer)
+                now = _now(windows_of[producer])
                 current = [Window(kind, window_key(kind, now)[0], 0, 0) for kind in KINDS]
                 if any(_held(item, w) and digest in item.get(f"{w.kind}c", {}).get("SS", [])
                        for w in current):  # fmt: skip
-                    found.add(pk)
-            for producer in set(chunk) - {row["pk"]["S"].removeprefix("QUOTA#") for row in rows}:
-                carried = self._legacy(producer, windows_of[quota_pk(producer)])
-                if any(digest in members for _, members in carried.values()):
-                    found.add(quota_pk(producer))
-        return next((p for p in producers if quota_pk(p) in found), None)
+                    found.add(producer)
+        for producer in set(producers) - seen - found:  # no record of this release's
+            carried = self._legacy(producer, windows_of[producer])
+            if any(digest in members for _, members in carried.values()):
+                found.add(producer)
+        return next((p for p in producers if p in found), None)
