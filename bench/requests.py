@@ -1115,7 +1115,6 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE,
 
 ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-[0-9a-f]$")  # vdq.store.models.origin_content_id
 ORIGIN_PREFIX = "CO#"
-QUOTA_SHARD = re.compile(r"^QUOTA\d*#")  # vdq.store.counters.quota_pk: shard 0 has no number
 # An origin's partition holds the contents of many requests: besides the partition's units,
 # each content's (its records' sort keys name its ulid), so that one content shared by a bulk
 # request's emails shows what it takes while they are sent.
@@ -1134,6 +1133,7 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
     ``QUOTA1#<p>`` ..: the same key but its number) count as
     their mean: the sample spreads ``count`` emails over them unevenly, the rate would not (an
     origin's over all its ORIGIN_SHARDS: a bulk sample of a few requests meets only some)."""
+    from vdq.store.counters import QUOTA_KEY
     from vdq.store.models import ORIGIN_SHARDS
 
     shards: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -1149,7 +1149,7 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
                            f"{partition} (of {len(emails)} emails)"))  # fmt: skip
         else:
             family = re.sub(r"#\d+$", "#*", re.sub(ORIGIN_SHARD, r"\1#*", partition))
-            family = re.sub(QUOTA_SHARD, "QUOTA*#", family)
+            family = QUOTA_KEY.sub("QUOTA*#", family)
             shards.setdefault((space, family), []).append((wru, rru))
             if ORIGIN_SHARD.match(partition):
                 spread[(space, family)] = ORIGIN_SHARDS

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 
 from tests.reliability.queues import Queue, SqsError, boto_message, md5
 from tests.reliability.support import FIGURES, Crash
+from vdq.store.counters import QUOTA_KEY
 
 WINDOW = 1.0  # seconds a write stays invisible to an eventually consistent read
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
@@ -471,16 +471,12 @@ def _state_write(op: str, body: dict[str, Any]) -> bool:
     return op == "UpdateItem" and "recent" in (body.get("ExpressionAttributeNames") or {}).values()
 
 
-# The partition key of a producer's quota counters record, or of one of its shards.
-_QUOTA_KEY = re.compile(r"QUOTA\d*#")
-
-
 def _counter_write(op: str, body: dict[str, Any], table: str, only: str | None) -> bool:
     """A write of the quota counters (vdq.store.counters): a charge (an UpdateItem of one
     record, or a transaction across a producer's shards), or a refund (an ADD of a negative
     count); ``only`` picks one."""
     if op not in ("UpdateItem", "TransactWriteItems") or not any(
-            _QUOTA_KEY.match(pk) for pk, _ in write_keys(op, body, table)):  # fmt: skip
+            QUOTA_KEY.match(pk) for pk, _ in write_keys(op, body, table)):  # fmt: skip
         return False
     if only is None:
         return True

@@ -65,6 +65,10 @@ KINDS = ("s", "m", "d")  # the windows a record holds, shortest first
 _SPANS = {"s": 1, "m": 60}
 
 
+# What every quota_pk starts with, whatever its shard (shard 0 has no number).
+QUOTA_KEY = re.compile(r"^QUOTA\d*#")
+
+
 def quota_pk(producer: str, shard: int = 0) -> str:
     """The partition key of a producer's counters record, or of its shard ``shard`` (one of
     VDQ_QUOTA_SHARDS; shard 0 is the record of one shard, so raising the setting keeps it)."""
