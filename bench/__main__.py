@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                                      keys["bulk quota"]])
 
         rows += section("keys", key_rows, figures.KEY_FIGURES)
+        refused = 40 if args.quick else 200
+        rows += section("keys (refused)",
+                        lambda: figures.refused_rows(rq.refused_keys(refused)),
+                        figures.REFUSED_FIGURES)  # fmt: skip
     if "coldstart" in wanted:
         rows += section("coldstart", lambda: figures.coldstart_rows(coldstart.measure()),
                         figures.COLDSTART_FIGURES)  # fmt: skip

@@ -56,6 +56,9 @@ KEY_FIGURES = [
     ("hottest key at 1,000 emails/s, bulk requests of one producer with a quota",
      "<= 30% of a partition"),
 ]
+REFUSED_FIGURES = [
+    ("a producer past its limit, 1,000 requests/s: its counters records", "(reported)"),
+]
 COLDSTART_FIGURES = [
     ("cold start: handler import / boto3", f"<= {IMPORT_RATIO_MAX}x"),
     ("cold start: twilio in non-SMS functions", "none"),
@@ -190,6 +193,22 @@ def key_rows(results: list[dict[str, Any]]) -> list[Row]:
         rows.append(Row(figure, target, text,
                         write_share <= HOT_SHARE and read_share <= HOT_SHARE, found))  # fmt: skip
     return rows
+
+
+def refused_rows(found: dict[str, Any]) -> list[Row]:
+    """A container refuses once a second from what a refusal read (vdq.store.refusals): at the
+    rate, as many rounds a second as containers refusing at once; before, one a request."""
+    from bench.requests import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+
+    memo, at_rate = found["memo"], found["each_at_rate"]
+    text = (f"{memo['writes']:.2f} WCU, {memo['reads']:.2f} RCU a record (the mean of "
+            f"{found['quota_shards']} shards) for {found['requests']} refused in one container's "
+            f"second: within 30% of a partition up to {found['containers']:,} containers refusing "
+            f"at once. Remembering nothing, {at_rate['writes']:,.0f} WCU/s "
+            f"({at_rate['writes'] / PARTITION_WRITE_UNITS:.0%}), {at_rate['reads']:,.0f} RCU/s "
+            f"({at_rate['reads'] / PARTITION_READ_UNITS:.0%}) a record at {found['rate']:,.0f}/s")
+    figure, target = REFUSED_FIGURES[0]
+    return [Row(figure, target, text, None, found)]
 
 
 def coldstart_rows(result: dict[str, Any]) -> list[Row]:

@@ -550,8 +550,10 @@ def sms_body(receivers: int = 1, first: int = 0) -> dict[str, Any]:
     }
 
 
-def post(name: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict:
-    """POST through the enqueue handler as API Gateway would call it; the response body."""
+def post(name: str, body: dict[str, Any], headers: dict[str, str] | None = None,
+         expect: int = 201) -> dict:  # fmt: skip
+    """POST through the enqueue handler as API Gateway would call it; the response body (an
+    error when its status is not ``expect``)."""
     import json
 
     from functions.enqueue import handler as enqueue_handler
@@ -559,7 +561,7 @@ def post(name: str, body: dict[str, Any], headers: dict[str, str] | None = None)
 
     event = api_event(name, body=body, groups=["vdq-senders"], headers=headers)
     response = enqueue_handler.handler(event, env.LambdaContext("vdq-enqueue"))
-    if response["statusCode"] != 201:
+    if response["statusCode"] != expect:
         raise RuntimeError(f"enqueue answered {response['statusCode']}: {response['body']}")
     return json.loads(response["body"])
 
@@ -1111,6 +1113,54 @@ def hot_keys(count: int = 100, bulk: bool = False, rate: float = HOT_RATE,
                 owners.setdefault(str(token), set()).add(i.id)
     return {**by_partition(total.keys, owners, count, rate), "index_shards": shards,
             "quota_shards": quota_shards if quota else None}
+
+
+# The day limit of the producer past it: 2 items a shard (with a share of 0 a shard is never
+# charged first).
+REFUSED_DAY = 8
+
+
+def refused_keys(count: int = 200, rate: float = HOT_RATE) -> dict[str, Any]:
+    """A producer past its day limit sending ``count`` one-receiver requests into one container
+    (each a 429), its counters split over the shards ``rate`` requests a second need: the
+    units each counters record takes. ``memo``: as VDQ runs, the container refusing from the
+    records a refusal read for a second (the ``count`` requests within that second: the clock
+    the memo reads stands still), so the figure is a container's a second; ``each``: with
+    nothing remembered (every request its own charge and read, as before the memo), the figure
+    is a request's: at ``rate`` refused requests a second, and how many containers refusing
+    at once keep a record within ``HOT_SHARE`` of its partition."""
+    from vdq.core.settings import QuotaLimits, quota_shards_for
+    from vdq.intake import quotas
+    from vdq.store.counters import QUOTA_KEY, Counters
+    from vdq.store.refusals import Refusals
+
+    shards = quota_shards_for(rate)
+    out: dict[str, Any] = {"requests": count, "rate": rate, "quota_shards": shards}
+    for name, refusals in (("memo", lambda: Refusals(monotonic=lambda: 0.0)),
+                           ("each", lambda: Refusals(seconds=0))):  # fmt: skip
+        with env.stack(producer_quotas={"*": QuotaLimits(per_day=REFUSED_DAY)},
+                       quota_shards=shards) as stack:  # fmt: skip
+            post("apigw_post_emails", email_body(REFUSED_DAY))  # the day's items: full
+            rt = stack.runtime
+            rt.overrides["counters"] = Counters(rt.client("dynamodb"), rt.settings.table_name,
+                                                shards=shards, refusals=refusals())  # fmt: skip
+            quotas.counters(rt)
+            with COUNTER.measure(units=True) as tally:
+                for n in range(count):
+                    post("apigw_post_emails", email_body(1, first=REFUSED_DAY + n), expect=429)
+        # The shards at their mean, as ``by_partition`` counts them: across containers, the
+        # shard a refusal writes is picked at random.
+        counters = [v for k, v in tally.keys.items() if QUOTA_KEY.match(k.split("|", 1)[1])]
+        writes = sum(w for w, _ in counters) / shards
+        reads = sum(r for _, r in counters) / shards
+        out[name] = {"writes": writes, "reads": reads}
+    memo = out["memo"]
+    worst = max(memo["writes"] / PARTITION_WRITE_UNITS, memo["reads"] / PARTITION_READ_UNITS)
+    out["containers"] = math.floor(HOT_SHARE / worst) if worst else None
+    each = out["each"]
+    out["each_at_rate"] = {"writes": each["writes"] / count * rate,
+                           "reads": each["reads"] / count * rate}
+    return out
 
 
 ORIGIN_SHARD = re.compile(r"^(CO#[a-z2-7]+)-[0-9a-f]$")  # vdq.store.models.origin_content_id

@@ -16,6 +16,7 @@ from vdq.intake import quotas
 from vdq.intake.quotas import QuotaExceeded, windows
 from vdq.store import StoreBusy
 from vdq.store.counters import TURNS, Counters
+from vdq.store.refusals import Refusals
 
 LIMITS = QuotaLimits(per_second=5, per_minute=8, per_day=20)
 T0 = datetime(2026, 12, 3, 12, 0, 10, tzinfo=UTC)
@@ -379,8 +380,28 @@ def test_retry_after_from_a_clock_behind_waits_for_the_full_window_it_met(day_ru
     assert details["retry_after"] >= 86_000, details
 
 
-# A charge refused again after a read that showed room reads again: the 429 names the limit
-# that refused and its count.
+# A 429 names the limit that refused and its count as the refusal read them: the record
+# DynamoDB returned with the failed condition, no read after it.
+
+
+def test_a_429_is_answered_from_the_record_that_refused_it(day_runtime, table):
+    rt = day_runtime
+    rt.clock._now = datetime(2026, 12, 3, 9, 0, 0, 500_000, tzinfo=UTC)
+    current = windows(rt.settings.producer_quotas["p1"], rt.clock.now())
+    assert Counters(boto3.client("dynamodb"), table).charge("p1", current, 3)  # the day is full
+    client = boto3.client("dynamodb")
+    calls = Calls(client)
+    rt.overrides["counters"] = Counters(client, table)
+    with pytest.raises(QuotaExceeded) as refused:
+        quotas.charge("p1", (), 1, rt)
+    assert calls.made == ["UpdateItem"]
+    details = refused.value.details
+    assert (details["limit"], details["quota"], details["used"]) == ("per_day", 3, 3), details
+
+
+# Without that record (a container that remembers no refusal), a charge refused
+# again after a read that showed room reads again: the 429 names the limit that refused and
+# its count.
 
 
 def test_a_429_after_a_race_names_the_limit_that_refused_and_its_count(day_runtime, table):
@@ -391,7 +412,7 @@ def test_a_429_after_a_race_names_the_limit_that_refused_and_its_count(day_runti
     assert other.charge("p1", current, 3)  # the day is full
     client = boto3.client("dynamodb")
     calls = Calls(client)
-    rt.overrides["counters"] = Counters(client, table)
+    rt.overrides["counters"] = Counters(client, table, refusals=Refusals(seconds=0))
     calls.before[2] = lambda: other.refund("p1", current, 1)  # before used(): room for one
     calls.before[3] = lambda: other.charge("p1", current, 1)  # before the retry: full again
     with pytest.raises(QuotaExceeded) as refused:

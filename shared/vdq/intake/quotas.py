@@ -10,7 +10,9 @@ per copy. Windows are fixed (the current second, minute and UTC day), so a sched
 counts on the day it is enqueued. A producer's counters are one record in the table
 (vdq.store.counters), or VDQ_QUOTA_SHARDS records each with a share of the limits, charged by
 one conditional write a request, expiring two days after the start of the UTC day of its last
-charge; a group's record names the clients charged to it in its longest window.
+charge; a group's record names the clients charged to it in its longest window. A producer past
+a limit is refused by each container from the records that refused it for a second
+(vdq.store.refusals), and the 429 names the counts they hold.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
         charged = store.charge(producer, current, count, member)
         if charged is not None:  # the windows it counted in (a newer one another clock turned)
             return Charge(producer, charged, count)
-        seen = store.read(producer, current)  # (count, end of the window it is counted in)
+        # (count, end of the window it is counted in), as the refusal read them
+        seen = store.read(producer, current, recent=True)
         for window in sorted(current, key=lambda w: -seen[w.name][1]):  # longest wait first
             used, ends_at = seen[window.name]
             if used + count > window.limit:

@@ -45,6 +45,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from vdq.store.refusals import Carried, Refusals, Seen
 from vdq.store.tx import (
     UPDATE_TRIES,
     StoreBusy,
@@ -258,14 +259,21 @@ class Counters:
     shard picked at random, one UpdateItem as with one record, and when that shard has no
     room it reads every shard and, if the producer as a whole has room, counts the request
     across the shards that have some in one transaction. A request is refused only when the
-    shards together are full."""
+    shards together are full.
+
+    A refusal's records are remembered for a second (``Refusals``): a charge they cannot hold
+    is refused without a request meanwhile, and ``read(recent=True)`` answers from them, so
+    that a producer sending past its limit costs a write (and with shards a read of each) a
+    container a second, not one a request."""
 
     def __init__(self, client: Any, table_name: str, shards: int = 1,
-                 pick: Callable[[int], int] = random.randrange) -> None:  # fmt: skip
+                 pick: Callable[[int], int] = random.randrange,
+                 refusals: Refusals | None = None) -> None:  # fmt: skip
         self._client = client
         self._table = table_name
         self.shards = shards
         self._pick = pick
+        self._refusals = Refusals() if refusals is None else refusals
 
     def _key(self, producer: str, shard: int = 0) -> dict[str, Any]:
         return {"pk": {"S": quota_pk(producer, shard)}, "sk": {"S": SK}}
@@ -275,25 +283,34 @@ class Counters:
         """Count ``count`` items in every window if each has room: the windows counted in
         (the caller's, or a newer one the record holds; with shards, each names its shard
         and the part of ``count`` it holds); None (nothing counted) when any would pass its
-        limit. ``member``: the client charged through a group's counters, named in the
-        longest window in the same write (so the usage view finds the counters a client is
-        charged to at no extra request)."""
+        limit, or when the records the last refusal read (``Refusals``) cannot hold it.
+        ``member``: the client charged through a group's counters, named in the longest
+        window in the same write (so the usage view finds the counters a client is charged
+        to at no extra request)."""
         if not windows:
             return ()
+        since = self._refusals.mark()
+        remembered = self._refusals.recall(producer)
+        if remembered is not None:
+            seen = self._tally(*remembered, windows)
+            if any(seen[w.name][0] + count > w.limit for w in windows):
+                return None
         if self.shards == 1:
-            return self._charge_shard(producer, windows, count, member, 0)
+            return self._charge_shard(producer, windows, count, member, 0, since)
         shard = self._pick(self.shards)
         shared = [replace(w, limit=share(w.limit, shard, self.shards)) for w in windows]
         if all(count <= w.limit for w in shared):
-            charged = self._charge_shard(producer, shared, count, member, shard)
+            charged = self._charge_shard(producer, shared, count, member, shard, since)
             if charged is not None:
                 return tuple(replace(c, limit=w.limit, shard=shard)
                              for c, w in zip(charged, windows, strict=True))  # fmt: skip
-        return self._spread(producer, windows, count, member, prefer=shard)
+        return self._spread(producer, windows, count, member, shard, since)
 
     def _charge_shard(self, producer: str, windows: Sequence[Window], count: int,
-                      member: str | None, shard: int) -> tuple[Window, ...] | None:  # fmt: skip
-        """``charge`` in one record (``windows``' limits are its shares)."""
+                      member: str | None, shard: int,
+                      since: int) -> tuple[Window, ...] | None:  # fmt: skip
+        """``charge`` in one record (``windows``' limits are its shares; ``since``: as
+        ``_remember`` says)."""
         digest = member_digest(member) if member is not None else None
         longest = _members_window(windows)
         old: dict[str, Any] | None = None  # the record as last seen; None: not yet read
@@ -307,12 +324,14 @@ class Counters:
                     # The window the record holds (assumed, the first time): count into it.
                     key = w.sk if old is None or held is None else held
                     if old is not None and _count(old, w) + count > w.limit:
+                        self._remember(producer, Seen([old], carried), since, shard)
                         return None
                     update.count_into(w, key, members=w is longest)
                     charged.append(replace(w, sk=key))
                 else:  # the record holds an older window of this limit, or none: it turns
                     start, members = carried.get(w.name, (0, ()))
                     if start + count > w.limit:
+                        self._remember(producer, Seen([old or None], carried), since, shard)
                         return None
                     update.turn(w, held, start, members if w is longest else None)
                     charged.append(w)
@@ -324,8 +343,8 @@ class Counters:
         raise StoreBusy("the quota counters' windows kept turning under the write; nothing "
                         "was counted, try again")  # fmt: skip
 
-    def _spread(self, producer: str, windows: Sequence[Window], count: int,
-                member: str | None, prefer: int = 0) -> tuple[Window, ...] | None:  # fmt: skip
+    def _spread(self, producer: str, windows: Sequence[Window], count: int, member: str | None,
+                prefer: int, since: int) -> tuple[Window, ...] | None:  # fmt: skip
         """Count ``count`` items across the shards that have room, in one transaction
         conditional on each shard's room, when all of them together have room for it in every
         window; None when they have not. Read again and planned again when another charge
@@ -353,6 +372,7 @@ class Counters:
                 # What an earlier release counted is of the caller's window, not a newer one.
                 earlier, named = carried.get(w.name, (0, ())) if w.sk == caller.sk else (0, ())
                 if sum(counts) + earlier + count > w.limit:
+                    self._remember(producer, Seen(rows, carried), since)
                     return None
                 rooms = [share(w.limit, i, self.shards) - counts[i] for i in range(self.shards)]
                 starts = [0] * self.shards
@@ -410,6 +430,14 @@ class Counters:
         retried(write, client_refused, TRIES)
         return outcome[-1]
 
+    def _remember(self, producer: str, seen: Seen, since: int,
+                  shard: int | None = None) -> None:  # fmt: skip
+        """What refused a charge of ``producer`` (``Refusals``); ``shard``: the one record a
+        charge read before it spreads over the shards (not what the producer as a whole
+        counts: not remembered)."""
+        if shard is None or self.shards == 1:
+            self._refusals.remember(producer, seen, since)
+
     def _shard_rows(self, producer: str) -> list[dict[str, Any] | None]:
         """Every shard record of ``producer`` (strongly consistent; None: none yet)."""
         keys = [self._key(producer, i) for i in range(self.shards)]
@@ -417,8 +445,7 @@ class Counters:
         by_pk = {row["pk"]["S"]: row for row in rows}
         return [by_pk.get(key["pk"]["S"]) for key in keys]
 
-    def _legacy(self, producer: str,
-                windows: Sequence[Window]) -> dict[str, tuple[int, tuple[str, ...]]]:  # fmt: skip
+    def _legacy(self, producer: str, windows: Sequence[Window]) -> Carried:
         """What the records of a release before this one (one a window, sk the window's key)
         counted in ``windows``, and the clients they name (as digests): read when a producer's
         record is first written, so the day of an upgrade keeps the day's count. Those records
@@ -462,6 +489,12 @@ class Counters:
         windows it counted in (``charge``'s answer: with shards, a window's parts, each taken
         back up to what it holds). Each ADD is tried again as a charge is; a window that
         turned meanwhile has nothing to take back."""
+        try:
+            self._take_back(producer, windows, count)
+        finally:  # the room it made is this container's to use: what refusals read is stale
+            self._refusals.refunded()
+
+    def _take_back(self, producer: str, windows: Sequence[Window], count: int) -> None:
         left = {w.kind: count for w in windows}
         for w in windows:
             take = min(left[w.kind], count if w.amount is None else w.amount)
@@ -502,14 +535,25 @@ class Counters:
         record holds counts as the caller's. ``StoreBusy`` when DynamoDB keeps refusing."""
         return {name: count for name, (count, _) in self.read(producer, windows).items()}
 
-    def read(self, producer: str, windows: Sequence[Window]) -> dict[str, tuple[int, int]]:
+    def read(self, producer: str, windows: Sequence[Window],
+             recent: bool = False) -> dict[str, tuple[int, int]]:  # fmt: skip
         """Each window's count and the end of the window it is counted in (the caller's, or
         a newer one a record holds: another function's clock is ahead), by window name; with
-        shards, their counts summed."""
+        shards, their counts summed. ``recent``: from what a refusal in this container read
+        while it is fresh (``Refusals``: no request); else read."""
         if not windows:
             return {}
+        remembered = self._refusals.recall(producer) if recent else None
+        if remembered is not None:
+            return self._tally(*remembered, windows)
         rows = [self._record(producer)] if self.shards == 1 else self._shard_rows(producer)
-        carried = self._legacy(producer, windows) if rows[0] is None else {}
+        return self._tally(rows, self._legacy(producer, windows) if rows[0] is None else {},
+                           windows)  # fmt: skip
+
+    def _tally(self, rows: Sequence[dict[str, Any] | None], carried: Carried,
+               windows: Sequence[Window]) -> dict[str, tuple[int, int]]:  # fmt: skip
+        """``read``'s answer from the records ``rows`` (one a shard; None: none) and what an
+        earlier release counted (``_legacy``: read when shard 0 has no record)."""
         out = {}
         for w in windows:  # the newest window a record holds (shards still on an older count 0)
             helds = [None if row is None else _held(row, w) for row in rows]
