@@ -1,6 +1,7 @@
-"""Adversarial review of 86b31df (issue 14): each test is one way AWS or a provider really
-behaves that the fix does not yet survive. Each says the scenario and what the seed and
-DESIGN.md promise; each fails on 86b31df."""
+"""Ways AWS and the providers really behave, each against the paths it threatens: half-applied
+transactions and batches, answers lost after DynamoDB applied a write, functions killed between
+writes, redelivered and late events. Each test says the scenario and what the seed and
+DESIGN.md promise."""
 
 from __future__ import annotations
 
@@ -426,13 +427,13 @@ def test_a_failure_after_the_items_are_stored_is_not_repeated_by_a_retry_with_th
     try:  # the items are stored: an answer must not invite a retry that stores them again
         intake.submit("email", body, writer, rt, idempotency_key="order-42")
     except Exception as exc:
-        FIGURES["review: first try refused"] += 1
+        FIGURES["idempotent enqueue: first try refused"] += 1
         del exc
     queue.fail = False
     try:
         intake.submit("email", body, writer, rt, idempotency_key="order-42")
     except Exception as exc:  # an error answer is acceptable; a second item is not
-        FIGURES["review: retry refused"] += 1
+        FIGURES["idempotent enqueue: retry refused"] += 1
         del exc
     # The sweep re-publishes whatever is queued with a passed publish timer; the worker sends.
     rt.clock.advance(rt.settings.publish_grace_seconds + 1)
@@ -533,7 +534,7 @@ def test_a_resend_whose_publish_fails_after_the_copy_is_stored_keeps_the_copys_f
     try:  # the copy is stored and stays queued for the re-publish sweep
         actions.resend([item.id], OPERATOR, rt)
     except Exception as exc:
-        FIGURES["review: resend refused"] += 1
+        FIGURES["resend: refused"] += 1
         del exc
     queue.fail = False
     copies = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE") if i.id != item.id]
@@ -725,7 +726,7 @@ def test_orphans_adopted_by_a_worker_that_dies_are_still_applied(env, monkeypatc
     assert final.state == "succeeded", f"{final.state}: {final.result}"
 
 
-# ---- review of ccde45c: a resend's copies stored with their count, the purge settling ---------
+# ---- a resend's copies stored with their count, the purge settling -----------------------------
 
 
 def applied_then_answered(answer_body: dict[str, Any]) -> None:

@@ -1,8 +1,10 @@
-"""Second review of the history-on-state fixes (c96f40a, 11ef3a1): scenarios that break them."""
+"""Redelivered events and lost answers with history entries on the state item: a late event is
+a duplicate when ``recent`` is full, an applied update whose answer was lost is reported as
+applied, and one malformed entry does not fail the archive of its batch."""
 
 from __future__ import annotations
 
-from tests.integration.test_review_history_state import rows
+from tests.integration.test_history_on_state_races import rows
 from tests.support.operator import email, move
 from vdq.store.history import RECENT_LIMIT
 from vdq.workflow import transitions

@@ -1,4 +1,6 @@
-"""Review of e3d9f88 (history entries on the state item): scenarios that break it."""
+"""History entries on the state item under races and redeliveries: a give-back that lost the
+room race, a redelivered event whose first mark is a record of its own, and the state item's
+4 KB bound with the largest results and a full ``recent``."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def late_event(runtime, item_id, event_id):
     runtime.clock.advance(0.001)
 
 
-# ---- 1. a give-back that lost only the room race is dropped ---------------------------------
+# ---- 1. a give-back that lost only the room race still gives the item back -----------------
 
 
 def test_give_back_that_only_lost_the_room_race_still_gives_the_item_back(aws, runtime):
@@ -93,7 +95,7 @@ def test_a_redelivery_is_a_duplicate_when_the_first_delivery_mark_is_a_record(aw
 
 
 # ---- 3. the state item's size bound (tests/reliability/world.py MAX_STATE_BYTES) -------------
-# These two HOLD at e3d9f88 (3.8 KB and 3.9 KB of 4 KB): kept as guards of the thin margin.
+# Guards of a thin margin: these two states took 3.8 KB and 3.9 KB of 4 KB when written.
 
 
 def text_room(runtime, item_id, *, kind, name, state):

@@ -1,4 +1,4 @@
-"""The suppression list and one-click unsubscribe under attack (a review of issue 18): every
+"""The suppression list and one-click unsubscribe under attack: every
 path to a provider honours the list, the feeds take what SES and Twilio really send, and what
 a mail scanner or an attacker sends changes nothing. Against moto."""
 
@@ -241,10 +241,10 @@ def test_an_unreadable_unsubscribe_key_delays_a_bulk_email_instead_of_failing_it
 
 
 def test_a_deploys_key_from_secrets_manager_signs_the_links_the_webhook_accepts(aws, rt):
-    boto3.client("secretsmanager").create_secret(Name="vdq-review-unsubscribe-key",
+    boto3.client("secretsmanager").create_secret(Name="vdq-test-unsubscribe-key",
                                                  SecretString="a generated key")  # fmt: skip
     rt = use(Runtime(settings=replace(rt.settings, unsubscribe_key=None,
-                                      unsubscribe_secret_name="vdq-review-unsubscribe-key"),
+                                      unsubscribe_secret_name="vdq-test-unsubscribe-key"),
                      clock=rt.clock))  # fmt: skip
     vdq.add_email(SENDER, ["ada@example.org"], "News", "Hello", list_unsubscribe=True,
                   runtime=rt)  # fmt: skip

@@ -1,7 +1,6 @@
-"""Review s13 of 284ae2e (history entries on the state item as JSON arrays, vdq.store.history).
-
-Each test here fails on 284ae2e and names a defect of that change; see the review report.
-"""
+"""History entries kept on the state item as JSON arrays (vdq.store.history): every entry
+``recent_json`` keeps reads back through ``entry_data``, an array no release wrote is refused
+(and kept whole in the archive), and one malformed entry does not fail its archive batch."""
 
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ def test_a_state_item_entry_with_a_two_part_key_does_not_break_the_items_history
     assert [h.at for h in history if h.name == "Open"] == [at]
 
 
-# ---- 2. entry_data takes arrays no release wrote ----------------------------------------------
+# ---- 2. entry_data refuses arrays no release wrote ----------------------------------------------
 
 
 NOT_WRITTEN = [
@@ -94,7 +93,7 @@ def test_the_archive_keeps_an_array_no_release_wrote_on_the_items_line(text):
     assert json.loads(lines[0]["attributes"])["recent"] == [GOOD, text]
 
 
-# ---- 3. a malformed entry that json.loads cannot parse at all fails the whole batch ---------
+# ---- 3. an entry json.loads cannot parse does not fail the whole batch ----------------------
 
 
 def test_a_deeply_nested_recent_entry_does_not_fail_the_archive_of_the_batch():
@@ -102,7 +101,7 @@ def test_a_deeply_nested_recent_entry_does_not_fail_the_archive_of_the_batch():
     is in the except clause this change rewrote: json.loads raises RecursionError (not a
     ValueError) for deeply nested JSON, so lines_of raises, archive() raises and Lambda retries
     the stream batch until its retries run out: the other records of the batch are never
-    archived (the failure test_review2_history_state's malformed-entry test was about).
+    archived (the failure test_history_on_state_duplicates' malformed-entry test is about).
     Suggested: catch RecursionError too in lines_of (or have entry_data turn it into
     ValueError)."""
     records = [
