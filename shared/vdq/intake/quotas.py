@@ -125,7 +125,7 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
     store = counters(runtime)
     member = subject if producer != subject else None  # charged through its group's counters
     for _ in range(CHARGE_TRIES):
-        charged = store.charge(producer, current, count, member)
+        charged = store.charge(producer, current, count, member, now.timestamp())
         if charged is not None:  # the windows it counted in (a newer one another clock turned)
             return Charge(producer, charged, count)
         # (count, end of the window it is counted in), as the refusal read them

@@ -45,7 +45,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vdq.store.refusals import Carried, Refusals, Seen
+from vdq.store.refusals import CLOCK_SKEW_SECONDS, Carried, Refusals, Seen
 from vdq.store.tx import (
     UPDATE_TRIES,
     StoreBusy,
@@ -279,21 +279,27 @@ class Counters:
         return {"pk": {"S": quota_pk(producer, shard)}, "sk": {"S": SK}}
 
     def charge(self, producer: str, windows: Sequence[Window], count: int,
-               member: str | None = None) -> tuple[Window, ...] | None:  # fmt: skip
+               member: str | None = None, now: float | None = None,
+               ) -> tuple[Window, ...] | None:  # fmt: skip
         """Count ``count`` items in every window if each has room: the windows counted in
         (the caller's, or a newer one the record holds; with shards, each names its shard
         and the part of ``count`` it holds); None (nothing counted) when any would pass its
         limit, or when the records the last refusal read (``Refusals``) cannot hold it.
         ``member``: the client charged through a group's counters, named in the longest
         window in the same write (so the usage view finds the counters a client is charged
-        to at no extra request)."""
+        to at no extra request). ``now``: the caller's time (epoch seconds), so that a minute
+        or day is not refused from what a refusal read in its last ``CLOCK_SKEW_SECONDS``
+        (None: taken as the last second of the caller's shortest window)."""
         if not windows:
             return ()
         since = self._refusals.mark()
         remembered = self._refusals.recall(producer)
         if remembered is not None:
             seen = self._tally(*remembered, windows)
-            if any(seen[w.name][0] + count > w.limit for w in windows):
+            at = _now(windows) + 1 if now is None else now
+            if any(seen[w.name][0] + count > w.limit
+                   and (w.kind == "s" or seen[w.name][1] - at >= CLOCK_SKEW_SECONDS)
+                   for w in windows):  # fmt: skip
                 return None
         if self.shards == 1:
             return self._charge_shard(producer, windows, count, member, 0, since)
@@ -329,7 +335,7 @@ class Counters:
                     update.count_into(w, key, members=w is longest)
                     charged.append(replace(w, sk=key))
                 else:  # the record holds an older window of this limit, or none: it turns
-                    start, members = carried.get(w.name, (0, ()))
+                    start, members = carried.get(w.sk, (0, ()))
                     if start + count > w.limit:
                         self._remember(producer, Seen([old or None], carried), since, shard)
                         return None
@@ -370,7 +376,7 @@ class Counters:
                 counts = [_count(row, w) if row is not None and helds[i] == w.sk else 0
                           for i, row in enumerate(rows)]  # fmt: skip
                 # What an earlier release counted is of the caller's window, not a newer one.
-                earlier, named = carried.get(w.name, (0, ())) if w.sk == caller.sk else (0, ())
+                earlier, named = carried.get(caller.sk, (0, ())) if w.sk == caller.sk else (0, ())
                 if sum(counts) + earlier + count > w.limit:
                     self._remember(producer, Seen(rows, carried), since)
                     return None
@@ -447,9 +453,10 @@ class Counters:
 
     def _legacy(self, producer: str, windows: Sequence[Window]) -> Carried:
         """What the records of a release before this one (one a window, sk the window's key)
-        counted in ``windows``, and the clients they name (as digests): read when a producer's
-        record is first written, so the day of an upgrade keeps the day's count. Those records
-        expire a minute after their window."""
+        counted in ``windows``, and the clients they name (as digests), by window key (a count
+        is of the window it was read for, not of a later one of the same limit): read when a
+        producer's record is first written, so the day of an upgrade keeps the day's count.
+        Those records expire a minute after their window."""
         rows = batch_get(self._client, self._table, {
             "Keys": [{"pk": {"S": quota_pk(producer)}, "sk": {"S": w.sk}} for w in windows],
             "ConsistentRead": True})  # fmt: skip
@@ -459,7 +466,7 @@ class Counters:
             row = by_sk.get(w.sk)
             if row is not None:
                 named = row.get("members", {}).get("SS", [])
-                out[w.name] = (int(row.get("used", {}).get("N", "0")),
+                out[w.sk] = (int(row.get("used", {}).get("N", "0")),
                                tuple(member_digest(m) for m in named))  # fmt: skip
         return out
 
@@ -559,7 +566,7 @@ class Counters:
             helds = [None if row is None else _held(row, w) for row in rows]
             newest = max((h for h in helds if h), key=_order, default=None)
             # What an earlier release counted is of the caller's window, not a newer one.
-            earlier = carried.get(w.name, (0, ()))[0] if newest in (None, w.sk) else 0
+            earlier = carried.get(w.sk, (0, ()))[0] if newest in (None, w.sk) else 0
             count = earlier + sum(
                 _count(row, w) for row, held in zip(rows, helds, strict=True)
                 if row is not None and held is not None and held == newest)  # fmt: skip

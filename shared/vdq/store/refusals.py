@@ -6,10 +6,19 @@ requests a second that is the record's whole write capacity. The records that re
 say how full each window was; while they are at most ``seconds`` old, a charge they cannot hold
 is refused from them without a request, and the 429 names the counts they hold.
 
-They are a lower bound of the counts while no item is taken back: counts only grow until a
-window turns (the records then count nothing of the caller's newer window: the charge goes to
-DynamoDB). A refund made in this container forgets them; one made in another container is seen
-within ``seconds``: until then, a request the refund made room for may be refused (429).
+What they count is what the caller's window holds at least: counts only grow until the window
+turns, and the records count nothing of a newer window of the caller's (the charge goes to
+DynamoDB), nor an earlier release's count of another window than the one it was read for. Three
+things can make room they do not show:
+
+- a refund made in this container: it forgets them;
+- a refund made in another container: seen within ``seconds`` (until then, a request the refund
+  made room for may be refused);
+- another function whose clock runs ahead turning the window to the next one, which counts this
+  caller in it: a minute or day is not refused from them in its last ``CLOCK_SKEW_SECONDS``
+  (a charge then goes to DynamoDB); a second, whose whole length is within the clocks' skew, is
+  (a caller behind may be refused for up to the skew at the end of a full second, as a caller
+  ahead is by the records themselves).
 """
 
 from __future__ import annotations
@@ -21,11 +30,15 @@ from typing import Any, NamedTuple
 
 # How long a container trusts the records that refused a charge.
 FULL_MEMO_SECONDS = 1.0
-# The producers whose refusals a container remembers at once (stale ones dropped first).
+# The producers whose refusals a container remembers at once: when it holds that many fresh
+# ones, another producer's refusal is not remembered (stale ones are dropped to make room).
 MEMO_SIZE = 1024
+# How far apart the clocks of two functions may be (Lambda's are kept by NTP, well within it).
+CLOCK_SKEW_SECONDS = 1
 
 
-# What the records of an earlier release counted in each window, and the clients they name.
+# What the records of an earlier release counted in each window, and the clients they name, by
+# the key of the window (``s#<second>``, ``d#<date>``) they were read for.
 Carried = dict[str, tuple[int, tuple[str, ...]]]
 
 
