@@ -17,7 +17,7 @@ from vdq.core.settings import QuotaLimits
 from vdq.intake import quotas
 from vdq.intake.quotas import QuotaExceeded, windows
 from vdq.store.counters import Counters, Window
-from vdq.store.refusals import FULL_MEMO_SECONDS, MEMO_SIZE, Refusals, Seen
+from vdq.store.refusals import CLOCK_SKEW_SECONDS, FULL_MEMO_SECONDS, MEMO_SIZE, Refusals, Seen
 
 T0 = datetime(2026, 12, 3, 12, 0, 10, 250_000, tzinfo=UTC)
 DAY = QuotaLimits(per_second=1_000, per_day=6)
@@ -326,3 +326,25 @@ def test_a_second_another_clock_turned_is_charged_in_the_newer_second(table):
     got = turned_by_a_clock_ahead(table, limits, start - timedelta(seconds=0.5),
                                   start + timedelta(seconds=0.25), start - timedelta(seconds=0.05))
     assert got is not None
+
+
+@pytest.mark.parametrize("kind", ["minute", "day"])
+def test_a_window_turned_by_a_clock_the_whole_skew_ahead_is_charged_in_its_last_second(
+    table, kind
+):
+    # The caller is at the first instant of its window's last second; another function, its
+    # clock CLOCK_SKEW_SECONDS ahead, has turned the record to the next window, which has room.
+    if kind == "minute":
+        limits, end = QuotaLimits(per_minute=2), datetime(2026, 12, 3, 12, 1, tzinfo=UTC)
+    else:
+        limits, end = QuotaLimits(per_day=2), MIDNIGHT
+    counters, _ = container(table, clock=Monotonic())
+    full_at = end - timedelta(seconds=5)
+    first = windows(limits, full_at)
+    assert counters.charge("p1", first, 2, now=full_at.timestamp()) is not None
+    assert counters.charge("p1", first, 1, now=full_at.timestamp()) is None  # remembered
+    behind_at = end - timedelta(seconds=CLOCK_SKEW_SECONDS)
+    ahead, _ = container(table)
+    assert ahead.charge("p1", windows(limits, end), 1) is not None
+    got = counters.charge("p1", windows(limits, behind_at), 1, now=behind_at.timestamp())
+    assert got is not None and got[0].sk == windows(limits, end)[0].sk

@@ -264,7 +264,8 @@ class Counters:
     A refusal's records are remembered for a second (``Refusals``): a charge they cannot hold
     is refused without a request meanwhile, and ``read(recent=True)`` answers from them, so
     that a producer sending past its limit costs a write (and with shards a read of each) a
-    container a second, not one a request."""
+    container a second, not one a request (but in a minute's or day's last second: there a
+    clock ahead may have turned it)."""
 
     def __init__(self, client: Any, table_name: str, shards: int = 1,
                  pick: Callable[[int], int] = random.randrange,
@@ -289,7 +290,7 @@ class Counters:
         window in the same write (so the usage view finds the counters a client is charged
         to at no extra request). ``now``: the caller's time (epoch seconds), so that a minute
         or day is not refused from what a refusal read in its last ``CLOCK_SKEW_SECONDS``
-        (None: taken as the last second of the caller's shortest window)."""
+        (None: taken as the end of the caller's shortest window, so that only a second is)."""
         if not windows:
             return ()
         since = self._refusals.mark()
@@ -298,7 +299,7 @@ class Counters:
             seen = self._tally(*remembered, windows)
             at = _now(windows) + 1 if now is None else now
             if any(seen[w.name][0] + count > w.limit
-                   and (w.kind == "s" or seen[w.name][1] - at >= CLOCK_SKEW_SECONDS)
+                   and (w.kind == "s" or seen[w.name][1] - at > CLOCK_SKEW_SECONDS)
                    for w in windows):  # fmt: skip
                 return None
         if self.shards == 1:

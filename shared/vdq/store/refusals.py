@@ -16,8 +16,9 @@ things can make room they do not show:
   made room for may be refused);
 - another function whose clock runs ahead turning the window to the next one, which counts this
   caller in it: a minute or day is not refused from them in its last ``CLOCK_SKEW_SECONDS``
-  (a charge then goes to DynamoDB); a second, whose whole length is within the clocks' skew, is
-  (a caller behind may be refused for up to the skew at the end of a full second, as a caller
+  (a charge then goes to DynamoDB: in that second each refusal costs its requests again, 1 s
+  in 60 for a minute limit); a second, whose whole length is within the clocks' skew, is (a
+  caller behind may be refused for up to the skew at the end of a full second, as a caller
   ahead is by the records themselves).
 """
 
@@ -44,7 +45,7 @@ Carried = dict[str, tuple[int, tuple[str, ...]]]
 
 class Seen(NamedTuple):
     """The counters records a refusal read (one a shard; None: none yet) and what an earlier
-    release's records counted (window name -> count, the clients they name)."""
+    release's records counted (``Carried``)."""
 
     rows: list[dict[str, Any] | None]
     carried: Carried
