@@ -1130,7 +1130,6 @@ def refused_keys(count: int = 200, rate: float = HOT_RATE) -> dict[str, Any]:
     is a request's: at ``rate`` refused requests a second, and how many containers refusing
     at once keep a record within ``HOT_SHARE`` of its partition."""
     from vdq.core.settings import QuotaLimits, quota_shards_for
-    from vdq.intake import quotas
     from vdq.store.counters import QUOTA_KEY, Counters
     from vdq.store.refusals import Refusals
 
@@ -1144,7 +1143,6 @@ def refused_keys(count: int = 200, rate: float = HOT_RATE) -> dict[str, Any]:
             rt = stack.runtime
             rt.overrides["counters"] = Counters(rt.client("dynamodb"), rt.settings.table_name,
                                                 shards=shards, refusals=refusals())  # fmt: skip
-            quotas.counters(rt)
             with COUNTER.measure(units=True) as tally:
                 for n in range(count):
                     post("apigw_post_emails", email_body(1, first=REFUSED_DAY + n), expect=429)
