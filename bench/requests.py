@@ -1130,7 +1130,8 @@ def refused_keys(count: int = 200, rate: float = HOT_RATE) -> dict[str, Any]:
     is a request's: at ``rate`` refused requests a second, and how many containers refusing
     at once keep a record within ``HOT_SHARE`` of its partition."""
     from vdq.core.settings import QuotaLimits, quota_shards_for
-    from vdq.store.counters import QUOTA_KEY, Counters
+    from vdq.store.counters import Counters
+    from vdq.store.quota_records import QUOTA_KEY
     from vdq.store.refusals import Refusals
 
     shards = quota_shards_for(rate)
@@ -1181,8 +1182,8 @@ def by_partition(keys: dict[str, list[float]], owners: dict[str, set[str]], coun
     ``QUOTA1#<p>`` ..: the same key but its number) count as
     their mean: the sample spreads ``count`` emails over them unevenly, the rate would not (an
     origin's over all its ORIGIN_SHARDS: a bulk sample of a few requests meets only some)."""
-    from vdq.store.counters import QUOTA_KEY
     from vdq.store.models import ORIGIN_SHARDS
+    from vdq.store.quota_records import QUOTA_KEY
 
     shards: dict[tuple[str, str], list[tuple[float, float]]] = {}
     spread: dict[tuple[str, str], int] = {}

@@ -17,10 +17,10 @@ from infra.nag import logical_id, suppress
 from vdq.core import resources
 from vdq.core.resources import ARCHIVE_PREFIX
 from vdq.store import content_pk, item_pk
-from vdq.store.counters import quota_pk
 from vdq.store.holds import GUARD_PK
 from vdq.store.holds import HELD_PREFIX as HELD_PK_PREFIX
 from vdq.store.models import ORIGIN_PREFIX, SCHEDULED_PREFIX, suppression_history_pk
+from vdq.store.quota_records import quota_pk
 from vdq.store.shards import SHARDS_PK as SHARDS_PREFIX
 
 # DynamoDB actions per role. TransactWriteItems is authorised per contained action: a

@@ -16,7 +16,8 @@ from tests.support.made import Calls, earlier_release_counted
 from vdq.core.settings import QuotaLimits
 from vdq.intake import quotas
 from vdq.intake.quotas import QuotaExceeded, windows
-from vdq.store.counters import Counters, Window
+from vdq.store.counters import Counters
+from vdq.store.quota_records import Window
 from vdq.store.refusals import CLOCK_SKEW_SECONDS, FULL_MEMO_SECONDS, MEMO_SIZE, Refusals, Seen
 
 T0 = datetime(2026, 12, 3, 12, 0, 10, 250_000, tzinfo=UTC)

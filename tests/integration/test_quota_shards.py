@@ -18,7 +18,8 @@ from vdq.core.settings import QuotaLimits
 from vdq.intake import quotas
 from vdq.intake.quotas import QuotaExceeded, windows
 from vdq.store import StoreBusy
-from vdq.store.counters import TURNS, Counters, quota_pk, share
+from vdq.store.counters import TURNS, Counters
+from vdq.store.quota_records import quota_pk, share
 
 T0 = datetime(2026, 12, 3, 12, 0, 10, tzinfo=UTC)
 

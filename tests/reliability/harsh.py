@@ -49,7 +49,7 @@ from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 
 from tests.reliability.queues import Queue, SqsError, boto_message, md5
 from tests.reliability.support import FIGURES, Crash
-from vdq.store.counters import QUOTA_KEY
+from vdq.store.quota_records import QUOTA_KEY
 
 WINDOW = 1.0  # seconds a write stays invisible to an eventually consistent read
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}

@@ -97,7 +97,7 @@ class _PartialReads:
 
 def _record(producer: str, current, counts, members=()) -> dict:
     """A producer's counters record holding ``current`` windows with ``counts``."""
-    from vdq.store.counters import member_digest
+    from vdq.store.quota_records import member_digest
 
     item = {"pk": {"S": f"QUOTA#{producer}"}, "sk": {"S": "Q"}}
     for w, n in zip(current, counts, strict=True):

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from vdq.core.errors import NotFound, PartiallyEnqueued, VdqError
 from vdq.core.settings import QuotaLimits
-from vdq.store.counters import Counters, Window, window_key
+from vdq.store.counters import Counters
+from vdq.store.quota_records import Window, window_key
 from vdq.store.tx import StoreBusy
 
 if TYPE_CHECKING:

@@ -1,9 +1,6 @@
 """Quota counters: queue items a producer enqueued per fixed window (second, minute, UTC day).
 
-One record per producer (pk ``QUOTA#<producer>``, sk ``Q``) holds each limit's current window:
-its key (``<kind>w``: ``s#<second>``, ``m#<minute>``, ``d#<date>``) and its count
-(``<kind>n``); a group's record also names the clients charged to it in its longest window
-(``<kind>c``: a 6-byte digest of each, so a group of many clients keeps the record small).
+Each producer's windows are counted in one record (``vdq.store.quota_records``: its format).
 Charging a request is one conditional UpdateItem of one write unit, whatever the number of
 limits: every window has room for all of the request's items and each counts them, or nothing
 changes. A transaction of a conditional ADD per window record took two units a window and was
@@ -33,18 +30,31 @@ DynamoDB keeps refusing, as do windows turning under the write more than ``TURNS
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import random
-import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from vdq.store.quota_records import (
+    KINDS,
+    SK,
+    Update,
+    Window,
+    caller_second,
+    count_in,
+    expiration_of,
+    held_key,
+    key_end,
+    member_digest,
+    members_window,
+    order,
+    quota_pk,
+    share,
+    window_key,
+)
 from vdq.store.refusals import CLOCK_SKEW_SECONDS, Carried, Refusals, Seen
 from vdq.store.tx import (
     UPDATE_TRIES,
@@ -57,198 +67,9 @@ from vdq.store.tx import (
 )
 
 TRIES = UPDATE_TRIES  # as a state write's: about 5 s of jittered back-off at most
-SK = "Q"
 # Writes made again from the record as it was, before a charge gives up (503): each one found
 # a window turned by another request in the moment since the last.
 TURNS = 8
-DAY = 86_400
-KINDS = ("s", "m", "d")  # the windows a record holds, shortest first
-_SPANS = {"s": 1, "m": 60}
-
-
-# What every quota_pk starts with, whatever its shard (shard 0 has no number).
-QUOTA_KEY = re.compile(r"^QUOTA\d*#")
-
-
-def quota_pk(producer: str, shard: int = 0) -> str:
-    """The partition key of a producer's counters record, or of its shard ``shard`` (one of
-    VDQ_QUOTA_SHARDS; shard 0 is the record of one shard, so raising the setting keeps it)."""
-    return f"QUOTA#{producer}" if shard == 0 else f"QUOTA{shard}#{producer}"
-
-
-def share(limit: int, shard: int, shards: int) -> int:
-    """What shard ``shard`` of ``shards`` may count of ``limit``: the shares sum to it."""
-    return limit // shards + (1 if shard < limit % shards else 0)
-
-
-def window_key(kind: str, second: int) -> tuple[str, int]:
-    """The key of the window of ``kind`` (``s``, ``m``, ``d``) that holds the epoch
-    ``second``, and its end (epoch seconds)."""
-    if kind == "d":
-        start = second - second % DAY
-        return f"d#{datetime.fromtimestamp(start, UTC).date().isoformat()}", start + DAY
-    index = second // _SPANS[kind]
-    return f"{kind}#{index}", (index + 1) * _SPANS[kind]
-
-
-def key_end(key: str) -> int:
-    """When the window named ``key`` ends (epoch seconds)."""
-    kind, _, rest = key.partition("#")
-    if kind == "d":
-        return int(datetime.fromisoformat(rest).replace(tzinfo=UTC).timestamp()) + DAY
-    return (int(rest) + 1) * _SPANS[kind]
-
-
-@dataclass(frozen=True)
-class Window:
-    """One fixed window of one limit: its name (``per_minute``), record key, limit and end."""
-
-    name: str
-    sk: str
-    limit: int
-    ends_at: int  # epoch seconds
-    # Of a charge's windows: the shard record it counted in, and how many of the charge's
-    # items (None: all of them; a charge spread over shards counts a part in each).
-    shard: int = 0
-    amount: int | None = None
-
-    @property
-    def kind(self) -> str:
-        """``s``, ``m`` or ``d``: the record's attributes of this limit are named after it."""
-        return self.sk.partition("#")[0]
-
-
-def _order(window_key: str) -> tuple[int, str]:
-    """A window key's place in time among its kind's (a second's or minute's number, a date)."""
-    number = window_key.partition("#")[2]
-    return len(number), number
-
-
-def _held(item: dict[str, Any], window: Window) -> str | None:
-    """The key of the window of ``window``'s kind the record holds, when it is that window or
-    a newer one (another function's clock runs ahead: it counts for the caller's); else None."""
-    held = item.get(f"{window.kind}w", {}).get("S")
-    return held if held and _order(held) >= _order(window.sk) else None
-
-
-def _count(item: dict[str, Any], window: Window) -> int:
-    """What ``item`` (a counters record, wire shape) counts in ``window`` (0: it holds an
-    older window of that kind, or none)."""
-    if _held(item, window) is None:
-        return 0
-    return int(item.get(f"{window.kind}n", {}).get("N", "0"))
-
-
-def member_digest(client: str) -> str:
-    """How a group's record names a client charged to it: 8 characters (6 bytes of a hash)."""
-    digest = hashlib.blake2b(client.encode(), digest_size=6).digest()
-    return base64.urlsafe_b64encode(digest).decode()
-
-
-def _members_window(windows: Sequence[Window]) -> Window:
-    """The window whose record attributes name a group's clients: the longest kind (by kind,
-    not by end: in the last second of a minute, its second and minute end together)."""
-    return max(windows, key=lambda w: KINDS.index(w.kind))
-
-
-def _now(windows: Sequence[Window]) -> int:
-    """The caller's second, as its windows say (its shortest window ends within a minute)."""
-    return min(w.ends_at for w in windows) - 1
-
-
-def _expiration(windows: Sequence[Window]) -> int:
-    """Two days past the start of the caller's UTC day: past the end of any window a caller
-    within a day of it charges."""
-    now = _now(windows)
-    return now - now % DAY + 2 * DAY
-
-
-class _Update:
-    """A charge's UpdateItem, built a window at a time."""
-
-    def __init__(self, count: int, member: str | None, expiration: int) -> None:
-        self.count = count
-        self.member = member
-        self.names = {"#exp": "expiration"}
-        self.values: dict[str, Any] = {":exp": {"N": str(expiration)}, ":n": {"N": str(count)}}
-        self.sets: list[str] = ["#exp = :exp"]
-        self.adds: list[str] = []
-        self.removes: list[str] = []
-        self.conditions: list[str] = []
-        if member is not None:
-            self.values[":member"] = {"SS": [member]}
-
-    def _name(self, w: Window, part: str) -> str:
-        self.names[f"#{w.kind}{part}"] = f"{w.kind}{part}"
-        return f"#{w.kind}{part}"
-
-    def _amount(self, w: Window, amount: int | None) -> tuple[int, str]:
-        """The items counted in ``w`` (the charge's count unless a part of it) and the
-        placeholder of that number."""
-        if amount is None or amount == self.count:
-            return self.count, ":n"
-        self.values[f":{w.kind}add"] = {"N": str(amount)}
-        return amount, f":{w.kind}add"
-
-    def count_into(self, w: Window, key: str, members: bool, amount: int | None = None) -> None:
-        """Add the count (or ``amount`` of it) to the window the record holds (``key``), if
-        it has room; ``members``: this window names the group's clients."""
-        amount, placeholder = self._amount(w, amount)
-        self.values[f":{w.kind}held"] = {"S": key}
-        self.values[f":{w.kind}room"] = {"N": str(w.limit - amount)}
-        self.conditions.append(
-            f"{self._name(w, 'w')} = :{w.kind}held AND {self._name(w, 'n')} <= :{w.kind}room"
-        )
-        self.adds.append(f"{self._name(w, 'n')} {placeholder}")
-        if members and self.member is not None:
-            self.adds.append(f"{self._name(w, 'c')} :member")
-
-    def turn(self, w: Window, held: str | None, start: int, members: Sequence[str] | None,
-             amount: int | None = None) -> None:  # fmt: skip
-        """Start ``w`` in place of the older window ``held`` (None: the record holds none of
-        this limit) at ``start`` (what a record of an earlier release counted) + the count
-        (or ``amount`` of it); ``members`` (None: this window does not name the group's
-        clients): those it starts with, besides the caller's."""
-        amount = self.count if amount is None else amount
-        self.values[f":{w.kind}new"] = {"S": w.sk}
-        self.values[f":{w.kind}start"] = {"N": str(start + amount)}
-        self.sets += [
-            f"{self._name(w, 'w')} = :{w.kind}new",
-            f"{self._name(w, 'n')} = :{w.kind}start",
-        ]
-        if held:
-            self.values[f":{w.kind}held"] = {"S": held}
-            self.conditions.append(f"{self._name(w, 'w')} = :{w.kind}held")
-        else:
-            self.conditions.append(f"attribute_not_exists({self._name(w, 'w')})")
-        joined = sorted({*(members or ()), *([self.member] if self.member is not None else [])})
-        if members is not None and joined:
-            self.values[f":{w.kind}members"] = {"SS": joined}
-            self.sets.append(f"{self._name(w, 'c')} = :{w.kind}members")
-        else:
-            self.removes.append(self._name(w, "c"))
-
-    def request(self) -> dict[str, Any]:
-        expression = "SET " + ", ".join(self.sets)
-        if self.adds:
-            expression += " ADD " + ", ".join(self.adds)
-        if self.removes:
-            expression += " REMOVE " + ", ".join(self.removes)
-        condition = " AND ".join(f"({c})" for c in self.conditions)
-        used = f"{expression} {condition}"
-        return {
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": self.names,
-            "ExpressionAttributeValues": {
-                k: v for k, v in self.values.items() if _mentions(used, k)
-            },
-        }
-
-
-def _mentions(text: str, placeholder: str) -> bool:
-    """``placeholder`` (``:n``) appears in ``text`` as itself, not as the start of another."""
-    return re.search(re.escape(placeholder) + r"(?![A-Za-z0-9_])", text) is not None
 
 
 class Counters:
@@ -297,7 +118,7 @@ class Counters:
         remembered = self._refusals.recall(producer)
         if remembered is not None:
             seen = self._tally(*remembered, windows)
-            at = _now(windows) + 1 if now is None else now
+            at = caller_second(windows) + 1 if now is None else now
             if any(seen[w.name][0] + count > w.limit
                    and (w.kind == "s" or seen[w.name][1] - at > CLOCK_SKEW_SECONDS)
                    for w in windows):  # fmt: skip
@@ -319,18 +140,18 @@ class Counters:
         """``charge`` in one record (``windows``' limits are its shares; ``since``: as
         ``_remember`` says)."""
         digest = member_digest(member) if member is not None else None
-        longest = _members_window(windows)
+        longest = members_window(windows)
         old: dict[str, Any] | None = None  # the record as last seen; None: not yet read
         for _ in range(TURNS):
-            update = _Update(count, digest, _expiration(windows))
+            update = Update(count, digest, expiration_of(windows))
             carried = self._legacy(producer, windows) if old == {} and shard == 0 else {}
             charged = []
             for w in windows:
                 held = None if old is None else old.get(f"{w.kind}w", {}).get("S")
-                if old is None or (held and _order(held) >= _order(w.sk)):
+                if old is None or (held and order(held) >= order(w.sk)):
                     # The window the record holds (assumed, the first time): count into it.
                     key = w.sk if old is None or held is None else held
-                    if old is not None and _count(old, w) + count > w.limit:
+                    if old is not None and count_in(old, w) + count > w.limit:
                         self._remember(producer, Seen([old], carried), since, shard)
                         return None
                     update.count_into(w, key, members=w is longest)
@@ -364,7 +185,7 @@ class Counters:
         of an earlier release counted (``_legacy``) over the shards' room and writes shard 0
         in every window, so that no later charge needs those records."""
         digest = member_digest(member) if member is not None else None
-        longest = _members_window(windows).kind
+        longest = members_window(windows).kind
         for _ in range(TURNS):
             rows = self._shard_rows(producer)
             carried = self._legacy(producer, windows) if rows[0] is None else {}
@@ -372,9 +193,9 @@ class Counters:
             # clients it names, items)
             plan: dict[int, list[tuple[Window, int, tuple[str, ...], int]]] = {}
             for caller in windows:
-                helds = [None if row is None else _held(row, caller) for row in rows]
-                w = replace(caller, sk=max((h for h in helds if h), key=_order, default=caller.sk))
-                counts = [_count(row, w) if row is not None and helds[i] == w.sk else 0
+                helds = [None if row is None else held_key(row, caller) for row in rows]
+                w = replace(caller, sk=max((h for h in helds if h), key=order, default=caller.sk))
+                counts = [count_in(row, w) if row is not None and helds[i] == w.sk else 0
                           for i, row in enumerate(rows)]  # fmt: skip
                 # What an earlier release counted is of the caller's window, not a newer one.
                 earlier, named = carried.get(caller.sk, (0, ())) if w.sk == caller.sk else (0, ())
@@ -396,7 +217,7 @@ class Counters:
             actions = []
             for shard, parts in sorted(plan.items()):
                 row = rows[shard]
-                update = _Update(count, digest, _expiration(windows))
+                update = Update(count, digest, expiration_of(windows))
                 for w, start, named, take in parts:
                     mine = replace(w, limit=share(w.limit, shard, self.shards))
                     held = None if row is None else row.get(f"{w.kind}w", {}).get("S")
@@ -471,7 +292,7 @@ class Counters:
                                tuple(member_digest(m) for m in named))  # fmt: skip
         return out
 
-    def _update(self, producer: str, update: _Update,
+    def _update(self, producer: str, update: Update,
                 shard: int = 0) -> tuple[bool, dict[str, Any]]:  # fmt: skip
         """One conditional UpdateItem of the record: (applied, the record as it was when the
         condition failed: {} when there was none)."""
@@ -564,12 +385,12 @@ class Counters:
         earlier release counted (``_legacy``: read when shard 0 has no record)."""
         out = {}
         for w in windows:  # the newest window a record holds (shards still on an older count 0)
-            helds = [None if row is None else _held(row, w) for row in rows]
-            newest = max((h for h in helds if h), key=_order, default=None)
+            helds = [None if row is None else held_key(row, w) for row in rows]
+            newest = max((h for h in helds if h), key=order, default=None)
             # What an earlier release counted is of the caller's window, not a newer one.
             earlier = carried.get(w.sk, (0, ()))[0] if newest in (None, w.sk) else 0
             count = earlier + sum(
-                _count(row, w) for row, held in zip(rows, helds, strict=True)
+                count_in(row, w) for row, held in zip(rows, helds, strict=True)
                 if row is not None and held is not None and held == newest)  # fmt: skip
             out[w.name] = (count, key_end(newest) if newest else w.ends_at)
         return out
@@ -596,9 +417,9 @@ class Counters:
                 producer = by_pk[item["pk"]["S"]]
                 if item["pk"]["S"] == quota_pk(producer):
                     seen.add(producer)
-                now = _now(windows_of[producer])
+                now = caller_second(windows_of[producer])
                 current = [Window(kind, window_key(kind, now)[0], 0, 0) for kind in KINDS]
-                if any(_held(item, w) and digest in item.get(f"{w.kind}c", {}).get("SS", [])
+                if any(held_key(item, w) and digest in item.get(f"{w.kind}c", {}).get("SS", [])
                        for w in current):  # fmt: skip
                     found.add(producer)
         for producer in set(producers) - seen - found:  # no record of this release's
