@@ -194,7 +194,7 @@ def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -
     from bench import requests as rq
     from vdq.core import resources
     from vdq.intake import scheduling
-    from vdq.schedules import sweeps as schedules
+    from vdq.schedules.report import Report
 
     with env.stack() as stack:
         with rq.COUNTER.measure(units=True) as plain:
@@ -212,7 +212,7 @@ def scheduled_cost(receivers: int, prices: dict[str, Any], requests: int = 50) -
                 body["send_at"] = (stack.clock.now() + timedelta(days=2)).isoformat()
                 rq.post("apigw_post_emails", body)
         stack.clock.advance(2 * 86400)
-        report = schedules.Report()
+        report = Report()
         with rq.COUNTER.measure(units=True) as release:
             scheduling.release_due(stack.runtime, report)
         assert report.counts == {"scheduled_released": receivers * requests}, report.counts

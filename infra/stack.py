@@ -63,7 +63,7 @@ class VdqStack(Stack):
             "VDQ_HIGH_SEND_QUEUE_URL": messaging.send_lanes["high"].queue.queue_url,
             "VDQ_BULK_SEND_QUEUE_URL": messaging.send_lanes["bulk"].queue.queue_url,
             "VDQ_RESULTS_QUEUE_URL": messaging.results.queue.queue_url,
-            # The schedule's dead-letter sweep (vdq.schedules.sweeps.dead_letters).
+            # The schedule's dead-letter sweep (vdq.schedules.dead_letters).
             "VDQ_SEND_DEAD_LETTER_QUEUE_URL": messaging.send.dead_letters.queue_url,
             "VDQ_HIGH_SEND_DEAD_LETTER_QUEUE_URL":
                 messaging.send_lanes["high"].dead_letters.queue_url,

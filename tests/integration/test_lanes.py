@@ -18,6 +18,7 @@ from vdq.core.clock import iso, parse_iso
 from vdq.dispatch import send
 from vdq.providers import TransientProviderError
 from vdq.schedules import sweeps as schedules
+from vdq.schedules import timers
 from vdq.workflow.lanes import priority_of
 
 LANES = resources.SEND_QUEUES
@@ -147,7 +148,7 @@ def test_a_bulk_backlog_older_than_a_sweeps_batch_holds_back_no_re_publish_of_a_
     """Every bulk item waiting longer than the grace period has a passed publish timer, older
     than the high item's: they must not fill the sweep's batch run after run while the high
     item's lost publish waits behind them (100,000 bulk items: hours)."""
-    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    monkeypatch.setattr(timers, "SWEEP_BATCH", 3)
     add(runtime, "bulk", *[f"r{n}@example.org" for n in range(5)])  # waiting in the bulk lane
     clock.advance(60)
     [high] = add(runtime, "high")

@@ -284,7 +284,7 @@ def test_a_given_back_message_stays_in_its_items_lane(aws, rt, priority):
 def test_a_given_back_item_keeps_its_publish_timer_in_its_lanes_partition(aws, rt, priority):
     # Should the publish of the give-back be lost, the re-publish sweep reads each lane's own
     # timers: a high item's timer in the normal lane's partition would wait for its backlog.
-    from vdq.schedules import sweeps as schedules
+    from vdq.schedules import timers
     from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
 
     [item] = vdq.add_email(SENDER, ["ada@example.org"], "Hi", "Hello", priority=priority,
@@ -296,8 +296,8 @@ def test_a_given_back_item_keeps_its_publish_timer_in_its_lanes_partition(aws, r
     assert stored.state == "queued"
     assert stored.timer_pk == timer_partition(TIMER_PUBLISH, item.id, shards, priority)
     far = "9999-01-01T00:00:00.000000Z"
-    assert schedules.due(TIMER_PUBLISH, far, rt, 10, priority) == [item.id]
-    assert schedules.due(TIMER_PUBLISH, far, rt, 10, "normal") == []
+    assert timers.due(TIMER_PUBLISH, far, rt, 10, priority) == [item.id]
+    assert timers.due(TIMER_PUBLISH, far, rt, 10, "normal") == []
 
 
 def test_a_send_message_names_the_rate_it_is_paced_at_and_a_give_back_keeps_it(aws, rt):

@@ -606,7 +606,8 @@ def test_a_publish_lost_at_the_release_is_the_republish_sweeps(aws, rt, clock):
     item = rt.store.get_item(item_id)
     assert item.state == "queued" and item.held is None and item.timer_pk.startswith("publish")
     clock.advance(rt.settings.publish_grace_seconds + 1)
-    from vdq.schedules.sweeps import Report, republish_sweep
+    from vdq.schedules.report import Report
+    from vdq.schedules.sweeps import republish_sweep
 
     republish_sweep(rt, Report())
     assert process_all(aws, rt) == {item_id: send.ACCEPTED}

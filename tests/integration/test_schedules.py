@@ -30,6 +30,7 @@ from tests.support.results import (
 from vdq.core.clock import iso
 from vdq.runtime import Runtime
 from vdq.schedules import sweeps as schedules
+from vdq.schedules import timers
 from vdq.workflow.transitions import Step, apply
 
 HOUR = 3600
@@ -310,7 +311,7 @@ def test_an_email_with_no_final_event_is_unconfirmed_its_timeout_after_the_claim
 def _awaiting_then_stuck(runtime, clock, monkeypatch, n):
     """Pages of 3; ``n`` emails SES accepted, then a send whose worker died, all past their
     lease (the send's passed after theirs), each with the lease timer of the release before."""
-    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    monkeypatch.setattr(timers, "SWEEP_BATCH", 3)
     waiting = [legacy_lease(to_awaiting(new_email(runtime), runtime, f"M-{k}"), runtime)
                for k in range(n)]  # fmt: skip
     clock.advance(1)
@@ -365,7 +366,7 @@ def _ses(name, item, message_id):
 
 
 def test_one_run_times_out_more_awaiting_emails_than_a_page(aws, runtime, clock, monkeypatch):
-    monkeypatch.setattr(schedules, "SWEEP_BATCH", 3)
+    monkeypatch.setattr(timers, "SWEEP_BATCH", 3)
     items = [to_awaiting(new_email(runtime), runtime, f"M-T{n}") for n in range(7)]
     clock.advance(runtime.settings.check_seconds)
     assert check(items, runtime) == "checked 7, 7 given their timeout's timer"

@@ -13,6 +13,7 @@ from tests.support.operator import dynamodb_requests, move
 from tests.support.results import new_email, to_awaiting, to_sending
 from vdq.schedules import strays
 from vdq.schedules import sweeps as schedules
+from vdq.schedules.report import Report
 from vdq.workflow import unpublished
 
 DAY = 86_400
@@ -102,14 +103,14 @@ def test_items_sent_or_done_within_the_grace_are_read_at_most_once_and_never_wri
     drain(aws)
     clock.advance(runtime.settings.publish_grace_seconds + 1)
     with monkeypatch.context() as patch, dynamodb_requests(patch) as counts:
-        strays.arm_strays(runtime, schedules.Report(), lambda lane: 0)
+        strays.arm_strays(runtime, Report(), lambda lane: 0)
     # The open ones are read (one BatchGetItem for the shard that holds them), none written;
     # the done one left the index. Each shard's cursor is read, and moved where rows were.
     shards = runtime.settings.index_shards
     assert counts["Query"] == shards and counts["GetItem"] == shards
     assert counts["BatchGetItem"] <= 2 and "UpdateItem" not in counts
     with monkeypatch.context() as patch, dynamodb_requests(patch) as counts:
-        strays.arm_strays(runtime, schedules.Report(), lambda lane: 0)
+        strays.arm_strays(runtime, Report(), lambda lane: 0)
     assert "BatchGetItem" not in counts, "a row is read again"
 
 
@@ -124,7 +125,7 @@ def test_a_run_reads_its_pages_and_the_next_goes_on_from_its_cursor(aws, runtime
     monkeypatch.setattr(strays, "PAGES", 1)
     armed = []
     for _ in range(3):
-        report = schedules.Report()
+        report = Report()
         strays.arm_strays(runtime, report, lambda lane: 0)
         armed.append(report.counts.get("strays_armed", 0))
     assert armed == [2, 2, 1]
@@ -169,12 +170,12 @@ def test_a_stray_in_a_lane_with_a_backlog_waits_and_holds_the_cursor(aws, runtim
     clock.advance(runtime.settings.publish_grace_seconds + 1)
     waits = {"normal": 5}
     for _ in range(2):
-        report = schedules.Report()
+        report = Report()
         strays.arm_strays(runtime, report, lambda lane: waits.get(lane, 0))
         assert report.counts == {"strays_waiting": 1}  # the first stray stops the shard
     assert runtime.store.get_item(lost.id).timer_pk is None
     waits.clear()  # drained
-    report = schedules.Report()
+    report = Report()
     strays.arm_strays(runtime, report, lambda lane: 0)
     assert report.counts == {"strays_armed": 2}
     assert runtime.store.get_item(queued.id).timer_pk and runtime.store.get_item(lost.id).timer_pk
@@ -228,7 +229,7 @@ def test_a_backlog_in_one_lane_does_not_hold_back_a_lost_send_of_another(
     lost = crashed_in(aws, runtime, monkeypatch, "urgent@example.org", "high")
     clock.advance(runtime.settings.publish_grace_seconds + 1)
     waits = {"bulk": 50_000}
-    report = schedules.Report()
+    report = Report()
     strays.arm_strays(runtime, report, lambda lane: waits.get(lane, 0))
     assert runtime.store.get_item(lost.id).timer_pk, report.counts
 
@@ -286,7 +287,7 @@ def test_a_run_out_of_time_leaves_the_shards_left_to_go_first_next(aws, runtime,
     monkeypatch.setattr(strays, "BUDGET_SECONDS", 0.0)  # a page, then out of time
     firsts, armed = [], 0
     for _ in range(8):
-        report = schedules.Report()
+        report = Report()
         firsts.append(int(clock.now().timestamp() // 60) % 4)
         strays.arm_strays(runtime, report, lambda lane: 0)
         armed += report.counts.get("strays_armed", 0)

@@ -65,8 +65,8 @@ SEND_QUEUE = "send"  # the normal priority lane's queue
 SEND_QUEUES = {"high": "send-high", "normal": SEND_QUEUE, "bulk": "send-bulk"}
 RESULTS_QUEUE = "results"
 # Deliveries of a message before it goes to the dead-letter queue, where the schedule's
-# dead-letter sweep errors its item (vdq.schedules.sweeps). Each receive counts, the waits of a
-# send message for its lease included (vdq.dispatch.send): ten leave room for several.
+# dead-letter sweep errors its item (vdq.schedules.dead_letters). Each receive counts, the waits
+# of a send message for its lease included (vdq.dispatch.send): ten leave room for several.
 MAX_RECEIVE_COUNT = 10
 # Days SQS keeps a message before it deletes it, received or not (dead-letter queues: 14). A
 # send message is an item's only way to its provider (no timer stands behind it): the longest.

@@ -40,7 +40,7 @@ from vdq.results.events import (
     parse_ses_event,
     parse_twilio_callback,
 )
-from vdq.results.events import twilio_update as twilio_update  # re-exported (vdq.schedules.sweeps)
+from vdq.results.events import twilio_update as twilio_update  # re-exported (vdq.schedules.sms)
 from vdq.results.updates import (  # noqa: F401  (TRANSITION_FOR, replay_*: re-exported)
     TRANSITION_FOR,
     apply_update,

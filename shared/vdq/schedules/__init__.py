@@ -1,7 +1,9 @@
 """Schedules: what runs on a timer or on the table's stream rather than on a request.
 
-``sweeps`` holds the checks EventBridge runs (SMS polling and timeouts, the lease and re-publish
-sweeps, the release of scheduled sends, the purge of idle files); ``archive`` writes what
+``sweeps`` runs the checks EventBridge names (the re-publish and stray sweeps, email timeouts,
+the release of scheduled sends, the purge of idle files), with ``sms`` (SMS polling and
+timeouts), ``leases`` (sends whose lease ran out) and ``dead_letters``, over ``timers`` (the
+timers index's reads) and ``report`` (what a run did); ``archive`` writes what
 DynamoDB's TTL deleted to S3; ``postings`` writes, once per stream window, what the searches by
 time, sender and provider ID read and the counts of what happened per hour. Imports: core,
 store, providers, the workflow, the runtime, intake's scheduling and results (a polled SMS

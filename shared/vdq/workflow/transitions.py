@@ -124,7 +124,7 @@ def shard_timer_partition(kind: str, k: int, lane: str | None = None) -> str:
 TIMER_PUBLISH = "publish"
 LANED_TIMERS = frozenset({TIMER_PUBLISH})
 # The claim's lease, before the send message held it (vdq.dispatch.send): items claimed by a
-# release before still carry one, which the schedule sweeps (vdq.schedules.sweeps).
+# release before still carry one, which the schedule sweeps (vdq.schedules.leases).
 TIMER_LEASE = "lease"
 # An awaiting SMS: keyed on the claim that sent it (the current attempt's ``send``), so an SMS
 # sent long after it was queued (scheduled, paced, retried) has its whole window.
