@@ -107,21 +107,21 @@ def main(argv: list[str] | None = None) -> int:
         rows += section("idle", idle_rows, idle_month.FIGURES)
     keys: dict[str, Any] = {}
     if "keys" in wanted:
-        from bench import requests as rq
+        from bench import hotkeys
 
         def key_rows() -> list[Row]:
             count = 40 if args.quick else 200
-            keys["1:1"] = rq.hot_keys(count)
-            keys["bulk"] = rq.hot_keys(count, bulk=True)
-            keys["1:1 quota"] = rq.hot_keys(count, quota=True)
-            keys["bulk quota"] = rq.hot_keys(count, bulk=True, quota=True)
+            keys["1:1"] = hotkeys.hot_keys(count)
+            keys["bulk"] = hotkeys.hot_keys(count, bulk=True)
+            keys["1:1 quota"] = hotkeys.hot_keys(count, quota=True)
+            keys["bulk quota"] = hotkeys.hot_keys(count, bulk=True, quota=True)
             return figures.key_rows([keys["1:1"], keys["bulk"], keys["1:1 quota"],
                                      keys["bulk quota"]])
 
         rows += section("keys", key_rows, figures.KEY_FIGURES)
         refused = 40 if args.quick else 200
         rows += section("keys (refused)",
-                        lambda: figures.refused_rows(rq.refused_keys(refused)),
+                        lambda: figures.refused_rows(hotkeys.refused_keys(refused)),
                         figures.REFUSED_FIGURES)  # fmt: skip
     if "coldstart" in wanted:
         rows += section("coldstart", lambda: figures.coldstart_rows(coldstart.measure()),

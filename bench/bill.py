@@ -270,7 +270,7 @@ def idle_text(idle: dict[str, Any]) -> str:
 
 def keys_text(keys: dict[str, Any]) -> str:
     """The hottest keys at a send rate, against 30% of a partition's limits."""
-    from bench.requests import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+    from bench.hotkeys import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
 
     out = []
     for name, found in keys.items():

@@ -178,7 +178,7 @@ def cost_rows(journeys: dict[str, Any]) -> list[Row]:
 
 
 def key_rows(results: list[dict[str, Any]]) -> list[Row]:
-    from bench.requests import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+    from bench.hotkeys import HOT_SHARE, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
 
     rows = []
     for (figure, target), found in zip(KEY_FIGURES, results, strict=True):
@@ -198,7 +198,7 @@ def key_rows(results: list[dict[str, Any]]) -> list[Row]:
 def refused_rows(found: dict[str, Any]) -> list[Row]:
     """A container refuses once a second from what a refusal read (vdq.store.refusals): at the
     rate, as many rounds a second as containers refusing at once; before, one a request."""
-    from bench.requests import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
+    from bench.hotkeys import PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
 
     memo, at_rate = found["memo"], found["each_at_rate"]
     text = (f"{memo['writes']:.2f} WCU, {memo['reads']:.2f} RCU a record (the mean of "

@@ -3,7 +3,7 @@ delivered email are the ones the configuration set subscribes, and the arithmeti
 
 from __future__ import annotations
 
-from bench import bill, cost, requests
+from bench import bill, cost, hotkeys, requests
 
 
 def test_the_events_of_a_delivered_email_are_those_the_stack_subscribes():
@@ -235,7 +235,7 @@ def test_keys_shared_by_many_emails_take_their_units_at_the_send_rate():
             "table|PACE#ses": [0.2, 0.0], "active|A#1": [3.0, 0.0], "active|A#2": [1.0, 0.0],
             "table|SUP#3": [0.0, 1.5]}
     owners = {"a": {"a"}, "b": {"b"}, "c": {"a", "b"}}  # c: a content both share
-    found = requests.by_partition(keys, owners, count=2, rate=1_000)
+    found = hotkeys.by_partition(keys, owners, count=2, rate=1_000)
     # 4 units of the content the 2 emails share: 2,000 a second at 1,000 emails a second.
     assert found["writes"] == {"key": "table:CT#c (of 2 emails)", "writes": 2000.0,
                                "reads": 0.0}
@@ -244,7 +244,7 @@ def test_keys_shared_by_many_emails_take_their_units_at_the_send_rate():
     assert ["active:A#* (2 shards)", 1000.0, 0.0] in found["shared"]
     assert found["own_writes"]["writes"] == 5.0  # an email's state: its own, whatever the rate
     # A content of 2 of 4 emails: its units over the 2 that use it, not over the 4.
-    found = requests.by_partition(keys, owners, count=4, rate=1_000)
+    found = hotkeys.by_partition(keys, owners, count=4, rate=1_000)
     assert found["writes"]["writes"] == 2000.0
 
 
@@ -254,7 +254,7 @@ def test_an_origins_shards_take_their_mean_over_all_of_them_not_the_ones_a_sampl
     # Two of an origin's shards met by a sample of 2 emails: at the rate, every shard takes
     # its share, so the units go over ORIGIN_SHARDS partitions.
     keys = {"table|CO#abcdefghijklm-3": [16.0, 0.0], "table|CO#abcdefghijklm-7": [16.0, 0.0]}
-    found = requests.by_partition(keys, {}, count=2, rate=1_000)
+    found = hotkeys.by_partition(keys, {}, count=2, rate=1_000)
     per_shard = 32 / ORIGIN_SHARDS / 2 * 1_000
     assert found["writes"] == {"key": f"table:CO#abcdefghijklm#* ({ORIGIN_SHARDS} shards)",
                                "writes": per_shard, "reads": 0.0}
