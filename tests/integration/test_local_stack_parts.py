@@ -187,3 +187,35 @@ def test_the_twilio_sandbox_refuses_a_web_page_reading_the_messages_it_sent():
         assert requests.get(listing, timeout=10).json() == {"messages": []}
     finally:
         sandbox.stop()
+
+
+def test_the_twilio_sandbox_posts_each_webhook_request_on_a_connection_of_its_own():
+    """A pooled connection the local front closed at its idle timeout, reused just then, failed
+    an inbound STOP with "Remote end closed connection" (found by the end-to-end suite on a
+    slow run): a POST is not sent again. Each request now opens its own, as Twilio's do."""
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.serving import QuietHandler, Server
+    from vdq.local.twilio_sandbox import TwilioSandbox
+
+    seen: list[tuple[int, str | None]] = []
+
+    class Webhook(QuietHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.client_address[1], self.headers.get("Connection")))
+            self.answer(200, {})
+
+    webhook = Server("webhook", Webhook).start()
+    sandbox = TwilioSandbox("AC" + "0" * 32, "token", Faults()).start()
+    try:
+        sandbox.inbound_url = f"{webhook.url}/webhooks/twilio/inbound"
+        for _ in range(3):
+            answer = requests.post(f"{sandbox.url}/_sandbox/inbound",
+                                   json={"from": "+14155550177", "body": "STOP"}, timeout=10)
+            assert answer.json()["webhook_status"] == 200, answer.text
+        assert len({port for port, _ in seen}) == 3, seen
+        assert {header for _, header in seen} == {"close"}
+    finally:
+        sandbox.stop()
+        webhook.stop()

@@ -97,7 +97,6 @@ class TwilioSandbox:
         self.inbound_url: str | None = None  # the incoming-message webhook (the local stack's)
         self._lock = threading.Lock()
         self._later = Later("twilio-callbacks")
-        self._http = requests.Session()
         sandbox = self
 
         class Handler(QuietHandler):
@@ -117,7 +116,6 @@ class TwilioSandbox:
     def stop(self) -> None:
         self.server.stop()
         self._later.stop()
-        self._http.close()
 
     def pending(self) -> int:
         return self._later.pending()
@@ -250,7 +248,7 @@ class TwilioSandbox:
         headers = {"X-Twilio-Signature": self.signature(self.inbound_url, params),
                    "User-Agent": "TwilioProxy/1.1"}  # fmt: skip
         try:
-            answer = self._http.post(self.inbound_url, data=params, headers=headers, timeout=30)
+            answer = _post(self.inbound_url, params, headers)
         except requests.RequestException as exc:
             request.answer(502, {"message": f"the webhook did not answer: {exc}"})
             return
@@ -278,10 +276,18 @@ class TwilioSandbox:
         headers = {"X-Twilio-Signature": self.signature(message.callback, params),
                    "User-Agent": "TwilioProxy/1.1"}  # fmt: skip
         try:
-            answer = self._http.post(message.callback, data=params, headers=headers, timeout=30)
+            answer = _post(message.callback, params, headers)
             with self._lock:
                 self.callbacks_posted += 1
             if answer.status_code >= 400:
                 log.warning("status callback for %s answered %s", message.sid, answer.status_code)
         except requests.RequestException as exc:
             log.warning("status callback for %s failed: %s", message.sid, exc)
+
+
+def _post(url: str, params: dict[str, str], headers: dict[str, str]) -> requests.Response:
+    """A webhook request on a connection of its own, as Twilio makes them. A pooled one could
+    be closed by the local front (its idle timeout) just as the request went out: the request
+    then fails with "Remote end closed connection", and a POST is not sent again. The callbacks'
+    thread and the inbound handler's also never share a session."""
+    return requests.post(url, data=params, headers={**headers, "Connection": "close"}, timeout=30)
