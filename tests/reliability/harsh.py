@@ -522,12 +522,14 @@ class _NoSleep:
 def installed(seam: Seam) -> Iterator[Seam]:
     """Route every AWS request through ``seam`` (and make waiting free) while inside."""
     import botocore.endpoint
+    import moto.core.responses
     from botocore.retries import quota
 
     import vdq.store.tx
 
     original = BotocoreStubber.__call__
-    saved = (botocore.endpoint.time, vdq.store.tx.time, quota.RetryQuota.acquire)
+    saved = (botocore.endpoint.time, vdq.store.tx.time, quota.RetryQuota.acquire,
+             moto.core.responses.method_names_from_class)  # fmt: skip
 
     def call(stub: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
         return seam(original, stub, event_name, request, **kwargs)
@@ -537,6 +539,9 @@ def installed(seam: Seam) -> Iterator[Seam]:
     vdq.store.tx.time = _NoSleep(seam)  # type: ignore[assignment]
     # Retries are never rationed: a run's outcome must not depend on the faults of earlier runs.
     quota.RetryQuota.acquire = lambda self, amount: True  # type: ignore[method-assign]
+    # moto lists a response class's methods (inspect.getmembers) on every request to find the
+    # action's; a class's methods do not change, so each class's list is made once.
+    moto.core.responses.method_names_from_class = _method_names(saved[3])
     try:
         yield seam
     finally:
@@ -544,6 +549,18 @@ def installed(seam: Seam) -> Iterator[Seam]:
         botocore.endpoint.time = saved[0]  # type: ignore[assignment]
         vdq.store.tx.time = saved[1]
         quota.RetryQuota.acquire = saved[2]  # type: ignore[method-assign]
+        moto.core.responses.method_names_from_class = saved[3]
+
+
+def _method_names(names_of: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+    made: dict[Any, list[str]] = {}
+
+    def method_names(clazz: Any) -> list[str]:
+        if clazz not in made:
+            made[clazz] = names_of(clazz)
+        return made[clazz]
+
+    return method_names
 
 
 def _writes_an_item(request: dict[str, Any]) -> bool:

@@ -676,7 +676,7 @@ class Workflow(RuleBasedStateMachine):
         from tests.reliability.support import TABLE
         from tests.support.aws import stream_records
 
-        return stream_records(TABLE)
+        return stream_records(TABLE, self.rt.client("dynamodb"))
 
     @rule(cut=st.integers(0, 12), fail=st.booleans(), faults=STEP_FAULTS)
     def stream_window(self, cut: int, fail: bool, faults: Plan) -> None:

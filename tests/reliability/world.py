@@ -275,8 +275,28 @@ def harsh_world(**changes: Any) -> Iterator[World]:
                     queues=queues_of(settings))  # fmt: skip
         # Made once: a client costs tens of milliseconds, an example's runtime would make its own.
         clients = {name: boto3.client(name) for name in ("sqs", "s3", "events")}
-        with installed(seam):
+        # DynamoDB's, as the runtime makes it (its config), for the postings and holds.
+        clients["dynamodb"] = runtime_for(settings).client("dynamodb")
+        with installed(seam), lean_transactions():
             yield World(settings, seam, clients)
+
+
+@contextmanager
+def lean_transactions() -> Iterator[None]:
+    """moto's TransactWriteItems without its deep copy of the whole table per transaction
+    (vdq.local.motolean: all or nothing still, as the local stack runs it): the copy was an
+    eighth of a model example's time, and grows with the table."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    from vdq.local import motolean
+
+    ours = not getattr(DynamoDBBackend.transact_write_items, "_vdq_lean", False)
+    original = motolean.install()
+    try:
+        yield
+    finally:
+        if ours:
+            motolean.uninstall(original)
 
 
 # ---- invariants: each returns the problems it finds (empty: none) ------------------------------

@@ -135,10 +135,11 @@ def run_checks(aws: dict[str, Any], runtime: Any) -> list[str]:
             if body.get("kind") == "vdq.check"]  # fmt: skip
 
 
-def stream_records(table: str) -> list[dict[str, Any]]:
+def stream_records(table: str, client: Any = None) -> list[dict[str, Any]]:
     """Every record of ``table``'s stream, from its start, as JSON. In-process moto routes no
     dynamodbstreams request (its HTTP API answers "Not yet implemented" under mock_aws; the
-    local stack's server mode serves it), so this reads moto's stream backend directly."""
+    local stack's server mode serves it), so this reads moto's stream backend directly.
+    ``client``: a DynamoDB client to ask for the stream's ARN (default: a new one)."""
     import json
 
     import boto3
@@ -146,7 +147,8 @@ def stream_records(table: str) -> list[dict[str, Any]]:
     from moto.dynamodbstreams.models import dynamodbstreams_backends
 
     streams = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-    arn = boto3.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    described = (client or boto3.client("dynamodb")).describe_table(TableName=table)
+    arn = described["Table"]["LatestStreamArn"]
     records: list[dict[str, Any]] = []
     for shard in streams.describe_stream(arn)["Shards"]:
         iterator = streams.get_shard_iterator(arn, shard["ShardId"], "TRIM_HORIZON", None)
