@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import boto3
 from twilio.http.response import Response
 
 import requests
@@ -273,10 +272,10 @@ def harsh_world(**changes: Any) -> Iterator[World]:
                                  **changes)  # fmt: skip
         seam = Seam(TABLE, settings.send_queue_url, settings.results_queue_url,
                     queues=queues_of(settings))  # fmt: skip
-        # Made once: a client costs tens of milliseconds, an example's runtime would make its own.
-        clients = {name: boto3.client(name) for name in ("sqs", "s3", "events")}
-        # DynamoDB's, as the runtime makes it (its config), for the postings and holds.
-        clients["dynamodb"] = runtime_for(settings).client("dynamodb")
+        # Made once (a client costs tens of milliseconds, an example's runtime would make its
+        # own), as the runtime makes them: with the functions' retry mode, attempts and timeouts.
+        made = runtime_for(settings)
+        clients = {name: made.client(name) for name in ("sqs", "s3", "events", "dynamodb")}
         with installed(seam), lean_transactions():
             yield World(settings, seam, clients)
 
