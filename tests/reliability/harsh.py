@@ -36,6 +36,7 @@ sent to the send queue and to the results queue.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import zlib
 from collections.abc import Callable, Iterator
@@ -541,7 +542,7 @@ def installed(seam: Seam) -> Iterator[Seam]:
     quota.RetryQuota.acquire = lambda self, amount: True  # type: ignore[method-assign]
     # moto lists a response class's methods (inspect.getmembers) on every request to find the
     # action's; a class's methods do not change, so each class's list is made once.
-    moto.core.responses.method_names_from_class = _method_names(saved[3])
+    moto.core.responses.method_names_from_class = functools.cache(saved[3])
     try:
         yield seam
     finally:
@@ -550,17 +551,6 @@ def installed(seam: Seam) -> Iterator[Seam]:
         vdq.store.tx.time = saved[1]
         quota.RetryQuota.acquire = saved[2]  # type: ignore[method-assign]
         moto.core.responses.method_names_from_class = saved[3]
-
-
-def _method_names(names_of: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
-    made: dict[Any, list[str]] = {}
-
-    def method_names(clazz: Any) -> list[str]:
-        if clazz not in made:
-            made[clazz] = names_of(clazz)
-        return made[clazz]
-
-    return method_names
 
 
 def _writes_an_item(request: dict[str, Any]) -> bool:

@@ -35,6 +35,7 @@ from tests.support.fake_twilio import ACCOUNT_SID, AUTH_TOKEN, FakeTwilioHttp
 from vdq.core.clock import parse_iso
 from vdq.core.errors import VdqError
 from vdq.core.settings import Settings
+from vdq.local import motolean
 from vdq.providers.twilio import TwilioProvider
 from vdq.runtime import Runtime
 from vdq.store import HistoryRecord, QueueItemRecord, unpack_history
@@ -276,26 +277,8 @@ def harsh_world(**changes: Any) -> Iterator[World]:
         # own), as the runtime makes them: with the functions' retry mode, attempts and timeouts.
         made = runtime_for(settings)
         clients = {name: made.client(name) for name in ("sqs", "s3", "events", "dynamodb")}
-        with installed(seam), lean_transactions():
+        with installed(seam), motolean.installed():
             yield World(settings, seam, clients)
-
-
-@contextmanager
-def lean_transactions() -> Iterator[None]:
-    """moto's TransactWriteItems without its deep copy of the whole table per transaction
-    (vdq.local.motolean: all or nothing still, as the local stack runs it): the copy was an
-    eighth of a model example's time, and grows with the table."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    from vdq.local import motolean
-
-    ours = not getattr(DynamoDBBackend.transact_write_items, "_vdq_lean", False)
-    original = motolean.install()
-    try:
-        yield
-    finally:
-        if ours:
-            motolean.uninstall(original)
 
 
 # ---- invariants: each returns the problems it finds (empty: none) ------------------------------

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # Held for a whole lean transaction: the switch on moto's Table class below is the process's,
@@ -80,6 +82,21 @@ def install() -> Any:
     transact_write_items._vdq_original = original  # type: ignore[attr-defined]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     return original
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """Lean transactions while inside; plain moto's back after, unless they were installed
+    before (the local stack's stay)."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    ours = not getattr(DynamoDBBackend.transact_write_items, "_vdq_lean", False)
+    original = install()
+    try:
+        yield
+    finally:
+        if ours:
+            uninstall(original)
 
 
 def uninstall(original: Any) -> None:
