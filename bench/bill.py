@@ -37,7 +37,7 @@ FLOOR_WRITES = (
     ("enqueue: its entry in the list of open items (operators list them)", 1),
     ("enqueue: its entry in the receiver index (search by receiver)", 1),
     ("claim: a conditional write (SQS delivers a message twice at times: no double send)", 1),
-    ("result: the done state, its open entry out, its done-list entry in", 3),
+    ("result: the done state and its open entry out (the done list is the stream's)", 2),
 )
 FLOOR_READS = 1.0  # the worker reads the item and its content (each under 4 KB)
 

@@ -884,7 +884,7 @@ def email_delivered() -> Journey:
 
 # Records the stream consumer writes once per window of a shard (vdq.store.postings): shared by
 # every message of the window, so neither one message's requests nor its stored bytes.
-WINDOW_PREFIXES = ("PT#", "CNT#", "CK#")  # postings, counters, a shard's checkpoint
+WINDOW_PREFIXES = ("PT#", "DN#", "CNT#", "CK#")  # postings, done postings, counters, checkpoint
 
 
 CHECK = "check"  # the phase of a send's check (vdq.results.checks), one a send batch

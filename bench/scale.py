@@ -67,16 +67,11 @@ def _items(stack: env.Stack, count: int, method: str, shape: Any) -> Iterator[di
 
 
 def _done(stack: env.Stack) -> Any:
-    from vdq.workflow.transitions import sent_partition
-
-    shards = stack.runtime.settings.index_shards
-
     def shape(item: Any, n: int) -> None:
         item.state = "succeeded"
         item.provider_id = f"bench-{n}"
         item.done_at = item.updated_at
         item.active_pk = item.active_sk = item.timer_pk = item.timer_sk = None
-        item.sent_pk, item.sent_sk = sent_partition(item.id, shards), f"{item.updated_at}#{item.id}"
 
     return shape
 

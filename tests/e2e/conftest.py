@@ -157,6 +157,19 @@ class Stack:
             time.sleep(0.25)
         raise AssertionError(f"{item_id} stayed {item.get('state')} (wanted {states}): {item}")
 
+    def listed(self, *item_ids: str, timeout: float = 30) -> None:
+        """Once GET /sent-items lists every one of ``item_ids``: the list follows the stream by
+        its window (STREAM_SECONDS here), not the item's state."""
+        deadline = time.monotonic() + patient(timeout)
+        missing = set(item_ids)
+        while time.monotonic() < deadline:
+            page = self.api("GET", "/sent-items?limit=100").json()["items"]
+            missing = set(item_ids) - {i["id"] for i in page}
+            if not missing:
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"{sorted(missing)} not in the sent list after {timeout} s")
+
     def send_emails(self, *receivers: str, **extra: Any) -> list[dict[str, Any]]:
         body = {"sender": {"email": "shop@example.com"}, "to": [{"email": r} for r in receivers],
                 "subject": "e2e", "text": "hello", **extra}  # fmt: skip

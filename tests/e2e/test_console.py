@@ -387,6 +387,7 @@ def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     sent = stack.send_emails("first@example.com", "second@example.com")
     for item in sent:
         stack.wait(item["id"], "succeeded")
+    stack.listed(*(item["id"] for item in sent))
     sign_in(browser, stack.url, "vdq-operators")
     browser.goto(f"{stack.url}/console/#/sent?state=succeeded&limit=100")
     for item in sent:
@@ -419,10 +420,13 @@ def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
     sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
     for item in sent:
         stack.wait(item["id"], "succeeded")
+    stack.listed(*(item["id"] for item in sent))
     sign_in(browser, stack.url, "vdq-viewers")
     browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=10")
     rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
     browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    # The list follows the stream: the page says so, and where an item shows at once.
+    assert "about a minute after it is done" in browser.text("#sent-note")
     first = browser.evaluate(rows)
     assert len(first) == 10 and browser.evaluate("document.querySelector('#filter-limit').value") \
         == "10"

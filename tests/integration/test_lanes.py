@@ -13,6 +13,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call, move, succeed
+from tests.support.stream import posted
 from vdq.core import resources
 from vdq.core.clock import iso, parse_iso
 from vdq.dispatch import send
@@ -200,6 +201,7 @@ def test_lists_filter_by_priority(aws, runtime):
     assert [i["id"] for i in answer.body["items"]] == [high.id]
     assert all(i["priority"] == "high" for i in answer.body["items"])
     succeed(runtime, high.id)
+    posted(aws["table"])
     sent = call("list_sent_items", query={"priority": "high"}).body["items"]
     assert [i["id"] for i in sent] == [high.id]
     assert call("list_sent_items", query={"priority": "bulk"}).body["items"] == []

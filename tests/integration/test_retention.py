@@ -444,7 +444,16 @@ def test_lists_and_reads_hide_an_expired_item_before_it_is_deleted(aws, runtime,
     content = content_records(aws, item.content_id)[CONTENT_SK]
     clock.advance(content - int(clock.now().timestamp()))
     assert runtime.store.get_content(item.content_id) is None
-    assert ttl_deleter(aws, clock.now()) == 1
+    # With the content goes the sent list's done posting of its minute (kept as long).
+    done_postings = [k for k in records_by_pk(aws) if k.startswith("DN#")]
+    assert len(done_postings) == 1
+    assert ttl_deleter(aws, clock.now()) == 2
+    assert content_records(aws, item.content_id) == {}
+    assert [k for k in records_by_pk(aws) if k.startswith("DN#")] == []
+
+
+def records_by_pk(aws):
+    return {r["pk"]["S"] for r in boto3.client("dynamodb").scan(TableName=aws["table"])["Items"]}
 
 
 def test_an_item_whose_content_expired_first_is_not_shown_half(aws, runtime, clock):

@@ -14,6 +14,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call, succeed
+from tests.support.stream import posted
 from vdq import store as st
 from vdq.core.errors import TooManySegments
 
@@ -51,6 +52,7 @@ def test_post_sms_stores_and_shows_the_encoding_and_segments(aws, runtime):
         (item["id"], "GSM-7", 2)]
     # The figures stay through the workflow: the sent list shows them too.
     succeed(runtime, item["id"])
+    posted(aws["table"])
     sent = call("list_sent_items", query={"method": "sms"}).body["items"]
     assert [(i["id"], i["encoding"], i["segments"]) for i in sent] == [(item["id"], "GSM-7", 2)]
 

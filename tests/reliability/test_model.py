@@ -54,11 +54,12 @@ from vdq.core.clock import iso
 from vdq.core.errors import VdqError
 from vdq.intake import rest as intake
 from vdq.local.pollers import passes
-from vdq.operations import actions
+from vdq.operations import actions, done_list
 from vdq.results import checks, guard
 from vdq.results import matching as results
 from vdq.schedules import postings
 from vdq.schedules import sweeps as schedules
+from vdq.store.expiry import gone
 from vdq.store.history import RECENT_ENTRY_BYTES, RECENT_LIMIT
 from vdq.store.holds import Level
 from vdq.store.postings import Tallies, counter_kind, shard_tag
@@ -652,12 +653,13 @@ class Workflow(RuleBasedStateMachine):
     def advance(self, seconds: float) -> None:
         self.rt.clock.advance(seconds)
 
-    @rule()
-    def drain(self) -> None:
+    @rule(post=st.booleans())
+    def drain(self, post: bool) -> None:
         """VDQ's promise: the queues are drained (every visible, delayed and in-flight message
         delivered until none is left) and the clock passes every timer, the schedules running
         each time the queues are empty: then every item is done or errored, and nothing waits
-        on a timer."""
+        on a timer. ``post``: then a stream window takes what the stream holds, so the
+        invariants of a consumed stream (counts, the sent list) see the items done."""
         rounds = w.drain(self.w, lambda work: self._step(Plan(), work), DRAIN_ROUNDS)
         FIGURES["drains"] += 1
         self.last_sweep = self.rt.clock.now()
@@ -669,6 +671,8 @@ class Workflow(RuleBasedStateMachine):
         self._violation(w.overdue(items, self.rt.settings, self.rt.clock.now()),
                         "after the timers")  # fmt: skip
         self._violation(w.undone(items, w.parked(self.w, held_only=True)), "drained")
+        if post:
+            self.stream_window(0, False, Plan())
 
     # ---- the table's stream --------------------------------------------------------------------
 
@@ -788,6 +792,31 @@ class Workflow(RuleBasedStateMachine):
                                     f", items {n}")  # fmt: skip
         self._violation(problems, "stream counts")
 
+    @invariant()
+    def the_sent_list_of_a_consumed_stream_is_the_done_items(self) -> None:
+        """Once the stream's records are all taken, the sent list (GET /sent-items, page by
+        page) holds every live item in a done state once, most recently done first, and no
+        other: the windows' failures and replays neither lose nor repeat an entry."""
+        if self.stream_read == 0 or len(self._stream()) != self.stream_read:
+            return
+        FIGURES["sent lists checked"] += 1
+        listed: list[str] = []
+        cursor = None
+        for _ in range(1000):
+            page = done_list.list_done(self.rt, limit=7, cursor=cursor)
+            listed += [i["id"] for i in page["items"]]
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        now = self.rt.clock.now()
+        done = sorted((i for i in self.w.items().values()
+                       if i.state in DONE and not gone(i.expiration, now)),
+                      key=lambda i: (i.done_at[:23], i.id), reverse=True)  # fmt: skip
+        wanted = [i.id for i in done]
+        FIGURES["sent list entries checked"] += len(wanted)
+        problems = [] if listed == wanted else [f"listed {listed}, done items {wanted}"]
+        self._violation(problems, "sent list")
+
 
 def narrowed(machine: type[Workflow]) -> type[Workflow]:
     """``machine`` with only the rules ``VDQ_MODEL_RULES`` names (a rule hidden by a plain
@@ -831,7 +860,7 @@ def test_drains_that_pass_days_run_the_daily_schedule_as_eventbridge_does(world)
     machine.deliver_producers_email(faults=Plan(), n=0, plan="permanent", stale=False)
     assert any(i.state == "errored" for i in machine.w.items().values())
     for _ in range(14):
-        machine.drain()
+        machine.drain(post=False)
         machine.every_item_follows_the_workflow_and_the_rules()
 
 

@@ -138,3 +138,21 @@ def dynamodb_requests(monkeypatch: Any) -> Iterator[Counter[str]]:
         yield counts
     finally:
         monkeypatch.setattr(Connection, "_make_api_call", original)
+
+
+def pages(name: str, query: dict[str, str], page_size: int,
+          max_pages: int = 200) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """Every item of a list (``list_queue_items``, ``list_sent_items``), following its cursor
+    page by page: (the items, the pages read)."""
+    seen: list[dict[str, Any]] = []
+    cursor, count = None, 0
+    while True:
+        q = {**query, "limit": str(page_size), **({"cursor": cursor} if cursor else {})}
+        answer = call(name, query=q)
+        assert answer.status == 200, answer.body
+        seen += answer.body["items"]
+        count += 1
+        cursor = answer.body["cursor"]
+        if cursor is None:
+            return seen, count
+        assert count < max_pages, "the cursor never ends"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from vdq.core.settings import Settings
-from vdq.operations import cursor, examples, search, spec
+from vdq.operations import cursor, done_list, examples, search, spec
 from vdq.operations.examples import LOCAL_TABLE
 from vdq.store.models import SUPPRESSION_SHARDS
 
@@ -19,7 +19,10 @@ def list_key(operation_id: str, params: dict) -> cursor.ListKey:
     vdq.operations.listing, detail, suppressions and search build it)."""
     shards = Settings().index_shards
     if operation_id in ("listQueueItems", "listSentItems"):
-        index = "active" if operation_id == "listQueueItems" else "sent"
+        if operation_id == "listSentItems":  # one position: the done postings' (done_list)
+            index, shards = done_list.LIST_NAME, 1
+        else:
+            index = "active"
         filters: tuple = (params.get("method"), params.get("state"))
         if params.get("priority") is not None or params.get("scheduled") is not None:
             scheduled = params.get("scheduled")

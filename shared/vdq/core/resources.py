@@ -33,7 +33,6 @@ class IndexSpec:
 ACTIVE_INDEX = IndexSpec(
     "active", "active_pk", "active_sk", "items not in a done state, oldest first"
 )
-SENT_INDEX = IndexSpec("sent", "sent_pk", "sent_sk", "items in a done state, newest first")
 TIMERS_INDEX = IndexSpec(
     "timers",
     "timer_pk",
@@ -53,7 +52,9 @@ PURGE_INDEX = IndexSpec(
 RECEIVER_INDEX = IndexSpec(
     "receiver", "rx", "id", "every item by a hash of its normalised receiver, newest first"
 )
-INDEXES = (ACTIVE_INDEX, SENT_INDEX, TIMERS_INDEX, PURGE_INDEX, RECEIVER_INDEX)
+# The items in a done state are listed from the stream's done postings, not an index: an
+# entry there is a write unit an item, a posting holds a minute of a shard's (vdq.store.postings).
+INDEXES = (ACTIVE_INDEX, TIMERS_INDEX, PURGE_INDEX, RECEIVER_INDEX)
 
 # Expired records archived from the stream (VDQ_ARCHIVE=s3), in the attachments bucket.
 ARCHIVE_PREFIX = "archive/"

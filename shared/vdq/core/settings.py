@@ -138,9 +138,9 @@ class Settings:
         30,
         read.non_negative_int,
         "days a done item (its history, content, files) is kept after it reached a done state, "
-        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.4 KB per email "
-        "(at US$0.25 per GB-month: about US$0.78 a month per million emails a day); 0: keep "
-        "forever (the table grows by about 94 GB a month per million emails a day)",
+        "then DynamoDB's TTL deletes it for free; each day kept holds about 3.0 KB per email "
+        "(at US$0.25 per GB-month: about US$0.76 a month per million emails a day); 0: keep "
+        "forever (the table grows by about 85 GB a month per million emails a day)",
     )
     archive: str = _setting(
         "VDQ_ARCHIVE",
@@ -305,7 +305,7 @@ class Settings:
     )  # fmt: skip
     index_shards: int = _setting(
         "VDQ_INDEX_SHARDS", 4, read.positive_int,
-        "write shards of each sparse index (open items, timers, sent items): raise it with SES's "
+        "write shards of each sparse index (open items, timers): raise it with SES's "
         "rate, to 8 at 1,000 emails a second (index_shards_for; the send function warns when "
         "it is below); a lower value than the table's indexes have used is raised to that "
         "count, so no entry is left in a shard nothing reads (vdq.store.shards)",

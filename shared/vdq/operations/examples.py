@@ -14,6 +14,7 @@ from typing import Any
 from vdq.core import resources
 from vdq.core.settings import Settings
 from vdq.operations import cursor as _cursors
+from vdq.operations.done_list import LIST_NAME
 from vdq.store.models import SUPPRESSION_SHARDS
 from vdq.store.models import shard as _shard
 
@@ -41,8 +42,8 @@ def _cursor(index: str, filters: tuple[Any, ...], shards: int, item_id: str, key
 # Each list's cursor names the list and its filters, as the examples beside it give them.
 _ACTIVE_CURSOR = _cursor(resources.ACTIVE_INDEX.name, ("email", "errored", "bulk", "False"),
                          _SHARDS, _ITEM_ID, f"{_T1}#{_ITEM_ID}")  # fmt: skip
-_SENT_CURSOR = _cursor(resources.SENT_INDEX.name, ("sms", "succeeded", "high", None), _SHARDS,
-                       _SMS_ID, f"{_T2}#{_SMS_ID}")  # fmt: skip
+_SENT_CURSOR = _cursor(LIST_NAME, ("sms", "succeeded", "high", None), 1, _SMS_ID,
+                       f"{_T2[:23]}#{_SMS_ID}")  # fmt: skip
 _SUPPRESSIONS_CURSOR = _cursor("suppressions", ("email",), SUPPRESSION_SHARDS,
                                "ada@example.org", "R#ada@example.org")  # fmt: skip
 _HISTORY_CURSOR = _cursor("history", (_ITEM_ID,), 1, _ITEM_ID, "H#")

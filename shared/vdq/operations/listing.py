@@ -1,10 +1,13 @@
-"""The active queue and the sent items, page by page, from the sharded sparse indexes.
+"""The active queue and the sent items, page by page.
 
-Each shard is read from the cursor's position in it; the rows are merged by sort key (time,
-then id, so the order is total across shards), and the items of the page are read in one batch.
-A page never skips or repeats an item: a shard's position moves only past rows examined. The
-method, state, priority and scheduled filters apply to the items read, in a bounded number of
-rounds; a page may then hold fewer items than asked, with a cursor to go on.
+The active queue is read from a sharded sparse index: each shard from the cursor's position in
+it; the rows are merged by sort key (time, then id, so the order is total across shards), and
+the items of the page are read in one batch. A page never skips or repeats an item: a shard's
+position moves only past rows examined. The method, state, priority and scheduled filters apply
+to the items read, in a bounded number of rounds; a page may then hold fewer items than asked,
+with a cursor to go on.
+
+The sent items are read from the stream's done postings (vdq.operations.done_list).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.clock import iso
-from vdq.core.resources import ACTIVE_INDEX, SENT_INDEX, IndexSpec
+from vdq.core.resources import ACTIVE_INDEX, IndexSpec
 from vdq.operations import cursor as cursors
+from vdq.operations import done_list
 from vdq.store import QueueItemRecord
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State, is_done
@@ -30,14 +34,14 @@ LIST_PERMISSION = "vdq.list_queueitem"
 
 @dataclass(frozen=True)
 class _List:
-    index: IndexSpec
+    index: IndexSpec | None  # None: the done postings
     prefix: str
     descending: bool
     done: bool  # which side of the done/active split the list shows
 
 
 ACTIVE = _List(ACTIVE_INDEX, "A", descending=False, done=False)
-SENT = _List(SENT_INDEX, "S", descending=True, done=True)
+SENT = _List(None, "S", descending=True, done=True)
 
 
 def list_items(
@@ -54,13 +58,17 @@ def list_items(
     """``{"items": [...], "cursor": str | None}``: one page of the list, in its order.
     ``scheduled``: true for the items waiting for their send_at (queued, send_at ahead),
     false for the others."""
+    if which.index is None:
+        return done_list.list_done(runtime, limit=limit, method=method, state=state,
+                                   priority=priority, scheduled=scheduled, cursor=cursor)
+    index = which.index
     settings = runtime.settings
     shards = settings.index_shards
     now = iso(runtime.clock.now())
     filters: tuple[str | None, ...] = (method, state)
     if priority is not None or scheduled is not None:  # older cursors keep their key
         filters = (method, state, priority, None if scheduled is None else str(scheduled))
-    key = cursors.ListKey(which.index.name, filters, shards)
+    key = cursors.ListKey(index.name, filters, shards)
     positions: list[str | None] = (
         cursors.decode(cursor, key, settings.table_name) if cursor else [None] * shards
     )
@@ -77,7 +85,7 @@ def list_items(
     page: list[QueueItemRecord] = []
     more = True
     for _ in range(MAX_ROUNDS):
-        more = _round(which, runtime, positions, limit, page, wanted)
+        more = _round(which, index, runtime, positions, limit, page, wanted)
         if len(page) >= limit or not more:
             break
     next_cursor = cursors.encode(positions, key, settings.table_name) if more else None
@@ -91,6 +99,7 @@ def waiting(item: QueueItemRecord, now: str) -> bool:
 
 def _round(
     which: _List,
+    index: IndexSpec,
     runtime: Runtime,
     positions: list[str | None],
     limit: int,
@@ -102,7 +111,7 @@ def _round(
     candidates: list[tuple[str, str, int]] = []  # (sort key, item id, shard)
     full_shards = set()
     for k, position in enumerate(positions):
-        rows = store.query_index(which.index, f"{which.prefix}#{k}", start_after=position,
+        rows = store.query_index(index, f"{which.prefix}#{k}", start_after=position,
                                  descending=which.descending, limit=limit)  # fmt: skip
         if len(rows) >= limit:
             full_shards.add(k)

@@ -233,8 +233,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("listSentItems", "GET", "/sent-items", "operator", "sent-items",
               "List done items, newest first",
               "The items in a done state (succeeded, cancelled, unconfirmed), most recently "
-              "done first, a page at a time. A filtered page may hold fewer items than "
-              "`limit` and still carry a cursor: follow it until `cursor` is null.",
+              "done first, a page at a time. The list follows the table's stream: an item "
+              f"appears up to {LAG_SECONDS} s after it is done (getQueueItem and searchItems "
+              "by receiver show it at once). A page may hold fewer items than `limit` and "
+              "still carry a cursor: follow it until `cursor` is null.",
               _LIST, (_METHOD, Param("state", "query", "string",
                                      "Only items in this done state.", enum=SENT_STATES),
                       _PRIORITY, _LIMIT, _CURSOR),

@@ -5,9 +5,10 @@ The stream mapping has a tumbling window (vdq.core.resources.STREAM_TUMBLING_WIN
 Lambda hands each invocation the shard's id and the state the previous invocation of the
 window returned. Each invocation folds its records into that state (``fold``: pure but for a
 read of the item when a provider's entry spilled to a history record), and the window's last
-invocation writes it (``flush``): a posting per hour touched, a counter record per hour and
-kind (all, per producer, per sender identity), each ADD with the shard's checkpoint in the
-same write (vdq.store.postings). So a record is counted exactly once:
+invocation writes it (``flush``): a posting per hour touched, a done posting per minute
+touched (what the sent list reads), a counter record per hour and kind (all, per producer,
+per sender identity), each ADD with the shard's checkpoint in the same write
+(vdq.store.postings). So a record is counted exactly once:
 
 - a batch that fails is given again with the state of before it (nothing of it was kept);
 - a record given again (Lambda processes a record at least once, and a repeat perhaps out of
@@ -38,6 +39,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,13 +50,19 @@ from vdq.results import guard
 from vdq.store.history import entry_data, more_entries
 from vdq.store.postings import (
     ALL,
+    DONE_STATES,
+    LANES,
+    METHODS,
     Accepted,
+    Done,
     Entered,
     Entry,
     Tallies,
     counter_kind,
     counter_sk,
+    decode_done,
     decode_entries,
+    done_sk,
     hour_of,
     provider_hash,
     sender_hash,
@@ -79,6 +87,7 @@ SHARD_CHECKPOINT_DAYS = 2  # a stream keeps a record 24 hours
 MAX_STATE_BYTES = 400_000
 STATE_KEY = "vdq"
 NO_PRODUCER = "-"
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}")  # a stored time, to the ms
 
 
 def _plain(image: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,7 +100,8 @@ def _plain(image: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass
 class Window:
     """What a window of one shard has seen so far: the counts of each counter record (with the
-    first and last sequence number that added to it) and each hour's posting entries."""
+    first and last sequence number that added to it), each hour's posting entries and each
+    minute's done entries."""
 
     counts: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<hour>|<sk>" -> ...
     postings: dict[str, dict[str, Any]] = field(default_factory=dict)  # hour -> ...
@@ -99,15 +109,16 @@ class Window:
     # The highest sequence number the window has folded (kept across a write that ended it
     # early): Lambda may hand a record of the window on again, even out of order.
     seen: int = -1
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<day>T<HH:MM>" -> ...
 
     # ---- Lambda's state -------------------------------------------------------------------
 
     def state(self) -> dict[str, str]:
         """The state to hand back to Lambda (a map of strings)."""
-        if not self.counts and not self.postings and self.seen < 0:
+        if not self.counts and not self.postings and not self.done and self.seen < 0:
             return {}
-        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings, "s": self.seen},
-                                      separators=(",", ":"))}  # fmt: skip
+        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings, "s": self.seen,
+                                       "d": self.done}, separators=(",", ":"))}  # fmt: skip
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any] | None, shard: str) -> Window:
@@ -117,7 +128,7 @@ class Window:
         data = json.loads(text)
         seen = data.get("s")
         return cls(dict(data.get("c") or {}), dict(data.get("p") or {}), shard,
-                   seen if isinstance(seen, int) else -1)  # fmt: skip
+                   seen if isinstance(seen, int) else -1, dict(data.get("d") or {}))  # fmt: skip
 
     # ---- folding ----------------------------------------------------------------------------
 
@@ -131,12 +142,19 @@ class Window:
             slot["n"][name] = slot["n"].get(name, 0) + 1
 
     def post(self, hour: str, sequence: str, entry: Entry) -> None:
-        slot = self.postings.setdefault(hour, {"f": sequence, "l": sequence, "e": ""})
-        slot["l"] = sequence
-        slot["e"] = base64.b64encode(base64.b64decode(slot["e"]) + entry.encode()).decode()
+        _append(self.postings, hour, sequence, entry.encode())
+
+    def post_done(self, sequence: str, entry: Done) -> None:
+        _append(self.done, entry.done_at[:16], sequence, entry.encode())
 
     def size(self) -> int:
-        return sum(len(json.dumps(v)) for v in (self.counts, self.postings))
+        return sum(len(json.dumps(v)) for v in (self.counts, self.postings, self.done))
+
+
+def _append(slots: dict[str, dict[str, Any]], key: str, sequence: str, entry: bytes) -> None:
+    slot = slots.setdefault(key, {"f": sequence, "l": sequence, "e": ""})
+    slot["l"] = sequence
+    slot["e"] = base64.b64encode(base64.b64decode(slot["e"]) + entry).decode()
 
 
 @dataclass(frozen=True)
@@ -149,6 +167,7 @@ class Change:
     signals: tuple[str, ...] = ()  # provider signals recorded
     queued: bool = False
     provider_id: str | None = None  # newly stored
+    done: Done | None = None  # it entered a done state
 
 
 def change_of(record: Mapping[str, Any],
@@ -176,9 +195,18 @@ def change_of(record: Mapping[str, Any],
             signals |= entry_signals(entry.get("name"), entry.get("text"))
         stored = new.get("provider_id") if new.get("provider_id") != old.get("provider_id") \
             else None  # fmt: skip
+        done = None
+        # Every release writes done_at with a done state, and a lane it knows; the sent list
+        # reads the item itself for the page, so a fallback here only places the entry.
+        done_at = next((str(t) for t in (new.get("done_at"), new.get("updated_at"))
+                        if _TIME.match(str(t or ""))), "")  # fmt: skip
+        method, lane = str(new.get("method") or "email"), str(new.get("priority") or "normal")
+        if after in DONE_STATES and before not in DONE_STATES and done_at and method in METHODS:
+            done = Done(str(new["id"]), done_at, method, lane if lane in LANES else "normal",
+                        str(after))  # fmt: skip
         return Change(new, str(new.get("updated_at") or ""), tuple(states),
                       tuple(s for s in COUNTED_SIGNALS if s in signals),
-                      provider_id=str(stored) if stored else None)  # fmt: skip
+                      provider_id=str(stored) if stored else None, done=done)  # fmt: skip
     if sk.startswith("H#") and event == "INSERT":
         item_id = str(new.get("pk") or "").removeprefix("QI#")
         entries = [{"name": new.get("name"), "text": new.get("text"), "at": new.get("at")}]
@@ -243,6 +271,8 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
         if change.provider_id:
             window.post(hour, sequence, Accepted(str(item["id"]),
                                                  provider_hash(change.provider_id)))
+        if change.done is not None:
+            window.post_done(sequence, change.done)
     return folded
 
 
@@ -267,12 +297,21 @@ def flush(window: Window, tallies: Tallies, *, retention_days: int,
     checkpoint. Returns how many records were written and how many were found written before
     (a replay)."""
     written = skipped = 0
-    wrote_any = bool(window.counts or window.postings)
+    wrote_any = bool(window.counts or window.postings or window.done)
     keep = (max(retention_days, 30) + POSTING_MARGIN_DAYS) * DAY
     for hour, slot in sorted(window.postings.items()):
         entries = decode_entries(base64.b64decode(slot["e"]))
         if tallies.put_posting(hour, window.shard, slot["f"], slot["l"], entries,
                                _hour_epoch(hour) + keep):  # fmt: skip
+            written += 1
+        else:
+            skipped += 1
+    for minute, slot in sorted(window.done.items()):
+        done = decode_done(base64.b64decode(slot["e"]), minute[:10])
+        # Kept as long as the postings; for good when items are (retention 0).
+        expiration = _hour_epoch(minute[:13]) + keep if retention_days > 0 else None
+        if tallies.put_done(minute[:7], done_sk(minute, window.shard, slot["f"]), done,
+                            slot["l"], expiration):  # fmt: skip
             written += 1
         else:
             skipped += 1
@@ -287,6 +326,7 @@ def flush(window: Window, tallies: Tallies, *, retention_days: int,
         tallies.set_shard_checkpoint(window.shard, window.seen, now + SHARD_CHECKPOINT_DAYS * DAY)
     window.counts.clear()
     window.postings.clear()
+    window.done.clear()
     return {"written": written, "replayed": skipped}
 
 
@@ -322,6 +362,7 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
     final = bool(event.get("isFinalInvokeForWindow") or event.get("isWindowTerminatedEarly"))
     if shard_id is None:
         window.counts.clear()
+        window.seen = -1  # no shard to keep a checkpoint for
         final = True
     if final or window.size() > MAX_STATE_BYTES:
         if not final:

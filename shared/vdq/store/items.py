@@ -191,7 +191,6 @@ class Items(BatchWrites, Expiring):
                descending: bool, limit: int) -> list[tuple[str, str]]:  # fmt: skip
         gsi = {
             resources.ACTIVE_INDEX.name: QueueItemRecord.active_index,
-            resources.SENT_INDEX.name: QueueItemRecord.sent_index,
             resources.TIMERS_INDEX.name: QueueItemRecord.timers_index,
         }[index.name]
         rows = gsi.query(

@@ -160,15 +160,6 @@ class _ActiveIndex(GlobalSecondaryIndex["QueueItemRecord"]):
     active_sk = UnicodeAttribute(range_key=True)
 
 
-class _SentIndex(GlobalSecondaryIndex["QueueItemRecord"]):
-    class Meta:
-        index_name = resources.SENT_INDEX.name
-        projection = KeysOnlyProjection()
-
-    sent_pk = UnicodeAttribute(hash_key=True)
-    sent_sk = UnicodeAttribute(range_key=True)
-
-
 class _TimersIndex(GlobalSecondaryIndex["QueueItemRecord"]):
     class Meta:
         index_name = resources.TIMERS_INDEX.name
@@ -256,8 +247,6 @@ class QueueItemRecord(_Table):
     # Sparse index keys: present only while the item belongs to the index.
     active_pk = UnicodeAttribute(null=True)
     active_sk = UnicodeAttribute(null=True)
-    sent_pk = UnicodeAttribute(null=True)
-    sent_sk = UnicodeAttribute(null=True)
     timer_pk = UnicodeAttribute(null=True)
     timer_sk = UnicodeAttribute(null=True)
     # The receiver index's key (vdq.store.search.receiver_key): written at enqueue, never moved.
@@ -267,7 +256,6 @@ class QueueItemRecord(_Table):
     sj = UnicodeAttribute(null=True)
 
     active_index = _ActiveIndex()
-    sent_index = _SentIndex()
     timers_index = _TimersIndex()
     receiver_index = _ReceiverIndex()
 

@@ -8,6 +8,11 @@ a posting holds a window's items in one): by time window, by sender, by provider
 replayed writes the same key again (never a smaller posting over a larger one); readers drop
 an id seen twice.
 
+A **done posting** lists the items one window of one shard saw enter a done state in one
+minute (id, the time to the millisecond, method, lane, state): key ``DN#<YYYY-MM>`` /
+``<DD>T<HH:MM>#<shard>#<first sequence>``. The sent list reads them newest minute first, a
+month a Query (vdq.operations.done_list); an index of done items was a write unit an item.
+
 A **counter** holds how many items entered each state in an hour, in all (``all#<k>``), per
 producer (``p#<producer>#<k>``) and per sender identity (``i#<sender>#<k>``), under
 ``CNT#<hour>``. Each write ADDs a window's counts and sets its shard's checkpoint, the last
@@ -35,6 +40,7 @@ from vdq.core import ids
 from vdq.store.tx import batch_get
 
 POSTING_PREFIX = "PT#"
+DONE_PREFIX = "DN#"
 COUNTER_PREFIX = "CNT#"
 # A shard's last sequence number written (``CK#<shard>``): the next window of the shard skips
 # a record at or below it (Lambda may hand one on again, out of order).
@@ -46,9 +52,11 @@ COUNTER_SHARDS = 1
 ALL = "all"
 ENTRY_BYTES = 25
 SEQUENCE_BYTES = 17  # a stream sequence number (at most 40 digits) as a big-endian integer
-ENTERED, ACCEPTED = b"q", b"p"
+ENTERED, ACCEPTED, DONE = b"q", b"p", b"d"
 METHODS = ("email", "sms")
 LANES = ("normal", "high", "bulk")
+DONE_STATES = ("succeeded", "cancelled", "unconfirmed")
+DAY_MS = 86_400_000
 SCHEDULED = 1
 
 
@@ -120,6 +128,56 @@ class Accepted:
         return ACCEPTED + _id_bytes(self.item_id) + self.provider
 
 
+@dataclass(frozen=True)
+class Done:
+    """An item entered a done state at ``done_at`` (the stored ISO time: the entry keeps it to
+    the millisecond, its day is the posting's)."""
+
+    item_id: str
+    done_at: str
+    method: str
+    priority: str
+    state: str
+
+    @property
+    def position(self) -> str:
+        """Where the entry sorts in the sent list (newest first): its time, then its id."""
+        return f"{self.done_at[:23]}#{self.item_id}"
+
+    def encode(self) -> bytes:
+        ms = int(self.done_at[11:13]) * 3_600_000 + int(self.done_at[14:16]) * 60_000 \
+            + int(self.done_at[17:19]) * 1000 + int(self.done_at[20:23])  # fmt: skip
+        return (DONE + _id_bytes(self.item_id) + ms.to_bytes(4, "big")
+                + bytes([METHODS.index(self.method), LANES.index(self.priority),
+                         DONE_STATES.index(self.state), 0]))  # fmt: skip
+
+
+def decode_done(blob: bytes, day: str) -> list[Done]:
+    """The entries of a done posting of ``day`` (``YYYY-MM-DD``: its month and the start of
+    its sort key); ValueError for bytes no release wrote."""
+    if len(blob) % ENTRY_BYTES:
+        raise ValueError(f"a done posting of {len(blob)} bytes is not whole entries")
+    out: list[Done] = []
+    for start in range(0, len(blob), ENTRY_BYTES):
+        raw = blob[start : start + ENTRY_BYTES]
+        ms = int.from_bytes(raw[17:21], "big")
+        m, lane, state = raw[21], raw[22], raw[23]
+        if raw[:1] != DONE or ms >= DAY_MS or m >= len(METHODS) or lane >= len(LANES) \
+                or state >= len(DONE_STATES):  # fmt: skip
+            raise ValueError("not a done posting entry")
+        seconds, milli = divmod(ms, 1000)
+        at = (f"{day}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+              f".{milli:03d}000Z")  # fmt: skip
+        out.append(Done(_id_text(raw[1:17]), at, METHODS[m], LANES[lane], DONE_STATES[state]))
+    return out
+
+
+def done_sk(done_at: str, shard: str, first: str) -> str:
+    """The sort key of a window's done posting of ``done_at``'s minute (its partition is the
+    month's: ``done_at[:7]``)."""
+    return f"{done_at[8:16]}#{shard}#{int(first):040d}"
+
+
 Entry = Entered | Accepted
 
 
@@ -180,14 +238,25 @@ class Tallies:
                     expiration: int) -> bool:  # fmt: skip
         """Write a window's posting of ``hour``; False when one as large is there (a replay).
         ``first``, ``last``: the window's first and last sequence numbers."""
+        return self._put(POSTING_PREFIX + hour, f"{shard}#{int(first):040d}",
+                         encode_entries(entries), last, expiration)  # fmt: skip
+
+    def put_done(self, month: str, sk: str, entries: list[Done], last: str,
+                 expiration: int | None) -> bool:  # fmt: skip
+        """Write a window's done posting of a minute of ``month`` (``sk``: ``done_sk``); False
+        when one as large is there (a replay). ``expiration`` None: kept for good."""
+        return self._put(DONE_PREFIX + month, sk, b"".join(e.encode() for e in entries), last,
+                         expiration)  # fmt: skip
+
+    def _put(self, pk: str, sk: str, blob: bytes, last: str, expiration: int | None) -> bool:
+        item: dict[str, Any] = {"pk": {"S": pk}, "sk": {"S": sk}, "e": {"B": blob},
+                                "last": {"B": sequence_bytes(last)}}  # fmt: skip
+        if expiration is not None:
+            item["expiration"] = {"N": str(expiration)}
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item={"pk": {"S": POSTING_PREFIX + hour},
-                      "sk": {"S": f"{shard}#{int(first):040d}"},
-                      "e": {"B": encode_entries(entries)},
-                      "last": {"B": sequence_bytes(last)},
-                      "expiration": {"N": str(expiration)}},
+                Item=item,
                 ConditionExpression="attribute_not_exists(pk) OR #last < :last",
                 ExpressionAttributeNames={"#last": "last"},
                 ExpressionAttributeValues={":last": {"B": sequence_bytes(last)}},
@@ -279,6 +348,45 @@ class Tallies:
             yield entries, size
             after = answer.get("LastEvaluatedKey")
             if not after:
+                return
+            kwargs["ExclusiveStartKey"] = after
+
+    def done_minutes(self, month: str, *, through: str | None = None
+                     ) -> Iterator[tuple[list[Done], int]]:  # fmt: skip
+        """The done postings of ``month`` (``YYYY-MM``), a whole minute at a time, newest
+        minute first (from ``through``, ``DDTHH:MM``, back): (the minute's entries, unsorted,
+        bytes read). One Query page (1 MB) at a time, eventually consistent: the stream is
+        seconds behind anyway."""
+        values: dict[str, Any] = {":pk": {"S": DONE_PREFIX + month}}
+        condition = "pk = :pk"
+        if through is not None:
+            condition += " AND sk < :before"
+            values[":before"] = {"S": through + "~"}  # every record of that minute
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values, "ScanIndexForward": False,
+            "ProjectionExpression": "sk, e",
+        }  # fmt: skip
+        minute, size = "", 0
+        entries: list[Done] = []
+        while True:
+            answer = self._client.query(**kwargs)
+            for row in answer.get("Items", []):
+                at = row["sk"]["S"][:8]
+                if at != minute and minute:
+                    yield entries, size
+                    entries, size = [], 0
+                minute = at
+                blob = bytes(row.get("e", {}).get("B", b""))
+                size += len(blob) + 100
+                try:
+                    entries.extend(decode_done(blob, f"{month}-{at[:2]}"))
+                except ValueError:
+                    continue  # not a posting as this release writes one: left out
+            after = answer.get("LastEvaluatedKey")
+            if not after:
+                if minute:
+                    yield entries, size
                 return
             kwargs["ExclusiveStartKey"] = after
 

@@ -103,10 +103,6 @@ def active_partition(item_id: str, shards: int) -> str:
     return f"A#{shard(item_id, shards)}"
 
 
-def sent_partition(item_id: str, shards: int) -> str:
-    return f"S#{shard(item_id, shards)}"
-
-
 def timer_partition(kind: str, item_id: str, shards: int, lane: str | None = None) -> str:
     return shard_timer_partition(kind, shard(item_id, shards), lane)
 
@@ -236,8 +232,7 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         write.set.update(active_pk=None, active_sk=None, done_at=iso(now), claimed_at=None)
         # Retention: the item (and the history of this write) expire this long after.
         write.set["expiration"] = expiration_at(now, s)
-        write.set["sent_pk"] = sent_partition(item.id, s.index_shards)
-        write.set["sent_sk"] = f"{iso(now)}#{item.id}"
+        # The sent list is the stream's done postings (vdq.store.postings), not an index.
     return write
 
 

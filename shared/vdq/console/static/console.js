@@ -114,7 +114,12 @@ async function showList(kind, params) {
   const resendBox = el("div", { id: "resend-box" });
   const resendButton = canResend ? el("button", { type: "button", id: "resend-selected" },
     "Resend selected…") : null;
-  add($("main"), counts ? counts.node : null, listFilters(kind, params),
+  // The sent list is read from the table's stream, which follows a change by up to a minute
+  // or so; an item's own page and the search by receiver do not.
+  const lag = kind === "sent" ? el("p", { class: "note", id: "sent-note" },
+    "An item is listed here about a minute after it is done; search by receiver or open "
+    + "the item to see it at once.") : null;
+  add($("main"), counts ? counts.node : null, lag, listFilters(kind, params),
     el("div", { class: "actions" }, resendButton), resendBox, list.nodes);
   if (resendButton) {
     resendButton.addEventListener("click", () => previewResend(resendBox, [...list.selected],
