@@ -309,7 +309,7 @@ def storage_rows(result: dict[str, Any]) -> list[Row]:
             f"{per:,} B in {email['records']} records ({kinds}); unstamped: "
             f"{email['without_expiration'] or 'none'}", None, email),
         Row(FIGURES[1][0], FIGURES[1][1],
-            f"{ops(stamping)}: {stamping['dynamodb_write_units']:g} WRU, "
+            f"{ops(stamping) or 'no request'}: {stamping['dynamodb_write_units']:g} WRU, "
             f"{stamping['dynamodb_read_units']:g} RRU", None, stamping),
         Row(FIGURES[2][0], FIGURES[2][1],
             f"{steady / GB:.1f} GB at {RETENTION_DAYS} d + {TTL_LAG_DAYS} d TTL lag "

@@ -242,3 +242,56 @@ def test_an_entry_minutes_ahead_of_the_reader_across_midnight_is_listed(aws, run
     _at(clock, datetime(2026, 1, 1, 23, 58, tzinfo=UTC))  # the reader, 3 minutes behind
     for limit in (1, 10):
         assert _pages({}, limit)[0] == [ahead.id, early.id]
+
+
+# ---- upgrade -----------------------------------------------------------------------------
+
+
+def _as_an_older_release_did(aws, items):
+    """Items done by a release that listed them from the sent index: its keys on the item, and
+    no done posting."""
+    client = boto3.client("dynamodb")
+    for item in items:
+        client.update_item(TableName=aws["table"],
+                           Key={"pk": {"S": f"QI#{item.id}"}, "sk": {"S": "STATE"}},
+                           UpdateExpression="SET sent_pk = :p, sent_sk = :s",
+                           ExpressionAttributeValues={":p": {"S": "S#0"},
+                                                      ":s": {"S": f"x#{item.id}"}})  # fmt: skip
+    for row in client.scan(TableName=aws["table"])["Items"]:
+        if row["pk"]["S"].startswith("DN#"):
+            client.delete_item(TableName=aws["table"], Key={"pk": row["pk"], "sk": row["sk"]})
+
+
+def test_items_done_before_the_upgrade_are_listed_after_the_backfill(aws, runtime, clock,
+                                                                      monkeypatch):  # fmt: skip
+    from vdq.store import done_backfill
+
+    old = sms(runtime, *[f"+1415555{i:04d}" for i in range(5)])
+    for item in old:
+        succeed(runtime, item.id)
+        clock.advance(40)
+    call("transition", params={"id": (cancelled := email(runtime, "c@example.org")[0]).id,
+                               "name": "cancel"}, query={})  # fmt: skip
+    [errored] = email(runtime, "e@example.org")
+    move(runtime, errored.id, "send", "error")
+    posted(aws["table"])
+    _as_an_older_release_did(aws, [*old, cancelled, errored])
+    [new] = email(runtime, "new@example.org")  # done by this release: posted by the stream
+    succeed(runtime, new.id)
+    posted(aws["table"])
+    assert _pages({}, 3)[0] == [new.id]
+    client = boto3.client("dynamodb")
+    # A run that crashes after its postings, before it removed the old keys of its items:
+    real = client.update_item
+    monkeypatch.setattr(client, "update_item", lambda **kw: (_ for _ in ()).throw(
+        RuntimeError("crashed")))  # fmt: skip
+    with pytest.raises(RuntimeError):
+        list(done_backfill.backfill(client, aws["table"], page=3))
+    monkeypatch.setattr(client, "update_item", real)
+    # Run again (twice): what the crash left is posted again, nothing is lost or shown twice.
+    assert sum(done_backfill.backfill(client, aws["table"], page=3)) >= len(old) + 1
+    assert sum(done_backfill.backfill(client, aws["table"], page=3)) == 0
+    wanted = [new.id, cancelled.id, *(i.id for i in reversed(old))]
+    for limit in (1, 2, 7):
+        assert _pages({}, limit)[0] == wanted
+    assert _pages({"state": "cancelled"}, 5)[0] == [cancelled.id]

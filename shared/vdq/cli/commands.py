@@ -219,6 +219,23 @@ def backfill_receivers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def backfill_done(args: argparse.Namespace) -> int:
+    """Post the items done before the sent list was read from the done postings (a one-off
+    Scan of the table)."""
+    import boto3
+
+    from vdq.store.done_backfill import backfill
+
+    dynamodb = boto3.client("dynamodb", region_name=args.region) if args.region else (
+        boto3.client("dynamodb"))  # fmt: skip
+    total = 0
+    for posted in backfill(dynamodb, args.table):
+        total += posted
+        print(f"posted {total} items so far", file=sys.stderr)
+    print(f"{total} done items posted: the sent list shows them now")
+    return EXIT_OK
+
+
 MAX_HISTORY_PAGES = 200  # 100,000 entries at 500 a page: more is not an operator's timeline
 
 

@@ -172,6 +172,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--by", choices=["producer", "identity"],
                    help="each producer's or sender identity's sending reputation (24 h)")
 
+    p = command("backfill-done", "post the items done before the sent list was read from "
+                "the stream's done postings, so the sent list shows them (once, after the "
+                "upgrade; needs AWS credentials for the table)", commands.backfill_done, [])
+    p.add_argument("--table", required=True, help="the deployment's DynamoDB table (its "
+                   "TableName output)")  # fmt: skip
+    p.add_argument("--region", help="the table's region (default: the AWS configuration's)")
+
     p = command("backfill-receivers", "give items queued before the receiver index their "
                 "receiver key, so find --to finds them (once, after the upgrade; needs AWS "
                 "credentials for the table)", commands.backfill_receivers, [])  # fmt: skip
