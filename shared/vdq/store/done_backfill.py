@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from vdq.core import resources
 from vdq.store.postings import DONE_PREFIX, DONE_STATES, LANES, METHODS, Done
+from vdq.store.tx import UPDATE_TRIES, client_refused, retried
 
 SHARD = "backfill"  # the shard tag of its postings' keys
 
@@ -54,10 +56,11 @@ def backfill(client: Any, table: str, *, page: int = 500) -> Iterator[int]:
             _post(client, table, minute, entries,
                   None if None in ends else max(e for e in ends if e is not None))
         for key in keys:
-            try:
-                client.update_item(TableName=table, Key=key,
-                                   UpdateExpression="REMOVE sent_pk, sent_sk",
-                                   ConditionExpression="attribute_exists(sent_pk)")  # fmt: skip
+            remove = partial(client.update_item, TableName=table, Key=key,
+                             UpdateExpression="REMOVE sent_pk, sent_sk",
+                             ConditionExpression="attribute_exists(sent_pk)")  # fmt: skip
+            try:  # beside live traffic: a late event's transaction may be writing the item
+                retried(remove, client_refused, UPDATE_TRIES)
             except client.exceptions.ConditionalCheckFailedException:
                 continue  # removed meanwhile (another run), or expired and deleted
         yield sum(len(e) for e in minutes.values())
