@@ -300,3 +300,23 @@ def test_items_done_before_the_upgrade_are_listed_after_the_backfill(aws, runtim
     for limit in (1, 2, 7):
         assert _pages({}, limit)[0] == wanted
     assert _pages({"state": "cancelled"}, 5)[0] == [cancelled.id]
+
+
+def test_a_minute_split_over_many_records_and_query_pages_pages_whole(aws, runtime, clock,
+                                                                     monkeypatch):  # fmt: skip
+    from vdq.store import postings as store_postings
+
+    items = sms(runtime, *[f"+1415555{i:04d}" for i in range(10)])
+    for n, item in enumerate(items):
+        succeed(runtime, item.id)
+        clock.advance(0.3 if n % 4 else 50)
+    monkeypatch.setattr(schedule_postings, "MAX_STATE_BYTES", 300)  # a record every few items
+    stream = Stream(aws["table"])
+    state: dict = {}
+    records = stream.new_records()
+    for start in range(0, len(records), 2):
+        state = stream.invoke(records[start : start + 2], state, final=False)["state"]
+    stream.invoke([], state, final=True)
+    monkeypatch.setattr(store_postings, "DONE_QUERY_RECORDS", 1)  # a Query page a record
+    for limit in (1, 3, 10):
+        assert _pages({}, limit)[0] == [i.id for i in reversed(items)]
