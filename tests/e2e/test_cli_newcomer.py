@@ -19,6 +19,7 @@ def test_list_pages_by_the_cursor_the_api_returns(stack):
     sent = stack.send_emails(*[f"success+{n}@simulator.amazonses.com" for n in range(3)])
     for item in sent:
         stack.wait(item["id"], "succeeded")
+    stack.listed(*(item["id"] for item in sent))  # the sent list follows the stream
     first = json.loads(stack.cli("list", "--sent", "--json", "--limit", "1", check=True).stdout)
     assert len(first["items"]) == 1 and first["cursor"]
     second = json.loads(stack.cli("list", "--sent", "--json", "--limit", "1", "--cursor",

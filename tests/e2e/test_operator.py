@@ -63,6 +63,7 @@ def test_resend_of_an_item_not_done_fails_for_it_alone(stack):
 def test_list_and_show_print_tables_and_a_timeline(stack):
     [item] = stack.send_emails(f"success@{SIM}")
     stack.wait(item["id"], "succeeded")
+    stack.listed(item["id"])  # the sent list follows the stream by its window
     listed = stack.cli("list", "--sent", "--limit", "100", check=True)
     assert "STATE" in listed.stdout and item["id"] in listed.stdout
     as_json = json.loads(stack.cli("list", "--sent", "--json", "--limit", "100").stdout)

@@ -79,7 +79,7 @@ def test_the_banners_line_lets_a_new_shell_run_the_commands_it_suggests(stack, t
     export, suggested = lines[start - 1], lines[start + 1 : start + 4]
     assert export.startswith("export VDQ_API_URL=") and "PATH=" in export
     assert [c.split()[:2] for c in suggested] == [["vdq", "send-email"], ["vdq", "send-sms"],
-                                                  ["vdq", "list"]]  # fmt: skip
+                                                  ["vdq", "find"]]  # fmt: skip
     script = "\n".join(["set -e", export, *suggested])
     shell = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     done = subprocess.run([shutil.which("bash") or "/bin/bash", "--noprofile", "--norc", "-c",

@@ -255,8 +255,8 @@ class LocalStack:
             "  vdq send-email --from shop@example.com --to success@simulator.amazonses.com "
             "--subject Hello --text 'Hello from VDQ'",
             "  vdq send-sms --from +15005550006 --to +14155550100 --body 'Your code is 493021'",
-            "  vdq list --sent",
-            "  vdq show ID   (an id from the list: the item and its history)",
+            "  vdq find --to success@simulator.amazonses.com",
+            "  vdq show ID   (an id from above: the item, its state and its history)",
         ]  # fmt: skip
         return "\n".join(lines)
 
