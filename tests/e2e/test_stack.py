@@ -27,7 +27,7 @@ def test_the_banner_commands_work_in_a_new_shell_and_ctrl_c_stops_everything(tmp
         lines = [line.strip() for line in banner.splitlines()]
         [export] = [line for line in lines if line.startswith("export VDQ_API_URL=")]
         commands = [line.split("  ")[0] for line in lines if line.startswith("vdq ")]
-        assert [c.split()[1] for c in commands] == ["send-email", "send-sms", "list", "show"]
+        assert [c.split()[1] for c in commands] == ["send-email", "send-sms", "find", "show"]
         # A new shell: no VDQ_* variables, no venv, and no vdq anywhere on its PATH.
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("AWS_", "VDQ_", "TWILIO_")) and k != "VIRTUAL_ENV"}
@@ -43,9 +43,10 @@ def test_the_banner_commands_work_in_a_new_shell_and_ctrl_c_stops_everything(tmp
 
         sent = in_new_shell(commands[0])
         assert "success@simulator.amazonses.com" in sent.stdout
-        for command in commands[1:3]:
-            in_new_shell(command)
+        in_new_shell(commands[1])
         [item_id] = re.findall(r"\b[0-9A-HJKMNP-TV-Z]{26}\b", sent.stdout)
+        # "Did it go out?": the search by receiver finds the email at once, with its state.
+        assert item_id in in_new_shell(commands[2]).stdout
         assert item_id in in_new_shell(commands[3].replace("ID", item_id)).stdout
     finally:
         code = stack.stop()

@@ -100,8 +100,8 @@ def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray
     table = cost.prices()
     # (The provider's ID needs no write of its own: the first result's or the check's carries
     # it; nor the publish a timer: a stray is found in the open items; nor the content's expiry:
-    # it is written at birth.)
-    assert low["wru"] == sum(n for _, n in bill.FLOOR_WRITES) == 8
+    # it is written at birth; nor a done-list entry: the stream's done postings list it.)
+    assert low["wru"] == sum(n for _, n in bill.FLOOR_WRITES) == 7
     # At the default system log level (WARN) Lambda prints no start and report lines: the
     # handler's 1,300 log bytes are the line, and the floor keeps none of it.
     assert billed["model"]["system_log_level"] == "WARN"
@@ -109,7 +109,7 @@ def test_the_floor_prices_the_required_writes_and_keeps_the_other_lines_but_xray
     # At INFO, 700 bytes an invocation more (one, not queue-fed): a row beside the total.
     assert billed["variants"]["platform_logs"] == round(1e6 * 700 / 1e9 * 0.53, 4)
     kept = billed["lines"]["lambda"] + billed["lines"]["dynamodb_storage"]
-    ddb = (8 * table["dynamodb"]["per_million_write_request_units"]
+    ddb = (7 * table["dynamodb"]["per_million_write_request_units"]
            + 1 * table["dynamodb"]["per_million_read_request_units"])
     assert low["on_demand"] == round(kept + ddb, 2)
     assert low["provisioned"] == round(kept + bill.provisioned_dynamodb(low, table), 2)
