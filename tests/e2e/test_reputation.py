@@ -73,10 +73,9 @@ def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
 
 def hold(stack: Stack, producer: str) -> None:
     """Bounces and complaints past the hold thresholds: the producer is held. Its clean email
-    goes first: the guard judges a producer when a window counts one of its bounces or
-    complaints, so an email counted sent after the last of them waits for the next one
-    (docs/operating/reputation.md); sent last, it made the hold depend on the windows' timing
-    (found by the end-to-end suite under load)."""
+    goes first, so that the window counting the bounces holds it: one counted after them
+    leaves the producer watched until the minute sweep judges it again
+    (docs/operating/reputation.md), a minute this test need not wait."""
     [clean] = send(stack, producer, f"success@{SIM}")["items"]
     stack.wait(clean["id"])
     items = send(stack, producer, *[unique("bounce") for _ in range(MIN_SENT - 2)],

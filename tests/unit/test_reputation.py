@@ -168,3 +168,35 @@ def _sent(item_id: str, method: str, sequence: str) -> dict:
     return {"eventName": "MODIFY", "dynamodb": {
         "SequenceNumber": sequence, "OldImage": _image(item_id, method, state="sending"),
         "NewImage": _image(item_id, method, state="awaiting", provider_id=f"p-{item_id}")}}
+
+
+# Watched: fewer emails than a rate needs, and bounces (complaints) enough to reach a warning at
+# that volume. With the defaults (200 emails, 2.5% and 0.05%), 5 bounces or 1 complaint.
+
+
+@pytest.mark.parametrize(("figures", "watched"), [
+    (Figures(sent=0, bounced=4), False),  # 4 of 200 is 2%: only a new bounce can warn
+    (Figures(sent=0, bounced=5), True),
+    (Figures(sent=199, bounced=5), True),
+    (Figures(sent=200, bounced=4), False),  # counted: judged as any other
+    (Figures(sent=3, complained=1), True),
+    (Figures(sent=3), False),
+])
+def test_a_producer_is_watched_while_bounces_may_reach_a_warning_at_the_volume_a_rate_needs(
+        figures, watched):  # fmt: skip
+    verdict = judge(figures, LIMITS)
+    assert (verdict.level, verdict.counted, verdict.watch) == (OK, figures.sent >= 200, watched)
+    assert ("judged again each minute" in verdict.reason) == watched
+
+
+@given(sent=st.integers(0, 400), bounced=st.integers(0, 50), complained=st.integers(0, 5),
+       more=st.integers(0, 400))
+def test_a_producer_not_watched_reaches_no_warning_by_clean_email_alone(
+        sent, bounced, complained, more):  # fmt: skip
+    # What the watch must not miss: one left unwatched whose later clean email brings it to a
+    # warning (no bounce, so nothing would judge it).
+    figures = Figures(sent=sent, bounced=bounced, complained=complained)
+    if judge(figures, LIMITS).counted or judge(figures, LIMITS).watch:
+        return
+    later = Figures(sent=sent + more, bounced=bounced, complained=complained)
+    assert judge(later, LIMITS).level == OK

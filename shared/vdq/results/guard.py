@@ -186,7 +186,10 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
              tallies: Tallies | None = None) -> list[Level]:  # fmt: skip
     """Judge each producer (and the account) now and record a level that changed; returns
     the levels written. A hold stays until it is released; a warning clears when the rates
-    fall back."""
+    fall back. A producer judged on fewer emails than a rate needs, with bounces or complaints
+    enough to reach a warning once it has them, is recorded as watched (its level as it was):
+    the minute sweep judges it again until its emails are counted or its bounces leave the
+    window (``Level.watch``; not returned)."""
     if runtime.settings.reputation_guard == "off":
         return []
     store = holds_of(runtime)
@@ -207,6 +210,8 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
         if not store.set_level(current, new):
             logger.info("the guard's level of %s changed meanwhile: left as it is", name)
             continue
+        if new.level == (current.level if current is not None else OK):
+            continue  # only whether it is watched changed
         written.append(new)
         if new.unsignalled:
             signal(new, rated.figures, runtime)
@@ -216,18 +221,26 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
 
 def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None:
     """The record to write, or None when the level stays."""
-    level = rated.verdict.level
+    level, watch = rated.verdict.level, rated.verdict.watch
     before = current.level if current is not None else OK
-    if level == before or (level == OK and before in (OK, RELEASED)):
-        return None
     now = iso(runtime.clock.now())
+    if level == before or (level == OK and before in (OK, RELEASED)):
+        if watch == (current is not None and current.watch):
+            return None
+        if current is None:
+            return Level(rated.producer, OK, rated.verdict.reason, updated_at=now,
+                         figures=rated.figures.as_counts(), watch=True)  # fmt: skip
+        # The level stays (ok, warn or released, with a release's window and baseline).
+        reason = rated.verdict.reason if before == OK else current.reason
+        return replace(current, reason=reason, updated_at=now, watch=watch,
+                       figures=rated.figures.as_counts(), unsignalled=False)  # fmt: skip
     # The window a release began goes on (its baseline too) until the next release.
     return Level(rated.producer, level, rated.verdict.reason,
                  hold_id=now if level == HOLD else None, updated_at=now,
                  figures=rated.figures.as_counts(),
                  since=current.since if current is not None else None,
                  baseline=current.baseline if current is not None else {},
-                 unsignalled=level in (WARN, HOLD))  # fmt: skip
+                 unsignalled=level in (WARN, HOLD), watch=watch)  # fmt: skip
 
 
 def signal(level: Level, figures: Figures, runtime: Runtime) -> None:
@@ -336,15 +349,19 @@ def _cancel(runtime: Runtime, producer: str,
 
 def recheck_warnings(runtime: Runtime, report: Any) -> None:
     """Judge again each producer (and the account) whose warning is older than
-    RECHECK_AFTER. The stream consumer looks only at windows that counted a bounce or a
-    complaint, so a warning would otherwise stay while clean email brings the rates down or
-    the window slides past the bounces; it clears within a minute of the rates falling back.
-    One Query of the levels a minute, and one small read per warned producer."""
+    RECHECK_AFTER, and each watched one. The stream consumer looks only at windows that
+    counted a bounce or a complaint, so a warning would otherwise stay while clean email brings
+    the rates down or the window slides past the bounces; it clears within a minute of the
+    rates falling back. A watched producer was judged on fewer emails than a rate needs, with
+    bounces enough to reach a warning: the emails the rate needs may be counted after its
+    bounces (another shard's window), and that alone judges no one; it is held within a minute
+    of their count. One Query of the levels a minute, and one small read per warned or watched
+    producer."""
     if runtime.settings.reputation_guard == "off":
         return
     before = iso(runtime.clock.now() - RECHECK_AFTER)
     warned = [lv.producer for lv in holds_of(runtime).levels()
-              if lv.level == WARN and lv.updated_at < before]  # fmt: skip
+              if (lv.level == WARN and lv.updated_at < before) or (lv.watch and not lv.held)]
     if not warned:
         return
     producers = [p for p in warned if p != ACCOUNT]

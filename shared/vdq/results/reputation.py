@@ -118,14 +118,20 @@ class Verdict:
     level: str
     reason: str
     counted: bool  # the window holds ``min_sent`` emails: its rates act
+    watch: bool = False  # not yet counted, and may reach a warning once it is
 
 
 def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
     """The level ``figures`` reach against ``limits``. A hold threshold passed reads as a warn
     when ``hold`` is off (the guard only warns in its ``warn`` mode)."""
     if figures.sent < limits.min_sent:
-        return Verdict(OK, f"{figures.sent} emails sent in the window, fewer than the "
-                           f"{limits.min_sent} a rate needs", False)  # fmt: skip
+        text = (f"{figures.sent} emails sent in the window, fewer than the {limits.min_sent} "
+                "a rate needs")  # fmt: skip
+        watch = may_reach_a_warning(figures, limits)
+        if watch:
+            text += (f"; {figures.bounced} bounces and {figures.complained} complaints so far: "
+                     "judged again each minute until it has")
+        return Verdict(OK, text, False, watch)
     bounce, complaint = figures.bounce_rate or 0.0, figures.complaint_rate or 0.0
     for level, b_limit, c_limit in ((HOLD, limits.bounce_hold, limits.complaint_hold),
                                     (WARN, limits.bounce_warn, limits.complaint_warn)):
@@ -139,6 +145,22 @@ def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
                     "window")  # fmt: skip
             return Verdict(level if hold or level == WARN else WARN, text, True)
     return Verdict(OK, f"bounce rate {bounce:.2f}%, complaint rate {complaint:.3f}%", True)
+
+
+def may_reach_a_warning(figures: Figures, limits: Limits) -> bool:
+    """Fewer emails than a rate needs, and bounces or complaints enough to reach a warning once
+    there are: at ``min_sent`` emails, the fewest a rate acts on, these bounces (complaints)
+    would be a rate at its warning. The emails a rate needs may be counted after the bounces
+    (another shard's stream window), and counting them alone judges no one: such a producer is
+    watched (judged again each minute) until they are. One short of that can only reach a
+    warning by a new bounce or complaint, which judges it anyway."""
+    if figures.sent >= limits.min_sent:
+        return False
+    bounces = figures.bounced > 0 and (100.0 * figures.bounced
+                                       >= limits.bounce_warn * limits.min_sent)  # fmt: skip
+    complaints = figures.complained > 0 and (100.0 * figures.complained
+                                             >= limits.complaint_warn * limits.min_sent)
+    return bounces or complaints
 
 
 def window_hours(now: datetime, hours: int, since: str | None = None) -> list[str]:

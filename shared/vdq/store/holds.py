@@ -3,6 +3,7 @@
 | record  | pk                  | sk              | what                                        |
 |---------|---------------------|-----------------|---------------------------------------------|
 | level   | ``GUARD``           | ``P#<producer>`` | ok, warn, hold or released; why; the figures |
+|         |                     |                 | (``watch``: judged again each minute)       |
 |         |                     | ``A#account``   | the whole account's (warns, never holds)    |
 | parked  | ``HELD#<producer>`` | ``<item id>``   | an item a hold kept from its provider       |
 
@@ -64,6 +65,9 @@ class Level:
     # Its event and metric are still to be emitted: set with a warn or a hold, cleared once
     # they are (a failure between the write and the event is put right at the retry).
     unsignalled: bool = False
+    # Judged with fewer emails than a rate needs and bounces (complaints) enough to reach a
+    # warning once it has them: the minute sweep judges it again (vdq.results.guard).
+    watch: bool = False
 
     @property
     def held(self) -> bool:
@@ -135,6 +139,8 @@ class Holds:
                 item[name] = {"S": value}
         if new.unsignalled:
             item["unsignalled"] = {"BOOL": True}
+        if new.watch:
+            item["watch"] = {"BOOL": True}
         if new.baseline:
             item["baseline"] = {"S": json.dumps(dict(new.baseline), separators=(",", ":"))}
         if current is None:
@@ -329,5 +335,6 @@ def _level(row: Mapping[str, Any]) -> Level:
                  json.loads(text("figures") or "{}"), text("since"),
                  json.loads(text("baseline") or "{}"), text("released_by"),
                  text("released_at"),
-                 bool(row.get("unsignalled", {}).get("BOOL", False)))  # fmt: skip
+                 bool(row.get("unsignalled", {}).get("BOOL", False)),
+                 bool(row.get("watch", {}).get("BOOL", False)))  # fmt: skip
 
