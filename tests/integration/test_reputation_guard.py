@@ -698,8 +698,7 @@ def test_a_watched_producer_whose_rates_come_out_clean_is_left_and_no_longer_rea
     assert guard.holds_of(rt).level("shop").watch
     count(rt, "shop", sent=98)  # 1% of 100
     assert sweep(rt).get("warnings_changed") is None
-    level = guard.holds_of(rt).level("shop")
-    assert (level.level, level.watch) == ("ok", False)
+    assert guard.holds_of(rt).level("shop") is None  # the levels stay those of a level
     made = reads_of_levels_window(rt)
     sweep(rt)
     assert made == []
@@ -722,9 +721,7 @@ def test_a_watch_ends_when_the_window_slides_past_the_bounces(aws, rt, clock):
     guard.evaluate(rt, ["shop"])
     clock.advance(rt.settings.reputation_window_hours * 3600 + 60)
     sweep(rt)
-    level = guard.holds_of(rt).level("shop")
-    assert (level.level, level.watch) == ("ok", False)
-    assert "0 emails sent in the window" in level.reason
+    assert guard.holds_of(rt).level("shop") is None
 
 
 def test_a_released_producer_is_watched_from_its_release_and_stays_released(aws, rt):
@@ -761,3 +758,15 @@ def test_the_minute_sweep_reads_the_window_of_each_watched_producer_once(aws, rt
     made = reads_of_levels_window(rt)
     assert sweep(rt).get("warnings_changed") is None
     assert len(made) == 3
+
+
+def test_a_watch_that_ends_while_another_window_writes_the_record_keeps_the_newer(aws, rt, clock):
+    count(rt, "shop", sent=2, bounce=5)
+    guard.evaluate(rt, ["shop"])
+    store = guard.holds_of(rt)
+    read = store.level("shop")  # the sweep's read, before the window's write
+    clock.advance(1)
+    newer = replace(read, updated_at=guard.iso(clock.now()), reason="another window's")
+    assert store.set_level(read, newer)
+    assert not store.drop_level(read)
+    assert store.level("shop") == newer

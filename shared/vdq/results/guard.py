@@ -207,6 +207,10 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
         new = _next(rated, current, runtime)
         if new is None:
             continue
+        if new is UNWATCHED:  # an ok record kept only for its watch: the levels stay few
+            if current is not None and not store.drop_level(current):
+                logger.info("the guard's level of %s changed meanwhile: left as it is", name)
+            continue
         if not store.set_level(current, new):
             logger.info("the guard's level of %s changed meanwhile: left as it is", name)
             continue
@@ -219,8 +223,14 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
     return written
 
 
+# What ``_next`` answers for an ok record whose watch ended: it is deleted, not kept, so that
+# the level records (every send container reads them all) stay those of producers that
+# reached a level.
+UNWATCHED = Level("", OK)
+
+
 def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None:
-    """The record to write, or None when the level stays."""
+    """The record to write (``UNWATCHED``: the record to delete), or None when it stays."""
     level, watch = rated.verdict.level, rated.verdict.watch
     before = current.level if current is not None else OK
     now = iso(runtime.clock.now())
@@ -230,6 +240,8 @@ def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None
         if current is None:
             return Level(rated.producer, OK, rated.verdict.reason, updated_at=now,
                          figures=rated.figures.as_counts(), watch=True)  # fmt: skip
+        if before == OK and not watch:
+            return UNWATCHED
         # The level stays (ok, warn or released, with a release's window and baseline).
         reason = rated.verdict.reason if before == OK else current.reason
         return replace(current, reason=reason, updated_at=now, watch=watch,

@@ -162,18 +162,27 @@ class Holds:
             raise
         return True
 
+    def drop_level(self, current: Level) -> bool:
+        """Delete the record ``current`` read, if it is still as it was read; False when it
+        changed first."""
+        return self._as_read(self._client.delete_item, current)
+
     def signalled(self, level: Level) -> bool:
         """Clear ``unsignalled`` of the record ``level`` read (its event was put); False when
         the record changed first."""
+        return self._as_read(self._client.update_item, level,
+                             UpdateExpression="REMOVE unsignalled")  # fmt: skip
+
+    def _as_read(self, call: Callable[..., Any], level: Level, **request: Any) -> bool:
+        """A write of ``level``'s record on condition that it is still as ``level`` read it."""
         try:
             self._write(
-                self._client.update_item,
-                TableName=self._table, Key=self._level_key(level.producer),
-                UpdateExpression="REMOVE unsignalled",
+                call, TableName=self._table, Key=self._level_key(level.producer),
                 ConditionExpression="#level = :level AND #updated = :updated",
                 ExpressionAttributeNames={"#level": "level", "#updated": "updated_at"},
                 ExpressionAttributeValues={":level": {"S": level.level},
-                                           ":updated": {"S": level.updated_at}})  # fmt: skip
+                                           ":updated": {"S": level.updated_at}},
+                **request)  # fmt: skip
         except ClientError as exc:
             if client_code(exc) == "ConditionalCheckFailedException":
                 return False
