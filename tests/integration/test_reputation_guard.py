@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
 
 import boto3
 import pytest
@@ -327,8 +326,8 @@ def test_warn_and_hold_put_an_event_on_the_bus_once(aws, rt, events):
     assert all(e["Source"] == "vdq" and e["EventBusName"] == "vdq-state" for e in events)
 
 
-def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt, events):
-    count(rt, "shop", sent=20, bounce=5)
+def refuse_events_once(rt):
+    """EventBridge refuses the next PutEvents, then takes them."""
     refusals = [1]
 
     def refuse(**_):
@@ -337,6 +336,11 @@ def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt
             raise RuntimeError("EventBridge is unavailable")
 
     rt.client("events").meta.events.register("before-call.events.PutEvents", refuse)
+
+
+def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt, events):
+    count(rt, "shop", sent=20, bounce=5)
+    refuse_events_once(rt)
     with pytest.raises(RuntimeError):
         guard.evaluate(rt, ["shop"])  # the level is written, its event refused
     assert guard.holds_of(rt).level("shop").level == "hold"
@@ -666,107 +670,3 @@ def test_a_name_no_producer_can_have_is_a_422_naming_it(aws, rt, sample):
     assert answer.status == 422, answer.body
     assert answer.body["error"]["details"]["field"] == "producer"
 
-
-# Found by the end-to-end suite: one shard's window counted a producer's bounces before another
-# shard's window counted the emails they bounced from. Judged then, its rates counted nothing
-# (fewer emails than a rate needs), and nothing looked at it again until its next bounce: a
-# producer at 25% bounces went on sending.
-
-
-def reads_of_levels_window(rt):
-    """BatchGetItems of counter records the next calls make (a producer's window is one)."""
-    made = []
-    rt.client("dynamodb").meta.events.register(
-        "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: made.append(1))
-    return made
-
-
-def test_a_producer_judged_before_its_emails_counted_is_held_once_they_are(aws, rt):
-    count(rt, "shop", sent=2, bounce=5)  # the bounces' window first: 2 of the 10 a rate needs
-    assert guard.evaluate(rt, ["shop"]) == []  # no level yet: judged again each minute
-    assert sweep(rt).get("warnings_changed") is None
-    count(rt, "shop", sent=18)  # the other shard's window: 5 of 20 bounced
-    assert sweep(rt)["warnings_changed"] == 1
-    level = guard.holds_of(rt).level("shop")
-    assert level.level == "hold" and "bounce rate 25.00%" in level.reason
-    assert not level.watch
-
-
-def test_a_watched_producer_whose_rates_come_out_clean_is_left_and_no_longer_read(aws, rt):
-    count(rt, "shop", sent=2, bounce=1)
-    guard.evaluate(rt, ["shop"])
-    assert guard.holds_of(rt).level("shop").watch
-    count(rt, "shop", sent=98)  # 1% of 100
-    assert sweep(rt).get("warnings_changed") is None
-    assert guard.holds_of(rt).level("shop") is None  # the levels stay those of a level
-    made = reads_of_levels_window(rt)
-    sweep(rt)
-    assert made == []
-
-
-def test_bounces_too_few_to_reach_a_warning_at_the_volume_a_rate_needs_are_not_watched(aws, rt):
-    # 1 bounce of the 200 a rate needs is 0.5%, under the 2.5% warning: whatever is sent
-    # later, only a new bounce (which judges it again) can bring it to one.
-    rt.settings = replace(rt.settings, reputation_min_sent=200)
-    count(rt, "shop", sent=3, bounce=1)
-    assert guard.evaluate(rt, ["shop"]) == []
-    assert guard.holds_of(rt).level("shop") is None  # nothing written
-    count(rt, "shop", sent=2, bounce=4)  # 5 of 200 would be 2.5%: it could warn
-    guard.evaluate(rt, ["shop"])
-    assert guard.holds_of(rt).level("shop").watch
-
-
-def test_a_watch_ends_when_the_window_slides_past_the_bounces(aws, rt, clock):
-    count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
-    clock.advance(rt.settings.reputation_window_hours * 3600 + 60)
-    sweep(rt)
-    assert guard.holds_of(rt).level("shop") is None
-
-
-def test_a_released_producer_is_watched_from_its_release_and_stays_released(aws, rt):
-    hold(rt)
-    guard.release(rt, "shop", "ops@example.com")
-    count(rt, "shop", sent=1, bounce=3)
-    assert guard.evaluate(rt, ["shop"]) == []
-    level = guard.holds_of(rt).level("shop")
-    assert (level.level, level.watch, level.released_by) == (RELEASED, True, "ops@example.com")
-    count(rt, "shop", sent=19)  # 3 of 20 since the release
-    sweep(rt)
-    assert guard.holds_of(rt).level("shop").level == "hold"
-
-
-def test_a_warning_whose_window_no_longer_counts_is_watched(aws, rt, clock):
-    # The window slid past most of the emails it was judged on, not past the bounces.
-    hour = clock.now()
-    count(rt, "shop", sent=100, bounce=0)
-    clock.advance(3600)
-    count(rt, "shop", sent=5, bounce=3)
-    assert guard.evaluate(rt, ["shop"])[0].level == "warn"
-    first_hour_ends = hour.replace(minute=0, second=0, microsecond=0) + timedelta(
-        hours=rt.settings.reputation_window_hours, minutes=1)
-    clock.advance((first_hour_ends - clock.now()).total_seconds())
-    assert sweep(rt)["warnings_changed"] == 1
-    level = guard.holds_of(rt).level("shop")
-    assert (level.level, level.watch) == ("ok", True)
-
-
-def test_the_minute_sweep_reads_the_window_of_each_watched_producer_once(aws, rt):
-    for name in ("a", "b", "c"):
-        count(rt, name, sent=1, bounce=2)
-    guard.evaluate(rt, ["a", "b", "c"])
-    made = reads_of_levels_window(rt)
-    assert sweep(rt).get("warnings_changed") is None
-    assert len(made) == 3
-
-
-def test_a_watch_that_ends_while_another_window_writes_the_record_keeps_the_newer(aws, rt, clock):
-    count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
-    store = guard.holds_of(rt)
-    read = store.level("shop")  # the sweep's read, before the window's write
-    clock.advance(1)
-    newer = replace(read, updated_at=guard.iso(clock.now()), reason="another window's")
-    assert store.set_level(read, newer)
-    assert not store.drop_level(read)
-    assert store.level("shop") == newer

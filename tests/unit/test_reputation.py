@@ -200,3 +200,13 @@ def test_a_producer_not_watched_reaches_no_warning_by_clean_email_alone(
         return
     later = Figures(sent=sent + more, bounced=bounced, complained=complained)
     assert judge(later, LIMITS).level == OK
+
+
+def test_a_window_whose_clean_hours_may_slide_out_before_its_bounces_is_watched():
+    limits = Limits(2.5, 4.0, 0.05, 0.08, 10)
+    bounce_last = [Figures(sent=100), Figures(sent=2, bounced=1)]  # 1 of 102 now, 1 of 10 later
+    assert judge(reputation.figures_of(f.as_counts() for f in bounce_last), limits).level == OK
+    assert reputation.may_reach_a_level(bounce_last, limits)
+    bounce_first = [Figures(sent=100, bounced=1), Figures(sent=2)]  # it leaves with its hour
+    assert not reputation.may_reach_a_level(bounce_first, limits)
+    assert not reputation.may_reach_a_level([], limits)

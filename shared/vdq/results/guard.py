@@ -167,19 +167,23 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
     since = record.since if record is not None else None
     hours = reputation.window_hours(runtime.clock.now(), s.reputation_window_hours, since)
     if producer == ACCOUNT:
-        figures = reputation.figures_of(tallies.counters(hours).values(), "email.")
+        counts = tallies.counters(hours)
+        by_hour = [Figures.of(counts.get(h, {}), "email.") for h in hours]
         limits = reputation.limits_for(s, None)
     else:
         counts = tallies.named(hours, "p", producer)
-        figures = reputation.figures_of(counts.values())
+        by_hour = [Figures.of(counts.get(h, {})) for h in hours]
         # The baseline is the release hour's counts: taken away while that hour is in the
         # window, never once it has left it (the hours summed no longer hold those counts).
         if since is not None and record is not None and since in hours:
-            figures = figures - Figures.of(record.baseline)
+            at = hours.index(since)
+            by_hour[at] = by_hour[at] - Figures.of(record.baseline)
         limits = reputation.limits_for(s, producer)
+    figures = reputation.figures_of(f.as_counts() for f in by_hour)
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
     verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
-    return Rated(producer, figures, limits, verdict, record)
+    watch = verdict.level == OK and reputation.may_reach_a_level(by_hour, limits)
+    return Rated(producer, figures, limits, replace(verdict, watch=watch), record)
 
 
 def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = False,
@@ -367,13 +371,15 @@ def recheck_warnings(runtime: Runtime, report: Any) -> None:
     rates falling back. A watched producer was judged on fewer emails than a rate needs, with
     bounces enough to reach a warning: the emails the rate needs may be counted after its
     bounces (another shard's window), and that alone judges no one; it is held within a minute
-    of their count. One Query of the levels a minute, and one small read per warned or watched
-    producer."""
+    of their count. A level whose event was refused after it was written (``unsignalled``) gets
+    its event at the next run. One Query of the levels a minute, and one small read per
+    warned or watched producer."""
     if runtime.settings.reputation_guard == "off":
         return
     before = iso(runtime.clock.now() - RECHECK_AFTER)
     warned = [lv.producer for lv in holds_of(runtime).levels()
-              if (lv.level == WARN and lv.updated_at < before) or (lv.watch and not lv.held)]
+              if (lv.level == WARN and lv.updated_at < before) or (lv.watch and not lv.held)
+              or lv.unsignalled]  # a level written, its event refused: put it now
     if not warned:
         return
     producers = [p for p in warned if p != ACCOUNT]

@@ -11,8 +11,8 @@ SES's own (it reviews an account at 5% bounces or 0.1% complaints and may pause 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -118,7 +118,7 @@ class Verdict:
     level: str
     reason: str
     counted: bool  # the window holds ``min_sent`` emails: its rates act
-    watch: bool = False  # not yet counted, and may reach a warning once it is
+    watch: bool = False  # may reach a level by what is counted or slides out alone
 
 
 def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
@@ -127,7 +127,7 @@ def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
     if figures.sent < limits.min_sent:
         text = (f"{figures.sent} emails sent in the window, fewer than the {limits.min_sent} "
                 "a rate needs")  # fmt: skip
-        watch = may_reach_a_warning(figures, limits)
+        watch = may_reach_a_level([figures], limits)
         if watch:
             text += (f"; {figures.bounced} bounces and {figures.complained} complaints so far: "
                      "judged again each minute until it has")
@@ -147,20 +147,25 @@ def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
     return Verdict(OK, f"bounce rate {bounce:.2f}%, complaint rate {complaint:.3f}%", True)
 
 
-def may_reach_a_warning(figures: Figures, limits: Limits) -> bool:
-    """Fewer emails than a rate needs, and bounces or complaints enough to reach a warning once
-    there are: at ``min_sent`` emails, the fewest a rate acts on, these bounces (complaints)
-    would be a rate at its warning. The emails a rate needs may be counted after the bounces
-    (another shard's stream window), and counting them alone judges no one: such a producer is
-    watched (judged again each minute) until they are. One short of that can only reach a
-    warning by a new bounce or complaint, which judges it anyway."""
-    if figures.sent >= limits.min_sent:
-        return False
-    bounces = figures.bounced > 0 and (100.0 * figures.bounced
-                                       >= limits.bounce_warn * limits.min_sent)  # fmt: skip
-    complaints = figures.complained > 0 and (100.0 * figures.complained
-                                             >= limits.complaint_warn * limits.min_sent)
-    return bounces or complaints
+def may_reach_a_level(hours: Sequence[Figures], limits: Limits) -> bool:
+    """Whether these figures (a window's, by hour, oldest first) may come to warn or hold with
+    no new bounce or complaint, by what is counted or slides out of the window alone: some
+    tail of the hours holds bounces (complaints) that warn or hold (judged as ``judge`` judges,
+    with a hold threshold that may be set below the warning) at its emails, or at ``min_sent``
+    emails, the fewest a rate acts on, when it has fewer. The emails a rate needs may be counted
+    after the bounces (another shard's stream window), and the window's older, clean hours
+    slide out before its last; counting or sliding judges no one, so such a producer is watched
+    (judged again each minute). One not watched can only reach a level by a new bounce or
+    complaint, which judges it anyway."""
+    tail = sum(hours, Figures())
+    for hour in hours:
+        if not (tail.bounced or tail.complained):
+            return False  # the later tails have none either
+        at = replace(tail, sent=max(tail.sent, limits.min_sent))
+        if judge(at, limits).level != OK:
+            return True
+        tail = tail - hour
+    return False
 
 
 def window_hours(now: datetime, hours: int, since: str | None = None) -> list[str]:
