@@ -15,13 +15,17 @@ import pytest
 from tests.integration.test_reputation_guard import (  # noqa: F401  (fixtures)
     RELEASED,
     count,
+    crashed_release,
     events,
     hold,
+    post,
+    process_all,
     refuse_events_once,
     rt,
     sweep,
 )
 from vdq.core.setting_values import Thresholds
+from vdq.dispatch import send
 from vdq.results import guard
 from vdq.results.reputation import Figures, judge, limits_for, may_reach_a_level
 
@@ -287,3 +291,110 @@ def test_a_stale_watch_write_does_not_undo_a_release(aws, rt, clock):
     stale = replace(held, watch=True, updated_at="x")
     assert not store.set_level(held, stale)
     assert store.level("shop").level == "released"
+
+
+# ---- what a watch's end keeps, and what the view says -------------------------------------------
+
+
+HOUR = "%Y-%m-%dT%H"
+
+
+def held_then_released_then_watched(rt, clock, release=None, *, held_first=False):
+    """A producer held on 20 bounces of 20 emails, released (its window restarts at the
+    release, so those bounces no longer count), warned on its own email since, cleared to ok
+    and watched (1 bounce of 1 email this hour), as the stream and the sweep would record it.
+    Returns the release's hour."""
+    if not held_first:
+        count(rt, "shop", sent=20, bounce=20)
+        (held,) = guard.evaluate(rt, ["shop"])
+        assert held.level == "hold"
+    (release or (lambda: guard.release(rt, "shop", "op")))()
+    since = clock.now().strftime(HOUR)
+    count(rt, "shop", sent=200, bounce=5)  # 2.5% since the release: a warning
+    (warned,) = guard.evaluate(rt, ["shop"])
+    assert (warned.level, warned.since) == ("warn", since)
+    clock.advance(3600)
+    count(rt, "shop", sent=100)  # clean
+    clock.advance(3600)
+    count(rt, "shop", sent=1, bounce=1)  # 6 of 301 since the release (ok); this hour 1 of 1
+    (cleared,) = guard.evaluate(rt, ["shop"])
+    assert (cleared.level, cleared.watch, cleared.since) == ("ok", True, since)
+    return since
+
+
+def test_a_watch_that_ends_keeps_the_release_window_of_its_record(aws, rt, clock):
+    # The ok record a cleared warning wrote carries the release's window (since, baseline):
+    # the end of its watch keeps it, or the 20 bounces the operator released would count
+    # again and the next bounce would hold the producer on them.
+    since = held_then_released_then_watched(rt, clock)
+    count(rt, "shop", sent=100)  # this hour 1 of 101: the watch ends
+    sweep(rt)
+    count(rt, "shop", sent=0, bounce=1)  # 7 of 401 since the release: 1.75%
+    assert [(lv.level, lv.reason) for lv in guard.evaluate(rt, ["shop"])] == []
+    level = guard.holds_of(rt).level("shop")
+    assert level is not None and level.since == since, level
+
+
+def test_a_watch_that_ends_keeps_what_a_release_cut_short_left_parked_to_be_sent(
+        aws, rt, clock, monkeypatch):  # fmt: skip
+    # resume_releases finds what a release cut short left parked through the level records
+    # only: the end of a watch keeps the record of a released producer whose items the sweep
+    # has not sent yet (its resume step failed, or its budget went to a long list).
+    count(rt, "shop", sent=20, bounce=20)
+    guard.evaluate(rt, ["shop"])
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    assert process_all(aws, rt) == {item_id: send.HELD}
+
+    def failing(runtime, report):
+        raise RuntimeError("throttled")
+
+    with monkeypatch.context() as m:
+        m.setattr(guard, "resume_releases", failing)
+        held_then_released_then_watched(rt, clock, lambda: crashed_release(rt, m),
+                                        held_first=True)
+        count(rt, "shop", sent=100)
+        sweep(rt)  # the watch ends (its resume step failing, as it may for a while)
+    sweep(rt)
+    assert list(guard.holds_of(rt).all_parked("shop")) == []
+    assert rt.store.get_item(item_id).held is None
+
+
+def test_the_producers_view_says_a_producer_is_watched(aws, rt, clock):
+    # GET /producers (and `vdq producers`) say why a producer at "ok" is read each minute.
+    count(rt, "shop", sent=100)
+    clock.advance(3600)
+    count(rt, "shop", sent=5, bounce=1)  # 1 of 105 ok; this hour's 1 of 5 (at 10): 10%
+    guard.evaluate(rt, ["shop"])
+    assert guard.holds_of(rt).level("shop").watch
+    (row,) = guard.overview(rt)["producers"]
+    assert "watch" in repr(row), row
+
+
+def test_a_guard_that_is_off_does_not_say_it_judges_each_minute(aws, rt):
+    # With the guard off the sweep judges no one: the reason promises no judgement.
+    rt.settings = replace(rt.settings, reputation_guard="off")
+    count(rt, "shop", sent=2, bounce=5)
+    (row,) = guard.overview(rt)["producers"]
+    assert "judged again each minute" not in row["reason"], row["reason"]
+
+
+
+def test_a_hold_whose_record_a_watchs_end_deleted_meanwhile_is_judged_again(aws, rt,
+                                                                          monkeypatch):  # fmt: skip
+    # The stream read the watched record, then the sweep ended the watch and deleted it: the
+    # stream's hold, written on condition that the record is as read, is judged again from
+    # the record as it now is, not dropped until the producer's next bounce.
+    count(rt, "shop", sent=2, bounce=5)
+    guard.evaluate(rt, ["shop"])
+    store = guard.holds_of(rt)
+    rate, deleted = guard.rate, []
+
+    def meanwhile(runtime, producer, **kwargs):
+        if not deleted:
+            deleted.append(store.drop_level(store.level(producer)))
+        return rate(runtime, producer, **kwargs)
+
+    count(rt, "shop", sent=18)
+    monkeypatch.setattr(guard, "rate", meanwhile)
+    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+    assert deleted == [True] and store.level("shop").level == "hold"

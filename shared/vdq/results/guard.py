@@ -41,6 +41,7 @@ from vdq.results import reputation
 from vdq.results.reputation import HOLD, OK, WARN, Figures
 from vdq.store.holds import ACCOUNT, ACCOUNT_SHOWN, RELEASED, Holds, Level, NotHeld, Parked
 from vdq.store.postings import Tallies
+from vdq.store.tx import StoreBusy
 from vdq.workflow.lanes import message_for, priority_of
 from vdq.workflow.table import State
 from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
@@ -182,8 +183,15 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
     figures = reputation.figures_of(f.as_counts() for f in by_hour)
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
     verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
-    watch = verdict.level == OK and reputation.may_reach_a_level(by_hour, limits)
-    return Rated(producer, figures, limits, replace(verdict, watch=watch), record)
+    if verdict.level == OK and s.reputation_guard != "off" and reputation.may_reach_a_level(
+            by_hour, limits):  # fmt: skip
+        verdict = replace(verdict, watch=True, reason=f"{verdict.reason}; {WATCHED}")
+    return Rated(producer, figures, limits, verdict, record)
+
+
+# What a watched producer's reason adds (reputation.may_reach_a_level).
+WATCHED = ("watched, judged again each minute: its bounces or complaints would warn or hold "
+           "once the emails a rate needs are counted, or once the window's older hours leave it")
 
 
 def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = False,
@@ -200,31 +208,49 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
     names = [*producers, *((ACCOUNT,) if account else ())]
     written: list[Level] = []
     for name in dict.fromkeys(names):
-        current = store.level(name)
-        if current is not None and current.unsignalled:  # written, its event not yet put
-            signal(current, Figures.of(current.figures), runtime)
-            if store.signalled(current):
-                current = replace(current, unsignalled=False)
-        if current is not None and current.held and name != ACCOUNT:
-            continue  # held until an operator releases it
-        rated = rate(runtime, name, tallies=tallies, record=current)
-        new = _next(rated, current, runtime)
-        if new is None:
-            continue
-        if new is UNWATCHED:  # an ok record kept only for its watch: the levels stay few
-            if current is not None and not store.drop_level(current):
-                logger.info("the guard's level of %s changed meanwhile: left as it is", name)
-            continue
-        if not store.set_level(current, new):
-            logger.info("the guard's level of %s changed meanwhile: left as it is", name)
-            continue
-        if new.level == (current.level if current is not None else OK):
-            continue  # only whether it is watched changed
-        written.append(new)
-        if new.unsignalled:
-            signal(new, rated.figures, runtime)
-            store.signalled(new)
+        for _ in range(JUDGE_TRIES):
+            done, level = _judge(runtime, store, name, tallies)
+            if done:
+                break
+            # Another evaluation, a release or a watch's end wrote the record since it was
+            # read: judge again from it, so that a hold this one found is not lost to it.
+            logger.info("the guard's level of %s changed meanwhile: judged again", name)
+        else:
+            raise StoreBusy(f"the guard's level of {name!r} kept changing; judged later")
+        if level is not None:
+            written.append(level)
     return written
+
+
+# Judgements of one producer made again when its record changed between the read and the write.
+JUDGE_TRIES = 5
+
+
+def _judge(runtime: Runtime, store: Holds, name: str,
+           tallies: Tallies | None) -> tuple[bool, Level | None]:  # fmt: skip
+    """Judge one producer: (False, None) when its record changed before the write; otherwise
+    (True, the level written when it changed)."""
+    current = store.level(name)
+    if current is not None and current.unsignalled:  # written, its event not yet put
+        signal(current, Figures.of(current.figures), runtime)
+        if store.signalled(current):
+            current = replace(current, unsignalled=False)
+    if current is not None and current.held and name != ACCOUNT:
+        return True, None  # held until an operator releases it
+    rated = rate(runtime, name, tallies=tallies, record=current)
+    new = _next(rated, current, runtime)
+    if new is None:
+        return True, None
+    if new is UNWATCHED:  # an ok record kept only for its watch: the levels stay few
+        return current is None or store.drop_level(current), None
+    if not store.set_level(current, new):
+        return False, None
+    if new.level == (current.level if current is not None else OK):
+        return True, None  # only whether it is watched changed
+    if new.unsignalled:
+        signal(new, rated.figures, runtime)
+        store.signalled(new)
+    return True, new
 
 
 # What ``_next`` answers for an ok record whose watch ended: it is deleted, not kept, so that
@@ -244,8 +270,8 @@ def _next(rated: Rated, current: Level | None, runtime: Runtime) -> Level | None
         if current is None:
             return Level(rated.producer, OK, rated.verdict.reason, updated_at=now,
                          figures=rated.figures.as_counts(), watch=True)  # fmt: skip
-        if before == OK and not watch:
-            return UNWATCHED
+        if before == OK and not watch and current.since is None and not current.baseline:
+            return UNWATCHED  # a record that holds a release's window stays, unwatched
         # The level stays (ok, warn or released, with a release's window and baseline).
         reason = rated.verdict.reason if before == OK else current.reason
         return replace(current, reason=reason, updated_at=now, watch=watch,

@@ -118,20 +118,17 @@ class Verdict:
     level: str
     reason: str
     counted: bool  # the window holds ``min_sent`` emails: its rates act
-    watch: bool = False  # may reach a level by what is counted or slides out alone
+    # May reach a level by what is counted or slides out of the window alone (set by the
+    # guard, which judges such a producer again each minute: may_reach_a_level).
+    watch: bool = False
 
 
 def judge(figures: Figures, limits: Limits, *, hold: bool = True) -> Verdict:
     """The level ``figures`` reach against ``limits``. A hold threshold passed reads as a warn
     when ``hold`` is off (the guard only warns in its ``warn`` mode)."""
     if figures.sent < limits.min_sent:
-        text = (f"{figures.sent} emails sent in the window, fewer than the {limits.min_sent} "
-                "a rate needs")  # fmt: skip
-        watch = may_reach_a_level([figures], limits)
-        if watch:
-            text += (f"; {figures.bounced} bounces and {figures.complained} complaints so far: "
-                     "judged again each minute until it has")
-        return Verdict(OK, text, False, watch)
+        return Verdict(OK, f"{figures.sent} emails sent in the window, fewer than the "
+                           f"{limits.min_sent} a rate needs", False)  # fmt: skip
     bounce, complaint = figures.bounce_rate or 0.0, figures.complaint_rate or 0.0
     for level, b_limit, c_limit in ((HOLD, limits.bounce_hold, limits.complaint_hold),
                                     (WARN, limits.bounce_warn, limits.complaint_warn)):
