@@ -7,6 +7,7 @@ minute while it lasts and leaves no record once it ends."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
@@ -24,10 +25,15 @@ from tests.integration.test_reputation_guard import (  # noqa: F401  (fixtures)
     rt,
     sweep,
 )
+from vdq.cli.producers import print_producers
+from vdq.core.clock import iso
 from vdq.core.setting_values import Thresholds
 from vdq.dispatch import send
+from vdq.operations import producers as operations
 from vdq.results import guard
 from vdq.results.reputation import Figures, judge, limits_for, may_reach_a_level
+from vdq.store.holds import Holds, Level
+from vdq.store.tx import StoreBusy
 
 # Found by the end-to-end suite: one shard's window counted a producer's bounces before another
 # shard's window counted the emails they bounced from. Judged then, its rates counted nothing
@@ -398,3 +404,78 @@ def test_a_hold_whose_record_a_watchs_end_deleted_meanwhile_is_judged_again(aws,
     monkeypatch.setattr(guard, "rate", meanwhile)
     assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
     assert deleted == [True] and store.level("shop").level == "hold"
+
+
+def test_vdq_producers_says_a_producer_is_watched(aws, rt, clock, capsys):
+    # The API's row says it (watched, and why in its reason), and so does the CLI's table.
+    count(rt, "shop", sent=2, bounce=5)
+    guard.evaluate(rt, ["shop"])
+    assert guard.holds_of(rt).level("shop").watch
+    data = json.loads(json.dumps(operations.producers(rt)))  # GET /producers' body
+    (row,) = data["producers"]
+    assert row["watched"] and guard.WATCHED in row["reason"]
+    print_producers(data)
+    out = capsys.readouterr().out
+    assert "watch" in out, out
+
+
+def test_a_held_producer_is_not_said_to_be_judged_again_each_minute(aws, rt, clock):
+    # A held producer is never judged again (evaluate returns at a hold; recheck_warnings
+    # skips a held record's watch): its reason promises no judgement each minute.
+    hold(rt)  # 5 of 20 this hour
+    clock.advance(3600 * rt.settings.reputation_window_hours)  # that hour left the window
+    count(rt, "shop", sent=2, bounce=1)  # e.g. its exempt high-lane mail: 1 of 2 (at 10)
+    made = []
+    rt.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: made.append(1))
+    sweep(rt)
+    assert made == []  # the sweep did not judge it
+    (row,) = guard.overview(rt)["producers"]
+    assert row["level"]["level"] == "hold"
+    assert "judged again each minute" not in row["reason"], row["reason"]
+
+
+def test_a_judgement_retried_after_another_write_does_not_put_that_writes_event_again(
+        aws, rt, events, clock, monkeypatch):  # fmt: skip
+    # Another window wrote a warning between this evaluation's read and its write, and puts
+    # its event next (write, then signal). Judged again, this one reads that record at once,
+    # still unsignalled: the warning's event is the other's to put, not this one's too.
+    count(rt, "shop", sent=20, bounce=5)
+    store = guard.holds_of(rt)
+    rate, other = guard.rate, []
+
+    def racing(runtime, producer, **kwargs):
+        rated = rate(runtime, producer, **kwargs)
+        if not other:
+            clock.advance(0.001)
+            warn = Level("shop", "warn", "bounce rate 3.00% (threshold 2.5%)",
+                         updated_at=iso(clock.now()), unsignalled=True)
+            assert store.set_level(None, warn)  # the other window's write ...
+            other.append(warn)
+            clock.advance(0.001)
+        return rated
+
+    monkeypatch.setattr(guard, "rate", racing)
+    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+    guard.signal(other[0], Figures(), rt)  # ... and its event, as its evaluate puts it
+    store.signalled(other[0])
+    kinds = [e["DetailType"] for e in events]
+    assert kinds.count("Reputation warning") == 1, kinds
+
+
+def test_one_producer_whose_record_keeps_changing_does_not_leave_the_others_unjudged(
+        aws, rt, monkeypatch):  # fmt: skip
+    # One producer whose record keeps changing fails the evaluation (the stream window, or
+    # the sweep's step, is tried again), but only once the others of it are judged.
+    count(rt, "busy", sent=2, bounce=5)
+    count(rt, "shop", sent=20, bounce=5)  # 25%: a hold
+    set_level = Holds.set_level
+
+    def changed(self, current, new):
+        return False if new.producer == "busy" else set_level(self, current, new)
+
+    monkeypatch.setattr(Holds, "set_level", changed)
+    with pytest.raises(StoreBusy):
+        guard.evaluate(rt, ["busy", "shop"])
+    level = guard.holds_of(rt).level("shop")
+    assert level is not None and level.level == "hold", level

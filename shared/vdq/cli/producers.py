@@ -55,7 +55,8 @@ def _row(r: dict[str, Any]) -> list[str]:
             render.safe(r.get("bounced", 0)), render.safe(r.get("complained", 0)),
             _pct(r.get("bounce_rate"), 2) + f" / {render.safe(t.get('bounce_hold'))}",
             _pct(r.get("complaint_rate"), 3) + f" / {render.safe(t.get('complaint_hold'))}",
-            render.safe(r.get("judged")) + ("" if r.get("rates_count") else " (low volume)"),
+            render.safe(r.get("judged")) + ("" if r.get("rates_count") else " (low volume)")
+            + (" (watched)" if r.get("watched") else ""),
             render.safe(level)]  # fmt: skip
 
 

@@ -187,6 +187,7 @@ _HOLD_LEVEL = {"level": "hold", "reason": _HELD_WHY.split(": ", 1)[1],
 _RATES = {"producer": "newsletter-svc", "sent": 500, "delivered": 466, "bounced": 31,
           "complained": 0, "rejected": 0, "bounce_rate": 6.2, "complaint_rate": 0.0,
           "rates_count": True, "judged": "hold", "reason": _HOLD_LEVEL["reason"],
+          "watched": False,
           "thresholds": {"bounce_warn": 2.5, "bounce_hold": 4.0, "complaint_warn": 0.05,
                          "complaint_hold": 0.08, "min_sent": 200},
           "level": _HOLD_LEVEL}  # fmt: skip

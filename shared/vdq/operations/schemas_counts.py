@@ -141,6 +141,9 @@ class ProducerRates(BaseModel):
                               "shown and act on nothing.")
     judged: Literal["ok", "warn", "hold"] = Field(description="The level the rates reach now.")
     reason: str = Field(description="Why, in words.")
+    watched: bool = Field(description="At ok, but its bounces or complaints would warn or "
+                          "hold once the emails a rate needs are counted or the window's older "
+                          "hours leave it: judged again each minute.")
     thresholds: ReputationThresholds = Field(description="The thresholds it is held to.")
     level: GuardLevel | None = Field(description="What the guard recorded last (null: "
                                      "nothing yet).")

@@ -183,8 +183,9 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
     figures = reputation.figures_of(f.as_counts() for f in by_hour)
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
     verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
-    if verdict.level == OK and s.reputation_guard != "off" and reputation.may_reach_a_level(
-            by_hour, limits):  # fmt: skip
+    judged = record is None or not record.held or producer == ACCOUNT  # a hold is not
+    if (judged and verdict.level == OK and s.reputation_guard != "off"
+            and reputation.may_reach_a_level(by_hour, limits)):  # fmt: skip
         verdict = replace(verdict, watch=True, reason=f"{verdict.reason}; {WATCHED}")
     return Rated(producer, figures, limits, verdict, record)
 
@@ -207,18 +208,22 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
     store = holds_of(runtime)
     names = [*producers, *((ACCOUNT,) if account else ())]
     written: list[Level] = []
+    busy: list[str] = []
     for name in dict.fromkeys(names):
-        for _ in range(JUDGE_TRIES):
-            done, level = _judge(runtime, store, name, tallies)
+        for attempt in range(JUDGE_TRIES):
+            done, level = _judge(runtime, store, name, tallies, again=attempt > 0)
             if done:
                 break
             # Another evaluation, a release or a watch's end wrote the record since it was
             # read: judge again from it, so that a hold this one found is not lost to it.
             logger.info("the guard's level of %s changed meanwhile: judged again", name)
         else:
-            raise StoreBusy(f"the guard's level of {name!r} kept changing; judged later")
+            busy.append(name)  # the others are judged still
+            continue
         if level is not None:
             written.append(level)
+    if busy:
+        raise StoreBusy(f"the guard's levels of {busy} kept changing; judged again later")
     return written
 
 
@@ -226,12 +231,14 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
 JUDGE_TRIES = 5
 
 
-def _judge(runtime: Runtime, store: Holds, name: str,
-           tallies: Tallies | None) -> tuple[bool, Level | None]:  # fmt: skip
+def _judge(runtime: Runtime, store: Holds, name: str, tallies: Tallies | None, *,
+           again: bool = False) -> tuple[bool, Level | None]:  # fmt: skip
     """Judge one producer: (False, None) when its record changed before the write; otherwise
-    (True, the level written when it changed)."""
+    (True, the level written when it changed). ``again``: judged again after another write;
+    a level it wrote with its event still to be put is that writer's to signal (or, failing
+    it, the minute sweep's), not this one's, so that the event is put once."""
     current = store.level(name)
-    if current is not None and current.unsignalled:  # written, its event not yet put
+    if current is not None and current.unsignalled and not again:  # its event not yet put
         signal(current, Figures.of(current.figures), runtime)
         if store.signalled(current):
             current = replace(current, unsignalled=False)
@@ -509,7 +516,8 @@ def _row(rated: Rated) -> dict[str, Any]:
     return {"producer": shown(rated.producer), **f.as_counts(),
             "bounce_rate": f.bounce_rate, "complaint_rate": f.complaint_rate,
             "rates_count": rated.verdict.counted, "judged": rated.verdict.level,
-            "reason": rated.verdict.reason, "thresholds": rated.limits.as_dict(),
+            "reason": rated.verdict.reason, "watched": rated.verdict.watch,
+            "thresholds": rated.limits.as_dict(),
             "level": record.as_dict() if record is not None else None}  # fmt: skip
 
 

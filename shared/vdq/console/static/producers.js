@@ -20,7 +20,8 @@ function rate(value, digits, threshold) {
 
 function level(row) {
   const recorded = row.level ? row.level.level : "ok";
-  const judged = row.rates_count ? row.judged : `${row.judged}, low volume`;
+  const volume = row.rates_count ? row.judged : `${row.judged}, low volume`;
+  const judged = row.watched ? `${volume}, watched` : volume;
   return el("span", { class: `level-${recorded}`, title: row.reason },
     recorded === judged ? recorded : `${recorded} (now ${judged})`);
 }
