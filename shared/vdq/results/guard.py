@@ -183,7 +183,7 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
     figures = reputation.figures_of(f.as_counts() for f in by_hour)
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
     verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
-    judged = record is None or not record.held or producer == ACCOUNT  # a hold is not
+    judged = record is None or not record.held or producer == ACCOUNT  # held: not judged again
     if (judged and verdict.level == OK and s.reputation_guard != "off"
             and reputation.may_reach_a_level(by_hour, limits)):  # fmt: skip
         verdict = replace(verdict, watch=True, reason=f"{verdict.reason}; {WATCHED}")
@@ -199,10 +199,11 @@ def evaluate(runtime: Runtime, producers: Iterable[str], *, account: bool = Fals
              tallies: Tallies | None = None) -> list[Level]:  # fmt: skip
     """Judge each producer (and the account) now and record a level that changed; returns
     the levels written. A hold stays until it is released; a warning clears when the rates
-    fall back. A producer judged on fewer emails than a rate needs, with bounces or complaints
-    enough to reach a warning once it has them, is recorded as watched (its level as it was):
-    the minute sweep judges it again until its emails are counted or its bounces leave the
-    window (``Level.watch``; not returned)."""
+    fall back. A producer at ok whose bounces or complaints would warn or hold once the emails
+    a rate needs are counted, or once the window's older hours leave it, is recorded as watched
+    (its level as it was; ``Level.watch``, not returned): the minute sweep judges it again
+    until its rates act or its bounces leave the window. A producer whose record another write
+    changed between the read and the write is judged again from it (``JUDGE_TRIES``)."""
     if runtime.settings.reputation_guard == "off":
         return []
     store = holds_of(runtime)
@@ -401,12 +402,12 @@ def recheck_warnings(runtime: Runtime, report: Any) -> None:
     RECHECK_AFTER, and each watched one. The stream consumer looks only at windows that
     counted a bounce or a complaint, so a warning would otherwise stay while clean email brings
     the rates down or the window slides past the bounces; it clears within a minute of the
-    rates falling back. A watched producer was judged on fewer emails than a rate needs, with
-    bounces enough to reach a warning: the emails the rate needs may be counted after its
-    bounces (another shard's window), and that alone judges no one; it is held within a minute
-    of their count. A level whose event was refused after it was written (``unsignalled``) gets
-    its event at the next run. One Query of the levels a minute, and one small read per
-    warned or watched producer."""
+    rates falling back. A watched producer's bounces would warn or hold once the emails a rate
+    needs are counted (another shard's window may count them after the bounces) or once the
+    window's older hours leave it, and neither judges anyone: it is held within a minute of
+    either. A level whose event was refused after it was written (``unsignalled``) gets its
+    event at the next run. One Query of the levels a minute, and one small read per warned
+    or watched producer."""
     if runtime.settings.reputation_guard == "off":
         return
     before = iso(runtime.clock.now() - RECHECK_AFTER)

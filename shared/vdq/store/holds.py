@@ -65,8 +65,9 @@ class Level:
     # Its event and metric are still to be emitted: set with a warn or a hold, cleared once
     # they are (a failure between the write and the event is put right at the retry).
     unsignalled: bool = False
-    # Judged with fewer emails than a rate needs and bounces (complaints) enough to reach a
-    # warning once it has them: the minute sweep judges it again (vdq.results.guard).
+    # At ok, with bounces (complaints) that would warn or hold once the emails a rate needs
+    # are counted or the window's older hours leave it: the minute sweep judges it again
+    # (vdq.results.guard; reputation.may_reach_a_level).
     watch: bool = False
 
     @property
