@@ -226,11 +226,14 @@ def grant(
     _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
            [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip
     # The minute sweep reads the guard's levels and sends what producers no longer held still
-    # have parked, taking each off its producer's list (as an operator's release does).
+    # have parked, taking each off its producer's list (as an operator's release does); it
+    # and the stream consumer delete a level record kept only for a watch that ended.
     _allow(functions.schedule, QUERY, [table.table_arn],
            conditions=_leading_keys(GUARD_PREFIX, HELD_PREFIX))  # fmt: skip
     _allow(functions.schedule, ["dynamodb:DeleteItem"], [table.table_arn],
            conditions=_leading_keys(HELD_PREFIX))  # fmt: skip
+    _allow(functions.schedule, ["dynamodb:DeleteItem"], [table.table_arn],
+           conditions=_leading_keys(GUARD_PREFIX))  # fmt: skip
 
     # Transitions may clean up files once every item of a set is done (files age 0).
     for function in (functions.send, functions.webhook, functions.operator, functions.schedule):

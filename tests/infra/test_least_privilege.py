@@ -72,7 +72,8 @@ def test_enqueue_reads_only_presigned_uploads_never_the_stored_files(synth):
 def test_no_function_deletes_records_outside_the_idempotency_and_suppression_keys(synth):
     # Records expire by TTL; only enqueue and the operator's resend delete, their own
     # idempotency records; an operator's removal and an inbound START (the webhook) delete a
-    # suppression, and nothing else. (The due-time buckets of scheduled sends expire by TTL.)
+    # suppression; a parked item's entry and a watch's guard level are taken off their lists;
+    # nothing else. (The due-time buckets of scheduled sends expire by TTL.)
     for name, function in synth.stack.functions.by_name.items():
         for statement in synth.role_statements(function):
             if not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(_actions(statement)):
@@ -87,6 +88,11 @@ def test_no_function_deletes_records_outside_the_idempotency_and_suppression_key
                     # (the operator's), and so does the minute sweep's for a producer no
                     # longer held (the schedule's)
                     assert name in ("operator", "schedule"), name
+                    assert _actions(statement) == ["dynamodb:DeleteItem"]
+                    continue
+                if keys == ["GUARD*"]:  # a guard level kept only for a watch that ended (the
+                    # minute sweep's and the stream consumer's judgements: the schedule's)
+                    assert name == "schedule", name
                     assert _actions(statement) == ["dynamodb:DeleteItem"]
                     continue
                 assert name in ("enqueue", "operator"), name
