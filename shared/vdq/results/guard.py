@@ -180,7 +180,7 @@ def rate(runtime: Runtime, producer: str, *, tallies: Tallies | None = None,
             at = hours.index(since)
             by_hour[at] = by_hour[at] - Figures.of(record.baseline)
         limits = reputation.limits_for(s, producer)
-    figures = reputation.figures_of(f.as_counts() for f in by_hour)
+    figures = sum(by_hour, Figures())
     may_hold = s.reputation_guard == "hold" and producer not in (ACCOUNT, NO_PRODUCER)
     verdict = reputation.judge(figures, limits, hold=True if producer == ACCOUNT else may_hold)
     judged = record is None or not record.held or producer == ACCOUNT  # held: not judged again
