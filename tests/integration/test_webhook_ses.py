@@ -429,3 +429,19 @@ def test_a_batch_of_hostile_records_is_dropped_and_the_good_one_applied_once(aws
     assert len(runtime.store.history(item.id)) == before + 1  # the delivery, once
     assert runtime.store.get_item(sms.id).state == "awaiting"  # no forged lookup applied
     assert mapping("0100-other") is None
+
+
+def test_an_earlier_attempts_delivery_after_a_retry_is_late_under_that_attempt(aws, runtime):
+    """Found in use: attempt 1 bounced, an operator retried, and attempt 1's Delivery came
+    late. Its entry said attempt 2 with nothing marking it late, so the runbook's "if its
+    history shows a delivery, cancel it" led to cancelling a retry still being sent."""
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("bounce_permanent", message_id=MSG, item_id=item.id, attempt=1))
+    apply(item.id, Step("retry", actor="ops", source="operator"), runtime)
+    to_sending(runtime.store.get_item(item.id), runtime)
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=1))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, int(stored.attempt), stored.provider_id) == ("sending", 2, None)
+    [entry] = [h for h in runtime.store.history(item.id) if h.name == "Delivery"]
+    assert (entry.kind, int(entry.attempt)) == ("late", 1)
+

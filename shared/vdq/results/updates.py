@@ -127,7 +127,7 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
         return _storing_id(item.id, int(item.attempt), provider_id if mapping else None,
                            runtime, lambda mapped: _record_event(item, update, runtime,
                                                                  provider_id, mapped,
-                                                                 older=older))  # fmt: skip
+                                                                 attempt=attempt))  # fmt: skip
     step_name = transition or "await"
     step = Step(
         step_name,
@@ -166,10 +166,11 @@ def _apply_once(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
 
 
 def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime,
-                  provider_id: str | None, mapped: bool, *,
-                  older: bool = False) -> str:  # fmt: skip
+                  provider_id: str | None, mapped: bool, *, attempt: int) -> str:  # fmt: skip
     """An update that moves no state: history (and, for a delay of the current attempt, the
-    result) only. ``older``: the update belongs to an attempt the item has left."""
+    result) only. ``attempt``: the item's attempt the update belongs to; one the item has left
+    (not a cancelled item's: it absorbs them) makes a late entry under that attempt, so its
+    history never shows an earlier attempt's delivery as the current one's."""
     store = runtime.store
     current: QueueItemRecord | None = item
     for _ in range(MAX_TRIES):
@@ -177,25 +178,27 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
             return "event"
         now = item_now(current, runtime)
         mark = event_mark(current.id, update.event_id)
+        older = attempt != int(current.attempt) and current.state != State.CANCELLED.value
         entry = history_entry(current.id, now, actor=update.provider, source="provider",
                               kind="late" if older else "event", name=update.name,
-                              from_state=current.state,
-                              to_state=current.state, attempt=int(current.attempt),
-                              text=update.text)  # fmt: skip
+                              from_state=current.state, to_state=current.state,
+                              attempt=attempt, text=update.text)  # fmt: skip
         write = StateWrite(set={"updated_at": iso(now)})
-        current_attempt = not older and int(current.attempt) == int(item.attempt)
-        if (update.status == "deferred" and current_attempt
+        if (update.status == "deferred" and not older
                 and current.state in (State.SENDING, State.AWAITING)):  # fmt: skip
             write.set["result"] = clip_result(update.text)
-        if provider_id is not None:
-            write.set["provider_id"] = provider_id
+        # The ID is the attempt's: an item that moved on to another attempt meanwhile never
+        # gets it (its own attempt's ID comes with its own results).
+        stored = provider_id if not older else None
+        if stored is not None:
+            write.set["provider_id"] = stored
         try:
             if len(write.set) == 1:
                 store.append_history([entry], mark=mark, expiration=current.expiration,
                                      item=current)  # fmt: skip
             else:
                 store.commit(current, write, [entry], mark=mark,
-                             provider_id=provider_id if mapped else None,
+                             provider_id=stored if mapped else None,
                              mapping_expiration=mapping_expiration(now, runtime.settings))
         except Duplicate:
             return "duplicate"
