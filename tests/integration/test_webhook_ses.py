@@ -445,3 +445,15 @@ def test_an_earlier_attempts_delivery_after_a_retry_is_late_under_that_attempt(a
     [entry] = [h for h in runtime.store.history(item.id) if h.name == "Delivery"]
     assert (entry.kind, int(entry.attempt)) == ("late", 1)
 
+
+def test_a_send_ses_refused_for_its_accounts_list_is_marked_suppressed_in_lists(aws, runtime):
+    """Found in use: SES reports a send it refused for its account-level list as a Complaint;
+    the item errored and its receiver was suppressed, but lists showed no signal."""
+    from vdq.workflow.views import item_json
+
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("complaint_suppression_list", message_id=MSG, item_id=item.id))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "errored"
+    assert item_json(stored)["signals"] == ["suppressed"], runtime.store.history(item.id)
+

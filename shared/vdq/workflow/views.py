@@ -27,9 +27,11 @@ def entry_signals(name: str | None, text: str | None) -> set[str]:
     text = text or ""
     found = set()
     # SES refused the send: the address is on the account's own suppression list. Nothing left,
-    # and SES counts it toward no bounce rate: not a bounce or complaint but a suppression.
-    if (text.startswith("SES bounce (Permanent/OnAccountSuppressionList")
-            or (name == "Complaint" and text.startswith("SES did not send the message"))):
+    # and SES counts it toward no bounce rate: not a bounce or complaint but a suppression. (SES
+    # reports it as a Complaint, whose entry is the ``error`` transition it runs: the text
+    # alone says it.)
+    if text.startswith(("SES bounce (Permanent/OnAccountSuppressionList",
+                        "SES did not send the message")):
         return {"suppressed"}
     if text.startswith("SES bounce (Permanent"):
         found.add("bounce")
