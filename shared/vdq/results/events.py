@@ -95,6 +95,11 @@ def parse_ses_event(event: dict[str, Any]) -> ProviderUpdate:
     mail = event.get("mail")
     if not kind or not isinstance(mail, dict) or not mail.get("messageId"):
         raise BadEvent("an SES event needs eventType and mail.messageId")
+    if kind not in _SES_DETAIL:
+        # Not one of SES's event types: nothing VDQ can apply, and kept as an orphan it would
+        # wait for an item for a week.
+        raise BadEvent(f"{kind!r} is not an SES event type VDQ knows "
+                       f"({', '.join(sorted(_SES_DETAIL))})")
     message_id = mail["messageId"]
     if not isinstance(message_id, str) or len(message_id) > MAX_PROVIDER_ID:
         raise BadEvent(f"mail.messageId of an SES {kind} event is not an SES message ID")
