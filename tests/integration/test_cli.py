@@ -431,3 +431,20 @@ def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys,
     code, out, _ = run(capsys, "producers", "held", "newsletter-svc", "--json")
     assert code == 0 and json.loads(out)["items"][0]["held"].startswith("held since")
     assert api.requests[-1]["query"] == {"limit": "50"}
+
+
+def test_show_and_list_say_an_item_is_held_and_which_attempt_a_late_entry_is(capsys, api):
+    """Found in use: a held producer's items showed only "queued" (the API says why), and a
+    late delivery of attempt 1 looked like the current attempt's."""
+    why = "held since 2026-12-03T08:00:00Z: bounce rate 80.00%"
+    held = item(1, state="queued", held=why, history=[
+        {"at": "2026-12-03T08:00:01Z", "actor": "ses", "source": "provider", "kind": "late",
+         "name": "Delivery", "from_state": "sending", "to_state": "sending", "attempt": 1},
+    ])  # fmt: skip
+    api.routes[("GET", f"/queue-items/{held['id']}")] = (200, held)
+    api.routes[("GET", "/queue-items")] = (200, {"items": [held], "next_cursor": None})
+    _, out, _ = run(capsys, "show", held["id"])
+    assert f"        held  {why}" in out.splitlines()
+    assert "Delivery (late)  sending -> sending  ses (provider), attempt 1" in out
+    _, out, _ = run(capsys, "list")
+    assert "queued (held)" in out

@@ -83,8 +83,14 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
+def state_of(item: dict[str, Any]) -> str:
+    """The state, marked when the reputation guard parked the item (it stays queued until an
+    operator releases or cancels its producer's items: ``vdq producers``)."""
+    return safe(item.get("state")) + (" (held)" if item.get("held") else "")
+
+
 def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
-    return [[safe(i.get("id")), safe(i.get("method")), safe(i.get("state")),
+    return [[safe(i.get("id")), safe(i.get("method")), state_of(i),
              address(i.get("receiver")), safe(i.get("attempt")),
              safe((i.get("updated_at") or "")[:19]), clip(safe(i.get("result")), 50)]
             for i in items]  # fmt: skip
@@ -107,7 +113,7 @@ def print_items(items: list[dict[str, Any]]) -> None:
 
 
 def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
-    return [[safe(i.get("id")), safe(i.get("state")), address(i.get("receiver")),
+    return [[safe(i.get("id")), state_of(i), address(i.get("receiver")),
              clip(safe(i.get("excerpt")), 30), safe((i.get("queued_at") or "")[:19]),
              safe(",".join(i.get("signals") or [])), clip(safe(i.get("result")), 40)]
             for i in items]  # fmt: skip
@@ -169,7 +175,7 @@ def print_item(item: dict[str, Any]) -> None:
               ("receiver", address(item.get("receiver"))),
               ("attempt", item.get("attempt")), ("provider id", item.get("provider_id")),
               ("queued at", item.get("queued_at")), ("updated at", item.get("updated_at")),
-              ("result", item.get("result"))]  # fmt: skip
+              ("result", item.get("result")), ("held", item.get("held"))]  # fmt: skip
     origin = item.get("origin")
     if isinstance(origin, dict):
         fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
@@ -198,11 +204,16 @@ def print_item(item: dict[str, Any]) -> None:
         rows = []
         for entry in history:
             change = safe(entry.get("name") or entry.get("kind") or "")
+            if entry.get("kind") in ("late", "ignored"):
+                # A late delivery belongs to the attempt it names, not the item's current one.
+                change += f" ({safe(entry['kind'])})"
             if entry.get("from_state") and entry.get("to_state"):
                 change += f"  {safe(entry['from_state'])} -> {safe(entry['to_state'])}"
             who = safe(entry.get("actor"))
             if entry.get("source"):
                 who += f" ({safe(entry['source'])})"
+            if entry.get("attempt") is not None:
+                who += f", attempt {safe(entry['attempt'])}"
             rows.append((safe((entry.get("at") or "")[:23]), change, who, safe(entry.get("text"))))
         change_width = max(width(r[1]) for r in rows)
         for at, change, who, text in rows:

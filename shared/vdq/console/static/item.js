@@ -93,9 +93,11 @@ function contentViews(content) {
   return [fieldTable("What is sent", "content", rest), html ? htmlViews(html) : null];
 }
 
-// What an entry did: a change of state, or an event that kept it.
+// What an entry did: a change of state, or an event that kept it. A late or ignored entry says
+// so: a late delivery belongs to the attempt it names, not to the item's current one.
 function change(entry) {
-  const name = entry.name || entry.kind || "entry";
+  const marked = entry.kind === "late" || entry.kind === "ignored";
+  const name = `${entry.name || entry.kind || "entry"}${marked ? ` (${entry.kind})` : ""}`;
   if (entry.from_state && entry.to_state && entry.from_state !== entry.to_state) {
     return `${name}: ${entry.from_state} → ${entry.to_state}`;
   }
