@@ -8,18 +8,25 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: venv test test-runtime lint run bench synth soak clean browser docs
 
-venv: $(STAMP) $(NODE_STAMP)
+WHEELS_STAMP := $(VENV)/.wheels
+
+# Everything the tests, the bench and a deploy need. `make run` needs only the first part: the
+# local stack runs the functions in its own process, with no Lambda bundle and no CDK CLI.
+venv: $(STAMP) $(WHEELS_STAMP) $(NODE_STAMP)
 
 # The development lock (hashes) for the tools, then the project itself; pyproject.toml changes
 # need `python -m infra.bundling lock` (a test fails while a lock is out of date).
-$(STAMP): pyproject.toml requirements/dev.lock requirements/runtime.lock
+$(STAMP): pyproject.toml requirements/dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q --require-hashes -r requirements/dev.lock
 	$(BIN)/pip install -q --no-deps -e .
-	# the locked aarch64 wheels of the layer: Lambda bundles build offline from them.
-	$(BIN)/python -m infra.bundling download
 	touch $(STAMP)
+
+# The locked aarch64 wheels of the layer: Lambda bundles build offline from them.
+$(WHEELS_STAMP): $(STAMP) requirements/runtime.lock
+	$(BIN)/python -m infra.bundling download
+	touch $(WHEELS_STAMP)
 
 # The CDK CLI pinned in package-lock.json, for `npx cdk ...` (skipped where npm is missing).
 $(NODE_STAMP): package-lock.json
@@ -69,7 +76,7 @@ lint: venv
 	$(BIN)/ruff check shared functions infra tests bench docsite
 	$(BIN)/mypy
 
-run: venv  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
+run: $(STAMP)  # the whole system on loopback: moto as AWS, SES and Twilio sandboxes (PORT=8765)
 	$(BIN)/vdq local --port $(or $(PORT),8765)
 
 # SOAK_EXAMPLES schedules of the model in two processes side by side, one per core, each with
