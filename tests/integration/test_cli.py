@@ -448,3 +448,25 @@ def test_show_and_list_say_an_item_is_held_and_which_attempt_a_late_entry_is(cap
     assert "Delivery (late)  sending -> sending  ses (provider), attempt 1" in out
     _, out, _ = run(capsys, "list")
     assert "queued (held)" in out
+
+
+def test_suppressions_name_what_a_suppression_covers_for_mail_and_sms(capsys, api):
+    """Found in use: an SMS opt-out was listed as covering "(all mail)", and a receiver that
+    had left one list read "not suppressed" as its whole answer."""
+    entries = [{"receiver": "+14155550100", "list": None, "reason": "sms_opt_out",
+                "since": "2026-12-01T08:00:00Z", "actor": "twilio", "text": "STOP"},
+               {"receiver": "ada@example.org", "list": None, "reason": "bounce",
+                "since": "2026-12-01T08:00:00Z", "actor": "ses", "text": None}]  # fmt: skip
+    api.routes[("GET", "/suppressions")] = (200, {"suppressions": entries, "cursor": None})
+    _, out, _ = run(capsys, "suppressions", "list")
+    [sms] = [line for line in out.splitlines() if line.startswith("+14155550100")]
+    [mail] = [line for line in out.splitlines() if line.startswith("ada@")]
+    assert "(all SMS)" in sms and "(all mail)" in mail
+    api.routes[("GET", "/suppressions/reader%40example.org/history")] = (200, {
+        "receiver": "reader@example.org", "suppression": None, "history": [],
+        "lists": [{"list": "weekly", "since": "2026-12-01T08:00:00Z",
+                   "reason": "unsubscribe"}]})  # fmt: skip
+    _, out, _ = run(capsys, "suppressions", "show", "reader@example.org")
+    assert out.splitlines()[:2] == [
+        "reader@example.org: not suppressed from all its mail",
+        "  unsubscribed from the list weekly since 2026-12-01T08:00:00Z (unsubscribe)"]

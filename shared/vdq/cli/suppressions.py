@@ -48,8 +48,14 @@ def add_parser(command: Callable[..., Any],
     remove.add_argument("--text", help="why, for the history")
 
 
+def _scope(receiver: Any) -> str:
+    """What a suppression of no list covers: every message to the receiver."""
+    return "(all SMS)" if str(receiver or "").startswith("+") else "(all mail)"
+
+
 def _rows(entries: list[dict[str, Any]]) -> list[list[str]]:
-    return [[render.safe(e.get("receiver")), render.safe(e.get("list") or "(all mail)"),
+    return [[render.safe(e.get("receiver")),
+             render.safe(e.get("list") or _scope(e.get("receiver"))),
              render.safe(e.get("reason")), render.safe((e.get("since") or "")[:19]),
              render.safe(e.get("actor")), render.clip(render.safe(e.get("text")), 50)]
             for e in entries]  # fmt: skip
@@ -98,9 +104,12 @@ def show_entry(api: Any, args: argparse.Namespace) -> int:
 
     def human(d: dict[str, Any]) -> None:
         now = d.get("suppression")
+        # Unsubscribed from a list but not suppressed: "not suppressed" alone would read as
+        # the whole answer.
+        nowhere = "not suppressed" + (" from all its mail" if d.get("lists") else "")
         print(f"{render.safe(d.get('receiver'))}: " + (
             f"suppressed since {render.safe(now.get('since'))} ({render.safe(now.get('reason'))})"
-            if now else "not suppressed"))  # fmt: skip
+            if now else nowhere))  # fmt: skip
         for left in d.get("lists") or []:
             print(f"  unsubscribed from the list {render.safe(left.get('list'))} since "
                   f"{render.safe(left.get('since'))} ({render.safe(left.get('reason'))})")
