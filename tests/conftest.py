@@ -23,6 +23,30 @@ for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
 
 pytest_plugins = ["tests.support.aws", "tests.support.calls"]
 
+
+def _share_botocore_models() -> None:
+    """One botocore loader for the whole test process. A loader parses each service's JSON
+    model once and keeps it for the clients of its session; moto starts every test with a new
+    default session, and each Runtime makes its own, so the same few MB of JSON were parsed
+    again for nearly every client: about half the time of an integration test. The models are
+    read-only to botocore (one session's clients share them already), so sharing them across
+    sessions changes nothing a test can see."""
+    import botocore.loaders
+    import botocore.session
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+    create = botocore.loaders.create_loader
+
+    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = create(search_path_string)
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = shared  # type: ignore[assignment]
+
+
+_share_botocore_models()
+
 # Tests send traffic only to loopback (moto, the local stack, the sandboxes). Any other name a
 # test's process asks for is refused as a failed lookup would be, and noted: the test then
 # fails at its teardown, even where the code under test takes the failure for an outage.
