@@ -131,10 +131,11 @@ def search_writes(journey: Any, table: dict[str, Any]) -> dict[str, float]:
             "total": round(1.0 + share, 3)}
 
 
-# The reputation guard's reads (vdq.results.guard), which no journey makes on its own: they are
-# per container and per stream window, not per message. Assumed: the warm send and enqueue
-# containers that read the holds at 1M a day, and how many producers one window of a shard saw
-# bounce or complain (every window is taken to have some: the worst case at a 1% bounce rate).
+# The reputation guard's reads (vdq.results.guard and vdq.results.judging), which no journey
+# makes on its own: they are per container and per stream window, not per message. Assumed: the
+# warm send and enqueue containers that read the holds at 1M a day, and how many producers one
+# window of a shard saw bounce or complain (every window is taken to have some: the worst case
+# at a 1% bounce rate).
 GUARD_CONTAINERS = 4
 GUARD_PRODUCERS_A_WINDOW = 2
 

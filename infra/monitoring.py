@@ -77,7 +77,7 @@ class Monitoring(Construct):
             "send attempts outlived their lease in sending (outcome unknown)",
         )
         # The reputation guard: a producer's (or the account's) bounce or complaint rate
-        # reached a warn or a hold threshold (vdq.results.guard), well before SES's own.
+        # reached a warn or a hold threshold (vdq.results.judging), well before SES's own.
         self._alarm(
             "ReputationWarning",
             vdq_metric(resources.METRIC_REPUTATION_WARNINGS),

@@ -21,7 +21,7 @@ from vdq.core import resources
 from vdq.core.errors import NotFound
 from vdq.dispatch import send
 from vdq.intake import rest
-from vdq.results import guard
+from vdq.results import guard, judging
 from vdq.store.holds import ACCOUNT, RELEASED, Holds
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for
@@ -76,7 +76,7 @@ def process_all(aws, rt, queue=resources.SEND_QUEUE):
 
 def hold(rt, producer="shop"):
     count(rt, producer, sent=20, bounce=5)
-    (level,) = guard.evaluate(rt, [producer])
+    (level,) = judging.evaluate(rt, [producer])
     assert level.level == "hold" and "bounce rate 25.00% (threshold 4%)" in level.reason
     return level
 
@@ -165,9 +165,9 @@ def test_a_stale_entry_does_not_unpark_an_item_a_newer_hold_parked(aws, rt, cloc
 def test_the_old_bounces_do_not_hold_a_released_producer_again_but_new_ones_do(aws, rt):
     hold(rt)
     guard.release(rt, "shop", "op")
-    assert guard.evaluate(rt, ["shop"]) == []  # its window starts at the release
+    assert judging.evaluate(rt, ["shop"]) == []  # its window starts at the release
     count(rt, "shop", sent=10, bounce=1)
-    (again,) = guard.evaluate(rt, ["shop"])
+    (again,) = judging.evaluate(rt, ["shop"])
     assert again.level == "hold" and "10 emails" in again.reason
 
 
@@ -176,7 +176,7 @@ def test_a_release_baseline_stops_counting_once_its_hour_leaves_the_window(aws, 
     guard.release(rt, "shop", "op")
     clock.advance(3600 * rt.settings.reputation_window_hours)  # that hour is out of the window
     count(rt, "shop", sent=20, bounce=5)
-    (again,) = guard.evaluate(rt, ["shop"])
+    (again,) = judging.evaluate(rt, ["shop"])
     assert again.level == "hold" and "bounce rate 25.00%" in again.reason
 
 
@@ -306,7 +306,7 @@ def test_a_held_producers_sms_is_sent(aws, rt):
 def test_a_guard_that_only_warns_parks_nothing(aws, rt):
     rt.settings = replace(rt.settings, reputation_guard="warn")
     count(rt, "shop", sent=20, bounce=5)
-    (level,) = guard.evaluate(rt, ["shop"])
+    (level,) = judging.evaluate(rt, ["shop"])
     assert level.level == "warn"
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
     assert process_all(aws, rt) == {item_id: send.ACCEPTED}
@@ -314,10 +314,10 @@ def test_a_guard_that_only_warns_parks_nothing(aws, rt):
 
 def test_warn_and_hold_put_an_event_on_the_bus_once(aws, rt, events):
     count(rt, "shop", sent=100, bounce=3)
-    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["warn"]
-    assert guard.evaluate(rt, ["shop"]) == []  # the same level: no second event
+    assert [lv.level for lv in judging.evaluate(rt, ["shop"])] == ["warn"]
+    assert judging.evaluate(rt, ["shop"]) == []  # the same level: no second event
     count(rt, "shop", bounce=2)
-    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+    assert [lv.level for lv in judging.evaluate(rt, ["shop"])] == ["hold"]
     guard.release(rt, "shop", "op")
     assert [e["DetailType"] for e in events] == [
         "Reputation warning", "Producer held", "Producer hold released"]
@@ -342,11 +342,11 @@ def test_an_event_refused_after_the_level_is_written_is_put_at_the_retry(aws, rt
     count(rt, "shop", sent=20, bounce=5)
     refuse_events_once(rt)
     with pytest.raises(RuntimeError):
-        guard.evaluate(rt, ["shop"])  # the level is written, its event refused
+        judging.evaluate(rt, ["shop"])  # the level is written, its event refused
     assert guard.holds_of(rt).level("shop").level == "hold"
-    guard.evaluate(rt, ["shop"])  # the stream's retry of the window
+    judging.evaluate(rt, ["shop"])  # the stream's retry of the window
     assert [e["DetailType"] for e in events] == ["Producer held", "Producer held"]
-    guard.evaluate(rt, ["shop"])  # put once it went through: not again
+    judging.evaluate(rt, ["shop"])  # put once it went through: not again
     assert len(events) == 2
 
 
@@ -355,7 +355,7 @@ def test_the_accounts_rates_warn_and_hold_no_one(aws, rt, events):
     hour = rt.clock.now().strftime(HOUR)
     tallies.add_counts(hour, "all#0", "acct", "1", "2", {"email.sent": 100,
                                                          "email.bounce": 9}, 2**40)  # fmt: skip
-    (level,) = guard.evaluate(rt, [], account=True)
+    (level,) = judging.evaluate(rt, [], account=True)
     assert level.producer == ACCOUNT and level.level == "hold"
     assert guard.held(rt) == {}
     # Its event says it is the account's: a rule or a reader tells it from a producer's.
@@ -371,7 +371,7 @@ def test_a_producer_called_account_is_rated_held_and_recorded_as_itself(aws, rt,
     item_id = post(rt, "account", "ada@example.org")["items"][0]["id"]
     process_all(aws, rt)
     assert [p.item_id for p in guard.holds_of(rt).all_parked("account")] == [item_id]
-    body = guard.overview(rt)
+    body = judging.overview(rt)
     (row,) = body["producers"]
     assert (row["producer"], row["sent"], row["level"]["level"]) == ("account", 20, "hold")
     assert body["account"]["producer"] == "account" and body["account"]["level"] is None
@@ -389,7 +389,7 @@ def test_items_parked_before_a_release_cut_short_are_sent_after_a_warning(aws, r
     crashed_release(rt, monkeypatch)
     # New mail of the producer warns (3% bounces): the level leaves ``released``.
     count(rt, "shop", sent=100, bounce=3)
-    (level,) = guard.evaluate(rt, ["shop"])
+    (level,) = judging.evaluate(rt, ["shop"])
     assert level.level == "warn"
     answer = guard.release(rt, "shop", "op")  # the operator's repeat finds the parked item
     assert answer["done"] == 1
@@ -503,11 +503,11 @@ def test_a_warning_clears_once_clean_email_brings_the_rates_down(aws, rt, clock)
     # The stream consumer looks only at windows that counted a bounce or a complaint: clean
     # email alone never judged the producer again, and its warning stayed.
     count(rt, "shop", sent=100, bounce=3)
-    (level,) = guard.evaluate(rt, ["shop"])
+    (level,) = judging.evaluate(rt, ["shop"])
     assert level.level == "warn"
     count(rt, "shop", sent=200)  # 1% now
     assert sweep(rt).get("warnings_changed") is None  # a fresh warning is left as it is
-    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    clock.advance(judging.RECHECK_AFTER.total_seconds() + 1)
     assert sweep(rt)["warnings_changed"] == 1
     assert guard.holds_of(rt).level("shop").level == "ok"
     assert sweep(rt).get("warnings_changed") is None
@@ -519,9 +519,9 @@ def test_a_guard_step_of_the_sweep_that_fails_leaves_the_other_and_the_run_whole
     # are still judged again, and the run counts the failure, as its other steps do, instead
     # of failing (the scheduler's retries would run every sweep of the minute again).
     count(rt, "shop", sent=100, bounce=3)
-    assert guard.evaluate(rt, ["shop"])[0].level == "warn"
+    assert judging.evaluate(rt, ["shop"])[0].level == "warn"
     count(rt, "shop", sent=200)
-    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    clock.advance(judging.RECHECK_AFTER.total_seconds() + 1)
 
     def refused(runtime, report):
         raise RuntimeError("DynamoDB refused the read")
@@ -530,14 +530,14 @@ def test_a_guard_step_of_the_sweep_that_fails_leaves_the_other_and_the_run_whole
         m.setattr(guard, "resume_releases", refused)
         assert sweep(rt) == {"failed": 1, "warnings_changed": 1}
         assert guard.holds_of(rt).level("shop").level == "ok"
-        m.setattr(guard, "recheck_warnings", refused)
+        m.setattr(judging, "recheck_warnings", refused)
         assert sweep(rt) == {"failed": 2}
 
 
 def test_a_warning_the_rates_still_reach_stays(aws, rt, clock):
     count(rt, "shop", sent=100, bounce=3)
-    (level,) = guard.evaluate(rt, ["shop"])
-    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    (level,) = judging.evaluate(rt, ["shop"])
+    clock.advance(judging.RECHECK_AFTER.total_seconds() + 1)
     assert sweep(rt).get("warnings_changed") is None
     now = guard.holds_of(rt).level("shop")
     assert (now.level, now.updated_at) == ("warn", level.updated_at)
@@ -548,10 +548,10 @@ def test_the_accounts_warning_clears_as_a_producers_does(aws, rt, clock):
     hour = rt.clock.now().strftime(HOUR)
     tallies.add_counts(hour, "all#0", "a1", "1", "2", {"email.sent": 300, "email.bounce": 9},
                        2**40)  # fmt: skip
-    (level,) = guard.evaluate(rt, [], account=True)
+    (level,) = judging.evaluate(rt, [], account=True)
     assert level.level == "warn"
     tallies.add_counts(hour, "all#0", "a2", "1", "2", {"email.sent": 900}, 2**40)
-    clock.advance(guard.RECHECK_AFTER.total_seconds() + 1)
+    clock.advance(judging.RECHECK_AFTER.total_seconds() + 1)
     assert sweep(rt)["warnings_changed"] == 1
     assert guard.holds_of(rt).level(ACCOUNT).level == "ok"
 

@@ -30,7 +30,7 @@ from vdq.core.clock import iso
 from vdq.core.setting_values import Thresholds
 from vdq.dispatch import send
 from vdq.operations import producers as operations
-from vdq.results import guard
+from vdq.results import guard, judging
 from vdq.results.reputation import Figures, judge, limits_for, may_reach_a_level
 from vdq.store.holds import Holds, Level
 from vdq.store.tx import StoreBusy
@@ -51,7 +51,7 @@ def reads_of_levels_window(rt):
 
 def test_a_producer_judged_before_its_emails_counted_is_held_once_they_are(aws, rt):
     count(rt, "shop", sent=2, bounce=5)  # the bounces' window first: 2 of the 10 a rate needs
-    assert guard.evaluate(rt, ["shop"]) == []  # no level yet: judged again each minute
+    assert judging.evaluate(rt, ["shop"]) == []  # no level yet: judged again each minute
     assert sweep(rt).get("warnings_changed") is None
     count(rt, "shop", sent=18)  # the other shard's window: 5 of 20 bounced
     assert sweep(rt)["warnings_changed"] == 1
@@ -62,7 +62,7 @@ def test_a_producer_judged_before_its_emails_counted_is_held_once_they_are(aws, 
 
 def test_a_watched_producer_whose_rates_come_out_clean_is_left_and_no_longer_read(aws, rt):
     count(rt, "shop", sent=2, bounce=1)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     assert guard.holds_of(rt).level("shop").watch
     count(rt, "shop", sent=98)  # 1% of 100
     assert sweep(rt).get("warnings_changed") is None
@@ -77,16 +77,16 @@ def test_bounces_too_few_to_reach_a_warning_at_the_volume_a_rate_needs_are_not_w
     # later, only a new bounce (which judges it again) can bring it to one.
     rt.settings = replace(rt.settings, reputation_min_sent=200)
     count(rt, "shop", sent=3, bounce=1)
-    assert guard.evaluate(rt, ["shop"]) == []
+    assert judging.evaluate(rt, ["shop"]) == []
     assert guard.holds_of(rt).level("shop") is None  # nothing written
     count(rt, "shop", sent=2, bounce=4)  # 5 of 200 would be 2.5%: it could warn
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     assert guard.holds_of(rt).level("shop").watch
 
 
 def test_a_watch_ends_when_the_window_slides_past_the_bounces(aws, rt, clock):
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     clock.advance(rt.settings.reputation_window_hours * 3600 + 60)
     sweep(rt)
     assert guard.holds_of(rt).level("shop") is None
@@ -96,7 +96,7 @@ def test_a_released_producer_is_watched_from_its_release_and_stays_released(aws,
     hold(rt)
     guard.release(rt, "shop", "ops@example.com")
     count(rt, "shop", sent=1, bounce=3)
-    assert guard.evaluate(rt, ["shop"]) == []
+    assert judging.evaluate(rt, ["shop"]) == []
     level = guard.holds_of(rt).level("shop")
     assert (level.level, level.watch, level.released_by) == (RELEASED, True, "ops@example.com")
     count(rt, "shop", sent=19)  # 3 of 20 since the release
@@ -110,7 +110,7 @@ def test_a_warning_whose_window_no_longer_counts_is_watched(aws, rt, clock):
     count(rt, "shop", sent=100, bounce=0)
     clock.advance(3600)
     count(rt, "shop", sent=5, bounce=3)
-    assert guard.evaluate(rt, ["shop"])[0].level == "warn"
+    assert judging.evaluate(rt, ["shop"])[0].level == "warn"
     first_hour_ends = hour.replace(minute=0, second=0, microsecond=0) + timedelta(
         hours=rt.settings.reputation_window_hours, minutes=1)
     clock.advance((first_hour_ends - clock.now()).total_seconds())
@@ -122,7 +122,7 @@ def test_a_warning_whose_window_no_longer_counts_is_watched(aws, rt, clock):
 def test_the_minute_sweep_reads_the_window_of_each_watched_producer_once(aws, rt):
     for name in ("a", "b", "c"):
         count(rt, name, sent=1, bounce=2)
-    guard.evaluate(rt, ["a", "b", "c"])
+    judging.evaluate(rt, ["a", "b", "c"])
     made = reads_of_levels_window(rt)
     assert sweep(rt).get("warnings_changed") is None
     assert len(made) == 3
@@ -130,7 +130,7 @@ def test_the_minute_sweep_reads_the_window_of_each_watched_producer_once(aws, rt
 
 def test_a_watch_that_ends_while_another_window_writes_the_record_keeps_the_newer(aws, rt, clock):
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     store = guard.holds_of(rt)
     read = store.level("shop")  # the sweep's read, before the window's write
     clock.advance(1)
@@ -155,7 +155,7 @@ def test_a_hold_threshold_below_the_warning_is_watched_too(aws, rt, mode, expect
         producer_thresholds={"shop": Thresholds(bounce_hold=2.0)},
     )
     count(rt, "shop", sent=0, bounce=4)  # the bounces' window first
-    assert guard.evaluate(rt, ["shop"]) == []
+    assert judging.evaluate(rt, ["shop"]) == []
     count(rt, "shop", sent=200)  # the other shard's window: 4 of 200, 2%
     sweep(rt)
     level = guard.holds_of(rt).level("shop")
@@ -188,11 +188,11 @@ def test_an_ok_whose_window_slides_below_the_volume_is_watched_as_a_warning_is(a
     count(rt, "shop", sent=100)
     clock.advance(3600 * (rt.settings.reputation_window_hours - 1))
     count(rt, "shop", sent=2, bounce=1)
-    assert guard.evaluate(rt, ["shop"]) == []  # 1 of 102: ok, counted
+    assert judging.evaluate(rt, ["shop"]) == []  # 1 of 102: ok, counted
     clock.advance(3600)  # the hour of the 100 clean emails leaves the window
     sweep(rt)
     count(rt, "shop", sent=8)  # 1 bounce of 10 emails
-    assert guard.rate(rt, "shop").verdict.level == "hold"  # what a judgement would find
+    assert judging.rate(rt, "shop").verdict.level == "hold"  # what a judgement would find
     sweep(rt)
     level = guard.holds_of(rt).level("shop")
     assert level is not None and level.level == "hold", level
@@ -204,7 +204,7 @@ def test_a_hold_the_sweep_found_puts_its_event_at_the_next_run(aws, rt, events):
     # holds too, now: its hold is written (unsignalled) and the event refused; the next run
     # puts it, though it judges no held producer again.
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     count(rt, "shop", sent=18)
     refuse_events_once(rt)
     assert sweep(rt)["failed"] == 1  # the hold is written, its event refused
@@ -237,7 +237,7 @@ def test_a_watch_that_ended_costs_the_minute_sweep_nothing(aws, rt):
     # record for a producer that had none; kept once the watch ended, resume_releases would
     # Query HELD#<producer> for it every minute, for ever.
     count(rt, "shop", sent=2, bounce=1)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     count(rt, "shop", sent=98)  # 1 of 100: ok, counted
     sweep(rt)
     assert guard.holds_of(rt).level("shop") is None  # the watch ended with its record
@@ -251,12 +251,12 @@ def test_a_producer_watched_and_cleared_leaves_no_record_the_console_shows(aws, 
     # two, neither does the watch between them (GET /producers, and every levels() Query, the
     # send path's held() included, read each record).
     count(rt, "news", sent=100, bounce=1)
-    guard.evaluate(rt, ["news"])
+    judging.evaluate(rt, ["news"])
     count(rt, "shop", sent=2, bounce=1)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     count(rt, "shop", sent=98)
     sweep(rt)
-    rows = {r["producer"]: r for r in guard.overview(rt)["producers"]}
+    rows = {r["producer"]: r for r in judging.overview(rt)["producers"]}
     assert rows["news"]["level"] is None
     assert rows["shop"]["level"] is None, rows["shop"]["level"]
 
@@ -267,9 +267,9 @@ def test_a_producer_watched_and_cleared_leaves_no_record_the_console_shows(aws, 
 def test_the_sweep_and_the_stream_judging_a_watched_producer_at_once_hold_it_once(
         aws, rt, events, clock, monkeypatch):  # fmt: skip
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     count(rt, "shop", sent=18)
-    rate = guard.rate
+    rate = judging.rate
     nested = []
 
     def racing(runtime, producer, **kwargs):
@@ -277,11 +277,11 @@ def test_the_sweep_and_the_stream_judging_a_watched_producer_at_once_hold_it_onc
         if not nested:  # the sweep read the record and the counts: the stream holds first
             nested.append(1)
             clock.advance(0.001)
-            assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+            assert [lv.level for lv in judging.evaluate(rt, ["shop"])] == ["hold"]
             clock.advance(0.001)
         return rated
 
-    monkeypatch.setattr(guard, "rate", racing)
+    monkeypatch.setattr(judging, "rate", racing)
     assert sweep(rt).get("warnings_changed") is None  # its write found the record changed
     level = guard.holds_of(rt).level("shop")
     assert (level.level, level.watch, level.unsignalled) == ("hold", False, False)
@@ -290,7 +290,7 @@ def test_the_sweep_and_the_stream_judging_a_watched_producer_at_once_hold_it_onc
 
 def test_a_stale_watch_write_does_not_undo_a_release(aws, rt, clock):
     count(rt, "shop", sent=20, bounce=5)
-    (held,) = guard.evaluate(rt, ["shop"])
+    (held,) = judging.evaluate(rt, ["shop"])
     store = guard.holds_of(rt)
     clock.advance(1)
     guard.release(rt, "shop", "op")
@@ -312,18 +312,18 @@ def held_then_released_then_watched(rt, clock, release=None, *, held_first=False
     Returns the release's hour."""
     if not held_first:
         count(rt, "shop", sent=20, bounce=20)
-        (held,) = guard.evaluate(rt, ["shop"])
+        (held,) = judging.evaluate(rt, ["shop"])
         assert held.level == "hold"
     (release or (lambda: guard.release(rt, "shop", "op")))()
     since = clock.now().strftime(HOUR)
     count(rt, "shop", sent=200, bounce=5)  # 2.5% since the release: a warning
-    (warned,) = guard.evaluate(rt, ["shop"])
+    (warned,) = judging.evaluate(rt, ["shop"])
     assert (warned.level, warned.since) == ("warn", since)
     clock.advance(3600)
     count(rt, "shop", sent=100)  # clean
     clock.advance(3600)
     count(rt, "shop", sent=1, bounce=1)  # 6 of 301 since the release (ok); this hour 1 of 1
-    (cleared,) = guard.evaluate(rt, ["shop"])
+    (cleared,) = judging.evaluate(rt, ["shop"])
     assert (cleared.level, cleared.watch, cleared.since) == ("ok", True, since)
     return since
 
@@ -336,7 +336,7 @@ def test_a_watch_that_ends_keeps_the_release_window_of_its_record(aws, rt, clock
     count(rt, "shop", sent=100)  # this hour 1 of 101: the watch ends
     sweep(rt)
     count(rt, "shop", sent=0, bounce=1)  # 7 of 401 since the release: 1.75%
-    assert [(lv.level, lv.reason) for lv in guard.evaluate(rt, ["shop"])] == []
+    assert [(lv.level, lv.reason) for lv in judging.evaluate(rt, ["shop"])] == []
     level = guard.holds_of(rt).level("shop")
     assert level is not None and level.since == since, level
 
@@ -347,7 +347,7 @@ def test_a_watch_that_ends_keeps_what_a_release_cut_short_left_parked_to_be_sent
     # only: the end of a watch keeps the record of a released producer whose items the sweep
     # has not sent yet (its resume step failed, or its budget went to a long list).
     count(rt, "shop", sent=20, bounce=20)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
     assert process_all(aws, rt) == {item_id: send.HELD}
 
@@ -370,9 +370,9 @@ def test_the_producers_view_says_a_producer_is_watched(aws, rt, clock):
     count(rt, "shop", sent=100)
     clock.advance(3600)
     count(rt, "shop", sent=5, bounce=1)  # 1 of 105 ok; this hour's 1 of 5 (at 10): 10%
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     assert guard.holds_of(rt).level("shop").watch
-    (row,) = guard.overview(rt)["producers"]
+    (row,) = judging.overview(rt)["producers"]
     assert "watch" in repr(row), row
 
 
@@ -380,7 +380,7 @@ def test_a_guard_that_is_off_does_not_say_it_judges_each_minute(aws, rt):
     # With the guard off the sweep judges no one: the reason promises no judgement.
     rt.settings = replace(rt.settings, reputation_guard="off")
     count(rt, "shop", sent=2, bounce=5)
-    (row,) = guard.overview(rt)["producers"]
+    (row,) = judging.overview(rt)["producers"]
     assert "judged again each minute" not in row["reason"], row["reason"]
 
 
@@ -391,9 +391,9 @@ def test_a_hold_whose_record_a_watchs_end_deleted_meanwhile_is_judged_again(aws,
     # stream's hold, written on condition that the record is as read, is judged again from
     # the record as it now is, not dropped until the producer's next bounce.
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     store = guard.holds_of(rt)
-    rate, deleted = guard.rate, []
+    rate, deleted = judging.rate, []
 
     def meanwhile(runtime, producer, **kwargs):
         if not deleted:
@@ -401,19 +401,19 @@ def test_a_hold_whose_record_a_watchs_end_deleted_meanwhile_is_judged_again(aws,
         return rate(runtime, producer, **kwargs)
 
     count(rt, "shop", sent=18)
-    monkeypatch.setattr(guard, "rate", meanwhile)
-    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
+    monkeypatch.setattr(judging, "rate", meanwhile)
+    assert [lv.level for lv in judging.evaluate(rt, ["shop"])] == ["hold"]
     assert deleted == [True] and store.level("shop").level == "hold"
 
 
 def test_vdq_producers_says_a_producer_is_watched(aws, rt, clock, capsys):
     # The API's row says it (watched, and why in its reason), and so does the CLI's table.
     count(rt, "shop", sent=2, bounce=5)
-    guard.evaluate(rt, ["shop"])
+    judging.evaluate(rt, ["shop"])
     assert guard.holds_of(rt).level("shop").watch
     data = json.loads(json.dumps(operations.producers(rt)))  # GET /producers' body
     (row,) = data["producers"]
-    assert row["watched"] and guard.WATCHED in row["reason"]
+    assert row["watched"] and judging.WATCHED in row["reason"]
     print_producers(data)
     out = capsys.readouterr().out
     assert "watch" in out, out
@@ -430,7 +430,7 @@ def test_a_held_producer_is_not_said_to_be_judged_again_each_minute(aws, rt, clo
         "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: made.append(1))
     sweep(rt)
     assert made == []  # the sweep did not judge it
-    (row,) = guard.overview(rt)["producers"]
+    (row,) = judging.overview(rt)["producers"]
     assert row["level"]["level"] == "hold"
     assert "judged again each minute" not in row["reason"], row["reason"]
 
@@ -442,7 +442,7 @@ def test_a_judgement_retried_after_another_write_does_not_put_that_writes_event_
     # still unsignalled: the warning's event is the other's to put, not this one's too.
     count(rt, "shop", sent=20, bounce=5)
     store = guard.holds_of(rt)
-    rate, other = guard.rate, []
+    rate, other = judging.rate, []
 
     def racing(runtime, producer, **kwargs):
         rated = rate(runtime, producer, **kwargs)
@@ -455,9 +455,9 @@ def test_a_judgement_retried_after_another_write_does_not_put_that_writes_event_
             clock.advance(0.001)
         return rated
 
-    monkeypatch.setattr(guard, "rate", racing)
-    assert [lv.level for lv in guard.evaluate(rt, ["shop"])] == ["hold"]
-    guard.signal(other[0], Figures(), rt)  # ... and its event, as its evaluate puts it
+    monkeypatch.setattr(judging, "rate", racing)
+    assert [lv.level for lv in judging.evaluate(rt, ["shop"])] == ["hold"]
+    judging.signal(other[0], Figures(), rt)  # ... and its event, as its evaluate puts it
     store.signalled(other[0])
     kinds = [e["DetailType"] for e in events]
     assert kinds.count("Reputation warning") == 1, kinds
@@ -476,6 +476,6 @@ def test_one_producer_whose_record_keeps_changing_does_not_leave_the_others_unju
 
     monkeypatch.setattr(Holds, "set_level", changed)
     with pytest.raises(StoreBusy):
-        guard.evaluate(rt, ["busy", "shop"])
+        judging.evaluate(rt, ["busy", "shop"])
     level = guard.holds_of(rt).level("shop")
     assert level is not None and level.level == "hold", level

@@ -1,5 +1,6 @@
-"""``vdq producers``: each producer's bounce and complaint rates against its thresholds, the
-items a hold parked, and the release or cancel of a hold (vdq.results.guard)."""
+"""``vdq producers``: each producer's bounce and complaint rates against its thresholds
+(vdq.results.judging), the items a hold parked, and the release or cancel of a hold
+(vdq.results.guard)."""
 
 from __future__ import annotations
 

@@ -160,8 +160,8 @@ METRIC_SENDS_SUPPRESSED = "SendsSuppressed"  # an item not sent: its receiver is
 METRIC_SUPPRESSIONS_ADDED = "SuppressionsAdded"  # a receiver joined the suppression list
 METRIC_SENDS_PACED = "SendsPaced"  # an item given back to wait for its turn at the rate
 METRIC_SENDS_THROTTLED = "SendsThrottled"  # the provider refused a send for its rate
-# The reputation guard (vdq.results.guard): a producer (or the account) reached a warn or a
-# hold threshold; an email of a held producer was parked.
+# The reputation guard: a producer (or the account) reached a warn or a hold threshold
+# (vdq.results.judging); an email of a held producer was parked (vdq.results.guard).
 METRIC_REPUTATION_WARNINGS = "ReputationWarnings"
 METRIC_PRODUCERS_HELD = "ProducersHeld"
 METRIC_SENDS_HELD = "SendsHeld"

@@ -1,5 +1,5 @@
 """GET /producers, the held items, and the release and cancel of a hold: the operator's side of
-the reputation guard (vdq.results.guard).
+the reputation guard (its rates: vdq.results.judging; its holds: vdq.results.guard).
 
 The rates are read from the hourly counters (one Query per hour of the window for the names,
 one BatchGetItem per producer for its figures): a producer shows here once the stream counted
@@ -19,7 +19,7 @@ from vdq.core.clock import iso
 from vdq.core.errors import ValidationError
 from vdq.core.observability import logger
 from vdq.operations.spec import PRODUCER_PATTERN
-from vdq.results import guard
+from vdq.results import guard, judging
 from vdq.workflow.views import item_json
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ NAMES = {"sent": "sent", "succeeded": "delivered", "bounce": "bounced",
 def producers(runtime: Runtime) -> dict[str, Any]:
     """Every producer's rates against its thresholds and its level, the account's, and
     SES's own figures."""
-    seen = guard.overview(runtime)
+    seen = judging.overview(runtime)
     return {"as_of": iso(runtime.clock.now()), "window_hours": seen["window_hours"],
             "guard": seen["guard"], "account": _row(seen["account"]),
             "producers": [_row(r) for r in seen["producers"]],

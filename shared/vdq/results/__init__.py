@@ -6,8 +6,9 @@ finds each update's queue item (tracking tags, provider-ID mappings, orphans) an
 applies it (a transition, or an event kept in history). ``tracking`` decides how an email
 carries its item's key to SES's events, ``twilio_signature`` authenticates Twilio's callbacks,
 and ``suppression`` and ``unsubscribe`` keep the receivers VDQ no longer sends to.
-``reputation`` rates each producer's email by its bounces and complaints, and ``guard`` holds a
-producer whose rates pass a hold threshold (parks its email until a release). Imports:
+``reputation`` rates each producer's email by its bounces and complaints, ``judging`` decides
+the level those rates reach (warn, hold), and ``guard`` holds a producer at hold (parks its
+email until a release). Imports:
 core, store, providers, the workflow, the runtime and the REST edge; never intake, dispatch,
 schedules or operations.
 """
@@ -16,6 +17,7 @@ schedules or operations.
 __all__ = [
     "checks",
     "guard",
+    "judging",
     "matching",
     "reputation",
     "suppression",

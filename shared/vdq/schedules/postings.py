@@ -30,7 +30,7 @@ reputation: sent, succeeded, bounce, complaint, reject (an SMS's as ``sms.sent``
 rates are an email's).
 
 A window that counted a producer's bounces or complaints has the reputation guard look at that
-producer's rates (vdq.results.guard), after its counts are written: per window of a shard, not
+producer's rates (vdq.results.judging), after its counts are written: per window of a shard, not
 per message, and again when the window is given again (the look is idempotent).
 """
 
@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
-from vdq.results import guard
+from vdq.results import judging
 from vdq.store.history import entry_data, more_entries
 from vdq.store.postings import (
     ALL,
@@ -372,7 +372,7 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
         wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
                       now=int(runtime.clock.now().timestamp()))  # fmt: skip
         if producers or account:
-            guard.evaluate(runtime, producers, account=account, tallies=tallies)
+            judging.evaluate(runtime, producers, account=account, tallies=tallies)
         return {"state": {} if final else window.state(), "folded": folded, **wrote}
     return {"state": window.state(), "folded": folded, "written": 0, "replayed": 0}
 

@@ -168,11 +168,11 @@ def republish_sweep(runtime: Runtime, report: Report) -> None:
 
 def held_items(runtime: Runtime, report: Report) -> None:
     """What releases cut short left parked (vdq.results.guard.resume_releases), and warnings
-    the rates no longer reach (recheck_warnings): each a step of its own, whose failure is
-    counted and left to the next run."""
-    from vdq.results import guard
+    the rates no longer reach (vdq.results.judging.recheck_warnings): each a step of its own,
+    whose failure is counted and left to the next run."""
+    from vdq.results import guard, judging
 
-    for step in (guard.resume_releases, guard.recheck_warnings):
+    for step in (guard.resume_releases, judging.recheck_warnings):
         try:
             step(runtime, report)
         except Exception:

@@ -67,7 +67,7 @@ class Level:
     unsignalled: bool = False
     # At ok, with bounces (complaints) that would warn or hold once the emails a rate needs
     # are counted or the window's older hours leave it: the minute sweep judges it again
-    # (vdq.results.guard; reputation.may_reach_a_level).
+    # (vdq.results.judging; reputation.may_reach_a_level).
     watch: bool = False
 
     @property
