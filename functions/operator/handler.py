@@ -26,7 +26,7 @@ from vdq import api, console
 from vdq.core.errors import VdqError
 from vdq.core.observability import logger, metrics, tracer
 from vdq.core.settings import get_settings
-from vdq.operations import detail, listing, spec
+from vdq.operations import detail, listing, params, spec
 from vdq.operations.router import Event, Response, Router
 from vdq.runtime import Runtime
 from vdq.workflow.views import item_json
@@ -44,8 +44,8 @@ def _caller(event: Event) -> api.Caller:
 
 
 def _query(operation_id: str, event: Event) -> dict[str, Any]:
-    return spec.query(operation_id, event.get("queryStringParameters"),
-                      event.get("multiValueQueryStringParameters"))  # fmt: skip
+    return params.query(operation_id, event.get("queryStringParameters"),
+                        event.get("multiValueQueryStringParameters"))  # fmt: skip
 
 
 @app.operation("health")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from vdq.core.errors import ValidationError
-from vdq.operations import spec
+from vdq.operations import params, spec
 
 
 def test_defaults_apply_when_a_parameter_is_absent():
-    assert spec.query("listQueueItems", None) == {
+    assert params.query("listQueueItems", None) == {
         "method": None, "state": None, "priority": None, "scheduled": None,
         "limit": spec.DEFAULT_LIMIT, "cursor": None
     }  # fmt: skip
-    assert spec.query("runTransition", {"dry_run": "true"}) == {"dry_run": True}
+    assert params.query("runTransition", {"dry_run": "true"}) == {"dry_run": True}
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_defaults_apply_when_a_parameter_is_absent():
 )
 def test_bad_query_values_name_the_parameter(raw, field):
     with pytest.raises(ValidationError) as err:
-        spec.query("listQueueItems", raw)
+        params.query("listQueueItems", raw)
     assert err.value.field == field and err.value.status == 422
 
 
@@ -40,9 +40,9 @@ def test_a_limit_is_ascii_digits_as_the_contract_says_not_whatever_int_reads(lim
     says an integer, and a client that sent one of these has a bug to learn about."""
     for operation in ("listQueueItems", "getItemHistory"):
         with pytest.raises(ValidationError) as err:
-            spec.query(operation, {"limit": limit})
+            params.query(operation, {"limit": limit})
         assert err.value.field == "limit" and err.value.status == 422
-    assert spec.query("getItemHistory", {"limit": "05"})["limit"] == 5
+    assert params.query("getItemHistory", {"limit": "05"})["limit"] == 5
 
 
 @pytest.mark.parametrize("every", [{"state": ["queued", "delayed"]},
@@ -51,16 +51,16 @@ def test_a_limit_is_ascii_digits_as_the_contract_says_not_whatever_int_reads(lim
 def test_a_parameter_given_more_than_once_is_refused_naming_it(every):
     last = {name: values[-1] for name, values in every.items()}  # as API Gateway passes them
     with pytest.raises(ValidationError) as err:
-        spec.query("listQueueItems", last, every)
+        params.query("listQueueItems", last, every)
     assert err.value.field == "state" and err.value.status == 422
-    assert spec.query("listQueueItems", {"state": "queued"}, {"state": ["queued"]})[
+    assert params.query("listQueueItems", {"state": "queued"}, {"state": ["queued"]})[
         "state"] == "queued"
 
 
 def test_the_sent_list_takes_only_done_states():
-    assert spec.query("listSentItems", {"state": "cancelled"})["state"] == "cancelled"
+    assert params.query("listSentItems", {"state": "cancelled"})["state"] == "cancelled"
     with pytest.raises(ValidationError):
-        spec.query("listSentItems", {"state": "queued"})
+        params.query("listSentItems", {"state": "queued"})
 
 
 def test_every_operation_of_the_contract_is_listed_once():

@@ -13,6 +13,7 @@ __all__ = [
     "downloads",
     "examples",
     "listing",
+    "params",
     "producers",
     "schemas",
     "schemas_counts",
