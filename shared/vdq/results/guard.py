@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -307,7 +307,3 @@ def parked_items(runtime: Runtime, producer: str, *, limit: int = 50,
 def shown(producer: str) -> str:
     """How the API, the log and the events name a producer (the account as ``account``)."""
     return ACCOUNT_SHOWN if producer == ACCOUNT else producer
-
-
-def figures_json(counts: Mapping[str, int]) -> dict[str, int]:
-    return Figures.of(counts).as_counts()
