@@ -303,6 +303,14 @@ def test_a_number_without_its_country_code_is_a_422_saying_so(aws, runtime):
     answer = call("search", query={"receiver": "415 555 0100"})
     assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
     assert "E.164" in answer.body["error"]["message"]
+    assert "country code" in answer.body["error"]["message"]
+
+
+def test_a_plus_a_query_string_decoded_as_a_space_is_a_422_saying_how_to_write_it(aws, runtime):
+    # Found in use: ?receiver=+14155550100 arrives as " 14155550100".
+    answer = call("search", query={"receiver": " 14155550100"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
+    assert "%2B" in answer.body["error"]["message"], answer.body
 
 
 @pytest.mark.parametrize("limit", [1, 4, 7])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vdq.core.errors import NotFound
+from vdq.core.errors import NotFound, ValidationError
 from vdq.core.text import check_text
 from vdq.intake import messages, validation
 from vdq.intake.fields import Body, Field
@@ -39,6 +39,12 @@ def receiver(value: Any, field: str = "receiver") -> str:
     """A receiver as the list keys it: a valid email address (lower case) or E.164 number."""
     if isinstance(value, str) and "@" in value:
         return suppression.normalize(validation.email_address(value, field))
+    if isinstance(value, str) and value.strip().isdigit():
+        # A number without its country code, or a + that a query string decoded as a space
+        # (it needs %2B there): say both, not just "not E.164".
+        raise ValidationError(field, f"{value.strip()!r} is not an E.164 phone number: it "
+                              "starts with + and the country code (in a query string, "
+                              "write the + as %2B)")  # fmt: skip
     return validation.cell(value, field)
 
 
