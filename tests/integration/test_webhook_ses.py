@@ -464,3 +464,58 @@ def test_an_event_of_a_type_ses_does_not_publish_is_dropped_not_kept_as_an_orpha
     dropped."""
     deliver({"eventType": "Bogus", "mail": {"messageId": MSG}})
     assert mapping(MSG) is None
+
+
+def _between_read_and_write(monkeypatch, action):
+    """Run ``action`` once, after the results stage read the item for an event that moves no
+    state and before it writes the event."""
+    from vdq.results import updates
+
+    real, done = updates.item_now, []
+
+    def hooked(current, runtime):
+        if not done:
+            done.append(1)
+            action()
+        return real(current, runtime)
+
+    monkeypatch.setattr(updates, "item_now", hooked)
+
+
+def test_an_id_stored_between_an_events_read_and_its_write_is_not_replaced(
+        aws, runtime, monkeypatch):  # fmt: skip
+    # Two SES messages for one attempt (a SendEmail retried after a lost answer): the worker's
+    # ID is stored while an event of the other is being recorded. It keeps the worker's.
+    other = "010001927b2d6c1e-test-message-000009"
+    item = to_sending(new_email(runtime), runtime)
+    apply(item, Step("error", actor="test", result="timed out"), runtime)
+    _between_read_and_write(monkeypatch, lambda: runtime.store.store_provider_id(
+        item.id, MSG, attempt=1, map_provider_id=False))
+    deliver(ses_event("open", message_id=other, item_id=item.id, attempt=1))
+    assert runtime.store.get_item(item.id).provider_id == MSG
+
+
+def test_orphans_replayed_after_a_retry_stay_the_results_of_the_attempt_they_were_for(
+        aws, runtime):  # fmt: skip
+    # Untagged events wait as orphans of attempt 1's ID; the item is retried and claimed again
+    # while they are adopted. Attempt 1's Delivery is late in attempt 2's history, never its
+    # success.
+    from vdq.dispatch import record
+
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("delivery", message_id=MSG, item_id=None))  # an orphan
+    apply(item.id, Step("error", actor="test", result="timed out"), runtime)
+    adopt = runtime.store.adopt_orphans
+
+    def adopt_then_retry(*args, **kwargs):
+        orphans = adopt(*args, **kwargs)
+        apply(item.id, Step("retry", actor="ops", source="operator"), runtime)
+        to_sending(runtime.store.get_item(item.id), runtime)
+        return orphans
+
+    runtime.store.adopt_orphans = adopt_then_retry
+    record.adopt_orphans(runtime.store.get_item(item.id), MSG, runtime, state="errored")
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, int(stored.attempt)) == ("sending", 2)
+    [entry] = [h for h in runtime.store.history(item.id) if h.name == "Delivery"]
+    assert (entry.kind, int(entry.attempt)) == ("late", 1)

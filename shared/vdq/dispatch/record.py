@@ -181,18 +181,18 @@ def adopt_orphans(item: QueueItemRecord, provider_id: str, runtime: Runtime, *,
     orphans = runtime.store.adopt_orphans(provider_id, item.id, int(item.attempt),
                                           mapping_expiration(runtime.clock.now(), runtime.settings))
     if orphans:
-        replay_orphans(item.id, provider_id, orphans, runtime)
+        replay_orphans(item.id, provider_id, orphans, runtime, attempt=int(item.attempt))
     return outcome
 
 
 def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
-                   runtime: Runtime) -> None:  # fmt: skip
-    """Apply the adopted events (the results code owns what an event means); one that fails
-    stays on the mapping for a later match."""
+                   runtime: Runtime, *, attempt: int) -> None:  # fmt: skip
+    """Apply the adopted events, as results of ``attempt`` (the results code owns what an
+    event means); one that fails stays on the mapping for a later match."""
     from vdq.results import matching as results
 
     try:
-        results.replay_orphans(item_id, provider_id, orphans, runtime)
+        results.replay_orphans(item_id, provider_id, orphans, runtime, attempt=attempt)
     except Exception:
         logger.exception("early events of %s not applied to %s", provider_id, item_id)
 

@@ -188,8 +188,9 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
                 and current.state in (State.SENDING, State.AWAITING)):  # fmt: skip
             write.set["result"] = clip_result(update.text)
         # The ID is the attempt's: an item that moved on to another attempt meanwhile never
-        # gets it (its own attempt's ID comes with its own results).
-        stored = provider_id if not older else None
+        # gets it (its own attempt's ID comes with its own results), nor one that stored an
+        # ID since the read (never replaced, as transitions.apply refuses to).
+        stored = provider_id if not older and current.provider_id is None else None
         if stored is not None:
             write.set["provider_id"] = stored
         try:
@@ -228,13 +229,15 @@ def _storing_id(item_id: str, item_attempt: int, provider_id: str | None, runtim
             raise
     orphans = runtime.store.adopt_orphans(provider_id, item_id, item_attempt,
                                           mapping_expiration(runtime.clock.now(), runtime.settings))
-    replay_orphans(item_id, provider_id, orphans, runtime)
+    replay_orphans(item_id, provider_id, orphans, runtime, attempt=item_attempt)
     return attempt(False)
 
 
 def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]],
-                   runtime: Runtime) -> None:  # fmt: skip
-    """Apply the orphans of ``provider_id`` to the item that now stores it, oldest first."""
+                   runtime: Runtime, *, attempt: int) -> None:  # fmt: skip
+    """Apply the orphans of ``provider_id`` to the item that now stores it, oldest first, as
+    results of ``attempt``: the one they were adopted for (the ID is that attempt's), whatever
+    attempt the item has reached by the time each is applied."""
     if not orphans:
         return
     failed = False
@@ -243,7 +246,7 @@ def replay_orphans(item_id: str, provider_id: str, orphans: list[dict[str, Any]]
         if item is None:
             return
         try:
-            apply_update(item, ProviderUpdate.from_json(data), runtime)
+            apply_update(item, ProviderUpdate.from_json(data), runtime, attempt=attempt)
         except Exception:
             failed = True  # kept on the mapping; the event mark makes a replay harmless
             logger.exception("orphan %s of %s not applied", data.get("event_id"), item_id)
@@ -262,5 +265,5 @@ def replay_waiting_orphans(item: QueueItemRecord, runtime: Runtime) -> bool:
         return False
     orphans = runtime.store.adopt_orphans(item.provider_id, item.id, int(item.attempt),
                                           mapping_expiration(runtime.clock.now(), runtime.settings))
-    replay_orphans(item.id, item.provider_id, orphans, runtime)
+    replay_orphans(item.id, item.provider_id, orphans, runtime, attempt=int(item.attempt))
     return bool(orphans)
