@@ -322,3 +322,17 @@ def test_the_page_escapes_the_address(aws, rt):
                                    rt.settings.table_name)  # fmt: skip
     page = webhook.handler(unsubscribe_event("GET", token), LambdaContext("webhook"))
     assert "<b>" not in page["body"] and "x***@&lt;b&gt;example&lt;/b&gt;.org" in page["body"]
+
+
+def test_a_number_is_looked_up_however_it_is_typed_as_search_finds_it(aws, runtime):
+    """Found in review: search took a number typed with spaces or dashes, the suppression
+    lookup refused it; and a + a query string decoded as a space is told how to write it."""
+    call("add_suppression", body={"receiver": "+14155550100", "text": "t"}, groups=OPS)
+    for typed in ("+1 415 555 0100", "+1 (415) 555-0100"):
+        found = call("list_suppressions", query={"receiver": typed}, groups=OPS)
+        assert found.status == 200 and len(found.body["suppressions"]) == 1, found.body
+    decoded = call("list_suppressions", query={"receiver": " 1 415 555 0100"}, groups=OPS)
+    assert decoded.status == 422 and "%2B" in decoded.body["error"]["message"]
+    bare = call("add_suppression", body={"receiver": "14155550100"}, groups=OPS)
+    assert bare.status == 422 and bare.body["error"]["details"]["field"] == "receiver"
+    assert "country code" in bare.body["error"]["message"]

@@ -112,7 +112,10 @@ def cell(value: Any, path: str) -> str:
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not _E164.match(text):
-        raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)")
+        # Digits alone are most often a number without its + and country code.
+        more = ": it starts with + and the country code" if text.isdigit() else ""
+        raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)"
+                              f"{more}")  # fmt: skip
     return text
 
 

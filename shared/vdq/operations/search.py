@@ -39,7 +39,7 @@ from vdq.core.observability import logger
 from vdq.intake import messages
 from vdq.operations import cursor as cursors
 from vdq.operations.spec import PROVIDER_ID_PATTERN
-from vdq.operations.suppressions import receiver as receiver_param
+from vdq.operations.suppressions import typed_receiver
 from vdq.results.suppression import normalize
 from vdq.store import QueueItemRecord
 from vdq.store.postings import Accepted, Entered, Tallies, provider_hash, sender_hash
@@ -69,8 +69,6 @@ SES_HINT_SKEW = timedelta(minutes=10)
 SES_HINT_SPAN = timedelta(hours=2)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
-_NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people print it
-_SEPARATORS = re.compile(r"[ ().-]")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 
@@ -145,15 +143,6 @@ def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
     return at
 
 
-def _receiver(value: str, field: str) -> str:
-    """A receiver or sender as the items keep it: an address (compared in lower case), or a
-    number in E.164 however it was typed (``+1 (415) 555-0100``: its spaces, dots, dashes and
-    brackets left out); a 422 naming ``field`` otherwise."""
-    if "@" not in value and _NUMBER.fullmatch(value.strip()):
-        value = _SEPARATORS.sub("", value)
-    return receiver_param(value, field)
-
-
 def parse(params: dict[str, Any], now: datetime) -> Query:
     """The search the query string asks for: exactly one key (or a time window), each value
     checked as enqueue checks it. A 422 names the field at fault."""
@@ -180,7 +169,7 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
     name = given[0]
     value = params[name]
     if name in ("receiver", "sender"):
-        return Query(name, _receiver(value, name), **common)
+        return Query(name, typed_receiver(value, name), **common)
     if name == "id":
         if not ids.is_id(value):
             raise ValidationError("id", "must be an item id (26 characters of Crockford "
@@ -414,7 +403,7 @@ def _by_twilio(runtime: Runtime, query: Query) -> list[QueueItemRecord] | None:
     if not message.to or message.created is None:
         return None
     try:
-        receiver = _receiver(message.to, "provider_id")
+        receiver = typed_receiver(message.to, "provider_id")
     except ValidationError:
         return None
     # Twilio's times are UTC; no item was queued after now, whatever time Twilio names.

@@ -4,6 +4,7 @@ with a ``list`` is a receiver's unsubscribe from that list only (one-click unsub
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from vdq.core.errors import NotFound, ValidationError
@@ -39,13 +40,24 @@ def receiver(value: Any, field: str = "receiver") -> str:
     """A receiver as the list keys it: a valid email address (lower case) or E.164 number."""
     if isinstance(value, str) and "@" in value:
         return suppression.normalize(validation.email_address(value, field))
-    if isinstance(value, str) and value.strip().isdigit():
-        # A number without its country code, or a + that a query string decoded as a space
-        # (it needs %2B there): say both, not just "not E.164".
-        raise ValidationError(field, f"{value.strip()!r} is not an E.164 phone number: it "
-                              "starts with + and the country code (in a query string, "
-                              "write the + as %2B)")  # fmt: skip
     return validation.cell(value, field)
+
+
+_NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people print it
+_SEPARATORS = re.compile(r"[ ().-]")
+
+
+def typed_receiver(value: str, field: str) -> str:
+    """A receiver as an operator types it in a query or a path: an address (compared in lower
+    case), or a number however it is printed (``+1 (415) 555-0100``: its spaces, dots, dashes
+    and brackets left out); a 422 naming ``field`` otherwise. A number whose + a query string
+    decoded as a space (``?receiver=+1415...``) is told to write it as %2B."""
+    if "@" not in value and _NUMBER.fullmatch(value.strip()):
+        if value.startswith(" ") and not value.strip().startswith("+"):
+            raise ValidationError(field, f"{value.strip()!r} lost its +: a query string "
+                                  "decodes + as a space, so write it as %2B")  # fmt: skip
+        value = _SEPARATORS.sub("", value)
+    return receiver(value, field)
 
 
 def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None,
@@ -81,7 +93,7 @@ def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None
 
 
 def _receiver_param(value: str) -> str:
-    return receiver(value, "receiver")
+    return typed_receiver(value, "receiver")
 
 
 def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
