@@ -519,3 +519,20 @@ def test_orphans_replayed_after_a_retry_stay_the_results_of_the_attempt_they_wer
     assert (stored.state, int(stored.attempt)) == ("sending", 2)
     [entry] = [h for h in runtime.store.history(item.id) if h.name == "Delivery"]
     assert (entry.kind, int(entry.attempt)) == ("late", 1)
+
+
+def test_a_workers_failure_after_a_result_moved_the_item_on_is_late_not_a_retry(aws, runtime):
+    """Found in review: SES took the message but its answer was lost and the SDK's retry was
+    throttled; the message's Send moved the item to awaiting first. The worker's delay then
+    started attempt 2 (a second send) keeping attempt 1's ID, which refused attempt 2's own:
+    the item stayed sending. The worker's failure applies only while its claim holds the
+    item."""
+    from vdq.dispatch import record
+    from vdq.providers import TransientProviderError
+
+    item = to_sending(new_email(runtime), runtime)
+    deliver(ses_event("send", message_id=MSG, item_id=item.id, attempt=1))
+    assert record.failed(item, TransientProviderError("ses", "Throttling"), runtime) == "kept"
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, int(stored.attempt), stored.provider_id) == ("awaiting", 1, MSG)
+    assert ("late", "delay") in kinds(runtime, item.id)

@@ -22,6 +22,7 @@ from vdq.results import suppression
 from vdq.store import ProviderIdTaken, QueueItemRecord
 from vdq.workflow import transitions
 from vdq.workflow.retention import mapping_expiration
+from vdq.workflow.table import State
 from vdq.workflow.transitions import Step, history_entry
 
 if TYPE_CHECKING:
@@ -60,6 +61,13 @@ def ambiguous_result(exc: ProviderError) -> str:
             "may send it twice")  # fmt: skip
 
 
+# The worker's own failure applies only while its claim holds the item (``sending``): one a
+# provider result moved on meanwhile (awaiting, done) proves the provider took the message (an
+# answer lost, the SDK's retry refused), so a delay would send it again under a new attempt,
+# and keep the old attempt's ID where the new one's belongs. Recorded as late instead.
+WORKER_SOURCES = frozenset({State.SENDING.value})
+
+
 def retry_delay(retries: int, runtime: Runtime) -> int:
     """Seconds before automatic retry ``retries`` (0-based): 16 s doubling, capped at 600 s."""
     s = runtime.settings
@@ -73,7 +81,8 @@ def retry_later(item: QueueItemRecord, exc: ProviderError, runtime: Runtime) -> 
         return fail(item, f"{exc}; gave up after {retries} retries", runtime)
     delay = retry_delay(retries, runtime)
     result = f"{exc}; retry {retries + 1} of {limit} in {delay} s"
-    step = Step("delay", actor=ACTOR, attempt=int(item.attempt), retry_delay=delay, result=result)
+    step = Step("delay", actor=ACTOR, attempt=int(item.attempt), retry_delay=delay, result=result,
+                expect=WORKER_SOURCES)  # fmt: skip
     metrics.add_metric(name="SendRetries", unit="Count", value=1)
     return DELAYED if write(item, step, runtime) else KEPT
 
@@ -81,7 +90,8 @@ def retry_later(item: QueueItemRecord, exc: ProviderError, runtime: Runtime) -> 
 def fail(item: QueueItemRecord, result: str, runtime: Runtime) -> str:
     logger.warning("send of %s failed: %s", item.id, result.splitlines()[0] if result else "")
     metrics.add_metric(name="SendErrors", unit="Count", value=1)
-    step = Step("error", actor=ACTOR, attempt=int(item.attempt), result=result)
+    step = Step("error", actor=ACTOR, attempt=int(item.attempt), result=result,
+                expect=WORKER_SOURCES)  # fmt: skip
     return ERRORED if write(item, step, runtime) else KEPT
 
 
