@@ -336,3 +336,17 @@ def test_a_number_is_looked_up_however_it_is_typed_as_search_finds_it(aws, runti
     bare = call("add_suppression", body={"receiver": "14155550100"}, groups=OPS)
     assert bare.status == 422 and bare.body["error"]["details"]["field"] == "receiver"
     assert "country code" in bare.body["error"]["message"]
+
+
+def test_a_path_is_not_told_about_query_strings_and_long_input_is_not_echoed(aws, runtime):
+    # A path never decodes + as a space: no query-string hint there; and a receiver of any
+    # length is answered briefly. Digits of another script are not told to add a +.
+    spaced = call("suppression_history", params={"receiver": " 1 415 555 0100"}, groups=OPS)
+    assert spaced.status == 422 and "query string" not in spaced.body["error"]["message"]
+    long = call("list_suppressions", query={"receiver": " " + "1" * 250}, groups=OPS)
+    assert long.status == 422 and len(long.body["error"]["message"]) < 400, long.body
+    path = call("suppression_history", params={"receiver": " " + "1" * 5000}, groups=OPS)
+    assert path.status == 422 and len(path.body["error"]["message"]) < 400
+    arabic = call("add_suppression", body={"receiver": "\u0661\u0664\u0661\u0665\u0665\u0665"},
+                  groups=OPS)  # fmt: skip
+    assert arabic.status == 422 and "country code" not in arabic.body["error"]["message"]

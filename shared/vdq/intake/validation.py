@@ -112,8 +112,9 @@ def cell(value: Any, path: str) -> str:
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not _E164.match(text):
-        # Digits alone are most often a number without its + and country code.
-        more = ": it starts with + and the country code" if text.isdigit() else ""
+        # ASCII digits alone are most often a number without its + and country code.
+        bare = text.isascii() and text.isdigit()
+        more = ": it starts with + and the country code" if bare else ""
         raise ValidationError(path, f"{text!r} is not an E.164 phone number (+ and digits)"
                               f"{more}")  # fmt: skip
     return text

@@ -169,7 +169,7 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
     name = given[0]
     value = params[name]
     if name in ("receiver", "sender"):
-        return Query(name, typed_receiver(value, name), **common)
+        return Query(name, typed_receiver(value, name, query=True), **common)
     if name == "id":
         if not ids.is_id(value):
             raise ValidationError("id", "must be an item id (26 characters of Crockford "

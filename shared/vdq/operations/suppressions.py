@@ -47,13 +47,15 @@ _NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people pri
 _SEPARATORS = re.compile(r"[ ().-]")
 
 
-def typed_receiver(value: str, field: str) -> str:
+def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
     case), or a number however it is printed (``+1 (415) 555-0100``: its spaces, dots, dashes
-    and brackets left out); a 422 naming ``field`` otherwise. A number whose + a query string
-    decoded as a space (``?receiver=+1415...``) is told to write it as %2B."""
+    and brackets left out); a 422 naming ``field`` otherwise. ``query``: from a query string,
+    which decodes a + as a space (``?receiver=+1415...``): such a number is told to write it as
+    %2B."""
     if "@" not in value and _NUMBER.fullmatch(value.strip()):
-        if value.startswith(" ") and not value.strip().startswith("+"):
+        if (query and value.startswith(" ") and not value.strip().startswith("+")
+                and len(value) <= validation.MAX_CELL):  # fmt: skip
             raise ValidationError(field, f"{value.strip()!r} lost its +: a query string "
                                   "decodes + as a space, so write it as %2B")  # fmt: skip
         value = _SEPARATORS.sub("", value)
@@ -66,7 +68,7 @@ def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None
     """``{"suppressions": [...], "cursor": str | None}``, by receiver (its entry for every
     email or SMS first, then its lists'); ``receiver`` looks up one's entries (one page)."""
     if receiver is not None:
-        found = runtime.store.receiver_suppressions(_receiver_param(receiver))
+        found = runtime.store.receiver_suppressions(_receiver_param(receiver, query=True))
         return {"suppressions": [suppression.suppression_json(r) for r in found
                                  if channel is None or r.channel == channel],
                 "cursor": None}  # fmt: skip
@@ -92,8 +94,8 @@ def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None
             "cursor": cursors.encode(positions, key, table) if more else None}  # fmt: skip
 
 
-def _receiver_param(value: str) -> str:
-    return typed_receiver(value, "receiver")
+def _receiver_param(value: str, *, query: bool = False) -> str:
+    return typed_receiver(value, "receiver", query=query)
 
 
 def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
