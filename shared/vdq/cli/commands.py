@@ -376,8 +376,8 @@ def token(args: argparse.Namespace) -> int:
 
 def local(args: argparse.Namespace) -> int:
     _needs_local_extra()
-    from vdq.local.stack import Options, run
+    from vdq.local.stack import Options, leave, run
 
-    return run(Options(port=args.port, polling=args.polling,
-                       visibility_seconds=args.visibility_seconds, faults=args.faults,
-                       log_level=args.log_level))  # fmt: skip
+    leave(run(Options(port=args.port, polling=args.polling,
+                      visibility_seconds=args.visibility_seconds, faults=args.faults,
+                      log_level=args.log_level)))  # fmt: skip

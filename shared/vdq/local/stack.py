@@ -9,6 +9,7 @@ resources created here and the Twilio sandbox.
 from __future__ import annotations
 
 import errno
+import faulthandler
 import logging
 import os
 import secrets
@@ -21,13 +22,14 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from vdq.core import resources as definitions
 from vdq.core.settings import Settings
 
 DEFAULT_PORT = definitions.LOCAL_PORT
 STOP_SECONDS = 15  # from Ctrl-C to the last loop joined; servers then close in a few seconds
+EXIT_SECONDS = 15  # after that budget, for the servers and the exit: then the process is ended
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
@@ -284,8 +286,13 @@ def run(options: Options) -> int:
     try:
         stack.start()
         print(stack.banner(), flush=True)
-        threading.Event().wait()
+        # Waits that end every half second: the kernel may give Ctrl-C to any of the threads,
+        # and Python's handler then runs in this one at its next step, which a wait without
+        # end never takes (found in CI: the process went on serving past Ctrl-C).
+        while True:
+            time.sleep(0.5)
     except KeyboardInterrupt:
+        _bound_the_stop()
         print("\nstopping the local stack ...", flush=True)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
@@ -298,3 +305,22 @@ def run(options: Options) -> int:
     stack.stop()
     print("stopped", flush=True)
     return 0
+
+
+def _bound_the_stop() -> None:
+    """From Ctrl-C on, the process ends within the stop's budget whatever holds it: a second
+    Ctrl-C ends it at once, and past ``STOP_SECONDS + EXIT_SECONDS`` the stack of every thread
+    is printed (what held it) and it exits with 1. ``vdq local`` ends without waiting for
+    the handlers still running (``leave``)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    faulthandler.dump_traceback_later(STOP_SECONDS + EXIT_SECONDS, exit=True)
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now, with ``code``: a handler still running past the stop's budget is
+    left behind, as Lambda leaves an invocation past its timeout. Python would wait at exit for
+    the threads of its pool (a send in flight), however long they take."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
