@@ -536,3 +536,35 @@ def test_a_workers_failure_after_a_result_moved_the_item_on_is_late_not_a_retry(
     stored = runtime.store.get_item(item.id)
     assert (stored.state, int(stored.attempt), stored.provider_id) == ("awaiting", 1, MSG)
     assert ("late", "delay") in kinds(runtime, item.id)
+
+
+def test_a_cancel_between_a_late_events_read_and_its_write_takes_the_events_result(
+        aws, runtime, monkeypatch):  # fmt: skip
+    """Found in review: attempt 1's Delivery is read as late (the item is queued for attempt
+    2), then an operator cancels it before the entry is written. The cancelled item absorbs
+    the results of its earlier attempts (its result says delivered), as it does when the
+    Delivery comes after the cancel; the entry was written late, unconditioned, and the
+    cancelled item's result never said the email went out."""
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    deliver(ses_event("bounce_transient", message_id=MSG, item_id=item.id, attempt=1))
+    apply(item.id, Step("retry", actor="ops", source="operator"), runtime)
+    _between_read_and_write(monkeypatch, lambda: apply(
+        item.id, Step("cancel", actor="ops", source="operator"), runtime))
+    deliver(ses_event("delivery", message_id=MSG, item_id=item.id, attempt=1))
+    stored = runtime.store.get_item(item.id)
+    assert stored.state == "cancelled"
+    assert "250 2.0.0 OK" in stored.result
+    assert ("ignored", "succeed") in kinds(runtime, item.id)
+    assert ("late", "Delivery") not in kinds(runtime, item.id)
+
+
+def test_an_open_read_before_a_delivery_is_written_as_an_event_of_the_state_it_finds(
+        aws, runtime, monkeypatch):  # fmt: skip
+    # An Open moves no state; the Delivery lands between its read and its write. The Open's
+    # entry says the item was succeeded, not awaiting (a history that reads as a move back).
+    item = to_awaiting(new_email(runtime), runtime, MSG)
+    _between_read_and_write(monkeypatch, lambda: apply(
+        item.id, Step("succeed", actor="ses", source="provider", result="delivered"), runtime))
+    deliver(ses_event("open", message_id=MSG, item_id=item.id, attempt=1))
+    [entry] = [h for h in runtime.store.history(item.id) if h.name == "Open"]
+    assert (entry.from_state, entry.to_state) == ("succeeded", "succeeded")

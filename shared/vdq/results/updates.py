@@ -193,10 +193,10 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
         stored = provider_id if not older and current.provider_id is None else None
         if stored is not None:
             write.set["provider_id"] = stored
-        try:
+        try:  # both writes only while the item is as read (state and attempt)
             if len(write.set) == 1:
                 store.append_history([entry], mark=mark, expiration=current.expiration,
-                                     item=current)  # fmt: skip
+                                     item=current, as_read=True)  # fmt: skip
             else:
                 store.commit(current, write, [entry], mark=mark,
                              provider_id=stored if mapped else None,
@@ -204,10 +204,15 @@ def _record_event(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtim
         except Duplicate:
             return "duplicate"
         except Moved as moved:
+            if (moved.current is not None and moved.current.state == State.CANCELLED.value
+                    and current.state != State.CANCELLED.value):  # fmt: skip
+                # Cancelled since the read: it absorbs the update (it may take its result),
+                # which apply_update decides from the item as it is now.
+                return "stale"
             current = moved.current
             continue
         return "event"
-    return "event"
+    raise VdqError(f"{update.provider} update {update.event_id}: the item kept changing")
 
 
 T = TypeVar("T")

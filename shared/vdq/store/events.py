@@ -43,6 +43,7 @@ class Events(Items):
         mark: EventMark | None = None,
         expiration: int | float | None = None,
         item: QueueItemRecord | None = None,
+        as_read: bool = False,
     ) -> None:
         """History entries that change no state (events that leave an item as it is).
 
@@ -57,7 +58,9 @@ class Events(Items):
 
         A mark seen before is ``Duplicate``; both bounds keep the state item small whatever
         flood of events (opens, clicks, late events) reaches it. ``expiration``: the item's,
-        when it is done (the records and the mark take it).
+        when it is done (the records and the mark take it). ``as_read`` (with a mark): the
+        entries were decided on the state and attempt of ``item``; an item that has left them
+        since is ``Moved`` (nothing written), for the caller to decide again.
         """
         if mark is None:
             records = pack_history(entries)
@@ -66,18 +69,21 @@ class Events(Items):
                 self._put_beside([r for r in records if r.pk == pk])
             self._put([r for r in records if not unstamped([r])])  # together, as they are
             return
+        read = _as_read(item) if as_read else None
         current = item
         for _ in range(MARK_TRIES):
+            if read is not None and _as_read(current) != read:
+                raise Moved(current)
             if current is None or len(current.seen or ()) >= SEEN_LIMIT:
                 break
             if expiration is None and current.expiration is not None:
                 expiration = int(current.expiration)  # done since the caller's read
             try:
-                self._mark_in_seen(current, entries, mark, expiration)
+                self._mark_in_seen(current, entries, mark, expiration, read)
                 return
             except NoRoom:  # the set or the entries' room filled since the read, or it is done
                 current = self.get_item(mark.item_id)
-        self._mark_record(entries, mark, expiration)
+        self._mark_record(entries, mark, expiration, read)
 
     def _put_beside(self, records: Sequence[HistoryRecord]) -> None:
         """One item's records beside its state item. Without an expiration (the item was open
@@ -116,13 +122,15 @@ class Events(Items):
             self.put_new(records)
 
     def _mark_in_seen(self, item: QueueItemRecord, entries: Sequence[HistoryRecord],
-                      mark: EventMark, expiration: int | float | None) -> None:  # fmt: skip
+                      mark: EventMark, expiration: int | float | None,
+                      read: tuple[str, int] | None = None) -> None:  # fmt: skip
         """The mark joins the ``seen`` set, the entries on the state item (one UpdateItem) or
-        in a record (with the set's update, one transaction)."""
+        in a record (with the set's update, one transaction); with ``read``, only while the
+        item is in that state and attempt (else ``Moved``)."""
         recent = fitting(item, entries) if all(e.pk == item.pk for e in entries) else None
         actions: list[Any] = [QueueItemRecord.seen.add({mark.digest})]
         condition = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
-                     & seen_room())  # fmt: skip
+                     & seen_room() & _still(read))  # fmt: skip
         probe = QueueItemRecord(item.pk, STATE_SK)
         records: list[HistoryRecord] = []
         if recent:
@@ -155,6 +163,8 @@ class Events(Items):
                 raise Moved(None) from None
             elif mark.digest in (current.seen or ()):
                 raise Duplicate(f"event {mark.digest} of {item.id} was seen") from None
+            elif read is not None and _as_read(current) != read:
+                raise Moved(current) from None
             else:
                 raise NoRoom() from None
         item.seen = {*(item.seen or ()), mark.digest}
@@ -162,14 +172,17 @@ class Events(Items):
             add_recent(item, recent)
 
     def _mark_record(self, entries: Sequence[HistoryRecord], mark: EventMark,
-                     expiration: int | float | None) -> None:  # fmt: skip
+                     expiration: int | float | None,
+                     read: tuple[str, int] | None = None) -> None:  # fmt: skip
         """The mark as a record of its own, with the entries' records: one transaction,
-        conditional on the mark being neither there nor in the ``seen`` set. Records without
-        an expiration (the item is not done) set the item's ``apart`` in it, with the same
-        condition; otherwise the state item is only checked."""
+        conditional on the mark being neither there nor in the ``seen`` set (and with
+        ``read``, on the item's state and attempt). Records without an expiration (the item is
+        not done) set the item's ``apart`` in it, with the same condition; otherwise the state
+        item is only checked."""
         records = pack_history(entries)
         stamp(records, expiration)
-        unseen = QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+        unseen = (QueueItemRecord.id.exists() & ~QueueItemRecord.seen.contains(mark.digest)
+                  & _still(read))  # fmt: skip
         marker = mark.record()
         stamp([marker], expiration)
         apart = unstamped([marker, *records])
@@ -200,9 +213,23 @@ class Events(Items):
             current = self.get_item(mark.item_id) if condition_failed(state) else None
             if condition_failed(state) and current is None:
                 raise Moved(None) from None
+            if current is not None and read is not None and _as_read(current) != read:
+                raise Moved(current) from None
             if (apart and current is not None and current.expiration is not None
                     and mark.digest not in (current.seen or ())):  # fmt: skip
                 # Done since the caller read it: the same write, its records stamped.
-                self._mark_record(entries, mark, int(current.expiration))
+                self._mark_record(entries, mark, int(current.expiration), read)
                 return
             raise Duplicate(f"event {mark.digest} of {mark.item_id} was seen") from exc
+
+
+def _as_read(item: QueueItemRecord | None) -> tuple[str, int] | None:
+    return None if item is None else (str(item.state), int(item.attempt))
+
+
+def _still(read: tuple[str, int] | None) -> Any:
+    """The condition that the item is in the state and attempt ``read`` (none without one)."""
+    if read is None:
+        return QueueItemRecord.id.exists()
+    state, attempt = read
+    return (QueueItemRecord.state == state) & (QueueItemRecord.attempt == attempt)

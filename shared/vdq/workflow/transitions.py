@@ -267,11 +267,15 @@ def apply(
         except InvalidTransition:
             if step.late == "raise":
                 raise
-            try:
+            try:  # late for the state and attempt as read: one that moved since decides again
                 store.append_history([_entry(current, step, now, "late", None)], mark=mark,
-                                     expiration=current.expiration, item=current)  # fmt: skip
+                                     expiration=current.expiration, item=current,
+                                     as_read=True)  # fmt: skip
             except Duplicate:
                 return Outcome("duplicate", current, before)
+            except Moved as moved:
+                current = moved.current
+                continue
             logger.info("late %s for %s in %s recorded", step.transition, current.id, before)
             return Outcome("late", current, before)
         if step.dry_run:
