@@ -100,6 +100,7 @@ class StandIn:
 
     def stop(self):
         if mode == "stop holds":
+            print("a handler logged this")  # buffered: stdout is a pipe
             threading.Event().wait(600)
 
 
@@ -114,7 +115,8 @@ def _stand_in(mode: str, *signals: int) -> tuple[int | None, str]:
     """Run `vdq local` on the stand-in and send it ``signals``: its exit code (None: still
     running 40 s after them) and what it printed."""
     shared = str(Path(__file__).resolve().parents[2] / "shared")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([shared, os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as on a laptop
+    env["PYTHONPATH"] = os.pathsep.join([shared, os.environ.get("PYTHONPATH", "")])
     process = subprocess.Popen([sys.executable, "-c", _STAND_IN, mode], env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
@@ -155,8 +157,19 @@ def test_a_stop_that_hangs_ends_the_process_and_prints_what_held_it():
     assert code == 1, out
     assert "stopped" not in out
     assert "in stop" in out  # the stack of the thread that held it: faulthandler's dump
+    assert "a handler logged this" in out  # what was logged before it, not lost
 
 
 def test_a_second_ctrl_c_ends_a_stop_at_once():
     code, out = _stand_in("stop holds", signal.SIGINT, signal.SIGINT)
     assert code == -signal.SIGINT, out  # not 1: not the watchdog's end
+
+
+def test_sigterm_stops_as_ctrl_c_does_and_a_second_signal_ends_it_at_once():
+    code, out = _stand_in("clean", signal.SIGTERM)
+    assert code == 0, out
+    assert "stopped" in out
+    code, out = _stand_in("stop holds", signal.SIGTERM, signal.SIGTERM)
+    assert code == -signal.SIGTERM, out
+    code, out = _stand_in("stop holds", signal.SIGINT, signal.SIGTERM)  # `docker stop` after
+    assert code == -signal.SIGTERM, out

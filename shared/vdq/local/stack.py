@@ -308,12 +308,28 @@ def run(options: Options) -> int:
 
 
 def _bound_the_stop() -> None:
-    """From Ctrl-C on, the process ends within the stop's budget whatever holds it: a second
-    Ctrl-C ends it at once, and past ``STOP_SECONDS + EXIT_SECONDS`` the stack of every thread
-    is printed (what held it) and it exits with 1. ``vdq local`` ends without waiting for
-    the handlers still running (``leave``)."""
+    """From Ctrl-C (or SIGTERM) on, the process ends within the stop's budget whatever holds
+    it: a second signal ends it at once, and past ``STOP_SECONDS + EXIT_SECONDS`` the stack of
+    every thread is printed (what held it) and it exits with 1. ``vdq local`` ends without
+    waiting for the handlers still running (``leave``)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    faulthandler.dump_traceback_later(STOP_SECONDS + EXIT_SECONDS, exit=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    budget = STOP_SECONDS + EXIT_SECONDS
+    watchdog = threading.Timer(budget, _give_up, args=(budget,))
+    watchdog.daemon = True
+    watchdog.start()
+    # Should even the watchdog not run (a thread holding stdout's lock): the stacks, then out.
+    faulthandler.dump_traceback_later(budget + 5, exit=True)
+
+
+def _give_up(budget: float) -> None:
+    """What the handlers logged (stdout is buffered when it is a file), then every thread's
+    stack, then the end, with 1."""
+    sys.stdout.flush()
+    print(f"vdq local: still stopping after {budget:g} s; the threads that hold it:",
+          file=sys.stderr, flush=True)  # fmt: skip
+    faulthandler.dump_traceback(all_threads=True)
+    leave(1)
 
 
 def leave(code: int) -> NoReturn:
