@@ -568,3 +568,43 @@ def test_an_open_read_before_a_delivery_is_written_as_an_event_of_the_state_it_f
     deliver(ses_event("open", message_id=MSG, item_id=item.id, attempt=1))
     [entry] = [h for h in runtime.store.history(item.id) if h.name == "Open"]
     assert (entry.from_state, entry.to_state) == ("succeeded", "succeeded")
+
+
+def _errored_without_id(runtime):
+    # Attempt 1 timed out before SES answered: errored, no provider ID stored.
+    item = to_sending(new_email(runtime), runtime)
+    apply(item, Step("error", actor="test", result="timed out"), runtime)
+    return item
+
+
+def _cancel_between(monkeypatch, runtime, item_id, module):
+    from vdq.results import updates
+    from vdq.workflow import transitions
+
+    hooked = {"results": updates, "transitions": transitions}[module]
+    real, done = hooked.item_now, []
+
+    def item_now(current, runtime_):
+        if not done:
+            done.append(1)
+            apply(item_id, Step("cancel", actor="ops", source="operator"), runtime)
+        return real(current, runtime_)
+
+    monkeypatch.setattr(hooked, "item_now", item_now)
+
+
+@pytest.mark.parametrize(("event", "module"), [("open", "results"),
+                                               ("delivery", "transitions")])  # fmt: skip
+def test_a_cancel_between_an_events_read_and_write_keeps_the_id_the_event_brings(
+        aws, runtime, monkeypatch, event, module):  # fmt: skip
+    # As when the cancel comes first: the cancelled item stores the ID of the attempt's event
+    # (its mapping, its orphans), whichever path (results' event, apply's late entry) lost
+    # the race and decided again.
+    item = _errored_without_id(runtime)
+    _cancel_between(monkeypatch, runtime, item.id, module)
+    deliver(ses_event(event, message_id=MSG, item_id=item.id, attempt=1))
+    stored = runtime.store.get_item(item.id)
+    assert (stored.state, stored.provider_id) == ("cancelled", MSG)
+    assert ("late", "succeed") not in kinds(runtime, item.id)
+    if event == "delivery":
+        assert "250 2.0.0 OK" in stored.result

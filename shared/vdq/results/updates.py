@@ -67,11 +67,16 @@ def apply_update(item: QueueItemRecord, update: ProviderUpdate, runtime: Runtime
                               adopt=adopt)  # fmt: skip
         if outcome != "stale":
             return outcome
-        # The item moved on to another attempt between the read and the write: decide again.
+        # The item moved between the read and the write: decide again. The update's ID is
+        # still its to store only on an item that stores none and takes the update's results:
+        # the same attempt, or cancelled since (it absorbs its earlier attempts'), as matching
+        # would have decided for the item as it is now.
         fresh = runtime.store.get_item(item.id)
         if fresh is None:
             return "dropped"
-        item, attempt, store_id = fresh, event_attempt, False
+        store_id = store_id and fresh.provider_id is None and (
+            int(fresh.attempt) == event_attempt or fresh.state == State.CANCELLED.value)
+        item, attempt = fresh, event_attempt
     raise VdqError(f"{update.provider} update {update.event_id}: the item kept changing")
 
 
