@@ -901,3 +901,33 @@ def test_every_page_has_no_serious_or_critical_accessibility_finding(stack, brow
         assert audit(browser) == []
     finally:
         browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+def test_a_late_result_is_marked_late_with_its_attempt_in_the_timeline(stack, browser):
+    # Twilio says "failed" after "delivered" (a status callback posted late): the item stays
+    # succeeded, and its timeline tells on-call the entry is late and whose attempt it was.
+    from twilio.request_validator import RequestValidator
+
+    from tests.e2e.conftest import TWILIO_SID, TWILIO_TOKEN
+
+    [item] = stack.send_sms("+14155550100")
+    item = stack.wait(item["id"], "succeeded")
+    url = f"{stack.url}/twilio/status-callback?queue_item={item['id']}&attempt=1"
+    params = {"AccountSid": TWILIO_SID, "ApiVersion": "2010-04-01", "From": "+15005550006",
+              "MessageSid": item["provider_id"], "MessageStatus": "failed", "ErrorCode": "30008",
+              "SmsSid": item["provider_id"], "SmsStatus": "failed",
+              "To": item["receiver"]["cell"]}  # fmt: skip
+    signature = RequestValidator(TWILIO_TOKEN).compute_signature(url, params)
+    answer = requests.post(url, data=params, timeout=patient(10),
+                           headers={"X-Twilio-Signature": signature})  # fmt: skip
+    assert answer.status_code == 204, answer.text
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("[...document.querySelectorAll('#timeline li')].some("
+                     "li => li.textContent.includes('(late)'))", timeout=patient(20))  # fmt: skip
+    wait_state(browser, "succeeded")
+    [late] = [line for line in browser.evaluate(
+        "[...document.querySelectorAll('#timeline li')].map(li => li.textContent)")
+        if "(late)" in line]  # fmt: skip
+    assert "error (late) by twilio" in late and ", attempt 1" in late, late
+    assert "→" not in late and "30008" in late, late  # it moved nothing; Twilio's code is told
