@@ -158,7 +158,7 @@ class FakeTwilio:
         self.on_send: Callable[[], None] | None = None  # told of each send (a timeline)
 
     def send(self, from_: str, to: str, body: str, media_urls: Any = (),
-             status_callback: str | None = None) -> str:  # fmt: skip
+             status_callback: str | None = None, validity: int | None = None) -> str:  # fmt: skip
         if self.on_send is not None:
             self.on_send()
         sid = "SM" + os.urandom(16).hex()

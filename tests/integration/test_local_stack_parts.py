@@ -219,3 +219,34 @@ def test_the_twilio_sandbox_posts_each_webhook_request_on_a_connection_of_its_ow
     finally:
         sandbox.stop()
         webhook.stop()
+
+
+def test_the_twilio_sandbox_takes_a_validity_period_only_in_twilios_range():
+    """Twilio refuses a ValidityPeriod that is not a whole number of seconds from 1 to 36,000
+    (its errors 21624 and 90007); the sandbox does as well, so a value VDQ computed outside
+    that range fails locally first."""
+    import pytest
+
+    import requests
+    from vdq.local.faults import Faults
+    from vdq.local.twilio_sandbox import TwilioSandbox
+    from vdq.providers import RejectedByProvider
+    from vdq.providers.twilio import TwilioProvider
+
+    sid = "AC" + "0" * 32
+    sandbox = TwilioSandbox(sid, "token", Faults()).start()
+    try:
+        twilio = TwilioProvider(lambda: (sid, "token"), api_url=sandbox.url)
+        for validity in (1, 5400, 36_000):
+            assert twilio.send("+15005550006", "+14155550100", "hi", validity=validity)
+        for validity in (0, 36_001, -5):
+            with pytest.raises(RejectedByProvider, match="21624"):
+                twilio.send("+15005550006", "+14155550100", "hi", validity=validity)
+        url = f"{sandbox.url}/2010-04-01/Accounts/{sid}/Messages.json"
+        odd = requests.post(url, data={"From": "+15005550006", "To": "+14155550100",
+                                       "Body": "hi", "ValidityPeriod": "1.5"},
+                            auth=(sid, "token"), timeout=10)  # fmt: skip
+        assert (odd.status_code, odd.json()["code"]) == (400, 21624)
+        assert len(sandbox.messages) == 3
+    finally:
+        sandbox.stop()

@@ -237,7 +237,7 @@ def test_twilio_429_puts_an_sms_back_on_the_queue_instead_of_erroring_it(aws, rt
     class Throttled429:
         calls = 0
 
-        def send(self, *args):
+        def send(self, *args, **kwargs):
             self.calls += 1
             if self.calls == 1:
                 raise twilio_classify(TwilioRestException(429, "/Messages.json",

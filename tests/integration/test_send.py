@@ -406,6 +406,21 @@ def test_sms_is_sent_through_twilio_with_the_status_callback_and_awaits(aws, rt)
     assert (event.kind, event.name, event.from_state) == ("event", "sent", "awaiting")
 
 
+@pytest.mark.parametrize(("hours", "validity"), [(2.0, 5400), (24.0, 36000), (0.005, 9)])
+def test_an_sms_may_wait_in_twilios_queue_only_until_well_before_its_timeout(
+        aws, rt, hours, validity):  # fmt: skip
+    """Found with Twilio's documented queue: a message may wait there 10 hours by default and
+    is then still sent, while VDQ times an SMS out after 2: an operator's resend of the
+    `unconfirmed` item (last status: queued) made the receiver get it twice. The message now
+    asks Twilio to drop it (error 30036) before VDQ's last look: half the timeout, or all but
+    its last 30 minutes, at most Twilio's 36,000 seconds."""
+    rt.settings = replace(rt.settings, twilio_sms_timeout_hours=hours)
+    http = fake_twilio(rt)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
+    send.process_body(bodies(aws)[item.id], rt)
+    assert http.requests[0].data["ValidityPeriod"] == validity
+
+
 def test_sms_without_a_webhook_url_sends_no_status_callback(aws, rt):
     rt.settings = replace(rt.settings, twilio_webhook_url=None)
     http = fake_twilio(rt)
@@ -437,7 +452,7 @@ class CallbackFirst:
     def __init__(self, runtime, step_for, item_id=None):
         self.runtime, self.step_for, self.item_id = runtime, step_for, item_id
 
-    def send(self, from_, to, body, media_urls, status_callback):
+    def send(self, from_, to, body, media_urls, status_callback, validity=None):
         self.runtime.clock.advance(0.05)
         item_id = self.item_id or parse_qs(urlsplit(status_callback).query)["queue_item"][0]
         apply(item_id, self.step_for("SM" + "f" * 32), self.runtime)
@@ -451,7 +466,7 @@ class StatusFirst:
     def __init__(self, runtime, status, **params):
         self.runtime, self.status, self.params = runtime, status, params
 
-    def send(self, from_, to, body, media_urls, status_callback):
+    def send(self, from_, to, body, media_urls, status_callback, validity=None):
         self.runtime.clock.advance(0.05)
         query = parse_qs(urlsplit(status_callback).query)
         results.handle_twilio_callback(
@@ -520,7 +535,7 @@ def test_an_id_stored_by_an_update_that_kept_sending_still_awaits(aws, rt):
     [item] = vdq.add_sms("+15005550006", ["+14155550100"], "hi", runtime=rt)
 
     class StoresIdFirst:
-        def send(self, from_, to, body, media_urls, status_callback):
+        def send(self, from_, to, body, media_urls, status_callback, validity=None):
             assert rt.store.store_provider_id(item.id, "SM" + "e" * 32, attempt=1)
             return "SM" + "e" * 32
 

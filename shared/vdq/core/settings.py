@@ -179,7 +179,7 @@ class Settings:
     twilio_sms_timeout_hours: float = _setting(
         "VDQ_TWILIO_SMS_TIMEOUT_HOURS", 2.0, read.positive_float,
         "awaiting SMS -> unconfirmed this long after the claim that sent it with no final "
-        "status",
+        "status; Twilio keeps it queued at most half of that, or all but its last 30 minutes",
     )
     email_timeout_hours: float = _setting(
         "VDQ_EMAIL_TIMEOUT_HOURS",

@@ -62,15 +62,17 @@ def send_email(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime)
 
 
 def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -> str:
-    from vdq.providers.twilio import get_twilio
+    from vdq.providers.twilio import get_twilio, validity_seconds
 
-    webhook = runtime.settings.twilio_webhook_url
+    settings = runtime.settings
+    webhook = settings.twilio_webhook_url
     sid = get_twilio(runtime).send(
         item.sender,
         item.receiver,
         content.get("body") or "",
         list(content.get("media_urls") or ()),
         status_callback_url(webhook, item.id, int(item.attempt)) if webhook else None,
+        validity=validity_seconds(settings.twilio_sms_timeout_hours),
     )
     metrics.add_metric(name="SmsSent", unit="Count", value=1)
     return sid

@@ -191,6 +191,11 @@ class TwilioSandbox:
         if not sender:
             self._error(request, 400, 21603, "A 'From' phone number is required.")
             return
+        validity = next(iter(form.get("ValidityPeriod") or []), None)
+        if validity is not None and not (validity.isdigit() and 1 <= int(validity) <= 36_000):
+            self._error(request, 400, 21624, "Validity period can only be set to integers "
+                                             "between 1 and 36,000 seconds")  # fmt: skip
+            return
         if not self.rate.take(sender):
             self._error(request, 429, 20429, "Too Many Requests")
             return

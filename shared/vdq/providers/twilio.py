@@ -35,6 +35,7 @@ from vdq.providers import (
 )
 
 PROVIDER = "Twilio"
+MAX_VALIDITY_SECONDS = 36_000  # Twilio's longest (and default) wait in its outgoing queue
 TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
 SECRET_MAX_AGE = 300
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
@@ -66,6 +67,16 @@ class BaseUrlHttpClient(TwilioHttpClient):
         if self.base_url:
             url = _API_HOST.sub(self.base_url, url, count=1)
         return super().request(method, url, *args, **kwargs)
+
+
+def validity_seconds(timeout_hours: float) -> int:
+    """How long a message may wait in Twilio's outgoing queue (its ``ValidityPeriod``): Twilio
+    drops it after that (error 30036) rather than send it late. Well before VDQ's last look at
+    the SMS (``VDQ_TWILIO_SMS_TIMEOUT_HOURS``), so that an item found still queued there and
+    timed out is never sent after: half the timeout, or all but its last 30 minutes (time for
+    the carrier's receipt), within Twilio's 1 to 36,000 seconds."""
+    timeout = timeout_hours * 3600
+    return max(1, min(MAX_VALIDITY_SECONDS, int(max(timeout / 2, timeout - 1800))))
 
 
 def classify(exc: Exception) -> ProviderError:
@@ -174,13 +185,17 @@ class TwilioProvider:
         body: str,
         media_urls: Sequence[str] = (),
         status_callback: str | None = None,
+        validity: int | None = None,
     ) -> str:
-        """Create the message; Twilio's message SID."""
+        """Create the message; Twilio's message SID. ``validity``: its ``ValidityPeriod``
+        (``validity_seconds``)."""
         params: dict[str, Any] = {"from_": from_, "to": to, "body": body}
         if media_urls:
             params["media_url"] = list(media_urls)
         if status_callback:
             params["status_callback"] = status_callback
+        if validity is not None:
+            params["validity_period"] = validity
         try:
             with self.client() as client:
                 message = client.messages.create(**params)
