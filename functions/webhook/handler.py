@@ -63,7 +63,10 @@ def twilio_callback(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     except results.BadEvent as exc:
         logger.warning("Twilio callback dropped: %s", exc.message)
         return api.response(204)
-    except VdqError as exc:  # contention: Twilio retries a callback that failed
+    except VdqError as exc:
+        # Contention. Twilio documents retries of a Messaging callback only for a connection
+        # that failed, not for an error answer: the status is recovered by the SMS timeout's
+        # last fetch of the message (vdq.schedules.sms), not by a callback sent again.
         logger.error("Twilio callback not applied: %s", exc.message)
         return api.error_response(exc)
     logger.debug("Twilio callback %s: %s", params.get("MessageSid"), outcome)  # as results_batch
