@@ -470,3 +470,23 @@ def test_suppressions_name_what_a_suppression_covers_for_mail_and_sms(capsys, ap
     assert out.splitlines()[:2] == [
         "reader@example.org: not suppressed from all its mail",
         "  unsubscribed from the list weekly since 2026-12-01T08:00:00Z (unsubscribe)"]
+
+
+def test_a_cancelled_items_result_reads_as_a_cancel_in_show_list_and_watch(capsys, api):
+    """Found in use: an operator cancelled a delayed item and `vdq show` still said "retry 1 of
+    12 in 16 s", a retry that will never run (the console already read it as a cancel)."""
+    failed = "SES (InternalFailure): Internal failure; retry 1 of 12 in 16 s"
+    cancelled = item(1, state="cancelled", result=failed)
+    api.routes[("GET", f"/queue-items/{cancelled['id']}")] = (200, cancelled)
+    api.routes[("GET", "/queue-items")] = (200, {"items": [cancelled], "next_cursor": None})
+    _, out, _ = run(capsys, "show", cancelled["id"])
+    [line] = [x for x in out.splitlines() if x.strip().startswith("result")]
+    assert "Cancelled: not sent again" in line and failed in line, line
+    _, out, _ = run(capsys, "list")
+    assert "Cancelled" in out
+    assert watch_line("08:00:00", cancelled).split("  ")[-1].startswith("Cancelled")
+    unsent = item(2, state="cancelled", result=None)
+    assert "Cancelled: not sent." in watch_line("08:00:00", unsent)
+    stopped = item(3, state="cancelled", result="not sent: on the suppression list")
+    line = watch_line("08:00:00", stopped)
+    assert "not sent: on the suppression list" in line and "Cancelled" not in line, line

@@ -89,10 +89,22 @@ def state_of(item: dict[str, Any]) -> str:
     return safe(item.get("state")) + (" (held)" if item.get("held") else "")
 
 
+def result_of(item: dict[str, Any]) -> str:
+    """The result as an operator should read it (as the console does): a cancelled item was
+    stopped by VDQ or an operator, whatever a provider said of an earlier attempt (its "retry
+    1 of 12 in 16 s" will never run)."""
+    result = safe(item.get("result")) if item.get("result") else ""
+    if item.get("state") != "cancelled" or result.startswith("not sent"):
+        return result
+    if not result:
+        return "Cancelled: not sent."
+    return f"Cancelled: not sent again. A provider result of an earlier attempt: {result}"
+
+
 def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), safe(i.get("method")), state_of(i),
              address(i.get("receiver")), safe(i.get("attempt")),
-             safe((i.get("updated_at") or "")[:19]), clip(safe(i.get("result")), 50)]
+             safe((i.get("updated_at") or "")[:19]), clip(result_of(i), 50)]
             for i in items]  # fmt: skip
 
 
@@ -115,7 +127,7 @@ def print_items(items: list[dict[str, Any]]) -> None:
 def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), state_of(i), address(i.get("receiver")),
              clip(safe(i.get("excerpt")), 30), safe((i.get("queued_at") or "")[:19]),
-             safe(",".join(i.get("signals") or [])), clip(safe(i.get("result")), 40)]
+             safe(",".join(i.get("signals") or [])), clip(result_of(i), 40)]
             for i in items]  # fmt: skip
 
 
@@ -175,7 +187,7 @@ def print_item(item: dict[str, Any]) -> None:
               ("receiver", address(item.get("receiver"))),
               ("attempt", item.get("attempt")), ("provider id", item.get("provider_id")),
               ("queued at", item.get("queued_at")), ("updated at", item.get("updated_at")),
-              ("result", item.get("result")), ("held", item.get("held"))]  # fmt: skip
+              ("result", result_of(item) or None), ("held", item.get("held"))]  # fmt: skip
     origin = item.get("origin")
     if isinstance(origin, dict):
         fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
@@ -231,7 +243,7 @@ def watch_line(at: str, item: dict[str, Any]) -> str:
     receiver = pad(clip(address(item.get("receiver")), WATCH_RECEIVER), WATCH_RECEIVER)
     return (f"{at}  {pad(safe(item.get('id')), 26)}  {pad(safe(item.get('method')), 5)}  "
             f"{colour(pad(state, 11), state)}  {receiver}  "
-            f"{clip(safe(item.get('result')), 60)}").rstrip()  # fmt: skip
+            f"{clip(result_of(item), 60)}").rstrip()  # fmt: skip
 
 
 class Progress:
