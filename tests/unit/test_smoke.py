@@ -400,3 +400,28 @@ def test_a_token_that_may_not_send_is_a_usage_error_and_nothing_is_left(monkeypa
     assert run(monkeypatch, api, "--sms", "+15005550006") == 2
     assert "this token may not send" in capsys.readouterr().err
     assert not api.posts("/sms") and api.cancelled() == []
+
+
+def test_a_rerun_after_the_first_run_cleaned_up_passes_the_items_it_cancelled(monkeypatch,
+                                                                             capsys):
+    """Found in use: `--run-id` of a run that finished found the bounce and the refused SMS
+    cancelled by that run's clean-up and failed them, on a healthy deployment. An item that
+    reached the expected state before its cancel passes; one cancelled before it did not."""
+    def cleaned(state: str, name: str, result: str, provider_id: str | None) -> dict[str, Any]:
+        item = snap("cancelled", result=result, provider_id=provider_id)
+        item["history"] = [{"name": name, "text": None, "to_state": state},
+                           {"name": "cancel", "text": None, "to_state": "cancelled"}]
+        return item
+
+    api = FakeApi(scripts({
+        f"bounce@{SIM}": [cleaned("errored", "bounced", "bounce: Permanent", "0100-ses")],
+        "+15005550001": [cleaned("errored", "fail", "Twilio 21211: not a valid number", None)],
+    }))  # fmt: skip
+    assert run(monkeypatch, api, "--sms", "+15005550006", "--run-id", "r42") == 0
+    out, _ = capsys.readouterr()
+    table = rows(out)
+    assert table["email bounce"]["RESULT"] == "pass", out
+    assert table["sms invalid number"]["RESULT"] == "pass", out
+    assert api.cancelled() == ["+15005550004"]  # the cancelled ones are not cancelled again
+    early = FakeApi(scripts({f"bounce@{SIM}": [cleaned("queued", "queued", "", "0100-ses")]}))
+    assert run(monkeypatch, early) == 1

@@ -152,8 +152,14 @@ def _text(item: dict[str, Any]) -> str:
 
 
 def judge(check: Check, item: dict[str, Any]) -> tuple[bool | None, str]:
-    """True (passed), False (failed: settled elsewhere) or None (not yet), and a note."""
+    """True (passed), False (failed: settled elsewhere) or None (not yet), and a note. An
+    item an earlier run's clean-up cancelled (``--run-id``) is judged by the state it reached
+    before the cancel."""
     state = str(item.get("state"))
+    if state == "cancelled" and state not in check.states:
+        reached = [str(e.get("to_state")) for e in item.get("history") or []
+                   if isinstance(e, dict) and e.get("to_state") in check.states]  # fmt: skip
+        state = reached[-1] if reached else state
     if state in check.states:
         missing = []
         if check.evidence and check.evidence not in _text(item):
