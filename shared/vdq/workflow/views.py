@@ -56,8 +56,9 @@ def signals_of(texts: Iterable[str], result: str | None, base: str | None = None
             continue
         found |= entry_signals(data.get("name"), data.get("text"))
     found |= entry_signals(None, result)
-    if result and "on the suppression list" in result and result.startswith("not sent"):
-        found.add("suppressed")
+    if result and result.startswith("not sent") and (
+            "on the suppression list" in result or "unsubscribed from the list" in result):
+        found.add("suppressed")  # (vdq.results.suppression.describe's words)
     return [s for s in SIGNALS if s in found]
 
 
