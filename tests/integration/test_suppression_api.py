@@ -270,6 +270,9 @@ def test_a_bulk_email_carries_one_click_headers_and_their_link_unsubscribes(aws,
 
     done = webhook.handler(unsubscribe_event("POST", token), LambdaContext("webhook"))
     assert done["statusCode"] == 200 and "Unsubscribed" in done["body"]
+    # The list is the deployment's, whoever sends its mail: not "from this sender" (found in use:
+    # another producer's email of the list, from another address, was stopped too).
+    assert "of the list \u201cgeneral\u201d from any of its senders" in done["body"], done["body"]
     # From the list the email belonged to (none named: "general"), not from every email.
     assert rt.store.get_suppression("ada@example.org") is None
     record = rt.store.get_suppression("ada@example.org", "general")

@@ -422,7 +422,7 @@ def _handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         suppression.suppress(receiver, "unsubscribe", actor="receiver", list_name=name,
                              text="one-click unsubscribe", runtime=runtime)  # fmt: skip
         return _html(200, page("Unsubscribed", f"{shown} will get no more email of the list "
-                               f"\u201c{name}\u201d from this sender. Other email, such as "
+                               f"\u201c{name}\u201d from any of its senders. Other email, such as "
                                "password resets and receipts, still comes."))  # fmt: skip
     return _html(200, confirm)
 
