@@ -71,7 +71,7 @@ def _email_item(item_id: str = _ITEM_ID, **changes: Any) -> dict[str, Any]:
     return item
 
 
-_SENT = dict(state="succeeded", updated_at=_T2, done_since=_T2, done_at=_T2,
+_SENT = dict(state="succeeded", updated_at=_T2, done_at=_T2,
              result="delivered", provider_id="0100018c-6f0e-4c1a-9d7e-000000000000-000000")
 _SMS_ITEM = {
     "id": _SMS_ID, "method": "sms", "state": "awaiting", "sender": {"cell": "+15005550006"},

@@ -98,13 +98,16 @@ class QueueItem(BaseModel):
     sender: EmailParty | SmsParty = Field(description="Who it is from (by method).")
     receiver: EmailParty | SmsParty = Field(description="Who it goes to (by method).")
     result: str | None = Field(description="The provider's last answer or the error, or null.")
-    attempt: int = Field(description="The attempt, from 1; a retry starts the next one.", ge=1)
+    attempt: int = Field(description="The attempt, from 1; a retry, a cancel and an "
+                         "automatic delay each raise it (older send messages then drop "
+                         "themselves).", ge=1)
     retry_delay: int | None = Field(description="Seconds until an automatic retry of a delayed "
                                     "item, or null.", ge=0)
     queued_at: datetime = Field(description="When the item was queued (UTC).")
     updated_at: datetime = Field(description="When the item last changed (UTC).")
-    done_since: datetime = Field(description="When it entered a done state; for an active "
-                                 "item, when it was queued (the sort key of the sent list).")
+    done_since: datetime = Field(description="When it was queued, as queued_at (kept for "
+                                 "clients of earlier versions; done_at says when it entered a "
+                                 "done state).")
     done_at: datetime | None = Field(description="When it entered a done state, or null.")
     origin: OriginOut | None = Field(description="What caused the message, or null.")
     provider_id: str | None = Field(description="SES message ID or Twilio SID, once known.")
