@@ -490,3 +490,24 @@ def test_a_cancelled_items_result_reads_as_a_cancel_in_show_list_and_watch(capsy
     stopped = item(3, state="cancelled", result="not sent: on the suppression list")
     line = watch_line("08:00:00", stopped)
     assert "not sent: on the suppression list" in line and "Cancelled" not in line, line
+
+
+def test_usage_cancel_held_and_a_numbers_list_entry_say_what_they_are(capsys, api):
+    """Found in use: `vdq usage local-user` showed its group's counters as the user's own; a
+    cancel-held of a producer not held ended "level " with nothing after it; a number's list
+    entry read "suppressed from the list promo", though SMS has no lists."""
+    api.routes[("GET", "/producers/local-user/usage")] = (200, {
+        "producer": "local-user", "counters": "group:vdq-operators", "at": "2026-12-03T08:00:30Z",
+        "limits": [{"limit": "per_minute", "quota": 5, "used": 1, "remaining": 4,
+                    "resets_at": "2026-12-03T08:01:00Z"}]})  # fmt: skip
+    _, out, _ = run(capsys, "usage", "local-user")
+    assert "the counters of group:vdq-operators" in out.splitlines()[0], out
+    api.routes[("POST", "/producers/quiet-svc/cancel-held")] = (200, {
+        "producer": "quiet-svc", "done": 0, "skipped": 0, "more": False, "level": None})
+    _, out, _ = run(capsys, "producers", "cancel-held", "quiet-svc")
+    assert out.strip() == "quiet-svc: 0 parked items cancelled, 0 had moved on", out
+    api.routes[("POST", "/suppressions")] = (201, {"added": True, "suppression": {
+        "receiver": "+14155550100", "channel": "sms", "list": "promo", "reason": "operator",
+        "text": None, "since": "2026-12-03T08:00:00Z", "actor": "ops"}})  # fmt: skip
+    _, out, _ = run(capsys, "suppressions", "add", "+14155550100", "--list", "promo")
+    assert "SMS has no lists" in out and "leave --list out" in out, out

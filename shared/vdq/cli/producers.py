@@ -133,9 +133,10 @@ def _work(verb: str) -> Callable[[Any, argparse.Namespace], int]:
 
         def human(d: dict[str, Any]) -> None:
             done = "sent again" if verb == "released" else "cancelled"
+            level = (d.get("level") or {}).get("level")
             print(f"{render.safe(d.get('producer'))}: {render.safe(d.get('done'))} parked items "
-                  f"{done}, {render.safe(d.get('skipped'))} had moved on; level "
-                  f"{render.safe((d.get('level') or {}).get('level'))}")  # fmt: skip
+                  f"{done}, {render.safe(d.get('skipped'))} had moved on"
+                  + (f"; level {render.safe(level)}" if level else ""))  # fmt: skip
             if d.get("more"):
                 print("(more are parked: run it again)", file=sys.stderr)
 

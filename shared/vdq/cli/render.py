@@ -109,7 +109,10 @@ def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
 
 
 def print_usage(usage: dict[str, Any]) -> None:
-    print(f"producer {safe(usage.get('producer'))} at {safe(usage.get('at'))}")
+    producer, counters = safe(usage.get("producer")), safe(usage.get("counters"))
+    whose = f" (the counters of {counters}, which it is charged to)" if (
+        counters and counters != producer) else ""
+    print(f"producer {producer} at {safe(usage.get('at'))}{whose}")
     rows = [[safe(w.get("limit")), safe(w.get("quota")), safe(w.get("used")),
              safe(w.get("remaining")), safe(w.get("resets_at"))]
             for w in usage.get("limits") or []]  # fmt: skip

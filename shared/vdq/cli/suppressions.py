@@ -134,7 +134,10 @@ def add_entry(api: Any, args: argparse.Namespace) -> int:
     def human(d: dict[str, Any]) -> None:
         held = d["suppression"]
         scope = f" from the list {render.safe(held['list'])}" if held.get("list") else ""
-        if d.get("added"):
+        if held.get("list") and held.get("channel") == "sms":
+            print(f"{render.safe(held['receiver'])}: recorded as unsubscribed{scope}, which "
+                  "stops nothing: SMS has no lists (leave --list out to suppress the number)")
+        elif d.get("added"):
             print(f"{render.safe(held['receiver'])}: suppressed{scope}")
         else:
             print(f"{render.safe(held['receiver'])}: already suppressed{scope} since "

@@ -122,8 +122,8 @@ def remove(value: str, actor: str, runtime: Runtime, list_name: str | None = Non
         where = f"unsubscribed from the list {name}" if name else "on the suppression list"
         lists = [r.list_name for r in runtime.store.receiver_suppressions(who)
                  if r.list_name is not None and r.list_name != name]  # fmt: skip
-        more = (f"; it is unsubscribed from the lists {', '.join(lists)}: name one with "
-                "?list=" if lists and name is None else "")  # fmt: skip
+        more = (f"; it is unsubscribed from the lists {', '.join(lists)}: name one (?list= "
+                "in the API, --list in vdq)" if lists and name is None else "")  # fmt: skip
         raise NotFound(f"{who} is not {where}{more}", details={"receiver": who})
     return {"suppression": suppression.suppression_json(removed)}
 
