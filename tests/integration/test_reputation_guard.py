@@ -125,6 +125,23 @@ def test_a_release_sends_each_parked_item_once_in_its_lane(aws, rt):
     assert drain(aws) == []
 
 
+def test_an_items_history_says_it_was_held_why_and_who_released_it(aws, rt, clock):
+    """Found in use: once released, an item's history showed a gap between its queueing and
+    its send that nothing explained ("did my email go out, and why so late?")."""
+    level = hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    clock.advance(60)
+    process_all(aws, rt)
+    clock.advance(3600)
+    guard.release(rt, "shop", "op@example.org")
+    entries = [(h.kind, h.name, h.actor, h.text) for h in rt.store.history(item_id)]
+    [held] = [e for e in entries if e[1] == "held"]
+    assert held[0] == "event" and level.reason in held[3], entries
+    [released] = [e for e in entries if e[1] == "released"]
+    assert released[2] == "op@example.org" and "sent again" in released[3], entries
+    assert [e[1] for e in entries].index("held") < [e[1] for e in entries].index("released")
+
+
 def test_a_release_given_twice_before_its_entries_clear_sends_once(aws, rt):
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
@@ -407,7 +424,7 @@ def crashed_release(rt, monkeypatch, producer="shop"):
     """A release whose function stopped after its level write: the producer is released,
     its items still parked."""
 
-    def crash(runtime):
+    def crash(*args):
         raise RuntimeError("the function stopped after the release's level write")
 
     with monkeypatch.context() as m:

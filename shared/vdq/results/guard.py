@@ -36,6 +36,7 @@ from vdq.core.errors import Conflict, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.results import reputation
 from vdq.results.reputation import HOLD, WARN, Figures
+from vdq.store.history import history_entry
 from vdq.store.holds import ACCOUNT, ACCOUNT_SHOWN, RELEASED, Holds, Level, NotHeld, Parked
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for, priority_of
@@ -121,6 +122,7 @@ def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
         return NOT_HELD
     if not parked:
         return MOVED
+    note(item, runtime, "held", why, actor="vdq", source="server")
     logger.info("%s parked: %s is held", item.id, producer)
     metrics.add_metric(name=resources.METRIC_SENDS_HELD, unit="Count", value=1)
     return PARKED
@@ -190,7 +192,8 @@ def release(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
             raise Conflict(f"the hold of {producer!r} changed meanwhile; read it and try again")
         forget(runtime)
         publish_event(new, Figures.of(current.figures), runtime)
-    return _drain(runtime, producer, _send_again(runtime))
+    why = f"sent again: the hold of {shown(producer)} was released by {actor}"
+    return _drain(runtime, producer, _send_again(runtime, actor, "operator", why))
 
 
 def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
@@ -198,9 +201,25 @@ def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
     return _drain(runtime, producer, _cancel(runtime, producer, actor))
 
 
-def _send_again(runtime: Runtime) -> Callable[[QueueItemRecord, Parked], bool]:
+def note(item: QueueItemRecord, runtime: Runtime, name: str, text: str, *, actor: str,
+         source: str) -> None:  # fmt: skip
+    """An entry in the item's history of what the guard did to it (else a parked item's wait
+    has no explanation once it is sent). Written after the park or release it tells of: one
+    that fails is logged, and the item's ``held`` (while parked) still says why."""
+    entry = history_entry(item.id, runtime.clock.now(), actor=actor, source=source,
+                          kind="event", name=name, from_state=item.state, to_state=item.state,
+                          attempt=int(item.attempt), text=text)  # fmt: skip
+    try:
+        runtime.store.append_history([entry])
+    except Exception:
+        logger.exception("the %s entry of %s was not written", name, item.id)
+
+
+def _send_again(runtime: Runtime, actor: str, source: str,
+                why: str) -> Callable[[QueueItemRecord, Parked], bool]:  # fmt: skip
     """Unpark the item with its publish timer armed, then publish its message: a publish that
-    fails (or a crash between the two) leaves the item to the re-publish sweep, never lost."""
+    fails (or a crash between the two) leaves the item to the re-publish sweep, never lost.
+    ``why`` goes to its history, with ``actor`` and ``source``."""
     s = runtime.settings
     store = holds_of(runtime)
 
@@ -211,6 +230,7 @@ def _send_again(runtime: Runtime) -> Callable[[QueueItemRecord, Parked], bool]:
                  f"{due}#{item.id}")  # fmt: skip
         if not store.unpark(str(item.created_by), parked, timer):
             return False  # it moved meanwhile: nothing to send
+        note(item, runtime, "released", why, actor=actor, source=source)
         failed = runtime.send_queue.publish([message_for(item)])
         if failed:
             logger.error("publish of held %s failed (the re-publish sweep sends it): %s",
@@ -257,8 +277,11 @@ def resume_releases(runtime: Runtime, report: Any) -> None:
             report.add("releases_resumed_later")
             return
         try:
-            answer = _drain(runtime, level.producer, _send_again(runtime), deadline=deadline,
-                            before=read_at)  # fmt: skip
+            why = (f"sent again: {shown(level.producer)} is no longer held (its release was "
+                   "cut short)")
+            answer = _drain(runtime, level.producer, _send_again(runtime, "schedule",
+                                                                 "schedule", why),
+                            deadline=deadline, before=read_at)  # fmt: skip
         except Exception:  # another producer's parked items are no reason to stop
             report.add("failed")
             logger.exception("sending what %s still has parked failed; the next run tries "
