@@ -410,7 +410,8 @@ def test_a_rerun_after_the_first_run_cleaned_up_passes_the_items_it_cancelled(mo
     def cleaned(state: str, name: str, result: str, provider_id: str | None) -> dict[str, Any]:
         item = snap("cancelled", result=result, provider_id=provider_id)
         item["history"] = [{"name": name, "text": None, "to_state": state},
-                           {"name": "cancel", "text": None, "to_state": "cancelled"}]
+                           {"name": "cancel", "text": None, "from_state": state,
+                            "to_state": "cancelled"}]
         return item
 
     api = FakeApi(scripts({
@@ -425,3 +426,21 @@ def test_a_rerun_after_the_first_run_cleaned_up_passes_the_items_it_cancelled(mo
     assert api.cancelled() == ["+15005550004"]  # the cancelled ones are not cancelled again
     early = FakeApi(scripts({f"bounce@{SIM}": [cleaned("queued", "queued", "", "0100-ses")]}))
     assert run(monkeypatch, early) == 1
+
+
+def test_a_rerun_does_not_pass_an_sms_that_failed_after_it_was_accepted(monkeypatch,
+                                                                               capsys):
+    """The accepted SMS reached `awaiting`, then Twilio reported it undelivered: `errored`, a
+    failure the first run failed and its clean-up cancelled. A re-run judges it by the state
+    it was cancelled in, not by the `awaiting` it left for the failure."""
+    failed = snap("cancelled", result="Twilio 30003: unreachable handset", provider_id="SM1")
+    failed["history"] = [
+        {"name": "send", "text": None, "from_state": "queued", "to_state": "sending"},
+        {"name": "await", "text": None, "from_state": "sending", "to_state": "awaiting"},
+        {"name": "undelivered", "text": "Twilio 30003: unreachable handset",
+         "from_state": "awaiting", "to_state": "errored"},
+        {"name": "cancel", "text": None, "from_state": "errored", "to_state": "cancelled"}]
+    api = FakeApi(scripts({"+14155550100": [failed]}))
+    assert run(monkeypatch, api, "--sms", "+15005550006", "--run-id", "r42") == 1
+    out, _ = capsys.readouterr()
+    assert rows(out)["sms accepted"]["RESULT"] == "FAIL", out

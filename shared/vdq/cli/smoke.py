@@ -153,13 +153,13 @@ def _text(item: dict[str, Any]) -> str:
 
 def judge(check: Check, item: dict[str, Any]) -> tuple[bool | None, str]:
     """True (passed), False (failed: settled elsewhere) or None (not yet), and a note. An
-    item an earlier run's clean-up cancelled (``--run-id``) is judged by the state it reached
-    before the cancel."""
+    item an earlier run's clean-up cancelled (``--run-id``) is judged by the state it was
+    cancelled in."""
     state = str(item.get("state"))
     if state == "cancelled" and state not in check.states:
-        reached = [str(e.get("to_state")) for e in item.get("history") or []
-                   if isinstance(e, dict) and e.get("to_state") in check.states]  # fmt: skip
-        state = reached[-1] if reached else state
+        cancels = [e for e in item.get("history") or []
+                   if isinstance(e, dict) and e.get("to_state") == "cancelled"]  # fmt: skip
+        state = str(cancels[-1].get("from_state")) if cancels else state
     if state in check.states:
         missing = []
         if check.evidence and check.evidence not in _text(item):
