@@ -511,3 +511,12 @@ def test_usage_cancel_held_and_a_numbers_list_entry_say_what_they_are(capsys, ap
         "text": None, "since": "2026-12-03T08:00:00Z", "actor": "ops"}})  # fmt: skip
     _, out, _ = run(capsys, "suppressions", "add", "+14155550100", "--list", "promo")
     assert "SMS has no lists" in out and "leave --list out" in out, out
+
+
+def test_a_parked_item_the_guard_cancelled_does_not_read_as_sent_before(capsys, api):
+    """`vdq producers cancel-held` cancels parked items, never sent, with VDQ's own result
+    "cancelled while its producer 'shop' was held": not a provider's result of an attempt."""
+    parked = item(1, state="cancelled", attempt=2,
+                  result="cancelled while its producer 'shop' was held")
+    line = watch_line("08:00:00", parked)
+    assert "not sent again" not in line and "provider result" not in line, line

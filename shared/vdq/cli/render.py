@@ -89,13 +89,18 @@ def state_of(item: dict[str, Any]) -> str:
     return safe(item.get("state")) + (" (held)" if item.get("held") else "")
 
 
+# A cancelled item's results that VDQ wrote itself (a suppression, the reputation guard's
+# cancel of a parked item), not a provider's of an earlier attempt.
+VDQ_CANCEL_RESULTS = ("not sent", "cancelled while")
+
+
 def result_of(item: dict[str, Any]) -> str:
     """The result as an operator should read it (as the console does): a cancelled item was
     stopped by VDQ or an operator, whatever a provider said of an earlier attempt (its "retry
     1 of 12 in 16 s" will never run)."""
     result = safe(item.get("result")) if item.get("result") else ""
-    if item.get("state") != "cancelled" or result.startswith("not sent"):
-        return result
+    if item.get("state") != "cancelled" or result.startswith(VDQ_CANCEL_RESULTS):
+        return result  # VDQ's own words of why it was not sent
     if not result:
         return "Cancelled: not sent."
     return f"Cancelled: not sent again. A provider result of an earlier attempt: {result}"

@@ -100,7 +100,8 @@ export function stateCell(item) {
 export function resultText(item) {
   const result = item.result || "";
   if (item.state !== "cancelled") return result || "—";
-  if (result.startsWith("not sent")) return result;
+  // VDQ's own words of why it was not sent (a suppression, the guard's cancel of a parked item).
+  if (result.startsWith("not sent") || result.startsWith("cancelled while")) return result;
   if (!result) return "Cancelled: not sent.";
   return `Cancelled: not sent again. A provider result of an earlier attempt: ${result}`;
 }
