@@ -41,7 +41,7 @@ from vdq.store.holds import ACCOUNT, ACCOUNT_SHOWN, RELEASED, Holds, Level, NotH
 from vdq.store.postings import Tallies
 from vdq.workflow.lanes import message_for, priority_of
 from vdq.workflow.table import State
-from vdq.workflow.transitions import TIMER_PUBLISH, timer_partition
+from vdq.workflow.transitions import TIMER_PUBLISH, item_now, timer_partition
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
@@ -112,17 +112,17 @@ def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
         return NOT_HELD
     now = runtime.clock.now()
     why = f"held since {level.hold_id}: {level.reason}"
+    entry = _entry(item, runtime, "held", why, actor="vdq", source="server")
     try:
         parked = holds_of(runtime).park(
             item.id, int(item.attempt), producer, level.hold_id, why, priority, iso(now),
-            int(now.timestamp()) + PARKED_DAYS * 86_400)  # fmt: skip
+            int(now.timestamp()) + PARKED_DAYS * 86_400, entry=entry)  # fmt: skip
     except NotHeld:
         logger.info("the hold of %s ended: %s is sent", producer, item.id)
         forget(runtime)
         return NOT_HELD
     if not parked:
         return MOVED
-    note(item, runtime, "held", why, actor="vdq", source="server")
     logger.info("%s parked: %s is held", item.id, producer)
     metrics.add_metric(name=resources.METRIC_SENDS_HELD, unit="Count", value=1)
     return PARKED
@@ -201,18 +201,13 @@ def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
     return _drain(runtime, producer, _cancel(runtime, producer, actor))
 
 
-def note(item: QueueItemRecord, runtime: Runtime, name: str, text: str, *, actor: str,
-         source: str) -> None:  # fmt: skip
-    """An entry in the item's history of what the guard did to it (else a parked item's wait
-    has no explanation once it is sent). Written after the park or release it tells of: one
-    that fails is logged, and the item's ``held`` (while parked) still says why."""
-    entry = history_entry(item.id, runtime.clock.now(), actor=actor, source=source,
-                          kind="event", name=name, from_state=item.state, to_state=item.state,
-                          attempt=int(item.attempt), text=text)  # fmt: skip
-    try:
-        runtime.store.append_history([entry])
-    except Exception:
-        logger.exception("the %s entry of %s was not written", name, item.id)
+def _entry(item: QueueItemRecord, runtime: Runtime, name: str, text: str, *, actor: str,
+           source: str) -> dict[str, Any]:  # fmt: skip
+    """The history entry of what the guard did to the item (else a parked item's wait has no
+    explanation once it is sent), serialized for the park's or the unpark's transaction."""
+    return history_entry(item.id, item_now(item, runtime), actor=actor, source=source,
+                         kind="event", name=name, from_state=item.state, to_state=item.state,
+                         attempt=int(item.attempt), text=text).serialize()  # fmt: skip
 
 
 def _send_again(runtime: Runtime, actor: str, source: str,
@@ -228,9 +223,9 @@ def _send_again(runtime: Runtime, actor: str, source: str,
         due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))
         timer = (timer_partition(TIMER_PUBLISH, item.id, s.index_shards, lane),
                  f"{due}#{item.id}")  # fmt: skip
-        if not store.unpark(str(item.created_by), parked, timer):
+        entry = _entry(item, runtime, "released", why, actor=actor, source=source)
+        if not store.unpark(str(item.created_by), parked, timer, entry=entry):
             return False  # it moved meanwhile: nothing to send
-        note(item, runtime, "released", why, actor=actor, source=source)
         failed = runtime.send_queue.publish([message_for(item)])
         if failed:
             logger.error("publish of held %s failed (the re-publish sweep sends it): %s",

@@ -204,11 +204,15 @@ class Holds:
     # ---- parked items ---------------------------------------------------------------------
 
     def park(self, item_id: str, attempt: int, producer: str, hold_id: str, reason: str,
-             priority: str, now: str, expiration: int) -> bool:  # fmt: skip
+             priority: str, now: str, expiration: int,
+             entry: dict[str, Any] | None = None) -> bool:  # fmt: skip
         """Park a queued (or delayed) item at ``attempt`` under the producer's hold
         ``hold_id``: the item shows why (``held``), and ``HELD#<producer>`` lists it for the
-        release. One transaction; False when the item moved first (another attempt, done,
-        claimed); ``NotHeld`` when the hold ended first."""
+        release; ``entry`` (a serialized history record) is written with them, the item then
+        keeping records apart. One transaction; False when the item moved first (another
+        attempt, done, claimed) or is parked by this hold already (a message delivered twice);
+        ``NotHeld`` when the hold ended first."""
+        history = _history_put(self._table, entry)
         try:
             self._write(self._client.transact_write_items, TransactItems=[
                 {"ConditionCheck": {
@@ -222,14 +226,16 @@ class Holds:
                     "Key": {"pk": {"S": item_pk(item_id)}, "sk": {"S": STATE_SK}},
                     # Without its timer the re-publish sweep leaves it be: parked, it
                     # costs nothing until the release arms the timer again.
-                    "UpdateExpression": "SET held = :why REMOVE timer_pk, timer_sk",
+                    "UpdateExpression": "SET held = :why" + (", ap = :one" if history else "")
+                                        + " REMOVE timer_pk, timer_sk",
                     "ConditionExpression": "#state IN (:queued, :delayed) AND attempt = :a "
-                                           "AND created_by = :p",
+                                           "AND created_by = :p AND (attribute_not_exists(held) "
+                                           "OR held <> :why)",
                     "ExpressionAttributeNames": {"#state": "state"},
                     "ExpressionAttributeValues": {
                         ":why": {"S": reason}, ":queued": {"S": "queued"},
                         ":delayed": {"S": "delayed"}, ":a": {"N": str(attempt)},
-                        ":p": {"S": producer}},
+                        ":p": {"S": producer}, **({":one": {"N": "1"}} if history else {})},
                 }},
                 {"Put": {
                     "TableName": self._table,
@@ -240,6 +246,7 @@ class Holds:
                     "ConditionExpression": "attribute_not_exists(pk) OR attempt <= :a",
                     "ExpressionAttributeValues": {":a": {"N": str(attempt)}},
                 }},
+                *history,
             ])  # fmt: skip
         except ClientError as exc:
             reasons = cancellation_codes(exc)
@@ -268,8 +275,8 @@ class Holds:
         last = answer.get("LastEvaluatedKey")
         return rows, (last["sk"]["S"] if last else None)
 
-    def unpark(self, producer: str, parked: Parked,
-               timer: tuple[str, str] | None = None) -> bool:  # fmt: skip
+    def unpark(self, producer: str, parked: Parked, timer: tuple[str, str] | None = None,
+               entry: dict[str, Any] | None = None) -> bool:  # fmt: skip
         """Take a parked item off the list and clear its ``held``; with ``timer`` (its publish
         timer's partition and sort key), arm it, so a send message lost after this write is
         published again by the re-publish sweep. One transaction, on the condition that the
@@ -277,12 +284,17 @@ class Holds:
         ``parked`` read (the same attempt and hold); False when not (it was cancelled, retried
         or claimed meanwhile: its entry alone is dropped; or it was sent and parked again by a
         newer hold: that entry stays, for that hold's release)."""
-        update = "REMOVE held"
+        history = _history_put(self._table, entry)  # (``entry``: as ``park``'s)
+        sets = []
         values: dict[str, Any] = {":queued": {"S": "queued"}, ":delayed": {"S": "delayed"},
                                   ":a": {"N": str(parked.attempt)}}  # fmt: skip
         if timer is not None:
-            update += " SET timer_pk = :tpk, timer_sk = :tsk"
+            sets.append("timer_pk = :tpk, timer_sk = :tsk")
             values.update({":tpk": {"S": timer[0]}, ":tsk": {"S": timer[1]}})
+        if history:
+            sets.append("ap = :one")
+            values[":one"] = {"N": "1"}
+        update = "REMOVE held" + (f" SET {', '.join(sets)}" if sets else "")
         try:
             self._write(self._client.transact_write_items, TransactItems=[
                 {"Delete": {
@@ -300,6 +312,7 @@ class Holds:
                     "ExpressionAttributeNames": {"#state": "state"},
                     "ExpressionAttributeValues": values,
                 }},
+                *history,
             ])  # fmt: skip
         except ClientError as exc:
             if "ConditionalCheckFailed" not in cancellation_codes(exc):
@@ -348,3 +361,12 @@ def _level(row: Mapping[str, Any]) -> Level:
                  bool(row.get("unsignalled", {}).get("BOOL", False)),
                  bool(row.get("watch", {}).get("BOOL", False)))  # fmt: skip
 
+
+
+def _history_put(table: str, entry: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The transaction's Put of a history record (``entry``: its attributes, serialized), if
+    any: a new record (its key has a random part), so a repeat cannot overwrite it."""
+    if entry is None:
+        return []
+    return [{"Put": {"TableName": table, "Item": entry,
+                     "ConditionExpression": "attribute_not_exists(pk)"}}]  # fmt: skip
