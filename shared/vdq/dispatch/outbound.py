@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from vdq.core.clock import parse_iso
 from vdq.core.observability import metrics
 from vdq.dispatch import mime
 from vdq.results import tracking, unsubscribe
@@ -66,13 +67,15 @@ def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -
 
     settings = runtime.settings
     webhook = settings.twilio_webhook_url
+    now = runtime.clock.now()
+    elapsed = (now - parse_iso(item.claimed_at)).total_seconds() if item.claimed_at else 0.0
     sid = get_twilio(runtime).send(
         item.sender,
         item.receiver,
         content.get("body") or "",
         list(content.get("media_urls") or ()),
         status_callback_url(webhook, item.id, int(item.attempt)) if webhook else None,
-        validity=validity_seconds(settings.twilio_sms_timeout_hours),
+        validity=validity_seconds(settings.twilio_sms_timeout_hours, elapsed),
     )
     metrics.add_metric(name="SmsSent", unit="Count", value=1)
     return sid

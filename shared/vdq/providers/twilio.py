@@ -69,14 +69,15 @@ class BaseUrlHttpClient(TwilioHttpClient):
         return super().request(method, url, *args, **kwargs)
 
 
-def validity_seconds(timeout_hours: float) -> int:
+def validity_seconds(timeout_hours: float, elapsed: float = 0.0) -> int:
     """How long a message may wait in Twilio's outgoing queue (its ``ValidityPeriod``): Twilio
     drops it after that (error 30036) rather than send it late. Well before VDQ's last look at
-    the SMS (``VDQ_TWILIO_SMS_TIMEOUT_HOURS``), so that an item found still queued there and
-    timed out is never sent after: half the timeout, or all but its last 30 minutes (time for
-    the carrier's receipt), within Twilio's 1 to 36,000 seconds."""
-    timeout = timeout_hours * 3600
-    return max(1, min(MAX_VALIDITY_SECONDS, int(max(timeout / 2, timeout - 1800))))
+    the SMS (``VDQ_TWILIO_SMS_TIMEOUT_HOURS`` after the claim; ``elapsed``: the seconds since
+    the claim, spent waiting for the pace), so that an item found still queued there and timed
+    out is never sent after: half of what is left of the timeout, or all but its last 30
+    minutes (time for the carrier's receipt), within Twilio's 1 to 36,000 seconds."""
+    left = timeout_hours * 3600 - max(0.0, elapsed)
+    return max(1, min(MAX_VALIDITY_SECONDS, int(max(left / 2, left - 1800))))
 
 
 def classify(exc: Exception) -> ProviderError:
