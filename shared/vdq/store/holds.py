@@ -362,7 +362,6 @@ def _level(row: Mapping[str, Any]) -> Level:
                  bool(row.get("watch", {}).get("BOOL", False)))  # fmt: skip
 
 
-
 def _history_put(table: str, entry: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The transaction's Put of a history record (``entry``: its attributes, serialized), if
     any: a new record (its key has a random part), so a repeat cannot overwrite it."""
