@@ -6,6 +6,7 @@ cache, a release racing a park or a repeated release sends nothing twice."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 
 import boto3
@@ -697,14 +698,19 @@ def test_a_release_right_after_the_park_still_orders_held_before_released(
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
     real_park, released = Holds.park, []
 
+    def release_and_send() -> None:  # another function's work: on a thread of its own
+        clock.advance(1)
+        guard.release(rt, "shop", "op@example.org")
+        clock.advance(1)
+        process_all(aws, rt)  # the released item is claimed and sent
+
     def park(self, *args, **kwargs):
         parked = real_park(self, *args, **kwargs)
         if not released:  # the park is written: the release comes before anything else
             released.append(1)
-            clock.advance(1)
-            guard.release(rt, "shop", "op@example.org")
-            clock.advance(1)
-            process_all(aws, rt)  # the released item is claimed and sent
+            other = threading.Thread(target=release_and_send)
+            other.start()
+            other.join()
         return parked
 
     monkeypatch.setattr(Holds, "park", park)
