@@ -30,9 +30,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return api.response(404, api.error_body("not_found", "no such route"))
         who = api.caller(event, runtime.settings)
         body = api.json_body(event)
-        if method is None:
-            return api.response(201, uploads.new_upload(body, who, runtime))
         key = api.header(event, "Idempotency-Key")
+        if method is None:
+            if key is not None:
+                intake.check_key(key)
+            return api.response(201, uploads.new_upload(body, who, runtime, key))
         if key is not None:  # only then: the idempotency utility loads on first use
             # A record this invocation leaves "in progress" expires at its deadline.
             config = intake.idempotency_config(runtime.settings.idempotency_seconds)

@@ -57,7 +57,7 @@ def _parameter(op: Any, param: Any) -> dict[str, Any]:
     from vdq.operations import docs, examples
 
     description = param.description
-    if param.name == docs.IDEMPOTENCY_HEADER:
+    if param.name == docs.IDEMPOTENCY_HEADER and op.idempotent:
         description = f"{description} {docs.IDEMPOTENCY_RULES}"
     out = {"name": param.name, "in": param.where, "required": param.required or param.where
            == "path", "description": description, "schema": _param_schema(param)}  # fmt: skip

@@ -106,3 +106,22 @@ def test_the_cli_sends_a_large_file_through_an_upload(stack, tmp_path):
     missing = stack.cli("send-email", "--from", "shop@example.com", "--to", f"success@{SIM}",
                         "--subject", "s", "--text", "t", "--attach-large", "/no/such/file")
     assert missing.returncode != 0 and "--attach-large /no/such/file" in missing.stderr
+
+
+def test_the_cli_run_again_with_its_idempotency_key_sends_its_large_file_once(stack, tmp_path):
+    catalogue = tmp_path / "catalogue.pdf"
+    catalogue.write_bytes(os.urandom(300_000))
+    key = f"catalogue-{os.urandom(4).hex()}"
+    argv = ("send-email", "--json", "--from", "shop@example.com", "--to", f"success@{SIM}",
+            "--subject", "Catalogue", "--text", "attached", "--attach-large", str(catalogue),
+            "--idempotency-key", key)  # fmt: skip
+    import json
+
+    first = json.loads(stack.cli(*argv, check=True).stdout)
+    again = json.loads(stack.cli(*argv, check=True).stdout)
+    assert again == first, "the same uploads, the same email: the first answer"
+    [item] = first["items"]
+    stack.wait(item["id"], "succeeded", timeout=patient(60))
+    catalogue.write_bytes(os.urandom(300_000))
+    changed = stack.cli(*argv)
+    assert changed.returncode != 0 and "Idempotency-Key" in changed.stderr, changed.stderr

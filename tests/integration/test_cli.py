@@ -193,6 +193,44 @@ def test_send_sms_takes_an_idempotency_key(capsys, api):
     assert code == 0 and api.requests[-1]["headers"]["Idempotency-Key"] == "order-42"
 
 
+def test_send_email_repeats_its_large_files_uploads_under_keys_of_its_own(
+    capsys, api, monkeypatch, tmp_path
+):
+    """With --idempotency-key, each --attach-large upload carries a key made from it, the
+    file's place and its bytes: a run again names the same uploads (the API derives their ids
+    from the key), so the email is the first one's; a changed file is another upload, and the
+    email's key then refuses it rather than answering with the old file."""
+    from vdq.cli.client import Client
+
+    api.routes[("POST", "/attachments/uploads")] = lambda request: (201, {
+        "upload_id": "01HX" + "0" * 22, "url": "http://127.0.0.1:9/u", "method": "PUT",
+        "headers": {}, "expires_at": "2026-12-03T09:00:00Z"})  # fmt: skip
+    api.routes[("POST", "/emails")] = (201, {"items": [item(1, method="email")]})
+    monkeypatch.setattr(Client, "put_upload", lambda self, upload, data: None)
+    files = [tmp_path / "a.pdf", tmp_path / "b.pdf"]
+    for n, f in enumerate(files):
+        f.write_bytes(b"%PDF " + bytes([n]) * 100)
+
+    def keys(*more: str) -> list[str | None]:
+        start = len(api.requests)
+        code, _, err = run(capsys, "send-email", "--from", "shop@example.com", "--to",
+                           "ada@example.org", "--subject", "s", "--text", "t",
+                           "--attach-large", str(files[0]), "--attach-large", str(files[1]),
+                           *more)  # fmt: skip
+        assert code == 0, err
+        return [r["headers"].get("Idempotency-Key") for r in api.requests[start:]
+                if r["path"] == "/attachments/uploads"]  # fmt: skip
+
+    first = keys("--idempotency-key", "order-42")
+    assert keys("--idempotency-key", "order-42") == first
+    assert len(set(first)) == 2 and None not in first and "order-42" not in first
+    assert keys() == [None, None], "no key: uploads as before"
+    files[1].write_bytes(b"%PDF changed")
+    changed = keys("--idempotency-key", "order-42")
+    assert changed[0] == first[0] and changed[1] != first[1]
+    assert all(len(k) <= 255 for k in first)
+
+
 def _no_raw_controls(text: str) -> None:
     for bad in ("\x1b", "\x07", "\u202e", "\x9b", "\u2028", "\x00"):
         assert bad not in text, repr(bad)

@@ -360,3 +360,58 @@ def test_the_rejected_receivers_of_a_partial_enqueue_are_sent_again_with_the_sam
     status, again = post("apigw_post_emails", {**body, "to": [{"email": "bob@example.org"}]})
     assert status == 201, again
     assert len(drain(aws)) == 2, "ada's item and bob's, each once"
+
+
+def _upload_under(key, filename="catalogue.pdf", subject=None):
+    body = {"filename": filename, "content_type": "application/pdf", "size": len(PDF)}
+    event = api_event("apigw_post_attachment_upload", body=body, groups=["vdq-senders"],
+                      headers={"Idempotency-Key": key} if key is not None else {})  # fmt: skip
+    if subject is not None:
+        event["requestContext"]["authorizer"]["claims"]["sub"] = subject
+    response = enqueue_handler.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def test_an_upload_under_an_idempotency_key_keeps_its_upload_id_and_signs_a_new_url(
+    aws, runtime, clock
+):
+    status, first = _upload_under("catalogue-2027/0")
+    assert status == 201, first
+    clock.advance(60)
+    status, again = _upload_under("catalogue-2027/0")
+    assert status == 201 and again["upload_id"] == first["upload_id"]
+    assert again["expires_at"] > first["expires_at"], "a repeat gets a URL of its own"
+    other_file = _upload_under("catalogue-2027/0", filename="price-list.pdf")[1]
+    other_key = _upload_under("catalogue-2027/1")[1]
+    other_caller = _upload_under("catalogue-2027/0", subject="another-producer")[1]
+    no_key = [_upload_under(None)[1]["upload_id"] for _ in range(2)]
+    ids = {first["upload_id"], other_file["upload_id"], other_key["upload_id"],
+           other_caller["upload_id"], *no_key}  # fmt: skip
+    assert len(ids) == 6, "another declaration, key or caller, or no key: a new upload"
+
+
+def test_a_malformed_upload_idempotency_key_is_a_400_naming_the_header(aws, runtime):
+    status, body = _upload_under(" padded ")
+    assert status == 400 and body["error"]["details"]["field"] == "Idempotency-Key"
+    assert objects(aws, UPLOADS_PREFIX) == []
+
+
+def test_an_email_repeated_with_its_uploads_repeated_under_their_keys_is_sent_once(
+    aws, runtime
+):
+    """A client that runs again from the start (upload, PUT, email) with the same keys: the
+    upload's id is the first one's, so the email's body is the same and its key answers as the
+    first time, though the email took the first upload."""
+
+    def run():
+        _, upload = _upload_under("order-42/catalogue")
+        put(aws, upload)
+        body = email({"upload_id": upload["upload_id"]})
+        event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"],
+                          headers={"Idempotency-Key": "order-42"})  # fmt: skip
+        response = enqueue_handler.handler(event, LambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    first, again = run(), run()
+    assert first[0] == 201 and again == first
+    assert len(drain(aws)) == 1

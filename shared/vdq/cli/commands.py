@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import importlib.util
 import json
 import mimetypes
@@ -59,6 +60,18 @@ def _idempotency(args: argparse.Namespace) -> dict[str, str] | None:
     return {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
 
 
+def _upload_key(args: argparse.Namespace, n: int, data: bytes) -> dict[str, str] | None:
+    """The Idempotency-Key of the email's ``n``-th large file's upload: made from the email's
+    key, the file's place and its bytes. A run again with the same key names the same uploads
+    (the API derives their ids from it), so the email's body is the same and its key answers as
+    the first time; a changed file is another upload, and the email's key refuses the new body
+    (a 422) rather than answering with the old file."""
+    if not args.idempotency_key:
+        return None
+    digest = hashlib.sha256(f"{args.idempotency_key}\n{n}\n".encode() + data).hexdigest()
+    return {"Idempotency-Key": f"vdq-upload-{digest}"}
+
+
 def _dispatch(body: dict[str, Any], args: argparse.Namespace) -> None:
     """``--priority`` and ``--send-at`` as given: the API checks them (a 400 names the field)."""
     if args.priority:
@@ -89,9 +102,10 @@ def send_email(args: argparse.Namespace) -> int:
         body["origin"] = _origin(args.origin)
     _dispatch(body, args)
     api = client(args)
-    for name, data in large:  # each through a presigned upload, after every check above
+    for n, (name, data) in enumerate(large):  # each a presigned upload, after every check
         upload = api.call("POST", "/attachments/uploads", {
-            "filename": Path(name).name, "content_type": _type(name), "size": len(data)})
+            "filename": Path(name).name, "content_type": _type(name), "size": len(data)},
+            headers=_upload_key(args, n, data))  # fmt: skip
         api.put_upload(upload, data)
         body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})
     result = api.call("POST", "/emails", body, headers=_idempotency(args))

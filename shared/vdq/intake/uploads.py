@@ -92,15 +92,25 @@ def decode_name(value: str) -> str:
         return ""
 
 
-def new_upload(body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
-    """``POST /attachments/uploads``: the presigned PUT of one declared file."""
+def new_upload(body: Any, who: Caller, runtime: Runtime,
+               idempotency_key: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """``POST /attachments/uploads``: the presigned PUT of one declared file.
+
+    With an ``idempotency_key``, the upload's id is made from the caller, the key and the
+    declaration (``ids.derived_id``): a client that runs again from the start (the upload, its
+    PUT, the email, each under the key it used the first time) names the same upload, so its
+    email's body is the first one's and the email's key answers as the first time, though
+    that email took (and deleted) the upload. Each repeat signs a URL of its own: the first
+    may have expired. Another declaration under the same key is another upload. The key is
+    checked by the caller (vdq.intake.rest.check_key)."""
     who.require(ADD_PERMISSION)
     from vdq.intake.validation import check
 
     limits = {"max_attachment_bytes": runtime.settings.max_attachment_bytes}
     declared = check(UPLOAD, body, "", limits)
     name, kind, size = declared["filename"], declared["content_type"], declared["size"]
-    upload_id = ids.new_id()
+    upload_id = ids.new_id() if idempotency_key is None else ids.derived_id(
+        who.subject, idempotency_key, name, kind, str(size))
     seconds = runtime.settings.upload_url_seconds
     metadata = {"filename": encode_name(name), "size": str(size)}
     from vdq.intake import quotas

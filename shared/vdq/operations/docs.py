@@ -246,7 +246,8 @@ def overview() -> str:
         '`{"error": {"code", "message", "details"?}}`; `code` is one of the enum of '
         "ErrorDetail.code. 429 carries Retry-After.\n\n"
         f"**Idempotency**: POST /emails, POST /sms and the resends take an "
-        f"`{IDEMPOTENCY_HEADER}` header. {IDEMPOTENCY_RULES}\n\n"
+        f"`{IDEMPOTENCY_HEADER}` header. {IDEMPOTENCY_RULES} POST /attachments/uploads "
+        "takes one too, with rules of its own (its description).\n\n"
         "**Limits** are declared on each field (lengths, counts, patterns); the ones a "
         "deployment sets are given with their defaults: VDQ_MAX_RECEIVERS "
         f"({_DEFAULTS.max_receivers}), VDQ_MAX_ATTACHMENT_BYTES "

@@ -145,6 +145,7 @@ REQUESTS: dict[str, Any] = {
 PARAMETERS: dict[str, dict[str, Any]] = {
     "postEmails": {"Idempotency-Key": "order-1042-confirmation"},
     "postSms": {"Idempotency-Key": "login-8731-code"},
+    "postAttachmentUpload": {"Idempotency-Key": "order-1042-confirmation/file-0-9f86d081884c"},
     "listQueueItems": {"method": "email", "state": "errored", "priority": "bulk",
                        "scheduled": False, "limit": 20, "cursor": _ACTIVE_CURSOR},
     "getQueueItem": {"id": _ITEM_ID},

@@ -121,6 +121,19 @@ _IDEMPOTENCY = "Idempotency-Key"
 # Its rules (lifetime, scope, answers) are written out by the document generator.
 _KEY = Param(_IDEMPOTENCY, "header", "string",
              "A key of the caller's choosing that makes the request safe to repeat.")
+# An upload's key stores no answer: it makes the upload's id (vdq.intake.uploads.new_upload).
+_UPLOAD_KEY = Param(_IDEMPOTENCY, "header", "string",
+                    "A key of the caller's choosing that makes the upload safe to make again: "
+                    "the same caller, key and declaration (filename, content_type, size) "
+                    "always answer the same `upload_id`, with a URL signed anew, also after an "
+                    "email took the upload. A client that runs again from the start (upload, "
+                    "PUT, email) with the keys it used the first time then sends the same "
+                    "email body, which the email's own Idempotency-Key answers as the first "
+                    "time. Use a key of its own for each file, made from the email's key and "
+                    "the file's bytes (`vdq send-email --attach-large` takes a SHA-256 of "
+                    "them): a changed file is then another upload, and the email's key refuses "
+                    "the changed email. Another declaration under the same key is another "
+                    "upload. A key outside the schema's pattern and length is a 400.")  # fmt: skip
 _ADD = ("vdq.add_queueitem",)
 _READ = ("vdq.read_queueitem",)
 _LIST = ("vdq.list_queueitem",)
@@ -340,8 +353,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "(it is checked and counted like an inline one) and the upload is used up. An "
               "upload belongs to its caller, and one no email takes is deleted after a day. "
               "An upload counts one queue item against the caller's quota "
-              "(VDQ_PRODUCER_QUOTAS).",
-              _ADD, (), body="UploadRequest", status=201, answer="Upload",
+              "(VDQ_PRODUCER_QUOTAS), a repeat under its key too.",
+              _ADD, (_UPLOAD_KEY,), body="UploadRequest", status=201, answer="Upload",
               errors=(400, 422, 429, 503)),
     Operation("twilioStatusCallback", "POST", "/twilio/status-callback", "webhook", "webhooks",
               "Receive Twilio's status callback for one SMS",
