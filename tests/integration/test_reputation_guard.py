@@ -143,6 +143,22 @@ def test_an_items_history_says_it_was_held_why_and_who_released_it(aws, rt, cloc
     assert [e[1] for e in entries].index("held") < [e[1] for e in entries].index("released")
 
 
+def test_a_release_on_a_clock_behind_the_parks_is_still_after_it_in_history(aws, rt, clock):
+    """The release's function may run on a clock a little behind the sender's that parked the
+    item (Lambda's clocks differ by milliseconds): its entry still follows the park's."""
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    clock.advance(60)
+    process_all(aws, rt)
+    clock.advance(-0.005)  # the operator function's clock: 5 ms behind the sender's
+    guard.release(rt, "shop", "op@example.org")
+    entries = rt.store.history(item_id)
+    names = [h.name for h in entries]
+    assert names.index("held") < names.index("released"), names
+    held, released = (next(h for h in entries if h.name == n) for n in ("held", "released"))
+    assert released.at > held.at
+
+
 def test_a_release_given_twice_before_its_entries_clear_sends_once(aws, rt):
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]

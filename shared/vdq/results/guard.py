@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
-from vdq.core.clock import iso
+from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import Conflict, NotFound
 from vdq.core.observability import logger, metrics
 from vdq.results import reputation
@@ -202,10 +202,19 @@ def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
 
 
 def _entry(item: QueueItemRecord, runtime: Runtime, name: str, text: str, *, actor: str,
-           source: str) -> dict[str, Any]:  # fmt: skip
+           source: str, parked: Parked | None = None) -> dict[str, Any]:  # fmt: skip
     """The history entry of what the guard did to the item (else a parked item's wait has no
-    explanation once it is sent), serialized for the park's or the unpark's transaction."""
-    return history_entry(item.id, item_now(item, runtime), actor=actor, source=source,
+    explanation once it is sent), serialized for the park's or the unpark's transaction.
+
+    A park writes no ``updated_at``, and the release may run on a clock behind the one that
+    parked the item (functions' clocks differ by milliseconds): the release's entry (with
+    ``parked``) is timed after the park's, whose time is at most the later of its clock
+    (``parked_at``) and a microsecond past the item's last change."""
+    at = item_now(item, runtime)
+    if parked is not None:
+        at = max(at, parse_iso(parked.parked_at) + timedelta(microseconds=1),
+                 parse_iso(item.updated_at) + timedelta(microseconds=2))  # fmt: skip
+    return history_entry(item.id, at, actor=actor, source=source,
                          kind="event", name=name, from_state=item.state, to_state=item.state,
                          attempt=int(item.attempt), text=text).serialize()  # fmt: skip
 
@@ -223,7 +232,8 @@ def _send_again(runtime: Runtime, actor: str, source: str,
         due = iso(runtime.clock.now() + timedelta(seconds=s.publish_grace_seconds))
         timer = (timer_partition(TIMER_PUBLISH, item.id, s.index_shards, lane),
                  f"{due}#{item.id}")  # fmt: skip
-        entry = _entry(item, runtime, "released", why, actor=actor, source=source)
+        entry = _entry(item, runtime, "released", why, actor=actor, source=source,
+                       parked=parked)  # fmt: skip
         if not store.unpark(str(item.created_by), parked, timer, entry=entry):
             return False  # it moved meanwhile: nothing to send
         failed = runtime.send_queue.publish([message_for(item)])
