@@ -290,7 +290,8 @@ def test_a_cursor_signed_but_not_one_the_search_wrote_is_a_400(aws, runtime, que
     assert answer.body["error"]["details"]["field"] == "cursor"
 
 
-@pytest.mark.parametrize("typed", ["+1 415 555 0100", "+1 (415) 555-0100", "+1.415.555.0100"])
+@pytest.mark.parametrize("typed", ["+1 415 555 0100", "+1 (415) 555-0100", "+1.415.555.0100",
+                                   "+1\u00a0415\u00a0555\u00a00100"])  # copied from a page
 def test_a_number_typed_with_spaces_or_dashes_finds_its_items(aws, runtime, typed):
     # Numbers are stored in E.164; people type them as they are printed.
     [text] = sms(runtime, "+14155550100")
@@ -304,6 +305,21 @@ def test_a_number_without_its_country_code_is_a_422_saying_so(aws, runtime):
     assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
     assert "E.164" in answer.body["error"]["message"]
     assert "country code" in answer.body["error"]["message"]
+
+
+def test_a_number_written_with_its_trunk_zero_in_brackets_finds_its_items(aws, runtime):
+    # +44 (0)7700 900123 is how British numbers are printed: the (0) is dialled at home only.
+    # Read as +4407700900123 it is another number, and the answer "no items" a wrong one.
+    [text] = sms(runtime, "+447700900123")
+    for typed in ("+44 (0)7700 900123", "+44 (0) 7700 900123", "+44(0)7700900123"):
+        assert ids_of(call("search", query={"receiver": typed})) == [text.id], typed
+
+
+def test_a_number_typed_in_brackets_without_its_country_code_is_told_what_is_missing(aws,
+                                                                                    runtime):
+    answer = call("search", query={"receiver": "(415) 555-0100"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
+    assert "country code" in answer.body["error"]["message"], answer.body
 
 
 def test_a_plus_a_query_string_decoded_as_a_space_is_a_422_saying_how_to_write_it(aws, runtime):

@@ -43,22 +43,28 @@ def receiver(value: Any, field: str = "receiver") -> str:
     return validation.cell(value, field)
 
 
-_NUMBER = re.compile(r"\+?[0-9][0-9 ().-]*", re.ASCII)  # a number as people print it
+_NUMBER = re.compile(r"\+?[0-9(][0-9 ().-]*", re.ASCII)  # a number as people print it
 _SEPARATORS = re.compile(r"[ ().-]")
+# The trunk prefix a national number is dialled with, printed after the country code in
+# brackets: +44 (0)7700 900123 is +447700900123.
+_TRUNK_ZERO = re.compile(r"^(\+[0-9 ]+?) ?\( ?0 ?\)", re.ASCII)
+# Spaces a number copied from a page or a document may hold (no-break, figure, narrow).
+_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
 
 
 def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
-    case), or a number however it is printed (``+1 (415) 555-0100``: its spaces, dots, dashes
-    and brackets left out); a 422 naming ``field`` otherwise. ``query``: from a query string,
-    which decodes a + as a space (``?receiver=+1415...``): such a number is told to write it as
-    %2B."""
-    if "@" not in value and _NUMBER.fullmatch(value.strip()):
+    case), or a number however it is printed (``+1 (415) 555-0100``,
+    ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
+    a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
+    space (``?receiver=+1415...``): such a number is told to write it as %2B."""
+    if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
+        value = value.translate(_SPACES)
         if (query and value.startswith(" ") and not value.strip().startswith("+")
                 and len(value) <= validation.MAX_CELL):  # fmt: skip
             raise ValidationError(field, f"{value.strip()!r} lost its +: a query string "
                                   "decodes + as a space, so write it as %2B")  # fmt: skip
-        value = _SEPARATORS.sub("", value)
+        value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value.strip()))
     return receiver(value, field)
 
 
