@@ -322,6 +322,26 @@ def test_a_number_typed_in_brackets_without_its_country_code_is_told_what_is_mis
     assert "country code" in answer.body["error"]["message"], answer.body
 
 
+@pytest.mark.parametrize("typed", [" ada@example.org", "ada@example.org ", "\tAda@Example.org\n",
+                                   "Ada Lovelace <Ada@Example.org>", "<ada@example.org>",
+                                   '"Lovelace, Ada" <ada@example.org>'])
+def test_an_address_as_copied_with_spaces_or_its_name_finds_its_items(aws, runtime, typed):
+    # Pasted from a mail client's To: line or a spreadsheet cell. A number may carry spaces;
+    # an address may too, and its display name says nothing about whom it went to.
+    [mail] = email(runtime, "ada@example.org")
+    assert ids_of(call("search", query={"receiver": typed})) == [mail.id]
+    sender = typed.replace("ada", "shop").replace("example.org", "example.com")
+    assert call("search", query={"sender": sender}).status == 200  # compared as a receiver is
+
+
+def test_an_address_whose_plus_a_query_string_decoded_is_a_422_saying_how_to_write_it(aws,
+                                                                                      runtime):
+    # ?receiver=ada+news@example.org arrives as "ada news@example.org".
+    answer = call("search", query={"receiver": "ada news@example.org"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "receiver"
+    assert "%2B" in answer.body["error"]["message"], answer.body
+
+
 def test_a_plus_a_query_string_decoded_as_a_space_is_a_422_saying_how_to_write_it(aws, runtime):
     # Found in use: ?receiver=+14155550100 arrives as " 14155550100".
     answer = call("search", query={"receiver": " 14155550100"})

@@ -50,14 +50,17 @@ _SEPARATORS = re.compile(r"[ ().-]")
 _TRUNK_ZERO = re.compile(r"^(\+[0-9 ]+?) ?\( ?0 ?\)", re.ASCII)
 # Spaces a number copied from a page or a document may hold (no-break, figure, narrow).
 _SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
+# An address as a mail client's To: line shows it: ``Ada Lovelace <ada@example.org>``.
+_NAMED = re.compile(r"[^<>]*<([^<>]*)>")
 
 
 def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
-    case), or a number however it is printed (``+1 (415) 555-0100``,
-    ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
-    a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
-    space (``?receiver=+1415...``): such a number is told to write it as %2B."""
+    case; surrounding spaces, a display name and its brackets left out), or a number however
+    it is printed (``+1 (415) 555-0100``, ``+44 (0)7700 900123``: its spaces, dots, dashes,
+    brackets and bracketed trunk 0 left out); a 422 naming ``field`` otherwise. ``query``: from
+    a query string, which decodes a + as a space (``?receiver=+1415...``): such a number, or
+    address, is told to write it as %2B."""
     if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
         value = value.translate(_SPACES)
         if (query and value.startswith(" ") and not value.strip().startswith("+")
@@ -65,7 +68,21 @@ def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
             raise ValidationError(field, f"{value.strip()!r} lost its +: a query string "
                                   "decodes + as a space, so write it as %2B")  # fmt: skip
         value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value.strip()))
+    elif "@" in value:
+        value = _address(value, field, query=query)
     return receiver(value, field)
+
+
+def _address(value: str, field: str, *, query: bool) -> str:
+    text = value.strip()
+    named = _NAMED.fullmatch(text)
+    if named:
+        text = named.group(1).strip()
+    local, at, _ = text.rpartition("@")
+    if query and at and " " in local.strip():
+        raise ValidationError(field, f"{text!r} is not a valid email address (a query string "
+                              "decodes + as a space: write a + as %2B)")  # fmt: skip
+    return text
 
 
 def list_suppressions(runtime: Runtime, *, limit: int, cursor: str | None = None,
