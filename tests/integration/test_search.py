@@ -342,6 +342,15 @@ def test_an_address_whose_plus_a_query_string_decoded_is_a_422_saying_how_to_wri
     assert "%2B" in answer.body["error"]["message"], answer.body
 
 
+@pytest.mark.parametrize("typed", ["ada@bücher.example", "ADA@BÜCHER.EXAMPLE",
+                                   "ada@xn--bcher-kva.example"])
+def test_an_internationalised_domain_is_found_as_typed_or_in_punycode(aws, runtime, typed):
+    # Receivers are stored as SES takes them: the domain in its ASCII (punycode) form. An
+    # operator types the domain as people read it.
+    [mail] = email(runtime, "ada@xn--bcher-kva.example")
+    assert ids_of(call("search", query={"receiver": typed})) == [mail.id]
+
+
 def test_a_plus_a_query_string_decoded_as_a_space_is_a_422_saying_how_to_write_it(aws, runtime):
     # Found in use: ?receiver=+14155550100 arrives as " 14155550100".
     answer = call("search", query={"receiver": " 14155550100"})

@@ -4,6 +4,7 @@ with a ``list`` is a receiver's unsubscribe from that list only (one-click unsub
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -56,11 +57,11 @@ _NAMED = re.compile(r"[^<>]*<([^<>]*)>")
 
 def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
-    case; surrounding spaces, a display name and its brackets left out), or a number however
-    it is printed (``+1 (415) 555-0100``, ``+44 (0)7700 900123``: its spaces, dots, dashes,
-    brackets and bracketed trunk 0 left out); a 422 naming ``field`` otherwise. ``query``: from
-    a query string, which decodes a + as a space (``?receiver=+1415...``): such a number, or
-    address, is told to write it as %2B."""
+    case; surrounding spaces, a display name and its brackets left out, an internationalised
+    domain in its ASCII form), or a number however it is printed (``+1 (415) 555-0100``,
+    ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
+    a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
+    space (``?receiver=+1415...``): such a number, or address, is told to write it as %2B."""
     if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
         value = value.translate(_SPACES)
         if (query and value.startswith(" ") and not value.strip().startswith("+")
@@ -78,10 +79,15 @@ def _address(value: str, field: str, *, query: bool) -> str:
     named = _NAMED.fullmatch(text)
     if named:
         text = named.group(1).strip()
-    local, at, _ = text.rpartition("@")
+    local, at, domain = text.rpartition("@")
     if query and at and " " in local.strip():
         raise ValidationError(field, f"{text!r} is not a valid email address (a query string "
                               "decodes + as a space: write a + as %2B)")  # fmt: skip
+    if at and not domain.isascii():
+        import idna  # only here: the cold start of every other request does without it
+
+        with contextlib.suppress(idna.IDNAError):  # not a domain: the address check says so
+            text = f"{local}@{idna.encode(domain, uts46=True).decode()}"
     return text
 
 
