@@ -674,6 +674,10 @@ def test_the_search_box_finds_by_receiver_origin_and_item_id_on_every_page(stack
                      f"{json.dumps(second['id'])}")  # fmt: skip
     search_box(browser, "nobody-" + receiver)
     browser.wait_for("document.querySelector('#items td')?.textContent === 'No items found.'")
+    # A number as people print it, without its country code: the API says what is missing
+    # (not that it is no provider ID).
+    search_box(browser, "(415) 555-0100")
+    browser.wait_for("document.querySelector('#alert')?.textContent.includes('country code')")
     # A date window: this receiver's items queued from tomorrow on are none.
     tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86_400))
     browser.goto(f"{stack.url}/console/#/search?q={receiver}&since={tomorrow}")

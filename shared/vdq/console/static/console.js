@@ -161,6 +161,10 @@ function fillSearchBox(params) {
   $("search-until").value = params.get("until") || "";
 }
 
+// A number as people print it: maybe a +, digits, and spaces (also no-break ones copied from
+// a page), dots, dashes and brackets, (415) 555-0100 too.
+const PRINTED_NUMBER = /^\+?[0-9(][0-9 ().\u00a0\u2007\u202f-]{4,}$/;
+
 // What the API is asked: the box's text read as what it looks like, unless "by" says.
 function searchQuery(params) {
   const q = (params.get("q") || "").trim();
@@ -169,7 +173,7 @@ function searchQuery(params) {
     if (ITEM_ID.test(q.toUpperCase())) by = "id";
     // A number as people print it (+1 (415) 555-0100): the API takes it to E.164, or says
     // what is missing (the country code) rather than finding no provider ID of that name.
-    else if (q.includes("@") || /^\+?[0-9][0-9 ().-]{4,}$/.test(q)) by = "receiver";
+    else if (q.includes("@") || PRINTED_NUMBER.test(q)) by = "receiver";
     else if (q.includes(":")) by = "origin";
     else by = "provider_id";
   }
