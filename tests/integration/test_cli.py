@@ -410,6 +410,18 @@ def test_find_asks_the_search_by_each_key_and_prints_subject_and_signals(capsys,
     assert code == 2 and "say what to find" in err
 
 
+def test_find_never_reads_a_page_cut_short_by_its_read_limit_as_no_items(capsys, api):
+    # "Did it go out?": a search that stopped at its read limit answers an empty page with a
+    # cursor. "(no items)" there reads as "nothing was sent to them"; the items may be further.
+    api.routes[("GET", "/search")] = lambda request: (200, {"items": [], "cursor": "abc.def"})
+    code, out, err = run(capsys, "find", "--to", "ada@example.org", "--state", "succeeded")
+    assert code == 0 and "(no items)" not in out, out
+    assert "read limit" in out + err and "--cursor abc.def" in err
+    api.routes[("GET", "/search")] = lambda request: (200, {"items": [], "cursor": None})
+    code, out, _ = run(capsys, "find", "--to", "ada@example.org")
+    assert code == 0 and "(no items)" in out
+
+
 def test_stats_prints_a_table_per_method_and_the_reputation_breakdown(capsys, api):
     tiles = {"queued": 5, "sent": 4, "delivered": 3, "bounced": 1, "complained": 1,
              "rejected": 0, "errored": 1, "unconfirmed": 0, "cancelled": 0}

@@ -196,7 +196,11 @@ def find(args: argparse.Namespace) -> int:
         params["cursor"] = cursor
 
     def human(data: dict[str, Any]) -> None:
-        render.print_found(data["items"])
+        if data["items"] or not data["cursor"]:
+            render.print_found(data["items"])
+        else:  # not "no items": the search stopped at its read limit, and may find more
+            print("(none on this page: the search stopped at its read limit; the next page "
+                  "may hold some)")  # fmt: skip
         if data["cursor"]:
             print(f"(more: vdq find ... --cursor {data['cursor']}; a page that reached its "
                   "read limit may be short)", file=sys.stderr)  # fmt: skip
