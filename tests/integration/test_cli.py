@@ -422,6 +422,14 @@ def test_find_never_reads_a_page_cut_short_by_its_read_limit_as_no_items(capsys,
     assert code == 0 and "(no items)" in out
 
 
+def test_find_sends_an_item_id_as_pasted_in_lower_case_as_the_api_takes_it(capsys, api):
+    # Crockford base32 reads either case (the console upper-cases it too); the API's pattern
+    # takes upper case only.
+    api.routes[("GET", "/search")] = lambda request: (200, {"items": [], "cursor": None})
+    code, _, _ = run(capsys, "find", "--id", item(1)["id"].lower())
+    assert code == 0 and api.requests[-1]["query"]["id"] == item(1)["id"]
+
+
 def test_stats_prints_a_table_per_method_and_the_reputation_breakdown(capsys, api):
     tiles = {"queued": 5, "sent": 4, "delivered": 3, "bounced": 1, "complained": 1,
              "rejected": 0, "errored": 1, "unconfirmed": 0, "cancelled": 0}
