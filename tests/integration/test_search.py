@@ -118,6 +118,9 @@ def test_a_sender_and_a_time_window_read_the_postings_of_the_window(aws, runtime
     assert ids_of(call("search", query={"since": start, "until": until})) == [
         middle[0].id, early[0].id]
     assert ids_of(call("search", query={"receiver": "b@example.org", "until": until})) == []
+    # RFC 3339 lets the T and the Z be written in lower case (as send_at takes them).
+    lower = {"since": start.replace("T", "t").lower(), "until": until.replace("T", "t").lower()}
+    assert ids_of(call("search", query=lower)) == [middle[0].id, early[0].id]
 
 
 def test_an_id_is_a_search_of_one(aws, runtime):

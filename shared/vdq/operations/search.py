@@ -70,7 +70,9 @@ SES_HINT_SPAN = timedelta(hours=2)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
+# RFC 3339 takes a lower-case t and z as well (its section 5.6).
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})",
+                   re.ASCII)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
                                      "(2026-12-24T09:00:00Z) or a date (2026-12-24)")  # fmt: skip
     else:
         try:
-            at = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+            at = datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(UTC)
         except (ValueError, OverflowError):
             raise ValidationError(field, f"{value!r} is not a valid time") from None
     if at < EPOCH:

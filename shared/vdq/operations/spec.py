@@ -161,8 +161,8 @@ PROVIDER_ID_PATTERN = r"^[A-Za-z0-9._:@+=/-]+$"
 # the pattern allows is a real date after 1970 in UTC; the server takes every calendar day from
 # 1970): documented, not enforced.
 TIME_PATTERN = (r"^(?:19[89][0-9]|2[0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
-                r"(?:T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
-                r"(?:Z|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]))?$")
+                r"(?:[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+                r"(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]))?$")
 RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
                   "of its own) or an E.164 number.")
 _RECEIVER = Param("receiver", "path", "string", RECEIVER_TEXT, required=True, max_length=254,
