@@ -152,7 +152,8 @@ def parser() -> argparse.ArgumentParser:
                      "origin)")  # fmt: skip
     key.add_argument("--provider-id", dest="provider_id", metavar="ID",
                      help="an SES message ID or Twilio SID")
-    key.add_argument("--from", dest="sender", metavar="SENDER", help="the items' sender")
+    key.add_argument("--from", dest="sender", metavar="SENDER",
+                     help="the items' sender (queued in the last day unless --since says)")
     key.add_argument("--id", dest="item_id", metavar="ID", help="one item's id")
     p.add_argument("--since", metavar="TIME", help="queued at or after TIME (RFC 3339 with an "
                    "offset, or a date); alone, every item since then")  # fmt: skip
