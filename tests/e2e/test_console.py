@@ -935,3 +935,16 @@ def test_a_late_result_is_marked_late_with_its_attempt_in_the_timeline(stack, br
         if "(late)" in line]  # fmt: skip
     assert "error (late) by twilio" in late and ", attempt 1" in late, late
     assert "→" not in late and "30008" in late, late  # it moved nothing; Twilio's code is told
+
+
+def test_a_scheduled_item_reads_as_scheduled_with_its_time_in_the_queue_list(stack, browser):
+    """Found in use: an item scheduled days ahead listed as "queued" with no result, which an
+    operator read as stuck."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3 * 86_400))
+    [item] = stack.send_emails("later@example.com", send_at=at)
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/queue?scheduled=true")
+    row = f"document.querySelector('#items a[data-key=\"open-{item['id']}\"]')?.closest('tr')"
+    browser.wait_for(f"{row}?.textContent.includes('Scheduled: sends at {at[:19]}Z')",
+                     timeout=patient(20))  # fmt: skip
+    no_null_text(browser)

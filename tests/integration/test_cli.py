@@ -530,6 +530,20 @@ def test_suppressions_name_what_a_suppression_covers_for_mail_and_sms(capsys, ap
         "  unsubscribed from the list weekly since 2026-12-01T08:00:00Z (unsubscribe)"]
 
 
+def test_a_scheduled_item_reads_as_scheduled_with_its_time_in_list_find_and_watch(capsys, api):
+    """Found in use: an item scheduled days ahead listed as a bare "queued" with no result,
+    which an operator reads as stuck; only `vdq show` gave its send time."""
+    waiting = item(1, state="queued", send_at="2026-12-24T09:00:00.000000Z", result=None)
+    api.routes[("GET", "/queue-items")] = (200, {"items": [waiting], "next_cursor": None})
+    api.routes[("GET", "/search")] = (200, {"items": [waiting], "cursor": None})
+    for argv in (("list",), ("find", "--to", "+14155550100")):
+        _, out, _ = run(capsys, *argv)
+        assert "Scheduled: sends at 2026-12-24T09:00:00Z" in out, out
+    assert "Scheduled: sends at" in watch_line("08:00:00", waiting)
+    retried = item(2, state="queued", send_at=None, result=None)
+    assert "Scheduled" not in watch_line("08:00:00", retried)
+
+
 def test_a_cancelled_items_result_reads_as_a_cancel_in_show_list_and_watch(capsys, api):
     """Found in use: an operator cancelled a delayed item and `vdq show` still said "retry 1 of
     12 in 16 s", a retry that will never run (the console already read it as a cancel)."""

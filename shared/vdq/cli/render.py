@@ -97,8 +97,11 @@ VDQ_CANCEL_RESULTS = ("not sent", "cancelled while")
 def result_of(item: dict[str, Any]) -> str:
     """The result as an operator should read it (as the console does): a cancelled item was
     stopped by VDQ or an operator, whatever a provider said of an earlier attempt (its "retry
-    1 of 12 in 16 s" will never run)."""
+    1 of 12 in 16 s" will never run); a queued item with a ``send_at`` waits for it."""
     result = safe(item.get("result")) if item.get("result") else ""
+    if item.get("state") == "queued" and item.get("send_at") and not result:
+        # Not stuck: it waits for its time (a retry clears send_at).
+        return f"Scheduled: sends at {safe(item['send_at'])[:19]}Z"
     if item.get("state") != "cancelled" or result.startswith(VDQ_CANCEL_RESULTS):
         return result  # VDQ's own words of why it was not sent
     if not result:

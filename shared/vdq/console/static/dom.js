@@ -96,9 +96,13 @@ export function stateCell(item) {
 }
 
 // An item's result as an operator should read it: a cancelled item was stopped by VDQ or an
-// operator, whatever a provider reported afterwards about an earlier attempt.
+// operator, whatever a provider reported afterwards about an earlier attempt; a queued item
+// with a send_at waits for it (not stuck: a retry clears send_at).
 export function resultText(item) {
   const result = item.result || "";
+  if (item.state === "queued" && item.send_at && !result) {
+    return `Scheduled: sends at ${String(item.send_at).slice(0, 19)}Z`;
+  }
   if (item.state !== "cancelled") return result || "—";
   // VDQ's own words of why it was not sent (a suppression, the guard's cancel of a parked item).
   if (result.startsWith("not sent") || result.startsWith("cancelled while")) return result;
