@@ -592,3 +592,24 @@ def test_a_parked_item_the_guard_cancelled_does_not_read_as_sent_before(capsys, 
                   result="cancelled while its producer 'shop' was held")
     line = watch_line("08:00:00", parked)
     assert "not sent again" not in line and "provider result" not in line, line
+
+
+def test_send_commands_say_which_receivers_are_suppressed_and_that_email_is_held(capsys, api):
+    api.routes[("POST", "/sms")] = (201, {"items": [item(1, state="queued")], "suppressed": [
+        {"receiver": "+14155550100", "reason": "sms_opt_out", "since": "2026-12-01T08:00:00Z",
+         "list": None}]})  # fmt: skip
+    code, out, _ = run(capsys, "send-sms", "--from", "+15005550006", "--to", "+14155550100",
+                       "--body", "hi")  # fmt: skip
+    assert code == 0
+    assert ("note: +14155550100 is on the suppression list since 2026-12-01T08:00:00Z "
+            "(sms_opt_out): its item will be cancelled, unsent") in out
+    email = item(2, method="email", state="queued", receiver={"email": "a@example.org"})
+    api.routes[("POST", "/emails")] = (201, {"items": [email], "suppressed": [
+        {"receiver": "a@example.org", "reason": "unsubscribe", "since": "2026-12-01T08:00:00Z",
+         "list": "news"}], "held": {"producer": "shop", "since": "2026-12-02T08:00:00Z",
+                                    "reason": "bounce rate 6.0% >= 4.0%", "text": "held"}})
+    code, out, _ = run(capsys, "send-email", "--from", "shop@example.com", "--to",
+                       "a@example.org", "--subject", "News", "--text", "x")
+    assert code == 0
+    assert "note: a@example.org is unsubscribed from the list news since" in out
+    assert "note: producer shop's email is held since 2026-12-02T08:00:00Z" in out

@@ -109,7 +109,7 @@ def send_email(args: argparse.Namespace) -> int:
         api.put_upload(upload, data)
         body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})
     result = api.call("POST", "/emails", body, headers=_idempotency(args))
-    emit(args, result, lambda r: render.print_items(r.get("items", [])))
+    emit(args, result, render.print_enqueued)
     return EXIT_OK
 
 
@@ -133,7 +133,7 @@ def send_sms(args: argparse.Namespace) -> int:
         body["origin"] = _origin(args.origin)
     _dispatch(body, args)
     result = client(args).call("POST", "/sms", body, headers=_idempotency(args))
-    emit(args, result, lambda r: render.print_items(r.get("items", [])))
+    emit(args, result, render.print_enqueued)
     return EXIT_OK
 
 

@@ -135,6 +135,26 @@ def print_items(items: list[dict[str, Any]]) -> None:
                 ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "RESULT"]))
 
 
+def print_enqueued(answer: Any) -> None:
+    """An enqueue's items, and what the answer says will keep some from being sent: a
+    receiver on the suppression list (its item is cancelled, unsent) and a held producer
+    (its email waits for a release). Without these notes every item reads as plainly queued."""
+    answer = answer if isinstance(answer, dict) else {}
+    print_items(answer.get("items") or [])
+    for found in answer.get("suppressed") or []:
+        if not isinstance(found, dict):
+            continue
+        where = (f"unsubscribed from the list {safe(found['list'])}" if found.get("list")
+                 else "on the suppression list")  # fmt: skip
+        print(f"note: {safe(found.get('receiver'))} is {where} since {safe(found.get('since'))} "
+              f"({safe(found.get('reason'))}): its item will be cancelled, unsent")
+    held = answer.get("held")
+    if isinstance(held, dict):
+        print(f"note: producer {safe(held.get('producer'))}'s email is held since "
+              f"{safe(held.get('since'))} ({safe(held.get('reason'))}): its items wait until "
+              "an operator releases the hold (vdq producers)")
+
+
 def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), state_of(i), address(i.get("receiver")),
              clip(safe(i.get("excerpt")), 30), safe((i.get("queued_at") or "")[:19]),
