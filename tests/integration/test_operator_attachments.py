@@ -69,6 +69,21 @@ def test_redirect_false_gives_a_page_the_presigned_url_in_the_body(aws, runtime)
     assert bad.status == 422 and bad.body["error"]["details"]["field"] == "redirect"
 
 
+def test_the_document_names_the_way_a_page_gets_the_url_and_no_other(aws, runtime):
+    """getAttachment's description is what a console or client author reads: what it says
+    gives the URL in the body must give it; a JSON Accept header alone still redirects."""
+    from vdq.operations.spec import OPERATIONS
+
+    [operation] = [o for o in OPERATIONS if o.id == "getAttachment"]
+    [item, _] = email(runtime, attachments=[PDF])
+    [record] = _files(runtime, item)
+    accept = call("attachment", params={"id": record.id}, groups=["vdq-viewers"],
+                  headers={"Accept": "application/json"})  # fmt: skip
+    assert accept.status == 302
+    assert "Accept" not in operation.description
+    assert "`redirect=false`" in operation.description
+
+
 def test_attachment_access_needs_read_permission_and_a_known_id(aws, runtime):
     [item, _] = email(runtime, attachments=[PDF])
     [record] = _files(runtime, item)

@@ -333,8 +333,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "Redirects (302) to a presigned URL of the file that expires after "
               "VDQ_ATTACHMENT_URL_SECONDS. 403 for an attachment that belongs to no queued "
               "item; 410 `purged` once cleanup deleted the file (its metadata stays). With "
-              "`Accept: application/json` (and nothing else) the answer is a 200 "
-              "`{\"url\": ...}` instead, for a web page, which cannot read a redirect.",
+              "`redirect=false` the answer is a 200 `{\"url\": ...}` instead, for a web "
+              "page, which cannot read a redirect.",
               _READ, (Param("id", "path", "string", "The attachment's id, as getQueueItem "
                             "lists it.", required=True, pattern=ids.PATTERN),
                       Param("redirect", "query", "boolean",
