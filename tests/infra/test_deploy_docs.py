@@ -145,3 +145,18 @@ def test_tearing_down_names_every_resource_the_stack_keeps(synth):
     assert "AWS::DynamoDB::Table" in kept  # the template was read
     teardown = subsection(deploy_section(), "12. Tearing down")
     assert sorted(t for t in kept if f"'{t}'" not in teardown) == []
+
+
+def test_the_producer_step_gives_each_producer_a_client_of_its_own():
+    """Quotas (VDQ_PRODUCER_QUOTAS), the reputation guard's holds and `vdq stats --by producer`
+    tell producers apart by the token's subject: a client-credentials token's is its client's
+    id. Producers that shared the stack's one machine client would be one producer: a quota or
+    a hold meant for one would stop every other's email too. The checklist's producer step must
+    give each producing service its own client, and say how."""
+    step = subsection((ROOT / PAGES[0]).read_text(), "9. A machine client for a producer")
+    assert "All producers share this one client" not in step
+    made = [c for c in commands(step) if c.startswith("aws cognito-idp create-user-pool-client")]
+    assert made, "no command makes a producer's own client"
+    for flag in ("--generate-secret", "--allowed-o-auth-flows client_credentials",
+                 "--allowed-o-auth-flows-user-pool-client", "--allowed-o-auth-scopes"):
+        assert flag in made[0], flag
