@@ -96,3 +96,13 @@ def test_the_operator_function_does_not_import_pydantic():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)  # fmt: skip
     assert out.stdout.strip() == "False"
+
+
+def test_the_introduction_names_every_operation_that_takes_no_token():
+    """A client reads the introduction to know where to send a token: every public operation
+    (no permissions) is named there, and only those are."""
+    intro = json.loads((ROOT / "shared/vdq/openapi.json").read_text())["info"]["description"]
+    said = intro.split("**Authentication**", 1)[1].split("\n\n", 1)[0]
+    for operation in spec.OPERATIONS:
+        named = operation.path in said
+        assert named == (not operation.permissions), (operation.id, operation.path)
