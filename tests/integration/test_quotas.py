@@ -71,10 +71,18 @@ def test_the_day_limit_counts_every_receiver_and_names_the_day(aws, runtime, clo
     assert 1 <= int(headers["Retry-After"]) <= 86_400
 
 
-def test_a_request_larger_than_the_limit_says_to_split_it(aws, runtime, quotas):
+def test_a_request_larger_than_the_limit_is_a_422_saying_to_split_it(aws, runtime, quotas):
+    """Found in use: it was a 429 with a Retry-After, which a client that honours it obeys for
+    ever: no wait makes three receivers fit a limit of two a second."""
     quotas({CLIENT: QuotaLimits(per_second=2)})
-    status, _, body = post("apigw_post_emails", 3)
-    assert status == 429 and "split the request" in body["error"]["message"]
+    for name in ("apigw_post_emails", "apigw_post_sms"):
+        status, headers, body = post(name, 3)
+        assert status == 422 and "split the request" in body["error"]["message"], body
+        assert "Retry-After" not in headers
+        assert body["error"]["code"] == "invalid" and body["error"]["details"] == {
+            "field": "to", "producer": CLIENT, "limit": "per_second", "quota": 2,
+            "requested": 3}
+    assert post("apigw_post_emails", 2)[0] == 201, "nothing was counted for the refusals"
 
 
 def test_a_group_quota_is_shared_by_its_members_and_operators_read_it(aws, runtime, quotas):
@@ -130,6 +138,9 @@ def test_a_resend_counts_its_copies_against_the_operators_quota(aws, runtime, qu
     assert len(drain(aws)) == 2  # the refused copy was neither stored nor sent
     usage = call("producer_usage", params={"producer": "group:vdq-operators"})
     assert usage.body["limits"][0]["used"] == 2
+    # More copies than the limit ever takes: a 422 naming the ids, not a wait.
+    never = call("bulk_resend", body={"ids": [o.id for o in originals]})
+    assert never.status == 422 and never.body["error"]["details"]["field"] == "ids", never.body
 
 
 def test_a_refused_resend_takes_its_charge_back(aws, runtime, quotas):

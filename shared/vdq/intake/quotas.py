@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from vdq.core.errors import NotFound, PartiallyEnqueued, VdqError
+from vdq.core.errors import NotFound, PartiallyEnqueued, ValidationError, VdqError
 from vdq.core.settings import QuotaLimits
 from vdq.store.counters import Counters
 from vdq.store.quota_records import Window, window_key
@@ -52,16 +52,25 @@ class QuotaExceeded(VdqError):
     def __init__(self, producer: str, window: Window, used: int, requested: int,
                  retry_after: int) -> None:  # fmt: skip
         what = f"{window.limit} queue items {_WORDS[window.name]}"
-        if requested > window.limit:
-            message = (f"producer {producer}: this request's {requested} receivers are more than "
-                       f"its limit {window.name} of {what}; split the request")  # fmt: skip
-        else:
-            message = (f"producer {producer} is over its limit {window.name} of {what}: "
-                       f"{used} used, {requested} requested; try again in {retry_after} s")
+        message = (f"producer {producer} is over its limit {window.name} of {what}: "
+                   f"{used} used, {requested} requested; try again in {retry_after} s")
         super().__init__(message, details={
             "producer": producer, "limit": window.name, "quota": window.limit, "used": used,
             "requested": requested, "retry_after": retry_after})  # fmt: skip
         self.headers = {"Retry-After": str(retry_after)}
+
+
+class OverQuota(ValidationError):
+    """A request that makes more items than one of its producer's limits: no wait makes it
+    fit, so a 422 naming the request's field and no Retry-After (a client that honours one
+    would wait and send it again for ever)."""
+
+    def __init__(self, field: str, producer: str, window: Window, requested: int) -> None:
+        super().__init__(field, f"producer {producer}: this request makes {requested} queue "
+                         f"items, more than its limit {window.name} of {window.limit} "
+                         f"{_WORDS[window.name]}; split the request")  # fmt: skip
+        self.details.update(producer=producer, limit=window.name, quota=window.limit,
+                            requested=requested)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,9 +119,11 @@ def counters(runtime: Runtime) -> Counters:
     return found
 
 
-def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) -> Charge | None:
+def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
+           field: str = "to") -> Charge | None:  # fmt: skip
     """Count ``count`` items against the caller's quota; QuotaExceeded when any limit would
-    be passed (nothing counted then). None when no quota applies."""
+    be passed (nothing counted then), OverQuota (naming ``field``, what makes the items) when
+    one never can be. None when no quota applies."""
     found = producer_of(subject, groups, runtime.settings.producer_quotas)
     if found is None or count <= 0:
         return None
@@ -121,8 +132,7 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime) 
     current = windows(limits, now)
     for window in current:  # never fits: refused without a request
         if count > window.limit:
-            raise QuotaExceeded(producer, window, 0, count,
-                                max(1, math.ceil(window.ends_at - now.timestamp())))
+            raise OverQuota(field, producer, window, count)
     store = counters(runtime)
     member = subject if producer != subject else None  # charged through its group's counters
     for _ in range(CHARGE_TRIES):
@@ -157,12 +167,13 @@ def refund(spent: Charge | None, runtime: Runtime,
 
 
 def charged(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
-            work: Callable[[], T], log: Callable[..., None] | None = None) -> T:  # fmt: skip
+            work: Callable[[], T], log: Callable[..., None] | None = None,
+            field: str = "to") -> T:  # fmt: skip
     """Run ``work`` with ``count`` items charged to the caller's quota first (QuotaExceeded
-    before anything runs). When it fails, the charge is taken back, but for the items a
-    partial enqueue or resend stored (``PartiallyEnqueued``: they will be sent, and stay
-    counted)."""
-    spent = charge(subject, groups, count, runtime)
+    or OverQuota before anything runs). When it fails, the charge is taken back, but for the
+    items a partial enqueue or resend stored (``PartiallyEnqueued``: they will be sent, and
+    stay counted)."""
+    spent = charge(subject, groups, count, runtime, field)
     try:
         return work()
     except Exception as exc:

@@ -113,7 +113,8 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
     # Each copy counts against the operator's own quota (its client id or group), as a
     # producer's item does: a copy is sent as any new item is.
     return quotas.charged(who.subject, who.groups, len(originals), runtime,
-                          lambda: _copy(originals, who, runtime), log=logger.warning)
+                          lambda: _copy(originals, who, runtime), log=logger.warning,
+                          field="ids")  # fmt: skip
 
 
 def _copy(originals: list[QueueItemRecord], who: Caller,

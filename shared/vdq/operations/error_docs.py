@@ -22,7 +22,10 @@ _STATUS = {
 }
 _ENQUEUE_422 = (
     "Invalid input (`invalid`): details.field names the field, e.g. `to[2].email`; also a "
-    "`send_at` more than VDQ_MAX_SCHEDULE_DAYS ahead, the limit its description states."
+    "`send_at` more than VDQ_MAX_SCHEDULE_DAYS ahead, the limit its description states; or "
+    "more receivers than one of the producer's quota limits takes at all (details.field "
+    "`to`, with details.producer, details.limit, details.quota and details.requested): no "
+    "wait makes it fit, split the request."
 )
 _DISPATCH_400 = (
     "; or `priority` or `send_at` takes a value it may not (`invalid`, details.field names it: "
@@ -43,7 +46,8 @@ QUOTA_429 = (
     "Too many requests: over the producer's quota (`quota_exceeded`: details.limit names the "
     "limit, `per_second`, `per_minute` or `per_day`, with details.quota, details.used and "
     "details.requested; a request counts one item per receiver and is refused whole, nothing "
-    "stored), or over the stage's rate (`throttled`). Try again after Retry-After seconds."
+    "stored; one larger than a limit is a 422), or over the stage's rate (`throttled`). Try "
+    "again after Retry-After seconds."
 )
 _QUOTA_OTHER = (
     "Too many requests: over the caller's own quota (`quota_exceeded`: details.producer, "
