@@ -10,7 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import DeployConfig
+from infra.config import DeployConfig, camel
 from infra.functions import retention
 from infra.nag import suppress
 from vdq import console
@@ -274,8 +274,30 @@ class Api(Construct):
             "Domain",
             cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{resources.API_DOMAIN_PREFIX}-{Aws.ACCOUNT_ID}"),
         )
-        self.machine_client = self.user_pool.add_client(
-            "MachineClient",
+        self.machine_client = self._machine_client("MachineClient", config, None)
+        # A client of its own for each producing service (vdq:producerClients): a token's
+        # subject is its client's id, which quotas, holds and counts tell producers apart by.
+        self.producer_clients = {
+            name: self._machine_client(f"ProducerClient{camel(name)}", config, f"vdq-{name}")
+            for name in config.producer_clients
+        }
+        self.operator_client = self.user_pool.add_client(
+            "OperatorClient",
+            generate_secret=False,
+            auth_flows=cognito.AuthFlow(user_srp=True),
+            disable_o_auth=True,
+            prevent_user_existence_errors=True,
+        )
+        for client in (self.machine_client, *self.producer_clients.values()):
+            client.node.add_dependency(self.resource_server)
+
+    def _machine_client(self, construct_id: str, config: DeployConfig,
+                        name: str | None) -> cognito.UserPoolClient:  # fmt: skip
+        """A client of the OAuth client-credentials flow, with a secret, that may ask for the
+        scopes of the groups in ``vdq:machineScopes``."""
+        return self.user_pool.add_client(
+            construct_id,
+            user_pool_client_name=name,
             generate_secret=True,
             auth_flows=cognito.AuthFlow(),
             o_auth=cognito.OAuthSettings(
@@ -288,11 +310,3 @@ class Api(Construct):
             ),
             prevent_user_existence_errors=True,
         )
-        self.operator_client = self.user_pool.add_client(
-            "OperatorClient",
-            generate_secret=False,
-            auth_flows=cognito.AuthFlow(user_srp=True),
-            disable_o_auth=True,
-            prevent_user_existence_errors=True,
-        )
-        self.machine_client.node.add_dependency(self.resource_server)

@@ -100,6 +100,34 @@ def _get(node: Node, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+PRODUCER_CLIENT = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+def _producer_clients(value: Any) -> tuple[str, ...]:
+    """``vdq:producerClients``: a JSON list (or comma-separated text) of distinct names, each
+    lower-case letters, digits and dashes, starting with a letter, up to 40 characters."""
+    if isinstance(value, str):
+        text = value.strip()
+        value = json.loads(text) if text.startswith("[") else [
+            v.strip() for v in text.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("vdq:producerClients must be a list of names")
+    bad = [v for v in value if not PRODUCER_CLIENT.fullmatch(v)]
+    if bad:
+        raise ConfigError(f"vdq:producerClients: {bad} are not names of lower-case letters, "
+                          "digits and dashes starting with a letter (at most 40)")
+    twice = sorted({v for v in value if [camel(w) for w in value].count(camel(v)) > 1})
+    if twice:
+        raise ConfigError(f"vdq:producerClients: {twice} name one producer more than once "
+                          "(their outputs would be one: ProducerClient<Name>)")
+    return tuple(value)
+
+
+def camel(name: str) -> str:
+    """A producer client's name (``shop-orders``) as a part of an id or output (``ShopOrders``)."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("-"))
+
+
 def _as_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -283,6 +311,9 @@ class DeployConfig:
     twilio_webhook_url: str | None = None  # None: derived from the API URL; "": polling
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
+    # A machine client of its own for each producing service: VDQ tells producers apart by a
+    # token's subject (a client's id), for quotas, holds and counts.
+    producer_clients: tuple[str, ...] = ()
     ses_identities: tuple[str, ...] = ()  # the send function's only From identities
     files_noncurrent_days: int = 1
     # SES open and click events: SES rewrites every link and adds a pixel to every HTML email,
@@ -342,6 +373,7 @@ class DeployConfig:
         _shards_for_peak(settings, peak, product.ses_max_send_rate)
         sends = workers_for(peak, SENDS_PER_WORKER, MIN_CONCURRENCY)
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
+        producers = _producer_clients(_get(node, "vdq:producerClients", []))
         cloud_watch_role = _as_bool(_get(node, "vdq:cloudWatchRole", False))
         return cls(
             deletion_protection=_as_bool(_get(node, "vdq:deletionProtection", True)),
@@ -360,6 +392,7 @@ class DeployConfig:
             twilio_webhook_url=webhook_url,
             alarm_email=_get(node, "vdq:alarmEmail", None) or None,
             machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
+            producer_clients=producers,
             ses_identities=_identities(node.try_get_context("vdq:sesIdentities")),
             files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),
             open_click_tracking=_as_bool(_get(node, "vdq:openClickTracking", False)),
@@ -459,6 +492,11 @@ CHOICES = (
            "the Twilio credentials", "twilio_secret_name"),
     Choice("vdq:machineScopes",
            "groups the machine client may act as (scopes `vdq/<group>`)", "machine_scopes"),
+    Choice("vdq:producerClients",
+           "names of producing services, each given a machine client of its own with the "
+           "scopes of `vdq:machineScopes` (output `ProducerClient<Name>`, the name in "
+           "CamelCase): VDQ tells producers apart by the client's id for quotas, holds and "
+           "counts; lower-case letters, digits and dashes", "producer_clients"),
     Choice("vdq:alarmEmail", "an address to subscribe to the alarm topic", default="(none)"),
     Choice("vdq:filesNoncurrentDays",
            "days a deleted attachment's old version is kept (the bucket is versioned)",

@@ -9,7 +9,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import TWILIO_CALLBACK_PATH, Api
-from infra.config import DeployConfig
+from infra.config import DeployConfig, camel
 from infra.data import Data
 from infra.email_events import EmailEvents
 from infra.functions import Functions
@@ -214,6 +214,9 @@ class VdqStack(Stack):
             ("UserPoolId", api.user_pool.user_pool_id, "Cognito user pool of operators"),
             ("OperatorClientId", api.operator_client.user_pool_client_id, "operators' client"),
             ("MachineClientId", api.machine_client.user_pool_client_id, "producers' client"),
+            *((f"ProducerClient{camel(name)}", client.user_pool_client_id,
+               f"the machine client of the producer {name}")
+              for name, client in api.producer_clients.items()),
             (
                 "TokenUrl",
                 f"{api.domain.base_url()}/oauth2/token",

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a deployer must choose, as the tests choose it: the domain the suite sends email from.
-TEST_CONTEXT = {"vdq:sesIdentities": ["example.com"]}
+TEST_CONTEXT = {"vdq:sesIdentities": ["example.com"], "vdq:producerClients": ["shop-orders"]}
 
 
 @dataclass

@@ -167,3 +167,23 @@ def test_a_pinned_ses_rate_gets_the_index_shards_it_needs_or_fails_the_synth(con
         assert "VDQ_SES_MAX_SEND_RATE" in str(refused)
         return
     assert int(config.settings.get("VDQ_INDEX_SHARDS", "4")) >= index_shards_for(1000)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, ()), ([], ()), (["shop", "billing-2"], ("shop", "billing-2")),
+    ('["shop"]', ("shop",)), ("shop, billing", ("shop", "billing")),
+])  # fmt: skip
+def test_producer_clients_are_read_from_a_list_json_or_commas(value, expected):
+    assert _config({"vdq:producerClients": value}).producer_clients == expected
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    (["Shop"], "lower-case"), (["shop_orders"], "lower-case"), (["1shop"], "lower-case"),
+    (["x" * 41], "lower-case"), (["shop", "shop"], "more than once"),
+    (["shop-2", "shop2"], "more than once"), ({"shop": 1}, "a list of names"),
+])  # fmt: skip
+def test_a_bad_producer_client_name_fails_the_synth_naming_the_choice(value, says):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"vdq:producerClients.*{says}"):
+        _config({"vdq:producerClients": value})

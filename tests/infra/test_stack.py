@@ -343,6 +343,21 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
     )
 
 
+def test_each_producer_client_is_a_machine_client_of_its_own_with_its_output(synth):
+    """Quotas, holds and counts tell producers apart by the token's subject, a client's id:
+    each name in vdq:producerClients (the test context: shop-orders) gets a client like the
+    stack's machine client, and an output with its id."""
+    machine = [v["Properties"] for v in synth.resources("AWS::Cognito::UserPoolClient").values()
+               if v["Properties"].get("AllowedOAuthFlows") == ["client_credentials"]]
+    [own] = [p for p in machine if p.get("ClientName") == "vdq-shop-orders"]
+    [stacks] = [p for p in machine if "ClientName" not in p]
+    assert own == {**stacks, "ClientName": "vdq-shop-orders"}
+    [(logical, _)] = [(k, v) for k, v in synth.resources("AWS::Cognito::UserPoolClient").items()
+                      if v["Properties"].get("ClientName") == "vdq-shop-orders"]
+    assert synth.template_json["Outputs"]["ProducerClientShopOrders"]["Value"] == {
+        "Ref": logical}
+
+
 def test_console_client_signs_in_with_the_code_flow_at_the_hosted_ui_and_calls_back_to_it(synth):
     [(client_id, client)] = [
         (k, v) for k, v in synth.resources("AWS::Cognito::UserPoolClient").items()
