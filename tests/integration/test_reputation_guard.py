@@ -159,6 +159,30 @@ def test_a_release_on_a_clock_behind_the_parks_is_still_after_it_in_history(aws,
     assert released.at > held.at
 
 
+def test_a_release_behind_the_park_follows_it_when_the_parks_clock_ticks(aws, rt, clock):
+    """A real clock moves between two reads in one park: the release's entry must follow the
+    park's own entry, not only the time the park stored."""
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    clock.advance(60)
+    ticking = clock.now
+
+    def now():  # each read 50 µs after the last, as a real clock between two reads
+        clock.advance(0.00005)
+        return ticking()
+
+    rt.clock.now = now
+    try:
+        process_all(aws, rt)
+    finally:
+        del rt.clock.now
+    clock.advance(-0.005)  # the operator function's clock: 5 ms behind the sender's
+    guard.release(rt, "shop", "op@example.org")
+    entries = rt.store.history(item_id)
+    held, released = (next(h for h in entries if h.name == n) for n in ("held", "released"))
+    assert released.at > held.at, (held.at, released.at)
+
+
 def test_a_release_given_twice_before_its_entries_clear_sends_once(aws, rt):
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]

@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
@@ -110,9 +110,11 @@ def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
     level = held(runtime).get(producer)
     if level is None or level.hold_id is None:
         return NOT_HELD
-    now = runtime.clock.now()
+    # One time for the park's entry and its stored ``parked_at``: the release times its entry
+    # after ``parked_at``, so a later clock read for the entry could put the release first.
+    now = item_now(item, runtime)
     why = f"held since {level.hold_id}: {level.reason}"
-    entry = _entry(item, runtime, "held", why, actor="vdq", source="server")
+    entry = _entry(item, runtime, "held", why, actor="vdq", source="server", at=now)
     try:
         parked = holds_of(runtime).park(
             item.id, int(item.attempt), producer, level.hold_id, why, priority, iso(now),
@@ -202,15 +204,16 @@ def cancel(runtime: Runtime, producer: str, actor: str) -> dict[str, Any]:
 
 
 def _entry(item: QueueItemRecord, runtime: Runtime, name: str, text: str, *, actor: str,
-           source: str, parked: Parked | None = None) -> dict[str, Any]:  # fmt: skip
+           source: str, parked: Parked | None = None,
+           at: datetime | None = None) -> dict[str, Any]:  # fmt: skip
     """The history entry of what the guard did to the item (else a parked item's wait has no
     explanation once it is sent), serialized for the park's or the unpark's transaction.
 
     A park writes no ``updated_at``, and the release may run on a clock behind the one that
     parked the item (functions' clocks differ by milliseconds): the release's entry (with
-    ``parked``) is timed after the park's, whose time is at most the later of its clock
-    (``parked_at``) and a microsecond past the item's last change."""
-    at = item_now(item, runtime)
+    ``parked``) is timed after the park's, which is its ``parked_at`` (``at``: the later of
+    the park's clock and a microsecond past the item's last change)."""
+    at = item_now(item, runtime) if at is None else at
     if parked is not None:
         at = max(at, parse_iso(parked.parked_at) + timedelta(microseconds=1),
                  parse_iso(item.updated_at) + timedelta(microseconds=2))  # fmt: skip
