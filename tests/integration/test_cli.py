@@ -544,6 +544,17 @@ def test_a_scheduled_item_reads_as_scheduled_with_its_time_in_list_find_and_watc
     assert "Scheduled" not in watch_line("08:00:00", retried)
 
 
+def test_a_scheduled_item_the_guard_parked_reads_as_held_not_scheduled(capsys, api):
+    """A parked item keeps its send_at, which has passed: it is sent when its producer's hold
+    is released, not at that time."""
+    parked = item(1, state="queued", send_at="2026-12-01T09:00:00.000000Z", result=None,
+                  held="held since 2026-12-01T08:00:00.000000Z: bounce rate")  # fmt: skip
+    api.routes[("GET", "/queue-items")] = (200, {"items": [parked], "next_cursor": None})
+    _, out, _ = run(capsys, "list")
+    assert "queued (held)" in out and "Scheduled" not in out, out
+    assert "Scheduled" not in watch_line("08:00:00", parked)
+
+
 def test_a_cancelled_items_result_reads_as_a_cancel_in_show_list_and_watch(capsys, api):
     """Found in use: an operator cancelled a delayed item and `vdq show` still said "retry 1 of
     12 in 16 s", a retry that will never run (the console already read it as a cancel)."""

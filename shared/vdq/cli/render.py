@@ -99,8 +99,10 @@ def result_of(item: dict[str, Any]) -> str:
     stopped by VDQ or an operator, whatever a provider said of an earlier attempt (its "retry
     1 of 12 in 16 s" will never run); a queued item with a ``send_at`` waits for it."""
     result = safe(item.get("result")) if item.get("result") else ""
-    if item.get("state") == "queued" and item.get("send_at") and not result:
-        # Not stuck: it waits for its time (a retry clears send_at).
+    # Not stuck: it waits for its time (a retry clears send_at). A parked item (``held``)
+    # waits for its producer's release instead, whatever time it was scheduled for.
+    waiting = item.get("state") == "queued" and not item.get("held")
+    if waiting and item.get("send_at") and not result:
         return f"Scheduled: sends at {safe(item['send_at'])[:19]}Z"
     if item.get("state") != "cancelled" or result.startswith(VDQ_CANCEL_RESULTS):
         return result  # VDQ's own words of why it was not sent

@@ -97,10 +97,11 @@ export function stateCell(item) {
 
 // An item's result as an operator should read it: a cancelled item was stopped by VDQ or an
 // operator, whatever a provider reported afterwards about an earlier attempt; a queued item
-// with a send_at waits for it (not stuck: a retry clears send_at).
+// with a send_at waits for it (not stuck: a retry clears send_at), unless the reputation guard
+// parked it: then it waits for its producer's release, whatever time it was scheduled for.
 export function resultText(item) {
   const result = item.result || "";
-  if (item.state === "queued" && item.send_at && !result) {
+  if (item.state === "queued" && item.send_at && !result && !item.held) {
     return `Scheduled: sends at ${String(item.send_at).slice(0, 19)}Z`;
   }
   if (item.state !== "cancelled") return result || "—";
