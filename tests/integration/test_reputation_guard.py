@@ -791,3 +791,20 @@ def test_a_send_message_delivered_twice_writes_one_held_entry(aws, rt):
     assert rt.store.get_item(item_id).held.startswith("held since")
     names = [h.name for h in rt.store.history(item_id)]
     assert names.count("held") == 1, names
+
+
+@pytest.mark.xfail(strict=True, reason="an unpark writes no updated_at: the claim after it "
+                   "times its entry on the sender's clock alone")  # fmt: skip
+def test_a_release_on_a_clock_ahead_of_the_senders_still_precedes_the_send(aws, rt, clock):
+    """The mirror case: the operator's clock a little ahead of the sender's that then claims
+    the released item; the claim's send entry must still follow the release's."""
+    hold(rt)
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    clock.advance(60)
+    process_all(aws, rt)
+    clock.advance(0.005)  # the operator function's clock: 5 ms ahead of the sender's
+    guard.release(rt, "shop", "op@example.org")
+    clock.advance(-0.004)  # the sender's claim, 1 ms after the release on its own clock
+    process_all(aws, rt)
+    names = [h.name for h in rt.store.history(item_id)]
+    assert names.index("released") < names.index("send"), names
