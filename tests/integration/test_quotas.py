@@ -141,6 +141,11 @@ def test_a_resend_counts_its_copies_against_the_operators_quota(aws, runtime, qu
     # More copies than the limit ever takes: a 422 naming the ids, not a wait.
     never = call("bulk_resend", body={"ids": [o.id for o in originals]})
     assert never.status == 422 and never.body["error"]["details"]["field"] == "ids", never.body
+    from vdq.openapi import build
+
+    [op] = [o for path in build()["paths"].values() for o in path.values()
+            if isinstance(o, dict) and o.get("operationId") == "resendSentItems"]  # fmt: skip
+    assert "details.field `ids`" in op["responses"]["422"]["description"], "documented"
 
 
 def test_a_refused_resend_takes_its_charge_back(aws, runtime, quotas):

@@ -153,6 +153,12 @@ def status_text(status: int, op: Any) -> str:
         return _EMAIL_400
     if status == 422 and op.id in ("postEmails", "postSms"):
         return _ENQUEUE_422
+    if status == 422 and op.id == "resendSentItems":
+        return ("Invalid input (`invalid`): details.field names the field; the "
+                "Idempotency-Key was used with another request; or more ids than one of the "
+                "caller's quota limits takes at all (details.field `ids`, with "
+                "details.producer, details.limit, details.quota and details.requested): no "
+                "wait makes it fit, split the request.")
     if status == 422 and op.id == "getAttachment":
         return ("Invalid input (`invalid`): a query parameter that is not one of the "
                 "operation's or is given more than once, or `redirect` other than true or "
