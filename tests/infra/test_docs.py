@@ -248,3 +248,34 @@ def test_the_runbook_moves_email_events_to_the_results_queue(synth, monkeypatch)
             moved += [m["Body"] for m in batch]
         assert sorted(moved) == sorted(events)
         assert "Messages" not in sqs.receive_message(QueueUrl=dlq)
+
+
+def _stack_resources_query(section: str, name: str) -> str:
+    """What the ``--query`` of ``describe-stack-resources`` that sets ``name`` in ``section``
+    picks from the stack's resources as CloudFormation lists them (the physical id of each
+    taken here as its logical id)."""
+    [query] = re.findall(rf'{name}=\$\(aws cloudformation describe-stack-resources[^)]*?'
+                         rf'--query "([^"]+)"', section.replace("\\\n", " "), re.S)  # fmt: skip
+    return query
+
+
+def _pick(synth, query: str) -> list[str]:
+    import jmespath
+
+    listed = {"StackResources": [
+        {"LogicalResourceId": logical, "ResourceType": resource["Type"],
+         "PhysicalResourceId": logical}
+        for logical, resource in synth.template_json["Resources"].items()]}  # fmt: skip
+    found = jmespath.search(query, listed)
+    return found if isinstance(found, list) else [found]
+
+
+def test_the_runbook_s_results_queue_lookup_finds_that_queue_alone(synth):
+    """The copy of EmailEvents dead letters reads the results queue's URL from the stack's
+    resources: its query must pick that queue only. Its logical id is the prefix of others'
+    (the queue's policy, the SNS subscription): ``--output text`` would join their ids with
+    tabs into one "URL" and the copy would fail at its first message."""
+    query = _stack_resources_query(_runbook_section("EmailEventsDeadLetters"), "RESULTS")
+    [subscription] = [r["Properties"] for r in synth.resources("AWS::SNS::Subscription").values()
+                      if r["Properties"]["Protocol"] == "sqs"]  # fmt: skip
+    assert _pick(synth, query) == [subscription["Endpoint"]["Fn::GetAtt"][0]]
