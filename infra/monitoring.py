@@ -149,7 +149,9 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Provider rate",
                 left=[vdq_metric(resources.METRIC_SENDS_PACED),
-                      vdq_metric(resources.METRIC_SENDS_THROTTLED)],
+                      vdq_metric(resources.METRIC_SENDS_THROTTLED),
+                      vdq_metric(resources.METRIC_SEND_RETRIES),
+                      vdq_metric(resources.METRIC_SEND_ERRORS)],
                 width=12,
             ),
         )

@@ -279,3 +279,54 @@ def test_the_runbook_s_results_queue_lookup_finds_that_queue_alone(synth):
     [subscription] = [r["Properties"] for r in synth.resources("AWS::SNS::Subscription").values()
                       if r["Properties"]["Protocol"] == "sqs"]  # fmt: skip
     assert _pick(synth, query) == [subscription["Endpoint"]["Fn::GetAtt"][0]]
+
+
+def _runbook_part(title: str) -> str:
+    """The runbook's text under the heading ``title`` (any level), to the next heading."""
+    runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
+    start = re.search(rf"^#+ {re.escape(title)}$", runbook, re.M)
+    assert start, title
+    end = re.compile(r"^#+ ", re.M).search(runbook, start.end())
+    return runbook[start.end() : end.start() if end else None]
+
+
+def test_the_runbook_pauses_sending_by_the_send_queues_consumers(synth):
+    """To stop every send at once (SES paused the account, a bad campaign no hold stopped),
+    the send function's queue consumers are disabled: the items stay queued, their messages
+    wait. The runbook's query picks those event source mappings and no other; pausing SES's
+    configuration set instead would error each email (SendingPausedException is permanent)."""
+    section = _runbook_part("Pausing sending")
+    [query] = re.findall(r'describe-stack-resources[^"]*--query "([^"]+)"',
+                         section.replace("\\\n", " "))  # fmt: skip
+    send = synth.logical_id(synth.stack.functions.send)
+    mappings = sorted(logical for logical, r in synth.resources(
+        "AWS::Lambda::EventSourceMapping").items()
+        if r["Properties"]["FunctionName"] == {"Ref": send})  # fmt: skip
+    assert len(mappings) == 3  # one per lane
+    assert sorted(_pick(synth, query)) == mappings
+    assert "update-event-source-mapping" in section and "--no-enabled" in section
+    assert re.search(r"`--enabled`", section), "the runbook says how to resume"
+
+
+def test_the_runbook_retries_many_errored_items_and_not_the_unknown_ones():
+    """An outage errors items by the hundred and `vdq retry` takes one id: the runbook gives
+    the loop, choosing the items by their result, never an "outcome unknown" one unseen."""
+    section = _runbook_part("Retrying many items")
+    assert "vdq list --state errored --all --json" in section
+    assert re.search(r'while read -r id; do vdq retry "\$id"', section)
+    assert "outcome unknown" in section
+
+
+def test_the_dashboard_and_the_runbook_tell_throttling_from_an_outage(synth):
+    """SES refusing for its rate (SendsThrottled: the items wait, no attempt spent) and SES
+    failing (SendRetries: automatic retries, then errored after about 77 minutes with the
+    defaults) look alike from the queue; the dashboard shows both and the runbook says which
+    is which."""
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for name in ("SendsThrottled", "SendRetries", "SendErrors"):
+        assert f'\\"{name}\\"' in body, f"the dashboard shows no {name}"
+    section = _runbook_part("Email or SMS is not going out")
+    for text in ("SendsThrottled", "SendRetries", "daily message quota exceeded",
+                 "SendingPausedException", "health.aws.amazon.com"):
+        assert text in section, text

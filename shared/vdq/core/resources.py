@@ -160,6 +160,10 @@ METRIC_SENDS_SUPPRESSED = "SendsSuppressed"  # an item not sent: its receiver is
 METRIC_SUPPRESSIONS_ADDED = "SuppressionsAdded"  # a receiver joined the suppression list
 METRIC_SENDS_PACED = "SendsPaced"  # an item given back to wait for its turn at the rate
 METRIC_SENDS_THROTTLED = "SendsThrottled"  # the provider refused a send for its rate
+# A send the provider failed: an email's automatic retry (vdq.dispatch.record), or an item
+# errored by its send. Beside SendsThrottled they tell an outage from the provider's rate.
+METRIC_SEND_RETRIES = "SendRetries"
+METRIC_SEND_ERRORS = "SendErrors"
 # The reputation guard: a producer (or the account) reached a warn or a hold threshold
 # (vdq.results.judging); an email of a held producer was parked (vdq.results.guard).
 METRIC_REPUTATION_WARNINGS = "ReputationWarnings"

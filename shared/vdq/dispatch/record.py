@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vdq.core import resources
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import logger, metrics
 from vdq.dispatch import mime
@@ -83,13 +84,13 @@ def retry_later(item: QueueItemRecord, exc: ProviderError, runtime: Runtime) -> 
     result = f"{exc}; retry {retries + 1} of {limit} in {delay} s"
     step = Step("delay", actor=ACTOR, attempt=int(item.attempt), retry_delay=delay, result=result,
                 expect=WORKER_SOURCES)  # fmt: skip
-    metrics.add_metric(name="SendRetries", unit="Count", value=1)
+    metrics.add_metric(name=resources.METRIC_SEND_RETRIES, unit="Count", value=1)
     return DELAYED if write(item, step, runtime) else KEPT
 
 
 def fail(item: QueueItemRecord, result: str, runtime: Runtime) -> str:
     logger.warning("send of %s failed: %s", item.id, result.splitlines()[0] if result else "")
-    metrics.add_metric(name="SendErrors", unit="Count", value=1)
+    metrics.add_metric(name=resources.METRIC_SEND_ERRORS, unit="Count", value=1)
     step = Step("error", actor=ACTOR, attempt=int(item.attempt), result=result,
                 expect=WORKER_SOURCES)  # fmt: skip
     return ERRORED if write(item, step, runtime) else KEPT
