@@ -96,3 +96,15 @@ def test_presigned_url_lifetimes_go_up_to_s3s_seven_days():
     week = Settings.from_env({"VDQ_UPLOAD_URL_SECONDS": "604800",
                               "VDQ_ATTACHMENT_URL_SECONDS": "604800"})  # fmt: skip
     assert (week.upload_url_seconds, week.attachment_url_seconds) == (604_800, 604_800)
+
+
+def test_the_send_timeout_s_help_names_the_lease_s_margin_as_it_is():
+    """An operator reads on the settings page how long a stuck send waits before it is errored
+    "outcome unknown" (the StuckSending alarm): the send function's timeout, the check's delay
+    and the lease's margin, which is five minutes, not one."""
+    from vdq.core.settings import LEASE_MARGIN_SECONDS, Settings
+
+    [doc] = [doc for env, _default, doc in Settings.documented()
+             if env == "VDQ_SEND_TIMEOUT_SECONDS"]  # fmt: skip
+    assert LEASE_MARGIN_SECONDS == 300
+    assert "five minutes" in doc and "a minute" not in doc

@@ -277,7 +277,7 @@ class Settings:
         "VDQ_SEND_TIMEOUT_SECONDS", 60, read.positive_int,
         "the send function's timeout (set by the stack from vdq:timeoutSeconds): a claimed "
         "item's send message, delivered again, waits this long after the claim, plus the "
-        "check's delay (VDQ_CHECK_SECONDS) and a minute (the lease), before it takes the "
+        "check's delay (VDQ_CHECK_SECONDS) and five minutes (the lease), before it takes the "
         "attempt for lost and errors the item \"outcome unknown\"",
     )  # fmt: skip
     check_seconds: int = _setting(

@@ -8,7 +8,7 @@ that dies leaves its message, which comes back when its visibility runs out. A d
 message that finds its attempt claimed (``sending``) is a duplicate, or its holder died: it
 waits, the message handed back until the claim's lease ends (the send function's timeout, after
 which no holder is alive, the check's delay, by which an accepted message's check has recorded
-it, and a minute), then errors the item "outcome unknown".
+it, and five minutes), then errors the item "outcome unknown".
 
 The steps of one message, each with its rules beside it, go down the layers (this module, then
 the workflow's transitions, then the store and the providers):
@@ -271,7 +271,7 @@ def lease(message: SendMessage, item: QueueItemRecord, now: datetime,
           runtime: Runtime) -> Wait | str:  # fmt: skip
     """A delivery that finds its attempt ``sending``: a duplicate while the holder works, or
     the holder died. Until ``claimed_at`` plus the lease (``Settings.lease_seconds``: the send
-    function's timeout, after which no holder is alive, the check's delay and a minute) it
+    function's timeout, after which no holder is alive, the check's delay and five minutes) it
     waits: the message comes back then (a receive of its ``maxReceiveCount``). An accepted
     message's check (published by its holder before it ended) or first result has moved the
     item on by then. After it, the item is errored "outcome unknown", as the holder may have
