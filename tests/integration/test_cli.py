@@ -466,6 +466,32 @@ def test_a_retry_dry_run_says_the_receiver_is_suppressed(capsys, api):
     assert code == 0 and "unsubscribed from the list news since 2026-12-01T08:00:00Z" in out
 
 
+def test_retry_and_cancel_take_many_ids_and_say_which_failed(capsys, api):
+    """Found in use: after an outage the runbook had to loop over `vdq retry ID` for hundreds
+    of errored items. One id answers as before; several report each, and fail like resend."""
+    ids = [item(n)["id"] for n in (1, 2, 3)]
+    for n, item_id in enumerate(ids[:2], start=1):
+        api.routes[("POST", f"/queue-items/{item_id}/transitions/retry")] = (200, {
+            "transition": "retry", "dry_run": False, "from_state": "errored",
+            "to_state": "queued", "item": item(n, state="queued")})  # fmt: skip
+    api.routes[("POST", f"/queue-items/{ids[2]}/transitions/retry")] = (409, {"error": {
+        "code": "invalid_transition", "message": "retry is not possible from sending"}})
+    code, out, _ = run(capsys, "retry", ids[0])
+    assert code == 0 and out == f"{ids[0]}: retry errored -> queued\n"
+    code, out, err = run(capsys, "retry", *ids)
+    assert code == 9, "some failed: the partial exit code"
+    assert out.splitlines() == [f"{i}: retry errored -> queued" for i in ids[:2]]
+    assert f"not retried {ids[2]}" in err and "not possible from sending" in err
+    code, out, _ = run(capsys, "retry", "--json", *ids)
+    data = json.loads(out)
+    assert [d["item"]["id"] for d in data["moved"]] == ids[:2]
+    assert list(data["failed"]) == [ids[2]] and data["failed"][ids[2]]["status"] == 409
+    code, out, _ = run(capsys, "retry", "--json", ids[0])
+    assert json.loads(out)["from_state"] == "errored", "one id: the API's answer as before"
+    code, _, _ = run(capsys, "cancel", ids[2])
+    assert code != 0
+
+
 def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys, api):
     from vdq.operations.examples import RESPONSES
 

@@ -11,6 +11,8 @@ import mimetypes
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -283,16 +285,22 @@ def usage(args: argparse.Namespace) -> int:
 
 
 def transition(name: str) -> Any:
-    def command(args: argparse.Namespace) -> int:
-        params = {"dry_run": "true"} if args.dry_run else None
-        result = client(args).call("POST", f"/queue-items/{args.id}/transitions/{name}",
-                                   params=params)  # fmt: skip
+    """``vdq retry|cancel ID...``: one id answers as the API does (its answer with --json);
+    several are moved one after another, each reported, and fail as ``resend`` does."""
+    past = {"retry": "retried", "cancel": "cancelled"}[name]
 
-        def human(r: Any) -> None:
+    def command(args: argparse.Namespace) -> int:
+        api = client(args)
+        params = {"dry_run": "true"} if args.dry_run else None
+
+        def move(item_id: str) -> Any:
+            return api.call("POST", f"/queue-items/{item_id}/transitions/{name}", params=params)
+
+        def human(item_id: str, r: Any) -> None:
             r = r if isinstance(r, dict) else {}
-            move = " -> ".join(render.safe(r.get(k, "?")) for k in ("from_state", "to_state"))
+            moved = " -> ".join(render.safe(r.get(k, "?")) for k in ("from_state", "to_state"))
             note = " (dry run: possible, nothing changed)" if args.dry_run else ""
-            print(f"{args.id}: {name} {move}{note}")
+            print(f"{render.safe(item_id)}: {name} {moved}{note}")
             held = r.get("suppressed")
             if isinstance(held, dict):
                 where = (f"unsubscribed from the list {render.safe(held['list'])}"
@@ -301,42 +309,75 @@ def transition(name: str) -> Any:
                       f"since {render.safe(held.get('since'))} ({render.safe(held.get('reason'))})"
                       ": the retry would be cancelled at once, unsent")  # fmt: skip
 
-        emit(args, result, human)
-        return EXIT_OK
+        if len(args.ids) == 1:
+            [item_id] = args.ids
+            emit(args, move(item_id), lambda r: human(item_id, r))
+            return EXIT_OK
+        done = each(args, f"{name} ({past})", move)
+
+        def report(d: dict[str, Any]) -> None:
+            for item_id, answer in done.answers:
+                human(item_id, answer)
+            done.print_failures(past)
+
+        emit(args, {"moved": [a for _, a in done.answers], "failed": done.failures}, report)
+        return done.exit_code()
 
     return command
 
 
 def resend(args: argparse.Namespace) -> int:
     api = client(args)
-    progress = render.Progress(len(args.ids), "resending")
-    created: list[dict[str, Any]] = []
-    failures: dict[str, Any] = {}
-    codes: set[int] = set()
+    done = each(args, "resending", lambda item_id: api.call("POST",
+                                                            f"/sent-items/{item_id}/resend"))
+    created = [i for _, answer in done.answers for i in answer.get("items", [])]
+
+    def human(d: dict[str, Any]) -> None:
+        render.print_items(d["items"])
+        done.print_failures("resent")
+
+    emit(args, {"items": created, "failed": done.failures}, human)
+    return done.exit_code()
+
+
+@dataclass
+class Each:
+    """What a command did to each of its ids: the API's answers, and the errors of those it
+    could not do (the error's JSON with --json, else its text)."""
+
+    answers: list[tuple[str, Any]] = field(default_factory=list)
+    failures: dict[str, Any] = field(default_factory=dict)
+    codes: set[int] = field(default_factory=set)
+
+    def print_failures(self, past: str) -> None:
+        for item_id, error in self.failures.items():
+            print(f"not {past} {render.safe(item_id)}: {render.safe(error)}", file=sys.stderr)
+
+    def exit_code(self) -> int:
+        """0 when all were done; the one error's code when none was; else the partial code."""
+        if not self.failures:
+            return EXIT_OK
+        if not self.answers and len(self.codes) == 1:
+            return next(iter(self.codes))
+        return EXIT_PARTIAL
+
+
+def each(args: argparse.Namespace, label: str, call: Callable[[str], Any]) -> Each:
+    """``call`` for each of ``args.ids`` in turn, with a progress bar; an unreachable API
+    stops it (the error is raised), any other error is kept for that id and it goes on."""
+    progress = render.Progress(len(args.ids), label)
+    done = Each()
     for item_id in args.ids:
         try:
-            result = api.call("POST", f"/sent-items/{item_id}/resend")
-            created.extend(result.get("items", []))
+            done.answers.append((item_id, call(item_id)))
             progress.step(True)
         except ApiError as exc:
             if exc.status == 0:
                 raise
-            failures[item_id] = exc.json()["error"] if args.json else str(exc)
-            codes.add(exc.exit_code)
+            done.failures[item_id] = exc.json()["error"] if args.json else str(exc)
+            done.codes.add(exc.exit_code)
             progress.step(False)
-    data = {"items": created, "failed": failures}
-
-    def human(d: dict[str, Any]) -> None:
-        render.print_items(d["items"])
-        for item_id, error in d["failed"].items():
-            print(f"not resent {render.safe(item_id)}: {render.safe(error)}", file=sys.stderr)
-
-    emit(args, data, human)
-    if not failures:
-        return EXIT_OK
-    if not created and len(codes) == 1:
-        return codes.pop()
-    return EXIT_PARTIAL
+    return done
 
 
 def watch(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vdq.cli import commands, dns, producers, render, smoke, suppressions
-from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ApiError, UsageError
+from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, ApiError, UsageError
 from vdq.workflow.lanes import PRIORITIES
 
 DESCRIPTION = """The command line client of VDQ's REST API, for any deployment (local or AWS).
@@ -190,8 +190,9 @@ def parser() -> argparse.ArgumentParser:
     p = command("show", "show one item, with its history as a timeline", commands.show)
     p.add_argument("id")
     for name in ("retry", "cancel"):
-        p = command(name, f"{name} an item", commands.transition(name))
-        p.add_argument("id")
+        p = command(name, f"{name} items (several: each reported; exit {EXIT_PARTIAL} when "
+                    "some failed)", commands.transition(name))  # fmt: skip
+        p.add_argument("ids", nargs="+", metavar="ID")
         p.add_argument("--dry-run", action="store_true", help="check only, change nothing")
     p = command("resend", "resend sent items as new queued items", commands.resend)
     p.add_argument("ids", nargs="+", metavar="ID")
