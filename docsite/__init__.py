@@ -2,7 +2,7 @@
 no page can drift from what the code does (``docsite.pages`` lists them):
 
 - ``reference/api.md`` from the OpenAPI document ``shared/vdq/openapi.json`` (``docsite.openapi``);
-- ``reference/settings.md`` from ``vdq.core.settings.Settings`` and ``infra.config.CHOICES``, and
+- ``reference/settings.md`` from ``vdq.core.settings.Settings`` and ``infra.choices.CHOICES``, and
   ``reference/cli.md`` from the ``vdq`` command's parser (``docsite.reference``);
 - ``security.md`` from ``SECURITY.md``.
 

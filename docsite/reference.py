@@ -30,7 +30,7 @@ def _deploy(name: str) -> str:
 
 
 def settings_page() -> str:
-    from infra.config import CHOICES, choice_default
+    from infra.choices import CHOICES, choice_default
 
     from vdq.core.settings import Settings
 
@@ -44,7 +44,7 @@ def settings_page() -> str:
         "- **Product settings** are environment variables. Each function reads them once at "
         "start into one typed object (`vdq.core.settings.Settings`). A bad value stops the "
         "function with a message that names the variable.",
-        "- **Deploy choices** are CDK context values (`infra.config.CHOICES`). Set them in "
+        "- **Deploy choices** are CDK context values (`infra.choices.CHOICES`). Set them in "
         "`cdk.json`, or pass `-c key=value` to `cdk synth` and `cdk deploy`.",
         "",
         "## Product settings",

@@ -65,7 +65,7 @@ def test_the_committed_generated_pages_are_current():
 
 
 def test_the_settings_page_lists_every_setting_and_deploy_choice():
-    from infra.config import CHOICES
+    from infra.choices import CHOICES
 
     from vdq.core.settings import Settings
 

@@ -1,4 +1,4 @@
-"""The deploy choices as the documentation lists them (``infra.config.CHOICES``, from which the
+"""The deploy choices as the documentation lists them (``infra.choices.CHOICES``, from which the
 settings page is generated) are the ones infra/ reads, with the defaults it applies."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from infra.config import CHOICES, DeployConfig, choice_default
+from infra.choices import CHOICES, choice_default
+from infra.config import DeployConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
