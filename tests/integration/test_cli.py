@@ -222,6 +222,12 @@ def test_send_email_repeats_its_large_files_uploads_under_keys_of_its_own(
                 if r["path"] == "/attachments/uploads"]  # fmt: skip
 
     first = keys("--idempotency-key", "order-42")
+    import base64
+    import hashlib
+
+    declared = [r["body"]["sha256"] for r in api.requests if r["path"] == "/attachments/uploads"]
+    assert declared == [base64.b64encode(hashlib.sha256(f.read_bytes()).digest()).decode()
+                        for f in files], "each upload declares its bytes' digest"  # fmt: skip
     assert keys("--idempotency-key", "order-42") == first
     assert len(set(first)) == 2 and None not in first and "order-42" not in first
     assert keys() == [None, None], "no key: uploads as before"

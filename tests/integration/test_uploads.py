@@ -99,6 +99,8 @@ def test_the_upload_url_binds_type_length_and_metadata_and_expires_with_the_sett
         ({"filename": "../etc/passwd"}, "filename"),
         ({"filename": "a\nb.pdf"}, "filename"),
         ({"content_type": "pdf"}, "content_type"),
+        ({"sha256": "not a digest"}, "sha256"),
+        ({"sha256": base64.b64encode(b"x" * 31).decode()}, "sha256"),
         ({"extra": 1}, "extra"),
     ],
 )
@@ -362,8 +364,23 @@ def test_the_rejected_receivers_of_a_partial_enqueue_are_sent_again_with_the_sam
     assert len(drain(aws)) == 2, "ada's item and bob's, each once"
 
 
-def _upload_under(key, filename="catalogue.pdf", subject=None):
-    body = {"filename": filename, "content_type": "application/pdf", "size": len(PDF)}
+def sha256_of(data):
+    return base64.b64encode(__import__("hashlib").sha256(data).digest()).decode()
+
+
+def test_a_declared_digest_is_a_signed_header_s3_checks_the_bytes_against(aws, runtime):
+    body = {"filename": "catalogue.pdf", "content_type": "application/pdf", "size": len(PDF),
+            "sha256": sha256_of(PDF)}  # fmt: skip
+    status, answer = post("apigw_post_attachment_upload", body)
+    assert status == 201, answer
+    query = parse_qs(urlsplit(answer["url"]).query)
+    assert "x-amz-checksum-sha256" in query["X-Amz-SignedHeaders"][0].split(";")
+    assert answer["headers"]["x-amz-checksum-sha256"] == sha256_of(PDF)
+
+
+def _upload_under(key, filename="catalogue.pdf", subject=None, data=PDF):
+    body = {"filename": filename, "content_type": "application/pdf", "size": len(data),
+            "sha256": sha256_of(data)}  # fmt: skip
     event = api_event("apigw_post_attachment_upload", body=body, groups=["vdq-senders"],
                       headers={"Idempotency-Key": key} if key is not None else {})  # fmt: skip
     if subject is not None:
@@ -382,12 +399,25 @@ def test_an_upload_under_an_idempotency_key_keeps_its_upload_id_and_signs_a_new_
     assert status == 201 and again["upload_id"] == first["upload_id"]
     assert again["expires_at"] > first["expires_at"], "a repeat gets a URL of its own"
     other_file = _upload_under("catalogue-2027/0", filename="price-list.pdf")[1]
+    other_bytes = _upload_under("catalogue-2027/0", data=PDF[::-1])[1]
     other_key = _upload_under("catalogue-2027/1")[1]
     other_caller = _upload_under("catalogue-2027/0", subject="another-producer")[1]
     no_key = [_upload_under(None)[1]["upload_id"] for _ in range(2)]
-    ids = {first["upload_id"], other_file["upload_id"], other_key["upload_id"],
-           other_caller["upload_id"], *no_key}  # fmt: skip
-    assert len(ids) == 6, "another declaration, key or caller, or no key: a new upload"
+    ids = {first["upload_id"], other_file["upload_id"], other_bytes["upload_id"],
+           other_key["upload_id"], other_caller["upload_id"], *no_key}  # fmt: skip
+    assert len(ids) == 7, "another declaration, digest, key or caller, or no key: a new upload"
+
+
+def test_an_upload_idempotency_key_needs_the_files_digest(aws, runtime):
+    """Without the digest, a key used again for another file of the same name, type and size
+    would name the same upload, and its PUT would replace what an unsent email names."""
+    body = {"filename": "catalogue.pdf", "content_type": "application/pdf", "size": len(PDF)}
+    event = api_event("apigw_post_attachment_upload", body=body, groups=["vdq-senders"],
+                      headers={"Idempotency-Key": "catalogue-2027/0"})  # fmt: skip
+    response = enqueue_handler.handler(event, LambdaContext())
+    answer = json.loads(response["body"])
+    assert response["statusCode"] == 422 and answer["error"]["details"]["field"] == "sha256"
+    assert objects(aws, UPLOADS_PREFIX) == []
 
 
 def test_a_malformed_upload_idempotency_key_is_a_400_naming_the_header(aws, runtime):

@@ -106,7 +106,8 @@ def send_email(args: argparse.Namespace) -> int:
     api = client(args)
     for n, (name, data) in enumerate(large):  # each a presigned upload, after every check
         upload = api.call("POST", "/attachments/uploads", {
-            "filename": Path(name).name, "content_type": _type(name), "size": len(data)},
+            "filename": Path(name).name, "content_type": _type(name), "size": len(data),
+            "sha256": base64.b64encode(hashlib.sha256(data).digest()).decode()},
             headers=_upload_key(args, n, data))  # fmt: skip
         api.put_upload(upload, data)
         body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})

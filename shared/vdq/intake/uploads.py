@@ -52,6 +52,10 @@ UPLOAD = Body("UploadRequest", "A file to upload: what the presigned URL will ac
     Field("size", "integer", "The file's size in bytes: the PUT must send exactly this many. "
           "At most VDQ_MAX_ATTACHMENT_BYTES (default {max_attachment_bytes:,}).", required=True,
           minimum=1, maximum="max_attachment_bytes", unit="bytes"),
+    Field("sha256", "sha256", "The file's SHA-256 digest in base64 (`openssl dgst -sha256 "
+          "-binary FILE | base64`): the PUT must send it as `x-amz-checksum-sha256`, and S3 "
+          "refuses bytes with another digest (no file is changed on its way). Required with "
+          "an Idempotency-Key.", example="LCa0a2j/xo/5m0U8HTBBNBNCLXBkg7+g+YpeiGJm564="),
 ))
 NAME_METADATA_CHARS = 1024  # a percent-encoded name longer than this is base64-encoded
 _WORD = ("=?UTF-8?B?", "?=")  # an RFC 2047 encoded word (percent-encoding never starts so)
@@ -96,8 +100,9 @@ def new_upload(body: Any, who: Caller, runtime: Runtime,
                idempotency_key: str | None = None) -> dict[str, Any]:  # fmt: skip
     """``POST /attachments/uploads``: the presigned PUT of one declared file.
 
-    With an ``idempotency_key``, the upload's id is made from the caller, the key and the
-    declaration (``ids.derived_id``): a client that runs again from the start (the upload, its
+    With an ``idempotency_key`` (which needs the file's ``sha256``: S3 then takes those bytes
+    only), the upload's id is made from the caller, the key and the declaration
+    (``ids.derived_id``): a client that runs again from the start (the upload, its
     PUT, the email, each under the key it used the first time) names the same upload, so its
     email's body is the first one's and the email's key answers as the first time, though
     that email took (and deleted) the upload. Each repeat signs a URL of its own: the first
@@ -109,17 +114,23 @@ def new_upload(body: Any, who: Caller, runtime: Runtime,
     limits = {"max_attachment_bytes": runtime.settings.max_attachment_bytes}
     declared = check(UPLOAD, body, "", limits)
     name, kind, size = declared["filename"], declared["content_type"], declared["size"]
+    digest = declared["sha256"]
+    if idempotency_key is not None and digest is None:
+        raise ValidationError("sha256", "is required with an Idempotency-Key: the upload_id "
+                              "the key keeps is then of these bytes only")  # fmt: skip
     upload_id = ids.new_id() if idempotency_key is None else ids.derived_id(
-        who.subject, idempotency_key, name, kind, str(size))
+        who.subject, idempotency_key, name, kind, str(size), str(digest))
     seconds = runtime.settings.upload_url_seconds
     metadata = {"filename": encode_name(name), "size": str(size)}
     from vdq.intake import quotas
 
     # An upload counts one against the caller's quota: over it, no URL lets S3 take more.
     url = quotas.charged(who.subject, who.groups, 1, runtime, lambda: runtime.files.upload_url(
-        upload_key(who.subject, upload_id), kind, size, metadata, seconds), log=logger.warning)
+        upload_key(who.subject, upload_id), kind, size, metadata, seconds, sha256=digest),
+        log=logger.warning)  # fmt: skip
     headers = {"Content-Type": kind, "Content-Length": str(size),
-               **{f"x-amz-meta-{k}": v for k, v in metadata.items()}}  # fmt: skip
+               **{f"x-amz-meta-{k}": v for k, v in metadata.items()},
+               **({"x-amz-checksum-sha256": digest} if digest else {})}  # fmt: skip
     return {
         "upload_id": upload_id,
         "url": url,

@@ -224,6 +224,21 @@ def _content_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
     return text
 
 
+# A SHA-256 digest in base64, as S3's x-amz-checksum-sha256 takes it: 43 characters and "=".
+SHA256_BASE64 = r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
+_SHA256 = re.compile(SHA256_BASE64[1:-1], re.ASCII)
+
+
+def _sha256(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise ValidationError(path, "must be the file's SHA-256 digest in base64 (44 characters "
+                              "ending in =), as `openssl dgst -sha256 -binary FILE | base64` "
+                              "prints it")  # fmt: skip
+    return value
+
+
 def _upload_id(f: Field, value: Any, path: str, limits: Limits) -> Any:
     if not isinstance(value, str) or not ids.is_id(value):
         raise ValidationError(path, "must be the upload_id of an upload")
@@ -345,6 +360,7 @@ KINDS: dict[str, Check] = {
     "email": _email, "cell": _cell,
     "receiver": _receiver, "filename": _filename, "mime": _mime, "base64": _base64,
     "bool": _bool, "content_id": _content_id, "upload_id": _upload_id, "item_id": _item_id,
+    "sha256": _sha256,
     "origin_id": _origin_id, "https_url": _https_url, "priority": _priority,
     "list_name": _list_name,
     "send_at": _send_at, "integer": _integer, "list": _list, "object": _object,

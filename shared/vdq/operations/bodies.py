@@ -119,6 +119,7 @@ _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "content_id": lambda f: {"type": "string", "pattern":
                              f"^[{validation.CONTENT_ID_CHARS}]{{1,{f.max_length}}}$"},
     "upload_id": lambda f: {"type": "string", "pattern": ids.PATTERN},
+    "sha256": lambda f: {"type": "string", "pattern": validation.SHA256_BASE64},
     "item_id": lambda f: _string(f, ids.PATTERN),
     # Any whole number the JSON of a 64-bit integer holds (stored as its text).
     "origin_id": lambda f: {"anyOf": [_line(f), _INT64]},

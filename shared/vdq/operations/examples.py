@@ -133,7 +133,8 @@ REQUESTS: dict[str, Any] = {
     },
     "resendSentItems": {"ids": [_ITEM_ID, _OTHER_ID]},
     "postAttachmentUpload": {"filename": "catalogue-2027.pdf", "content_type": "application/pdf",
-                             "size": 6815744},
+                             "size": 6815744,
+                             "sha256": "LCa0a2j/xo/5m0U8HTBBNBNCLXBkg7+g+YpeiGJm564="},
     "addSuppression": {"receiver": "ada@example.org", "text": "asked by phone, ticket 77"},
     "postUnsubscribe": {"List-Unsubscribe": "One-Click"},
     "twilioInbound": {"MessageSid": "SM89abcdef0123456789abcdef01234567",
@@ -222,10 +223,12 @@ RESPONSES: dict[str, Any] = {
         "upload_id": _UPLOAD_ID,
         "url": f"https://vdq-attachments.s3.eu-west-1.amazonaws.com/uploads/3f9a1c0d/{_UPLOAD_ID}"
                "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=900&X-Amz-SignedHeaders="
-               "content-length%3Bcontent-type%3Bhost%3Bx-amz-meta-filename%3Bx-amz-meta-size",
+               "content-length%3Bcontent-type%3Bhost%3Bx-amz-checksum-sha256%3B"
+               "x-amz-meta-filename%3Bx-amz-meta-size",
         "method": "PUT",
         "headers": {"Content-Type": "application/pdf", "Content-Length": "6815744",
-                    "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744"},
+                    "x-amz-meta-filename": "catalogue-2027.pdf", "x-amz-meta-size": "6815744",
+                    "x-amz-checksum-sha256": "LCa0a2j/xo/5m0U8HTBBNBNCLXBkg7+g+YpeiGJm564="},
         "expires_at": "2026-12-03T08:15:00.000000Z",
     },
     "searchItems": {"items": [_email_item(**_SENT, signals=["complaint"])], "cursor": None},

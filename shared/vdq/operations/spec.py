@@ -123,17 +123,18 @@ _KEY = Param(_IDEMPOTENCY, "header", "string",
              "A key of the caller's choosing that makes the request safe to repeat.")
 # An upload's key stores no answer: it makes the upload's id (vdq.intake.uploads.new_upload).
 _UPLOAD_KEY = Param(_IDEMPOTENCY, "header", "string",
-                    "A key of the caller's choosing that makes the upload safe to make again: "
-                    "the same caller, key and declaration (filename, content_type, size) "
-                    "always answer the same `upload_id`, with a URL signed anew, also after an "
-                    "email took the upload. A client that runs again from the start (upload, "
-                    "PUT, email) with the keys it used the first time then sends the same "
-                    "email body, which the email's own Idempotency-Key answers as the first "
-                    "time. Use a key of its own for each file, made from the email's key and "
-                    "the file's bytes (`vdq send-email --attach-large` takes a SHA-256 of "
-                    "them): a changed file is then another upload, and the email's key refuses "
-                    "the changed email. Another declaration under the same key is another "
-                    "upload. A key outside the schema's pattern and length is a 400.")  # fmt: skip
+                    "A key of the caller's choosing that makes the upload safe to make again; "
+                    "it needs the declaration's `sha256` (a 422 naming it otherwise). The same "
+                    "caller, key and declaration (filename, content_type, size, sha256) always "
+                    "answer the same `upload_id`, with a URL signed anew, also after an email "
+                    "took the upload; S3 takes only the declared bytes for it. A client that "
+                    "runs again from the start (upload, PUT, email) with the keys it used the "
+                    "first time then sends the same email body, which the email's own "
+                    "Idempotency-Key answers as the first time. A changed file is another "
+                    "upload, and the email's key refuses the changed email. Use a key of its "
+                    "own for each file, made from the email's key and the file's place (`vdq "
+                    "send-email --attach-large` does). A key outside the schema's pattern and "
+                    "length is a 400.")  # fmt: skip
 _ADD = ("vdq.add_queueitem",)
 _READ = ("vdq.read_queueitem",)
 _LIST = ("vdq.list_queueitem",)

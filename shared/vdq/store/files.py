@@ -49,15 +49,16 @@ class FileStore:
         )  # fmt: skip
 
     def upload_url(self, key: str, content_type: str, size: int, metadata: dict[str, str],
-                   seconds: int) -> str:  # fmt: skip
-        """A presigned PUT of exactly this type, length and metadata: each is a signed header,
-        so S3 refuses a PUT that sends another value (or leaves one out)."""
-        return self._s3.generate_presigned_url(
-            "put_object",
-            Params={"Bucket": self._bucket, "Key": key, "ContentType": content_type,
-                    "ContentLength": size, "Metadata": metadata},
-            ExpiresIn=seconds,
-        )  # fmt: skip
+                   seconds: int, sha256: str | None = None) -> str:  # fmt: skip
+        """A presigned PUT of exactly this type, length and metadata (and with ``sha256``, its
+        digest in base64): each is a signed header, so S3 refuses a PUT that sends another
+        value (or leaves one out), and checks the bytes against the digest."""
+        params: dict[str, Any] = {"Bucket": self._bucket, "Key": key,
+                                  "ContentType": content_type, "ContentLength": size,
+                                  "Metadata": metadata}  # fmt: skip
+        if sha256 is not None:
+            params["ChecksumSHA256"] = sha256
+        return self._s3.generate_presigned_url("put_object", Params=params, ExpiresIn=seconds)
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the objects; raises when S3 deleted not all of them. DeleteObjects answers
