@@ -304,11 +304,8 @@ def transition(name: str) -> Any:
             print(f"{render.safe(item_id)}: {name} {moved}{note}")
             held = r.get("suppressed")
             if isinstance(held, dict):
-                where = (f"unsubscribed from the list {render.safe(held['list'])}"
-                         if held.get("list") else "on the suppression list")  # fmt: skip
-                print(f"note: {render.safe(held.get('receiver'))} is {where} "
-                      f"since {render.safe(held.get('since'))} ({render.safe(held.get('reason'))})"
-                      ": the retry would be cancelled at once, unsent")  # fmt: skip
+                print(f"{render.suppressed_note(held)}: the retry would be cancelled at once, "
+                      "unsent")  # fmt: skip
 
         if len(args.ids) == 1:
             [item_id] = args.ids

@@ -137,6 +137,15 @@ def print_items(items: list[dict[str, Any]]) -> None:
                 ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "RESULT"]))
 
 
+def suppressed_note(found: dict[str, Any]) -> str:
+    """"note: <receiver> is on the suppression list since <time> (<reason>)", or unsubscribed
+    from its list: what an answer's ``suppressed`` entry says of a receiver."""
+    where = (f"unsubscribed from the list {safe(found['list'])}" if found.get("list")
+             else "on the suppression list")  # fmt: skip
+    return (f"note: {safe(found.get('receiver'))} is {where} since {safe(found.get('since'))} "
+            f"({safe(found.get('reason'))})")
+
+
 def print_enqueued(answer: Any) -> None:
     """An enqueue's items, and what the answer says will keep some from being sent: a
     receiver on the suppression list (its item is cancelled, unsent) and a held producer
@@ -146,10 +155,7 @@ def print_enqueued(answer: Any) -> None:
     for found in answer.get("suppressed") or []:
         if not isinstance(found, dict):
             continue
-        where = (f"unsubscribed from the list {safe(found['list'])}" if found.get("list")
-                 else "on the suppression list")  # fmt: skip
-        print(f"note: {safe(found.get('receiver'))} is {where} since {safe(found.get('since'))} "
-              f"({safe(found.get('reason'))}): its item will be cancelled, unsent")
+        print(f"{suppressed_note(found)}: its item will be cancelled, unsent")
     held = answer.get("held")
     if isinstance(held, dict):
         print(f"note: producer {safe(held.get('producer'))}'s email is held since "
