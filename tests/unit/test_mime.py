@@ -6,6 +6,7 @@ import email
 import re
 from datetime import UTC, datetime
 from email import policy
+from email.header import decode_header, make_header
 
 import pytest
 
@@ -103,3 +104,39 @@ def test_a_header_field_whose_encoded_word_injects_is_not_written(where, change)
 def test_a_sender_name_with_an_encoded_address_is_not_written():
     with pytest.raises(Unsendable, match=re.escape("sender.name")):
         build_email(sender="shop@example.com", sender_name=SPOOF, content=CONTENT)
+
+
+# Names that need quoting (a comma, parentheses, quotes) and are too long for one 78-character
+# line: the email package of Python before 3.12.9 folds such a quoted-string and drops its
+# quotes, so its comma separates addresses and a name can smuggle one in.
+LONG_NAMES = [
+    "Smith, John - Department of Internal Medicine and Cardiovascular Surgery, Hospital",
+    "Support Team, Contoso-Worldwide-Customer-Success-Organisation-International-Division",
+    "Billing, billing@attacker.example, " + "X" * 80,
+    'Doe, "JD" \\ John (' + "N" * 90 + ")",
+    "Müller, Hans-Peter (Geschäftsführer der Internationalen Versicherungsgesellschaft) "
+    + "ü" * 120,
+]
+
+
+@pytest.mark.parametrize("name", LONG_NAMES, ids=range(len(LONG_NAMES)))
+def test_a_long_display_name_stays_one_address_in_every_address_header(name):
+    content = {**CONTENT, "to": [{"email": "a@example.org", "name": name},
+                                 {"email": "b@example.org", "name": name}],
+               "cc": [{"email": "c@example.org", "name": name}],
+               "reply_to": [{"email": "r@example.org", "name": name}]}  # fmt: skip
+    raw = build_email(sender="shop@example.com", sender_name=name, content=content)
+    raw.decode("ascii")
+    assert max(len(line) for line in raw.split(b"\r\n")) <= 998
+    message, as_written = parse(raw), email.message_from_bytes(raw, policy=policy.compat32)
+    for header, expected in (("From", ["shop@example.com"]),
+                             ("To", ["a@example.org", "b@example.org"]),
+                             ("Cc", ["c@example.org"]), ("Reply-To", ["r@example.org"])):
+        addresses = message[header].addresses
+        assert [a.addr_spec for a in addresses] == expected, header
+        if name.isascii():
+            assert all(a.display_name == name for a in addresses), header
+        else:  # the email package's parser puts a space between adjacent encoded words, which
+            # RFC 2047 joins: the name as a mail reader shows it
+            shown = str(make_header(decode_header(as_written[header])))
+            assert shown.count(name) == len(expected), header

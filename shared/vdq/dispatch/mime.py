@@ -8,9 +8,11 @@ related part; other files are attachments. Output is 7-bit ASCII with CRLF line 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from email.header import Header
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import SMTP
@@ -18,6 +20,7 @@ from email.utils import format_datetime
 from typing import Any
 
 POLICY = SMTP.clone(cte_type="7bit")
+CRLF = "\r\n"
 
 
 class Unsendable(ValueError):
@@ -75,11 +78,12 @@ def build_email(
     _check_fields(content, sender_name, files)
     msg = EmailMessage(policy=POLICY)
     msg["Subject"] = content.get("subject") or ""
-    msg["From"] = Address(display_name=sender_name or "", addr_spec=sender)
+    fields = [_address_field("From", [Address(display_name=sender_name or "",
+                                               addr_spec=sender)])]  # fmt: skip
     for header, key in (("To", "to"), ("Cc", "cc"), ("Reply-To", "reply_to")):
         addresses = _addresses(content.get(key))
         if addresses:
-            msg[header] = addresses
+            fields.append(_address_field(header, addresses))
     if date is not None:
         msg["Date"] = format_datetime(date)
     msg.set_content(content.get("text") or "")
@@ -104,7 +108,35 @@ def build_email(
         if not f.inline:
             maintype, _, subtype = f.content_type.partition("/")
             msg.add_attachment(f.data, maintype, subtype, filename=f.filename)
-    return _raw_headers(headers) + msg.as_bytes(policy=POLICY)
+    return _raw_headers(headers) + b"".join(fields) + msg.as_bytes(policy=POLICY)
+
+
+# Text a display name may hold unquoted: atoms (RFC 5322 atext) and single spaces between them.
+_PHRASE = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?: [A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+
+
+def _mailbox(address: Address) -> str:
+    """One address as a header writes it: a name of plain words as is, another ASCII name (or
+    one that looks like an encoded word) as a quoted-string, a name with other characters as
+    RFC 2047 encoded words (each at most 75 characters, on lines of their own)."""
+    name, addr = address.display_name, address.addr_spec
+    if not name:
+        return addr
+    if not name.isascii():
+        return f"{Header(name, 'utf-8').encode(linesep=CRLF)} <{addr}>"
+    if not _PHRASE.fullmatch(name) or "=?" in name:  # quoted, no reader decodes a word in it
+        name = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{name} <{addr}>"
+
+
+def _address_field(header: str, addresses: Sequence[Address]) -> bytes:
+    """An address header written here, each address on a line of its own, never folded inside
+    one. The email package (before Python 3.12.9 and 3.13.2) folds a quoted name too long for
+    a 78-character line and drops its quotes: its commas then separate addresses, and a name
+    such as ``Billing, billing@attacker.example, ...`` adds one to Reply-To. A line stays
+    within RFC 5322's 998 characters: a name is at most 256 characters, an address 254."""
+    body = ("," + CRLF + " ").join(_mailbox(a) for a in addresses)
+    return f"{header}: {body}{CRLF}".encode("ascii")
 
 
 def _raw_headers(headers: Mapping[str, str] | None) -> bytes:
