@@ -140,3 +140,19 @@ def test_a_long_display_name_stays_one_address_in_every_address_header(name):
             # RFC 2047 joins: the name as a mail reader shows it
             shown = str(make_header(decode_header(as_written[header])))
             assert shown.count(name) == len(expected), header
+
+
+@pytest.mark.parametrize("content_type", ["multipart/mixed", "multipart/related",
+                                          "message/rfc822", "message/partial"])
+def test_a_file_of_a_composite_type_arrives_as_the_bytes_it_holds(content_type):
+    """A multipart or message body may not be base64 (RFC 2045 6.4, RFC 2046 5.2): a file
+    declared so would be a multipart part without a boundary, or a message part a reader parses
+    as headers; its bytes go as application/octet-stream, under its own name."""
+    data = b"--x\r\nnot a MIME body \xff"
+    files = [File("forwarded.eml", content_type, data)]
+    message = parse(build_email(sender="shop@example.com", sender_name=None, content=CONTENT,
+                                files=files))  # fmt: skip
+    assert all(not part.defects for part in message.walk())
+    attachment = next(message.iter_attachments())
+    assert attachment.get_filename() == "forwarded.eml"
+    assert attachment.get_content() == data

@@ -92,7 +92,7 @@ def build_email(
         msg.add_alternative(html, subtype="html")
     inline = [f for f in files if f.inline]
     for f in inline:
-        maintype, _, subtype = f.content_type.partition("/")
+        maintype, subtype = _part_type(f.content_type)
         cid = f"<{f.content_id}>" if f.content_id else None
         if html:
             # Beside the HTML part, which refers to it as cid:<content_id>.
@@ -106,9 +106,20 @@ def build_email(
             )
     for f in files:
         if not f.inline:
-            maintype, _, subtype = f.content_type.partition("/")
+            maintype, subtype = _part_type(f.content_type)
             msg.add_attachment(f.data, maintype, subtype, filename=f.filename)
     return _raw_headers(headers) + b"".join(fields) + msg.as_bytes(policy=POLICY)
+
+
+def _part_type(content_type: str) -> tuple[str, str]:
+    """The type a file's part is written with: its own, but a composite one (multipart/*,
+    message/*) as application/octet-stream. Those bodies may not be base64 (RFC 2045 6.4,
+    RFC 2046 5.2.1), and as declared a reader would take the file's bytes for MIME structure
+    (a multipart without a boundary, a message's headers); its name still says what it is."""
+    maintype, _, subtype = content_type.partition("/")
+    if maintype.lower() in ("multipart", "message"):
+        return "application", "octet-stream"
+    return maintype, subtype
 
 
 # Text a display name may hold unquoted: atoms (RFC 5322 atext) and single spaces between them.
