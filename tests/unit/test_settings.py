@@ -64,6 +64,9 @@ def test_an_empty_webhook_url_selects_polling():
         # S3 refuses a SigV4 presigned URL valid longer than 7 days: every URL would fail.
         ("VDQ_UPLOAD_URL_SECONDS", "604801"),
         ("VDQ_ATTACHMENT_URL_SECONDS", "1209600"),
+        # SES v2 refuses a message over 40 MB after base64 (files grow by 1.37): every email
+        # with this much in files would be accepted and then fail at send.
+        ("VDQ_MAX_ATTACHMENT_BYTES", "30000000"),
     ],
 )
 def test_a_bad_value_fails_naming_the_setting(name, value):
@@ -108,3 +111,20 @@ def test_the_send_timeout_s_help_names_the_lease_s_margin_as_it_is():
              if env == "VDQ_SEND_TIMEOUT_SECONDS"]  # fmt: skip
     assert LEASE_MARGIN_SECONDS == 300
     assert "five minutes" in doc and "a minute" not in doc
+
+
+def test_the_largest_files_allowed_still_make_a_message_ses_takes():
+    """SES v2's limit is 40 MB per message after base64: files at the setting's maximum, with
+    the largest bodies enqueue takes (not ASCII, so base64 too), stay within it."""
+    from vdq.core.setting_values import MAX_ATTACHMENT_BYTES
+    from vdq.dispatch.mime import File, build_email
+    from vdq.intake.messages import MAX_TEXT
+
+    assert Settings.from_env({"VDQ_MAX_ATTACHMENT_BYTES": str(MAX_ATTACHMENT_BYTES)})
+    body = "\U0001f4e7" * MAX_TEXT  # four bytes a character in UTF-8
+    raw = build_email(sender="shop@example.com", sender_name=None,
+                      content={"subject": "s", "text": body, "html": body,
+                               "to": [{"email": "a@example.org"}]},
+                      files=[File("a.bin", "application/octet-stream",
+                                  bytes(MAX_ATTACHMENT_BYTES))])  # fmt: skip
+    assert len(raw) < 40_000_000

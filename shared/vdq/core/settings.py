@@ -121,9 +121,10 @@ class Settings:
     max_attachment_bytes: int = _setting(
         "VDQ_MAX_ATTACHMENT_BYTES",
         7_000_000,
-        read.positive_int,
+        read.attachment_bytes,
         "total decoded size of an email's attachments, inline and uploaded (an inline one "
-        "travels in the request, which Lambda limits to 6 MiB: about 4.5 MB decoded)",
+        "travels in the request, which Lambda limits to 6 MiB: about 4.5 MB decoded); at most "
+        "20000000, as SES takes a message of at most 40 MB after base64",
     )
     max_files_age_seconds: int | None = _setting(
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
