@@ -156,3 +156,12 @@ def test_a_file_of_a_composite_type_arrives_as_the_bytes_it_holds(content_type):
     attachment = next(message.iter_attachments())
     assert attachment.get_filename() == "forwarded.eml"
     assert attachment.get_content() == data
+
+
+def test_the_related_part_names_its_root_s_type():
+    """RFC 2387 3.1: a multipart/related must carry ``type``, the root part's type (the HTML)."""
+    files = [File("logo.png", "image/png", b"\x89PNG", inline=True, content_id="logo@shop")]
+    message = parse(build_email(sender="shop@example.com", sender_name=None, content=CONTENT,
+                                files=files))  # fmt: skip
+    related = next(p for p in message.walk() if p.get_content_type() == "multipart/related")
+    assert related.get_param("type") == "text/html"

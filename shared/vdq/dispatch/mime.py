@@ -104,6 +104,9 @@ def build_email(
             msg.add_attachment(
                 f.data, maintype, subtype, cid=cid, filename=f.filename, disposition="inline"
             )
+    if html and inline:
+        # RFC 2387 3.1: a related part names its root's type (the email package leaves it out).
+        msg.get_payload()[1].set_param("type", "text/html")  # type: ignore[index,union-attr]
     for f in files:
         if not f.inline:
             maintype, subtype = _part_type(f.content_type)
