@@ -233,15 +233,18 @@ def test_a_bulk_send_books_the_schedule_only_a_horizon_ahead_a_high_one_the_long
     assert least - 1e-3 <= ahead <= most + 1e-3
 
 
-def test_twilio_429_puts_an_sms_back_on_the_queue_instead_of_erroring_it(aws, rt):
+# 429 / 20429: Twilio's rate limit; 400 / 21611: the sender's queue holds ten hours of messages
+# at its rate, and Twilio's remedy is to send more slowly.
+@pytest.mark.parametrize("status,code", [(429, 20429), (400, 21611)])
+def test_twilio_429_puts_an_sms_back_on_the_queue_instead_of_erroring_it(aws, rt, status, code):
     class Throttled429:
         calls = 0
 
         def send(self, *args, **kwargs):
             self.calls += 1
             if self.calls == 1:
-                raise twilio_classify(TwilioRestException(429, "/Messages.json",
-                                                          "Too Many Requests", 20429))
+                raise twilio_classify(TwilioRestException(status, "/Messages.json",
+                                                          "Too Many Requests", code))
             return "SM" + "2" * 32
 
     rt.overrides["twilio"] = Throttled429()

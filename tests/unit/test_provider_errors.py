@@ -91,6 +91,9 @@ def refused():
      ThrottledProviderError),
     (TwilioRestException(400, "/Messages.json", "Too many requests", 20429),
      ThrottledProviderError),
+    # The sender's queue is full (ten hours at its rate): Twilio asks to send more slowly.
+    (TwilioRestException(400, "/Messages.json", "This 'From' number has exceeded the maximum "
+                         "number of queued messages", 21611), ThrottledProviderError),
     (requests.ConnectTimeout("connect timed out"), TransientProviderError),
     (refused(), TransientProviderError),
     (requests.ConnectionError(ProtocolError("Connection aborted.")), AmbiguousProviderError),

@@ -28,8 +28,8 @@ of its batch's slots with its own, so at 1,000 a second the shared pace record t
 the writes it would (bench.lanespace: high items' p99 0.49 s against 0.08 s, within the 1 s
 target).
 
-A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429) cuts the shared
-rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
+A throttling answer (SES "Maximum sending rate exceeded", Twilio 429 / 20429 or 21611) cuts the
+shared rate multiplicatively; it recovers additively with time (AIMD). A throttled item goes back on
 the queue the same way: throttling never makes an item ``errored``.
 """
 

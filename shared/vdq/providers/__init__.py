@@ -45,9 +45,10 @@ class TransientProviderError(ProviderError):
 
 class ThrottledProviderError(TransientProviderError):
     """The provider refused the request for its rate (SES "Maximum sending rate exceeded",
-    Twilio 429 / 20429): nothing was sent. The worker slows the fleet's pace and puts the item
-    back on the queue; it never counts as a failure of the item. ``rate_exceeded`` is False for
-    a quota that a slower pace does not help (SES "Daily message quota exceeded")."""
+    Twilio 429 / 20429, and 21611: the sender's queue is full): nothing was sent. The worker
+    slows the fleet's pace and puts the item back on the queue; it never counts as a failure
+    of the item. ``rate_exceeded`` is False for a quota that a slower pace does not help (SES
+    "Daily message quota exceeded")."""
 
     kind = "throttled"
 

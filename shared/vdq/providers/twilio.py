@@ -37,6 +37,9 @@ from vdq.providers import (
 PROVIDER = "Twilio"
 MAX_VALIDITY_SECONDS = 36_000  # Twilio's longest (and default) wait in its outgoing queue
 TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or rate limits)
+# A 400: the sender's outgoing queue holds ten hours of messages at its rate. Nothing was
+# queued, and Twilio's remedy is to send more slowly: a throttle, not a fault of the message.
+QUEUE_FULL = 21611
 SECRET_MAX_AGE = 300
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
 
@@ -84,7 +87,7 @@ def classify(exc: Exception) -> ProviderError:
     """The provider error for an exception raised by a Twilio API call."""
     if isinstance(exc, TwilioRestException):
         message = exc.msg or str(exc)
-        if exc.status == 429 or exc.code == TOO_MANY_REQUESTS:
+        if exc.status == 429 or exc.code in (TOO_MANY_REQUESTS, QUEUE_FULL):
             return ThrottledProviderError(PROVIDER, message, code=exc.code or exc.status)
         if exc.status >= 500:
             return TransientProviderError(PROVIDER, message, code=exc.code or exc.status)
