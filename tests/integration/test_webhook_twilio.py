@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import replace
+from urllib.parse import parse_qsl, urlencode
 
 import boto3
 import pytest
@@ -168,6 +169,35 @@ def test_signature_of_a_webhook_url_with_its_own_query_is_checked(aws, runtime):
     event = twilio_event("delivered", sid=SID, item_id=None, url=url + "&queue_item=" + item.id)
     event["queryStringParameters"] = {"env": "prod", "queue_item": item.id}
     event["multiValueQueryStringParameters"] = {"env": ["prod"], "queue_item": [item.id]}
+    assert call(event) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+
+
+class RepeatedForm(dict):
+    """A form with names posted more than once, as Twilio's validators read one (``getall``)."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+    def getall(self, name):
+        return [v for k, v in self.pairs if k == name]
+
+
+def test_a_form_that_repeats_a_name_is_checked_with_every_value(aws, runtime):
+    # Twilio signs every value of a repeated parameter (each name, then its values sorted);
+    # a check that keeps one value per name refuses an authentic callback.
+    from twilio.request_validator import RequestValidator
+
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=item.id)
+    pairs = [*parse_qsl(event["body"]), ("ChannelPrefix", "sms"), ("ChannelPrefix", "rcs")]
+    url = f"{SAMPLE_WEBHOOK_URL}?{urlencode({'queue_item': item.id})}"
+    signature = RequestValidator(SAMPLE_AUTH_TOKEN).compute_signature(url, RepeatedForm(pairs))
+    event["headers"] = {**event["headers"], "X-Twilio-Signature": signature}
+    forged = dict(event, body=urlencode([*pairs[:-1], ("ChannelPrefix", "mms")]))
+    assert call(forged) == 403  # every value is signed: a changed one is refused
+    event["body"] = urlencode(pairs)
     assert call(event) == 204
     assert runtime.store.get_item(item.id).state == "succeeded"
 

@@ -37,11 +37,25 @@ def public_url(webhook_url: str, event: dict[str, Any]) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def form_params(event: dict[str, Any]) -> dict[str, str]:
+class Form(dict[str, str]):
+    """The posted form: a name's last value, as read; and ``getall``, every value of a name, as
+    Twilio signs them (a repeated name's values sorted) and its validator reads them."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        super().__init__(pairs)
+        self._values: dict[str, list[str]] = {}
+        for name, value in pairs:
+            self._values.setdefault(name, []).append(value)
+
+    def getall(self, name: str) -> list[str]:
+        return list(self._values.get(name) or [self[name]])
+
+
+def form_params(event: dict[str, Any]) -> Form:
     raw = event.get("body") or ""
     if event.get("isBase64Encoded"):
         raw = base64.b64decode(raw).decode("utf-8")
-    return dict(parse_qsl(raw, keep_blank_values=True))
+    return Form(parse_qsl(raw, keep_blank_values=True))
 
 
 def auth_token(settings: Settings) -> str:
