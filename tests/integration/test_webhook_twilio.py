@@ -230,6 +230,43 @@ def test_auth_token_from_secrets_manager(aws, settings, clock):
         Runtime.reset_default()
 
 
+def test_a_callback_signed_with_a_rotated_token_is_taken_before_the_cached_one_expires(
+        aws, settings, clock, monkeypatch):  # fmt: skip
+    # Twilio signs with the primary auth token: once the secondary is promoted (and the secret
+    # updated), callbacks come signed with the new one while the function still holds the old.
+    from aws_lambda_powertools.utilities import parameters
+
+    from vdq.results import twilio_signature
+
+    parameters.clear_caches()
+    monkeypatch.setattr(twilio_signature, "_last_fresh_read", [float("-inf")])  # none yet
+    secrets = boto3.client("secretsmanager")
+    secrets.create_secret(Name="vdq/twilio-rotated", SecretString=json.dumps(
+        {"account_sid": SAMPLE_ACCOUNT_SID, "auth_token": SAMPLE_AUTH_TOKEN}))
+    rt = Runtime(settings=replace(settings, twilio_account_sid=SAMPLE_ACCOUNT_SID,
+                                  twilio_secret_name="vdq/twilio-rotated",
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL), clock=clock)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    try:
+        first = to_awaiting(new_sms(rt), rt, SID)
+        assert call(twilio_event("sent", sid=SID, item_id=first.id)) == 204  # token cached
+        secrets.put_secret_value(SecretId="vdq/twilio-rotated", SecretString=json.dumps(
+            {"account_sid": SAMPLE_ACCOUNT_SID, "auth_token": "promoted-secondary-token"}))
+        assert call(twilio_event("delivered", sid=SID, item_id=first.id,
+                                 token="promoted-secondary-token")) == 204  # fmt: skip
+        assert rt.store.get_item(first.id).state == "succeeded"
+        other = "SM" + "b" * 32
+        second = to_awaiting(new_sms(rt), rt, other)
+        old = twilio_event("delivered", sid=other, item_id=second.id, token=SAMPLE_AUTH_TOKEN)
+        assert call(old) == 403  # the token before the rotation: refused
+        assert call(twilio_event("delivered", sid=other, item_id=second.id, token="forged")) == 403
+    finally:
+        Runtime.reset_default()
+        parameters.clear_caches()
+
+
 def test_callback_without_key_matches_by_message_sid(aws, runtime):
     item = to_awaiting(new_sms(runtime), runtime, SID)
     assert call(twilio_event("delivered", sid=SID, item_id=None)) == 204

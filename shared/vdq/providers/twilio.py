@@ -117,18 +117,22 @@ def settings_credentials(settings: Settings) -> Callable[[], Credentials]:
             "Twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN, or VDQ_TWILIO_SECRET_NAME"
         )
 
-    def from_secret() -> Credentials:
-        from aws_lambda_powertools.utilities import parameters
+    return lambda: secret_credentials(secret, sid)
 
-        data = parameters.get_secret(secret, transform="json", max_age=SECRET_MAX_AGE)
-        if not isinstance(data, dict) or not data.get("auth_token"):
-            raise SettingsError(f"secret {secret} must be JSON with account_sid and auth_token")
-        account = data.get("account_sid") or sid
-        if not account:
-            raise SettingsError(f"secret {secret} names no account_sid and none is set")
-        return str(account), str(data["auth_token"])
 
-    return from_secret
+def secret_credentials(secret: str, sid: str | None, *, fresh: bool = False) -> Credentials:
+    """The credentials the Secrets Manager secret holds (cached ``SECRET_MAX_AGE`` seconds;
+    ``fresh``: read again now, and cached from there)."""
+    from aws_lambda_powertools.utilities import parameters
+
+    data = parameters.get_secret(secret, transform="json", max_age=SECRET_MAX_AGE,
+                                 force_fetch=fresh)  # fmt: skip
+    if not isinstance(data, dict) or not data.get("auth_token"):
+        raise SettingsError(f"secret {secret} must be JSON with account_sid and auth_token")
+    account = data.get("account_sid") or sid
+    if not account:
+        raise SettingsError(f"secret {secret} names no account_sid and none is set")
+    return str(account), str(data["auth_token"])
 
 
 class TwilioProvider:

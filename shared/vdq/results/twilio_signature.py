@@ -65,10 +65,35 @@ def auth_token(settings: Settings) -> str:
     return settings_credentials(settings)()[1]
 
 
+# A signature the cached token refuses reads the secret again at most this often (a function
+# instance's): Twilio signs with the new token as soon as it is promoted, while the cache holds
+# the old one for up to SECRET_MAX_AGE seconds; forged requests cost one read a period at most.
+FRESH_TOKEN_EVERY_SECONDS = 30.0
+_last_fresh_read = [float("-inf")]
+
+
+def fresh_auth_token(settings: Settings) -> str | None:
+    """The secret's auth token read again now (the cache takes it), when the token comes from
+    the secret and no other request read it in the last FRESH_TOKEN_EVERY_SECONDS; else None."""
+    import time
+
+    from vdq.providers.twilio import secret_credentials
+
+    secret = settings.twilio_secret_name
+    if not secret or (settings.twilio_account_sid and settings.twilio_auth_token):
+        return None
+    now = time.monotonic()
+    if now - _last_fresh_read[0] < FRESH_TOKEN_EVERY_SECONDS:
+        return None
+    _last_fresh_read[0] = now
+    return secret_credentials(secret, settings.twilio_account_sid, fresh=True)[1]
+
+
 def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings, *,
                  inbound: bool = False) -> bool:  # fmt: skip
     """Twilio signed this request: a status callback (``TWILIO_WEBHOOK_URL``) or, ``inbound``,
-    an incoming message (``settings.inbound_url``)."""
+    an incoming message (``settings.inbound_url``). With the token of the secret: a signature
+    the cached token refuses is checked again with the secret as it is now (a rotation)."""
     signature = api.header(event, "X-Twilio-Signature")
     signed = settings.inbound_url if inbound else settings.twilio_webhook_url
     if not signature or not signed:
@@ -76,4 +101,9 @@ def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settin
     from twilio.request_validator import RequestValidator
 
     url = public_url(signed, event)
-    return bool(RequestValidator(auth_token(settings)).validate(url, params, signature))
+    token = auth_token(settings)
+    if RequestValidator(token).validate(url, params, signature):
+        return True
+    fresh = fresh_auth_token(settings)
+    return bool(fresh and fresh != token
+                and RequestValidator(fresh).validate(url, params, signature))  # fmt: skip
