@@ -117,6 +117,12 @@ class Fuzz:
             # and the examples phase combines one key with several example bodies.
             unique = f"-{uuid.uuid4().hex}"
             case.headers["Idempotency-Key"] = key[: MAX_IDEMPOTENCY_KEY - len(unique)] + unique
+            upload = case.path == "/attachments/uploads" and isinstance(case.body, dict)
+            if upload and case.body.get("sha256") is None:
+                # An upload's key needs the file's digest, as the key's description says (a
+                # rule between a header and the body no schema declares): a client sends it.
+                # tests/integration/test_uploads.py pins the 422 without it.
+                case.body["sha256"] = "LCa0a2j/xo/5m0U8HTBBNBNCLXBkg7+g+YpeiGJm564="
         if case.path == "/twilio/status-callback":
             self.sign(case)
 
