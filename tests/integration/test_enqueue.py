@@ -106,6 +106,24 @@ def test_bad_input_is_refused_and_nothing_is_written(aws, runtime, body, status,
     assert drain(aws) == []
 
 
+@pytest.mark.parametrize("cell,accepted", [
+    ("+14155550100", True), ("+15005550006", True), ("+442071838750", True), ("+4930123", True),
+    ("+1415555010", False),  # found in use: a digit short, Twilio's 21211 errored it later
+    ("+141555501000", False), ("+10155550100", False), ("+11155550100", False),
+    ("+14150550100", False),  # an exchange starts 2-9 in the North American plan
+])  # fmt: skip
+def test_a_north_american_number_has_ten_digits_of_the_plan_or_is_a_422(aws, runtime, cell,
+                                                                        accepted):
+    body = {"sender": {"cell": "+15005550006"}, "to": [{"cell": cell}], "body": "hi"}
+    got, answer = post("apigw_post_sms", body)
+    if accepted:
+        assert got == 201, answer
+        return
+    assert got == 422 and answer["error"]["details"]["field"] == "to[0].cell", answer
+    assert "10 digits" in answer["error"]["message"]
+    assert drain(aws) == []
+
+
 @pytest.mark.parametrize("sender,accepted", [
     ("shop@example.com", True),  # its domain is an identity
     ("Shop@EXAMPLE.com", True),

@@ -85,12 +85,12 @@ def test_the_twilio_sandbox_throttles_each_sender_with_429_20429():
     sandbox.rate = RateLimit(1.0, clock=Clock())
     try:
         twilio = TwilioProvider(lambda: (SID, TOKEN), api_url=sandbox.url)
-        assert twilio.send("+15005550006", "+15551230001", "one")
-        assert twilio.send("+15005550006", "+15551230001", "two")
+        assert twilio.send("+15005550006", "+15552230001", "one")
+        assert twilio.send("+15005550006", "+15552230001", "two")
         with pytest.raises(ThrottledProviderError) as refused:
-            twilio.send("+15005550006", "+15551230002", "two")
+            twilio.send("+15005550006", "+15552230002", "two")
         assert refused.value.code == 20429
-        assert twilio.send("+15005550007", "+15551230003", "another sender")
+        assert twilio.send("+15005550007", "+15552230003", "another sender")
     finally:
         sandbox.stop()
 

@@ -219,8 +219,8 @@ def test_a_duplicate_delivery_of_a_suppressed_item_changes_nothing(aws, rt):
 
 def test_an_sms_to_an_opted_out_number_is_not_handed_to_twilio(aws, rt):
     http = fake_twilio(rt)
-    suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
-    [item] = vdq.add_sms("+15550000000", ["+15551230001"], "Hi", runtime=rt)
+    suppression.suppress("+15552230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    [item] = vdq.add_sms("+15552000000", ["+15552230001"], "Hi", runtime=rt)
     assert process(aws, rt, item) == send.SUPPRESSED
     assert http.requests == []
     assert rt.store.get_item(item.id).state == "cancelled"
@@ -245,7 +245,7 @@ def test_enqueue_flags_suppressed_receivers_and_still_queues_them(aws, rt):
 
 def test_enqueue_flags_nothing_when_no_receiver_is_suppressed(aws, rt):
     who = Caller("producer", ("vdq-senders",), frozenset({"vdq.add_queueitem"}))
-    body = {"sender": {"cell": "+15550000000"}, "to": [{"cell": "+15551230001"}], "body": "Hi"}
+    body = {"sender": {"cell": "+15552000000"}, "to": [{"cell": "+15552230001"}], "body": "Hi"}
     assert intake.submit("sms", body, who, rt)["suppressed"] == []
 
 
@@ -299,31 +299,31 @@ def test_twilio_21610_on_send_suppresses_the_number(aws, rt):
     http = fake_twilio(rt)
     http.answer(400, {"code": 21610, "message": "Attempt to send to unsubscribed recipient",
                       "status": 400})  # fmt: skip
-    [item] = vdq.add_sms("+15550000000", ["+15551230004"], "Hi", runtime=rt)
+    [item] = vdq.add_sms("+15552000000", ["+15552230004"], "Hi", runtime=rt)
     assert process(aws, rt, item) == send.ERRORED
-    assert "+15551230004 is on the suppression list from now on" in rt.store.get_item(
+    assert "+15552230004 is on the suppression list from now on" in rt.store.get_item(
         item.id).result
-    assert rt.store.get_suppression("+15551230004").reason == "sms_opt_out"
+    assert rt.store.get_suppression("+15552230004").reason == "sms_opt_out"
 
 
 def test_another_twilio_refusal_suppresses_nothing(aws, rt):
     http = fake_twilio(rt)
     http.answer(400, {"code": 21211, "message": "not a valid phone number", "status": 400})
-    [item] = vdq.add_sms("+15550000000", ["+15551230004"], "Hi", runtime=rt)
+    [item] = vdq.add_sms("+15552000000", ["+15552230004"], "Hi", runtime=rt)
     assert process(aws, rt, item) == send.ERRORED
-    assert rt.store.get_suppression("+15551230004") is None
+    assert rt.store.get_suppression("+15552230004") is None
 
 
 def test_twilio_21610_in_a_status_callback_suppresses_the_number(aws, rt):
     event = twilio_event("failed", sid="SM" + "b" * 32, item_id=None, ErrorCode="21610",
-                         To="+15551230009")  # fmt: skip
+                         To="+15552230009")  # fmt: skip
     answer = webhook.handler(event, LambdaContext("webhook"))
     assert answer["statusCode"] == 204
-    assert rt.store.get_suppression("+15551230009").reason == "sms_opt_out"
+    assert rt.store.get_suppression("+15552230009").reason == "sms_opt_out"
 
 
 def test_a_forged_callback_suppresses_nothing(aws, rt):
     event = twilio_event("failed", sid="SM" + "b" * 32, item_id=None, ErrorCode="21610",
-                         To="+15551230009", token="not-the-token")  # fmt: skip
+                         To="+15552230009", token="not-the-token")  # fmt: skip
     assert webhook.handler(event, LambdaContext("webhook"))["statusCode"] == 403
-    assert rt.store.get_suppression("+15551230009") is None
+    assert rt.store.get_suppression("+15552230009") is None

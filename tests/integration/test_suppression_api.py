@@ -98,9 +98,9 @@ def test_the_list_pages_in_receiver_order_across_partitions(aws, rt):
 
 def test_the_list_filters_by_channel_and_looks_up_one_receiver(aws, rt):
     suppression.suppress("ada@example.org", "bounce", actor="ses", text=None, runtime=rt)
-    suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    suppression.suppress("+15552230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
     sms = call("list_suppressions", query={"channel": "sms"}, groups=OPS).body
-    assert [s["receiver"] for s in sms["suppressions"]] == ["+15551230001"]
+    assert [s["receiver"] for s in sms["suppressions"]] == ["+15552230001"]
     one = call("list_suppressions", query={"receiver": "ADA@example.org"}, groups=OPS).body
     assert [s["reason"] for s in one["suppressions"]] == ["bounce"]
 
@@ -131,14 +131,14 @@ def test_a_removals_reason_is_one_line_of_any_text_as_an_additions_is(aws, rt):
 
 
 def test_removing_a_receiver_not_on_the_list_is_a_404(aws, rt):
-    answer = call("remove_suppression", params={"receiver": "%2B15551230001"}, groups=OPS)
+    answer = call("remove_suppression", params={"receiver": "%2B15552230001"}, groups=OPS)
     assert answer.status == 404
 
 
 # ---- inbound SMS --------------------------------------------------------------------------
 
 
-def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TOKEN,
+def inbound(body: str, number: str = "+15552230001", token: str = SAMPLE_AUTH_TOKEN,
             **extra: str):  # fmt: skip
     from twilio.request_validator import RequestValidator
 
@@ -159,26 +159,26 @@ def inbound(body: str, number: str = "+15551230001", token: str = SAMPLE_AUTH_TO
 def test_stop_and_its_synonyms_suppress_the_number(aws, rt, word):
     answer = inbound(word)
     assert answer["statusCode"] == 200 and "<Response>" in answer["body"]
-    record = rt.store.get_suppression("+15551230001")
+    record = rt.store.get_suppression("+15552230001")
     assert (record.reason, record.actor) == ("sms_opt_out", "twilio")
 
 
 def test_start_removes_the_opt_out_and_help_is_only_recorded(aws, rt):
     inbound("HELP")
-    assert rt.store.get_suppression("+15551230001") is None
+    assert rt.store.get_suppression("+15552230001") is None
     rt.clock.advance(1)
     inbound("STOP")
     rt.clock.advance(1)
     inbound("start")
-    assert rt.store.get_suppression("+15551230001") is None
-    actions = [e.action for e in rt.store.suppression_history("+15551230001")]
+    assert rt.store.get_suppression("+15552230001") is None
+    actions = [e.action for e in rt.store.suppression_history("+15552230001")]
     assert actions == ["noted", "added", "removed"]
 
 
 def test_an_inbound_stop_posted_again_after_a_start_suppresses_no_one(aws, rt):
     # Twilio may post the same incoming message again (its webhook's retry): the START the
     # number sent since holds. Another STOP is news.
-    number = "+15551230001"
+    number = "+15552230001"
     inbound("STOP", MessageSid="SM" + "1" * 32)
     rt.clock.advance(1)
     inbound("START", MessageSid="SM" + "2" * 32)
@@ -194,7 +194,7 @@ def test_an_inbound_stop_posted_again_after_a_start_suppresses_no_one(aws, rt):
 def test_an_inbound_start_posted_again_after_a_stop_lifts_nothing(aws, rt, suppressed_before):
     # The mirror of the STOP's case: the number texted START, then STOP; Twilio posts the
     # START again. The STOP since holds, whether or not the START found an opt-out to lift.
-    number = "+15551230001"
+    number = "+15552230001"
     if suppressed_before:
         inbound("STOP", MessageSid="SM" + "1" * 32)
         rt.clock.advance(1)
@@ -210,24 +210,24 @@ def test_an_inbound_start_posted_again_after_a_stop_lifts_nothing(aws, rt, suppr
 
 
 def test_start_does_not_lift_an_operators_suppression(aws, rt):
-    suppression.suppress("+15551230001", "operator", actor="op", text=None, runtime=rt)
+    suppression.suppress("+15552230001", "operator", actor="op", text=None, runtime=rt)
     inbound("YES")
-    assert rt.store.get_suppression("+15551230001").reason == "operator"
+    assert rt.store.get_suppression("+15552230001").reason == "operator"
 
 
 def test_an_unsigned_inbound_stop_is_refused_and_changes_nothing(aws, rt):
     assert inbound("STOP", token="forged")["statusCode"] == 403
-    assert rt.store.get_suppression("+15551230001") is None
+    assert rt.store.get_suppression("+15552230001") is None
 
 
 def test_twilios_opt_out_type_wins_over_the_body(aws, rt):
     inbound("Arrêt", OptOutType="STOP")  # Advanced Opt-Out: a keyword of the account's own
-    assert rt.store.get_suppression("+15551230001").reason == "sms_opt_out"
+    assert rt.store.get_suppression("+15552230001").reason == "sms_opt_out"
 
 
 def test_other_texts_change_nothing(aws, rt):
     assert inbound("please stop texting me")["statusCode"] == 200
-    assert rt.store.get_suppression("+15551230001") is None
+    assert rt.store.get_suppression("+15552230001") is None
 
 
 # ---- one-click unsubscribe ----------------------------------------------------------------

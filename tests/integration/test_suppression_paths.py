@@ -74,7 +74,7 @@ def test_an_operator_retry_after_twilio_21610_is_cancelled_without_calling_twili
     http = fake_twilio(rt)
     http.answer(400, {"code": 21610, "message": "Attempt to send to unsubscribed recipient",
                       "status": 400})  # fmt: skip
-    [item] = vdq.add_sms("+15550000000", ["+15551230004"], "Hi", runtime=rt)
+    [item] = vdq.add_sms("+15552000000", ["+15552230004"], "Hi", runtime=rt)
     [first] = drain(aws)
     assert send.process_body(json.dumps(first), rt) == send.ERRORED
     answer = call("transition", params={"id": item.id, "name": "retry"}, query={})
@@ -84,7 +84,7 @@ def test_an_operator_retry_after_twilio_21610_is_cancelled_without_calling_twili
     assert len(http.requests) == 1  # only the first attempt reached Twilio
     stored = rt.store.get_item(item.id)
     assert stored.state == "cancelled"
-    assert "+15551230004 is on the suppression list" in stored.result
+    assert "+15552230004 is on the suppression list" in stored.result
 
 
 def test_a_resent_copy_to_an_address_suppressed_since_is_not_sent(aws, rt):
@@ -162,25 +162,25 @@ def test_a_complaint_from_ses_account_suppression_list_says_so(aws, rt):
 def test_help_never_suppresses_not_even_after_a_start(aws, rt):
     for word in ("HELP", "info", " Help "):
         inbound(word)
-    assert rt.store.get_suppression("+15551230001") is None
-    assert [e.action for e in rt.store.suppression_history("+15551230001")] == ["noted"] * 3
+    assert rt.store.get_suppression("+15552230001") is None
+    assert [e.action for e in rt.store.suppression_history("+15552230001")] == ["noted"] * 3
 
 
 def test_a_start_does_not_lift_a_suppression_that_changed_since_it_was_read(
         aws, rt, monkeypatch):  # fmt: skip
     # START read an opt-out; before it removed it, the opt-out was lifted and an operator
     # suppressed the number: START must not remove the operator's suppression.
-    suppression.suppress("+15551230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
-    stale = rt.store.get_suppression("+15551230001")
-    suppression.unsuppress("+15551230001", actor="twilio", text="START", runtime=rt)
+    suppression.suppress("+15552230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    stale = rt.store.get_suppression("+15552230001")
+    suppression.unsuppress("+15552230001", actor="twilio", text="START", runtime=rt)
     rt.clock.advance(1)
-    suppression.suppress("+15551230001", "operator", actor="op", text=None, runtime=rt)
+    suppression.suppress("+15552230001", "operator", actor="op", text=None, runtime=rt)
     reads = iter([stale])
     real = rt.store.get_suppression
     monkeypatch.setattr(rt.store, "get_suppression",
                         lambda r, *more: next(reads, None) or real(r, *more))
     inbound("START")
-    assert rt.store.get_suppression("+15551230001").reason == "operator"
+    assert rt.store.get_suppression("+15552230001").reason == "operator"
 
 
 # ---- operators ----------------------------------------------------------------------------
@@ -188,13 +188,13 @@ def test_a_start_does_not_lift_a_suppression_that_changed_since_it_was_read(
 
 @pytest.mark.parametrize("group", ["vdq-viewers", "vdq-senders", "vdq-operators"])
 def test_every_suppression_route_is_a_403_without_the_suppression_permissions(aws, rt, group):
-    suppression.suppress("+15551230009", "operator", actor="op", text=None, runtime=rt)
+    suppression.suppress("+15552230009", "operator", actor="op", text=None, runtime=rt)
     for name, kwargs in (("list_suppressions", {}),
                          ("add_suppression", {"body": {"receiver": "bob@example.org"}}),
-                         ("suppression_history", {"params": {"receiver": "%2B15551230009"}}),
-                         ("remove_suppression", {"params": {"receiver": "%2B15551230009"}})):
+                         ("suppression_history", {"params": {"receiver": "%2B15552230009"}}),
+                         ("remove_suppression", {"params": {"receiver": "%2B15552230009"}})):
         assert call(name, groups=(group,), **kwargs).status == 403, name
-    assert rt.store.get_suppression("+15551230009") is not None
+    assert rt.store.get_suppression("+15552230009") is not None
     assert rt.store.get_suppression("bob@example.org") is None
 
 

@@ -89,8 +89,8 @@ def _text_of(kind: str, n: int) -> str:
         return ""
     if kind in ("email", "receiver"):
         return "a" * 64 + "@" + _domain(n - 65)
-    if kind == "cell":
-        return "+1" + "5" * (n - 2)
+    if kind == "cell":  # (not +1: a North American number has 10 digits alone)
+        return "+4" + "5" * (n - 2)
     if kind == "mime":
         return "a/" + "b" * (n - 2)
     if kind == "https_url":
@@ -123,7 +123,7 @@ def _bounds(f: Field) -> list[tuple[Any, Any]]:
         if f.max_length is not None:
             out.append((_text_of(f.kind, f.max_length), _text_of(f.kind, f.max_length + 1)))
         if f.min_length is not None:  # a receiver is never one character: its shortest
-            shortest = "+12" if f.kind == "receiver" else _text_of(f.kind, f.min_length)
+            shortest = "+42" if f.kind == "receiver" else _text_of(f.kind, f.min_length)
             out.append((shortest, _text_of(f.kind, f.min_length - 1)))
     return out
 

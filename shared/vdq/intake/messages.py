@@ -259,7 +259,8 @@ SMS_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
           required=True, max_length=MAX_CELL),
 ), build=lambda v: v["cell"])
 SMS_RECEIVER = Body("SmsReceiver", "A number to send the SMS to.", (
-    Field("cell", "cell", "An E.164 number (+ and up to 15 digits).", required=True,
+    Field("cell", "cell", "An E.164 number (+ and up to 15 digits); a +1 number has 10 digits "
+          "after the +1, its area code and exchange starting 2-9.", required=True,
           max_length=MAX_CELL),
     Field("name", "line", "Who it is, for the operators.", max_length=MAX_NAME),
 ), build=lambda v: SmsReceiver(v["cell"], v["name"] or None))

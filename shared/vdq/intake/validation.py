@@ -112,6 +112,10 @@ def cell(value: Any, path: str) -> str:
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not _E164.match(text):
+        if text.startswith("+1") and text[1:].isascii() and text[1:].isdigit():
+            raise ValidationError(path, f"{text!r} is not a North American number: after +1 "
+                                  "it has 10 digits, its area code and exchange each starting "
+                                  "2-9 (+1 NPA NXX XXXX)")  # fmt: skip
         # ASCII digits alone are most often a number without its + and country code.
         bare = text.isascii() and text.isdigit()
         more = ": it starts with + and the country code" if bare else ""

@@ -145,7 +145,8 @@ CHANNELS = ("email", "sms")
 # What the document promises for a receiver: an E.164 number, or a plain address (a subset of
 # what the server takes, vdq.intake.messages: any address the pattern matches is accepted).
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
-RECEIVER_PATTERN = (r"^(?:\+[1-9][0-9]{1,14}|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
+RECEIVER_PATTERN = (r"^(?:\+(?:1[2-9][0-9]{2}[2-9][0-9]{6}|[2-9][0-9]{1,14})"
+                    r"|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
                     f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
 # What str.strip() removes, so what the server counts as blank (spelled out: regex engines
 # disagree on \s, e.g. about U+001C..U+001F).
