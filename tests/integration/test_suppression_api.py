@@ -353,3 +353,19 @@ def test_a_path_is_not_told_about_query_strings_and_long_input_is_not_echoed(aws
     arabic = call("add_suppression", body={"receiver": "\u0661\u0664\u0661\u0665\u0665\u0665"},
                   groups=OPS)  # fmt: skip
     assert arabic.status == 422 and "country code" not in arabic.body["error"]["message"]
+
+
+def test_a_number_stored_before_the_north_american_rule_is_still_found_and_removed(aws, rt):
+    # Enqueue and additions took any +1 number before they required the plan's form: an entry
+    # of such a number must still be looked up, searched for and removed, not a 422.
+    old = "+15551230001"  # its exchange starts with 1: enqueue refuses it now
+    suppression.suppress(old, "operator", actor="ops", text=None, runtime=rt)
+    found = call("list_suppressions", query={"receiver": old}, groups=OPS)
+    assert found.status == 200 and len(found.body["suppressions"]) == 1, found.body
+    history = call("suppression_history", params={"receiver": "%2B15551230001"}, groups=OPS)
+    assert history.status == 200 and history.body["suppression"] is not None, history.body
+    removed = call("remove_suppression", params={"receiver": "%2B15551230001"}, groups=OPS)
+    assert removed.status == 200, removed.body
+    assert rt.store.get_suppression(old) is None
+    added = call("add_suppression", body={"receiver": old}, groups=OPS)
+    assert added.status == 422 and "10 digits" in added.body["error"]["message"]

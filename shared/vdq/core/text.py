@@ -14,6 +14,9 @@ from vdq.core.errors import ValidationError
 # American Numbering Plan's alone: +1 NPA NXX XXXX, the area code (NPA) and the exchange (NXX)
 # each starting 2-9; Twilio refuses any other +1 number (21211).
 E164 = r"^\+(?:1[2-9][0-9]{2}[2-9][0-9]{6}|[2-9][0-9]{1,14})$"
+# Any E.164 form, the +1 numbers outside the plan too: what enqueue and the suppression list
+# took before, so what a lookup of a stored item or entry must still take.
+E164_STORED = r"^\+[1-9][0-9]{1,14}$"
 # What may not appear in a single-line field (a header, a name, a filename): C0 and C1 controls
 # (CR, LF, VT, FF, NEL U+0085 and the file/group/record separators end a line for Python and
 # for mail software) and the Unicode line and paragraph separators U+2028/U+2029. The OpenAPI

@@ -13,7 +13,7 @@ from typing import Any
 
 from vdq.core import ids, text
 from vdq.core.errors import ValidationError
-from vdq.core.text import CONTROL_CHARS, E164
+from vdq.core.text import CONTROL_CHARS, E164, E164_STORED
 from vdq.intake import encoded_words
 from vdq.intake.fields import (
     CONTENT_ID_CHARS,
@@ -31,6 +31,7 @@ from vdq.intake.fields import (
 from vdq.workflow.lanes import parse_priority
 
 _E164 = re.compile(E164)
+_E164_STORED = re.compile(E164_STORED)
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _CONTENT_TYPE = re.compile(MIME_TYPE)
@@ -108,10 +109,12 @@ def email_address(value: Any, path: str) -> str:
     return text
 
 
-def cell(value: Any, path: str) -> str:
+def cell(value: Any, path: str, *, stored: bool = False) -> str:
+    """An E.164 number; ``stored``: any such form, as a number stored before the North
+    American rule may be (a lookup of it), else a +1 number must be of the plan."""
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
-    if not _E164.match(text):
+    if not (_E164_STORED if stored else _E164).match(text):
         if text.startswith("+1") and text[1:].isascii() and text[1:].isdigit():
             raise ValidationError(path, f"{text!r} is not a North American number: after +1 "
                                   "it has 10 digits, its area code and exchange each starting "

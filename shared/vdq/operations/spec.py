@@ -167,8 +167,9 @@ TIME_PATTERN = (r"^(?:19[89][0-9]|2[0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|
                 r"(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]))?$")
 RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
                   "of its own) or an E.164 number.")
+# Loose: a number stored before the North American rule is looked up and removed too.
 _RECEIVER = Param("receiver", "path", "string", RECEIVER_TEXT, required=True, max_length=254,
-                  pattern=RECEIVER_PATTERN)
+                  pattern=RECEIVER_PATTERN, loose=True)
 _TOKEN = Param("token", "path", "string",
                "The opaque token of the List-Unsubscribe URL, as the email carried it (it "
                "names the address and the list, encrypted and authenticated; a token of the "

@@ -37,11 +37,12 @@ SUPPRESSION = Body("SuppressionRequest", "A receiver to put on the suppression l
 _INDEX = "suppressions"  # what a cursor of this list names
 
 
-def receiver(value: Any, field: str = "receiver") -> str:
-    """A receiver as the list keys it: a valid email address (lower case) or E.164 number."""
+def receiver(value: Any, field: str = "receiver", *, stored: bool = False) -> str:
+    """A receiver as the list keys it: a valid email address (lower case) or E.164 number
+    (``stored``: of any E.164 form, as one stored before the North American rule may be)."""
     if isinstance(value, str) and "@" in value:
         return suppression.normalize(validation.email_address(value, field))
-    return validation.cell(value, field)
+    return validation.cell(value, field, stored=stored)
 
 
 _NUMBER = re.compile(r"\+?[0-9(][0-9 ().-]*", re.ASCII)  # a number as people print it
@@ -61,7 +62,9 @@ def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
     domain in its ASCII form), or a number however it is printed (``+1 (415) 555-0100``,
     ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
     a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
-    space (``?receiver=+1415...``): such a number, or address, is told to write it as %2B."""
+    space (``?receiver=+1415...``): such a number, or address, is told to write it as %2B.
+    A lookup: a +1 number outside the North American plan, which items and entries stored
+    before that rule may hold, is found too."""
     if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
         value = value.translate(_SPACES)
         if (query and value.startswith(" ") and not value.strip().startswith("+")
@@ -71,7 +74,7 @@ def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
         value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value.strip()))
     elif "@" in value:
         value = _address(value, field, query=query)
-    return receiver(value, field)
+    return receiver(value, field, stored=True)
 
 
 def _address(value: str, field: str, *, query: bool) -> str:
