@@ -165,3 +165,15 @@ def test_the_related_part_names_its_root_s_type():
                                 files=files))  # fmt: skip
     related = next(p for p in message.walk() if p.get_content_type() == "multipart/related")
     assert related.get_param("type") == "text/html"
+
+
+@pytest.mark.parametrize("name", ["0000" + "\u0800" * 14, "é" * 40, "🙂" * 30])
+def test_every_encoded_word_of_a_name_is_at_most_75_characters(name):
+    """RFC 2047 2: an encoded word is at most 75 characters (the email package's Header makes
+    one of 76 at the start of its first line)."""
+    content = {**CONTENT, "to": [{"email": "a@example.org", "name": name}]}
+    raw = build_email(sender="shop@example.com", sender_name=name, content=content)
+    words = re.findall(rb"=\?[^?]*\?[QqBb]\?[^?]*\?=", raw.split(b"\r\n\r\n")[0])
+    assert words and max(len(w) for w in words) <= 75, words
+    as_written = email.message_from_bytes(raw, policy=policy.compat32)
+    assert str(make_header(decode_header(as_written["To"]))) == f"{name} <a@example.org>"

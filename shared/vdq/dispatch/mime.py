@@ -137,7 +137,8 @@ def _mailbox(address: Address) -> str:
     if not name:
         return addr
     if not name.isascii():
-        return f"{Header(name, 'utf-8').encode(linesep=CRLF)} <{addr}>"
+        # maxlinelen 75: Header counts no leading space, so its first word may be 76 long.
+        return f"{Header(name, 'utf-8').encode(linesep=CRLF, maxlinelen=75)} <{addr}>"
     if not _PHRASE.fullmatch(name) or "=?" in name:  # quoted, no reader decodes a word in it
         name = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"{name} <{addr}>"
