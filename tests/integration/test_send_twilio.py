@@ -104,6 +104,43 @@ def test_credentials_come_from_the_secrets_manager_secret(aws):
     assert ACCOUNT_SID in http.requests[0].url
 
 
+def test_a_send_refused_for_a_rotated_token_reads_the_secret_again_and_is_sent(aws,
+                                                                                monkeypatch):
+    """Found by review: after Twilio's secondary token was promoted and the secret updated, the
+    send function kept the old token cached for up to 5 minutes and Twilio answered 401 (20003):
+    every SMS of those minutes was errored, an operator's task. A 401 creates nothing, so the
+    send reads the secret again (at most every 30 s) and tries once more with the new token."""
+    from twilio.http.response import Response
+
+    from vdq.providers import twilio as provider_module
+
+    parameters.clear_caches()
+    monkeypatch.setattr(provider_module, "_last_fresh_read", [float("-inf")])
+    secrets = boto3.client("secretsmanager")
+    secrets.create_secret(Name="vdq/twilio", SecretString=json.dumps(
+        {"account_sid": ACCOUNT_SID, "auth_token": "before"}))  # fmt: skip
+    http = FakeTwilioHttp()
+    provider = TwilioProvider.from_settings(settings_for(twilio_secret_name="vdq/twilio"),
+                                            http_client=http)  # fmt: skip
+    assert provider.send("+15005550006", "+14155550100", "hi").startswith("SM")  # cached
+    secrets.put_secret_value(SecretId="vdq/twilio", SecretString=json.dumps(
+        {"account_sid": ACCOUNT_SID, "auth_token": "after"}))  # fmt: skip
+
+    def by_token(request):
+        if request.auth == (ACCOUNT_SID, "after"):
+            return Response(201, json.dumps({"sid": "SM" + "2" * 32, "status": "queued"}))
+        return Response(401, json.dumps({"code": 20003, "message": "Authenticate"}))
+
+    http.answers += [by_token, by_token]
+    assert provider.send("+15005550006", "+14155550100", "hi") == "SM" + "2" * 32
+    assert [r.auth[1] for r in http.requests] == ["before", "before", "after"]
+    # A token still refused after the read (a wrong secret): refused, no read again at once.
+    http.answers += [Response(401, json.dumps({"code": 20003, "message": "Authenticate"}))]
+    with pytest.raises(RejectedByProvider):
+        provider.send("+15005550006", "+14155550100", "hi")
+    parameters.clear_caches()
+
+
 def test_a_secret_without_a_token_is_a_settings_error(aws):
     parameters.clear_caches()
     boto3.client("secretsmanager").create_secret(

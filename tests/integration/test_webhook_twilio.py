@@ -236,10 +236,10 @@ def test_a_callback_signed_with_a_rotated_token_is_taken_before_the_cached_one_e
     # updated), callbacks come signed with the new one while the function still holds the old.
     from aws_lambda_powertools.utilities import parameters
 
-    from vdq.results import twilio_signature
+    from vdq.providers import twilio as provider_module
 
     parameters.clear_caches()
-    monkeypatch.setattr(twilio_signature, "_last_fresh_read", [float("-inf")])  # none yet
+    monkeypatch.setattr(provider_module, "_last_fresh_read", [float("-inf")])  # none yet
     secrets = boto3.client("secretsmanager")
     secrets.create_secret(Name="vdq/twilio-rotated", SecretString=json.dumps(
         {"account_sid": SAMPLE_ACCOUNT_SID, "auth_token": SAMPLE_AUTH_TOKEN}))

@@ -135,6 +135,31 @@ def secret_credentials(secret: str, sid: str | None, *, fresh: bool = False) -> 
     return str(account), str(data["auth_token"])
 
 
+# A request refused for its credentials (a signature the cached token does not match, a 401
+# from Twilio) reads the secret again at most this often (a function instance's): Twilio uses
+# the new token as soon as it is promoted, while the cache holds the old one for up to
+# SECRET_MAX_AGE seconds; forged requests or a wrong secret cost one read a period at most.
+FRESH_EVERY_SECONDS = 30.0
+_last_fresh_read = [float("-inf")]
+_fresh_lock = threading.Lock()
+
+
+def fresh_credentials(settings: Settings) -> Credentials | None:
+    """The secret's credentials read again now (the cache takes them), when they come from the
+    secret and no other request read it in the last FRESH_EVERY_SECONDS; else None."""
+    import time
+
+    secret = settings.twilio_secret_name
+    if not secret or (settings.twilio_account_sid and settings.twilio_auth_token):
+        return None
+    with _fresh_lock:
+        now = time.monotonic()
+        if now - _last_fresh_read[0] < FRESH_EVERY_SECONDS:
+            return None
+        _last_fresh_read[0] = now
+    return secret_credentials(secret, settings.twilio_account_sid, fresh=True)
+
+
 class TwilioProvider:
     """Twilio's Messages API, safe to call from several threads at once.
 
@@ -151,8 +176,10 @@ class TwilioProvider:
         api_url: str | None = None,
         http_client: Any = None,
         timeout: float = TWILIO_REQUEST_TIMEOUT,
+        refresh: Callable[[], Credentials | None] | None = None,
     ) -> None:
         self._credentials = credentials
+        self._refresh = refresh  # credentials read afresh (fresh_credentials), or None
         self._api_url = api_url
         self._http = http_client
         self._timeout = timeout
@@ -163,7 +190,8 @@ class TwilioProvider:
     def from_settings(cls, settings: Settings, *, http_client: Any = None,
                       timeout: float = TWILIO_REQUEST_TIMEOUT) -> TwilioProvider:  # fmt: skip
         return cls(settings_credentials(settings), api_url=settings.twilio_api_url,
-                   http_client=http_client, timeout=timeout)  # fmt: skip
+                   http_client=http_client, timeout=timeout,
+                   refresh=lambda: fresh_credentials(settings))  # fmt: skip
 
     @contextmanager
     def client(self) -> Iterator[Client]:
@@ -186,6 +214,22 @@ class TwilioProvider:
             with self._lock:
                 self._idle.append((credentials, client))
 
+    def _call(self, do: Callable[[Client], Any]) -> Any:
+        """``do`` with a client; once more with credentials read afresh when Twilio refused
+        these (401: a rotated token the cache still holds; nothing was created)."""
+        used = self._credentials()
+        try:
+            with self.client() as client:
+                return do(client)
+        except TwilioRestException as exc:
+            if exc.status != 401 or self._refresh is None:
+                raise
+            fresh = self._refresh()
+            if fresh is None or fresh == used:
+                raise
+        with self.client() as client:
+            return do(client)
+
     def send(
         self,
         from_: str,
@@ -205,8 +249,7 @@ class TwilioProvider:
         if validity is not None:
             params["validity_period"] = validity
         try:
-            with self.client() as client:
-                message = client.messages.create(**params)
+            message = self._call(lambda client: client.messages.create(**params))
         except (TwilioException, requests.RequestException, ValueError) as exc:
             raise classify(exc) from exc
         if not message.sid:
@@ -216,8 +259,7 @@ class TwilioProvider:
     def fetch(self, sid: str) -> TwilioStatus:
         """The message's current status (polling mode)."""
         try:
-            with self.client() as client:
-                message = client.messages(sid).fetch()
+            message = self._call(lambda client: client.messages(sid).fetch())
         # An answer not shaped as a Message resource (not an object, a date not text) fails
         # inside twilio's parsing as a TypeError or AttributeError: unreadable, as bad JSON is.
         except (TwilioException, requests.RequestException, ValueError, TypeError,

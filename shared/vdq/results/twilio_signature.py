@@ -65,28 +65,13 @@ def auth_token(settings: Settings) -> str:
     return settings_credentials(settings)()[1]
 
 
-# A signature the cached token refuses reads the secret again at most this often (a function
-# instance's): Twilio signs with the new token as soon as it is promoted, while the cache holds
-# the old one for up to SECRET_MAX_AGE seconds; forged requests cost one read a period at most.
-FRESH_TOKEN_EVERY_SECONDS = 30.0
-_last_fresh_read = [float("-inf")]
-
-
 def fresh_auth_token(settings: Settings) -> str | None:
-    """The secret's auth token read again now (the cache takes it), when the token comes from
-    the secret and no other request read it in the last FRESH_TOKEN_EVERY_SECONDS; else None."""
-    import time
+    """The secret's auth token read again now, as the provider does after a 401
+    (vdq.providers.twilio.fresh_credentials: at most every 30 s); None when not read."""
+    from vdq.providers.twilio import fresh_credentials
 
-    from vdq.providers.twilio import secret_credentials
-
-    secret = settings.twilio_secret_name
-    if not secret or (settings.twilio_account_sid and settings.twilio_auth_token):
-        return None
-    now = time.monotonic()
-    if now - _last_fresh_read[0] < FRESH_TOKEN_EVERY_SECONDS:
-        return None
-    _last_fresh_read[0] = now
-    return secret_credentials(secret, settings.twilio_account_sid, fresh=True)[1]
+    fresh = fresh_credentials(settings)
+    return fresh[1] if fresh is not None else None
 
 
 def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings, *,
