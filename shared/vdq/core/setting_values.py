@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 DEFAULT_GROUP_PERMISSIONS: dict[str, tuple[str, ...]] = {
@@ -61,56 +62,35 @@ def positive_int(value: str) -> int:
     return number
 
 
-def send_parallelism(value: str) -> int:
-    number = positive_int(value)
-    if number > MAX_SEND_PARALLELISM:
-        raise ValueError(f"must be at most {MAX_SEND_PARALLELISM} (an SQS batch holds 10 "
-                         "messages)")  # fmt: skip
-    return number
+def at_most(limit: int, why: str = "") -> Callable[[str], int]:
+    """A reader of a whole number from 1 to ``limit``; ``why`` follows the error's bound."""
+
+    def read(value: str) -> int:
+        number = positive_int(value)
+        if number > limit:
+            raise ValueError(f"must be at most {limit}{why}")
+        return number
+
+    return read
 
 
 MAX_SEND_PARALLELISM = 10
+send_parallelism = at_most(MAX_SEND_PARALLELISM, " (an SQS batch holds 10 messages)")
 # A charge spread over a producer's quota shards reads them in one BatchGetItem and writes them
 # in one transaction (at most 100 keys and 100 actions); 16 shards carry 4,800 requests a second.
 MAX_QUOTA_SHARDS = 16
-
-
-def quota_shards(value: str) -> int:
-    number = positive_int(value)
-    if number > MAX_QUOTA_SHARDS:
-        raise ValueError(f"must be at most {MAX_QUOTA_SHARDS}")
-    return number
+quota_shards = at_most(MAX_QUOTA_SHARDS)
 MAX_DELAY_SECONDS = 900  # SQS's longest DelaySeconds
-
-
-def delay_seconds(value: str) -> int:
-    number = positive_int(value)
-    if number > MAX_DELAY_SECONDS:
-        raise ValueError(f"must be at most {MAX_DELAY_SECONDS} (SQS's longest delay)")
-    return number
+delay_seconds = at_most(MAX_DELAY_SECONDS, " (SQS's longest delay)")
 PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)
-
-
-def url_seconds(value: str) -> int:
-    number = positive_int(value)
-    if number > PRESIGNED_MAX_SECONDS:
-        raise ValueError(f"must be at most {PRESIGNED_MAX_SECONDS} (7 days: S3 refuses a "
-                         "presigned URL valid longer)")  # fmt: skip
-    return number
-
-
+url_seconds = at_most(PRESIGNED_MAX_SECONDS,
+                      " (7 days: S3 refuses a presigned URL valid longer)")  # fmt: skip
 # SES v2 takes a message of at most 40 MB after base64 (the SES Developer Guide's quotas), and
 # base64 with its line ends makes a file 1.37 times larger: 20 MB of files leave room for the
 # text and HTML bodies (a million characters each, base64 too when not ASCII) and the headers.
 MAX_ATTACHMENT_BYTES = 20_000_000
-
-
-def attachment_bytes(value: str) -> int:
-    number = positive_int(value)
-    if number > MAX_ATTACHMENT_BYTES:
-        raise ValueError(f"must be at most {MAX_ATTACHMENT_BYTES}: SES refuses a message over "
-                         "40 MB after base64, which makes files 1.37 times larger")  # fmt: skip
-    return number
+attachment_bytes = at_most(MAX_ATTACHMENT_BYTES, ": SES refuses a message over 40 MB after "
+                           "base64, which makes files 1.37 times larger")  # fmt: skip
 
 
 def non_negative_int(value: str) -> int:
