@@ -68,3 +68,23 @@ def test_every_operation_of_the_contract_is_listed_once():
     assert len(paths) == len(spec.OPERATIONS) == len(spec.BY_ID)
     assert {("POST", "/emails"), ("POST", "/sms"), ("POST", "/twilio/status-callback"),
             ("GET", "/health"), ("GET", "/openapi.json")} <= paths  # fmt: skip
+
+
+def test_the_published_time_pattern_takes_every_calendar_day_the_server_takes():
+    """A client that checks its values against the document (a generated client does) must be
+    able to ask for the 31st of a month and a leap day: the pattern once stopped at the 28th."""
+    import re
+    from datetime import date, timedelta
+
+    from vdq.operations import search
+
+    day = date(1980, 1, 1)
+    while day.year < 3000:
+        assert re.fullmatch(spec.TIME_PATTERN, day.isoformat()), day
+        day += timedelta(days=1)
+    for refused in ("2026-02-29", "2100-02-29", "2026-04-31", "2026-13-01", "2026-00-10"):
+        assert not re.fullmatch(spec.TIME_PATTERN, refused), refused
+    for value in ("2026-12-31", "2028-02-29", "2000-02-29", "2026-01-31T23:59:59.5-13:00",
+                  "2999-12-31T00:00:00Z"):  # fmt: skip
+        assert re.fullmatch(spec.TIME_PATTERN, value)
+        search.parse_time(value, "since")

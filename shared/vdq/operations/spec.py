@@ -159,10 +159,15 @@ MULTI_LINE_REQUIRED = f"^[^\\x00]*[^{BLANK}\\x00][^\\x00]*$"
 MULTI_LINE = "^[^\\x00]*$"
 # An SES message ID or a Twilio SID: letters, digits and a few separators, nothing else.
 PROVIDER_ID_PATTERN = r"^[A-Za-z0-9._:@+=/-]+$"
-# A time or a date the search always takes (from 1980, days to the 28th, so that every value
-# the pattern allows is a real date after 1970 in UTC; the server takes every calendar day from
-# 1970): documented, not enforced.
-TIME_PATTERN = (r"^(?:19[89][0-9]|2[0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+# A time or a date the search always takes: every calendar day from 1980 (leap days included),
+# so that every value the pattern allows is a real date after 1970 in UTC whatever its offset;
+# the server also takes the days of the 1970s: documented, not enforced.
+_YEAR = r"(?:19[89][0-9]|2[0-9]{3})"
+_LEAP_YEAR = r"(?:19(?:8[048]|9[26])|2[0-9](?:0[48]|[2468][048]|[13579][26])|2[048]00)"
+_DATE = (f"(?:{_YEAR}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+         r"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+         f"|{_LEAP_YEAR}-02-29)")
+TIME_PATTERN = (f"^{_DATE}"
                 r"(?:[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
                 r"(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]))?$")
 RECEIVER_TEXT = ("An email address (compared in lower case; each +label variant is an address "
