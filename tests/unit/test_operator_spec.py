@@ -88,3 +88,35 @@ def test_the_published_time_pattern_takes_every_calendar_day_the_server_takes():
                   "2999-12-31T00:00:00Z"):  # fmt: skip
         assert re.fullmatch(spec.TIME_PATTERN, value)
         search.parse_time(value, "since")
+
+
+@pytest.mark.parametrize("address", ["first.middle.last@example.org", "o'brien@example.ie",
+                                     "ada@shop.photography", "ada@xn--80ak6aa92e.xn--p1ai",
+                                     "ada@mail.eu.corp.example.com", "+447700900123"])
+def test_the_published_receiver_pattern_takes_the_addresses_people_have(address):
+    """Suppressions are added, listed and removed by receiver, and a generated client checks
+    the receiver against the document first: it once refused an address of two dots."""
+    import re
+
+    from vdq.operations import suppressions
+
+    assert re.fullmatch(spec.RECEIVER_PATTERN, address)
+    assert suppressions.receiver(address) == address.lower()
+
+
+def test_every_receiver_the_published_pattern_takes_the_server_takes():
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from vdq.operations import suppressions
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.from_regex(spec.RECEIVER_PATTERN, fullmatch=True))
+    def accepted(value: str) -> None:
+        assert len(value) <= 254
+        assert suppressions.receiver(value) and suppressions.typed_receiver(value, "receiver")
+
+    accepted()
+    assert not re.fullmatch(spec.RECEIVER_PATTERN, "ada@x.123")

@@ -142,12 +142,15 @@ _RESEND = ("vdq.can_resend", "vdq.read_queueitem")
 _SUPPRESSIONS_LIST = ("vdq.list_suppression",)
 _SUPPRESSIONS_CHANGE = ("vdq.change_suppression",)
 CHANNELS = ("email", "sms")
-# What the document promises for a receiver: an E.164 number, or a plain address (a subset of
-# what the server takes, vdq.intake.messages: any address the pattern matches is accepted).
+# What the document promises for a receiver: an E.164 number, or an address of the forms people
+# have (first.middle.last, o'brien, a sub-sub-domain, a long or internationalised top-level
+# domain). A subset of what the server takes (vdq.intake.validation.email_address): any address
+# the pattern matches is accepted, and the pattern's longest is within its 254 characters.
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?"
+_LOCAL_PART = "[A-Za-z0-9_+'-]{1,20}(?:\\.[A-Za-z0-9_+'-]{1,20}){0,2}"
 RECEIVER_PATTERN = (r"^(?:\+(?:1[2-9][0-9]{2}[2-9][0-9]{6}|[2-9][0-9]{1,14})"
-                    r"|[A-Za-z0-9_+-]{1,30}(?:\.[A-Za-z0-9_+-]{1,30})?"
-                    f"@{_LABEL}(?:\\.{_LABEL}){{0,3}}\\.[A-Za-z]{{2,10}})$")
+                    f"|{_LOCAL_PART}@{_LABEL}(?:\\.{_LABEL}){{0,4}}"
+                    r"\.(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9]{2,20}))$")
 # What str.strip() removes, so what the server counts as blank (spelled out: regex engines
 # disagree on \s, e.g. about U+001C..U+001F).
 BLANK = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x10000)) if c.isspace())
