@@ -26,7 +26,7 @@ def _deploy(name: str) -> str:
         return f"never ({REFUSED_SETTINGS[name]} holds it)"
     if name in LOCAL_SETTINGS or name.startswith("VDQ_LOCAL_"):
         return "local stack only"
-    return f"`-c {name}=...`"
+    return f"`\"{name}\": ...`"
 
 
 def settings_page() -> str:
@@ -44,18 +44,21 @@ def settings_page() -> str:
         "- **Product settings** are environment variables. Each function reads them once at "
         "start into one typed object (`vdq.core.settings.Settings`). A bad value stops the "
         "function with a message that names the variable.",
-        "- **Deploy choices** are CDK context values (`infra.choices.CHOICES`). Set them in "
-        "`cdk.json`, or pass `-c key=value` to `cdk synth` and `cdk deploy`.",
+        "- **Deploy choices** are CDK context values (`infra.choices.CHOICES`). Set them among "
+        "the keys of `cdk.json`'s `\"context\"`, so every synth and deploy uses them. A value "
+        "passed with `-c key=value` holds for that one command only: the next deploy without "
+        "it goes back to the default.",
         "",
         "## Product settings",
         "",
         "On a deploy, every product setting is also a context key of its own name, passed to "
-        "the functions unchanged: `-c VDQ_MAX_RETRIES=5`. A setting left out keeps its "
+        "the functions unchanged: `\"VDQ_MAX_RETRIES\": 5` in `cdk.json`'s `\"context\"`. A "
+        "setting left out keeps its "
         "default. The stack sets the settings marked \"set by the stack\" itself and refuses them "
         "as context values, as it refuses the secrets and the local stack's settings. It checks "
         "every value as the functions would: a bad value fails the synth, naming the setting.",
         "",
-        "| variable | default | on a deploy | meaning |",
+        "| variable | default | on a deploy (`cdk.json`'s `\"context\"`) | meaning |",
         "|---|---|---|---|",
     ]
     for env, default, doc in Settings.documented():

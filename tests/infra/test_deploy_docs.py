@@ -67,7 +67,9 @@ def test_every_context_key_the_deploy_pages_name_is_read_by_infra():
     read = context_keys_read_by_infra()
     assert "vdq:sesIdentities" in read and "vdq:stackName" in read  # the scan finds them
     assert not sorted(named - read), f"context keys infra/ never reads: {named - read}"
+    # a product setting as a context key: in cdk.json's "context" ("NAME": ...) or with -c
     settings = set(re.findall(r"-c ([A-Z][A-Z0-9_]+)=", section))
+    settings |= set(re.findall(r'"([A-Z][A-Z0-9_]+)":', section))
     assert settings and not settings - set(SETTING_NAMES), settings - set(SETTING_NAMES)
 
 
@@ -157,3 +159,19 @@ def test_the_producer_step_gives_each_producer_a_client_of_its_own():
     assert "All producers share this one client" not in step
     assert '"vdq:producerClients": ["shop-orders"' in step
     assert "vdq_output ProducerClientShopOrders" in step
+
+
+def test_no_page_sets_a_lasting_choice_or_setting_for_one_deploy_only():
+    """What a page tells the deployer to pass with `-c` is gone at the next `cdk deploy` without
+    it: an alarm address passed so loses its subscription, a TWILIO_WEBHOOK_URL passed so goes
+    back to the API's own URL and every callback behind the custom domain fails its signature
+    check. The pages put lasting choices and settings in cdk.json; `-c` is left to the smoke
+    test's temporary scopes."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    passed = {}
+    for page in pages:
+        for key in re.findall(r"-c '?(vdq:\w+|[A-Z][A-Z0-9_]+)=", page.read_text()):
+            passed.setdefault(key, []).append(str(page.relative_to(ROOT)))
+    assert "vdq:machineScopes" in passed  # the scan reads the pages
+    lasting = {key: where for key, where in passed.items() if key != "vdq:machineScopes"}
+    assert lasting == {}, f"pages that set a lasting choice with -c: {lasting}"
