@@ -331,3 +331,36 @@ def test_the_dashboard_and_the_runbook_tell_throttling_from_an_outage(synth):
     for text in ("SendsThrottled", "SendRetries", "daily message quota exceeded",
                  "SendingPausedException", "health.aws.amazon.com"):
         assert text in section, text
+
+
+def test_the_command_tables_show_each_command_as_it_parses():
+    """Each row of a `| vdq ... | does |` table (the README's, the operating page's) names
+    options the command has, and writes a positional that takes several values as `ID...`,
+    one that takes one as `ID`: `vdq cancel ID` read as one id at a time."""
+    import argparse
+
+    from vdq.cli.main import parser
+
+    (sub,) = [a for a in parser()._actions if a.dest == "command"]
+    checked = 0
+    for page in (ROOT / "README.md", ROOT / "docs" / "operating" / "index.md"):
+        rows = re.findall(r"^\| (`vdq .+?`(?:, `vdq .+?`)*) \|", page.read_text(), re.M)
+        for row in rows:
+            for usage in re.findall(r"`(vdq [^`]+)`", row):
+                words = usage.replace("\\|", "|").split()
+                command = sub.choices.get(words[1])
+                assert command, usage
+                if any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
+                    continue  # suppressions, producers: their actions have options of their own
+                options = set(command._option_string_actions)
+                for word in words[2:]:
+                    for option in re.findall(r"--[\w-]+", word):
+                        assert option in options, f"{page.name}: {usage!r}: {option}"
+                (positional, *_) = [a for a in command._actions if not a.option_strings
+                                    and a.dest != "help"] or [None]  # fmt: skip
+                if positional is None or not re.search(r"\bID\b", usage):
+                    continue
+                several = positional.nargs in ("+", "*")
+                assert ("ID..." in usage) == several, f"{page.name}: {usage!r}"
+                checked += 1
+    assert checked >= 6, checked  # show, retry, cancel, resend in both tables
