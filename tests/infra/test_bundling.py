@@ -95,3 +95,25 @@ def test_building_without_bytecode_is_explicit_and_gets_its_own_cache_entry(monk
     bundling.compile_bytecode(tmp_path)
     assert not list(tmp_path.rglob("*.pyc"))
     assert bundling._bytecode_tag() != with_bytecode
+
+
+def test_the_deploy_page_gives_each_bundles_size():
+    """docs/deploying/details.md tells the deployer what `make synth` prints of each bundle:
+    the layer's size and a function's code asset's, bytecode included, within 15%."""
+    import re
+    from pathlib import Path
+
+    from infra.config import FUNCTIONS
+
+    page = (Path(__file__).resolve().parents[2] / "docs/deploying/details.md").read_text()
+    stated = {row: float(size) for row, size in re.findall(
+        r"^\| (the dependencies layer|one code asset per function) \|.*about ([\d.]+) MB",
+        page, re.M)}  # fmt: skip
+    built = {
+        "the dependencies layer": bundling.dependencies_layer().size_bytes / 1e6,
+        "one code asset per function":
+            max(bundling.function_code(name).size_bytes for name in FUNCTIONS) / 1e6,
+    }
+    assert stated.keys() == built.keys(), stated
+    for row, size in built.items():
+        assert abs(stated[row] - size) <= 0.15 * size, f"{row}: about {stated[row]} MB, {size:.1f}"
