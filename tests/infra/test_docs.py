@@ -364,3 +364,17 @@ def test_the_command_tables_show_each_command_as_it_parses():
                 assert ("ID..." in usage) == several, f"{page.name}: {usage!r}"
                 checked += 1
     assert checked >= 6, checked  # show, retry, cancel, resend in both tables
+
+
+def test_the_readme_and_the_checklist_quote_the_cost_page():
+    """The idle month (bench/idle.py's total, copied to the cost page) and the date of the
+    bench's run are quoted by the README and the deploy checklist: all three say the same."""
+    cost = (ROOT / "docs" / "cost.md").read_text()
+    (on_demand, provisioned), = re.findall(r"^total a month +([\d.]+) +([\d.]+)$", cost, re.M)
+    (run,) = re.findall(r"run on (\d{4}-\d\d-\d\d) at the us-east-1 list", " ".join(cost.split()))
+    checklist = " ".join((ROOT / "docs" / "deploying" / "index.md").read_text().split())
+    assert f"US${on_demand} a month on-demand" in checklist
+    assert f"US${provisioned}." in checklist
+    assert f"run of {run}," in checklist
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"US${on_demand} a month idle" in readme
