@@ -378,3 +378,19 @@ def test_the_readme_and_the_checklist_quote_the_cost_page():
     assert f"run of {run}," in checklist
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"US${on_demand} a month idle" in readme
+
+
+def test_the_pages_name_every_widget_and_metric_of_the_dashboard(synth):
+    """The operating page says what the `Dashboard` output shows, widget by widget, and the
+    runbook says what each VDQ metric on it counts: a widget or a metric added to the dashboard
+    and left out of both is one an operator reads without a word on it."""
+    [dashboard] = synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"]).replace('\\"', '"')
+    titles = re.findall(r'"title":"([^"]+)"', body)
+    assert "Alarms" in titles and "Queue items" in titles  # the body was read
+    operating = " ".join((ROOT / "docs" / "operating" / "index.md").read_text().split())
+    assert [t for t in titles if f"*{t}*" not in operating] == []
+    metrics = set(re.findall(r'\["VDQ","(\w+)"', body))
+    assert "ItemsEnqueued" in metrics  # the VDQ namespace's metrics were read
+    runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
+    assert sorted(m for m in metrics if f"`{m}`" not in runbook) == []
