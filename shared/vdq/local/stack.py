@@ -250,8 +250,10 @@ class LocalStack:
             "Tokens (12 h; `vdq token --groups a,b` makes more):",
             *(f"  {g:<{width}} {t}" for g, t in tokens.items()),
             "",
-            "In another shell, paste this line (the API, an admin token, and vdq on the PATH):",
+            "In another shell, paste this line (the API, an admin token, the secret vdq token "
+            "signs with, and vdq on the PATH):",
             f"  export VDQ_API_URL={self.front.url} VDQ_TOKEN={admin} "
+            f"VDQ_LOCAL_JWT_SECRET={shlex.quote(self.secret)} "
             f'PATH={shlex.quote(str(cli_directory()))}:"$PATH"',
             "then try:",
             "  vdq send-email --from shop@example.com --to success@simulator.amazonses.com "
