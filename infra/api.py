@@ -100,6 +100,9 @@ class Api(Construct):
                 **logging,
             ),
         )
+        # CDK adds an output of the stage's URL of its own (ApiRestApiEndpoint<hash>): the
+        # stack's ApiUrl output is that URL, so the console's outputs list it once.
+        self.rest_api.node.try_remove_child("Endpoint")
         if not config.api_logs:
             for rule in ("APIG1", "APIG6"):
                 suppress(

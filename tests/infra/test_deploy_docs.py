@@ -185,3 +185,17 @@ def test_the_smoke_step_says_the_operator_scopes_reach_every_producer_client():
     smoke = subsection((ROOT / PAGES[0]).read_text(), "10. Smoke test")
     assert "Producers share the machine client" not in smoke
     assert "`vdq:producerClients`" in smoke and "scope=vdq/vdq-senders" in smoke
+
+
+def test_every_output_of_the_template_is_in_the_outputs_table(synth):
+    """The checklist sends the deployer to the stack's outputs and to the table of all of them
+    (details.md, Outputs): an output the table leaves out is one the console lists unexplained."""
+    table = subsection(deploy_section(), "Outputs")
+    named = set()
+    for row in table.splitlines():
+        if row.startswith("| `"):
+            named.update(re.findall(r"`(\w+)`", row.split("|")[1]))
+    outputs = set(synth.template_json["Outputs"])
+    assert "ApiUrl" in outputs and "ProducerClientShopOrders" in outputs  # the template was read
+    unnamed = sorted(o for o in outputs - named if not o.startswith("ProducerClient"))
+    assert unnamed == [], f"outputs the Outputs table does not name: {unnamed}"
