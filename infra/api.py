@@ -262,9 +262,6 @@ class Api(Construct):
                 group_name=group,
                 description=f"VDQ permissions of {group} (VDQ_GROUP_PERMISSIONS)",
             )
-        unknown = sorted(set(config.machine_scopes) - set(GROUPS))
-        if unknown:
-            raise ValueError(f"vdq:machineScopes names unknown groups {unknown}")
         group_scopes = [
             cognito.ResourceServerScope(scope_name=g, scope_description=f"act as {g}")
             for g in GROUPS
@@ -277,11 +274,14 @@ class Api(Construct):
             "Domain",
             cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"{resources.API_DOMAIN_PREFIX}-{Aws.ACCOUNT_ID}"),
         )
-        self.machine_client = self._machine_client("MachineClient", config, None)
+        self.machine_client = self._machine_client("MachineClient", config.machine_scopes, None)
         # A client of its own for each producing service (vdq:producerClients): a token's
         # subject is its client's id, which quotas, holds and counts tell producers apart by.
+        # Their scopes are their own (vdq:producerScopes): the smoke test's deploy that gives
+        # the stack's client operator scopes gives a producer none.
         self.producer_clients = {
-            name: self._machine_client(f"ProducerClient{camel(name)}", config, f"vdq-{name}")
+            name: self._machine_client(f"ProducerClient{camel(name)}", config.producer_scopes,
+                                       f"vdq-{name}")
             for name in config.producer_clients
         }
         self.operator_client = self.user_pool.add_client(
@@ -294,10 +294,10 @@ class Api(Construct):
         for client in (self.machine_client, *self.producer_clients.values()):
             client.node.add_dependency(self.resource_server)
 
-    def _machine_client(self, construct_id: str, config: DeployConfig,
+    def _machine_client(self, construct_id: str, groups: tuple[str, ...],
                         name: str | None) -> cognito.UserPoolClient:  # fmt: skip
         """A client of the OAuth client-credentials flow, with a secret, that may ask for the
-        scopes of the groups in ``vdq:machineScopes``."""
+        scopes of ``groups``."""
         return self.user_pool.add_client(
             construct_id,
             user_pool_client_name=name,
@@ -308,7 +308,7 @@ class Api(Construct):
                 scopes=[
                     cognito.OAuthScope.custom(f"{RESOURCE_SERVER}/{g}")
                     for g in GROUPS
-                    if g in config.machine_scopes
+                    if g in groups
                 ],
             ),
             prevent_user_existence_errors=True,

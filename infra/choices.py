@@ -102,12 +102,15 @@ CHOICES = (
            "default of the `TwilioCredentialsName` parameter: the Secrets Manager secret with "
            "the Twilio credentials", "twilio_secret_name"),
     Choice("vdq:machineScopes",
-           "groups the machine client may act as (scopes `vdq/<group>`)", "machine_scopes"),
+           "groups the stack's own machine client may act as (scopes `vdq/<group>`)",
+           "machine_scopes"),
     Choice("vdq:producerClients",
            "names of producing services, each given a machine client of its own with the "
-           "scopes of `vdq:machineScopes` (output `ProducerClient<Name>`, the name in "
+           "scopes of `vdq:producerScopes` (output `ProducerClient<Name>`, the name in "
            "CamelCase): VDQ tells producers apart by the client's id for quotas, holds and "
            "counts; lower-case letters, digits and dashes", "producer_clients"),
+    Choice("vdq:producerScopes",
+           "groups each client of `vdq:producerClients` may act as", "producer_scopes"),
     Choice("vdq:alarmEmail", "an address to subscribe to the alarm topic", default="(none)"),
     Choice("vdq:filesNoncurrentDays",
            "days a deleted attachment's old version is kept (the bucket is versioned)",

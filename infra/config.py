@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from vdq.core import resources
+from vdq.core.setting_values import DEFAULT_GROUP_PERMISSIONS
 from vdq.core.settings import Settings, index_shards_for
 
 if TYPE_CHECKING:  # the defaults are read without the CDK (the Lambda runtime's tests, bench)
@@ -102,6 +103,16 @@ def _get(node: Node, key: str, default: Any) -> Any:
 
 
 PRODUCER_CLIENT = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+def _scopes(key: str, value: Any) -> tuple[str, ...]:
+    """The groups a list (or its JSON, as a -c passes it) names, each one of VDQ's."""
+    groups = tuple(json.loads(value) if isinstance(value, str) else value)
+    unknown = sorted(set(groups) - set(DEFAULT_GROUP_PERMISSIONS))
+    if unknown:
+        raise ConfigError(f"{key} names unknown groups {unknown} (it takes "
+                          f"{', '.join(DEFAULT_GROUP_PERMISSIONS)})")
+    return groups
 
 
 def _producer_clients(value: Any) -> tuple[str, ...]:
@@ -312,6 +323,7 @@ class DeployConfig:
     twilio_webhook_url: str | None = None  # None: derived from the API URL; "": polling
     alarm_email: str | None = None
     machine_scopes: tuple[str, ...] = ("vdq-senders",)
+    producer_scopes: tuple[str, ...] = ("vdq-senders",)
     # A machine client of its own for each producing service: VDQ tells producers apart by a
     # token's subject (a client's id), for quotas, holds and counts.
     producer_clients: tuple[str, ...] = ()
@@ -374,6 +386,7 @@ class DeployConfig:
         _shards_for_peak(settings, peak, product.ses_max_send_rate)
         sends = workers_for(peak, SENDS_PER_WORKER, MIN_CONCURRENCY)
         scopes = _get(node, "vdq:machineScopes", ["vdq-senders"])
+        producer_scopes = _get(node, "vdq:producerScopes", ["vdq-senders"])
         producers = _producer_clients(_get(node, "vdq:producerClients", []))
         cloud_watch_role = _as_bool(_get(node, "vdq:cloudWatchRole", False))
         return cls(
@@ -392,7 +405,8 @@ class DeployConfig:
             twilio_secret_name=str(_get(node, "vdq:twilioSecretName", "vdq/twilio")),
             twilio_webhook_url=webhook_url,
             alarm_email=_get(node, "vdq:alarmEmail", None) or None,
-            machine_scopes=tuple(json.loads(scopes) if isinstance(scopes, str) else scopes),
+            machine_scopes=_scopes("vdq:machineScopes", scopes),
+            producer_scopes=_scopes("vdq:producerScopes", producer_scopes),
             producer_clients=producers,
             ses_identities=_identities(node.try_get_context("vdq:sesIdentities")),
             files_noncurrent_days=int(_get(node, "vdq:filesNoncurrentDays", 1)),

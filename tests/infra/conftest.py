@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a deployer must choose, as the tests choose it: the domain the suite sends email from.
-TEST_CONTEXT = {"vdq:sesIdentities": ["example.com"], "vdq:producerClients": ["shop-orders"]}
+# The stack's own client with the smoke test's operator scopes, which no producer's client gets.
+TEST_CONTEXT = {"vdq:sesIdentities": ["example.com"], "vdq:producerClients": ["shop-orders"],
+                "vdq:machineScopes": ["vdq-senders", "vdq-operators"]}
 
 
 @dataclass

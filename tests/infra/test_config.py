@@ -187,3 +187,13 @@ def test_a_bad_producer_client_name_fails_the_synth_naming_the_choice(value, say
 
     with pytest.raises(ConfigError, match=f"vdq:producerClients.*{says}"):
         _config({"vdq:producerClients": value})
+
+
+@pytest.mark.parametrize("key", ["vdq:machineScopes", "vdq:producerScopes"])
+def test_scopes_of_a_group_vdq_does_not_have_fail_the_synth_naming_the_key(key):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{key} names unknown groups \\['vdq-root'\\]"):
+        _config({key: ["vdq-senders", "vdq-root"]})
+    field = "machine_scopes" if key == "vdq:machineScopes" else "producer_scopes"
+    assert getattr(_config({key: '["vdq-viewers"]'}), field) == ("vdq-viewers",)

@@ -346,12 +346,16 @@ def test_user_pool_has_the_four_groups_and_machine_scopes_named_after_them(synth
 def test_each_producer_client_is_a_machine_client_of_its_own_with_its_output(synth):
     """Quotas, holds and counts tell producers apart by the token's subject, a client's id:
     each name in vdq:producerClients (the test context: shop-orders) gets a client like the
-    stack's machine client, and an output with its id."""
+    stack's machine client, and an output with its id. Its scopes are vdq:producerScopes'
+    (enqueue only by default), not the stack's client's: the test context gives that one the
+    smoke test's operator scopes, which once reached every producer's client too."""
     machine = [v["Properties"] for v in synth.resources("AWS::Cognito::UserPoolClient").values()
                if v["Properties"].get("AllowedOAuthFlows") == ["client_credentials"]]
     [own] = [p for p in machine if p.get("ClientName") == "vdq-shop-orders"]
     [stacks] = [p for p in machine if "ClientName" not in p]
-    assert own == {**stacks, "ClientName": "vdq-shop-orders"}
+    assert stacks["AllowedOAuthScopes"] == ["vdq/vdq-senders", "vdq/vdq-operators"]
+    assert own == {**stacks, "ClientName": "vdq-shop-orders",
+                   "AllowedOAuthScopes": ["vdq/vdq-senders"]}
     [(logical, _)] = [(k, v) for k, v in synth.resources("AWS::Cognito::UserPoolClient").items()
                       if v["Properties"].get("ClientName") == "vdq-shop-orders"]
     assert synth.template_json["Outputs"]["ProducerClientShopOrders"]["Value"] == {
