@@ -7,6 +7,7 @@ records (``aws:dynamodb``, in a tumbling window) publishes the state-change even
 (vdq.workflow.stateevents), after stamping the records of items that entered a done state
 (vdq.workflow.retention), and folds them into the window's postings and counts, which the
 window's last invocation writes (vdq.schedules.postings): its answer carries the window's state.
+vdq.schedules.stream does all of it, as a repair of a batch the mapping skipped does again.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import boto3  # noqa: F401  (first, at a shallow depth: see functions/__init__.p
 
 from vdq.core.observability import logger, metrics, tracer
 from vdq.runtime import Runtime
-from vdq.schedules import archive, postings
+from vdq.schedules import stream
 from vdq.schedules import sweeps as schedules
-from vdq.workflow import retention
 
 
 def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
@@ -36,21 +36,14 @@ def tasks_of(event: dict[str, Any]) -> tuple[str, ...]:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    found = event.get("Records")
-    records: list[dict[str, Any]] = found if isinstance(found, list) else []
-    # A window's last invocation may hold no record: the shard's id says it is the stream's.
-    if "shardId" in event or (records and records[0].get("eventSource") == "aws:dynamodb"):
+    if stream.is_stream_event(event):
         # A failure raises: Lambda delivers the batch again (at least once), with the state of
-        # before it. Items that entered a done state first give their older records their
-        # expiration.
-        runtime = Runtime.default()
-        stamped = retention.stamp_changes(records, runtime)
-        archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3
-        published = runtime.state_events.publish_changes(records)
-        window = postings.consume(event, runtime)
-        if published:  # a zero is no news: CloudWatch bills each metric that gets a value
-            metrics.add_metric(name="StateEventsPublished", unit="Count", value=published)
-        return {"published": published, "expiring": stamped, "archived": archived, **window}
+        # before it.
+        answer = stream.consume(event, Runtime.default())
+        if answer["published"]:  # a zero is no news: CloudWatch bills each metric that gets a value
+            metrics.add_metric(name="StateEventsPublished", unit="Count",
+                               value=answer["published"])  # fmt: skip
+        return answer
     counts = schedules.run(tasks_of(event), Runtime.default())
     for name, n in counts.items():
         if n:  # an alarm on a count treats the missing value as not breaching

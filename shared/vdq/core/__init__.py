@@ -4,5 +4,6 @@ Settings (``settings``, read once into one frozen object; their parsers ``settin
 domain errors (``errors``, each mapped to one HTTP status at the REST edge), identifiers
 (``ids``), time (``clock``), logging, metrics and tracing (``observability``), and the shape of
 the AWS resources as plain data (``resources``: the CDK app and the local stack both build from
-it). Imports: the standard library and third-party packages only, never another part of vdq.
+it), and the table's stream records as its mapping hands them on (``streams``). Imports: the
+standard library and third-party packages only, never another part of vdq.
 """

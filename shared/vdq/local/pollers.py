@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from vdq.core import resources
+from vdq.core.streams import as_lambda_gives, passes
 from vdq.local.functions import Functions
 from vdq.local.serving import log
 
@@ -210,7 +211,7 @@ class StreamPoller(_Loop):
             iterator = self.streams.get_shard_iterator(StreamArn=self.stream_arn,
                                                        ShardId=shard_id, **where)["ShardIterator"]
             got = self.streams.get_records(ShardIterator=iterator, Limit=1000)
-            records = [_as_lambda_gives(r, self.stream_arn) for r in got.get("Records", [])]
+            records = [as_lambda_gives(r, self.stream_arn) for r in got.get("Records", [])]
             self.records += len(records)
             if records:
                 self.positions[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
@@ -297,16 +298,6 @@ class _Shard:
         self.tries = 0
 
 
-def _as_lambda_gives(record: dict[str, Any], arn: str) -> dict[str, Any]:
-    """A record of GetRecords as the mapping hands it on: its source named, its creation
-    time in epoch seconds."""
-    data = dict(record.get("dynamodb") or {})
-    created = data.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        data["ApproximateCreationDateTime"] = created.timestamp()
-    return dict(record, dynamodb=data, eventSourceARN=arn, eventSource="aws:dynamodb")
-
-
 def _created(record: dict[str, Any]) -> float:
     created = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
     return float(created) if isinstance(created, int | float) else time.time()
@@ -314,25 +305,3 @@ def _created(record: dict[str, Any]) -> float:
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def passes(record: dict[str, Any], patterns: tuple[dict, ...] = resources.STREAM_FILTERS) -> bool:
-    """The deployed mapping's filters (vdq.core.resources.STREAM_FILTERS): a record passes when
-    any pattern matches it (Lambda's syntax, as far as the patterns use it: lists of values,
-    and ``{"prefix": ...}``)."""
-    return any(_matches(record, pattern) for pattern in patterns)
-
-
-def _matches(value: Any, pattern: Any) -> bool:
-    if isinstance(pattern, dict):
-        return isinstance(value, dict) and all(
-            _matches(value.get(key), sub) for key, sub in pattern.items())
-    if isinstance(pattern, list):
-        for option in pattern:
-            if isinstance(option, dict) and "prefix" in option:
-                if isinstance(value, str) and value.startswith(option["prefix"]):
-                    return True
-            elif value == option:
-                return True
-        return False
-    return bool(value == pattern)

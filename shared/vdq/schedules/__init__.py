@@ -5,9 +5,11 @@ the release of scheduled sends, the purge of idle files), with ``sms`` (SMS poll
 timeouts), ``leases`` (sends whose lease ran out) and ``dead_letters``, over ``timers`` (the
 timers index's reads) and ``report`` (what a run did); ``archive`` writes what
 DynamoDB's TTL deleted to S3; ``postings`` writes, once per stream window, what the searches by
-time, sender and provider ID read and the counts of what happened per hour. Imports: core,
-store, providers, the workflow, the runtime, intake's scheduling and results (a polled SMS
-status is a provider update); never dispatch or operations.
+time, sender and provider ID read and the counts of what happened per hour; ``stream`` does all
+a batch of the table's stream asks. Imports: core, store, providers, the workflow, the runtime,
+intake's scheduling and results (a polled SMS status is a provider update); never dispatch or
+operations.
 """
 
-__all__ = ["archive", "postings", "sweeps"]  # the modules other parts may import
+# The modules other parts may import.
+__all__ = ["archive", "postings", "stream", "sweeps"]
