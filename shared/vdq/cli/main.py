@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from vdq.cli import commands, dns, producers, render, smoke, suppressions
+from vdq.cli import commands, dns, producers, render, repair, smoke, suppressions
 from vdq.cli.client import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, ApiError, UsageError
 from vdq.workflow.lanes import PRIORITIES
 
@@ -208,6 +208,7 @@ def parser() -> argparse.ArgumentParser:
     producers.add_parser(command, _global_flags)
     smoke.add_parser(command)
     dns.add_parser(command)
+    repair.add_parser(command)
 
     p = command("completion", "print a shell completion script: "
                 'eval "$(vdq completion bash)" (or zsh)', completion, [])  # fmt: skip

@@ -1,0 +1,338 @@
+"""The repair of stream batches the mapping skipped: what ``vdq repair-stream`` does.
+
+When the stream mapping gives up on a batch (its retries spent, halved down to one record, or
+its records too old), Lambda sends the schedules' dead-letter queue a record of where the batch
+was, not the batch (``DDBStreamBatchInfo``: the stream, the shard, the first and last sequence
+number, how many records). A repair reads each such message, reads those records from the
+stream again (``GetShardIterator`` at the first sequence number, ``GetRecords`` past the last),
+keeps those the mapping's filters let through, and hands them to what the schedule function
+does with a batch (vdq.schedules.stream), with the settings of the function the record names.
+The message is deleted only once its records are applied.
+
+The stream keeps a record 24 hours. Records it no longer has are lost: a batch whose records
+are all, or in part, gone is reported with how many are missing and when they arrived, its
+remaining records are applied, and its message stays (the alarm's evidence) unless the
+operator drops it.
+
+Applying a batch twice changes nothing twice. Its postings and counts are written under a
+shard of the repair's own, named after the batch (``repair/<shard>/<first>-<last>``), with its
+checkpoint: a repair run again, or after a crash between its writes and the message's
+deletion, finds what it wrote and writes only the rest, as a window given again does
+(vdq.schedules.postings). The shard's own checkpoint cannot serve: the windows after the
+skipped batch moved it past the batch's records. Stamping the expirations and archiving write
+the same again; the state events are published again with the same ``event_id`` (consumers
+drop duplicates by it), hours late, which their change time tells.
+
+Other messages of the queue (the input of a scheduled run that EventBridge Scheduler gave up
+on) are left as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from vdq.core.streams import as_lambda_gives, passes
+from vdq.schedules import stream
+from vdq.schedules.archive import is_ttl_delete
+from vdq.store.postings import Tallies, shard_tag
+
+if TYPE_CHECKING:
+    from vdq.runtime import Runtime
+
+BATCH_INFO = "DDBStreamBatchInfo"
+# A message is hidden from other readers while its batch is repaired; one left by a run that
+# died shows again after this long.
+VISIBILITY_SECONDS = 900
+RECEIVE_ROUNDS = 100  # receives of up to ten messages a run
+RECEIVE_WAIT_SECONDS = 1
+GET_RECORDS_LIMIT = 1000
+# GetRecords may answer an empty page before the records of an open shard: this many in a row
+# and the batch's last record is taken for not there.
+MAX_EMPTY_PAGES = 25
+
+
+@dataclass(frozen=True)
+class SkippedBatch:
+    """A batch the mapping gave up on, as its on-failure record names it."""
+
+    stream_arn: str
+    shard_id: str
+    first: str  # sequence numbers, as the stream writes them (digits)
+    last: str
+    size: int
+    first_arrival: str = ""
+    last_arrival: str = ""
+    condition: str = ""  # why the mapping gave up: RetryAttemptsExhausted, RecordAgeExceeded
+    function_arn: str = ""
+
+    @classmethod
+    def parse(cls, body: str) -> SkippedBatch | None:
+        """The batch a message names; None for a message that is no stream's on-failure
+        record (a scheduled run's input); ValueError, naming the field, for a broken one."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or BATCH_INFO not in data:
+            return None
+        info = data[BATCH_INFO]
+        if not isinstance(info, dict):
+            raise ValueError(f"{BATCH_INFO} is not an object")
+        for name in ("streamArn", "shardId", "startSequenceNumber", "endSequenceNumber"):
+            if not isinstance(info.get(name), str) or not info[name]:
+                raise ValueError(f"{BATCH_INFO}.{name} is missing")
+        for name in ("startSequenceNumber", "endSequenceNumber"):
+            if not info[name].isdigit():
+                raise ValueError(f"{BATCH_INFO}.{name} is not a sequence number")
+        if int(info["startSequenceNumber"]) > int(info["endSequenceNumber"]):
+            raise ValueError(f"{BATCH_INFO}.startSequenceNumber is after endSequenceNumber")
+        size = info.get("batchSize")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"{BATCH_INFO}.batchSize is not a count")
+        context = data.get("requestContext")
+        context = context if isinstance(context, dict) else {}
+        return cls(info["streamArn"], info["shardId"], info["startSequenceNumber"],
+                   info["endSequenceNumber"], size,
+                   str(info.get("approximateArrivalOfFirstRecord") or ""),
+                   str(info.get("approximateArrivalOfLastRecord") or ""),
+                   str(context.get("condition") or ""),
+                   str(context.get("functionArn") or ""))  # fmt: skip
+
+    @property
+    def region(self) -> str:
+        return self.stream_arn.split(":")[3] if self.stream_arn.count(":") >= 5 else ""
+
+    @property
+    def repair_shard(self) -> str:
+        """The shard the repair writes the batch's postings and counts as (see the module's
+        docstring): one per batch, so batches repaired in any order are each counted once."""
+        return f"repair/{self.shard_id}/{self.first}-{self.last}"
+
+    def event(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """The records as one whole window of the repair's shard."""
+        return {"Records": records, "shardId": self.repair_shard, "state": {},
+                "eventSourceARN": self.stream_arn, "isFinalInvokeForWindow": True,
+                "isWindowTerminatedEarly": False}  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        return {"stream": self.stream_arn, "shard": self.shard_id, "first": self.first,
+                "last": self.last, "size": self.size, "first_arrival": self.first_arrival,
+                "last_arrival": self.last_arrival, "condition": self.condition,
+                "function": self.function_arn}  # fmt: skip
+
+
+@dataclass
+class Reading:
+    """What the stream still holds of a batch."""
+
+    records: list[dict[str, Any]]
+    trimmed: bool = False  # the stream no longer has the batch's first record (24 h)
+    gone: str = ""  # why nothing could be read: the shard or the stream no longer exists
+    complete: bool = False  # every record from the first to the last was read
+
+    def lost(self, batch: SkippedBatch) -> int:
+        """How many of the batch's records the stream no longer has."""
+        return 0 if self.complete else max(batch.size - len(self.records), 0)
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code") or "")
+
+
+def _message(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Message") or _error_code(exc))
+
+
+def _iterator(streams: Any, batch: SkippedBatch, where: dict[str, Any]) -> str:
+    return str(streams.get_shard_iterator(StreamArn=batch.stream_arn, ShardId=batch.shard_id,
+                                          **where)["ShardIterator"])  # fmt: skip
+
+
+def read_batch(streams: Any, batch: SkippedBatch,
+               keep: Callable[[dict[str, Any]], bool] = passes) -> Reading:  # fmt: skip
+    """The batch's records the stream still holds, as the mapping handed them on (``keep``:
+    its filters). ``streams``: a DynamoDB Streams client."""
+    first, last = int(batch.first), int(batch.last)
+    where: dict[str, Any] = {"ShardIteratorType": "AT_SEQUENCE_NUMBER",
+                             "SequenceNumber": batch.first}  # fmt: skip
+    trimmed = False
+    try:
+        iterator = _iterator(streams, batch, where)
+    except ClientError as exc:
+        if _error_code(exc) == "ResourceNotFoundException":
+            return Reading([], trimmed=True, gone=_message(exc))
+        if _error_code(exc) != "TrimmedDataAccessException":
+            raise
+        # Its first records are past the 24 hours: what is left, from the oldest on.
+        trimmed = True
+        iterator = _iterator(streams, batch, {"ShardIteratorType": "TRIM_HORIZON"})
+    records: list[dict[str, Any]] = []
+    empty, highest = 0, -1
+    while iterator and empty < MAX_EMPTY_PAGES:
+        try:
+            page = streams.get_records(ShardIterator=iterator, Limit=GET_RECORDS_LIMIT)
+        except ClientError as exc:
+            if _error_code(exc) != "TrimmedDataAccessException":
+                raise
+            # Trimmed while read: on from the oldest record left.
+            trimmed = True
+            iterator = _iterator(streams, batch, {"ShardIteratorType": "TRIM_HORIZON"})
+            continue
+        got = page.get("Records") or []
+        empty = 0 if got else empty + 1
+        for record in got:
+            sequence = int((record.get("dynamodb") or {}).get("SequenceNumber") or 0)
+            if sequence > last:
+                return Reading(records, trimmed, complete=not trimmed)
+            if sequence < first or sequence <= highest:
+                continue  # before the batch, or read again after a trimming
+            highest = sequence
+            shaped = as_lambda_gives(record, batch.stream_arn)
+            if keep(shaped):
+                records.append(shaped)
+            if sequence == last:
+                return Reading(records, trimmed, complete=not trimmed)
+        iterator = page.get("NextShardIterator")  # None: a closed shard's end
+    return Reading(records, trimmed)
+
+
+@dataclass
+class Outcome:
+    """What a repair did with one message of the queue."""
+
+    message_id: str
+    result: str  # see RESULTS
+    batch: SkippedBatch | None = None
+    found: int = 0  # records read again
+    lost: int = 0  # records the stream no longer has
+    applied: dict[str, Any] = field(default_factory=dict)  # the batch's answer
+    deleted: bool = False  # --dry-run: would be
+    why: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "result": self.result,
+                "batch": self.batch.describe() if self.batch else None, "found": self.found,
+                "lost": self.lost, "applied": self.applied, "deleted": self.deleted,
+                "why": self.why}  # fmt: skip
+
+
+RESULTS = {
+    "repaired": "its records were applied and the message deleted",
+    "repaired-part": "the records the stream still had were applied; the others are lost",
+    "lost": "the stream no longer has any of its records",
+    "would-repair": "--dry-run: its records would be applied and the message deleted",
+    "would-repair-part": "--dry-run: the records the stream still has would be applied",
+    "failed": "reading or applying its records failed: the message stays",
+    "malformed": "an on-failure record without the batch's place: the message stays",
+    "not-a-batch": "no stream batch (a scheduled run's input): left as it is",
+}
+
+
+def keep_for(runtime: Runtime) -> Callable[[dict[str, Any]], bool]:
+    """The mapping's filters as the function's settings deploy them: TTL's deletions too with
+    ``VDQ_ARCHIVE=s3`` (infra/stack.py)."""
+    archive_on = runtime.settings.archive == "s3"
+    return lambda record: passes(record) or (archive_on and is_ttl_delete(record))
+
+
+def repair_message(message: dict[str, Any],
+                   runtime_of: Callable[[SkippedBatch], Runtime], *, dry_run: bool = False,
+                   drop_lost: bool = False) -> Outcome:  # fmt: skip
+    """Repair the batch one message names (``deleted``: the message may go)."""
+    message_id = str(message.get("MessageId") or "")
+    try:
+        batch = SkippedBatch.parse(str(message.get("Body") or ""))
+    except ValueError as exc:
+        return Outcome(message_id, "malformed", why=str(exc))
+    if batch is None:
+        return Outcome(message_id, "not-a-batch")
+    try:
+        runtime = runtime_of(batch)  # its clients in the stream's region
+        reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
+        before = dry_run and bool(reading.records) and _applied_before(batch, reading, runtime)
+    except Exception as exc:  # reported, and the message stays
+        return Outcome(message_id, "failed", batch, why=f"{type(exc).__name__}: {exc}")
+    lost = reading.lost(batch)
+    outcome = Outcome(message_id, "", batch, found=len(reading.records), lost=lost,
+                      why=_why_lost(batch, reading) if lost else "")  # fmt: skip
+    if dry_run:
+        outcome.result = "lost" if lost and not reading.records else (
+            "would-repair-part" if lost else "would-repair")  # fmt: skip
+        if before:
+            outcome.why = "; ".join(filter(None, [outcome.why, "applied by an earlier repair: "
+                                                  "only the message would be deleted"]))
+        outcome.deleted = not lost or drop_lost
+        return outcome
+    if reading.records:
+        try:
+            answer = stream.consume(batch.event(reading.records), runtime)
+            outcome.applied = {k: v for k, v in answer.items() if k != "state"}  # a whole window
+        except Exception as exc:  # reported, and the message stays
+            outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
+            return outcome
+    outcome.result = "lost" if lost and not reading.records else (
+        "repaired-part" if lost else "repaired")  # fmt: skip
+    outcome.deleted = not lost or drop_lost
+    return outcome
+
+
+def _why_lost(batch: SkippedBatch, reading: Reading) -> str:
+    when = (f" (arrived {batch.first_arrival} to {batch.last_arrival})"
+            if batch.first_arrival else "")  # fmt: skip
+    if reading.gone:
+        return f"the stream or shard is gone: {reading.gone}{when}"
+    if reading.trimmed:
+        return f"past the stream's 24 hours{when}"
+    return f"the stream did not hand on its last record {batch.last}{when}"
+
+
+def _applied_before(batch: SkippedBatch, reading: Reading, runtime: Runtime) -> bool:
+    """A repair wrote the batch's postings and counts already (its shard's checkpoint)."""
+    tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+    last = max(int(r["dynamodb"]["SequenceNumber"]) for r in reading.records)
+    return tallies.shard_checkpoint(shard_tag(batch.repair_shard)) >= last
+
+
+def repair(sqs: Any, queue_url: str,
+           runtime_of: Callable[[SkippedBatch], Runtime], *, dry_run: bool = False,
+           drop_lost: bool = False, limit: int = 10 * RECEIVE_ROUNDS,
+           ) -> Iterator[Outcome]:  # fmt: skip
+    """Repair the batches the queue's messages name, one message at a time, up to ``limit``
+    messages; yields each outcome once its message is deleted (or kept). A message kept is
+    hidden until the run ends (so it is read once), then shown again."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    try:
+        for _ in range(RECEIVE_ROUNDS):
+            if len(seen) >= limit:
+                return
+            # A long poll asks every SQS server: a short one may answer none while some wait.
+            got = sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=VISIBILITY_SECONDS,
+                                      MaxNumberOfMessages=min(10, limit - len(seen)),
+                                      WaitTimeSeconds=RECEIVE_WAIT_SECONDS,
+                                      ).get("Messages", [])  # fmt: skip
+            if not got:
+                return
+            for message in got:
+                if message["MessageId"] in seen:  # SQS gave it twice: once is enough
+                    kept.append(message["ReceiptHandle"])
+                    continue
+                seen.add(message["MessageId"])
+                outcome = repair_message(message, runtime_of, dry_run=dry_run,
+                                         drop_lost=drop_lost)  # fmt: skip
+                if outcome.deleted and not dry_run:
+                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+                else:
+                    kept.append(message["ReceiptHandle"])
+                yield outcome
+    finally:
+        for handle in kept:
+            with contextlib.suppress(ClientError):  # else it shows after VISIBILITY_SECONDS
+                sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle,
+                                              VisibilityTimeout=0)  # fmt: skip
