@@ -347,6 +347,15 @@ def test_high_priority_email_may_be_exempted(aws, rt):
     assert process_all(aws, rt, resources.SEND_QUEUES["high"]) == {item_id: send.ACCEPTED}
 
 
+def test_an_exempted_high_email_is_not_told_it_is_held(aws, rt):
+    # Its items are sent: an answer saying they wait for a release would have the producer
+    # chase a hold that keeps nothing of this request.
+    rt.settings = replace(rt.settings, hold_exempt_high=True)
+    hold(rt)
+    assert "held" not in post(rt, "shop", "ada@example.org", priority="high")
+    assert post(rt, "shop", "ada@example.org", priority="bulk")["held"]["producer"] == "shop"
+
+
 def test_a_held_producers_sms_is_sent(aws, rt):
     hold(rt)
     body = {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550100"}], "body": "Hi"}

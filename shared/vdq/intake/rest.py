@@ -102,7 +102,7 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
                            log=logger.warning)  # fmt: skip
     answer: dict[str, Any] = {"items": [item_json(i) for i in items], "suppressed": suppressed}
     if isinstance(parsed, messages.Email):
-        notice = guard.notice(who.subject, runtime)  # its items wait for a release
+        notice = guard.notice(who.subject, runtime, parsed.priority)  # wait for a release
         if notice is not None:
             answer["held"] = notice
     return answer

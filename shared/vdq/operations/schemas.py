@@ -171,7 +171,8 @@ class Items(BaseModel):
         "says why and since when.")
     held: HoldNotice | None = Field(
         None, description="postEmails: present when the producer is held by the reputation "
-        "guard. The items are stored and not sent until an operator releases the hold.")
+        "guard. The items are stored and not sent until an operator releases the hold. Absent "
+        "for a `high` email when VDQ_HOLD_EXEMPT_HIGH is set: the hold keeps none of it.")
 
 
 class ItemPage(BaseModel):

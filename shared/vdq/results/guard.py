@@ -130,9 +130,11 @@ def park(item: QueueItemRecord, priority: str, runtime: Runtime) -> str:
     return PARKED
 
 
-def notice(producer: str | None, runtime: Runtime) -> dict[str, Any] | None:
-    """What a request of a held producer is told: its items are accepted and held."""
-    if not producer:
+def notice(producer: str | None, runtime: Runtime,
+           priority: str = "normal") -> dict[str, Any] | None:  # fmt: skip
+    """What a request of a held producer is told: its items are accepted and held. None for
+    one whose lane the hold does not keep (``held_for``: high, when exempted), which is sent."""
+    if not producer or producer not in held_for(runtime, priority):
         return None
     level = held(runtime).get(producer)
     if level is None:
