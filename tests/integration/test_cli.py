@@ -362,6 +362,17 @@ def test_send_commands_pass_priority_and_send_at_and_show_prints_them(capsys, ap
     assert code == 0 and "bulk" in out and "2026-12-24T08:00:00" in out
 
 
+def test_an_empty_send_at_goes_to_the_api_and_is_not_sent_now(capsys, api):
+    # `--send-at "$WHEN"` with WHEN unset: dropping it would send a scheduled newsletter now.
+    api.routes[("POST", "/emails")] = (400, {"error": {
+        "code": "invalid", "message": "send_at: '' is not an RFC 3339 timestamp",
+        "details": {"field": "send_at"}}})  # fmt: skip
+    code, _, err = run(capsys, "send-email", "--from", "shop@example.com", "--to",
+                       "a@example.org", "--subject", "News", "--text", "x", "--send-at", "")
+    assert api.requests[-1]["body"]["send_at"] == ""
+    assert code == 7 and "send_at" in err
+
+
 def test_list_filters_by_priority_and_scheduled(capsys, api):
     api.routes[("GET", "/queue-items")] = (200, {"items": [item(1)], "cursor": None})
     code, _, _ = run(capsys, "list", "--priority", "high", "--scheduled", "true")

@@ -75,10 +75,11 @@ def _upload_key(args: argparse.Namespace, n: int, data: bytes) -> dict[str, str]
 
 
 def _dispatch(body: dict[str, Any], args: argparse.Namespace) -> None:
-    """``--priority`` and ``--send-at`` as given: the API checks them (a 400 names the field)."""
+    """``--priority`` and ``--send-at`` as given: the API checks them (a 400 names the field).
+    An empty ``--send-at`` (a shell variable not set) is sent too: dropped, it would send now."""
     if args.priority:
         body["priority"] = args.priority
-    if args.send_at:
+    if args.send_at is not None:
         body["send_at"] = args.send_at
 
 
