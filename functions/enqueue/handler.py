@@ -29,6 +29,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if event.get("httpMethod") != "POST" or (method is None and resource != _UPLOADS):
             return api.response(404, api.error_body("not_found", "no such route"))
         who = api.caller(event, runtime.settings)
+        api.no_query(event)  # a send_at or priority given there is not the body's
         body = api.json_body(event)
         key = api.header(event, "Idempotency-Key")
         if method is None:

@@ -148,6 +148,7 @@ def release_hold(event: Event, producer: str) -> Response:
 
     who = _caller(event)
     who.require(producers.RELEASE_PERMISSION)
+    _query("releaseHold", event)  # it takes none: a ?dry_run=true is refused, not released
     return _json(200, producers.release(Runtime.default(), _unquote(producer), who.subject))
 
 
@@ -157,17 +158,21 @@ def cancel_held_items(event: Event, producer: str) -> Response:
 
     who = _caller(event)
     who.require(producers.RELEASE_PERMISSION, producers.CANCEL_PERMISSION)
+    _query("cancelHeldItems", event)
     return _json(200, producers.cancel(Runtime.default(), _unquote(producer), who.subject))
 
 
 @app.operation("resendSentItem")
 def resend_sent_item(event: Event, id: str) -> Response:
-    return _resend("resendSentItem", event, _caller(event), [id])
+    who = _caller(event)
+    _query("resendSentItem", event)
+    return _resend("resendSentItem", event, who, [id])
 
 
 @app.operation("resendSentItems")
 def resend_sent_items(event: Event) -> Response:
     who = _caller(event)
+    _query("resendSentItems", event)
     return _resend("resendSentItems", event, who, _resend_ids(api.json_body(event)))
 
 
@@ -225,6 +230,7 @@ def add_suppression(event: Event) -> Response:
 
     who = _caller(event)
     who.require(suppressions.CHANGE_PERMISSION)
+    _query("addSuppression", event)
     return _json(200, suppressions.add(api.json_body(event), who.subject, Runtime.default()))
 
 

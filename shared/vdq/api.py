@@ -11,7 +11,14 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from vdq.core.errors import BadRequest, Forbidden, PayloadTooLarge, Unauthorized, VdqError
+from vdq.core.errors import (
+    BadRequest,
+    Forbidden,
+    PayloadTooLarge,
+    Unauthorized,
+    ValidationError,
+    VdqError,
+)
 from vdq.core.settings import Settings
 from vdq.core.text import check_text
 
@@ -112,6 +119,16 @@ def caller(event: Mapping[str, Any], settings: Settings) -> Caller:
     scopes = str(claims.get("scope") or "").split()
     groups += tuple(s.split("/", 1)[1] for s in scopes if s.startswith("vdq/"))
     return Caller(str(subject), groups, settings.permissions_for(groups))
+
+
+def no_query(event: Mapping[str, Any]) -> None:
+    """Refuse any query parameter (a 422 naming it) of an operation that takes none: ignored,
+    a ``?send_at=`` or ``?priority=`` meant for the body would send the request now and in
+    the normal lane, without a word."""
+    given = {**(event.get("multiValueQueryStringParameters") or {}),
+             **(event.get("queryStringParameters") or {})}  # fmt: skip
+    if given:
+        raise ValidationError(sorted(given)[0], "is not a known query parameter")
 
 
 def json_body(event: Mapping[str, Any]) -> Any:

@@ -56,3 +56,30 @@ def test_each_value_given_once_is_not_refused_for_repetition(runtime, operation)
         answer = call(sample, params=params, query={name: value}, groups=GROUPS)
         assert answer.status != 422 or answer.body["error"]["details"]["field"] != name, (
             operation, value, answer.body)
+
+
+# Each operation that changes something and takes no query parameter: its sample and path
+# parameters. A parameter it would ignore is refused before it acts: `?dry_run=true` on a
+# release would release for real.
+ACTING = {
+    "releaseHold": ("release_hold", {"producer": "shop"}),
+    "cancelHeldItems": ("cancel_held", {"producer": "shop"}),
+    "resendSentItem": ("resend", {"id": ITEM}),
+    "resendSentItems": ("bulk_resend", None),
+    "addSuppression": ("add_suppression", None),
+}
+
+
+def test_every_change_of_the_operator_function_without_query_parameters_is_covered():
+    acting = {op.id for op in spec.OPERATIONS if op.function == "operator"
+              and op.method != "GET" and not any(p.where == "query" for p in op.params)}
+    assert acting == set(ACTING)
+
+
+@pytest.mark.parametrize("operation", sorted(ACTING))
+def test_a_change_refuses_a_query_parameter_it_does_not_take(runtime, operation):
+    sample, params = ACTING[operation]
+    answer = call(sample, params=params, query={"dry_run": "true"}, groups=GROUPS)
+    assert answer.status == 422, (operation, answer.body)
+    assert answer.body["error"]["details"]["field"] == "dry_run"
+    assert "not a known query parameter" in answer.body["error"]["message"]

@@ -206,6 +206,20 @@ def test_a_bad_send_at_is_refused_naming_it_and_stores_nothing(aws, runtime, sen
     assert call("list_queue_items", query={}).body["items"] == []
 
 
+@pytest.mark.parametrize("path", ["apigw_post_emails", "apigw_post_sms",
+                                  "apigw_post_attachment_upload"])
+def test_a_send_at_in_the_query_string_is_refused_not_sent_now(aws, runtime, clock, path):
+    # The body's send_at is the only one: the query's, ignored, would have sent the items now.
+    event = api_event(path, groups=["vdq-senders"])
+    event["queryStringParameters"] = {"send_at": at(clock, 5 * HOUR)}
+    event["multiValueQueryStringParameters"] = {"send_at": [at(clock, 5 * HOUR)]}
+    response = enqueue_handler.handler(event, LambdaContext())
+    body = json.loads(response["body"])
+    assert response["statusCode"] == 422 and body["error"]["details"]["field"] == "send_at"
+    assert "not a known query parameter" in body["error"]["message"]
+    assert drain(aws) == [] and call("list_queue_items", query={}).body["items"] == []
+
+
 def test_the_schedule_days_setting_bounds_send_at(aws, runtime, clock):
     from dataclasses import replace
 
