@@ -283,7 +283,9 @@ def _resend_ids(body: Any) -> list[str]:
 def domain_error(exc: VdqError) -> Response:
     if exc.status >= 500:
         logger.error("operator request failed: %s", exc.message)
-    return _json(exc.status, api.error_body(exc.code, exc.message, exc.details))
+    # An error may carry headers of its answer (a resend's quota 429 carries Retry-After).
+    return _json(exc.status, api.error_body(exc.code, exc.message, exc.details),
+                 getattr(exc, "headers", None))
 
 
 @app.error(Exception)

@@ -135,6 +135,8 @@ def test_a_resend_counts_its_copies_against_the_operators_quota(aws, runtime, qu
     again = call("resend", params={"id": originals[2].id})
     assert again.status == 429 and again.code == "quota_exceeded"
     assert again.body["error"]["details"]["producer"] == "group:vdq-operators"
+    # As every quota's 429 says when to try again: in the header a client's back-off reads.
+    assert again.headers["Retry-After"] == str(again.body["error"]["details"]["retry_after"])
     assert len(drain(aws)) == 2  # the refused copy was neither stored nor sent
     usage = call("producer_usage", params={"producer": "group:vdq-operators"})
     assert usage.body["limits"][0]["used"] == 2
