@@ -215,7 +215,8 @@ _SEND_AT = Field("send_at", "send_at", (
     "without one it is a 400 naming `send_at`), at most VDQ_MAX_SCHEDULE_DAYS (default "
     "{max_schedule_days}) days ahead of the server's clock (later: a 422 naming `send_at`). A "
     "time in the past means now. The items stay `queued` until then, and an operator may "
-    "cancel them meanwhile; they are sent within seconds of the time."),
+    "cancel them meanwhile; they are sent within seconds of the time, up to 14 times "
+    "VDQ_SCHEDULE_BATCH items due at once (later ones a minute later per batch)."),
     example="2026-12-24T09:00:00+01:00")
 # A request's priority and send_at are checked first: their errors are a 400, the others' 422.
 DISPATCH = ("priority", "send_at")
