@@ -100,6 +100,7 @@ def run_transition(event: Event, id: str, name: str) -> Response:
 
     who = _caller(event)
     q = _query("runTransition", event)
+    api.no_body(event)
     return _json(200, actions.run_transition(id, name, who, Runtime.default(), **q))
 
 
@@ -149,6 +150,7 @@ def release_hold(event: Event, producer: str) -> Response:
     who = _caller(event)
     who.require(producers.RELEASE_PERMISSION)
     _query("releaseHold", event)  # it takes none: a ?dry_run=true is refused, not released
+    api.no_body(event)
     return _json(200, producers.release(Runtime.default(), _unquote(producer), who.subject))
 
 
@@ -159,6 +161,7 @@ def cancel_held_items(event: Event, producer: str) -> Response:
     who = _caller(event)
     who.require(producers.RELEASE_PERMISSION, producers.CANCEL_PERMISSION)
     _query("cancelHeldItems", event)
+    api.no_body(event)
     return _json(200, producers.cancel(Runtime.default(), _unquote(producer), who.subject))
 
 
@@ -166,6 +169,7 @@ def cancel_held_items(event: Event, producer: str) -> Response:
 def resend_sent_item(event: Event, id: str) -> Response:
     who = _caller(event)
     _query("resendSentItem", event)
+    api.no_body(event)  # a send_at there would be ignored: the copy is sent now
     return _resend("resendSentItem", event, who, [id])
 
 
@@ -241,6 +245,7 @@ def remove_suppression(event: Event, receiver: str) -> Response:
     who = _caller(event)
     who.require(suppressions.CHANGE_PERMISSION)
     q = _query("removeSuppression", event)
+    api.no_body(event)
     return _json(200, suppressions.remove(_unquote(receiver), who.subject, Runtime.default(),
                                           q["list"], q["text"]))  # fmt: skip
 

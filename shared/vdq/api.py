@@ -131,6 +131,29 @@ def no_query(event: Mapping[str, Any]) -> None:
         raise ValidationError(sorted(given)[0], "is not a known query parameter")
 
 
+def no_body(event: Mapping[str, Any]) -> None:
+    """Refuse a body given to an operation that takes none, as invalid input (422): naming
+    its first field, or ``body`` for anything but an object. Ignored, a resend's ``send_at``
+    would send the copy now. No body, an empty one, ``{}`` and ``null`` are what clients send
+    for none: taken."""
+    raw = event.get("body")
+    if raw is None or raw == "":
+        return
+    try:
+        if event.get("isBase64Encoded"):
+            import base64
+
+            raw = base64.b64decode(raw).decode("utf-8")
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        data = raw  # not JSON: a body all the same
+    if isinstance(data, dict) and data:
+        raise ValidationError(sorted(data)[0], "is not a known field: this operation takes "
+                              "no body")  # fmt: skip
+    if data is not None and data != {}:
+        raise ValidationError("body", "this operation takes no body")
+
+
 def json_body(event: Mapping[str, Any]) -> Any:
     """The request's JSON body; BadRequest (400) naming the problem for any malformed body,
     PayloadTooLarge (413) over API Gateway's limit, ValidationError (422) for a string that is

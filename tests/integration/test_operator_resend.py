@@ -48,6 +48,19 @@ def test_a_resent_email_is_a_new_queued_copy_without_origin_sharing_the_content(
     assert (last.name, last.kind, last.text) == ("resend", "action", f"resent as {copy['id']}")
 
 
+def test_a_single_resend_refuses_a_body_it_would_ignore(aws, runtime):
+    # It takes no body: a send_at there, ignored, would have sent the copy now.
+    [item] = email(runtime, "ada@example.org")
+    succeed(runtime, item.id)
+    drain(aws)
+    answer = call("resend", params={"id": item.id}, body={"send_at": "2026-12-24T09:00:00Z"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "send_at"
+    assert "not a known field" in answer.body["error"]["message"]
+    assert drain(aws) == [] and _active_ids(runtime) == []
+    for empty in ("{}", "null", ""):  # what a client sends for "no body" is taken
+        assert call("resend", params={"id": item.id}, body=empty).status == 201
+
+
 def test_bulk_resend_copies_every_item(aws, runtime):
     items = sms(runtime, "+14155550100", "+14155550101") + email(runtime, "x@example.org")
     for item in items:

@@ -1,7 +1,8 @@
 """A query parameter given more than once (`?state=a&state=b`) is a 422 naming it, on every
 operation that takes query parameters: never the first or the last value, silently. API Gateway
 passes every value in `multiValueQueryStringParameters` and only the last in
-`queryStringParameters`; the operation table's one reader of query strings decides."""
+`queryStringParameters`; the operation table's one reader of query strings decides. What an
+operation does not take at all (a query parameter, a body) is refused, never ignored."""
 
 from __future__ import annotations
 
@@ -83,3 +84,31 @@ def test_a_change_refuses_a_query_parameter_it_does_not_take(runtime, operation)
     assert answer.status == 422, (operation, answer.body)
     assert answer.body["error"]["details"]["field"] == "dry_run"
     assert "not a known query parameter" in answer.body["error"]["message"]
+
+
+# Each operation of the operator function that takes no body: its sample and path parameters.
+BODILESS = {
+    "runTransition": ("transition", {"id": ITEM, "name": "cancel"}),
+    "resendSentItem": ("resend", {"id": ITEM}),
+    "releaseHold": ("release_hold", {"producer": "shop"}),
+    "cancelHeldItems": ("cancel_held", {"producer": "shop"}),
+    "removeSuppression": ("remove_suppression", {"receiver": "ada%40example.org"}),
+}
+
+
+def test_every_operation_of_the_operator_function_without_a_body_is_covered():
+    bodiless = {op.id for op in spec.OPERATIONS
+                if op.function == "operator" and op.method != "GET" and op.body is None}
+    assert bodiless == set(BODILESS)
+
+
+@pytest.mark.parametrize("operation", sorted(BODILESS))
+def test_an_operation_without_a_body_refuses_one_it_would_ignore(runtime, operation):
+    sample, params = BODILESS[operation]
+    answer = call(sample, params=params, body={"dry_run": True}, groups=GROUPS)
+    assert answer.status == 422, (operation, answer.body)
+    assert answer.body["error"]["details"]["field"] == "dry_run"
+    assert "not a known field" in answer.body["error"]["message"]
+    for other in ("[1]", "not json"):
+        answer = call(sample, params=params, body=other, groups=GROUPS)
+        assert answer.status == 422 and answer.body["error"]["details"]["field"] == "body"
