@@ -189,3 +189,21 @@ def test_a_producers_usage_is_found_by_its_name_as_a_client_encodes_it(aws, runt
     quotas({name: QuotaLimits(per_minute=5)})
     answer = call("producer_usage", params={"producer": "svc%2Bmail%3D1%40example.org"})
     assert answer.status == 200 and answer.body["producer"] == name
+
+
+@pytest.mark.parametrize("to,cc,bcc,field", [(3, 0, 0, "to"), (1, 2, 0, "cc"), (1, 0, 2, "bcc"),
+                                             (1, 1, 1, "bcc"), (2, 1, 0, "cc")])
+def test_a_request_larger_than_the_limit_names_the_list_whose_receivers_pass_it(
+        aws, runtime, quotas, to, cc, bcc, field):  # fmt: skip
+    """Found in use: the 422 named `to` for a message of one `to` and two `cc`, so the
+    producer looked for a problem in a list of one. It names the list at which the count of
+    distinct receivers, to then cc then bcc, passes the limit."""
+    quotas({CLIENT: QuotaLimits(per_minute=2)})
+    body = json.loads(api_event("apigw_post_emails")["body"])
+    n = iter(range(10))
+    for name, count in (("to", to), ("cc", cc), ("bcc", bcc)):
+        body[name] = [{"email": f"r{next(n)}@example.org"} for _ in range(count)]
+    answer = enqueue_handler.handler(api_event("apigw_post_emails", body=body), LambdaContext())
+    error = json.loads(answer["body"])["error"]
+    assert answer["statusCode"] == 422 and error["details"]["field"] == field, error
+    assert "its limit per_minute of 2 queue items a minute" in error["message"], error

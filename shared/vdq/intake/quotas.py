@@ -67,8 +67,8 @@ class OverQuota(ValidationError):
 
     def __init__(self, field: str, producer: str, window: Window, requested: int) -> None:
         super().__init__(field, f"producer {producer}: this request makes {requested} queue "
-                         f"items, more than its limit {window.name} of {window.limit} "
-                         f"{_WORDS[window.name]}; split the request")  # fmt: skip
+                         f"items, more than its limit {window.name} of {window.limit} queue "
+                         f"items {_WORDS[window.name]}; split the request")  # fmt: skip
         self.details.update(producer=producer, limit=window.name, quota=window.limit,
                             requested=requested)  # fmt: skip
 
@@ -119,8 +119,13 @@ def counters(runtime: Runtime) -> Counters:
     return found
 
 
+# The request's field that makes its items: a name, or the name for a limit (the list whose
+# receivers pass it: vdq.intake.rest).
+Field = str | Callable[[int], str]
+
+
 def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
-           field: str = "to") -> Charge | None:  # fmt: skip
+           field: Field = "to") -> Charge | None:  # fmt: skip
     """Count ``count`` items against the caller's quota; QuotaExceeded when any limit would
     be passed (nothing counted then), OverQuota (naming ``field``, what makes the items) when
     one never can be. None when no quota applies."""
@@ -132,7 +137,8 @@ def charge(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
     current = windows(limits, now)
     for window in current:  # never fits: refused without a request
         if count > window.limit:
-            raise OverQuota(field, producer, window, count)
+            named = field if isinstance(field, str) else field(window.limit)
+            raise OverQuota(named, producer, window, count)
     store = counters(runtime)
     member = subject if producer != subject else None  # charged through its group's counters
     for _ in range(CHARGE_TRIES):
@@ -168,7 +174,7 @@ def refund(spent: Charge | None, runtime: Runtime,
 
 def charged(subject: str, groups: tuple[str, ...], count: int, runtime: Runtime,
             work: Callable[[], T], log: Callable[..., None] | None = None,
-            field: str = "to") -> T:  # fmt: skip
+            field: Field = "to") -> T:  # fmt: skip
     """Run ``work`` with ``count`` items charged to the caller's quota first (QuotaExceeded
     or OverQuota before anything runs). When it fails, the charge is taken back, but for the
     items a partial enqueue or resend stored (``PartiallyEnqueued``: they will be sent, and

@@ -99,7 +99,8 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
     # One item per distinct receiver counts against the producer's quota, all or nothing; the
     # items of a partial enqueue that were stored will be sent and stay counted.
     items = quotas.charged(who.subject, who.groups, len(receivers), runtime, store,
-                           log=logger.warning)  # fmt: skip
+                           log=logger.warning,
+                           field=lambda limit: _passing(parsed, limit))  # fmt: skip
     answer: dict[str, Any] = {"items": [item_json(i) for i in items], "suppressed": suppressed}
     if isinstance(parsed, messages.Email):
         notice = guard.notice(who.subject, runtime, parsed.priority)  # wait for a release
@@ -113,6 +114,19 @@ def _receivers(parsed: messages.Email | messages.Sms) -> list[str]:
     if isinstance(parsed, messages.Email):
         return [a.email for a in parsed.receivers()]
     return [r.cell for r in parsed.receivers()]
+
+
+def _passing(parsed: messages.Email | messages.Sms, limit: int) -> str:
+    """The list whose receivers take the count of distinct receivers (to, then cc, then bcc)
+    past ``limit``: what a request too large for a quota names."""
+    if isinstance(parsed, messages.Sms):
+        return "to"
+    seen: set[str] = set()
+    for name in ("to", "cc", "bcc"):
+        seen.update(a.email.lower() for a in getattr(parsed, name))
+        if len(seen) > limit:
+            return name
+    return "to"
 
 
 @lru_cache(maxsize=4)
