@@ -67,6 +67,9 @@ def test_an_empty_webhook_url_selects_polling():
         # SES v2 refuses a message over 40 MB after base64 (files grow by 1.37): every email
         # with this much in files would be accepted and then fail at send.
         ("VDQ_MAX_ATTACHMENT_BYTES", "30000000"),
+        # Found in use: a send_at this far ahead overflowed the date arithmetic (every request
+        # with a send_at answered 500).
+        ("VDQ_MAX_SCHEDULE_DAYS", "3000000"),
     ],
 )
 def test_a_bad_value_fails_naming_the_setting(name, value):

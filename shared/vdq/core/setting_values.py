@@ -80,6 +80,8 @@ send_parallelism = at_most(MAX_SEND_PARALLELISM, " (an SQS batch holds 10 messag
 # in one transaction (at most 100 keys and 100 actions); 16 shards carry 4,800 requests a second.
 MAX_QUOTA_SHARDS = 16
 quota_shards = at_most(MAX_QUOTA_SHARDS)
+# A send_at is at most ten years ahead: the date arithmetic of a far larger bound overflows.
+schedule_days = at_most(3650, " (ten years)")
 MAX_DELAY_SECONDS = 900  # SQS's longest DelaySeconds
 delay_seconds = at_most(MAX_DELAY_SECONDS, " (SQS's longest delay)")
 PRESIGNED_MAX_SECONDS = 604_800  # S3 refuses a SigV4 presigned URL valid longer (7 days)

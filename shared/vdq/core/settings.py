@@ -296,7 +296,7 @@ class Settings:
         "it then)",
     )
     max_schedule_days: int = _setting(
-        "VDQ_MAX_SCHEDULE_DAYS", 30, read.positive_int,
+        "VDQ_MAX_SCHEDULE_DAYS", 30, read.schedule_days,
         "how far ahead a send_at may be, in days (later: a 422 naming send_at)",
     )  # fmt: skip
     schedule_batch: int = _setting(
