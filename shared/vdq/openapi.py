@@ -109,7 +109,7 @@ def _responses(op: Any) -> dict[str, Any]:
             statuses[503] = {"description": docs.STATUS_TEXT[503]["enqueue"],
                              "content": {_JSON: {"schema": {"anyOf": [
                                  _schema_ref("PartiallyEnqueued"), _schema_ref("Error")]}}}}
-        elif op.media == _HTML and status != 404:  # a page for the reader, not an Error
+        elif op.media == _HTML:  # a page for the reader, not an Error
             statuses[status] = {"description": docs.status_text(status, op),
                                 "content": {_HTML: {"schema": {"type": "string"}}}}
         else:

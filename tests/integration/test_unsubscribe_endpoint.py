@@ -185,3 +185,22 @@ def test_a_get_shows_the_page_and_changes_nothing(aws, rt):
         assert f'action="{token}"' in page["body"] and 'method="post"' in page["body"]
     assert rt.store.get_suppression(ADA, "news") is None
     assert rt.store.suppression_history(ADA) == []
+
+
+# ---- a link that is not valid: a page for its reader, not JSON ---------------------------------
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("cut", [10, None])
+def test_a_link_that_is_not_valid_answers_a_page_not_json(aws, rt, method, cut):
+    # A mail client that wraps a long line, or a reader who copies part of it, opens a link cut
+    # short: the reader is told so on a page, as every other answer of the link is.
+    token = newsletter_token(aws, rt, list="news")[:-cut] if cut else "not-a-token"
+    answer = click(token, method)
+    assert answer["statusCode"] == 404
+    assert answer["headers"]["Content-Type"].startswith("text/html")
+    assert "frame-ancestors 'none'" in answer["headers"]["Content-Security-Policy"]
+    assert answer["headers"]["Cache-Control"] == "no-store"
+    assert answer["body"].startswith("<!doctype html>") and "not valid" in answer["body"]
+    assert "<form" not in answer["body"]  # nothing to confirm
+    assert rt.store.get_suppression(ADA, "news") is None

@@ -70,8 +70,10 @@ _NOT_FOUND = {
     "getAttachment": "no attachment has this id",
     "removeSuppression": "the receiver is not on the suppression list",
     "getSuppressionHistory": "the receiver has never been on the suppression list",
-    "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
-    "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment",
+    "getUnsubscribe": "the token is not a valid unsubscribe token of this deployment (cut "
+                      "short, edited, or sealed with a retired key)",
+    "postUnsubscribe": "the token is not a valid unsubscribe token of this deployment (cut "
+                       "short, edited, or sealed with a retired key); nothing changed",
     "getProducerUsage": "no quota applies to this producer",
     "releaseHold": "the producer is not held, was never released and has nothing parked",
 }
@@ -131,6 +133,8 @@ STATUS_TEXT: dict[int, dict[str, str]] = {
 
 
 def status_text(status: int, op: Any) -> str:
+    if status == 404 and op.media == "text/html":  # the unsubscribe link: its reader's page
+        return f"Not a valid link (a short HTML page saying so): {_NOT_FOUND[op.id]}."
     if status == 404:
         return _STATUS[404].format(what=_NOT_FOUND[op.id])
     if status == 409:
@@ -198,7 +202,7 @@ _CODE_TEXT = {
     "bad_request": "the body, a header or a cursor cannot be read",
     "unauthorized": "no valid bearer token",
     "forbidden": "a permission is missing, or the transition is the server's own",
-    "not_found": "no such item, attachment, suppression, unsubscribe token or route",
+    "not_found": "no such item, attachment, suppression or route",
     "conflict": "not possible now (a request in progress, files deleted)",
     "invalid_transition": "the item's state is no source of the transition",
     "contention": "others kept changing the item; try again",

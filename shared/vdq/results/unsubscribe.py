@@ -390,7 +390,7 @@ def _transient() -> tuple[type[BaseException], ...]:
 
 def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     """GET shows the page, POST unsubscribes from the token's list; a token that is not valid
-    is a 404. A failure a retry can fix is a 503 with ``Retry-After`` and a short page, never
+    is a 404 page. A failure a retry can fix is a 503 with ``Retry-After`` and a short page, never
     a 500: a mail client tries a one-click POST again, and the reader is told to."""
     try:
         return _handle(event, runtime)
@@ -400,14 +400,16 @@ def handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
 
 
 def _handle(event: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
-    from vdq import api
     from vdq.results import suppression
 
     token = str((event.get("pathParameters") or {}).get("token") or "")
     found = open_token(token, runtime.settings)
     if found is None:
-        return api.response(404, api.error_body("not_found", "this unsubscribe link is not "
-                                                "valid (it may have been cut short)"))  # fmt: skip
+        # A page, as every answer of the link: its reader opened it in a browser (a mail
+        # client that wrapped the long line, or a copy of part of it).
+        return _html(404, page("Link not valid", "This unsubscribe link is not valid: it may "
+                               "have been cut short. Open it again from the email, whole, or "
+                               "use the unsubscribe link of a newer email."))  # fmt: skip
     receiver, name = found
     shown = masked(receiver)
     action = token  # relative: the page posts to its own URL, whatever the host and stage
