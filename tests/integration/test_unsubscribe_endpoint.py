@@ -131,6 +131,10 @@ def test_a_key_that_cannot_be_read_is_a_503_too(aws, rt, monkeypatch):
     ("List-Unsubscribe=One-Click", "application/x-www-form-urlencoded; charset=utf-8", False),
     ("List-Unsubscribe=One-Click", "application/x-www-form-urlencoded", True),
     ("List-Unsubscribe=One-Click", None, False),  # a client that names no type
+    # A client in a web page (a webmail, a mail client's add-on) that posts the pair as a
+    # string gets the type fetch() gives a string: text/plain.
+    ("List-Unsubscribe=One-Click", "text/plain;charset=UTF-8", False),
+    ("List-Unsubscribe=One-Click", "text/plain", True),
     (multipart([("List-Unsubscribe", "One-Click")]),
      "multipart/form-data; boundary=vdq-b0undary", False),
     (multipart([("List-Unsubscribe", "One-Click")]),
@@ -157,7 +161,9 @@ def test_other_fields_beside_the_one_click_pair_are_ignored(aws, rt):
     ("List-Unsubscribe=Yes", "application/x-www-form-urlencoded"),
     ("Unsubscribe=One-Click", "application/x-www-form-urlencoded"),
     ("List-Unsubscribe=One-Click", "application/json"),
-    ("List-Unsubscribe=One-Click", "text/plain"),
+    ("List-Unsubscribe=Yes", "text/plain"),
+    ("Unsubscribe me", "text/plain;charset=UTF-8"),
+    ("", "text/plain"),
     (json.dumps({"List-Unsubscribe": "One-Click"}), "application/json"),
     ("List-Unsubscribe=One-Click&List-Unsubscribe=Other", "application/x-www-form-urlencoded"),
     (multipart([("List-Unsubscribe", "No")]).decode(),

@@ -519,7 +519,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "mail to it ends cancelled, other mail still goes out. No sign-in: the token is "
               "the authority. Repeating it changes nothing more. 404 for a token that is not "
               "valid. RFC 8058: only a POST whose body is `List-Unsubscribe=One-Click` (a "
-              "form, urlencoded or multipart) unsubscribes; any other POST (a link checker's "
+              "form, urlencoded or multipart; also the pair labelled text/plain, as a client "
+              "in a web page posts a string) unsubscribes; any other POST (a link checker's "
               "bare one) changes nothing and answers 400 with the confirmation page. 503 with "
               "`Retry-After` when the store (or the key) failed and nothing changed: mail "
               "clients try again.",

@@ -435,8 +435,9 @@ ONE_CLICK_FIELD, ONE_CLICK_VALUE = "List-Unsubscribe", "One-Click"
 
 def one_click(event: Mapping[str, Any]) -> bool:
     """Whether a POST's body is RFC 8058's ``List-Unsubscribe=One-Click``: a form, as
-    ``application/x-www-form-urlencoded`` (also with no Content-Type) or
-    ``multipart/form-data``, whose one ``List-Unsubscribe`` field says ``One-Click``."""
+    ``application/x-www-form-urlencoded`` (also with no Content-Type, or labelled
+    ``text/plain``) or ``multipart/form-data``, whose one ``List-Unsubscribe`` field says
+    ``One-Click``."""
     raw = event.get("body") or ""
     try:
         data = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") \
@@ -445,7 +446,9 @@ def one_click(event: Mapping[str, Any]) -> bool:
         return False
     kind = _header(event, "Content-Type")
     media = kind.partition(";")[0].strip().lower()
-    if media in ("", "application/x-www-form-urlencoded"):
+    # text/plain: what fetch() labels a string body with, as a client in a web page (a
+    # webmail, a mail client's add-on) posts the pair; the pair itself is the signal.
+    if media in ("", "application/x-www-form-urlencoded", "text/plain"):
         from urllib.parse import parse_qsl
 
         try:
