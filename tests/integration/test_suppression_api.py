@@ -369,3 +369,34 @@ def test_a_number_stored_before_the_north_american_rule_is_still_found_and_remov
     assert rt.store.get_suppression(old) is None
     added = call("add_suppression", body={"receiver": old}, groups=OPS)
     assert added.status == 422 and "10 digits" in added.body["error"]["message"]
+
+
+@pytest.mark.parametrize("typed, stored", [
+    ("+1 (415) 555-0100", "+14155550100"),
+    ("+1 415 555 0100", "+14155550100"),
+    ("+44 (0)7700 900123", "+447700900123"),
+    (" Ada@Example.org ", "ada@example.org"),
+    ("Ada Lovelace <Ada@Example.org>", "ada@example.org"),
+    ("ada@b\u00fccher.example", "ada@xn--bcher-kva.example"),
+])  # fmt: skip
+def test_an_addition_takes_a_receiver_as_typed_as_its_lookup_and_removal_do(aws, rt, typed,
+                                                                           stored):  # fmt: skip
+    # The console's "Add a receiver" sits beside its lookup, and `vdq suppressions add` beside
+    # `remove`: a number copied as printed, or an address with its name or an internationalised
+    # domain, is added under the key the lookup, the removal and every send compare.
+    added = call("add_suppression", body={"receiver": typed, "text": "asked"}, groups=OPS)
+    assert added.status == 200, added.body
+    assert added.body["suppression"]["receiver"] == stored and added.body["added"]
+    assert rt.store.get_suppression(stored).reason == "operator"
+    found = call("list_suppressions", query={"receiver": typed}, groups=OPS)
+    assert [s["receiver"] for s in found.body["suppressions"]] == [stored]
+
+
+def test_an_addition_still_refuses_a_number_off_the_plan_and_text_that_is_no_receiver(aws, rt):
+    for bad, words in (("+1 (555) 123-0001", "10 digits"), ("call me", "not an E.164"),
+                       ("Ada <ada@>", "not a valid email address")):
+        answer = call("add_suppression", body={"receiver": bad}, groups=OPS)
+        assert answer.status == 422, (bad, answer.body)
+        assert answer.body["error"]["details"]["field"] == "receiver"
+        assert words in answer.body["error"]["message"], (bad, answer.body)
+    assert call("list_suppressions", groups=OPS).body["suppressions"] == []

@@ -25,7 +25,10 @@ LIST_PERMISSION = "vdq.list_suppression"
 CHANGE_PERMISSION = "vdq.change_suppression"
 MAX_TEXT = 500
 SUPPRESSION = Body("SuppressionRequest", "A receiver to put on the suppression list.", (
-    Field("receiver", "receiver", spec.RECEIVER_TEXT, required=True, min_length=1,
+    Field("receiver", "receiver", f"{spec.RECEIVER_TEXT} Taken as an operator types it, as "
+          "the lookups take it: a number as printed (`+1 (415) 555-0100`), an address with "
+          "surrounding spaces, a display name (`Ada <ada@example.org>`) or an "
+          "internationalised domain (stored in its ASCII form).", required=True, min_length=1,
           max_length=messages.MAX_EMAIL),
     Field("text", "line", "Why, for the history (one line).", min_length=1, max_length=MAX_TEXT,
           message="must be a string of {min_length} to {max_length} characters"),
@@ -56,15 +59,15 @@ _SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
 _NAMED = re.compile(r"[^<>]*<([^<>]*)>")
 
 
-def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
+def typed_receiver(value: str, field: str, *, query: bool = False, lookup: bool = True) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
     case; surrounding spaces, a display name and its brackets left out, an internationalised
     domain in its ASCII form), or a number however it is printed (``+1 (415) 555-0100``,
     ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
     a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
     space (``?receiver=+1415...``): such a number, or address, is told to write it as %2B.
-    A lookup: a +1 number outside the North American plan, which items and entries stored
-    before that rule may hold, is found too."""
+    ``lookup``: a +1 number outside the North American plan, which items and entries stored
+    before that rule may hold, is found too (an addition refuses it, as enqueue does)."""
     if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
         value = value.translate(_SPACES)
         if (query and value.startswith(" ") and not value.strip().startswith("+")
@@ -74,7 +77,7 @@ def typed_receiver(value: str, field: str, *, query: bool = False) -> str:
         value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value.strip()))
     elif "@" in value:
         value = _address(value, field, query=query)
-    return receiver(value, field, stored=True)
+    return receiver(value, field, stored=lookup)
 
 
 def _address(value: str, field: str, *, query: bool) -> str:
@@ -133,11 +136,20 @@ def _receiver_param(value: str, *, query: bool = False) -> str:
 def add(body: Any, actor: str, runtime: Runtime) -> dict[str, Any]:
     """Suppress the body's receiver (reason ``operator``); ``added`` is false when it was
     suppressed already (its first reason and ``since`` stay)."""
-    given = validation.check(SUPPRESSION, body)
+    given = validation.check(SUPPRESSION, _typed(body))
     who, text, name = receiver(given["receiver"]), given["text"], given["list"]
     record, added = suppression.suppress(who, "operator", actor=actor, text=text, runtime=runtime,
                                          list_name=name)  # fmt: skip
     return {"suppression": suppression.suppression_json(record), "added": added}
+
+
+def _typed(body: Any) -> Any:
+    """The body with its receiver read as an operator types it: the console's and the CLI's
+    additions take what their lookups and removals take, under the key every send compares."""
+    given = body.get("receiver") if isinstance(body, dict) else None
+    if not isinstance(given, str) or len(given) > messages.MAX_EMAIL:
+        return body  # the body's own check says what is wrong
+    return {**body, "receiver": typed_receiver(given, "receiver", lookup=False)}
 
 
 def remove(value: str, actor: str, runtime: Runtime, list_name: str | None = None,
