@@ -407,3 +407,19 @@ def test_a_bounce_keeps_a_newer_unsubscribe_from_the_general_list_as_it_is(aws, 
     assert rt.store.get_suppression(ADA).reason == "complaint"
     kept = rt.store.get_suppression(ADA, "general")
     assert (kept.since, kept.text) == (newer.since, "again")
+
+
+def test_the_result_of_an_item_stopped_by_an_unsubscribe_says_why_once(aws, rt):
+    # The entry's text ("one-click unsubscribe") is what its reason says: the result read
+    # "(one-click unsubscribe: one-click unsubscribe)".
+    assert click(newsletter_token(aws, rt, list="news"))["statusCode"] == 200
+    [news] = enqueue(rt, list="news")["items"]
+    assert send_all(aws, rt) == [send.SUPPRESSED]
+    result = rt.store.get_item(news["id"]).result
+    assert result.count("one-click unsubscribe") == 1, result
+    assert "(one-click unsubscribe)" in result
+    # An entry whose text adds something keeps it.
+    suppression.suppress(ADA, "operator", actor="ops", text="ticket 77", runtime=rt)
+    [reset] = enqueue(rt)["items"]
+    assert send_all(aws, rt) == [send.SUPPRESSED]
+    assert "(an operator: ticket 77)" in rt.store.get_item(reset["id"]).result

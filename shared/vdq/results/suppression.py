@@ -124,7 +124,8 @@ def stopping(records: Iterable[SuppressionRecord],
 def describe(record: SuppressionRecord) -> str:
     """The result of an item not sent because of ``record``."""
     why = REASONS.get(record.reason, record.reason)
-    detail = f": {record.text}" if record.text else ""
+    # A one-click unsubscribe's text is its reason's words: said once.
+    detail = f": {record.text}" if record.text and record.text != why else ""
     if (name := scope(record)) is not None:
         return (f"not sent: {record.receiver} unsubscribed from the list \"{name}\" "
                 f"since {record.since} ({why}{detail}); mail of other lists and of no list "
