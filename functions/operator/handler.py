@@ -187,7 +187,8 @@ def _resend(operation: str, event: Event, who: api.Caller, item_ids: list[str]) 
     runtime = Runtime.default()
 
     def work() -> dict[str, Any]:
-        return {"items": [item_json(c) for c in actions.resend(item_ids, who, runtime)]}
+        done = actions.resend_flagged(item_ids, who, runtime)
+        return {"items": [item_json(c) for c in done.copies], "suppressed": done.suppressed}
 
     key = api.header(event, "Idempotency-Key")
     if key is None:

@@ -667,3 +667,16 @@ def test_send_commands_say_which_receivers_are_suppressed_and_that_email_is_held
     assert code == 0
     assert "note: a@example.org is unsubscribed from the list news since" in out
     assert "note: producer shop's email is held since 2026-12-02T08:00:00Z" in out
+
+
+def test_resend_says_which_copies_go_to_a_suppressed_receiver(capsys, api):
+    # The copy of a message to a number that texted STOP since is queued and then cancelled,
+    # unsent: the resend says so, as send-sms does.
+    api.routes[("POST", "/sent-items/01ORIGINAL/resend")] = (201, {
+        "items": [item(1, state="queued")], "suppressed": [
+            {"receiver": "+14155550100", "reason": "sms_opt_out",
+             "since": "2026-12-01T08:00:00Z", "list": None}]})  # fmt: skip
+    code, out, _ = run(capsys, "resend", "01ORIGINAL")
+    assert code == 0
+    assert ("note: +14155550100 is on the suppression list since 2026-12-01T08:00:00Z "
+            "(sms_opt_out): its item will be cancelled, unsent") in out, out

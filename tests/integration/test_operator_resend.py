@@ -148,13 +148,14 @@ def test_resend_request_counts(aws, runtime, monkeypatch):
         succeed(runtime, item.id)
     with dynamodb_requests(monkeypatch) as counts:
         assert call("resend", params={"id": text.id}).status == 201
-    # read the original; write the copy with its count on the content, taking the content's
-    # expiration off (one transaction); note the resend on the original
-    assert counts == {"BatchGetItem": 1, "TransactWriteItems": 1, "PutItem": 1}
+    # read the original, then its receiver's suppression (as an enqueue does); write the copy
+    # with its count on the content, taking the content's expiration off (one transaction);
+    # note the resend on the original
+    assert counts == {"BatchGetItem": 2, "TransactWriteItems": 1, "PutItem": 1}
     with dynamodb_requests(monkeypatch) as counts:
         assert call("resend", params={"id": mail.id}).status == 201
     # with files, the content is read for their records (their expiration goes too)
-    assert counts == {"BatchGetItem": 1, "GetItem": 1, "TransactWriteItems": 1, "PutItem": 1}
+    assert counts == {"BatchGetItem": 2, "GetItem": 1, "TransactWriteItems": 1, "PutItem": 1}
     move(runtime, cc.id, "send", "error")
 
 
@@ -171,3 +172,26 @@ def test_a_resend_repeated_with_its_idempotency_key_copies_once(aws, runtime):
     copies = [i for i in QueueItemRecord.scan(QueueItemRecord.sk == "STATE")
               if i.resent_from == item.id]  # fmt: skip
     assert len(copies) == 2
+
+
+def test_a_resend_to_a_suppressed_receiver_says_so_as_an_enqueue_does(aws, runtime):
+    # An operator resending a message to a number that texted STOP since, or an address that
+    # bounced, was answered 201 with plainly queued copies, which the worker then cancelled.
+    from vdq.results import suppression
+
+    stopped, fine = sms(runtime, "+14155550100", "+14155550101")
+    for item in (stopped, fine):
+        succeed(runtime, item.id)
+    suppression.suppress("+14155550100", "sms_opt_out", actor="twilio", text="STOP",
+                         runtime=runtime)  # fmt: skip
+    drain(aws)
+    one = call("resend", params={"id": stopped.id})
+    assert one.status == 201, one.body
+    [held] = one.body["suppressed"]
+    assert (held["receiver"], held["reason"], held["list"]) == ("+14155550100", "sms_opt_out",
+                                                                None)  # fmt: skip
+    both = call("bulk_resend", body={"ids": [fine.id, stopped.id]})
+    assert both.status == 201 and len(both.body["items"]) == 2
+    assert [s["receiver"] for s in both.body["suppressed"]] == ["+14155550100"]
+    alone = call("resend", params={"id": fine.id})
+    assert alone.status == 201 and alone.body["suppressed"] == []

@@ -330,12 +330,14 @@ def resend(args: argparse.Namespace) -> int:
     done = each(args, "resending", lambda item_id: api.call("POST",
                                                             f"/sent-items/{item_id}/resend"))
     created = [i for _, answer in done.answers for i in answer.get("items", [])]
+    # A copy to a receiver suppressed since its original was sent is cancelled, unsent.
+    suppressed = [s for _, answer in done.answers for s in answer.get("suppressed") or []]
 
     def human(d: dict[str, Any]) -> None:
-        render.print_items(d["items"])
+        render.print_enqueued({"items": d["items"], "suppressed": d["suppressed"]})
         done.print_failures("resent")
 
-    emit(args, {"items": created, "failed": done.failures}, human)
+    emit(args, {"items": created, "suppressed": suppressed, "failed": done.failures}, human)
     return done.exit_code()
 
 

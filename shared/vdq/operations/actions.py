@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vdq.api import Caller
 from vdq.core import ids
@@ -86,7 +86,20 @@ def _suppressed(item: QueueItemRecord, runtime: Runtime) -> dict[str, Any] | Non
             "list": scope(record)}  # fmt: skip
 
 
+class Resent(NamedTuple):
+    """The copies a resend made, and their receivers that are suppressed (as an enqueue's
+    ``suppressed``: each copy is queued all the same and ends cancelled, unsent)."""
+
+    copies: list[QueueItemRecord]
+    suppressed: list[dict[str, Any]]
+
+
 def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItemRecord]:
+    """The copies of ``resend_flagged``."""
+    return resend_flagged(item_ids, who, runtime).copies
+
+
+def resend_flagged(item_ids: list[str], who: Caller, runtime: Runtime) -> Resent:
     """Copy each sent item into a new queued item (in its lane, sent now) and publish it.
 
     Every id is checked first (unknown or not done: 404 naming them). The copies share their
@@ -108,13 +121,30 @@ def resend(item_ids: list[str], who: Caller, runtime: Runtime) -> list[QueueItem
                        details={"ids": missing})  # fmt: skip
     originals = [found[i] for i in wanted]
     _refuse_purged(originals, runtime)
+    # Read before anything is stored, as an enqueue reads: a failed read changes nothing.
+    suppressed = _flags(originals, runtime)
     from vdq.intake import quotas
 
     # Each copy counts against the operator's own quota (its client id or group), as a
     # producer's item does: a copy is sent as any new item is.
-    return quotas.charged(who.subject, who.groups, len(originals), runtime,
-                          lambda: _copy(originals, who, runtime), log=logger.warning,
-                          field="ids")  # fmt: skip
+    copies = quotas.charged(who.subject, who.groups, len(originals), runtime,
+                            lambda: _copy(originals, who, runtime), log=logger.warning,
+                            field="ids")  # fmt: skip
+    return Resent(copies, suppressed)
+
+
+def _flags(originals: list[QueueItemRecord], runtime: Runtime) -> list[dict[str, Any]]:
+    """The originals' receivers that are suppressed (for list mail, also unsubscribed from its
+    list), in the originals' order: one BatchGetItem per list among them."""
+    from vdq.results.suppression import flags, normalize
+
+    lists: dict[str | None, list[str]] = {}
+    for o in originals:
+        lists.setdefault(o.list_name, []).append(o.receiver)
+    found = {(f["receiver"], name): f for name, receivers in lists.items()
+             for f in flags(receivers, runtime, name)}  # fmt: skip
+    keys = dict.fromkeys((normalize(o.receiver), o.list_name) for o in originals)
+    return [found[k] for k in keys if k in found]
 
 
 def _copy(originals: list[QueueItemRecord], who: Caller,

@@ -166,9 +166,10 @@ class Items(BaseModel):
 
     items: list[QueueItem] = Field(description="The new items.")
     suppressed: list[SuppressedReceiver] | None = Field(
-        None, description="postEmails and postSms: the receivers on the suppression list. "
-        "Their items are queued all the same and end `cancelled`, unsent, with a result that "
-        "says why and since when.")
+        None, description="postEmails, postSms and the resends: the receivers on the "
+        "suppression list (for list mail, also those unsubscribed from its list). Their items "
+        "are queued all the same and end `cancelled`, unsent, with a result that says why and "
+        "since when.")
     held: HoldNotice | None = Field(
         None, description="postEmails: present when the producer is held by the reputation "
         "guard. The items are stored and not sent until an operator releases the hold. Absent "

@@ -273,7 +273,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "content and files; no origin; `resent_from` names the original) and sends it. "
               "404 when the item is unknown or not done; 409 `conflict` with details.reason "
               "`attachments_purged` when cleanup deleted its files. The copy counts one "
-              "queue item against the caller's own quota (VDQ_PRODUCER_QUOTAS).",
+              "queue item against the caller's own quota (VDQ_PRODUCER_QUOTAS). A receiver "
+              "suppressed since is named in `suppressed`, as an enqueue names it: its copy "
+              "ends cancelled, unsent.",
               _RESEND, (_ID, _KEY),
               status=201, answer="Items", errors=(400, 404, 409, 422, 429, 503),
               idempotent=True),
