@@ -160,8 +160,10 @@ def test_an_operator_retry_reads_once_writes_once_and_publishes_once():
 
 
 def test_a_resend_reads_the_original_writes_the_copy_and_publishes_it():
+    # Two batch reads: the originals, then their receivers' suppressions (named in the answer,
+    # as an enqueue names them).
     assert rq.resend_one()["requests"] == {
-        "dynamodb.BatchGetItem": 1, "dynamodb.PutItem": 1, "dynamodb.TransactWriteItems": 1,
+        "dynamodb.BatchGetItem": 2, "dynamodb.PutItem": 1, "dynamodb.TransactWriteItems": 1,
         "sqs.SendMessageBatch": 1,
     }  # fmt: skip
 
