@@ -224,3 +224,49 @@ def test_the_archive_of_an_origins_content_is_a_content_line_with_its_id_and_dat
     assert (content["kind"], content["id"]) == ("content", content_id)
     assert json.loads(content["attributes"]) == {"data": {"subject": "Hi"}}
     assert (refs["kind"], refs["id"]) == ("content_refs", content_id)
+
+
+def test_the_archive_keeps_an_items_records_and_leaves_the_tables_bookkeeping_out():
+    # TTL deletes more than an item's records: the stream's postings and checkpoints, hourly
+    # counters, quota windows, pacing, Idempotency-Key answers, scheduled buckets, parked
+    # entries and suppression event marks. docs/architecture/data.md names the kinds the
+    # archive keeps (an item's: all the rest is derived from them or is bookkeeping); none of
+    # those others may reach it as an undocumented "other" line or, as a suppression's event
+    # mark did, as an item's event mark whose id is a receiver.
+    import gzip
+    import json
+
+    from boto3.dynamodb.types import TypeSerializer
+
+    from vdq.schedules import archive
+
+    serialize = TypeSerializer().serialize
+    day1 = 1_767_225_600
+
+    def removed(pk, sk, **attributes):
+        record = _removed(sk, day1 + 5, event_id=f"{pk}{sk}", **attributes)
+        record["dynamodb"]["OldImage"]["pk"] = serialize(pk)
+        return record
+
+    bookkeeping = [
+        removed("CNT#2026-01-01T00", "all#0", **{"email.queued": 2}),
+        removed("PT#2026-01-01T00", "fjienj6e#00000000000000000011", e=b"\x01"),
+        removed("DN#2026-01", "01T00:00#fjienj6e#00000000000000000011", e=b"\x01"),
+        removed("CK#fjienj6e", "CK", seq="AAAA"),
+        removed("QUOTA#producer-1", "W", s=3),
+        removed("PACE#ses", "PACE", tat=5),
+        removed("idempotency#vdq-enqueue", "5f1b2c", status="COMPLETED", data="{}"),
+        removed("SCHED#3", "2026-01-01T00:20:00Z#01KDV#0", item_ids="01KDV"),
+        removed("HELD#producer-1", "01KDVDNA00NTMCJGW7KAPTEG2D", priority="normal"),
+        removed("SUPH#ada@example.org", "EV#0123456789abcdef"),
+    ]
+    assert archive.objects(bookkeeping) == {}
+    kept = [removed("QI#A", "STATE", state="succeeded"), removed("QI#A", "H#2026#x", name="n"),
+            removed("QI#A", "EV#0123456789abcdef"), removed("CT#C", "CONTENT"),
+            removed("CT#C", "REFS", open_items=0), removed("AT#F", "FILE", filename="a.pdf"),
+            removed("PID#SM1", "MAP", item_id="A")]
+    [body] = archive.objects(bookkeeping + kept).values()
+    lines = [json.loads(x) for x in gzip.decompress(body).splitlines()]
+    assert [(x["kind"], x["id"]) for x in lines] == [
+        ("item", "A"), ("history", "A"), ("event_mark", "A"), ("content", "C"),
+        ("content_refs", "C"), ("attachment", "F"), ("provider_map", "SM1")]

@@ -1,8 +1,9 @@
 """The archive of expired records (``VDQ_ARCHIVE=s3``): what DynamoDB's TTL deleted, kept in S3.
 
 TTL deletions reach the table's stream as REMOVE records made by the service itself (user
-identity ``dynamodb.amazonaws.com``), with the record as it was (the old image). Each batch of
-them becomes one gzip JSON-lines object per day of deletion, under
+identity ``dynamodb.amazonaws.com``), with the record as it was (the old image). The deletions
+of an item's records (``ITEM_PARTITIONS``) in each batch become one gzip JSON-lines object per
+day of deletion, under
 ``archive/dt=<YYYY-MM-DD>/<first event id>.json.gz`` in the attachments bucket: a batch
 delivered again writes the same keys again (no duplicate), and Athena reads the ``dt``
 partitions (docs/architecture/data.md has the table definition). A content's data is stored
@@ -39,7 +40,18 @@ def is_ttl_delete(record: dict[str, Any]) -> bool:
 ORIGIN_KINDS = {"C#": "content", "R#": "content_refs"}
 
 
-def _kind(pk: str, sk: str) -> str:
+# The partitions of an item's records: its own (state, history, event marks), its content's
+# (its own, or its origin's), its attachments' and its provider IDs'. TTL deletes other
+# records too (the stream's postings and checkpoints, hourly counters, quota windows, pacing,
+# Idempotency-Key answers, scheduled buckets, parked entries, suppression event marks): those
+# are derived from an item's records or are bookkeeping, and are not archived.
+ITEM_PARTITIONS = ("QI#", "CT#", ORIGIN_PREFIX, "AT#", "PID#")
+
+
+def _kind(pk: str, sk: str) -> str | None:
+    """The kind of an item's record; None for a record of the table's other kinds."""
+    if not pk.startswith(ITEM_PARTITIONS):
+        return None
     if sk.startswith("H#"):
         return "history"
     if sk.startswith("EV#"):
@@ -47,6 +59,13 @@ def _kind(pk: str, sk: str) -> str:
     if pk.startswith(ORIGIN_PREFIX):
         return ORIGIN_KINDS.get(sk[:2], "other")
     return KINDS.get(sk, "other")
+
+
+def archived(record: dict[str, Any]) -> bool:
+    """A TTL deletion of an item's record: the archive keeps it."""
+    old = (record.get("dynamodb") or {}).get("OldImage") or {}
+    pk, sk = ((old.get(name) or {}).get("S", "") for name in ("pk", "sk"))
+    return is_ttl_delete(record) and _kind(pk, sk) is not None
 
 
 def _id(pk: str, sk: str, kind: str) -> str:
@@ -86,7 +105,7 @@ def line_of(record: dict[str, Any]) -> dict[str, Any]:
     old = {k: deserialize(v) for k, v in (change.get("OldImage") or {}).items()}
     pk, sk = str(old.pop("pk", "")), str(old.pop("sk", ""))
     expiration = old.pop(TABLE_TTL_ATTRIBUTE, None)
-    kind = _kind(pk, sk)
+    kind = _kind(pk, sk) or "other"
     if kind == "content" and old.get("data") is not None:
         old["data"] = decode_content(bytes(old["data"]))
     deleted = float(change.get("ApproximateCreationDateTime") or 0)
@@ -132,12 +151,12 @@ def lines_of(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
-    """S3 key -> gzip JSON lines, one object per day of deletion, of the TTL deletions in a
-    batch of stream records (other records are left out)."""
+    """S3 key -> gzip JSON lines, one object per day of deletion, of the TTL deletions of
+    items' records in a batch of stream records (other records are left out)."""
     by_day: dict[str, list[dict[str, Any]]] = {}
     first: dict[str, str] = {}
     for record in records:
-        if not is_ttl_delete(record):
+        if not archived(record):
             continue
         lines = lines_of(record)
         line = lines[0]
