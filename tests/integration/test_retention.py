@@ -452,6 +452,25 @@ def test_lists_and_reads_hide_an_expired_item_before_it_is_deleted(aws, runtime,
     assert [k for k in records_by_pk(aws) if k.startswith("DN#")] == []
 
 
+def test_the_longest_retention_keeps_every_list_and_read_working(aws, runtime, clock):
+    from dataclasses import replace
+
+    from vdq.core.setting_values import MAX_RETENTION_DAYS
+
+    runtime.settings = replace(runtime.settings, retention_days=MAX_RETENTION_DAYS)
+    [item] = email(runtime, "ada@example.org")
+    succeed(runtime, item.id)
+    run_stream(aws)
+    assert expected(runtime, item.id) < retention.NEVER
+    assert runtime.store.get_item(item.id).cx < retention.NEVER
+    assert call("get_sent_item", params={"id": item.id}).status == 200
+    listed = call("list_sent_items", query={"limit": "10"})
+    assert listed.status == 200, listed.body
+    assert [i["id"] for i in listed.body["items"]] == [item.id]
+    found = call("search", query={"receiver": "ada@example.org"})
+    assert found.status == 200 and [i["id"] for i in found.body["items"]] == [item.id]
+
+
 def records_by_pk(aws):
     return {r["pk"]["S"] for r in boto3.client("dynamodb").scan(TableName=aws["table"])["Items"]}
 

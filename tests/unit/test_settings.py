@@ -131,3 +131,19 @@ def test_the_largest_files_allowed_still_make_a_message_ses_takes():
                       files=[File("a.bin", "application/octet-stream",
                                   bytes(MAX_ATTACHMENT_BYTES))])  # fmt: skip
     assert len(raw) < 40_000_000
+
+
+@pytest.mark.parametrize("value", ["-1", "30d", "36501", "1000000"])
+def test_a_retention_out_of_its_bounds_fails_naming_the_setting_and_the_bound(value):
+    # A retention of a million days was taken, and every list of sent items then answered 500
+    # (its oldest month is before the year 1); 0 is how a deployment keeps items forever.
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"VDQ_RETENTION_DAYS": value})
+    assert "VDQ_RETENTION_DAYS" in str(err.value)
+    if value.isdigit():
+        assert "at most 36500" in str(err.value) and "0 keeps" in str(err.value)
+
+
+@pytest.mark.parametrize("value,days", [("0", 0), ("1", 1), ("36500", 36_500)])
+def test_a_retention_within_its_bounds_is_taken(value, days):
+    assert Settings.from_env({"VDQ_RETENTION_DAYS": value}).retention_days == days

@@ -102,6 +102,19 @@ def non_negative_int(value: str) -> int:
     return number
 
 
+# A hundred years: every expiration then stays below NEVER (vdq.store.models, the ``cx`` of a
+# content that never expires) and every list's oldest day a date. 0 keeps done items forever.
+MAX_RETENTION_DAYS = 36_500
+
+
+def retention_days(value: str) -> int:
+    number = non_negative_int(value)
+    if number > MAX_RETENTION_DAYS:
+        raise ValueError(f"must be at most {MAX_RETENTION_DAYS} (100 years); 0 keeps done "
+                         "items forever")  # fmt: skip
+    return number
+
+
 def optional_non_negative_int(value: str) -> int | None:
     return non_negative_int(value) if value.strip() else None
 

@@ -137,11 +137,12 @@ class Settings:
     retention_days: int = _setting(
         "VDQ_RETENTION_DAYS",
         30,
-        read.non_negative_int,
+        read.retention_days,
         "days a done item (its history, content, files) is kept after it reached a done state, "
         "then DynamoDB's TTL deletes it for free; each day kept holds about 3.0 KB per email "
-        "(at US$0.25 per GB-month: about US$0.76 a month per million emails a day); 0: keep "
-        "forever (the table grows by about 85 GB a month per million emails a day)",
+        "(at US$0.25 per GB-month: about US$0.76 a month per million emails a day); at most "
+        "36500; 0: keep forever (the table grows by about 85 GB a month per million emails a "
+        "day)",
     )
     archive: str = _setting(
         "VDQ_ARCHIVE",
