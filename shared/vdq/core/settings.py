@@ -148,9 +148,9 @@ class Settings:
         "VDQ_ARCHIVE",
         "",
         read.archive,
-        "s3: records DynamoDB's TTL deletes are archived from the stream to the attachments "
-        "bucket (archive/dt=<day>/, gzip JSON lines; see Retention for the Athena table); "
-        "empty: off",
+        "s3: the records of items DynamoDB's TTL deletes are archived from the stream to the "
+        "attachments bucket (archive/dt=<day>/, gzip JSON lines; Data and concurrency, The "
+        "archive, has the Athena table); empty: off",
     )
     # SMS.
     twilio_account_sid: str | None = _setting(
