@@ -485,6 +485,51 @@ def test_an_item_whose_content_expired_first_is_not_shown_half(aws, runtime, clo
     assert call("get_queue_item", params={"id": item.id}).status == 404
 
 
+def _content_expires_now(item, clock):
+    """What a daily watch that failed past its margin leaves: the content of an item still
+    open expired (TTL deletes it within about two days)."""
+    cx = int(QueueItemRecord.get(item_pk(item.id), "STATE").cx)
+    assert content_records_of(item.content_id) == cx
+    clock.advance(cx - clock.now().timestamp() + 1)
+
+
+def content_records_of(content_id):
+    return int(ContentRecord.get(*content_key(content_id)).expiration)
+
+
+def test_a_retry_of_an_item_whose_content_expired_says_so_and_changes_nothing(aws, runtime,
+                                                                              clock):  # fmt: skip
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    _content_expires_now(item, clock)
+    before = runtime.store.get_item(item.id)
+    for dry_run in ("true", None):
+        answer = call("transition", params={"id": item.id, "name": "retry"},
+                      query={"dry_run": dry_run} if dry_run else {})  # fmt: skip
+        assert answer.status == 409, answer.body
+        assert answer.body["error"]["details"] == {"id": item.id, "reason": "content_expired"}
+        assert "expired" in answer.body["error"]["message"]
+    after = runtime.store.get_item(item.id)
+    assert (after.state, after.attempt, after.updated_at) == (
+        before.state, before.attempt, before.updated_at)
+    # A cancel still ends it, and starts its retention.
+    answer = call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    assert answer.status == 200 and answer.body["to_state"] == "cancelled"
+
+
+def test_a_resend_of_an_item_whose_content_expired_says_so_not_that_files_were_purged(
+        aws, runtime, clock):  # fmt: skip
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    _content_expires_now(item, clock)
+    call("transition", params={"id": item.id, "name": "cancel"}, query={})
+    answer = call("resend", params={"id": item.id})
+    assert answer.status == 409, answer.body
+    error = answer.body["error"]
+    assert error["details"] == {"ids": [item.id], "reason": "content_expired"}
+    assert "expired" in error["message"] and "attachment" not in error["message"]
+
+
 def test_a_resend_extends_the_content_for_its_copy_without_counting_it(aws, runtime, clock):
     [item] = email(runtime, "ada@example.org")
     birth = born(clock, runtime)

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from vdq.runtime import Runtime
 
 RESEND_PERMISSION = "vdq.can_resend"
+# details.reason of a 409: the item's content expired / cleanup deleted its files.
+CONTENT_EXPIRED = "content_expired"
+ATTACHMENTS_PURGED = "attachments_purged"
 READ_PERMISSION = "vdq.read_queueitem"
 
 
@@ -52,6 +55,8 @@ def run_transition(
     a server transition or a missing permission), then the item (404) and its state (409)."""
     workflow.authorize(name, who.permissions)
     item = find_item(item_id, runtime)
+    if name == "retry" and item.state in workflow.TRANSITIONS[name].sources:
+        _refuse_expired(item, runtime)
     step = Step(name, actor=who.subject, source="operator", dry_run=dry_run)
     try:
         outcome = apply(item, step, runtime)
@@ -69,6 +74,18 @@ def run_transition(
         "item": item_json(outcome.item),
         "suppressed": _suppressed(item, runtime) if name == "retry" and dry_run else None,
     }
+
+
+def _refuse_expired(item: QueueItemRecord, runtime: Runtime) -> None:
+    """409 when the item's content expired (a daily watch that failed for days): a retry's
+    send could only fail. Read only then: ``cx`` is at most its content's expiration, which
+    only moves later, and a counted content (no ``cx``) does not expire while an item is open."""
+    if item.cx is None or item.cx > runtime.clock.now().timestamp():
+        return
+    if runtime.store.get_content(item.content_id) is None:
+        raise Conflict(f"the content of queue item {item.id} expired, so it cannot be sent "
+                       "again; cancel it and queue a new message instead",
+                       details={"id": item.id, "reason": CONTENT_EXPIRED})  # fmt: skip
 
 
 def _suppressed(item: QueueItemRecord, runtime: Runtime) -> dict[str, Any] | None:
@@ -105,9 +122,9 @@ def resend_flagged(item_ids: list[str], who: Caller, runtime: Runtime) -> Resent
     Every id is checked first (unknown or not done: 404 naming them). The copies share their
     original's content and files: each content stores its copies together with their count on
     it, in one transaction (``Store.store_copies``), so no count outlives a worker that dies
-    in between. A content whose files cleanup deleted refuses its copies (409); when that or a
-    store failure comes after other contents' copies were stored, the answer names exactly the
-    copies stored (each is sent) and the receivers that were not.
+    in between. A content whose files cleanup deleted, or that expired, refuses its copies
+    (409); when that or a store failure comes after other contents' copies were stored, the
+    answer names exactly the copies stored (each is sent) and the receivers that were not.
     """
     who.require(RESEND_PERMISSION)
     # A resend answers with the copies' sender and receiver: the caller must be allowed to
@@ -193,16 +210,25 @@ def _refuse_purged(originals: list[QueueItemRecord], runtime: Runtime) -> None:
         if refs is None or refs.purged_at is not None:
             purged.add(content_id)
     if purged:
-        _conflict([o for o in originals if o.content_id in purged])
+        _conflict([o for o in originals if o.content_id in purged], runtime)
 
 
-def _conflict(refused: list[QueueItemRecord]) -> None:
+def _conflict(refused: list[QueueItemRecord], runtime: Runtime) -> None:
     names = [o.id for o in refused]
+    if _expired(refused, runtime):
+        raise Conflict(f"the content of {', '.join(names)} expired, so they cannot be resent; "
+                       "queue a new message instead",
+                       details={"ids": names, "reason": CONTENT_EXPIRED})  # fmt: skip
     raise Conflict(
         f"the attachment files of {', '.join(names)} were deleted by cleanup, so they cannot "
         "be resent; queue a new email with the attachments instead",
-        details={"ids": names, "reason": "attachments_purged"},
+        details={"ids": names, "reason": ATTACHMENTS_PURGED},
     )
+
+
+def _expired(refused: list[QueueItemRecord], runtime: Runtime) -> bool:
+    """A content refused copies because it expired, not because its files were purged."""
+    return runtime.store.get_content(refused[0].content_id) is None
 
 
 AGAIN = "the store failed before the others: resend them again"
@@ -214,6 +240,7 @@ def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord
     Raises when none was (a first content whose files were purged: 409)."""
     stored: list[QueueItemRecord] = []
     refused: list[str] = []  # originals of a content purged after ``_refuse_purged`` read it
+    expired: list[str] = []  # originals of a content that expired
     by_content: dict[str, list[QueueItemRecord]] = {}
     for copy in copies:
         by_content.setdefault(copy.content_id, []).append(copy)
@@ -229,21 +256,26 @@ def _store_copies(originals: list[QueueItemRecord], copies: list[QueueItemRecord
             if not stored:
                 raise
             logger.exception("resend stopped after storing %d copies", len(stored))
-            return stored, "; ".join(filter(None, [_purged_text(refused), AGAIN]))
+            return stored, "; ".join(filter(None, [_purged_text(refused, expired), AGAIN]))
         if not ok:
+            of_content = [o for o in originals if o.content_id == content_id]
             if not stored:
-                _conflict([o for o in originals if o.content_id == content_id])
-            refused += [o.id for o in originals if o.content_id == content_id]
+                _conflict(of_content, runtime)
+            (expired if _expired(of_content, runtime) else refused).extend(
+                o.id for o in of_content)
             continue
         stored.extend(group)
-    return stored, _purged_text(refused)
+    return stored, _purged_text(refused, expired)
 
 
-def _purged_text(refused: list[str]) -> str:
-    if not refused:
-        return ""
-    return (f"the attachment files of {', '.join(refused)} were deleted by cleanup, so they "
-            "cannot be resent")  # fmt: skip
+def _purged_text(refused: list[str], expired: list[str] | None = None) -> str:
+    texts = []
+    if refused:
+        texts.append(f"the attachment files of {', '.join(refused)} were deleted by cleanup, "
+                     "so they cannot be resent")  # fmt: skip
+    if expired:
+        texts.append(f"the content of {', '.join(expired)} expired, so they cannot be resent")
+    return "; ".join(texts)
 
 
 def _note_resends(pairs: list[tuple[QueueItemRecord, QueueItemRecord]], who: Caller,

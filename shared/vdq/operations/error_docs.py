@@ -81,13 +81,15 @@ _CONFLICT = {
     "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
     "postSms": "a request with this Idempotency-Key is still in progress (`conflict`)",
     "runTransition": "the item's state is no source of the transition "
-                     "(`invalid_transition`; details.state)",
+                     "(`invalid_transition`; details.state), or a retry's item has no content "
+                     "left to send (`conflict`, details.reason `content_expired`)",
     "resendSentItem": "cleanup deleted the item's files (`conflict`, details.reason "
-                      "`attachments_purged`), or a request with this Idempotency-Key is still "
-                      "in progress",
+                      "`attachments_purged`) or its content expired (`content_expired`), or "
+                      "a request with this Idempotency-Key is still in progress",
     "resendSentItems": "cleanup deleted the files of some items (`conflict`, details.ids and "
-                       "details.reason `attachments_purged`), or a request with this "
-                       "Idempotency-Key is still in progress",
+                       "details.reason `attachments_purged`) or their content expired "
+                       "(`content_expired`), or a request with this Idempotency-Key is still "
+                       "in progress",
     "releaseHold": "the producer's hold changed while it was read (`conflict`): read it and "
                    "try again",
 }  # fmt: skip
@@ -203,7 +205,7 @@ _CODE_TEXT = {
     "unauthorized": "no valid bearer token",
     "forbidden": "a permission is missing, or the transition is the server's own",
     "not_found": "no such item, attachment, suppression or route",
-    "conflict": "not possible now (a request in progress, files deleted)",
+    "conflict": "not possible now (a request in progress, files deleted, content expired)",
     "invalid_transition": "the item's state is no source of the transition",
     "contention": "others kept changing the item; try again",
     "partially_enqueued": "some items were stored, some not (details.accepted, rejected)",

@@ -245,7 +245,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "errored item back in the queue with a new attempt; `cancel` stops a queued, "
               "delayed or errored item for good. `dry_run` checks without changing anything. "
               "409 `invalid_transition` when the item's state "
-              "is no source of the transition (details.state says which it is); 503 "
+              "is no source of the transition (details.state says which it is); 409 "
+              "`conflict` with details.reason `content_expired` when a retry's item has no "
+              "content left to send (cancel it); 503 "
               "`contention` when others kept changing the item: try again.",
               TRANSITION_GATES,
               (_ID, Param("name", "path", "string", "The transition to run.", required=True,
@@ -272,10 +274,10 @@ OPERATIONS: tuple[Operation, ...] = (
               "Copies the done item into a new queued item (same method, sender, receiver, "
               "content and files; no origin; `resent_from` names the original) and sends it. "
               "404 when the item is unknown or not done; 409 `conflict` with details.reason "
-              "`attachments_purged` when cleanup deleted its files. The copy counts one "
-              "queue item against the caller's own quota (VDQ_PRODUCER_QUOTAS). A receiver "
-              "suppressed since is named in `suppressed`, as an enqueue names it: its copy "
-              "ends cancelled, unsent.",
+              "`attachments_purged` when cleanup deleted its files, `content_expired` when "
+              "its content expired. The copy counts one queue item against the caller's own "
+              "quota (VDQ_PRODUCER_QUOTAS). A receiver suppressed since is named in "
+              "`suppressed`, as an enqueue names it: its copy ends cancelled, unsent.",
               _RESEND, (_ID, _KEY),
               status=201, answer="Items", errors=(400, 404, 409, 422, 429, 503),
               idempotent=True),
