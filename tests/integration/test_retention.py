@@ -471,6 +471,24 @@ def test_the_longest_retention_keeps_every_list_and_read_working(aws, runtime, c
     assert found.status == 200 and [i["id"] for i in found.body["items"]] == [item.id]
 
 
+def test_the_longest_files_age_without_retention_keeps_the_daily_purge_working(aws, runtime,
+                                                                               clock):  # fmt: skip
+    from dataclasses import replace
+
+    from vdq.core.setting_values import MAX_RETENTION_DAYS
+    from vdq.schedules import sweeps
+
+    runtime.settings = replace(runtime.settings, retention_days=0,
+                               max_files_age_seconds=MAX_RETENTION_DAYS * DAY)  # fmt: skip
+    [item, cc] = email(runtime, attachments=[PDF])
+    succeed(runtime, item.id)
+    succeed(runtime, cc.id)
+    clock.advance(DAY)
+    assert sweeps.run(["purge"], runtime).get("failed", 0) == 0
+    assert call("attachment", params={"id": runtime.store.get_content(
+        item.content_id)["attachments"][0]}).status in (200, 302)  # fmt: skip
+
+
 def records_by_pk(aws):
     return {r["pk"]["S"] for r in boto3.client("dynamodb").scan(TableName=aws["table"])["Items"]}
 

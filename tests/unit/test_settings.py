@@ -147,3 +147,14 @@ def test_a_retention_out_of_its_bounds_fails_naming_the_setting_and_the_bound(va
 @pytest.mark.parametrize("value,days", [("0", 0), ("1", 1), ("36500", 36_500)])
 def test_a_retention_within_its_bounds_is_taken(value, days):
     assert Settings.from_env({"VDQ_RETENTION_DAYS": value}).retention_days == days
+
+
+def test_a_files_age_past_a_hundred_years_fails_naming_the_setting():
+    # 10**12 s was taken, and with VDQ_RETENTION_DAYS=0 every daily purge then failed on it
+    # (its cut-off fell before the year 1).
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"VDQ_MAX_FILES_AGE_IN_SECONDS": str(10**12)})
+    assert "VDQ_MAX_FILES_AGE_IN_SECONDS" in str(err.value)
+    assert "at most 3153600000" in str(err.value)
+    age = Settings.from_env({"VDQ_MAX_FILES_AGE_IN_SECONDS": "3153600000"}).max_files_age_seconds
+    assert age == 36_500 * 86_400

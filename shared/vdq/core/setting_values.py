@@ -115,6 +115,17 @@ def retention_days(value: str) -> int:
     return number
 
 
+MAX_FILES_AGE_SECONDS = MAX_RETENTION_DAYS * 86_400
+
+
+def files_age_seconds(value: str) -> int | None:
+    number = optional_non_negative_int(value)
+    if number is not None and number > MAX_FILES_AGE_SECONDS:
+        raise ValueError(f"must be at most {MAX_FILES_AGE_SECONDS} (100 years); unset, files "
+                         "go 2 days before their records expire")  # fmt: skip
+    return number
+
+
 def optional_non_negative_int(value: str) -> int | None:
     return non_negative_int(value) if value.strip() else None
 

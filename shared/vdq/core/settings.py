@@ -129,10 +129,10 @@ class Settings:
     max_files_age_seconds: int | None = _setting(
         "VDQ_MAX_FILES_AGE_IN_SECONDS",
         None,
-        read.optional_non_negative_int,
+        read.files_age_seconds,
         "0: delete files when all their items are done; N: daily purge after N s (at most the "
-        "retention less 2 days); unset: the daily purge deletes them 2 days before their "
-        "records expire, or keeps them when retention is 0",
+        "retention less 2 days, and 3153600000); unset: the daily purge deletes them 2 days "
+        "before their records expire, or keeps them when retention is 0",
     )
     retention_days: int = _setting(
         "VDQ_RETENTION_DAYS",
