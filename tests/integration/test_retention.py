@@ -548,6 +548,21 @@ def test_a_resend_of_an_item_whose_content_expired_says_so_not_that_files_were_p
     assert "expired" in error["message"] and "attachment" not in error["message"]
 
 
+def test_a_bulk_resend_names_the_items_whose_content_expired(aws, runtime, clock):
+    [gone] = sms(runtime, "+14155550121")
+    move(runtime, gone.id, "send", "error")
+    _content_expires_now(gone, clock)
+    call("transition", params={"id": gone.id, "name": "cancel"}, query={})
+    [kept] = sms(runtime, "+14155550120")  # a content of today
+    succeed(runtime, kept.id)
+    answer = call("bulk_resend", body={"ids": [kept.id, gone.id]})
+    assert answer.code == "partially_enqueued", answer.body
+    error = answer.body["error"]
+    assert error["details"]["rejected"] == ["+14155550121"]
+    assert f"the content of {gone.id} expired" in error["message"]
+    assert "attachment" not in error["message"]
+
+
 def test_a_resend_extends_the_content_for_its_copy_without_counting_it(aws, runtime, clock):
     [item] = email(runtime, "ada@example.org")
     birth = born(clock, runtime)
