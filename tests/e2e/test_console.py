@@ -948,3 +948,86 @@ def test_a_scheduled_item_reads_as_scheduled_with_its_time_in_the_queue_list(sta
     browser.wait_for(f"{row}?.textContent.includes('Scheduled: sends at {at[:19]}Z')",
                      timeout=patient(20))  # fmt: skip
     no_null_text(browser)
+
+
+# ---- what operators met: a press that acts twice, a page out of step, what is offered --------
+
+# The first resend's answer lost on its way back (the request reached the API): the operator
+# sees a network error and presses again.
+LOST_RESEND_ANSWER = """
+window.__lose = 1;
+const answeredFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const answer = await answeredFetch(input, options);
+  if (String(input).includes("/resend") && window.__lose > 0) {
+    window.__lose -= 1;
+    throw new TypeError("Failed to fetch");
+  }
+  return answer;
+};
+"""
+
+
+def copies_of(stack, receiver: str, item_id: str) -> list[str]:
+    found = stack.api("GET", "/search", params={"receiver": receiver, "limit": "100"})
+    assert found.status_code == 200, found.text
+    return [i["id"] for i in found.json()["items"] if i["resent_from"] == item_id]
+
+
+def test_a_double_click_on_resend_or_retry_acts_once(stack, browser):
+    """Found in use: a double click on Resend sent the receiver two copies, and one on
+    Retry now showed a 409 conflict beside the retry it had just done."""
+    receiver = f"twice-{uuid.uuid4().hex[:8]}@example.org"
+    [sent] = stack.send_emails(receiver)
+    [failing] = stack.send_sms("+15005550011")
+    stack.wait(sent["id"], "succeeded")
+    stack.wait(failing["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    browser.goto(f"{stack.url}/console/#/item/{sent['id']}")
+    browser.wait_for("document.querySelector('#action-resend')")
+    browser.click("#action-resend")
+    browser.wait_for("document.querySelector('#confirm-resend')")
+    browser.click("#confirm-resend", times=2)
+    browser.wait_for("document.querySelector('#status').textContent === 'Resent 1 item(s).'")
+    time.sleep(1)  # a second request, if one went, has landed
+    assert len(copies_of(stack, receiver, sent["id"])) == 1
+    assert browser.text("#alert") == ""
+
+    same_page_goto(browser, f"{stack.url}/console/#/item/{failing['id']}")
+    wait_state(browser, "errored")
+    browser.click("#action-retry")
+    browser.wait_for("document.querySelector('#confirm-retry')")
+    browser.click("#confirm-retry", times=2)
+    browser.wait_for("document.querySelector('#status').textContent.includes('Retried')")
+    time.sleep(1)
+    assert browser.text("#alert") == ""
+    history = stack.item(failing["id"])["history"]
+    assert [e["name"] for e in history].count("retry") == 1, history
+
+
+def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, browser):
+    """The network lost the answer, not the request: the operator, told it failed, presses
+    Resend again; the receiver gets one copy (the preview's Idempotency-Key), not two."""
+    receiver = f"lost-{uuid.uuid4().hex[:8]}@example.org"
+    [sent] = stack.send_emails(receiver)
+    stack.wait(sent["id"], "succeeded")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=LOST_RESEND_ANSWER)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{sent['id']}")
+        browser.reload()
+        browser.wait_for("document.querySelector('#action-resend')")
+        browser.click("#action-resend")
+        browser.wait_for("document.querySelector('#confirm-resend')")
+        browser.click("#confirm-resend")
+        browser.wait_for("document.querySelector('#alert').textContent.includes('Failed')")
+        assert len(copies_of(stack, receiver, sent["id"])) == 1  # the first press did send
+        browser.click("#confirm-resend")
+        browser.wait_for("document.querySelector('#status').textContent === "
+                         "'Resent 1 item(s).'")  # fmt: skip
+        [copy] = copies_of(stack, receiver, sent["id"])
+        assert browser.evaluate("[...document.querySelectorAll('#preview a')]"
+                                ".map(a => a.textContent)") == [copy]  # fmt: skip
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()

@@ -173,9 +173,10 @@ class Browser:
         return str(self.evaluate(f"document.querySelector({json.dumps(selector)})"
                                  f"?.textContent ?? ''"))  # fmt: skip
 
-    def click(self, selector: str) -> None:
+    def click(self, selector: str, times: int = 1) -> None:
         """A real mouse click at the middle of the element's first box (a link that wraps has
-        one per line), scrolled into view first."""
+        one per line), scrolled into view first; ``times`` 2 is a double click, its two presses
+        as a mouse sends them, without waiting for what the first one does."""
         box = self.evaluate(
             f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) "
             "return null; e.scrollIntoView({block: 'center'}); const r = "
@@ -184,9 +185,10 @@ class Browser:
         if not box:
             raise CdpError(f"nothing to click at {selector}")
         x, y = box
-        for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
-                      clickCount=1)  # fmt: skip
+        for count in range(1, times + 1):
+            for kind in ("mousePressed", "mouseReleased"):
+                self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                          clickCount=count)  # fmt: skip
 
     def key(self, key: str) -> None:
         """A key press (Tab, Enter, Space) as a keyboard sends it."""

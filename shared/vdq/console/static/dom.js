@@ -124,3 +124,18 @@ export async function guarded(work) {
     if (error.status !== 401) alertError(error);
   }
 }
+
+// A button's work, once at a time: from the click until the API has answered, a double click
+// or a second press does nothing more (a resend pressed twice would send two copies; a retry
+// pressed twice, refuse the second as a conflict). aria-disabled, not disabled: a disabled
+// button loses the keyboard's focus. A failure is shown as ``guarded`` shows it, and the
+// button works again.
+export async function busy(button, work) {
+  if (button.getAttribute("aria-disabled") === "true") return;
+  button.setAttribute("aria-disabled", "true");
+  try {
+    await guarded(work);
+  } finally {
+    button.removeAttribute("aria-disabled");
+  }
+}

@@ -1,7 +1,7 @@
 // The item view: an item, its content, attachments and history, and the operator's actions
 // on it (transitions and resend, each previewed as a dry run first).
 
-import { $, alertError, badges, el, guarded, heading, put, resultText, say, text }
+import { $, alertError, badges, busy, el, guarded, heading, put, resultText, say, text }
   from "./dom.js";
 import { api, config, may } from "./session.js";
 
@@ -28,10 +28,13 @@ export function previewResend(box, ids, done) {
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => box.replaceChildren());
-  confirm.addEventListener("click", () => guarded(async () => {
+  // One key for this preview: a press again after an answer that was lost on its way (the
+  // network, a timeout) gets the first press's copies, not new ones.
+  const key = `console-resend-${crypto.randomUUID()}`;
+  confirm.addEventListener("click", () => busy(confirm, async () => {
     const answer = ids.length === 1
-      ? await api("POST", `/sent-items/${encodeURIComponent(ids[0])}/resend`)
-      : await api("POST", "/sent-items/resend", { body: { ids } });
+      ? await api("POST", `/sent-items/${encodeURIComponent(ids[0])}/resend`, { key })
+      : await api("POST", "/sent-items/resend", { body: { ids }, key });
     box.replaceChildren(el("p", { class: "preview" }, "Resent as ",
       answer.items.map((item, i) => [i ? ", " : "",
         el("a", { href: `#/item/${encodeURIComponent(item.id)}` }, item.id)])));
@@ -165,7 +168,8 @@ export async function showItem(id, setView) {
       ...fields } = item;
     fields.result = resultText(item);
     const moreButton = more ? el("button", { type: "button", id: "history-more",
-      on: { click: () => guarded(showMore) } }, "Show more history") : null;
+      on: { click: (event) => busy(event.currentTarget, showMore) } }, "Show more history")
+      : null;
     put(body,
       el("p", { class: "signals", id: "item-signals" }, badges(item)),
       el("h2", {}, "Fields"), fieldTable("The item", "fields", fields),
@@ -196,8 +200,8 @@ function drawActions(box, preview, item, reload) {
     const label = name === "retry" ? "Retry…" : "Cancel item…";
     buttons.push(el("button", { type: "button", id: `action-${name}`,
       class: name === "cancel" ? "danger" : "",
-      on: { click: () => guarded(() => previewTransition(preview, item, name, reload)) } },
-      label));
+      on: { click: (event) => busy(event.currentTarget,
+        () => previewTransition(preview, item, name, reload)) } }, label));
   }
   if (may("resend") && config.states.sent.includes(item.state)) {
     buttons.push(el("button", { type: "button", id: "action-resend",
@@ -229,7 +233,7 @@ async function previewTransition(box, item, name, reload) {
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => box.replaceChildren());
-  confirm.addEventListener("click", () => guarded(async () => {
+  confirm.addEventListener("click", () => busy(confirm, async () => {
     const done = await api("POST", path);
     box.replaceChildren();
     say(`${name === "retry" ? "Retried" : "Cancelled"}: ${done.from_state} → ${done.to_state}.`);

@@ -2,7 +2,7 @@
 // held to, the account's and SES's own; a held producer's parked items, and (for those allowed)
 // the release or the cancel of what a hold parked.
 
-import { $, add, alertError, el, guarded, heading, say, stateCell, text, when, who }
+import { $, add, alertError, busy, el, guarded, heading, say, stateCell, text, when, who }
   from "./dom.js";
 import { api, may } from "./session.js";
 
@@ -136,7 +136,7 @@ function confirmWork(panel, producer, work, reload) {
       on: { click: () => panel.replaceChildren() } }, "Back")));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    guarded(async () => {
+    busy($("confirm-go"), async () => {
       const answer = await api("POST", path(producer, release ? "release" : "cancel-held"));
       panel.replaceChildren();
       say(`${producer}: ${answer.done} parked items ${release ? "sent again" : "cancelled"}`

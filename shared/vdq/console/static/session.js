@@ -118,7 +118,7 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, { query, body } = {}) {
+export async function api(method, path, { query, body, key } = {}) {
   const url = new URL(path.replace(/^\/+/, ""), apiBase);
   if (url.origin !== apiBase.origin || !url.pathname.startsWith(apiBase.pathname)) {
     // A path from an answer that leads elsewhere: the token goes to the API only.
@@ -127,6 +127,7 @@ export async function api(method, path, { query, body } = {}) {
   for (const [k, v] of Object.entries(query || {})) if (v) url.searchParams.set(k, v);
   const headers = { Authorization: `Bearer ${store.getItem(TOKEN_KEY) || ""}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (key) headers["Idempotency-Key"] = key; // the same request again gets the first's answer
   const answer = await fetch(url, {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store",

@@ -2,7 +2,7 @@
 // one off with why (after a preview), and read a receiver's history. Its own permissions: the
 // list holds people's addresses, and a removal sends to someone who bounced or opted out.
 
-import { $, add, alertError, el, guarded, heading, say, text, when } from "./dom.js";
+import { $, add, alertError, busy, el, guarded, heading, say, text, when } from "./dom.js";
 import { api, may } from "./session.js";
 
 const COLUMNS = ["Receiver", "List", "Reason", "Since", "By", "Why", "Actions"];
@@ -109,7 +109,7 @@ function addForm(reload) {
     el("button", { type: "submit", class: "primary", id: "add-confirm" }, "Add to the list"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    guarded(async () => {
+    busy($("add-confirm"), async () => {
       const data = Object.fromEntries(new FormData(form));
       const answer = await api("POST", "/suppressions", { body: {
         receiver: String(data.receiver).trim(), text: String(data.text).trim() } });
@@ -143,7 +143,7 @@ function previewRemove(panel, entry, reload) {
         on: { click: () => panel.replaceChildren() } }, "Back")));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    guarded(async () => {
+    busy($("confirm-remove"), async () => {
       await api("DELETE", path(entry.receiver), { query: { text: why.value.trim(),
         list: entry.list || undefined } });
       panel.replaceChildren();
