@@ -1031,3 +1031,26 @@ def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, 
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
+
+
+def test_a_double_click_on_next_page_moves_one_page(stack, browser):
+    """Found in use: a double click on Next page showed the first page's items captioned
+    "page 3" (the second click went before the second page's cursor was known)."""
+    sent = stack.send_emails(*(f"next-{n}-{uuid.uuid4().hex[:6]}@example.com" for n in range(5)))
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    stack.listed(*(item["id"] for item in sent))
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=2")
+    rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    first = browser.evaluate(rows)
+    browser.click("#next-page", times=2)
+    browser.wait_for("!document.querySelector('#items caption').textContent.includes('page 1')")
+    time.sleep(1)  # a second move, if one went, has drawn
+    assert "page 2" in browser.text("#items caption"), browser.text("#items caption")
+    second = browser.evaluate(rows)
+    assert second and not set(second) & set(first)
+    browser.click("#previous-page")
+    browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
+    assert browser.evaluate(rows) == first

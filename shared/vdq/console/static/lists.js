@@ -1,7 +1,7 @@
 // Lists of items (the active queue, the sent items, a search's results), page by page with
 // the API's cursor, and the counts panel of the last 24 hours.
 
-import { el, from, guarded, resultText, say, stateCell, text, when, who } from "./dom.js";
+import { busy, el, from, resultText, say, stateCell, text, when, who } from "./dom.js";
 import { api } from "./session.js";
 
 export const COLUMNS = ["Item", "State", "Receiver", "Sender", "Subject", "Result", "Updated"];
@@ -76,9 +76,31 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
       }
     }
   };
-  const refresh = async () => draw(await load(pages.cursors[pages.index]));
-  previous.addEventListener("click", async () => { pages.index -= 1; await guarded(refresh); });
-  next.addEventListener("click", async () => { pages.index += 1; await guarded(refresh); });
+  // A page is drawn only while it is still the page asked for: a live refresh that was out
+  // when the operator moved on draws nothing.
+  const refresh = async () => {
+    const index = pages.index;
+    const page = await load(pages.cursors[index]);
+    if (index === pages.index) draw(page);
+  };
+  // One move at a time: a second click before the page is read (a double click) does
+  // nothing, else it would ask for a page whose cursor is not known yet. A move that fails
+  // stays on the page shown.
+  const move = (button, step) => busy(button, async () => {
+    if (pages.moving) return;
+    pages.moving = true;
+    pages.index += step;
+    try {
+      await refresh();
+    } catch (error) {
+      pages.index -= step;
+      throw error;
+    } finally {
+      pages.moving = false;
+    }
+  });
+  previous.addEventListener("click", () => move(previous, -1));
+  next.addEventListener("click", () => move(next, 1));
   return { nodes: [table, paging], refresh, selected: pages.selected };
 }
 

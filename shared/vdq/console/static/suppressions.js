@@ -57,9 +57,13 @@ export async function showSuppressions(params, setView) {
   let index = 0;
   let shown = "";
 
+  let moving = false;
+
   const load = async () => {
+    const asked = index;
     const page = await api("GET", "/suppressions", { query: { receiver: wanted || undefined,
-      channel: params.get("channel") || undefined, limit: "25", cursor: cursors[index] } });
+      channel: params.get("channel") || undefined, limit: "25", cursor: cursors[asked] } });
+    if (asked !== index) return; // the operator moved on while it was read
     const seen = JSON.stringify([index, page]);
     if (seen === shown) return;
     shown = seen;
@@ -75,8 +79,22 @@ export async function showSuppressions(params, setView) {
     previous.disabled = index === 0;
     next.disabled = !page.cursor;
   };
-  previous.addEventListener("click", () => { index -= 1; guarded(load); });
-  next.addEventListener("click", () => { index += 1; guarded(load); });
+  // One move at a time, as the lists of items page (a double click moves one page).
+  const move = (button, step) => busy(button, async () => {
+    if (moving) return;
+    moving = true;
+    index += step;
+    try {
+      await load();
+    } catch (error) {
+      index -= step;
+      throw error;
+    } finally {
+      moving = false;
+    }
+  });
+  previous.addEventListener("click", () => move(previous, -1));
+  next.addEventListener("click", () => move(next, 1));
   add($("main"), find, may("change_suppressions") ? addForm(load) : null, panel, table,
     el("nav", { class: "paging", "aria-label": "Pages" }, previous, next));
   setView({ kind: "suppressions", refresh: load });
