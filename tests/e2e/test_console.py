@@ -414,6 +414,10 @@ def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
                               ".map(a => a.textContent)")  # fmt: skip
     assert len(copies) == 2
     assert sorted(stack.item(c)["resent_from"] for c in copies) == sorted(i["id"] for i in sent)
+    # The selection went with the resend: no row stays ticked (a page that did not change
+    # showed them ticked, while a second Resend selected… said nothing was selected).
+    assert browser.evaluate("[...document.querySelectorAll('#items input[type=checkbox]')]"
+                            ".filter(b => b.checked).length") == 0  # fmt: skip
 
 
 def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):

@@ -123,7 +123,7 @@ async function showList(kind, params) {
     el("div", { class: "actions" }, resendButton), resendBox, list.nodes);
   if (resendButton) {
     resendButton.addEventListener("click", () => previewResend(resendBox, [...list.selected],
-      async () => { list.selected.clear(); await list.refresh(); }));
+      async () => { list.unselect(); await list.refresh(); }));
   }
   const refresh = async () => {
     await list.refresh();

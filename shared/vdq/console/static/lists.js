@@ -8,7 +8,7 @@ export const COLUMNS = ["Item", "State", "Receiver", "Sender", "Subject", "Resul
 
 // A table of items with its pages. ``load(cursor)`` reads one page ({items, cursor});
 // ``selectable`` adds a check box a row (the resend's selection). Returns the nodes to place,
-// the refresh of the page shown, and the selection.
+// the refresh of the page shown, the selection and its clearing.
 export function pagedItems({ title, load, selectable = false, empty = "No items on this page." }) {
   const pages = { cursors: [null], index: 0, items: [], selected: new Set() };
   const tbody = el("tbody");
@@ -101,7 +101,12 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
   });
   previous.addEventListener("click", () => move(previous, -1));
   next.addEventListener("click", () => move(next, 1));
-  return { nodes: [table, paging], refresh, selected: pages.selected };
+  // The selection used (resent): no row stays ticked, whether the page is drawn again or not.
+  const unselect = () => {
+    pages.selected.clear();
+    for (const box of tbody.querySelectorAll("input[type=checkbox]")) box.checked = false;
+  };
+  return { nodes: [table, paging], refresh, selected: pages.selected, unselect };
 }
 
 // ---- Counts ----------------------------------------------------------------------------------
