@@ -992,7 +992,7 @@ def test_a_double_click_on_resend_or_retry_acts_once(stack, browser):
     browser.click("#action-resend")
     browser.wait_for("document.querySelector('#confirm-resend')")
     browser.click("#confirm-resend", times=2)
-    browser.wait_for("document.querySelector('#status').textContent === 'Resent 1 item(s).'")
+    browser.wait_for("document.querySelector('#preview').textContent.startsWith('Resent as')")
     time.sleep(1)  # a second request, if one went, has landed
     assert len(copies_of(stack, receiver, sent["id"])) == 1
     assert browser.text("#alert") == ""
@@ -1027,8 +1027,8 @@ def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, 
         browser.wait_for("document.querySelector('#alert').textContent.includes('Failed')")
         assert len(copies_of(stack, receiver, sent["id"])) == 1  # the first press did send
         browser.click("#confirm-resend")
-        browser.wait_for("document.querySelector('#status').textContent === "
-                         "'Resent 1 item(s).'")  # fmt: skip
+        browser.wait_for("document.querySelector('#preview').textContent.startsWith("
+                         "'Resent as')")  # fmt: skip
         [copy] = copies_of(stack, receiver, sent["id"])
         assert browser.evaluate("[...document.querySelectorAll('#preview a')]"
                                 ".map(a => a.textContent)") == [copy]  # fmt: skip
@@ -1058,3 +1058,4 @@ def test_a_double_click_on_next_page_moves_one_page(stack, browser):
     browser.click("#previous-page")
     browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
     assert browser.evaluate(rows) == first
+
