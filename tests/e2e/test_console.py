@@ -1059,3 +1059,19 @@ def test_a_double_click_on_next_page_moves_one_page(stack, browser):
     browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')")
     assert browser.evaluate(rows) == first
 
+
+def test_an_item_is_offered_only_the_transitions_its_state_allows(stack, browser):
+    """Found in use: every active item had Retry… and Cancel item…; on a scheduled (queued)
+    item Retry answered 409, and on an SMS awaiting its status both did."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 86_400))
+    [scheduled] = stack.send_emails("offered@example.com", send_at=at)
+    [failing] = stack.send_sms("+15005550011")
+    stack.wait(failing["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    buttons = "[...document.querySelectorAll('#item-actions button')].map(b => b.id)"
+    browser.goto(f"{stack.url}/console/#/item/{scheduled['id']}")
+    wait_state(browser, "queued")
+    assert browser.evaluate(buttons) == ["action-cancel"]
+    same_page_goto(browser, f"{stack.url}/console/#/item/{failing['id']}")
+    wait_state(browser, "errored")
+    assert browser.evaluate(buttons) == ["action-retry", "action-cancel"]

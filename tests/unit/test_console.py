@@ -73,6 +73,14 @@ def test_config_names_the_sign_in_endpoints_and_what_each_group_may_do():
     assert "errored" in found["states"]["queue"] and "succeeded" in found["states"]["sent"]
 
 
+def test_config_says_from_which_states_each_operator_transition_goes():
+    """The item's page offers Retry and Cancel only where the API takes them: a Retry on a
+    queued or awaiting item was answered 409."""
+    found = console.config(_settings())
+    assert found["transitions"] == {"retry": ["delayed", "errored"],
+                                    "cancel": ["queued", "delayed", "errored"]}  # fmt: skip
+
+
 # ---- the local issuer -------------------------------------------------------------------------
 
 

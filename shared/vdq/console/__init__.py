@@ -9,9 +9,10 @@ no upload step: one route more on a function that is there anyway.
 
 ``config.json`` tells the page where to sign in (the Cognito domain or the local issuer), its
 client id, the group -> permission map (``VDQ_GROUP_PERMISSIONS``, so the page offers only what
-the user's groups allow) and the states the list filters take. Every answer carries a strict
-Content-Security-Policy: scripts and styles from the stack only, none inline, no framing, and
-requests to the API (same origin) and the token endpoint only.
+the user's groups allow), the states each operator transition takes an item from (so an item's
+page offers only what its state allows) and the states the list filters take. Every answer
+carries a strict Content-Security-Policy: scripts and styles from the stack only, none inline,
+no framing, and requests to the API (same origin) and the token endpoint only.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ def config(settings: Settings) -> dict[str, Any]:
             **{name: [*workflow.TRANSITION_GATES, workflow.TRANSITIONS[name].permission]
                for name in spec.OPERATOR_TRANSITIONS},
         },
+        # The states each operator transition takes an item from: the page offers it there
+        # only (elsewhere the API answers 409).
+        "transitions": {name: [s for s in spec.ALL_STATES if workflow.allows(name, s)]
+                        for name in spec.OPERATOR_TRANSITIONS},
         "states": {"queue": list(spec.ACTIVE_STATES), "sent": list(spec.SENT_STATES),
                    "all": list(spec.ALL_STATES)},
         "methods": list(spec.METHODS),

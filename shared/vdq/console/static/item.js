@@ -194,9 +194,10 @@ export async function showItem(id, setView) {
 
 function drawActions(box, preview, item, reload) {
   const buttons = [];
-  const active = config.states.queue.includes(item.state); // a done item takes neither
   for (const name of ["retry", "cancel"]) {
-    if (!active || !may(name)) continue;
+    // Only from the states the API takes it from: a Retry of a queued or awaiting item, or a
+    // Cancel of one being sent, would only be refused.
+    if (!config.transitions[name].includes(item.state) || !may(name)) continue;
     const label = name === "retry" ? "Retry…" : "Cancel item…";
     buttons.push(el("button", { type: "button", id: `action-${name}`,
       class: name === "cancel" ? "danger" : "",
