@@ -1075,3 +1075,26 @@ def test_an_item_is_offered_only_the_transitions_its_state_allows(stack, browser
     same_page_goto(browser, f"{stack.url}/console/#/item/{failing['id']}")
     wait_state(browser, "errored")
     assert browser.evaluate(buttons) == ["action-retry", "action-cancel"]
+
+
+def test_every_page_fits_a_phone_screen(stack, browser):
+    """Found in use: at phone width an item's page (its heading, a 26-letter id in large type)
+    and the suppression page (the main menu on one line) ran off the side of the screen,
+    which a phone then showed shrunk to fit."""
+    [item] = stack.send_emails(bouncing(), subject="A long subject " * 8)
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-admins")
+    browser.viewport(390, 844, mobile=True)
+    try:
+        for page, drawn in ((f"#/item/{item['id']}", "#timeline li"),
+                            ("#/suppressions", "#suppressions caption"),
+                            ("#/sent", "#items caption"), ("#/queue", "#items caption"),
+                            ("#/counts", "#count-tiles dt"), ("#/producers", "#producers caption"),
+                            (f"#/search?q={item['id']}", "#items caption")):  # fmt: skip
+            same_page_goto(browser, f"{stack.url}/console/{page}")
+            browser.wait_for(f"document.querySelector({json.dumps(drawn)})?.textContent",
+                             timeout=patient(10))  # fmt: skip
+            width = browser.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+            assert width == [390, 390], (page, width)
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
