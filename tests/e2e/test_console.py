@@ -1098,3 +1098,25 @@ def test_every_page_fits_a_phone_screen(stack, browser):
             assert width == [390, 390], (page, width)
     finally:
         browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+def test_a_refusal_is_titled_by_what_it_means(stack, browser):
+    """Found in use: a receiver typed wrong was answered "Something went wrong (422 invalid)",
+    which reads as the console broken, not as the field to correct; an item id that names no
+    item read the same way."""
+    typed = f"not an address {uuid.uuid4().hex[:6]}"
+    sign_in(browser, stack.url, "vdq-suppressions")
+    browser.goto(f"{stack.url}/console/#/suppressions")
+    browser.wait_for("document.querySelector('#suppressions caption')?.textContent")
+    browser.click("#add-receiver")
+    browser.type(typed)
+    browser.click("#add-text")
+    browser.type("a typo")
+    browser.click("#add-confirm")
+    browser.wait_for("document.querySelector('#alert').textContent")
+    assert re.match(r"Invalid input \(422 invalid\): receiver: ", browser.text("#alert")), (
+        browser.text("#alert"))
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/item/01M98M00000000000000000000")
+    browser.wait_for("document.querySelector('#alert').textContent")
+    assert browser.text("#alert").startswith("Not found (404 not_found): "), browser.text("#alert")

@@ -59,13 +59,17 @@ export function say(message) {
   $("status").textContent = message;
 }
 
+// What a refusal means, in the words of the API's reference: a field to correct or an item
+// that is not there is not "something went wrong".
+const TITLES = { 400: "Bad request", 403: "Not allowed", 404: "Not found",
+  409: "Not possible now", 413: "Too large", 422: "Invalid input", 429: "Too many requests" };
+
 export function alertError(error) {
   const box = $("alert");
   box.replaceChildren();
   if (!error) return;
   const status = error.status ? ` (${error.status}${error.code ? " " + error.code : ""})` : "";
-  const title = error.status === 403 ? "Not allowed" : error.status === 409 ? "Not possible now"
-    : "Something went wrong";
+  const title = TITLES[error.status] || "Something went wrong";
   box.append(el("strong", { text: `${title}${status}: ` }), String(error.message || error));
 }
 
