@@ -1120,3 +1120,18 @@ def test_a_refusal_is_titled_by_what_it_means(stack, browser):
     browser.goto(f"{stack.url}/console/#/item/01M98M00000000000000000000")
     browser.wait_for("document.querySelector('#alert').textContent")
     assert browser.text("#alert").startswith("Not found (404 not_found): "), browser.text("#alert")
+
+
+def test_the_search_window_says_its_dates_are_days_in_utc(stack, browser):
+    """The API reads the window's dates as UTC days, as every time the console shows is in UTC:
+    an operator west of Greenwich who chose today as the end, unaware, missed the evening's
+    items (queued on the next day in UTC)."""
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/search?q=ada%40example.org&since=2026-12-07"
+                 "&until=2026-12-08")  # fmt: skip
+    browser.wait_for("document.querySelector('#search-summary')")
+    for field in ("search-since", "search-until"):
+        assert "UTC" in browser.evaluate(f"document.querySelector('#{field}').labels[0]"
+                                         ".textContent"), field  # fmt: skip
+    summary = browser.text("#search-summary")
+    assert "queued from 2026-12-07 (UTC)" in summary and "to 2026-12-08 (UTC)" in summary, summary

@@ -207,8 +207,10 @@ async function showSearch(params) {
     h.focus();
     return;
   }
-  const described = Object.entries(query).map(([k, v]) => `${k.replace("_", " ")} ${v}`)
-    .join(", ");
+  // The window's dates are days in UTC (as the API reads them, and as every time shown).
+  const words = { since: "queued from", until: "to" };
+  const described = Object.entries(query).map(([k, v]) => (words[k]
+    ? `${words[k]} ${v} (UTC)` : `${k.replace("_", " ")} ${v}`)).join(", ");
   $("main").append(el("p", { id: "search-summary", text: `Items with ${described}, newest `
     + "first. By sender, provider ID or time alone, an item shows about a minute after it "
     + "was queued." }));
