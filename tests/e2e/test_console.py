@@ -1135,3 +1135,61 @@ def test_the_search_window_says_its_dates_are_days_in_utc(stack, browser):
                                          ".textContent"), field  # fmt: skip
     summary = browser.text("#search-summary")
     assert "queued from 2026-12-07 (UTC)" in summary and "to 2026-12-08 (UTC)" in summary, summary
+
+
+FOCUSED = ("(e => e.id || e.dataset.key || e.tagName)(document.activeElement)")
+
+
+def test_the_keyboard_keeps_its_place_when_a_preview_closes(stack, browser):
+    """Found in use: after Remove from the list, Back or Close on a preview, or a resend from
+    the sent list, the focus was on nothing, and the next Tab started again at the top of the
+    page, header, menu and search box first."""
+    receiver = f"keys-{uuid.uuid4().hex[:8]}@example.org"
+    [sent] = stack.send_emails(receiver)
+    stack.wait(sent["id"], "succeeded")
+    stack.listed(sent["id"])
+    assert stack.api("POST", "/suppressions", json={"receiver": receiver, "text": "test"}) \
+        .json()["added"]
+    sign_in(browser, stack.url, "vdq-admins")
+    browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
+    history, remove = f"history-{receiver}", f"remove-{receiver}"
+    browser.wait_for(f"document.querySelector('[data-key=\"{remove}\"]')")
+    tab_to(browser, f"[data-key='{history}']", 80)
+    browser.key("Enter")
+    browser.wait_for("document.activeElement.id === 'history-title'")
+    tab_to(browser, "#suppression-history button", 5)  # Close
+    browser.key("Enter")
+    assert browser.evaluate(FOCUSED) == history
+    tab_to(browser, f"[data-key='{remove}']", 5)
+    browser.key("Enter")
+    browser.wait_for("document.activeElement.id === 'preview-title'")
+    tab_to(browser, "#preview-back", 5)
+    browser.key("Enter")
+    assert browser.evaluate(FOCUSED) == remove
+    browser.key("Enter")
+    browser.wait_for("document.activeElement.id === 'preview-title'")
+    browser.key("Tab")
+    browser.type("asked again")
+    browser.key("Enter")
+    browser.wait_for("document.querySelector('#status').textContent.includes('removed')")
+    time.sleep(0.5)
+    assert browser.evaluate(FOCUSED) not in ("BODY", "A"), browser.evaluate(FOCUSED)
+    assert browser.evaluate("document.querySelector('main').contains(document.activeElement)")
+
+    same_page_goto(browser, f"{stack.url}/console/#/sent?limit=100")
+    box = f"input[data-key='select-{sent['id']}']"
+    browser.wait_for(f"document.querySelector({json.dumps(box)})", timeout=patient(10))
+    tab_to(browser, box, 200)
+    browser.key(" ")
+    tab_to(browser, "#resend-selected", 200)
+    browser.key("Enter")
+    browser.wait_for("document.activeElement.id === 'preview-title'")
+    tab_to(browser, "#confirm-resend", 5)
+    browser.key("Enter")
+    browser.wait_for("document.querySelector('#resend-box').textContent.startsWith('Resent as')")
+    time.sleep(0.5)
+    # On what it did, the copy's link next: the focus did not go back to the top.
+    assert browser.evaluate("document.querySelector('#resend-box').contains("
+                            "document.activeElement)")  # fmt: skip
+    browser.key("Tab")
+    assert browser.evaluate("document.activeElement.closest('#resend-box a') !== null")

@@ -115,6 +115,19 @@ export function resultText(item) {
   return `Cancelled: not sent again. A provider result of an earlier attempt: ${result}`;
 }
 
+// The keyboard's place once a panel closes (a preview done or left, a history closed): back on
+// what opened it, found again by its id or data-key if a refresh drew it anew, else on the
+// page's heading. Left on a removed element, the focus would be on nothing and the next Tab
+// would start again at the top of the page.
+export function refocus(opener) {
+  let again = opener && opener !== document.body && opener.isConnected ? opener : null;
+  if (!again && opener && opener.id) again = $(opener.id);
+  if (!again && opener && opener.dataset && opener.dataset.key) {
+    again = document.querySelector(`[data-key="${CSS.escape(opener.dataset.key)}"]`);
+  }
+  (again || $("main").querySelector("h1")).focus();
+}
+
 export function heading(label) {
   const h = el("h1", { tabindex: "-1", text: label });
   $("main").replaceChildren(h);

@@ -1,12 +1,14 @@
 // The item view: an item, its content, attachments and history, and the operator's actions
 // on it (transitions and resend, each previewed as a dry run first).
 
-import { $, alertError, badges, busy, el, guarded, heading, put, resultText, say, text }
-  from "./dom.js";
+import {
+  $, alertError, badges, busy, el, guarded, heading, put, refocus, resultText, say, text,
+} from "./dom.js";
 import { api, config, may } from "./session.js";
 
 export function previewResend(box, ids, done) {
   alertError(null);
+  const opener = document.activeElement;
   if (!ids.length) {
     box.replaceChildren(el("p", { class: "preview", text: "Select the items to resend first." }));
     return;
@@ -27,7 +29,7 @@ export function previewResend(box, ids, done) {
     el("ul", {}, ids.map((id) => el("li", {}, id))),
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
-  back.addEventListener("click", () => box.replaceChildren());
+  back.addEventListener("click", () => { box.replaceChildren(); refocus(opener); });
   // One key for this preview: a press again after an answer that was lost on its way (the
   // network, a timeout) gets the first press's copies, not new ones.
   const key = `console-resend-${crypto.randomUUID()}`;
@@ -35,9 +37,12 @@ export function previewResend(box, ids, done) {
     const answer = ids.length === 1
       ? await api("POST", `/sent-items/${encodeURIComponent(ids[0])}/resend`, { key })
       : await api("POST", "/sent-items/resend", { body: { ids }, key });
-    box.replaceChildren(el("p", { class: "preview" }, "Resent as ",
-      answer.items.map((item, i) => [i ? ", " : "",
-        el("a", { href: `#/item/${encodeURIComponent(item.id)}` }, item.id)])));
+    // The focus on what was done, the copies' links next.
+    const result = el("p", { class: "preview", tabindex: "-1", id: "resend-result" },
+      "Resent as ", answer.items.map((item, i) => [i ? ", " : "",
+        el("a", { href: `#/item/${encodeURIComponent(item.id)}` }, item.id)]));
+    box.replaceChildren(result);
+    result.focus();
     say(`Resent ${answer.items.length} item(s).`);
     await done();
   }));
@@ -233,12 +238,12 @@ async function previewTransition(box, item, name, reload) {
       + `to ${dry.to_state}. Nothing has changed yet.` }), warning,
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
-  back.addEventListener("click", () => box.replaceChildren());
+  back.addEventListener("click", () => { box.replaceChildren(); refocus($(`action-${name}`)); });
   confirm.addEventListener("click", () => busy(confirm, async () => {
     const done = await api("POST", path);
     box.replaceChildren();
     say(`${name === "retry" ? "Retried" : "Cancelled"}: ${done.from_state} → ${done.to_state}.`);
     await reload();
-    $("item-actions").querySelector("button")?.focus();
+    refocus($("item-actions").querySelector("button")); // none left: the heading
   }));
 }

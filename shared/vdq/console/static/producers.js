@@ -2,8 +2,9 @@
 // held to, the account's and SES's own; a held producer's parked items, and (for those allowed)
 // the release or the cancel of what a hold parked.
 
-import { $, add, alertError, busy, el, guarded, heading, say, stateCell, text, when, who }
-  from "./dom.js";
+import {
+  $, add, alertError, busy, el, guarded, heading, refocus, say, stateCell, text, when, who,
+} from "./dom.js";
 import { api, may } from "./session.js";
 
 const COLUMNS = ["Producer", "Sent", "Bounced", "Complained", "Bounce rate", "Complaint rate",
@@ -92,6 +93,7 @@ function producerRow(row, panel, reload, account) {
 }
 
 async function showHeld(panel, producer, reload) {
+  const opener = document.activeElement;
   const answer = await api("GET", path(producer, "held"), { query: { limit: "50" } });
   const title = el("h2", { tabindex: "-1", id: "held-title" }, `Held items of ${producer}`);
   const rows = answer.items.map((item) => el("tr", {},
@@ -114,12 +116,14 @@ async function showHeld(panel, producer, reload) {
       el("th", { scope: "col" }, c)))), el("tbody", {}, ...rows))
     : el("p", { text: "Nothing is parked." }),
   el("div", { class: "preview-buttons" }, ...buttons,
-    el("button", { type: "button", on: { click: () => panel.replaceChildren() } }, "Close"))));
+    el("button", { type: "button",
+      on: { click: () => { panel.replaceChildren(); refocus(opener); } } }, "Close"))));
   title.focus();
 }
 
 function confirmWork(panel, producer, work, reload) {
   alertError(null);
+  const opener = document.activeElement;
   const release = work === "release";
   const title = el("h2", { tabindex: "-1", id: "confirm-title" },
     release ? `Release ${producer}?` : `Cancel what ${producer}'s hold parked?`);
@@ -133,7 +137,7 @@ function confirmWork(panel, producer, work, reload) {
     el("button", { type: "submit", class: release ? "primary" : "danger primary",
       id: "confirm-go" }, release ? "Release" : "Cancel the held items"),
     el("button", { type: "button", id: "confirm-back",
-      on: { click: () => panel.replaceChildren() } }, "Back")));
+      on: { click: () => { panel.replaceChildren(); refocus(opener); } } }, "Back")));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     busy($("confirm-go"), async () => {
@@ -142,6 +146,7 @@ function confirmWork(panel, producer, work, reload) {
       say(`${producer}: ${answer.done} parked items ${release ? "sent again" : "cancelled"}`
         + (answer.more ? "; more are parked: do it again." : "."));
       await reload();
+      refocus(opener); // drawn anew by the reload (by its data-key), or gone: the heading
     });
   });
   panel.replaceChildren(form);

@@ -2,7 +2,8 @@
 // one off with why (after a preview), and read a receiver's history. Its own permissions: the
 // list holds people's addresses, and a removal sends to someone who bounced or opted out.
 
-import { $, add, alertError, busy, el, guarded, heading, say, text, when } from "./dom.js";
+import { $, add, alertError, busy, el, guarded, heading, refocus, say, text, when }
+  from "./dom.js";
 import { api, may } from "./session.js";
 
 const COLUMNS = ["Receiver", "List", "Reason", "Since", "By", "Why", "Actions"];
@@ -105,12 +106,13 @@ export async function showSuppressions(params, setView) {
 function row(entry, panel, reload) {
   const history = el("button", { type: "button", "data-key": `history-${key(entry)}`,
     "aria-label": `History of ${entry.receiver}` }, "History");
-  history.addEventListener("click", () => guarded(() => showHistory(panel, entry.receiver)));
+  history.addEventListener("click",
+    () => guarded(() => showHistory(panel, entry.receiver, history)));
   const remove = may("change_suppressions") ? el("button", { type: "button", class: "danger",
     "data-key": `remove-${key(entry)}`,
     "aria-label": `Remove ${entry.receiver}${entry.list ? ` from ${entry.list}` : ""}…` },
   "Remove…") : null;
-  if (remove) remove.addEventListener("click", () => previewRemove(panel, entry, reload));
+  if (remove) remove.addEventListener("click", () => previewRemove(panel, entry, reload, remove));
   const cells = [entry.receiver, scope(entry), entry.reason, when(entry.since), text(entry.actor),
     text(entry.text), el("span", { class: "row-actions" }, history, remove)];
   return el("tr", {}, cells.map((cell, i) => el("td", { "data-label": COLUMNS[i] }, cell)));
@@ -141,7 +143,7 @@ function addForm(reload) {
   return form;
 }
 
-function previewRemove(panel, entry, reload) {
+function previewRemove(panel, entry, reload, opener) {
   alertError(null);
   const title = el("h2", { tabindex: "-1", id: "preview-title" }, entry.list
     ? `Take ${entry.receiver} off the list "${entry.list}"'s unsubscribes?`
@@ -158,7 +160,7 @@ function previewRemove(panel, entry, reload) {
       el("button", { type: "submit", class: "danger primary", id: "confirm-remove" },
         "Remove from the list"),
       el("button", { type: "button", id: "preview-back",
-        on: { click: () => panel.replaceChildren() } }, "Back")));
+        on: { click: () => { panel.replaceChildren(); refocus(opener); } } }, "Back")));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     busy($("confirm-remove"), async () => {
@@ -168,13 +170,14 @@ function previewRemove(panel, entry, reload) {
       say(entry.list ? `${entry.receiver} removed from the unsubscribes of "${entry.list}".`
         : `${entry.receiver} removed from the suppression list.`);
       await reload();
+      refocus(opener); // its row gone: the heading
     });
   });
   panel.replaceChildren(form);
   title.focus();
 }
 
-async function showHistory(panel, receiver) {
+async function showHistory(panel, receiver, opener) {
   const answer = await api("GET", `${path(receiver)}/history`);
   const title = el("h2", { tabindex: "-1", id: "history-title" }, `History of ${receiver}`);
   const now = answer.suppression;
@@ -186,6 +189,7 @@ async function showHistory(panel, receiver) {
     el("time", { class: "when", datetime: e.at }, e.at),
     el("span", { class: "what" }, `${e.action}${e.reason ? ` (${e.reason})` : ""}`),
     ` by ${text(e.actor)}`, e.text ? el("span", { class: "text" }, e.text) : null))),
-  el("button", { type: "button", on: { click: () => panel.replaceChildren() } }, "Close")));
+  el("button", { type: "button",
+    on: { click: () => { panel.replaceChildren(); refocus(opener); } } }, "Close")));
   title.focus();
 }
