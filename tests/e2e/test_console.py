@@ -1193,3 +1193,29 @@ def test_the_keyboard_keeps_its_place_when_a_preview_closes(stack, browser):
                             "document.activeElement)")  # fmt: skip
     browser.key("Tab")
     assert browser.evaluate("document.activeElement.closest('#resend-box a') !== null")
+
+
+def test_a_preview_the_item_has_moved_past_is_taken_away(stack, browser):
+    """Found in use: a Cancel preview stayed open after the item had moved on (another
+    operator, or the worker), still saying "would move from queued to cancelled", and its
+    button answered 409."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 86_400))
+    [item] = stack.send_emails("moved-on@example.com", send_at=at)
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+        browser.reload()
+        wait_state(browser, "queued")
+        browser.click("#action-cancel")
+        browser.wait_for("document.querySelector('#confirm-cancel')")
+        done = stack.api("POST", f"/queue-items/{item['id']}/transitions/cancel")
+        assert done.status_code == 200, done.text
+        browser.evaluate("window.__tick()")
+        wait_state(browser, "cancelled")
+        assert browser.evaluate("document.querySelector('#confirm-cancel') === null")
+        assert "no longer applies" in browser.text("#status"), browser.text("#status")
+        assert browser.evaluate("document.querySelector('main').contains(document.activeElement)")
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()

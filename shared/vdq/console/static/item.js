@@ -186,6 +186,17 @@ export async function showItem(id, setView) {
     drawActions(actions, preview, item, load);
     if (hadFocus) (moreButton || $("timeline")).focus(); // the button gone: where it led
     if (!first) say(`Item ${item.id} updated: ${item.state}.`);
+    // A transition's preview is its dry run from the state it was made in: once the item has
+    // moved on (another operator, the worker), it would only be refused. (Not while its own
+    // confirm is out: that is the move.)
+    const stale = preview.querySelector("[data-from-state]");
+    if (stale && stale.dataset.fromState !== item.state
+        && !stale.querySelector("[aria-disabled='true']")) {
+      const focused = preview.contains(document.activeElement);
+      preview.replaceChildren();
+      say(`Item ${item.id} is now ${item.state}: the preview no longer applies.`);
+      if (focused) refocus(actions.querySelector("button"));
+    }
   };
   const load = async () => draw(await loadItem(id, state));
   const showMore = async () => {
@@ -232,8 +243,8 @@ async function previewTransition(box, item, name, reload) {
     `${held.receiver} is ${where} since ${held.since} (${held.reason}): the `
     + "retry would be cancelled at once, without sending. Take it off the list first to "
     + "send it." }) : null;
-  box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title" },
-    title,
+  box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title",
+    "data-from-state": item.state }, title,
     el("p", { id: "preview-text", text: `Dry run: the item would move from ${dry.from_state} `
       + `to ${dry.to_state}. Nothing has changed yet.` }), warning,
     el("div", { class: "preview-buttons" }, confirm, back)));
