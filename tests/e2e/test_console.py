@@ -1219,3 +1219,37 @@ def test_a_preview_the_item_has_moved_past_is_taken_away(stack, browser):
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
+
+
+def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
+    """Found in use: "Retried: errored → queued." and "Resent 1 item(s)." were replaced at once
+    by "Item … updated: …", the page announcing its own reload as news; a screen reader read
+    only that."""
+    receiver = f"said-{uuid.uuid4().hex[:8]}@example.org"
+    [sent] = stack.send_emails(receiver)
+    [failing] = stack.send_sms("+15005550011")
+    stack.wait(sent["id"], "succeeded")
+    stack.wait(failing["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        browser.click("#action-retry")
+        browser.wait_for("document.querySelector('#confirm-retry')")
+        browser.click("#confirm-retry")
+        browser.wait_for("[...document.querySelectorAll('#timeline .what')].some(e => "
+                         "e.textContent === 'retry: errored → queued')")  # fmt: skip
+        assert browser.text("#status") == "Retried: errored → queued."
+        same_page_goto(browser, f"{stack.url}/console/#/item/{sent['id']}")
+        browser.wait_for("document.querySelector('#action-resend')")
+        browser.click("#action-resend")
+        browser.wait_for("document.querySelector('#confirm-resend')")
+        browser.click("#confirm-resend")
+        browser.wait_for("[...document.querySelectorAll('#timeline .what')].some(e => "
+                         "e.textContent === 'resend')")  # fmt: skip
+        assert browser.text("#status") == "Resent 1 item(s)."
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()

@@ -159,7 +159,8 @@ export async function showItem(id, setView) {
   $("main").append(actions, preview, body);
   let shown = "";
   let state = null;
-  const draw = (next) => {
+  // ``quiet``: the reload after the operator's own action, which says what it did itself.
+  const draw = (next, quiet = false) => {
     state = next;
     const { item, pages } = next;
     const history = pages.flatMap((page) => page.entries);
@@ -183,9 +184,9 @@ export async function showItem(id, setView) {
       el("h2", {}, "History"), timeline(history),
       more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
       moreButton);
-    drawActions(actions, preview, item, load);
+    drawActions(actions, preview, item, () => load(true));
     if (hadFocus) (moreButton || $("timeline")).focus(); // the button gone: where it led
-    if (!first) say(`Item ${item.id} updated: ${item.state}.`);
+    if (!first && !quiet) say(`Item ${item.id} updated: ${item.state}.`);
     // A transition's preview is its dry run from the state it was made in: once the item has
     // moved on (another operator, the worker), it would only be refused. (Not while its own
     // confirm is out: that is the move.)
@@ -198,7 +199,7 @@ export async function showItem(id, setView) {
       if (focused) refocus(actions.querySelector("button"));
     }
   };
-  const load = async () => draw(await loadItem(id, state));
+  const load = async (quiet = false) => draw(await loadItem(id, state), quiet);
   const showMore = async () => {
     const page = await historyPage(id, state.pages.at(-1).next);
     draw({ ...state, pages: [...state.pages, page] });
