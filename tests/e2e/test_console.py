@@ -1253,3 +1253,29 @@ def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
+
+
+def test_a_preview_naming_a_long_address_fits_a_phone_screen(stack, browser):
+    """Found in use: the retry's suppression warning and the removal's preview wrote a long
+    address on one line, wider than a phone's screen."""
+    receiver = f"bounce+averyveryverylonglabelthatgoesonandon{uuid.uuid4().hex[:8]}@{SIM}"
+    [item] = stack.send_emails(receiver)
+    stack.wait(item["id"], "errored")
+    sign_in(browser, stack.url, "vdq-admins")
+    browser.viewport(390, 844, mobile=True)
+    try:
+        same_page_goto(browser, f"{stack.url}/console/#/item/{item['id']}")
+        browser.wait_for("document.querySelector('#action-retry')", timeout=patient(10))
+        browser.click("#action-retry")
+        browser.wait_for("document.querySelector('#preview-suppressed')")
+        assert browser.evaluate("[document.documentElement.scrollWidth, innerWidth]") \
+            == [390, 390]
+        same_page_goto(browser, f"{stack.url}/console/#/suppressions?receiver={quote(receiver)}")
+        remove = f"button[data-key='remove-{receiver}']"
+        browser.wait_for(f"document.querySelector({json.dumps(remove)})", timeout=patient(10))
+        browser.click(remove)
+        browser.wait_for("document.querySelector('#remove-preview')")
+        assert browser.evaluate("[document.documentElement.scrollWidth, innerWidth]") \
+            == [390, 390]
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
