@@ -1279,3 +1279,41 @@ def test_a_preview_naming_a_long_address_fits_a_phone_screen(stack, browser):
             == [390, 390]
     finally:
         browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+# The lists of items answered slowly (as a cold API does): each read waits a second and a half.
+SLOW_LISTS = """
+const quickFetch = window.fetch;
+window.fetch = async (input, options) => {
+  if (/\\/(queue-items|sent-items|stats)(\\?|$)/.test(String(input))) {
+    await new Promise((done) => setTimeout(done, 1500));
+  }
+  return quickFetch(input, options);
+};
+"""
+
+
+def test_a_slow_page_does_not_take_the_focus_from_what_the_operator_is_typing_in(stack, browser):
+    """Found in use: on a slow API, an operator who went straight to the search box lost what
+    they typed after the first letters: the page, once read, put the focus on its heading."""
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_LISTS)
+    try:
+        browser.goto(f"{stack.url}/console/#/sent")
+        browser.reload()
+        browser.wait_for("document.querySelector('#items')")  # drawn, its rows still coming
+        browser.click("#search-q")
+        browser.type("ada@")
+        browser.wait_for("document.querySelector('#items caption').textContent.includes('page 1')",
+                         timeout=patient(10))  # fmt: skip
+        time.sleep(0.5)  # the page read: it would have taken the focus by now
+        assert browser.evaluate("document.activeElement.id") == "search-q"
+        browser.type("example.org")
+        assert browser.evaluate("document.querySelector('#search-q').value") == "ada@example.org"
+        # Not typing: the heading has the focus once the page is read, as before.
+        browser.click("#nav-queue")
+        browser.wait_for("document.activeElement.textContent === 'Active queue'",
+                         timeout=patient(10))  # fmt: skip
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()

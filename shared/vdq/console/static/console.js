@@ -6,7 +6,7 @@
 // Authorization header; the page offers only what the user's groups allow, and shows the
 // server's answer when it refuses anyway.
 
-import { $, add, alertError, el, guarded, heading, say } from "./dom.js";
+import { $, add, alertError, el, focusHeading, guarded, heading, say } from "./dom.js";
 import { previewResend, showItem } from "./item.js";
 import { countsPanel, pagedItems } from "./lists.js";
 import {
@@ -131,7 +131,7 @@ async function showList(kind, params) {
   };
   setView({ kind: "list", refresh });
   await guarded(refresh);
-  h.focus();
+  focusHeading(h);
 }
 
 async function showCounts() {
@@ -146,7 +146,7 @@ async function showCounts() {
   $("main").append(counts.node);
   setView({ kind: "counts", refresh: counts.refresh });
   await guarded(counts.refresh);
-  h.focus();
+  focusHeading(h);
 }
 
 // ---- Search: the box on every page, and its results ---------------------------------------
@@ -204,7 +204,7 @@ async function showSearch(params) {
     $("main").append(el("p", { text: "Type an address, a number, an origin (type:id), a "
       + "provider ID or an item id in the search box, or choose a date window." }));
     setView(null);
-    h.focus();
+    focusHeading(h);
     return;
   }
   // The window's dates are days in UTC (as the API reads them, and as every time shown).
@@ -221,7 +221,7 @@ async function showSearch(params) {
   $("main").append(...list.nodes);
   setView({ kind: "search", refresh: list.refresh });
   await guarded(list.refresh);
-  h.focus();
+  focusHeading(h);
 }
 
 function searchBox() {

@@ -128,10 +128,21 @@ export function refocus(opener) {
   (again || $("main").querySelector("h1")).focus();
 }
 
+let focusAtDraw = null; // where the focus was when the page was last drawn anew
+
 export function heading(label) {
   const h = el("h1", { tabindex: "-1", text: label });
   $("main").replaceChildren(h);
+  focusAtDraw = document.activeElement;
   return h;
+}
+
+// The page's heading takes the focus once the page is read, unless the user has put it
+// elsewhere meanwhile: on a slow API, an operator who went straight to the search box would
+// lose the rest of what they typed.
+export function focusHeading(h) {
+  const now = document.activeElement;
+  if (h.isConnected && (!now || now === document.body || now === focusAtDraw)) h.focus();
 }
 
 export async function guarded(work) {

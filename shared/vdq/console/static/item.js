@@ -2,7 +2,8 @@
 // on it (transitions and resend, each previewed as a dry run first).
 
 import {
-  $, alertError, badges, busy, el, guarded, heading, put, refocus, resultText, say, text,
+  $, alertError, badges, busy, el, focusHeading, guarded, heading, put, refocus, resultText, say,
+  text,
 } from "./dom.js";
 import { api, config, may } from "./session.js";
 
@@ -206,7 +207,7 @@ export async function showItem(id, setView) {
   };
   setView({ kind: "item", refresh: load });
   await guarded(load);
-  h.focus();
+  focusHeading(h);
 }
 
 function drawActions(box, preview, item, reload) {

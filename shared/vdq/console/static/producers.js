@@ -3,7 +3,8 @@
 // the release or the cancel of what a hold parked.
 
 import {
-  $, add, alertError, busy, el, guarded, heading, refocus, say, stateCell, text, when, who,
+  $, add, alertError, busy, el, focusHeading, guarded, heading, refocus, say, stateCell, text, when,
+  who,
 } from "./dom.js";
 import { api, may } from "./session.js";
 
@@ -66,7 +67,7 @@ export async function showProducers(params, setView) {
   await guarded(load);
   const wanted = params.get("held");
   if (wanted) await guarded(() => showHeld(panel, wanted, load));
-  h.focus();
+  focusHeading(h);
 }
 
 // account: the whole account's row (its name may also be a producer's: the row says which).

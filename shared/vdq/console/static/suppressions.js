@@ -2,7 +2,7 @@
 // one off with why (after a preview), and read a receiver's history. Its own permissions: the
 // list holds people's addresses, and a removal sends to someone who bounced or opted out.
 
-import { $, add, alertError, busy, el, guarded, heading, refocus, say, text, when }
+import { $, add, alertError, busy, el, focusHeading, guarded, heading, refocus, say, text, when }
   from "./dom.js";
 import { api, may } from "./session.js";
 
@@ -100,7 +100,7 @@ export async function showSuppressions(params, setView) {
     el("nav", { class: "paging", "aria-label": "Pages" }, previous, next));
   setView({ kind: "suppressions", refresh: load });
   await guarded(load);
-  h.focus();
+  focusHeading(h);
 }
 
 function row(entry, panel, reload) {
