@@ -406,6 +406,10 @@ def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
     browser.click("#resend-selected")
     browser.wait_for("document.querySelector('#confirm-resend')")
     assert "Resend 2 item(s)" in browser.text("#preview-title")
+    # Each named by whom it goes to and what it is, not by its id alone: what is confirmed.
+    listed = browser.evaluate("[...document.querySelectorAll('#resend-box li')]"
+                              ".map(li => li.textContent)")  # fmt: skip
+    assert sorted(listed) == sorted(f"{i['id']}: to {i['receiver']['email']}, e2e" for i in sent)
     queued = stack.api("GET", "/queue-items?limit=100").json()["items"]
     assert not [i for i in queued if i["resent_from"] in {s["id"] for s in sent}]  # a preview
     browser.click("#confirm-resend")

@@ -122,7 +122,8 @@ async function showList(kind, params) {
   add($("main"), counts ? counts.node : null, lag, listFilters(kind, params),
     el("div", { class: "actions" }, resendButton), resendBox, list.nodes);
   if (resendButton) {
-    resendButton.addEventListener("click", () => previewResend(resendBox, [...list.selected],
+    resendButton.addEventListener("click", () => previewResend(resendBox,
+      [...list.selected.values()],
       async () => { list.unselect(); await list.refresh(); }));
   }
   const refresh = async () => {

@@ -3,12 +3,14 @@
 
 import {
   $, alertError, badges, busy, el, focusHeading, guarded, heading, put, refocus, resultText, say,
-  text,
+  text, who,
 } from "./dom.js";
 import { api, config, may } from "./session.js";
 
-export function previewResend(box, ids, done) {
+// ``items``: the items to resend, each named in the preview by whom it goes to and what it is.
+export function previewResend(box, items, done) {
   alertError(null);
+  const ids = items.map((item) => item.id);
   const opener = document.activeElement;
   if (!ids.length) {
     box.replaceChildren(el("p", { class: "preview", text: "Select the items to resend first." }));
@@ -27,7 +29,8 @@ export function previewResend(box, ids, done) {
   box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title" },
     title, el("p", { text: "Each becomes a new queued item with the same sender, receiver and "
       + "content; the originals stay as they are." }),
-    el("ul", {}, ids.map((id) => el("li", {}, id))),
+    el("ul", {}, items.map((item) => el("li", {},
+      `${item.id}: to ${who(item) || "—"}, ${text(item.excerpt)}`))),
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => { box.replaceChildren(); refocus(opener); });
@@ -224,7 +227,7 @@ function drawActions(box, preview, item, reload) {
   }
   if (may("resend") && config.states.sent.includes(item.state)) {
     buttons.push(el("button", { type: "button", id: "action-resend",
-      on: { click: () => previewResend(preview, [item.id], reload) } }, "Resend…"));
+      on: { click: () => previewResend(preview, [item], reload) } }, "Resend…"));
   }
   box.replaceChildren(...buttons);
 }

@@ -7,10 +7,11 @@ import { api } from "./session.js";
 export const COLUMNS = ["Item", "State", "Receiver", "Sender", "Subject", "Result", "Updated"];
 
 // A table of items with its pages. ``load(cursor)`` reads one page ({items, cursor});
-// ``selectable`` adds a check box a row (the resend's selection). Returns the nodes to place,
-// the refresh of the page shown, the selection and its clearing.
+// ``selectable`` adds a check box a row (the resend's selection, each item by its id, kept
+// across pages). Returns the nodes to place, the refresh of the page shown, the selection and
+// its clearing.
 export function pagedItems({ title, load, selectable = false, empty = "No items on this page." }) {
-  const pages = { cursors: [null], index: 0, items: [], selected: new Set() };
+  const pages = { cursors: [null], index: 0, items: [], selected: new Map() }; // id -> item
   const tbody = el("tbody");
   const table = el("table", { class: "items", id: "items" },
     el("caption", { id: "items-caption" }),
@@ -31,7 +32,7 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
     const box = selectable ? el("input", {
       type: "checkbox", "aria-label": `Select ${item.id} (${who(item)})`,
       "data-key": `select-${item.id}`, checked: pages.selected.has(item.id),
-      on: { change: (e) => (e.target.checked ? pages.selected.add(item.id)
+      on: { change: (e) => (e.target.checked ? pages.selected.set(item.id, item)
         : pages.selected.delete(item.id)) },
     }) : null;
     return el("tr", {}, box ? el("td", { "data-label": "Select" }, box) : null,
