@@ -106,8 +106,19 @@ PRODUCER_CLIENT = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
 def _scopes(key: str, value: Any) -> tuple[str, ...]:
-    """The groups a list (or its JSON, as a -c passes it) names, each one of VDQ's."""
-    groups = tuple(json.loads(value) if isinstance(value, str) else value)
+    """The groups a list (or its JSON, or comma-separated text, as a -c passes it) names, each
+    one of VDQ's."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = json.loads(text) if text.startswith("[") else [
+                v.strip() for v in text.split(",") if v.strip()]
+        except ValueError:
+            value = None  # not JSON: said below
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of group names (JSON, or separated by "
+                          "commas)")  # fmt: skip
+    groups = tuple(value)
     unknown = sorted(set(groups) - set(DEFAULT_GROUP_PERMISSIONS))
     if unknown:
         raise ConfigError(f"{key} names unknown groups {unknown} (it takes "

@@ -197,3 +197,27 @@ def test_scopes_of_a_group_vdq_does_not_have_fail_the_synth_naming_the_key(key):
         _config({key: ["vdq-senders", "vdq-root"]})
     field = "machine_scopes" if key == "vdq:machineScopes" else "producer_scopes"
     assert getattr(_config({key: '["vdq-viewers"]'}), field) == ("vdq-viewers",)
+
+
+@pytest.mark.parametrize("key", ["vdq:machineScopes", "vdq:producerScopes"])
+@pytest.mark.parametrize(("value", "expected"), [
+    ("vdq-senders", ("vdq-senders",)), ("vdq-senders, vdq-viewers", ("vdq-senders", "vdq-viewers")),
+    ('["vdq-viewers"]', ("vdq-viewers",)), (["vdq-viewers"], ("vdq-viewers",)),
+])  # fmt: skip
+def test_scopes_are_read_from_a_list_json_or_commas(key, value, expected):
+    # As vdq:producerClients is: a -c with a bare group name is what people type.
+    field = "machine_scopes" if key == "vdq:machineScopes" else "producer_scopes"
+    assert getattr(_config({key: value}), field) == expected
+
+
+@pytest.mark.parametrize("key", ["vdq:machineScopes", "vdq:producerScopes"])
+@pytest.mark.parametrize(("value", "says"), [
+    ("[vdq-senders", "must be a list of group names"), ({"vdq-senders": 1}, "must be a list"),
+    ([5], "must be a list"), ('"vdq-senders"', "names unknown groups"),
+    ('{"vdq-senders": 1}', "names unknown groups"),
+])  # fmt: skip
+def test_scopes_that_are_no_list_of_groups_fail_the_synth_naming_the_key(key, value, says):
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{key} {says}"):
+        _config({key: value})
