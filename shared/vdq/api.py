@@ -134,8 +134,8 @@ def no_query(event: Mapping[str, Any]) -> None:
 def no_body(event: Mapping[str, Any]) -> None:
     """Refuse a body given to an operation that takes none, as invalid input (422): naming
     its first field, or ``body`` for anything but an object. Ignored, a resend's ``send_at``
-    would send the copy now. No body, an empty one, ``{}`` and ``null`` are what clients send
-    for none: taken."""
+    would send the copy now. No body, an empty one (or only white space: a file's newline),
+    ``{}`` and ``null`` are what clients send for none: taken."""
     raw = event.get("body")
     if raw is None or raw == "":
         return
@@ -144,6 +144,8 @@ def no_body(event: Mapping[str, Any]) -> None:
             import base64
 
             raw = base64.b64decode(raw).decode("utf-8")
+        if not raw.strip(" \t\r\n"):  # JSON's white space: nothing there to ignore
+            return
         data = json.loads(raw)
     except (ValueError, RecursionError):
         data = raw  # not JSON: a body all the same

@@ -112,3 +112,13 @@ def test_an_operation_without_a_body_refuses_one_it_would_ignore(runtime, operat
     for other in ("[1]", "not json"):
         answer = call(sample, params=params, body=other, groups=GROUPS)
         assert answer.status == 422 and answer.body["error"]["details"]["field"] == "body"
+
+
+@pytest.mark.parametrize("operation", sorted(BODILESS))
+def test_an_operation_without_a_body_takes_a_body_of_only_white_space(runtime, operation):
+    # A newline a shell or a file leaves, or spaces, hold no field that could be ignored: taken
+    # as no body is, as " {} " and " null " are, not refused as a body.
+    sample, params = BODILESS[operation]
+    for blank in (" ", "\n", "\r\n", "\t "):
+        answer = call(sample, params=params, body=blank, groups=GROUPS)
+        assert answer.status != 422, (operation, blank, answer.body)
