@@ -39,7 +39,9 @@ done with them (the expirations of items done in the batch, the state events, th
 and the searches' postings, the counts), with the settings of the function the message names.
 A message is deleted once its records are applied. Running it again, or after it died half
 way, counts nothing twice: the postings and counts of a batch are written under a checkpoint
-of the batch's own. State events are published again with the same event_id.
+of the batch's own. State events are published again with the same event_id. A batch whose
+window the schedule function wrote before its error (its log says so) is counted again: the
+runbook says how to tell.
 
 The stream keeps a record 24 hours: records it no longer has are reported (how many, when
 they arrived) and lost; the rest are applied and the message stays, for the record, unless
