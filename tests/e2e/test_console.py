@@ -1321,3 +1321,31 @@ def test_a_slow_page_does_not_take_the_focus_from_what_the_operator_is_typing_in
     finally:
         browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
         browser.reload()
+
+
+def test_a_receivers_history_names_the_lists_it_is_unsubscribed_from(stack, browser):
+    """Found in use: the history of a receiver unsubscribed from a list said "Not suppressed
+    now.", as if nothing stopped its mail, and its entries did not say which list they were
+    of (`vdq suppressions show` says both)."""
+    receiver = f"onelist-{uuid.uuid4().hex[:8]}@example.org"
+    answer = stack.api("POST", "/suppressions", json={"receiver": receiver, "text": "asked",
+                                                      "list": "newsletter"})  # fmt: skip
+    assert answer.status_code in (200, 201), answer.text
+    [held] = stack.api("GET", f"/suppressions/{receiver}/history").json()["lists"]
+    sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
+    browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
+    row = f"button[data-key='history-{receiver}#newsletter']"
+    browser.wait_for(f"document.querySelector({json.dumps(row)})")
+    browser.click(row)
+    browser.wait_for("document.querySelector('#suppression-history')")
+    assert "Not suppressed now" not in browser.text("#suppression-history")
+    assert browser.text("#history-now") == "Not suppressed from all its mail."
+    lists = browser.evaluate("[...document.querySelectorAll('#history-lists li')]"
+                             ".map(li => li.textContent)")  # fmt: skip
+    assert lists == [f'Unsubscribed from the list "newsletter" since {held["since"]} '
+                     f"({held['reason']})."]  # fmt: skip
+    entries = browser.evaluate("[...document.querySelectorAll('#suppression-history .what')]"
+                               ".map(e => e.textContent)")  # fmt: skip
+    assert entries == [f'added ({held["reason"]}) for the list "newsletter"'], entries
+    no_null_text(browser)
+    assert audit(browser) == []

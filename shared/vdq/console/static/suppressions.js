@@ -181,13 +181,21 @@ async function showHistory(panel, receiver, opener) {
   const answer = await api("GET", `${path(receiver)}/history`);
   const title = el("h2", { tabindex: "-1", id: "history-title" }, `History of ${receiver}`);
   const now = answer.suppression;
+  // Unsubscribed from a list but not suppressed: "Not suppressed now." alone would read as
+  // if nothing stopped its mail (as `vdq suppressions show` says it).
+  const lists = answer.lists || [];
+  const nowhere = lists.length ? "Not suppressed from all its mail." : "Not suppressed now.";
   panel.replaceChildren(el("section", { class: "preview", "aria-labelledby": "history-title",
     id: "suppression-history" }, title,
-  el("p", { text: now ? `Suppressed since ${now.since} (${now.reason}).`
-    : "Not suppressed now." }),
+  el("p", { id: "history-now", text: now ? `Suppressed since ${now.since} (${now.reason}).`
+    : nowhere }),
+  lists.length ? el("ul", { id: "history-lists", "aria-label": "Lists unsubscribed from" },
+    lists.map((l) => el("li", { text: `Unsubscribed from the list "${l.list}" since `
+      + `${l.since} (${l.reason}).` }))) : null,
   el("ol", { class: "timeline" }, answer.history.map((e) => el("li", {},
     el("time", { class: "when", datetime: e.at }, e.at),
-    el("span", { class: "what" }, `${e.action}${e.reason ? ` (${e.reason})` : ""}`),
+    el("span", { class: "what" }, `${e.action}${e.reason ? ` (${e.reason})` : ""}`
+      + (e.list ? ` for the list "${e.list}"` : "")),
     ` by ${text(e.actor)}`, e.text ? el("span", { class: "text" }, e.text) : null))),
   el("button", { type: "button",
     on: { click: () => { panel.replaceChildren(); refocus(opener); } } }, "Close")));
