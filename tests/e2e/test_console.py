@@ -1349,3 +1349,31 @@ def test_a_receivers_history_names_the_lists_it_is_unsubscribed_from(stack, brow
     assert entries == [f'added ({held["reason"]}) for the list "newsletter"'], entries
     no_null_text(browser)
     assert audit(browser) == []
+
+
+def test_a_resend_names_the_receivers_suppressed_since(stack, browser):
+    """Found in use: a resend to a receiver suppressed since its original was sent said only
+    "Resent as …"; its copy ended cancelled, unsent, and nothing had said it would (the API's
+    answer names it, and `vdq resend` prints it)."""
+    receiver = f"since-{uuid.uuid4().hex[:8]}@example.org"
+    [sent] = stack.send_emails(receiver)
+    stack.wait(sent["id"], "succeeded")
+    added = stack.api("POST", "/suppressions", json={"receiver": receiver, "text": "asked"})
+    assert added.status_code in (200, 201), added.text
+    sign_in(browser, stack.url, "vdq-operators")
+    same_page_goto(browser, f"{stack.url}/console/#/item/{sent['id']}")
+    browser.wait_for("document.querySelector('#action-resend')")
+    browser.click("#action-resend")
+    browser.wait_for("document.querySelector('#confirm-resend')")
+    browser.click("#confirm-resend")
+    browser.wait_for("document.querySelector('#preview').textContent.startsWith('Resent as')")
+    [copy] = copies_of(stack, receiver, sent["id"])
+    held = stack.api("GET", f"/suppressions/{receiver}/history").json()["suppression"]
+    notes = browser.evaluate("[...document.querySelectorAll('#resend-suppressed li')]"
+                             ".map(li => li.textContent)")  # fmt: skip
+    assert notes == [f"{receiver} is on the suppression list since {held['since']} "
+                     f"({held['reason']}): its copy will be cancelled, unsent."], notes
+    assert "1 to a suppressed receiver" in browser.text("#status"), browser.text("#status")
+    assert stack.wait(copy)["state"] == "cancelled"
+    no_null_text(browser)
+    assert audit(browser) == []

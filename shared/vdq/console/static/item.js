@@ -7,6 +7,11 @@ import {
 } from "./dom.js";
 import { api, config, may } from "./session.js";
 
+// Where a suppressed receiver is: what an answer's ``suppressed`` entry says of it.
+function suppressedWhere(held) {
+  return held.list ? `unsubscribed from the list "${held.list}"` : "on the suppression list";
+}
+
 // ``items``: the items to resend, each named in the preview by whom it goes to and what it is.
 export function previewResend(box, items, done) {
   alertError(null);
@@ -45,9 +50,16 @@ export function previewResend(box, items, done) {
     const result = el("p", { class: "preview", tabindex: "-1", id: "resend-result" },
       "Resent as ", answer.items.map((item, i) => [i ? ", " : "",
         el("a", { href: `#/item/${encodeURIComponent(item.id)}` }, item.id)]));
-    box.replaceChildren(result);
+    // A receiver suppressed since its original was sent: its copy is queued all the same and
+    // ends cancelled, unsent (the answer names it as an enqueue's does).
+    const held = answer.suppressed || [];
+    box.replaceChildren(result, held.length ? el("ul", { class: "warning",
+      id: "resend-suppressed", "aria-label": "Receivers suppressed since" },
+    held.map((s) => el("li", { text: `${s.receiver} is ${suppressedWhere(s)} since `
+      + `${s.since} (${s.reason}): its copy will be cancelled, unsent.` }))) : null);
     result.focus();
-    say(`Resent ${answer.items.length} item(s).`);
+    say(`Resent ${answer.items.length} item(s)`
+      + (held.length ? `; ${held.length} to a suppressed receiver: cancelled, unsent.` : "."));
     await done();
   }));
 }
@@ -242,10 +254,8 @@ async function previewTransition(box, item, name, reload) {
     : "primary", id: `confirm-${name}` }, name === "retry" ? "Retry now" : "Cancel the item");
   const back = el("button", { type: "button", id: "preview-back" }, "Back");
   const held = dry.suppressed;
-  const where = held && held.list ? `unsubscribed from the list "${held.list}"`
-    : "on the suppression list";
   const warning = held ? el("p", { id: "preview-suppressed", class: "warning", text:
-    `${held.receiver} is ${where} since ${held.since} (${held.reason}): the `
+    `${held.receiver} is ${suppressedWhere(held)} since ${held.since} (${held.reason}): the `
     + "retry would be cancelled at once, without sending. Take it off the list first to "
     + "send it." }) : null;
   box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title",
