@@ -1377,3 +1377,20 @@ def test_a_resend_names_the_receivers_suppressed_since(stack, browser):
     assert stack.wait(copy)["state"] == "cancelled"
     no_null_text(browser)
     assert audit(browser) == []
+
+
+def test_an_item_address_in_lower_case_opens_the_item(stack, browser):
+    """Found in use: an item's address with its id in lower case (typed, or pasted from a
+    tool that lower-cases) answered Not found, while the search box finds that id in any
+    case."""
+    [item] = stack.send_emails(f"success@{SIM}")
+    sign_in(browser, stack.url, "vdq-viewers")
+    same_page_goto(browser, f"{stack.url}/console/#/item/{item['id'].lower()}")
+    browser.wait_for("document.querySelector('#fields') || "
+                     "document.querySelector('#alert').textContent")  # fmt: skip
+    assert browser.text("#alert") == ""
+    assert browser.text("main h1") == f"Item {item['id']}"
+    # What is no item id is asked for as it is: the API says it is not there.
+    same_page_goto(browser, f"{stack.url}/console/#/item/not-an-id")
+    browser.wait_for("document.querySelector('#alert').textContent")
+    assert "Not found" in browser.text("#alert")

@@ -58,6 +58,9 @@ async function render() {
       alertError(new Error(`the address names no item: ${parts[1]}`));
       return;
     }
+    // Ids are upper case; one typed or pasted in lower case is the same item (as the search
+    // box reads it). What does not look like an id is asked for as it is.
+    if (ITEM_ID.test(id.toUpperCase())) id = id.toUpperCase();
     await showItem(id, setView);
     return;
   }
