@@ -1394,3 +1394,20 @@ def test_an_item_address_in_lower_case_opens_the_item(stack, browser):
     same_page_goto(browser, f"{stack.url}/console/#/item/not-an-id")
     browser.wait_for("document.querySelector('#alert').textContent")
     assert "Not found" in browser.text("#alert")
+
+
+def test_the_hourly_counts_date_the_hours_not_of_today(stack, browser):
+    """Found in use: the counts page printed each hour as HH:MM alone, so yesterday's 17:00
+    read as today's."""
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/counts")
+    browser.wait_for("document.querySelectorAll('#hours tbody tr').length === 24")
+    rows = browser.evaluate("[...document.querySelectorAll('#hours tbody th time')]"
+                            ".map(t => [t.getAttribute('datetime'), t.textContent])")  # fmt: skip
+    today = rows[0][0][:10]  # the newest hour: this one
+    for at, shown in rows:
+        assert shown == (at[11:16] if at[:10] == today else f"{at[:10]} {at[11:16]}"), rows
+    # Unless it is 23:00 UTC now, some of the last 24 hours were yesterday's.
+    assert rows[0][0][11:13] == "23" or any(at[:10] != today for at, _ in rows), rows
+    assert audit(browser) == []
+

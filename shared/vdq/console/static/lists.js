@@ -145,10 +145,19 @@ export function countsPanel({ hourly = false } = {}) {
   return { node: section, refresh };
 }
 
+// An hour as its row names it: HH:MM today (UTC, as the read's as_of), and with its date
+// before, else yesterday's hours would read as today's.
+function hourLabel(start, today) {
+  const hour = start.slice(11, 16);
+  return start.slice(0, 10) === today ? hour : `${start.slice(0, 10)} ${hour}`;
+}
+
 function hourTable(stats) {
   const methods = Object.keys(stats.totals);
+  const today = String(stats.as_of).slice(0, 10);
   const rows = stats.buckets.slice().reverse().map((bucket) => el("tr", {},
-    el("th", { scope: "row" }, el("time", { datetime: bucket.start }, bucket.start.slice(11, 16))),
+    el("th", { scope: "row" }, el("time", { datetime: bucket.start },
+      hourLabel(bucket.start, today))),
     TILES.map(([key]) => el("td", {}, String(methods.reduce((n, m) => n + bucket[m][key], 0))))));
   return el("table", { class: "hours", id: "hours" },
     el("caption", {}, "Each hour of the last 24, newest first (email and SMS together)"),
