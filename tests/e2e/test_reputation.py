@@ -179,3 +179,71 @@ def test_a_producer_called_account_has_its_own_row_and_buttons(stack, browser):
     names = browser.evaluate("[...document.querySelectorAll('#producers tbody tr')]"
                              ".map(r => r.cells[0].textContent)")  # fmt: skip
     assert "account" in names and names[-1] == "the whole account"
+
+
+# A release cut short (its request ran out of time before it sent anything): the first press
+# is answered `more` without reaching the API, and until the next press the producer reads as
+# such a release leaves it, `released`, its items still parked.
+CUT_SHORT = """
+window.__cut = 1;
+const wholeFetch = window.fetch;
+const json = (data, status) => new Response(JSON.stringify(data),
+  { status, headers: { "Content-Type": "application/json" } });
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  if (url.pathname.endsWith("/producers/cut-shop/release")) {
+    if (window.__cut === 1) {
+      window.__cut = 2;
+      return json({ producer: "cut-shop", done: 0, skipped: 0, more: true, level: null }, 200);
+    }
+    window.__cut = 0;
+  }
+  const answer = await wholeFetch(input, options);
+  if (window.__cut !== 2 || !url.pathname.endsWith("/producers")) return answer;
+  const data = await answer.json();
+  for (const row of data.producers) {
+    if (row.producer === "cut-shop") {
+      row.level = { ...row.level, level: "released", reason: "released by ops" };
+    }
+  }
+  return json(data, answer.status);
+};
+"""
+
+
+def test_a_release_cut_short_can_be_pressed_again_while_items_are_parked(stack, browser):
+    """Found in use: after a release cut short, the console said "more are parked: do it
+    again", and offered no Release button to do it with: it showed one at `hold` only."""
+    hold(stack, "cut-shop")
+    parked = [i["id"] for i in send(stack, "cut-shop", f"success@{SIM}")["items"]]
+    wait_for(lambda: stack.item(parked[0])["held"], "the item parked")
+    sign_in(browser, stack.url, "vdq-admins")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=CUT_SHORT)
+    release = "document.querySelector(\"[data-key='release-cut-shop']\")"
+    try:
+        browser.goto(f"{stack.url}/console/#/producers")
+        browser.reload()
+        browser.wait_for(release)
+        browser.click("[data-key='release-cut-shop']")
+        browser.wait_for("document.querySelector('#confirm-work')")
+        browser.click("#confirm-go")
+        browser.wait_for("document.querySelector('#status').textContent.includes('do it again')")
+        row = ("[...document.querySelectorAll('#producers tbody tr')].find(r => "
+               "r.cells[0].textContent === 'cut-shop')")  # fmt: skip
+        browser.wait_for(f"{row}?.cells[6].textContent.startsWith('released')")
+        browser.wait_for(release)  # its items still parked: the button to do it again
+        assert audit(browser) == []
+        browser.click("[data-key='release-cut-shop']")
+        browser.wait_for("document.querySelector('#confirm-work')")
+        assert "release was cut short" in browser.text("#confirm-work")
+        browser.click("#confirm-go")
+        browser.wait_for("document.querySelector('#status').textContent.includes('1 parked')")
+        assert stack.wait(parked[0])["state"] == "succeeded"
+        assert level_of(stack, "cut-shop") == "released"
+        # Released, nothing parked: nothing to release; its held items may still be read.
+        browser.wait_for(f"{release} === null && "
+                         "document.querySelector(\"[data-key='held-cut-shop']\")")  # fmt: skip
+        no_null_text(browser)
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()

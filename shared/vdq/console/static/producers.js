@@ -47,7 +47,16 @@ export async function showProducers(params, setView) {
 
   const load = async () => {
     const data = await api("GET", "/producers");
-    const seen = JSON.stringify(data.producers.concat([data.account, data.ses]));
+    // A release cut short (its answer said `more`) leaves the producer released with items
+    // still parked: the answer has no count of them, its held items do (one read each of
+    // the released producers, only those).
+    const parked = new Set();
+    await Promise.all(data.producers.filter((row) => row.level && row.level.level === "released")
+      .map(async (row) => {
+        const page = await api("GET", path(row.producer, "held"), { query: { limit: "1" } });
+        if (page.items.length) parked.add(row.producer);
+      }));
+    const seen = JSON.stringify(data.producers.concat([data.account, data.ses, [...parked]]));
     if (seen === shown) return;
     shown = seen;
     intro.textContent = `Bounce and complaint rates per email sent over the last `
@@ -57,8 +66,8 @@ export async function showProducers(params, setView) {
       ? `SES's own figures for the account: bounce rate ${data.ses.bounce_rate}%, complaint `
         + `rate ${data.ses.complaint_rate}%.`
       : `SES's own figures: not available (${data.ses.why}).`;
-    tbody.replaceChildren(...data.producers.map((row) => producerRow(row, panel, load, false)),
-      producerRow(data.account, panel, load, true));
+    tbody.replaceChildren(...data.producers.map((row) => producerRow(row, panel, load, false,
+      parked.has(row.producer))), producerRow(data.account, panel, load, true, false));
     table.querySelector("caption").textContent =
       `Producers: ${data.producers.length}, and the whole account`;
   };
@@ -71,7 +80,9 @@ export async function showProducers(params, setView) {
 }
 
 // account: the whole account's row (its name may also be a producer's: the row says which).
-function producerRow(row, panel, reload, account) {
+// parked: released, with items still parked (a release cut short): released again, they are
+// sent.
+function producerRow(row, panel, reload, account, parked) {
   const name = row.producer;
   const recorded = row.level ? row.level.level : "ok";
   const actions = [];
@@ -80,10 +91,10 @@ function producerRow(row, panel, reload, account) {
       "aria-label": `Held items of ${name}`,
       on: { click: () => guarded(() => showHeld(panel, name, reload)) } }, "Held items"));
   }
-  if (!account && recorded === "hold" && may("release_hold")) {
+  if (!account && (recorded === "hold" || parked) && may("release_hold")) {
     actions.push(el("button", { type: "button", class: "primary", "data-key": `release-${name}`,
       "aria-label": `Release ${name}…`, on: { click: () => confirmWork(panel, name, "release",
-        reload) } }, "Release…"));
+        reload, recorded !== "hold") } }, "Release…"));
   }
   const t = row.thresholds;
   const cells = [account ? "the whole account" : name, String(row.sent), String(row.bounced),
@@ -122,18 +133,23 @@ async function showHeld(panel, producer, reload) {
   title.focus();
 }
 
-function confirmWork(panel, producer, work, reload) {
+// again: a release of a producer released already, whose release was cut short.
+function confirmWork(panel, producer, work, reload, again = false) {
   alertError(null);
   const opener = document.activeElement;
   const release = work === "release";
   const title = el("h2", { tabindex: "-1", id: "confirm-title" },
     release ? `Release ${producer}?` : `Cancel what ${producer}'s hold parked?`);
+  let said = "Each parked item is cancelled, unsent. The hold stays until a release.";
+  if (release) {
+    said = again ? "Its hold is released, and its release was cut short: each item still "
+      + "parked is sent in its lane at the provider's rate."
+      : "Its new email is sent again, and each parked item is sent in its lane at the "
+        + "provider's rate. Its rates count again from now.";
+  }
   const form = el("form", { class: "preview", id: "confirm-work",
     "aria-labelledby": "confirm-title" }, title,
-  el("p", { text: release
-    ? "Its new email is sent again, and each parked item is sent in its lane at the "
-      + "provider's rate. Its rates count again from now."
-    : "Each parked item is cancelled, unsent. The hold stays until a release." }),
+  el("p", { text: said }),
   el("div", { class: "preview-buttons" },
     el("button", { type: "submit", class: release ? "primary" : "danger primary",
       id: "confirm-go" }, release ? "Release" : "Cancel the held items"),
