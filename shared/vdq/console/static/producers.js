@@ -44,18 +44,26 @@ export async function showProducers(params, setView) {
     el("caption", { id: "producers-caption" }),
     el("thead", {}, el("tr", {}, COLUMNS.map((c) => el("th", { scope: "col" }, c)))), tbody);
   let shown = "";
+  let known = new Set(); // the released producers the last read found items parked for
 
   const load = async () => {
     const data = await api("GET", "/producers");
     // A release cut short (its answer said `more`) leaves the producer released with items
     // still parked: the answer has no count of them, its held items do (one read each of
-    // the released producers, only those).
+    // the released producers, only those). One such read refused or failed leaves the rates
+    // shown, and that producer as the last read found it.
     const parked = new Set();
     await Promise.all(data.producers.filter((row) => row.level && row.level.level === "released")
       .map(async (row) => {
-        const page = await api("GET", path(row.producer, "held"), { query: { limit: "1" } });
-        if (page.items.length) parked.add(row.producer);
+        try {
+          const page = await api("GET", path(row.producer, "held"), { query: { limit: "1" } });
+          if (page.items.length) parked.add(row.producer);
+        } catch (error) {
+          if (error.status === 401) throw error; // the session ended: the page is gone
+          if (known.has(row.producer)) parked.add(row.producer);
+        }
       }));
+    known = parked;
     const seen = JSON.stringify(data.producers.concat([data.account, data.ses, [...parked]]));
     if (seen === shown) return;
     shown = seen;
