@@ -424,6 +424,57 @@ def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
                             ".filter(b => b.checked).length") == 0  # fmt: skip
 
 
+# The first read of a next page is answered late, and refused: the live refresh, meanwhile,
+# reads the same page and draws it.
+NEXT_PAGE_LATE = """
+window.__late = 0;
+const wholeFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  if (url.pathname.endsWith("/sent-items") && url.searchParams.get("cursor") && !window.__late) {
+    window.__late = 1;
+    await new Promise((done) => window.setTimeout(done, 6500));
+    window.__late = 2;
+    return new Response(JSON.stringify({ error: { code: "unavailable", message: "busy" } }),
+      { status: 503, headers: { "Content-Type": "application/json" } });
+  }
+  return wholeFetch(input, options);
+};
+"""
+
+
+def test_a_move_that_fails_after_the_live_refresh_drew_its_page_stays_there(stack, browser):
+    """Found in review: a move to the next page whose own read failed after the live refresh
+    had drawn that page went back to the page before in its count only: the list showed page
+    2, and Previous page then read the first page captioned "page 0"."""
+    sent = stack.send_emails(*(f"late-{n}-{uuid.uuid4().hex[:6]}@example.com" for n in range(3)))
+    for item in sent:
+        stack.wait(item["id"], "succeeded")
+    stack.listed(*(item["id"] for item in sent))
+    sign_in(browser, stack.url, "vdq-viewers")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=NEXT_PAGE_LATE)
+    caption = "document.querySelector('#items caption').textContent"
+    rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
+    try:
+        browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=2")
+        browser.reload()
+        browser.wait_for(f"{caption}.includes('page 1')")
+        first = browser.evaluate(rows)
+        browser.click("#next-page")
+        browser.wait_for(f"{caption}.includes('page 2')")  # drawn by the live refresh
+        browser.wait_for("window.__late === 2")
+        time.sleep(0.5)
+        assert "page 2" in browser.evaluate(caption)
+        second = browser.evaluate(rows)
+        assert second and not set(second) & set(first)
+        browser.click("#previous-page")
+        browser.wait_for(f"{caption}.includes('page 1')")
+        assert browser.evaluate(rows) == first
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
     sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
     for item in sent:

@@ -86,7 +86,8 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
   };
   // One move at a time: a second click before the page is read (a double click) does
   // nothing, else it would ask for a page whose cursor is not known yet. A move that fails
-  // stays on the page shown.
+  // stays on the page shown: the one before, or the one asked for if the live refresh read
+  // and drew it meanwhile (the move is done then).
   const move = (button, step) => busy(button, async () => {
     if (pages.moving) return;
     pages.moving = true;
@@ -94,6 +95,7 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
     try {
       await refresh();
     } catch (error) {
+      if (pages.drawnIndex === pages.index) return;
       pages.index -= step;
       throw error;
     } finally {
