@@ -475,6 +475,55 @@ def test_a_move_that_fails_after_the_live_refresh_drew_its_page_stays_there(stac
         browser.reload()
 
 
+# The suppression list's two pages, as the API would give them; the first read of the second
+# is answered late, and refused.
+SUPPRESSIONS_LATE = """
+window.__late = 0;
+const wholeFetch = window.fetch;
+const json = (data, status) => new Response(JSON.stringify(data),
+  { status, headers: { "Content-Type": "application/json" } });
+const entry = (receiver) => ({ receiver, channel: "email", reason: "manual", text: "test",
+  since: "2026-12-01T00:00:00Z", actor: "ops", list: null });
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  if (!url.pathname.endsWith("/suppressions")) return wholeFetch(input, options);
+  if (!url.searchParams.get("cursor")) {
+    return json({ suppressions: [entry("first@example.org")], cursor: "c2" }, 200);
+  }
+  if (!window.__late) {
+    window.__late = 1;
+    await new Promise((done) => window.setTimeout(done, 6500));
+    window.__late = 2;
+    return json({ error: { code: "unavailable", message: "busy" } }, 503);
+  }
+  return json({ suppressions: [entry("second@example.org")], cursor: null }, 200);
+};
+"""
+
+
+def test_a_suppression_page_the_live_refresh_drew_stays_when_its_move_fails(stack, browser):
+    """Found in review: as the lists of items did, the suppression list went back a page in
+    its count only when its move's own read failed after the live refresh drew that page."""
+    sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SUPPRESSIONS_LATE)
+    caption = "document.querySelector('#suppressions-caption').textContent"
+    try:
+        browser.goto(f"{stack.url}/console/#/suppressions")
+        browser.reload()
+        browser.wait_for(f"{caption}.includes('page 1')")
+        browser.click("#next-page")
+        browser.wait_for(f"{caption}.includes('page 2')")  # drawn by the live refresh
+        browser.wait_for("window.__late === 2")
+        time.sleep(0.5)
+        assert "page 2" in browser.evaluate(caption)
+        browser.click("#previous-page")
+        browser.wait_for(f"{caption}.includes('page 1')")
+        assert "first@example.org" in browser.text("#suppressions")
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
     sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
     for item in sent:

@@ -56,6 +56,7 @@ export async function showSuppressions(params, setView) {
   const next = el("button", { type: "button", id: "next-page" }, "Next page");
   const cursors = [null];
   let index = 0;
+  let drawn = 0; // the index of the page on screen
   let shown = "";
 
   let moving = false;
@@ -68,6 +69,7 @@ export async function showSuppressions(params, setView) {
     const seen = JSON.stringify([index, page]);
     if (seen === shown) return;
     shown = seen;
+    drawn = index;
     tbody.replaceChildren(...page.suppressions.map((entry) => row(entry, panel, load)));
     if (!page.suppressions.length) {
       tbody.append(el("tr", {}, el("td", { colspan: String(COLUMNS.length) },
@@ -80,7 +82,9 @@ export async function showSuppressions(params, setView) {
     previous.disabled = index === 0;
     next.disabled = !page.cursor;
   };
-  // One move at a time, as the lists of items page (a double click moves one page).
+  // One move at a time, as the lists of items page (a double click moves one page). A move
+  // that fails stays on the page shown: the one before, or the one asked for if the live
+  // refresh read and drew it meanwhile.
   const move = (button, step) => busy(button, async () => {
     if (moving) return;
     moving = true;
@@ -88,6 +92,7 @@ export async function showSuppressions(params, setView) {
     try {
       await load();
     } catch (error) {
+      if (drawn === index) return;
       index -= step;
       throw error;
     } finally {
