@@ -1113,6 +1113,53 @@ def test_a_double_click_on_resend_or_retry_acts_once(stack, browser):
     assert [e["name"] for e in history].count("retry") == 1, history
 
 
+# An operator transition (not its dry run) answered two seconds late.
+SLOW_TRANSITION = """
+window.__slow = 0;
+const wholeFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  if (url.pathname.includes("/transitions/") && !url.searchParams.get("dry_run")) {
+    window.__slow = 1;
+    await new Promise((done) => window.setTimeout(done, 2000));
+    const answer = await wholeFetch(input, options);
+    window.setTimeout(() => { window.__slow = 2; }, 500);
+    return answer;
+  }
+  return wholeFetch(input, options);
+};
+"""
+
+
+def test_an_action_answered_after_the_operator_left_its_page_says_no_error_there(stack,
+                                                                                browser):
+    """Found in review: a Retry confirmed, then the operator moved to the queue before its
+    answer came: the retry was done, and the queue page showed "Something went wrong: Cannot
+    read properties of null", the item page's buttons looked for where they no longer were."""
+    [failing] = stack.send_sms("+15005550011")
+    stack.wait(failing["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_TRANSITION)
+    try:
+        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        browser.click("#action-retry")
+        browser.wait_for("document.querySelector('#confirm-retry')")
+        browser.click("#confirm-retry")
+        browser.wait_for("window.__slow === 1")
+        same_page_goto(browser, f"{stack.url}/console/#/queue")
+        browser.wait_for("document.querySelector('#items caption')")
+        browser.click("#search-q")
+        browser.wait_for("window.__slow === 2")
+        assert browser.text("#alert") == ""
+        assert browser.evaluate("document.activeElement.id") == "search-q"  # left where it was
+        assert [e["name"] for e in stack.item(failing["id"])["history"]].count("retry") == 1
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, browser):
     """The network lost the answer, not the request: the operator, told it failed, presses
     Resend again; the receiver gets one copy (the preview's Idempotency-Key), not two."""

@@ -270,6 +270,7 @@ async function previewTransition(box, item, name, reload) {
     box.replaceChildren();
     say(`${name === "retry" ? "Retried" : "Cancelled"}: ${done.from_state} → ${done.to_state}.`);
     await reload();
-    refocus($("item-actions").querySelector("button")); // none left: the heading
+    // Unless the operator has left the page meanwhile: the focus is theirs there.
+    if (box.isConnected) refocus($("item-actions").querySelector("button")); // none: the heading
   }));
 }
