@@ -524,6 +524,54 @@ def test_a_suppression_page_the_live_refresh_drew_stays_when_its_move_fails(stac
         browser.reload()
 
 
+# A removal from the suppression list answered two seconds late.
+SLOW_REMOVAL = """
+window.__slow = 0;
+const wholeFetch = window.fetch;
+window.fetch = async (input, options) => {
+  if ((options || {}).method === "DELETE") {
+    window.__slow = 1;
+    await new Promise((done) => window.setTimeout(done, 2000));
+    const answer = await wholeFetch(input, options);
+    window.setTimeout(() => { window.__slow = 2; }, 500);
+    return answer;
+  }
+  return wholeFetch(input, options);
+};
+"""
+
+
+def test_a_removal_answered_after_the_operator_left_leaves_the_focus_alone(stack, browser):
+    """Found in review: a removal confirmed, then the operator went to the queue and into the
+    search box before its answer came: the answer put the focus on the queue's heading,
+    and what the operator typed next went nowhere."""
+    receiver = f"late-{uuid.uuid4().hex[:8]}@example.org"
+    assert stack.api("POST", "/suppressions", json={"receiver": receiver, "text": "test"}) \
+        .status_code == 200
+    sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
+    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_REMOVAL)
+    try:
+        browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
+        browser.reload()
+        remove = f"button[data-key='remove-{receiver}']"
+        browser.wait_for(f"document.querySelector({json.dumps(remove)})")
+        browser.click(remove)
+        browser.wait_for("document.querySelector('#remove-text')")
+        browser.click("#remove-text")
+        browser.type("asked again")
+        browser.click("#confirm-remove")
+        browser.wait_for("window.__slow === 1")
+        same_page_goto(browser, f"{stack.url}/console/#/queue")
+        browser.wait_for("document.querySelector('#items caption')")
+        browser.click("#search-q")
+        browser.wait_for("window.__slow === 2")
+        assert browser.evaluate("document.activeElement.id") == "search-q"
+        assert browser.text("#alert") == ""
+    finally:
+        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+        browser.reload()
+
+
 def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
     sent = stack.send_emails(*(f"page-{n}@example.com" for n in range(11)))
     for item in sent:

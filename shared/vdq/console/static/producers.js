@@ -171,7 +171,9 @@ function confirmWork(panel, producer, work, reload, again = false) {
       say(`${producer}: ${answer.done} parked items ${release ? "sent again" : "cancelled"}`
         + (answer.more ? "; more are parked: do it again." : "."));
       await reload();
-      refocus(opener); // drawn anew by the reload (by its data-key), or gone: the heading
+      // Drawn anew by the reload (by its data-key), or gone: the heading; unless the operator
+      // has left the page meanwhile (the focus is theirs there).
+      if (panel.isConnected) refocus(opener);
     });
   });
   panel.replaceChildren(form);

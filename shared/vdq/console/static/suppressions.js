@@ -175,7 +175,7 @@ function previewRemove(panel, entry, reload, opener) {
       say(entry.list ? `${entry.receiver} removed from the unsubscribes of "${entry.list}".`
         : `${entry.receiver} removed from the suppression list.`);
       await reload();
-      refocus(opener); // its row gone: the heading
+      if (panel.isConnected) refocus(opener); // its row gone: the heading (the page still shown)
     });
   });
   panel.replaceChildren(form);
