@@ -193,6 +193,20 @@ def test_send_sms_takes_an_idempotency_key(capsys, api):
     assert code == 0 and api.requests[-1]["headers"]["Idempotency-Key"] == "order-42"
 
 
+@pytest.mark.parametrize("command", [
+    ("send-sms", "--from", "+15005550006", "--to", "+14155550100", "--body", "hi"),
+    ("send-email", "--from", "shop@example.com", "--to", "a@example.org", "--subject", "Hi",
+     "--text", "x"),
+])  # fmt: skip
+def test_an_empty_idempotency_key_is_refused_and_nothing_is_sent(capsys, api, command):
+    # `--idempotency-key "$ORDER_ID"` with ORDER_ID unset: dropping the header would queue
+    # the message again on every retry the key was meant to make safe.
+    api.routes[("POST", "/sms")] = api.routes[("POST", "/emails")] = (201, {"items": [item(1)]})
+    code, _, err = run(capsys, *command, "--idempotency-key", "")
+    assert code == 2 and "--idempotency-key" in err
+    assert api.requests == []
+
+
 def test_send_email_repeats_its_large_files_uploads_under_keys_of_its_own(
     capsys, api, monkeypatch, tmp_path
 ):

@@ -59,7 +59,14 @@ def _emails(values: list[str] | None) -> list[dict[str, str]]:
 
 
 def _idempotency(args: argparse.Namespace) -> dict[str, str] | None:
-    return {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+    """The Idempotency-Key header of ``--idempotency-key``. An empty one (a shell variable not
+    set) is refused: dropped, the retries it was meant to make safe would queue it again."""
+    if args.idempotency_key is None:
+        return None
+    if not args.idempotency_key:
+        raise UsageError("--idempotency-key is empty: give the key (is its shell variable set?) "
+                         "or leave the option out")  # fmt: skip
+    return {"Idempotency-Key": args.idempotency_key}
 
 
 def _upload_key(args: argparse.Namespace, n: int, data: bytes) -> dict[str, str] | None:
@@ -104,6 +111,7 @@ def send_email(args: argparse.Namespace) -> int:
     if args.origin:
         body["origin"] = _origin(args.origin)
     _dispatch(body, args)
+    key = _idempotency(args)  # before any upload
     api = client(args)
     for n, (name, data) in enumerate(large):  # each a presigned upload, after every check
         upload = api.call("POST", "/attachments/uploads", {
@@ -112,7 +120,7 @@ def send_email(args: argparse.Namespace) -> int:
             headers=_upload_key(args, n, data))  # fmt: skip
         api.put_upload(upload, data)
         body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})
-    result = api.call("POST", "/emails", body, headers=_idempotency(args))
+    result = api.call("POST", "/emails", body, headers=key)
     emit(args, result, render.print_enqueued)
     return EXIT_OK
 
@@ -136,7 +144,8 @@ def send_sms(args: argparse.Namespace) -> int:
     if args.origin:
         body["origin"] = _origin(args.origin)
     _dispatch(body, args)
-    result = client(args).call("POST", "/sms", body, headers=_idempotency(args))
+    key = _idempotency(args)
+    result = client(args).call("POST", "/sms", body, headers=key)
     emit(args, result, render.print_enqueued)
     return EXIT_OK
 
