@@ -178,6 +178,34 @@ def test_idempotency_key_returns_the_same_items_and_refuses_another_body(aws, ru
     assert drain(aws) == []
 
 
+def test_a_failed_read_of_the_holds_stores_nothing_and_a_retry_queues_once(aws, runtime,
+                                                                          monkeypatch):  # fmt: skip
+    """The reputation guard's holds are read for the answer's ``held`` notice. A read that
+    fails must fail the request before any item is stored: the 500 says a repeat with the same
+    Idempotency-Key is safe, and the failed request does not keep its key."""
+    from botocore.exceptions import ClientError
+
+    from vdq.intake import rest as intake
+
+    notice = intake.guard.notice
+    failures = [ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}},
+                            "Query")]  # fmt: skip
+
+    def fails_once(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return notice(*args, **kwargs)
+
+    monkeypatch.setattr(intake.guard, "notice", fails_once)
+    headers = {"Idempotency-Key": "order-1042-shipped"}
+    status, body = post("apigw_post_emails", None, headers=headers)
+    assert status == 500 and "same Idempotency-Key is safe" in body["error"]["message"]
+    assert drain(aws) == [], "a failed request stored items"
+    status, body = post("apigw_post_emails", None, headers=headers)
+    assert status == 201
+    assert sorted(m["id"] for m in drain(aws)) == sorted(i["id"] for i in body["items"])
+
+
 def test_a_refused_publish_moves_the_item_to_errored(aws, runtime):
     class RefusingQueue:
         def publish(self, messages):

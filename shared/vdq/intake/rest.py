@@ -88,8 +88,11 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
 def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
     parsed = _parse(method, body, runtime)
     receivers = _receivers(parsed)
-    # Read before anything is stored: a failed read fails the request with nothing queued.
+    # Read before anything is stored: a failed read fails the request with nothing queued
+    # (and frees its Idempotency-Key), so repeating it cannot queue the receivers twice.
     suppressed = suppression.flags(receivers, runtime, getattr(parsed, "list_name", None))
+    held = (guard.notice(who.subject, runtime, parsed.priority)  # wait for a release
+            if isinstance(parsed, messages.Email) else None)  # fmt: skip
 
     def store() -> list[QueueItemRecord]:
         if isinstance(parsed, messages.Email):
@@ -102,10 +105,8 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
                            log=logger.warning,
                            field=lambda limit: _passing(parsed, limit))  # fmt: skip
     answer: dict[str, Any] = {"items": [item_json(i) for i in items], "suppressed": suppressed}
-    if isinstance(parsed, messages.Email):
-        notice = guard.notice(who.subject, runtime, parsed.priority)  # wait for a release
-        if notice is not None:
-            answer["held"] = notice
+    if held is not None:
+        answer["held"] = held
     return answer
 
 
