@@ -206,6 +206,36 @@ def test_a_failed_read_of_the_holds_stores_nothing_and_a_retry_queues_once(aws, 
     assert sorted(m["id"] for m in drain(aws)) == sorted(i["id"] for i in body["items"])
 
 
+def test_a_key_holds_an_answer_larger_than_a_dynamodb_item(aws, runtime):
+    """The answer a key keeps can be larger as JSON than a DynamoDB item takes (400 KB): a
+    request of VDQ_MAX_RECEIVERS receivers answers about 500 KB. It must still be kept, or the
+    request answers 500 with every item queued, and the repeat that answer invites queues them
+    all again."""
+    name, origin = "N" * 256, {"type": "T" * 256, "id": "I" * 256}
+    email = {"sender": {"email": "shop@example.com", "name": name}, "subject": "S" * 998,
+             "text": "Hello", "origin": origin,
+             "to": [{"email": f"reader{n}@example.org", "name": name} for n in range(300)]}
+    headers = {"Idempotency-Key": "campaign-7"}
+    first_status, first = post("apigw_post_emails", email, headers=headers)
+    assert first_status == 201, first
+    assert len(json.dumps(first)) > 400 * 1024
+    again_status, again = post("apigw_post_emails", email, headers=headers)
+    assert (again_status, again) == (201, first)  # the same items: nothing queued again
+
+
+def test_a_key_that_cannot_keep_its_answer_still_answers_the_queued_items(aws, runtime,
+                                                                        monkeypatch):  # fmt: skip
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    def refused(self, *args, **kwargs):
+        raise RuntimeError("the store refused the write")
+
+    monkeypatch.setattr(DynamoDBPersistenceLayer, "save_success", refused)
+    status, body = post("apigw_post_emails", None, headers={"Idempotency-Key": "order-1043"})
+    assert status == 201, body  # not a 5xx that invites a repeat
+    assert sorted(m["id"] for m in drain(aws)) == sorted(i["id"] for i in body["items"])
+
+
 def test_a_refused_publish_moves_the_item_to_errored(aws, runtime):
     class RefusingQueue:
         def publish(self, messages):

@@ -8,7 +8,10 @@ same way again: its stored items are sent once, and the rejected receivers need 
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import zlib
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -30,6 +33,9 @@ MAX_IDEMPOTENCY_KEY = 255
 IDEMPOTENCY_KEY_PATTERN = "^[\\x21-\\x7e](?:[\\x20-\\x7e]*[\\x21-\\x7e])?$"
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 PARTIAL = "partially_enqueued"  # how a partial answer is kept under its Idempotency-Key
+# How an answer is kept under its key: compressed, as the answer of a request of
+# VDQ_MAX_RECEIVERS receivers is larger as JSON than a DynamoDB item takes (400 KB).
+PACKED = "zlib_base64"
 
 
 def submit(
@@ -148,11 +154,26 @@ def idempotency_config(seconds: int) -> Any:
     )
 
 
+def _packed(answer: dict[str, Any]) -> dict[str, Any]:
+    data = json.dumps(answer, separators=(",", ":")).encode()
+    return {PACKED: base64.b64encode(zlib.compress(data, 9)).decode("ascii")}
+
+
+def _unpacked(kept: dict[str, Any]) -> dict[str, Any]:
+    if PACKED not in kept:  # an answer kept before answers were packed
+        return kept
+    answer: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(kept[PACKED])))
+    return answer
+
+
 @lru_cache(maxsize=4)
 def _idempotent(table_name: str, seconds: int) -> Any:
     from aws_lambda_powertools.utilities.idempotency import (
         DynamoDBPersistenceLayer,
         idempotent_function,
+    )
+    from aws_lambda_powertools.utilities.idempotency.serialization.custom_dict import (
+        CustomDictSerializer,
     )
 
     persistence = DynamoDBPersistenceLayer(table_name=table_name, key_attr="pk",
@@ -160,22 +181,37 @@ def _idempotent(table_name: str, seconds: int) -> Any:
     config = idempotency_config(seconds)
 
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence,
-                         config=config)  # fmt: skip
+                         config=config,
+                         output_serializer=CustomDictSerializer(_packed, _unpacked))  # fmt: skip
     def run_once(*, request: dict[str, Any], work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return work()
-        except PartiallyEnqueued as exc:
-            # Kept as the key's answer: a retry must not store the stored items again.
-            return {PARTIAL: {"message": exc.message, "details": exc.details}}
+        return work()
 
     def call(*, request: dict[str, Any], work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
+            IdempotencyPersistenceLayerError,
             IdempotencyValidationError,
         )
 
+        done: list[dict[str, Any]] = []
+
+        def recorded() -> dict[str, Any]:
+            try:
+                done.append(work())
+            except PartiallyEnqueued as exc:
+                # Kept as the key's answer: a retry must not store the stored items again.
+                done.append({PARTIAL: {"message": exc.message, "details": exc.details}})
+            return done[-1]
+
         try:
-            answer = run_once(request=request, work=work)
+            answer = run_once(request=request, work=recorded)
+        except IdempotencyPersistenceLayerError:
+            if not done:
+                raise
+            # The work is done and its items queued, but the key could not keep the answer:
+            # answer it all the same (a 5xx would invite a repeat that queues them again).
+            logger.exception("the answer of Idempotency-Key %r was not kept", request["key"])
+            answer = done[-1]
         except IdempotencyValidationError:
             raise ValidationError(
                 "Idempotency-Key", "was already used with a different request body"
