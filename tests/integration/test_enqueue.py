@@ -236,6 +236,31 @@ def test_a_key_that_cannot_keep_its_answer_still_answers_the_queued_items(aws, r
     assert sorted(m["id"] for m in drain(aws)) == sorted(i["id"] for i in body["items"])
 
 
+def test_a_partial_enqueue_keeps_its_key_and_answers_a_repeat_the_same(aws, runtime,
+                                                                      monkeypatch):  # fmt: skip
+    """The stored items of a partial enqueue will be sent: a repeat with the key gets the same
+    503 and stores nothing, and the reference says so (the rejected receivers need a new key)."""
+    from vdq.core.errors import PartiallyEnqueued
+    from vdq.intake import rest as intake
+    from vdq.operations import docs
+
+    calls = []
+
+    def partly(email, runtime, **kwargs):
+        calls.append(email)
+        raise PartiallyEnqueued("stored 1 of 2 items", details={
+            "accepted": ["01KDVDNA00NG7BG17T2CA55R75"], "rejected": ["bob@example.org"]})
+
+    monkeypatch.setattr(intake, "enqueue_email", partly)
+    headers = {"Idempotency-Key": "order-1044"}
+    first = post("apigw_post_emails", None, headers=headers)
+    again = post("apigw_post_emails", None, headers=headers)
+    assert first[0] == 503 and first[1]["error"]["code"] == "partially_enqueued"
+    assert again == first and len(calls) == 1
+    rules = docs.IDEMPOTENCY_RULES
+    assert "503 `partially_enqueued` keeps the key" in rules, rules
+
+
 def test_a_refused_publish_moves_the_item_to_errored(aws, runtime):
     class RefusingQueue:
         def publish(self, messages):

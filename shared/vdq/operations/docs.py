@@ -132,8 +132,9 @@ IDEMPOTENCY_RULES = (
     f"{_DEFAULTS.idempotency_seconds:,} s, {_HOURS:g} h) returns the first request's answer "
     "and does nothing again; while the first is still running the repeat is a 409 `conflict`; "
     "the same key with another body is a 422 `invalid` naming `Idempotency-Key`. A request "
-    "refused as invalid, or one that failed (5xx, including 503 `partially_enqueued`), does "
-    "not keep the key: after a partial enqueue, send the rejected receivers with a new key."
+    "refused (4xx), or one that failed with nothing stored (5xx), does not keep the key. A 503 "
+    "`partially_enqueued` keeps the key: a repeat answers the same 503 and stores nothing, so "
+    "send the rejected receivers in a new request with a new key."
 )
 
 
