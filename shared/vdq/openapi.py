@@ -120,6 +120,11 @@ def _responses(op: Any) -> dict[str, Any]:
                 "schema": {"type": "integer", "minimum": 1}}}
         if status == 429:  # a quota's 429 carries Retry-After as API Gateway's does
             statuses[429]["headers"] = docs.gateway_responses()["Throttled"]["headers"]
+        if status == 409 and op.idempotent:  # a repeat while the first still runs
+            statuses[409]["headers"] = {"Retry-After": {
+                "description": "With a request under its Idempotency-Key still in progress: "
+                               "seconds to wait before repeating it for its answer.",
+                "schema": {"type": "integer", "minimum": 1}}}  # fmt: skip
     refs = docs.gateway_statuses(op)
     for status in refs:
         statuses.setdefault(status, {"$ref": f"#/components/responses/{refs[status]}"})

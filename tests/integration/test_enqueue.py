@@ -261,6 +261,28 @@ def test_a_partial_enqueue_keeps_its_key_and_answers_a_repeat_the_same(aws, runt
     assert "503 `partially_enqueued` keeps the key" in rules, rules
 
 
+def test_a_repeat_while_the_first_runs_is_told_when_to_come_back(aws, runtime, monkeypatch):
+    """A 409 alone reads as final; the repeat of a request still running is told to come back
+    (Retry-After), and coming back gets the first request's answer."""
+    from vdq.intake import rest as intake
+
+    enqueue_email, meanwhile = intake.enqueue_email, []
+    headers = {"Idempotency-Key": "order-1045"}
+
+    def slow(*args, **kwargs):
+        event = api_event("apigw_post_emails", groups=["vdq-senders"], headers=headers)
+        meanwhile.append(enqueue_handler.handler(event, LambdaContext()))
+        return enqueue_email(*args, **kwargs)
+
+    monkeypatch.setattr(intake, "enqueue_email", slow)
+    status, first = post("apigw_post_emails", None, headers=headers)
+    [busy] = meanwhile
+    assert status == 201 and busy["statusCode"] == 409
+    assert int(busy["headers"]["Retry-After"]) >= 1
+    assert "Retry-After" in json.loads(busy["body"])["error"]["message"]
+    assert post("apigw_post_emails", None, headers=headers) == (201, first)
+
+
 def test_a_refused_publish_moves_the_item_to_errored(aws, runtime):
     class RefusingQueue:
         def publish(self, messages):

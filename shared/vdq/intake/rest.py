@@ -36,6 +36,18 @@ PARTIAL = "partially_enqueued"  # how a partial answer is kept under its Idempot
 # How an answer is kept under its key: compressed, as the answer of a request of
 # VDQ_MAX_RECEIVERS receivers is larger as JSON than a DynamoDB item takes (400 KB).
 PACKED = "zlib_base64"
+IN_PROGRESS_RETRY_AFTER_SECONDS = 2  # the Retry-After of a repeat while the first runs
+
+
+class InProgress(Conflict):
+    """A repeat of a request under its Idempotency-Key while the first still runs: 409 with
+    Retry-After, after which the repeat gets the first request's answer."""
+
+    def __init__(self) -> None:
+        seconds = IN_PROGRESS_RETRY_AFTER_SECONDS
+        super().__init__(f"a request with this Idempotency-Key is still in progress: repeat it "
+                         f"after Retry-After ({seconds} s) to get its answer")  # fmt: skip
+        self.headers = {"Retry-After": str(seconds)}
 
 
 def submit(
@@ -217,7 +229,7 @@ def _idempotent(table_name: str, seconds: int) -> Any:
                 "Idempotency-Key", "was already used with a different request body"
             ) from None
         except IdempotencyAlreadyInProgressError:
-            raise Conflict("a request with this Idempotency-Key is still in progress") from None
+            raise InProgress from None
         if PARTIAL in answer:
             raise PartiallyEnqueued(answer[PARTIAL]["message"], details=answer[PARTIAL]["details"])
         return answer

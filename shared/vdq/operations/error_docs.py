@@ -78,18 +78,21 @@ _NOT_FOUND = {
     "releaseHold": "the producer is not held, was never released and has nothing parked",
 }
 _CONFLICT = {
-    "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`)",
-    "postSms": "a request with this Idempotency-Key is still in progress (`conflict`)",
+    "postEmails": "a request with this Idempotency-Key is still in progress (`conflict`): "
+                  "repeat it after Retry-After seconds to get its answer",
+    "postSms": "a request with this Idempotency-Key is still in progress (`conflict`): "
+               "repeat it after Retry-After seconds to get its answer",
     "runTransition": "the item's state is no source of the transition "
                      "(`invalid_transition`; details.state), or a retry's item has no content "
                      "left to send (`conflict`, details.reason `content_expired`)",
     "resendSentItem": "cleanup deleted the item's files (`conflict`, details.reason "
                       "`attachments_purged`) or its content expired (`content_expired`), or "
-                      "a request with this Idempotency-Key is still in progress",
+                      "a request with this Idempotency-Key is still in progress (repeat it "
+                      "after Retry-After seconds)",
     "resendSentItems": "cleanup deleted the files of some items (`conflict`, details.ids and "
                        "details.reason `attachments_purged`) or their content expired "
                        "(`content_expired`), or a request with this Idempotency-Key is still "
-                       "in progress",
+                       "in progress (repeat it after Retry-After seconds)",
     "releaseHold": "the producer's hold changed while it was read (`conflict`): read it and "
                    "try again",
 }  # fmt: skip
