@@ -25,20 +25,28 @@ def _dispatch(body: dict[str, Any], priority: str | None,
         body["send_at"] = send_at.isoformat() if isinstance(send_at, datetime) else send_at
 
 
-def _addresses(values: Iterable[Any] | None) -> list[Any]:
-    return [{"email": v} if isinstance(v, str) else v for v in (values or [])]
+def _listed(values: Iterable[Any] | str | Mapping[str, str] | None) -> list[Any]:
+    """One receiver given alone (a string, or a mapping) as a list of it: a string read as a
+    list would be a list of its characters."""
+    if isinstance(values, (str, Mapping)):
+        return [values]
+    return list(values or [])
+
+
+def _addresses(values: Iterable[Any] | str | Mapping[str, str] | None) -> list[Any]:
+    return [{"email": v} if isinstance(v, str) else v for v in _listed(values)]
 
 
 def add_email(
     sender: str | Mapping[str, str],
-    to: Iterable[str | Mapping[str, str]],
+    to: str | Mapping[str, str] | Iterable[str | Mapping[str, str]],
     subject: str,
     text: str,
     *,
     html: str | None = None,
-    cc: Iterable[str | Mapping[str, str]] | None = None,
-    bcc: Iterable[str | Mapping[str, str]] | None = None,
-    reply_to: Iterable[str | Mapping[str, str]] | None = None,
+    cc: str | Mapping[str, str] | Iterable[str | Mapping[str, str]] | None = None,
+    bcc: str | Mapping[str, str] | Iterable[str | Mapping[str, str]] | None = None,
+    reply_to: str | Mapping[str, str] | Iterable[str | Mapping[str, str]] | None = None,
     attachments: Iterable[Mapping[str, Any]] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
     list_unsubscribe: bool = False,
@@ -47,7 +55,8 @@ def add_email(
     send_at: str | datetime | None = None,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
-    """Queue an email: one item per receiver across to, cc and bcc. Validates all first.
+    """Queue an email: one item per receiver across to, cc and bcc (each a list, or one
+    address alone). Validates all first.
     ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
     ``list_name``: the mailing list it belongs to (the headers leave that list only);
     ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
@@ -86,7 +95,7 @@ def add_email(
 
 def add_sms(
     sender: str,
-    to: Iterable[str | Mapping[str, str]],
+    to: str | Mapping[str, str] | Iterable[str | Mapping[str, str]],
     body: str,
     *,
     media_urls: Iterable[str] | None = None,
@@ -100,7 +109,7 @@ def add_sms(
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"cell": sender},
-        "to": [{"cell": v} if isinstance(v, str) else v for v in to],
+        "to": [{"cell": v} if isinstance(v, str) else v for v in _listed(to)],
         "body": body,
     }
     if media_urls:

@@ -67,6 +67,15 @@ def test_add_sms_validates_every_receiver_before_writing(aws, runtime):
     assert list(st.QueueItemRecord.active_index.query("A#0")) == []
 
 
+def test_the_python_api_takes_one_receiver_given_as_a_string(aws, runtime):
+    # A string is an iterable of strings: read as a list, it was a list of its characters.
+    items = vdq.add_email("shop@example.com", "ada@example.org", "Hi", "x", cc="c@example.org",
+                          runtime=runtime)  # fmt: skip
+    assert [i.receiver for i in items] == ["ada@example.org", "c@example.org"]
+    (sms,) = vdq.add_sms("+15005550006", "+14155550100", "hi", runtime=runtime)
+    assert sms.receiver == "+14155550100"
+
+
 def test_post_emails_creates_items_and_answers_201(aws, runtime):
     status, body = post("apigw_post_emails", None)
     assert status == 201, body
