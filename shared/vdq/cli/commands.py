@@ -111,7 +111,7 @@ def send_email(args: argparse.Namespace) -> int:
     if args.origin:
         body["origin"] = _origin(args.origin)
     _dispatch(body, args)
-    key = _idempotency(args)  # before any upload
+    keyed = _idempotency(args)  # before any upload
     api = client(args)
     for n, (name, data) in enumerate(large):  # each a presigned upload, after every check
         upload = api.call("POST", "/attachments/uploads", {
@@ -120,7 +120,7 @@ def send_email(args: argparse.Namespace) -> int:
             headers=_upload_key(args, n, data))  # fmt: skip
         api.put_upload(upload, data)
         body.setdefault("attachments", []).append({"upload_id": upload["upload_id"]})
-    result = api.call("POST", "/emails", body, headers=key)
+    result = api.call("POST", "/emails", body, headers=keyed)
     emit(args, result, render.print_enqueued)
     return EXIT_OK
 
