@@ -243,9 +243,7 @@ def test_an_items_timeline_reads_more_history_when_asked_and_refresh_rereads_onl
     history = stack.wait(item["id"], "errored")["history"]
     assert len(history) >= 3
     sign_in(browser, stack.url, "vdq-viewers")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument",
-                          source=ONE_ENTRY_PAGES + HELD_TIMER)  # fmt: skip
-    try:
+    with browser.scripted(ONE_ENTRY_PAGES + HELD_TIMER):
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
         browser.wait_for("document.querySelector('#history-more')")
@@ -263,9 +261,6 @@ def test_an_items_timeline_reads_more_history_when_asked_and_refresh_rereads_onl
         browser.evaluate("window.__tick()")
         assert browser.evaluate("window.__apiCalls") - calls == 2  # the item, the last page
         assert len(timeline(browser)) == len(history)
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 # The refresh timer under the test's hand: its callback is kept (and the real timer made an
@@ -293,8 +288,7 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
-    try:
+    with browser.scripted(HELD_TIMER):
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
         wait_state(browser, "errored")
@@ -314,9 +308,6 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
         assert browser.evaluate("window.__apiCalls") > calls
         assert len(timeline(browser)) > entries
         assert "updated: cancelled" in browser.text("#status")  # said in the live region
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 # The API as the tab sees it: a request that hangs until released, or a network that is down.
@@ -345,8 +336,7 @@ def test_live_refresh_never_overlaps_backs_off_while_the_api_is_down_and_ends_wi
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FLAKY_API)
-    try:
+    with browser.scripted(FLAKY_API):
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
         wait_state(browser, "errored")
@@ -378,9 +368,6 @@ def test_live_refresh_never_overlaps_backs_off_while_the_api_is_down_and_ends_wi
         browser.evaluate("window.__tick()")
         assert browser.evaluate("!!document.querySelector('#sign-in')")
         assert "session has ended" in browser.text("main")
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_operator_resends_several_sent_items_after_a_preview(stack, browser):
@@ -452,10 +439,9 @@ def test_a_move_that_fails_after_the_live_refresh_drew_its_page_stays_there(stac
         stack.wait(item["id"], "succeeded")
     stack.listed(*(item["id"] for item in sent))
     sign_in(browser, stack.url, "vdq-viewers")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=NEXT_PAGE_LATE)
     caption = "document.querySelector('#items caption').textContent"
     rows = "[...document.querySelectorAll('#items a[data-key]')].map(a => a.textContent)"
-    try:
+    with browser.scripted(NEXT_PAGE_LATE):
         browser.goto(f"{stack.url}/console/#/sent?state=succeeded&method=email&limit=2")
         browser.reload()
         browser.wait_for(f"{caption}.includes('page 1')")
@@ -470,9 +456,6 @@ def test_a_move_that_fails_after_the_live_refresh_drew_its_page_stays_there(stac
         browser.click("#previous-page")
         browser.wait_for(f"{caption}.includes('page 1')")
         assert browser.evaluate(rows) == first
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 # The suppression list's two pages, as the API would give them; the first read of the second
@@ -505,9 +488,8 @@ def test_a_suppression_page_the_live_refresh_drew_stays_when_its_move_fails(stac
     """Found in review: as the lists of items did, the suppression list went back a page in
     its count only when its move's own read failed after the live refresh drew that page."""
     sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SUPPRESSIONS_LATE)
     caption = "document.querySelector('#suppressions-caption').textContent"
-    try:
+    with browser.scripted(SUPPRESSIONS_LATE):
         browser.goto(f"{stack.url}/console/#/suppressions")
         browser.reload()
         browser.wait_for(f"{caption}.includes('page 1')")
@@ -519,9 +501,6 @@ def test_a_suppression_page_the_live_refresh_drew_stays_when_its_move_fails(stac
         browser.click("#previous-page")
         browser.wait_for(f"{caption}.includes('page 1')")
         assert "first@example.org" in browser.text("#suppressions")
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 # A removal from the suppression list answered two seconds late.
@@ -549,8 +528,7 @@ def test_a_removal_answered_after_the_operator_left_leaves_the_focus_alone(stack
     assert stack.api("POST", "/suppressions", json={"receiver": receiver, "text": "test"}) \
         .status_code == 200
     sign_in(browser, stack.url, "vdq-viewers", "vdq-suppressions")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_REMOVAL)
-    try:
+    with browser.scripted(SLOW_REMOVAL):
         browser.goto(f"{stack.url}/console/#/suppressions?receiver={receiver}")
         browser.reload()
         remove = f"button[data-key='remove-{receiver}']"
@@ -567,9 +545,6 @@ def test_a_removal_answered_after_the_operator_left_leaves_the_focus_alone(stack
         browser.wait_for("window.__slow === 2")
         assert browser.evaluate("document.activeElement.id") == "search-q"
         assert browser.text("#alert") == ""
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
@@ -688,8 +663,7 @@ def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, bro
                   "content_base64": base64.b64encode(b"hello").decode()}  # fmt: skip
     [item] = stack.send_emails(f"success@{SIM}", attachments=[attachment])
     sign_in(browser, stack.url, "vdq-viewers")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=FOREIGN_PATH)
-    try:
+    with browser.scripted(FOREIGN_PATH):
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
         browser.wait_for("document.querySelector('#attachments button')")
@@ -697,9 +671,6 @@ def test_the_token_goes_to_the_api_only_whatever_path_an_answer_names(stack, bro
         browser.wait_for("document.querySelector('#alert').textContent")
         assert not [u for u in browser.evaluate("window.__asked") if "attacker" in u]
         assert "not the API" in browser.text("#alert")
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_console_answers_carry_a_strict_content_security_policy(stack):
@@ -1187,8 +1158,7 @@ def test_an_action_answered_after_the_operator_left_its_page_says_no_error_there
     [failing] = stack.send_sms("+15005550011")
     stack.wait(failing["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_TRANSITION)
-    try:
+    with browser.scripted(SLOW_TRANSITION):
         browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
         browser.reload()
         wait_state(browser, "errored")
@@ -1203,9 +1173,6 @@ def test_an_action_answered_after_the_operator_left_its_page_says_no_error_there
         assert browser.text("#alert") == ""
         assert browser.evaluate("document.activeElement.id") == "search-q"  # left where it was
         assert [e["name"] for e in stack.item(failing["id"])["history"]].count("retry") == 1
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, browser):
@@ -1215,8 +1182,7 @@ def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, 
     [sent] = stack.send_emails(receiver)
     stack.wait(sent["id"], "succeeded")
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=LOST_RESEND_ANSWER)
-    try:
+    with browser.scripted(LOST_RESEND_ANSWER):
         browser.goto(f"{stack.url}/console/#/item/{sent['id']}")
         browser.reload()
         browser.wait_for("document.querySelector('#action-resend')")
@@ -1231,9 +1197,6 @@ def test_a_resend_pressed_again_after_its_answer_was_lost_sends_one_copy(stack, 
         [copy] = copies_of(stack, receiver, sent["id"])
         assert browser.evaluate("[...document.querySelectorAll('#preview a')]"
                                 ".map(a => a.textContent)") == [copy]  # fmt: skip
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_a_double_click_on_next_page_moves_one_page(stack, browser):
@@ -1401,8 +1364,7 @@ def test_a_preview_the_item_has_moved_past_is_taken_away(stack, browser):
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 86_400))
     [item] = stack.send_emails("moved-on@example.com", send_at=at)
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
-    try:
+    with browser.scripted(HELD_TIMER):
         browser.goto(f"{stack.url}/console/#/item/{item['id']}")
         browser.reload()
         wait_state(browser, "queued")
@@ -1415,9 +1377,6 @@ def test_a_preview_the_item_has_moved_past_is_taken_away(stack, browser):
         assert browser.evaluate("document.querySelector('#confirm-cancel') === null")
         assert "no longer applies" in browser.text("#status"), browser.text("#status")
         assert browser.evaluate("document.querySelector('main').contains(document.activeElement)")
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
@@ -1430,8 +1389,7 @@ def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
     stack.wait(sent["id"], "succeeded")
     stack.wait(failing["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=HELD_TIMER)
-    try:
+    with browser.scripted(HELD_TIMER):
         browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
         browser.reload()
         wait_state(browser, "errored")
@@ -1449,9 +1407,6 @@ def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
         browser.wait_for("[...document.querySelectorAll('#timeline .what')].some(e => "
                          "e.textContent === 'resend')")  # fmt: skip
         assert browser.text("#status") == "Resent 1 item(s)."
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_a_preview_naming_a_long_address_fits_a_phone_screen(stack, browser):
@@ -1496,8 +1451,7 @@ def test_a_slow_page_does_not_take_the_focus_from_what_the_operator_is_typing_in
     """Found in use: on a slow API, an operator who went straight to the search box lost what
     they typed after the first letters: the page, once read, put the focus on its heading."""
     sign_in(browser, stack.url, "vdq-viewers")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=SLOW_LISTS)
-    try:
+    with browser.scripted(SLOW_LISTS):
         browser.goto(f"{stack.url}/console/#/sent")
         browser.reload()
         browser.wait_for("document.querySelector('#items')")  # drawn, its rows still coming
@@ -1513,9 +1467,6 @@ def test_a_slow_page_does_not_take_the_focus_from_what_the_operator_is_typing_in
         browser.click("#nav-queue")
         browser.wait_for("document.activeElement.textContent === 'Active queue'",
                          timeout=patient(10))  # fmt: skip
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 def test_a_receivers_history_names_the_lists_it_is_unsubscribed_from(stack, browser):

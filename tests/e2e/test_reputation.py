@@ -218,9 +218,8 @@ def test_a_release_cut_short_can_be_pressed_again_while_items_are_parked(stack, 
     parked = [i["id"] for i in send(stack, "cut-shop", f"success@{SIM}")["items"]]
     wait_for(lambda: stack.item(parked[0])["held"], "the item parked")
     sign_in(browser, stack.url, "vdq-admins")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=CUT_SHORT)
     release = "document.querySelector(\"[data-key='release-cut-shop']\")"
-    try:
+    with browser.scripted(CUT_SHORT):
         browser.goto(f"{stack.url}/console/#/producers")
         browser.reload()
         browser.wait_for(release)
@@ -244,9 +243,6 @@ def test_a_release_cut_short_can_be_pressed_again_while_items_are_parked(stack, 
         browser.wait_for(f"{release} === null && "
                          "document.querySelector(\"[data-key='held-cut-shop']\")")  # fmt: skip
         no_null_text(browser)
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()
 
 
 # A released producer whose held items cannot be read (the API refuses or fails that one
@@ -275,8 +271,7 @@ def test_a_released_producers_held_items_unread_leave_the_rates_shown(stack, bro
     whether to offer Release; one such read refused or failed left the whole table empty
     behind an alert, every producer's rates unread."""
     sign_in(browser, stack.url, "vdq-admins")
-    script = browser.send("Page.addScriptToEvaluateOnNewDocument", source=PROBE_FAILS)
-    try:
+    with browser.scripted(PROBE_FAILS):
         browser.goto(f"{stack.url}/console/#/producers")
         browser.reload()
         browser.wait_for("document.querySelector(\"[data-key='held-probe-shop']\")")
@@ -284,6 +279,3 @@ def test_a_released_producers_held_items_unread_leave_the_rates_shown(stack, bro
                                  ".map(r => r.cells[0].textContent)")  # fmt: skip
         assert "probe-shop" in names and names[-1] == "the whole account"
         assert browser.text("#producers-caption").startswith("Producers:")
-    finally:
-        browser.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
-        browser.reload()

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +170,17 @@ class Browser:
     def reload(self) -> None:
         self.send("Page.reload", ignoreCache=True)
         self.wait_for("document.readyState === 'complete'")
+
+    @contextmanager
+    def scripted(self, source: str) -> Iterator[None]:
+        """Every document loaded inside runs ``source`` first (a test's stand-in for the
+        network: a late, failed or lost answer); after, the page is loaded again without it."""
+        script = self.send("Page.addScriptToEvaluateOnNewDocument", source=source)
+        try:
+            yield
+        finally:
+            self.send("Page.removeScriptToEvaluateOnNewDocument", identifier=script["identifier"])
+            self.reload()
 
     def text(self, selector: str) -> str:
         return str(self.evaluate(f"document.querySelector({json.dumps(selector)})"
