@@ -47,7 +47,12 @@ def outputs_of(answer: dict[str, Any], stack: str) -> StackOutputs:
     return StackOutputs(**{key: str(values[name]) for key, name in OUTPUTS.items()})
 
 
-def _aws_error(action: str, exc: Exception) -> UsageError:
+_OR_API = "; or pass --api-url and --token"
+
+
+def aws_error(action: str, exc: Exception, hint: str = "") -> UsageError:
+    """The usage error of a command whose AWS request failed: ``action``, then why (no
+    credentials, no region, or what AWS said), then ``hint``."""
     from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
 
     if isinstance(exc, NoCredentialsError):
@@ -58,7 +63,7 @@ def _aws_error(action: str, exc: Exception) -> UsageError:
         why = exc.response.get("Error", {}).get("Message") or str(exc)
     else:
         why = str(exc)
-    return UsageError(f"{action}: {why}; or pass --api-url and --token")
+    return UsageError(f"{action}: {why}{hint}")
 
 
 def read_stack(stack: str, region: str | None, cfn: Any = None) -> StackOutputs:
@@ -68,7 +73,7 @@ def read_stack(stack: str, region: str | None, cfn: Any = None) -> StackOutputs:
         cfn = cfn or aws_client("cloudformation", region)
         return outputs_of(cfn.describe_stacks(StackName=stack), stack)
     except (BotoCoreError, ClientError) as exc:
-        raise _aws_error(f"cannot read stack {stack!r}", exc) from None
+        raise aws_error(f"cannot read stack {stack!r}", exc, _OR_API) from None
 
 
 def machine_secret(outputs: StackOutputs, region: str | None, cognito: Any = None) -> str:
@@ -80,7 +85,7 @@ def machine_secret(outputs: StackOutputs, region: str | None, cognito: Any = Non
         client = cognito.describe_user_pool_client(UserPoolId=outputs.user_pool_id,
                                                    ClientId=outputs.client_id)  # fmt: skip
     except (BotoCoreError, ClientError) as exc:
-        raise _aws_error("cannot read the machine client's secret", exc) from None
+        raise aws_error("cannot read the machine client's secret", exc, _OR_API) from None
     secret = client.get("UserPoolClient", {}).get("ClientSecret")
     if not secret:
         raise UsageError(f"the machine client {outputs.client_id} has no secret")

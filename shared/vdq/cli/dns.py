@@ -19,7 +19,7 @@ from typing import Any
 
 from vdq.cli import render
 from vdq.cli.client import EXIT_NOT_FOUND, EXIT_OK, UsageError
-from vdq.cli.deployment import aws_client, configured_identities
+from vdq.cli.deployment import aws_client, aws_error, configured_identities
 
 # Easy DKIM: each token is a CNAME to SES's key of that name (SES Developer Guide, Easy DKIM).
 DKIM_TARGET = "{token}.dkim.amazonses.com"
@@ -141,7 +141,7 @@ def _ses(region: str | None) -> Any:
 
 
 def run(args: argparse.Namespace, ses_client: Callable[[str | None], Any] = _ses) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     names = args.identities or configured_identities(os.environ)
     if not names:
@@ -151,15 +151,8 @@ def run(args: argparse.Namespace, ses_client: Callable[[str | None], Any] = _ses
         ses = ses_client(args.region)
         region = str(ses.meta.region_name)
         found = [look_up(name.strip().lower(), region, ses) for name in names]
-    except (NoCredentialsError, NoRegionError) as exc:
-        why = ("no AWS credentials (aws configure or AWS_PROFILE)"
-               if isinstance(exc, NoCredentialsError) else
-               "no AWS region (--region, AWS_REGION or the profile's)")  # fmt: skip
-        raise UsageError(f"cannot read SES: {why}") from None
     except (BotoCoreError, ClientError) as exc:
-        message = exc.response.get("Error", {}).get("Message") if isinstance(
-            exc, ClientError) else None  # fmt: skip
-        raise UsageError(f"cannot read SES: {message or exc}") from None
+        raise aws_error("cannot read SES", exc) from None
     if getattr(args, "json", False):
         print(json.dumps([i.json() for i in found], indent=2))
     else:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vdq.cli import render
 from vdq.cli.client import EXIT_OK, EXIT_PARTIAL, UsageError
-from vdq.cli.deployment import _cdk_context, aws_client
+from vdq.cli.deployment import _cdk_context, aws_client, aws_error
 from vdq.core import resources
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def add_parser(command: Callable[..., Any]) -> None:
 
 def run(args: argparse.Namespace,
         aws: Callable[[str, str | None], Any] = aws_client) -> int:  # fmt: skip
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from vdq.core.observability import logger
     from vdq.schedules.repair import repair
@@ -110,15 +110,8 @@ def run(args: argparse.Namespace,
             outcomes.append(outcome)
             if not getattr(args, "json", False):
                 print(describe(outcome, dry_run=args.dry_run), flush=True)
-    except (NoCredentialsError, NoRegionError) as exc:
-        why = ("no AWS credentials (aws configure or AWS_PROFILE)"
-               if isinstance(exc, NoCredentialsError) else
-               "no AWS region (--region, AWS_REGION or the profile's)")  # fmt: skip
-        raise UsageError(f"cannot read the queue: {why}") from None
     except (BotoCoreError, ClientError) as exc:
-        message = exc.response.get("Error", {}).get("Message") if isinstance(
-            exc, ClientError) else None  # fmt: skip
-        raise UsageError(f"cannot read the queue: {message or exc}") from None
+        raise aws_error("cannot read the queue", exc) from None
     finally:
         if logs is not None and to is not None:
             logs.setStream(to)
