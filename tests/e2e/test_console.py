@@ -88,6 +88,17 @@ def wait_state(browser: Browser, state: str) -> None:
                      f".textContent === {json.dumps(state)})", timeout=patient(30))  # fmt: skip
 
 
+def confirm_retry(browser: Browser, url: str) -> None:
+    """Open the errored item at ``url`` afresh (its page's scripts run again), preview its
+    retry and confirm it."""
+    browser.goto(url)
+    browser.reload()
+    wait_state(browser, "errored")
+    browser.click("#action-retry")
+    browser.wait_for("document.querySelector('#confirm-retry')")
+    browser.click("#confirm-retry")
+
+
 def same_page_goto(browser: Browser, url: str) -> None:
     """Go to another of the console's addresses from one of them: only the hash changes, so the
     page is drawn again a moment later. What the last one drew goes first, so that a wait
@@ -1159,12 +1170,7 @@ def test_an_action_answered_after_the_operator_left_its_page_says_no_error_there
     stack.wait(failing["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(SLOW_TRANSITION):
-        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
-        browser.reload()
-        wait_state(browser, "errored")
-        browser.click("#action-retry")
-        browser.wait_for("document.querySelector('#confirm-retry')")
-        browser.click("#confirm-retry")
+        confirm_retry(browser, f"{stack.url}/console/#/item/{failing['id']}")
         browser.wait_for("window.__slow === 1")
         same_page_goto(browser, f"{stack.url}/console/#/queue")
         browser.wait_for("document.querySelector('#items caption')")
@@ -1390,12 +1396,7 @@ def test_what_an_action_did_stays_said_after_its_own_reload(stack, browser):
     stack.wait(failing["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(HELD_TIMER):
-        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
-        browser.reload()
-        wait_state(browser, "errored")
-        browser.click("#action-retry")
-        browser.wait_for("document.querySelector('#confirm-retry')")
-        browser.click("#confirm-retry")
+        confirm_retry(browser, f"{stack.url}/console/#/item/{failing['id']}")
         browser.wait_for("[...document.querySelectorAll('#timeline .what')].some(e => "
                          "e.textContent === 'retry: errored → queued')")  # fmt: skip
         assert browser.text("#status") == "Retried: errored → queued."
