@@ -264,22 +264,80 @@ def test_the_sweep_reads_past_its_cursor_only(aws, runtime, clock, spy):
     assert sent[0] == first and sorted(sent[1:]) == sorted([third, second])  # shards: any order
 
 
-def test_an_operator_retry_of_a_scheduled_item_sends_it_at_once(aws, runtime, clock, spy):
-    class Refusing:
-        def publish(self, messages):
-            return {m.item_id: "publishing the send failed: throttled" for m in messages}
+class Refusing:
+    def publish(self, messages):
+        return {m.item_id: "publishing the send failed: throttled" for m in messages}
 
+
+def errored_at_enqueue(runtime, clock, spy, wait):
+    """A scheduled item whose first publish SQS refused: errored before its time."""
     runtime.overrides["send_queue"] = Refusing()
     runtime.__dict__.pop("send_queue", None)
-    item_id = post_email(at(clock, 600))[1]["items"][0]["id"]
+    item_id = post_email(at(clock, wait))[1]["items"][0]["id"]
     assert runtime.store.get_item(item_id).state == "errored"
     runtime.overrides["send_queue"] = spy
     runtime.__dict__.pop("send_queue", None)
+    return item_id
+
+
+def test_an_operator_retry_before_its_time_keeps_the_item_waiting_for_it(aws, runtime, clock,
+                                                                          spy):  # fmt: skip
+    item_id = errored_at_enqueue(runtime, clock, spy, 600)
+    send_at = runtime.store.get_item(item_id).send_at
+    clock.advance(100)
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    item = answer.body["item"]
+    assert (item["state"], item["attempt"], item["send_at"]) == ("queued", 2, send_at)
+    # Published for the rest of its wait, never early.
+    assert spy.sent == [(item_id, 2, aws["queues"][LANES["normal"]], 500)]
+    assert [i["id"] for i in call("list_queue_items",
+                                  query={"scheduled": "true"}).body["items"]] == [item_id]
+    # Its publish timer counts from send_at: the re-publish sweep leaves it until then.
+    grace = runtime.settings.publish_grace_seconds
+    assert runtime.store.get_item(item_id).timer_sk.startswith(
+        iso(clock.now() + timedelta(seconds=500 + grace)))
+    clock.advance(grace)
+    assert "republished" not in schedules.run(["sweep"], runtime)
+    history = call("get_queue_item", params={"id": item_id}).body["history"]
+    [retry] = [h for h in history if h["name"] == "retry"]
+    assert send_at in retry["text"] and "waits" in retry["text"], retry
+
+
+def test_an_operator_retry_before_a_long_wait_is_released_then_with_its_attempt(
+        aws, runtime, clock, spy):  # fmt: skip
+    """An item errored while it waits longer than SQS can delay (the store's error, whatever
+    caused it): the retry publishes nothing now; the sweep releases it near its time at the
+    new attempt, and the first bucket's message (attempt 1) is dropped."""
+    from vdq.workflow.transitions import Step, apply
+
+    item_id = post_email(at(clock, 2 * 24 * HOUR))[1]["items"][0]["id"]
+    apply(item_id, Step("error", actor="vdq", result="publishing the send failed"), runtime)
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 200, answer.body
+    assert answer.body["item"]["send_at"] is not None and spy.sent == []
+    clock.advance(2 * 24 * HOUR - LEAD_SECONDS + 30)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 2}
+    assert sorted((s[0], s[1]) for s in spy.sent) == [(item_id, 1), (item_id, 2)]
+    assert all(0 < s[3] <= LEAD_SECONDS for s in spy.sent)
+    runtime.overrides["ses_provider"] = ses = CountingSes()
+    outcomes = [send.process_body(json.dumps({"id": s[0], "attempt": s[1]}), runtime)
+                for s in sorted(spy.sent, key=lambda s: s[1])]  # fmt: skip
+    assert outcomes == [send.DROPPED, send.ACCEPTED] and ses.calls == 1
+
+
+def test_an_operator_retry_after_its_time_sends_it_at_once(aws, runtime, clock, spy):
+    item_id = errored_at_enqueue(runtime, clock, spy, 600)
+    send_at = runtime.store.get_item(item_id).send_at
+    clock.advance(700)
     answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
     assert answer.status == 200, answer.body
     assert answer.body["item"]["send_at"] is None and answer.body["item"]["attempt"] == 2
     assert spy.sent == [(item_id, 2, aws["queues"][LANES["normal"]], 0)]
     assert call("list_queue_items", query={"scheduled": "true"}).body["items"] == []
+    history = call("get_queue_item", params={"id": item_id}).body["history"]
+    [retry] = [h for h in history if h["name"] == "retry"]
+    assert send_at in retry["text"] and "now" in retry["text"], retry
 
 
 def test_due_bulk_buckets_never_hold_back_a_high_one(aws, runtime, clock, spy):

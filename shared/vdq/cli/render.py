@@ -99,7 +99,7 @@ def result_of(item: dict[str, Any]) -> str:
     stopped by VDQ or an operator, whatever a provider said of an earlier attempt (its "retry
     1 of 12 in 16 s" will never run); a queued item with a ``send_at`` waits for it."""
     result = safe(item.get("result")) if item.get("result") else ""
-    # Not stuck: it waits for its time (a retry clears send_at). A parked item (``held``)
+    # Not stuck: it waits for its time (a retry after it clears send_at). A parked item (``held``)
     # waits for its producer's release instead, whatever time it was scheduled for.
     waiting = item.get("state") == "queued" and not item.get("held")
     if waiting and item.get("send_at") and not result:

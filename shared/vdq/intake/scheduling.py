@@ -25,7 +25,6 @@ more than a minute behind the schedule's) still goes out then.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,14 +33,20 @@ from vdq.core.clock import iso, parse_iso
 from vdq.core.errors import BadValue, ValidationError
 from vdq.core.observability import logger
 from vdq.store.models import ScheduledRecord, scheduled_partition, shard
+from vdq.store.scheduled import bucket_record
 from vdq.workflow.lanes import PRIORITIES
-from vdq.workflow.sendqueue import MAX_DELAY_SECONDS, SendMessage
+from vdq.workflow.sendqueue import (  # noqa: F401  (wait_seconds: re-exported)
+    MAX_DELAY_SECONDS,
+    SendMessage,
+    delay_for,
+    is_long,
+    wait_seconds,
+)
 
 # A long wait's bucket is published this long before send_at: below SQS's 900 s, with a
 # minute's sweep to spare.
 LEAD_SECONDS = MAX_DELAY_SECONDS - 60
 BUCKET_IDS = 5000  # item ids per bucket: 26 characters and a space each, about 135 KB
-BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
 
 # ASCII digits only, the whole text (``$`` would take a trailing newline); any number of
 # fraction digits, as RFC 3339 allows (read to the microsecond).
@@ -88,23 +93,6 @@ def parse_send_at(value: Any, now: datetime, max_days: int, path: str = "send_at
     return iso(at.astimezone(UTC))
 
 
-def wait_seconds(send_at: str | None, now: datetime) -> float:
-    """Seconds until ``send_at``; 0 when there is none or it passed."""
-    if send_at is None:
-        return 0.0
-    return max(0.0, (parse_iso(send_at) - now).total_seconds())
-
-
-def delay_for(send_at: str | None, now: datetime) -> int:
-    """The DelaySeconds that holds a message until ``send_at`` (never early)."""
-    return min(MAX_DELAY_SECONDS, math.ceil(wait_seconds(send_at, now)))
-
-
-def is_long(send_at: str | None, now: datetime) -> bool:
-    """Longer than SQS can delay a message: the item waits in a due-time bucket."""
-    return wait_seconds(send_at, now) > MAX_DELAY_SECONDS
-
-
 def publish_after(send_at: str | None, now: datetime) -> datetime:
     """From when the item's publish counts: its send time, or now."""
     return parse_iso(send_at) if send_at is not None and parse_iso(send_at) > now else now
@@ -114,14 +102,11 @@ def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
             shards: int) -> list[ScheduledRecord]:  # fmt: skip
     """The due-time buckets of a request's items that wait longer than SQS can delay."""
     out = []
-    expiry = int((parse_iso(send_at) + timedelta(days=BUCKET_EXPIRY_DAYS)).timestamp())
+    partition = scheduled_partition(priority, shard(content_id, shards))
     for n, start in enumerate(range(0, len(items), BUCKET_IDS)):
         ids = " ".join(i.id for i in items[start : start + BUCKET_IDS])
-        out.append(ScheduledRecord(
-            scheduled_partition(priority, shard(content_id, shards)),
-            f"{send_at}#{content_id}#{n}",
-            send_at=send_at, priority=priority, item_ids=ids, expiration=expiry,
-        ))  # fmt: skip
+        out.append(bucket_record(partition, f"{send_at}#{content_id}#{n}", send_at, priority,
+                                 ids))  # fmt: skip
     return out
 
 
@@ -157,7 +142,8 @@ def _release_partition(runtime: Any, report: Any, partition: str, before: str, n
     for bucket in store.due_buckets(partition, before, left, after=cursor):
         ids = bucket.item_ids.split()
         delay = delay_for(bucket.send_at, now)
-        messages = [SendMessage(i, 1, delay, priority=bucket.priority) for i in ids]
+        attempt = int(bucket.attempt or 1)  # a retry's bucket names its attempt
+        messages = [SendMessage(i, attempt, delay, priority=bucket.priority) for i in ids]
         failed = runtime.send_queue.publish(messages)
         if failed:
             report.add("scheduled_publish_failed", len(failed))

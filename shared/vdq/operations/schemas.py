@@ -121,7 +121,8 @@ class QueueItem(BaseModel):
     priority: Priority = Field(description="The lane it is sent in: `high`, `normal` or "
                                "`bulk`.")
     send_at: datetime | None = Field(description="Not sent before this time (UTC), as the "
-                                     "request's `send_at` asked; null: sent when queued.")
+                                     "request's `send_at` asked (a retry before it keeps "
+                                     "it); null: sent when queued, or retried after it.")
     excerpt: str | None = Field(description="The start of the subject (email) or the body "
                                 "(SMS), for a list: the first 40 characters, on one line; null "
                                 "for an item queued before items kept it.")

@@ -242,7 +242,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("runTransition", "POST", "/queue-items/{id}/transitions/{name}", "operator",
               "queue-items", "Retry or cancel an item",
               "Runs an operator transition through the workflow: `retry` puts a delayed or "
-              "errored item back in the queue with a new attempt; `cancel` stops a queued, "
+              "errored item back in the queue with a new attempt (sent now, or, before its "
+              "`send_at`, then); `cancel` stops a queued, "
               "delayed or errored item for good. `dry_run` checks without changing anything. "
               "409 `invalid_transition` when the item's state "
               "is no source of the transition (details.state says which it is); 409 "

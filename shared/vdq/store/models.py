@@ -385,7 +385,8 @@ class ScheduledRecord(_Table):
 
     send_at = UnicodeAttribute()
     priority = UnicodeAttribute()
-    item_ids = UnicodeAttribute()  # space-separated ids, each at attempt 1
+    item_ids = UnicodeAttribute()  # space-separated ids, each at this attempt
+    attempt = NumberAttribute(null=True)  # absent: 1 (a request's first); set by a retry's
 
 
 def scheduled_partition(priority: str, shard_: int) -> str:

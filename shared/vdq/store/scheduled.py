@@ -4,12 +4,24 @@ where the last run stopped (a cursor a partition: one per lane and shard); TTL r
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 from pynamodb.exceptions import DoesNotExist, PutError
 
+from vdq.core.clock import parse_iso
 from vdq.store.models import SCHEDULED_CURSOR_SK, ScheduledCursorRecord, ScheduledRecord
 
 PAGE = 25  # buckets a Query page: a run that fills its batch early reads no further
+BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
+
+
+def bucket_record(partition: str, sk: str, send_at: str, priority: str, item_ids: str,
+                  attempt: int | None = None) -> ScheduledRecord:  # fmt: skip
+    """A due-time bucket of ``item_ids`` (space-separated), each at ``attempt`` (None: 1),
+    expiring a week after its time."""
+    expiry = int((parse_iso(send_at) + timedelta(days=BUCKET_EXPIRY_DAYS)).timestamp())
+    return ScheduledRecord(partition, sk, send_at=send_at, priority=priority,
+                           item_ids=item_ids, attempt=attempt, expiration=expiry)  # fmt: skip
 
 
 class Scheduled:
@@ -23,6 +35,11 @@ class Scheduled:
             partition, ScheduledRecord.sk < before, limit=limit, page_size=min(limit, PAGE),
             consistent_read=True, last_evaluated_key=start,
         ))  # fmt: skip
+
+    def add_bucket(self, record: ScheduledRecord) -> None:
+        """Write one bucket alone (a retried item's: vdq.workflow.transitions); a plain put,
+        its key is its item's attempt's own."""
+        record.save()
 
     def bucket_cursor(self, partition: str) -> str | None:
         """The sort key of the last bucket of the partition published; None before the

@@ -14,12 +14,34 @@ has its own queue (vdq.workflow.lanes); a message goes to the queue of its
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from vdq.core.clock import parse_iso
 
 MAX_INLINE_CONTENT = 48_000  # bytes of JSON; SQS bills each 64 KiB of a message as a request
 MAX_DELAY_SECONDS = 900  # SQS's limit
+
+
+def wait_seconds(send_at: str | None, now: datetime) -> float:
+    """Seconds until ``send_at``; 0 when there is none or it passed."""
+    if send_at is None:
+        return 0.0
+    return max(0.0, (parse_iso(send_at) - now).total_seconds())
+
+
+def delay_for(send_at: str | None, now: datetime) -> int:
+    """The DelaySeconds that holds a message until ``send_at`` (never early)."""
+    return min(MAX_DELAY_SECONDS, math.ceil(wait_seconds(send_at, now)))
+
+
+def is_long(send_at: str | None, now: datetime) -> bool:
+    """Longer than SQS can delay a message: the item waits in a due-time bucket
+    (vdq.intake.scheduling)."""
+    return wait_seconds(send_at, now) > MAX_DELAY_SECONDS
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ change) live here, beside the workflow, not in the callers.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,15 +25,19 @@ from vdq.store import (  # noqa: F401  (history_entry: re-exported)
     HistoryRecord,
     Moved,
     QueueItemRecord,
+    ScheduledRecord,
     StateWrite,
     history_entry,
     item_pk,
     shard,
 )
+from vdq.store.models import scheduled_partition
+from vdq.store.scheduled import bucket_record
 from vdq.workflow import table as workflow
 from vdq.workflow.attachments import purge_if_idle, release_for
 from vdq.workflow.lanes import DEFAULT_PRIORITY, message_for
 from vdq.workflow.retention import content_expiration, expiration_at, mapping_expiration
+from vdq.workflow.sendqueue import delay_for, is_long
 from vdq.workflow.table import DONE_STATES, Decision, State
 
 if TYPE_CHECKING:
@@ -195,8 +199,8 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         # history, so its late events are matched to the attempt they belong to.
         write.set.update(retries=None, retry_delay=None, result=None, claimed_at=None,
                          provider_id=None)  # fmt: skip  (retries absent: 0)
-        if item.send_at is not None:  # a retry sends at once, whatever time was asked
-            write.set["send_at"] = None
+        if item.send_at is not None and send_at_ahead(item, now) is None:
+            write.set["send_at"] = None  # its time passed: sent at once
     elif name == "cancel":
         write.set["retry_delay"] = None
     elif name == "delay":
@@ -207,7 +211,10 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
 
     lane = item.priority or DEFAULT_PRIORITY  # (lanes.priority_of)
     if target is State.QUEUED:
-        due = now + timedelta(seconds=s.publish_grace_seconds)
+        # A retry before the item's send_at counts from it, as its enqueue did: the re-publish
+        # sweep never sends it early.
+        after = send_at_ahead(item, now) if name == "retry" else None
+        due = (after or now) + timedelta(seconds=s.publish_grace_seconds)
         timer_write(write, item.id, TIMER_PUBLISH, iso(due), s.index_shards, lane)
     elif target is State.DELAYED:
         due = now + timedelta(seconds=(step.retry_delay or 0) + s.publish_grace_seconds)
@@ -234,6 +241,25 @@ def state_write(item: QueueItemRecord, decision: Decision, step: Step, now: date
         write.set["expiration"] = expiration_at(now, s)
         # The sent list is the stream's done postings (vdq.store.postings), not an index.
     return write
+
+
+def send_at_ahead(item: QueueItemRecord, now: datetime) -> datetime | None:
+    """The item's send_at while it is still ahead of ``now``: a retry before it keeps the item
+    waiting for it (the producer asked for that time; an error before it, such as a refused
+    publish, changes nothing of it). None when there is none or it passed."""
+    if item.send_at is None:
+        return None
+    at = parse_iso(item.send_at)
+    return at if at > now else None
+
+
+def retry_text(item: QueueItemRecord, now: datetime) -> str | None:
+    """What a retry's history entry says of a scheduled item's time: kept, or passed."""
+    if item.send_at is None:
+        return None
+    if send_at_ahead(item, now) is not None:
+        return f"waits for its send_at {item.send_at}: sent then, not now"
+    return f"sent now: its send_at {item.send_at} has passed"
 
 
 def apply(
@@ -290,7 +316,10 @@ def apply(
         if decision.enters_done:
             content_outlives(current, write, now, runtime)
         kind = "ignored" if decision.ignored else "transition"
-        entry = _entry(current, step, now, kind, decision)
+        told = step
+        if decision.transition.name == "retry" and step.text is None:
+            told = replace(step, text=retry_text(current, now))
+        entry = _entry(current, told, now, kind, decision)
         if accepted is not None:
             # After the acceptance the item is (in history) awaiting: the step's entry
             # follows from there; one that leaves it awaiting (SES's DeliveryDelay) is an
@@ -462,7 +491,9 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
     item, decision = outcome.item, outcome.decision
     assert decision is not None
     name = decision.transition.name
-    if name in ("retry", "delay"):
+    if name == "retry" and item.send_at is not None:  # kept: it waits for its time
+        publish_waiting(item, runtime)
+    elif name in ("retry", "delay"):
         publish_send(item, runtime, delay_seconds=step.retry_delay or 0)
     if decision.target is State.ERRORED:
         # The deployed "errored items" alarm watches this count (infra/monitoring.py).
@@ -475,6 +506,28 @@ def after_transition(outcome: Outcome, step: Step, runtime: Runtime) -> None:
             logger.exception("immediate file purge of %s failed; the purge run retries", item.id)
     # State-change events are published from the table's stream (vdq.workflow.stateevents), at least
     # once, whatever happens to this function after the write.
+
+
+def publish_waiting(item: QueueItemRecord, runtime: Runtime) -> None:
+    """Publish a retried item that waits for its send_at: delayed until then, or, longer than
+    SQS can delay, in a due-time bucket of its own at its attempt, which the minute sweep
+    releases with the request's (vdq.intake.scheduling). A bucket that could not be written
+    leaves the item to its publish timer, which counts from its send_at."""
+    assert item.send_at is not None
+    now = runtime.clock.now()
+    if not is_long(item.send_at, now):
+        publish_send(item, runtime, delay_seconds=delay_for(item.send_at, now))
+        return
+    lane = item.priority or DEFAULT_PRIORITY
+    partition = scheduled_partition(lane, shard(item.id, runtime.settings.index_shards))
+    attempt = int(item.attempt)
+    bucket: ScheduledRecord = bucket_record(partition, f"{item.send_at}#{item.id}#{attempt}",
+                                            item.send_at, lane, item.id, attempt)  # fmt: skip
+    try:
+        runtime.store.add_bucket(bucket)
+    except Exception:
+        logger.exception("bucket of retried %s not written: its publish timer sends it",
+                         item.id)  # fmt: skip
 
 
 def publish_send(item: QueueItemRecord, runtime: Runtime, *, delay_seconds: int = 0) -> bool:

@@ -101,7 +101,7 @@ export function stateCell(item) {
 
 // An item's result as an operator should read it: a cancelled item was stopped by VDQ or an
 // operator, whatever a provider reported afterwards about an earlier attempt; a queued item
-// with a send_at waits for it (not stuck: a retry clears send_at), unless the reputation guard
+// with a send_at waits for it (not stuck: a retry after it clears send_at), unless the reputation guard
 // parked it: then it waits for its producer's release, whatever time it was scheduled for.
 export function resultText(item) {
   const result = item.result || "";
