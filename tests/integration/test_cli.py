@@ -497,6 +497,32 @@ def test_a_retry_dry_run_says_the_receiver_is_suppressed(capsys, api):
     assert code == 0 and "unsubscribed from the list news since 2026-12-01T08:00:00Z" in out
 
 
+def test_a_retry_before_send_at_says_the_item_waits_for_it(capsys, api):
+    """An errored item retried before its send_at is sent then, not now: the operator is told
+    so, as by the dry run first."""
+    later = "2999-01-01T09:00:00.000000Z"
+    path = ("POST", f"/queue-items/{item(1)['id']}/transitions/retry")
+    api.routes[path] = (200, {"transition": "retry", "dry_run": True, "from_state": "errored",
+                              "to_state": "queued",
+                              "item": item(1, state="errored", send_at=later)})  # fmt: skip
+    code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
+    assert code == 0 and f"would wait for its send_at {later}" in out, out
+    api.routes[path] = (200, {"transition": "retry", "dry_run": False, "from_state": "errored",
+                              "to_state": "queued",
+                              "item": item(1, state="queued", send_at=later)})  # fmt: skip
+    code, out, _ = run(capsys, "retry", item(1)["id"])
+    assert code == 0 and f"waits for its send_at {later}: sent then, not now" in out, out
+    # Its time passed: the API cleared send_at and the item goes now, said as ever.
+    api.routes[path][1]["item"] = item(1, state="queued", send_at=None)
+    code, out, _ = run(capsys, "retry", item(1)["id"])
+    assert out == f"{item(1)['id']}: retry errored -> queued\n"
+    api.routes[path] = (200, {"transition": "retry", "dry_run": True, "from_state": "errored",
+                              "to_state": "queued", "item": item(
+                                  1, state="errored", send_at="2000-01-01T09:00:00Z")})
+    code, out, _ = run(capsys, "retry", item(1)["id"], "--dry-run")
+    assert "send_at" not in out, out
+
+
 def test_retry_and_cancel_take_many_ids_and_say_which_failed(capsys, api):
     """Found in use: after an outage the runbook had to loop over `vdq retry ID` for hundreds
     of errored items. One id answers as before; several report each, and fail like resend."""

@@ -312,6 +312,9 @@ def transition(name: str) -> Any:
             moved = " -> ".join(render.safe(r.get(k, "?")) for k in ("from_state", "to_state"))
             note = " (dry run: possible, nothing changed)" if args.dry_run else ""
             print(f"{render.safe(item_id)}: {name} {moved}{note}")
+            waits = render.retry_wait_note(r, args.dry_run)
+            if waits:
+                print(waits)
             held = r.get("suppressed")
             if isinstance(held, dict):
                 print(f"{render.suppressed_note(held)}: the retry would be cancelled at once, "

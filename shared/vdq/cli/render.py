@@ -13,6 +13,7 @@ import os
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 STATE_COLOURS = {"succeeded": "32", "errored": "31", "cancelled": "90", "unconfirmed": "33",
@@ -144,6 +145,23 @@ def suppressed_note(found: dict[str, Any]) -> str:
              else "on the suppression list")  # fmt: skip
     return (f"note: {safe(found.get('receiver'))} is {where} since {safe(found.get('since'))} "
             f"({safe(found.get('reason'))})")
+
+
+def retry_wait_note(answer: dict[str, Any], dry_run: bool) -> str | None:
+    """What a retry's answer says of the item's send_at: a retry before it keeps the item
+    waiting for it (the API clears a passed one); a dry run's item is as it was, its time
+    read against this machine's clock."""
+    item = answer.get("item") if isinstance(answer.get("item"), dict) else {}
+    send_at = item.get("send_at") if isinstance(item, dict) else None
+    if answer.get("transition") != "retry" or not isinstance(send_at, str):
+        return None
+    if not dry_run:
+        return f"note: waits for its send_at {safe(send_at)}: sent then, not now"
+    try:
+        ahead = datetime.fromisoformat(send_at.replace("Z", "+00:00")) > datetime.now(UTC)
+    except ValueError:
+        return None
+    return f"note: the retry would wait for its send_at {safe(send_at)}" if ahead else None
 
 
 def print_enqueued(answer: Any) -> None:
