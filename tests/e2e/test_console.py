@@ -582,6 +582,41 @@ def test_lists_page_with_the_api_cursor_forward_and_back(stack, browser):
     assert browser.evaluate(rows) == first
 
 
+def test_the_queue_filters_by_lane_and_by_waiting_for_send_at(stack, browser):
+    """An operator looks for tomorrow's scheduled high sends among what goes out now: the
+    queue's filters offer the API's priority and scheduled, and keep what was chosen."""
+    from datetime import UTC, datetime, timedelta
+
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    [high] = stack.send_emails(f"lane-{uuid.uuid4().hex[:8]}@example.com", priority="high",
+                               send_at=tomorrow)  # fmt: skip
+    [bulk] = stack.send_emails(f"lane-{uuid.uuid4().hex[:8]}@example.com", priority="bulk",
+                               send_at=tomorrow)  # fmt: skip
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/queue?priority=high&scheduled=true&limit=100")
+    link = f"a[data-key='open-{high['id']}']"
+    browser.wait_for(f"document.querySelector({json.dumps(link)})", timeout=patient(10))
+    shown = browser.evaluate("[...document.querySelectorAll('#items a[data-key]')]"
+                             ".map(a => a.dataset.key)")  # fmt: skip
+    assert f"open-{bulk['id']}" not in shown
+    assert browser.evaluate("document.querySelector('#filter-priority').value") == "high"
+    assert browser.evaluate("document.querySelector('#filter-scheduled').value") == "true"
+    assert "Scheduled: sends at" in browser.text("#items")
+    # Chosen from the form as an operator does: the address says it, the list follows.
+    browser.evaluate("document.querySelector('#filter-priority').value = 'bulk'")
+    browser.click("form[aria-label=Filters] button[type=submit]")
+    bulk_link = f"a[data-key='open-{bulk['id']}']"
+    browser.wait_for(f"document.querySelector({json.dumps(bulk_link)})", timeout=patient(10))
+    assert "priority=bulk" in browser.evaluate("location.hash")
+    assert "scheduled=true" in browser.evaluate("location.hash")
+    # The sent items wait for nothing: no such filter there.
+    same_page_goto(browser, f"{stack.url}/console/#/sent")
+    browser.wait_for("document.querySelector('#filter-priority')")
+    assert browser.evaluate("document.querySelector('#filter-scheduled')") is None
+    for item in (high, bulk):
+        stack.api("POST", f"/queue-items/{item['id']}/transitions/cancel")
+
+
 def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")

@@ -118,6 +118,7 @@ def config(settings: Settings) -> dict[str, Any]:
         "states": {"queue": list(spec.ACTIVE_STATES), "sent": list(spec.SENT_STATES),
                    "all": list(spec.ALL_STATES)},
         "methods": list(spec.METHODS),
+        "priorities": list(spec.PRIORITIES),
         "max_resend": spec.MAX_RESEND_IDS,
     }
 

@@ -80,11 +80,16 @@ function listFilters(kind, params) {
     { name, id: `filter-${name}` },
     values.map(([value, shown]) => el("option", { value, selected: value === chosen },
       shown))));
-  filters.append(
+  add(filters,
     select("method", "Method", [["", "any"], ...config.methods.map((m) => [m, m])],
       params.get("method") || ""),
     select("state", "State", [["", "any"], ...config.states[kind].map((s) => [s, s])],
       params.get("state") || ""),
+    select("priority", "Lane", [["", "any"], ...config.priorities.map((p) => [p, p])],
+      params.get("priority") || ""),
+    // The sent items wait for nothing: the API takes `scheduled` for the queue only.
+    kind === "queue" ? select("scheduled", "Send time", [["", "any"],
+      ["true", "waiting for it"], ["false", "due"]], params.get("scheduled") || "") : null,
     select("limit", "Per page", ["10", "25", "50", "100"].map((n) => [n, n]),
       params.get("limit") || "25"),
     el("button", { type: "submit", class: "primary" }, "Apply filters"));
@@ -111,6 +116,8 @@ async function showList(kind, params) {
     title, selectable: canResend,
     load: (cursor) => api("GET", kind === "queue" ? "/queue-items" : "/sent-items", {
       query: { method: params.get("method"), state: params.get("state"),
+        priority: params.get("priority"),
+        scheduled: kind === "queue" ? params.get("scheduled") : null,
         limit: params.get("limit") || "25", cursor } }),
   });
   const counts = kind === "queue" ? countsPanel() : null;
