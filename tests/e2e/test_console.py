@@ -617,6 +617,46 @@ def test_the_queue_filters_by_lane_and_by_waiting_for_send_at(stack, browser):
         stack.api("POST", f"/queue-items/{item['id']}/transitions/cancel")
 
 
+# The API's answers for an item errored before its send_at (its publish refused: the API's
+# own tests make one; the local stack cannot): the item and its retry's dry run name the time.
+SCHEDULED_ANSWERS = """
+const scheduledFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const answer = await scheduledFetch(input, options);
+  if (!String(input).includes("/queue-items/")) return answer;
+  const body = await answer.clone().json();
+  const item = body.item || body;
+  if (item && item.id) item.send_at = "2999-01-01T09:00:00.000000Z";
+  return new Response(JSON.stringify(body), { status: answer.status, headers: answer.headers });
+};
+"""
+
+
+def test_a_retry_preview_of_an_item_before_its_send_at_says_it_waits_for_it(stack, browser):
+    """A retry before the item's send_at keeps it waiting for it: the preview must not offer
+    to send it now."""
+    [failing] = stack.send_sms("+15005550011")
+    stack.wait(failing["id"], "errored")
+    sign_in(browser, stack.url, "vdq-operators")
+    with browser.scripted(SCHEDULED_ANSWERS):
+        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
+        browser.reload()
+        wait_state(browser, "errored")
+        browser.click("#action-retry")
+        browser.wait_for("document.querySelector('#preview-text')")
+        text = browser.text("#preview-text")
+        assert "wait for its send_at 2999-01-01 09:00:00Z" in text, text
+        assert "now" not in browser.text("#confirm-retry").lower()
+        browser.click("#preview-back")
+    # Without a send_at ahead, the preview reads as ever.
+    browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
+    wait_state(browser, "errored")
+    browser.click("#action-retry")
+    browser.wait_for("document.querySelector('#preview-text')")
+    assert "send_at" not in browser.text("#preview-text")
+    assert browser.text("#confirm-retry") == "Retry now"
+
+
 def test_what_the_groups_do_not_allow_is_not_offered_and_a_refusal_is_shown(stack, browser):
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")

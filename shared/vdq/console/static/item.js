@@ -250,8 +250,14 @@ async function previewTransition(box, item, name, reload) {
   const dry = await api("POST", path, { query: { dry_run: "true" } });
   const title = el("h2", { tabindex: "-1", id: "preview-title" },
     `${name === "retry" ? "Retry" : "Cancel"} this item?`);
+  // A retry before the item's send_at keeps it waiting for it (the API clears a passed one).
+  const sendAt = (dry.item || item).send_at;
+  const waits = name === "retry" && sendAt && Date.parse(sendAt) > Date.now();
+  const until = waits ? ` and wait for its send_at ${String(sendAt).replace("T", " ")
+    .replace(/\.\d+Z$/, "Z")}: sent then, not now` : "";
   const confirm = el("button", { type: "button", class: name === "cancel" ? "danger primary"
-    : "primary", id: `confirm-${name}` }, name === "retry" ? "Retry now" : "Cancel the item");
+    : "primary", id: `confirm-${name}` },
+  name === "retry" ? (waits ? "Retry for its send time" : "Retry now") : "Cancel the item");
   const back = el("button", { type: "button", id: "preview-back" }, "Back");
   const held = dry.suppressed;
   const warning = held ? el("p", { id: "preview-suppressed", class: "warning", text:
@@ -261,7 +267,7 @@ async function previewTransition(box, item, name, reload) {
   box.replaceChildren(el("section", { class: "preview", "aria-labelledby": "preview-title",
     "data-from-state": item.state }, title,
     el("p", { id: "preview-text", text: `Dry run: the item would move from ${dry.from_state} `
-      + `to ${dry.to_state}. Nothing has changed yet.` }), warning,
+      + `to ${dry.to_state}${until}. Nothing has changed yet.` }), warning,
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => { box.replaceChildren(); refocus($(`action-${name}`)); });
