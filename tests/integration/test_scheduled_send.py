@@ -340,6 +340,22 @@ def test_an_operator_retry_after_its_time_sends_it_at_once(aws, runtime, clock, 
     assert send_at in retry["text"] and "now" in retry["text"], retry
 
 
+def test_a_retry_of_an_item_waiting_for_its_send_at_is_a_409_that_says_so(aws, runtime, clock,
+                                                                          spy):  # fmt: skip
+    """An operator who finds a queued item and presses retry is told why nothing is stuck,
+    and how to send it sooner."""
+    item_id = post_email(at(clock, 3 * HOUR))[1]["items"][0]["id"]
+    send_at = runtime.store.get_item(item_id).send_at
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 409 and answer.body["error"]["details"]["state"] == "queued"
+    message = answer.body["error"]["message"]
+    assert f"waits for its send_at {send_at}" in message and "cancel it" in message, message
+    assert runtime.store.get_item(item_id).attempt == 1
+    clock.advance(3 * HOUR + 1)  # due: its send is in its lane, no longer waiting
+    answer = call("transition", params={"id": item_id, "name": "retry"}, query={})
+    assert answer.status == 409 and "send_at" not in answer.body["error"]["message"]
+
+
 def test_due_bulk_buckets_never_hold_back_a_high_one(aws, runtime, clock, spy):
     """A newsletter scheduled for 9:00 fills more than a run's batch; a high item due then (a
     second later, so its bucket sorts behind theirs in time) is released in the first run."""

@@ -64,6 +64,11 @@ def run_transition(
         if exc.state == State.AWAITING.value:
             raise InvalidTransition(exc.item_id, name, exc.state,
                                     hint=awaiting_hint(item, runtime)) from None
+        if name == "retry" and exc.state == State.QUEUED.value and item.send_at and (
+                parse_iso(item.send_at) > runtime.clock.now()):  # fmt: skip
+            raise InvalidTransition(exc.item_id, name, exc.state, hint=(
+                f"it waits for its send_at {item.send_at} and is sent then; to send it "
+                "sooner, cancel it and queue it again")) from None
         raise
     assert outcome.decision is not None
     return {
