@@ -22,9 +22,11 @@ from vdq.core import resources
 from vdq.core.errors import NotFound
 from vdq.dispatch import send
 from vdq.intake import rest
+from vdq.operations import producers
 from vdq.results import guard, judging
 from vdq.store.holds import ACCOUNT, RELEASED, Holds
 from vdq.store.postings import Tallies
+from vdq.store.tx import StoreBusy
 from vdq.workflow.lanes import message_for
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
@@ -702,6 +704,81 @@ def test_the_producers_view_shows_rates_against_thresholds_and_the_hold(aws, rt)
     assert body["account"]["producer"] == "account" and body["guard"] == "hold"
     # moto publishes no SES reputation: shown as not available, with why.
     assert body["ses"]["available"] is False and body["ses"]["why"]
+
+
+def parked_of(producer):
+    """What GET /producers says of the producer's parked items."""
+    answer = call("producers", groups=("vdq-viewers",))
+    assert answer.status == 200, answer.body
+    assert answer.body["account"]["parked"] is False  # the account holds no one
+    return next(p["parked"] for p in answer.body["producers"] if p["producer"] == producer)
+
+
+def test_the_producers_view_says_whether_items_are_parked_whatever_the_level(aws, rt,
+                                                                             monkeypatch):
+    # Found in use: a release cut short, then new rates moved the level on (to warn): the
+    # console offered no Release, the items parked where no one could see them.
+    hold(rt)
+    count(rt, "news", sent=30, bounce=0)
+    assert parked_of("shop") is False  # held, nothing parked yet
+    assert parked_of("news") is False  # never held
+    item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]
+    process_all(aws, rt)
+    assert parked_of("shop") is True
+    crashed_release(rt, monkeypatch)
+    count(rt, "shop", sent=100, bounce=3)
+    (level,) = judging.evaluate(rt, ["shop"])
+    assert level.level == "warn"
+    assert parked_of("shop") is True
+    assert call("release_hold", params={"producer": "shop"},
+                groups=("vdq-admins",)).body["done"] == 1  # fmt: skip
+    assert process_all(aws, rt) == {item_id: send.ACCEPTED}
+    assert parked_of("shop") is False
+
+
+def test_the_producers_view_reads_one_parked_entry_of_each_producer_ever_held(aws, rt):
+    hold(rt)
+    post(rt, "shop", "ada@example.org", "grace@example.org")
+    process_all(aws, rt)
+    hold(rt, "other")
+    guard.release(rt, "other", "op")
+    count(rt, "news", sent=30, bounce=0)  # never held: nothing can be parked
+    count(rt, "warned", sent=100, bounce=3)
+    assert judging.evaluate(rt, ["warned"])[0].level == "warn"
+    made: list[dict] = []
+
+    def seen(params, **_):
+        if params["ExpressionAttributeValues"][":pk"]["S"].startswith("HELD#"):
+            made.append(params)
+
+    rt.client("dynamodb").meta.events.register("provide-client-params.dynamodb.Query", seen)
+    body = producers.producers(rt)
+    assert {p["producer"]: p["parked"] for p in body["producers"]} == {
+        "news": False, "other": False, "shop": True, "warned": False}
+    assert sorted(q["ExpressionAttributeValues"][":pk"]["S"] for q in made) == [
+        "HELD#other", "HELD#shop"]
+    assert {q["Limit"] for q in made} == {1}
+
+
+def test_a_parked_read_that_fails_leaves_the_view_and_says_it_is_unknown(aws, rt,
+                                                                         monkeypatch):
+    hold(rt)
+    hold(rt, "other")
+    post(rt, "other", "ada@example.org")
+    process_all(aws, rt)
+    whole = Holds.parked
+
+    def busy(self, producer, **kwargs):
+        if producer == "shop":
+            raise StoreBusy("throttled")
+        return whole(self, producer, **kwargs)
+
+    monkeypatch.setattr(Holds, "parked", busy)
+    answer = call("producers", groups=("vdq-viewers",))
+    assert answer.status == 200, answer.body
+    rows = {p["producer"]: p for p in answer.body["producers"]}
+    assert rows["shop"]["parked"] is None and rows["shop"]["level"]["level"] == "hold"
+    assert rows["other"]["parked"] is True
 
 
 def test_an_admin_releases_a_hold_and_an_operator_may_not(aws, rt):

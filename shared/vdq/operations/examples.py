@@ -192,7 +192,7 @@ _RATES = {"producer": "newsletter-svc", "sent": 500, "delivered": 466, "bounced"
           "watched": False,
           "thresholds": {"bounce_warn": 2.5, "bounce_hold": 4.0, "complaint_warn": 0.05,
                          "complaint_hold": 0.08, "min_sent": 200},
-          "level": _HOLD_LEVEL}  # fmt: skip
+          "level": _HOLD_LEVEL, "parked": True}  # fmt: skip
 
 RESPONSES: dict[str, Any] = {
     "postEmails": {"items": [_email_item(send_at=_T_SEND), _email_item(
@@ -248,7 +248,7 @@ RESPONSES: dict[str, Any] = {
         "account": {**_RATES, "producer": "account", "sent": 9101, "delivered": 8990,
                     "bounced": 41, "complained": 4, "bounce_rate": 0.4505,
                     "complaint_rate": 0.044, "reason": "bounce rate 0.45%, complaint rate "
-                    "0.044%", "level": None},
+                    "0.044%", "level": None, "parked": False},
         "producers": [_RATES],
         "ses": {"available": True, "why": None, "bounce_rate": 0.61, "complaint_rate": 0.03},
     },

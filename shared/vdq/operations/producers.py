@@ -48,7 +48,8 @@ def producers(runtime: Runtime) -> dict[str, Any]:
 def _row(row: dict[str, Any]) -> dict[str, Any]:
     out = {"producer": row["producer"], **{NAMES[k]: row[k] for k in NAMES}}
     out.update({k: row[k] for k in ("bounce_rate", "complaint_rate", "rates_count", "judged",
-                                     "reason", "watched", "thresholds", "level")})  # fmt: skip
+                                     "reason", "watched", "thresholds", "level",
+                                     "parked")})  # fmt: skip
     return out
 
 

@@ -147,6 +147,14 @@ class ProducerRates(BaseModel):
     thresholds: ReputationThresholds = Field(description="The thresholds it is held to.")
     level: GuardLevel | None = Field(description="What the guard recorded last (null: "
                                      "nothing yet).")
+    parked: bool | None = Field(description="Items a hold parked are waiting, whatever the "
+                                "level (a release cut short leaves some behind a later "
+                                "warning or ok): releaseHold sends them, cancelHeldItems "
+                                "cancels them, listHeldItems lists them. A flag, not a count "
+                                "(counting would read every entry at each read); true also "
+                                "for an entry whose item moved on meanwhile, until a release "
+                                "or a cancel drops it. Null when it could not be read (the "
+                                "other figures stand); always false for the account.")
 
 
 class SesReputation(BaseModel):

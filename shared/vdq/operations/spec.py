@@ -310,7 +310,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "in the window (VDQ_REPUTATION_WINDOW_HOURS, counted again from a release), "
               "its emails sent, delivered, bounced (permanently), complained about and "
               "rejected, its rates (percent of the emails sent), the thresholds it is held to "
-              "and its level (`warn`, `hold`, `released`); the same for the whole account; "
+              "and its level (`warn`, `hold`, `released`), and whether items a hold parked "
+              "are waiting (`parked`, whatever the level); the same for the whole account; "
               "and SES's own account reputation from CloudWatch where the deployment may read "
               f"it. Counted from the table's stream: up to {LAG_SECONDS} seconds behind.",
               _LIST, (), answer="Producers", errors=(503,)),

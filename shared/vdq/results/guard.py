@@ -337,6 +337,25 @@ def parked_items(runtime: Runtime, producer: str, *, limit: int = 50,
     return holds_of(runtime).parked(producer, limit=limit, after=after)
 
 
+def has_parked(runtime: Runtime, level: Level | None) -> bool | None:
+    """Whether the producer (``level``: its record) has items parked, whatever its level now:
+    a release cut short may leave some behind a warning or an ok. One strongly consistent
+    Query of one entry, and only of a producer ever held: a park needs its record at ``hold``,
+    and that record keeps its ``hold_id`` or, from a release on, its ``since`` (never dropped
+    since), so any other has nothing parked and costs no read. An entry whose item moved on
+    (cancelled, retried) counts until a release or a cancel drops it. None when the read
+    fails: the rest of the operator's view stands."""
+    if (level is None or level.producer in (ACCOUNT, NO_PRODUCER)
+            or not (level.hold_id or level.since or level.level in (HOLD, RELEASED))):  # fmt: skip
+        return False
+    try:
+        return bool(holds_of(runtime).parked(level.producer, limit=1)[0])
+    except Exception as exc:  # one producer's read is no reason to fail the view
+        logger.warning("whether %s has items parked could not be read: %s", level.producer,
+                       exc)  # fmt: skip
+        return None
+
+
 def shown(producer: str) -> str:
     """How the API, the log and the events name a producer (the account as ``account``)."""
     return ACCOUNT_SHOWN if producer == ACCOUNT else producer

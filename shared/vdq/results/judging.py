@@ -27,7 +27,7 @@ from vdq.core import resources
 from vdq.core.clock import iso
 from vdq.core.observability import logger, metrics
 from vdq.results import reputation
-from vdq.results.guard import NO_PRODUCER, holds_of, publish_event, shown
+from vdq.results.guard import NO_PRODUCER, has_parked, holds_of, publish_event, shown
 from vdq.results.reputation import HOLD, OK, WARN, Figures
 from vdq.store.holds import ACCOUNT, RELEASED, Holds, Level
 from vdq.store.postings import Tallies
@@ -223,22 +223,23 @@ def recheck_warnings(runtime: Runtime, report: Any) -> None:
 
 
 def overview(runtime: Runtime) -> dict[str, Any]:
-    """Every producer seen in the window (and every one with a record): its figures, level and
-    thresholds; and the account's."""
+    """Every producer seen in the window (and every one with a record): its figures, level,
+    thresholds and whether it has items parked (vdq.results.guard.has_parked); and the
+    account's."""
     s = runtime.settings
     tallies = Tallies(runtime.client("dynamodb"), s.table_name)
     records = {lv.producer: lv for lv in holds_of(runtime).levels()}
     names: set[str] = {n for n in records if n != ACCOUNT}
     for hour in reputation.window_hours(runtime.clock.now(), s.reputation_window_hours):
         names |= {name for (kind, name) in tallies.reputation(hour) if kind == "p"}
-    rows = [_row(rate(runtime, n, tallies=tallies, record=records.get(n)))
-            for n in sorted(names)]  # fmt: skip
-    account = _row(rate(runtime, ACCOUNT, tallies=tallies, record=records.get(ACCOUNT)))
+    rows = [_row(rate(runtime, n, tallies=tallies, record=records.get(n)),
+                 has_parked(runtime, records.get(n))) for n in sorted(names)]  # fmt: skip
+    account = _row(rate(runtime, ACCOUNT, tallies=tallies, record=records.get(ACCOUNT)), False)
     return {"window_hours": s.reputation_window_hours, "guard": s.reputation_guard,
             "account": account, "producers": rows}  # fmt: skip
 
 
-def _row(rated: Rated) -> dict[str, Any]:
+def _row(rated: Rated, parked: bool | None) -> dict[str, Any]:
     f = rated.figures
     record = rated.record
     return {"producer": shown(rated.producer), **f.as_counts(),
@@ -246,4 +247,5 @@ def _row(rated: Rated) -> dict[str, Any]:
             "rates_count": rated.verdict.counted, "judged": rated.verdict.level,
             "reason": rated.verdict.reason, "watched": rated.verdict.watch,
             "thresholds": rated.limits.as_dict(),
-            "level": record.as_dict() if record is not None else None}  # fmt: skip
+            "level": record.as_dict() if record is not None else None,
+            "parked": parked}  # fmt: skip
