@@ -279,3 +279,125 @@ def test_a_released_producers_held_items_unread_leave_the_rates_shown(stack, bro
                                  ".map(r => r.cells[0].textContent)")  # fmt: skip
         assert "probe-shop" in names and names[-1] == "the whole account"
         assert browser.text("#producers-caption").startswith("Producers:")
+
+
+# A producer whose level moved on with items still parked (a release cut short, then a warning
+# or a recovery): every answer shows `moved-shop` at `warn`, as the API would, its `parked` as
+# the API reads it. Counts the page's reads of /producers and of held items.
+MOVED_ON = """
+window.__reads = 0;
+window.__held = 0;
+const wholeFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  if (url.pathname.endsWith("/held")) window.__held += 1;
+  const answer = await wholeFetch(input, options);
+  if (!url.pathname.endsWith("/producers")) return answer;
+  window.__reads += 1;
+  const data = await answer.json();
+  for (const row of data.producers) {
+    if (row.producer === "moved-shop") {
+      row.level = { ...row.level, level: "warn", hold_id: null, reason: "bounce rate 3.00%" };
+    }
+  }
+  return new Response(JSON.stringify(data),
+    { status: answer.status, headers: { "Content-Type": "application/json" } });
+};
+"""
+
+
+def test_items_parked_behind_a_level_moved_on_can_be_released_or_cancelled(stack, browser):
+    """Found in use: a release cut short, then new rates moved the level on (a warning, or
+    back to ok): the page offered no Release and no held items; only the minute sweep sent
+    the items, and the operator could neither see them nor cancel them."""
+    hold(stack, "moved-shop")
+    parked = [i["id"] for i in send(stack, "moved-shop", f"success@{SIM}")["items"]]
+    wait_for(lambda: stack.item(parked[0])["held"], "the item parked")
+    sign_in(browser, stack.url, "vdq-admins")
+    release = "document.querySelector(\"[data-key='release-moved-shop']\")"
+    row = ("[...document.querySelectorAll('#producers tbody tr')].find(r => "
+           "r.cells[0].textContent === 'moved-shop')")  # fmt: skip
+    with browser.scripted(MOVED_ON):
+        browser.goto(f"{stack.url}/console/#/producers")
+        browser.reload()
+        browser.wait_for(release)
+        assert browser.evaluate(f"{row}.cells[6].textContent").startswith("warn")
+        assert audit(browser) == []
+        browser.click("[data-key='held-moved-shop']")
+        browser.wait_for("document.querySelector('#held-items')")
+        assert parked[0] in browser.text("#held")
+        assert browser.evaluate("document.querySelector('#cancel-held')") is not None
+        browser.click("[data-key='release-moved-shop']")
+        browser.wait_for("document.querySelector('#confirm-work')")
+        assert "release was cut short" in browser.text("#confirm-work")
+        browser.click("#confirm-go")
+        browser.wait_for("document.querySelector('#status').textContent.includes('1 parked')")
+        assert stack.wait(parked[0])["state"] == "succeeded"
+        # Nothing parked any more: nothing to release, nor held items to read, at that level.
+        browser.wait_for(f"{release} === null && "
+                         "document.querySelector(\"[data-key='held-moved-shop']\") === null")
+        no_null_text(browser)
+
+
+def test_the_producers_page_reads_no_held_items_to_offer_release(stack, browser):
+    """Found in review: each refresh (every 5 s) read the held items of every released
+    producer, one request each, to know whether to offer Release."""
+    hold(stack, "quiet-shop")
+    assert stack.api("POST", "/producers/quiet-shop/release").status_code == 200
+    sign_in(browser, stack.url, "vdq-admins")
+    with browser.scripted(MOVED_ON):
+        browser.goto(f"{stack.url}/console/#/producers")
+        browser.reload()
+        browser.wait_for("document.querySelector(\"[data-key='held-quiet-shop']\")")
+        browser.wait_for("window.__reads >= 2", timeout=patient(20))  # a refresh too
+        assert browser.evaluate("window.__held") == 0
+        assert browser.evaluate("document.querySelector(\"[data-key='release-quiet-shop']\")") \
+            is None
+
+
+# The flag unread: from the second read on, the API could not tell whether `flag-shop` (shown
+# at `warn`) has items parked; `unread-shop`'s never could be read.
+FLAG_UNREAD = """
+window.__reads = 0;
+const wholeFetch = window.fetch;
+window.fetch = async (input, options) => {
+  const url = new URL(String(input), window.location.href);
+  const answer = await wholeFetch(input, options);
+  if (!url.pathname.endsWith("/producers")) return answer;
+  window.__reads += 1;
+  const data = await answer.json();
+  for (const row of data.producers) {
+    if (row.producer === "flag-shop") {
+      row.level = { ...row.level, level: "warn", hold_id: null, reason: "bounce rate 3.00%" };
+      if (window.__reads > 1) row.parked = null;
+    }
+  }
+  data.producers.push({ ...data.account, producer: "unread-shop", parked: null,
+    level: { ...(data.account.level || {}), level: "warn", reason: "bounce rate 3.00%" } });
+  return new Response(JSON.stringify(data),
+    { status: answer.status, headers: { "Content-Type": "application/json" } });
+};
+"""
+
+
+def test_a_parked_flag_the_api_could_not_read_leaves_the_page_as_last_read(stack, browser):
+    hold(stack, "flag-shop")
+    parked = [i["id"] for i in send(stack, "flag-shop", f"success@{SIM}")["items"]]
+    wait_for(lambda: stack.item(parked[0])["held"], "the item parked")
+    sign_in(browser, stack.url, "vdq-admins")
+    with browser.scripted(FLAG_UNREAD):
+        browser.goto(f"{stack.url}/console/#/producers")
+        browser.reload()
+        browser.wait_for("document.querySelector(\"[data-key='release-flag-shop']\")")
+        browser.wait_for("window.__reads >= 3", timeout=patient(20))
+        # Unread: as the last read found it; never read: nothing offered; the rates all shown.
+        assert browser.evaluate("document.querySelector(\"[data-key='release-flag-shop']\")") \
+            is not None
+        assert browser.evaluate("document.querySelector(\"[data-key='release-unread-shop']\")") \
+            is None
+        names = browser.evaluate("[...document.querySelectorAll('#producers tbody tr')]"
+                                 ".map(r => r.cells[0].textContent)")  # fmt: skip
+        assert {"flag-shop", "unread-shop"} <= set(names) and names[-1] == "the whole account"
+        assert browser.text("#alert") == ""
+        no_null_text(browser)
+    assert stack.api("POST", "/producers/flag-shop/cancel-held").json()["done"] == 1

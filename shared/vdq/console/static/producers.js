@@ -44,25 +44,16 @@ export async function showProducers(params, setView) {
     el("caption", { id: "producers-caption" }),
     el("thead", {}, el("tr", {}, COLUMNS.map((c) => el("th", { scope: "col" }, c)))), tbody);
   let shown = "";
-  let known = new Set(); // the released producers the last read found items parked for
+  let known = new Set(); // the producers the last read found items parked for
 
   const load = async () => {
     const data = await api("GET", "/producers");
-    // A release cut short (its answer said `more`) leaves the producer released with items
-    // still parked: the answer has no count of them, its held items do (one read each of
-    // the released producers, only those). One such read refused or failed leaves the rates
-    // shown, and that producer as the last read found it.
-    const parked = new Set();
-    await Promise.all(data.producers.filter((row) => row.level && row.level.level === "released")
-      .map(async (row) => {
-        try {
-          const page = await api("GET", path(row.producer, "held"), { query: { limit: "1" } });
-          if (page.items.length) parked.add(row.producer);
-        } catch (error) {
-          if (error.status === 401) throw error; // the session ended: the page is gone
-          if (known.has(row.producer)) parked.add(row.producer);
-        }
-      }));
+    // Each row says whether items are parked, whatever the level: a release cut short (its
+    // answer said `more`) leaves some, and new rates may then move the level on to a warning
+    // or back to ok. A row whose flag the API could not read (null) stays as the last read
+    // found it; the rates are shown all the same.
+    const parked = new Set(data.producers.filter((row) => row.parked === true
+      || (row.parked === null && known.has(row.producer))).map((row) => row.producer));
     known = parked;
     const seen = JSON.stringify(data.producers.concat([data.account, data.ses, [...parked]]));
     if (seen === shown) return;
@@ -88,13 +79,13 @@ export async function showProducers(params, setView) {
 }
 
 // account: the whole account's row (its name may also be a producer's: the row says which).
-// parked: released, with items still parked (a release cut short): released again, they are
-// sent.
+// parked: items are parked, whatever the level (a release cut short): released again, they
+// are sent; the held items' panel cancels them instead.
 function producerRow(row, panel, reload, account, parked) {
   const name = row.producer;
   const recorded = row.level ? row.level.level : "ok";
   const actions = [];
-  if (!account && (recorded === "hold" || recorded === "released")) {
+  if (!account && (recorded === "hold" || recorded === "released" || parked)) {
     actions.push(el("button", { type: "button", "data-key": `held-${name}`,
       "aria-label": `Held items of ${name}`,
       on: { click: () => guarded(() => showHeld(panel, name, reload)) } }, "Held items"));
@@ -141,7 +132,7 @@ async function showHeld(panel, producer, reload) {
   title.focus();
 }
 
-// again: a release of a producer released already, whose release was cut short.
+// again: a release of a producer no longer held, whose release was cut short.
 function confirmWork(panel, producer, work, reload, again = false) {
   alertError(null);
   const opener = document.activeElement;
