@@ -558,9 +558,10 @@ def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys,
     lines = out.splitlines()
     assert lines[0] == "the last 24 hours (guard: hold):"
     assert lines[1].split() == ["PRODUCER", "SENT", "BOUNCED", "COMPLAINED", "BOUNCE", "%", "/",
-                                "HOLD", "COMPLAINT", "%", "/", "HOLD", "RATES", "LEVEL"]
-    assert "newsletter-svc" in lines[3] and "6.20 / 4.0" in lines[3] and lines[3].endswith("hold")
-    assert lines[4].startswith("(whole account)")
+                                "HOLD", "COMPLAINT", "%", "/", "HOLD", "RATES", "LEVEL", "PARKED"]
+    assert "newsletter-svc" in lines[3] and "6.20 / 4.0" in lines[3]
+    assert lines[3].split()[-2:] == ["hold", "yes"]
+    assert lines[4].startswith("(whole account)") and lines[4].split()[-1] == "-"
     assert "SES's own figures: bounce 0.61%" in out
     assert "newsletter-svc is held since 2026-12-03T07:12:09" in out
     api.routes[("POST", "/producers/newsletter-svc/release")] = (200, RESPONSES["releaseHold"])
@@ -572,6 +573,33 @@ def test_producers_prints_rates_against_the_hold_thresholds_and_releases(capsys,
     code, out, _ = run(capsys, "producers", "held", "newsletter-svc", "--json")
     assert code == 0 and json.loads(out)["items"][0]["held"].startswith("held since")
     assert api.requests[-1]["query"] == {"limit": "50"}
+
+
+def test_producers_prints_whether_items_are_parked_whatever_the_level(capsys, api):
+    """A release cut short leaves items parked behind a later warning or ok: the listing says
+    so, and how to send or cancel them."""
+    from vdq.operations.examples import RESPONSES
+
+    body = json.loads(json.dumps(RESPONSES["listProducers"]))
+    [held] = body["producers"]
+    level = {**held["level"], "level": "warn", "hold_id": None, "since": "2026-12-03T08"}
+    body["producers"] = [
+        {**held, "producer": "moved-svc", "judged": "warn", "level": level, "parked": True},
+        held,
+        {**held, "producer": "quiet-svc", "judged": "ok", "level": None, "parked": False},
+        {**held, "producer": "unread-svc", "judged": "warn", "level": level, "parked": None},
+    ]  # fmt: skip
+    api.routes[("GET", "/producers")] = (200, body)
+    code, out, _ = run(capsys, "producers")
+    assert code == 0
+    rows = {line.split()[0]: line.split()[-2:] for line in out.splitlines()[3:7]}
+    assert rows == {"moved-svc": ["warn", "yes"], "newsletter-svc": ["hold", "yes"],
+                    "quiet-svc": ["-", "no"], "unread-svc": ["warn", "unknown"]}  # fmt: skip
+    assert ("moved-svc is at warn with items still parked (a release cut short): `vdq "
+            "producers release moved-svc` sends them, `vdq producers cancel-held moved-svc` "
+            "cancels them") in out
+    assert "newsletter-svc is at hold with items" not in out  # its hold says it
+    assert "quiet-svc is" not in out and "unread-svc is" not in out
 
 
 def test_show_and_list_say_an_item_is_held_and_which_attempt_a_late_entry_is(capsys, api):

@@ -32,8 +32,8 @@ def add_parser(command: Callable[..., Any],
     def action(name: str, help: str) -> argparse.ArgumentParser:
         return actions.add_parser(name, help=help, description=help, parents=[common])
 
-    action("list", "the rates of each producer and of the account, against the thresholds "
-           "(the default)")  # fmt: skip
+    action("list", "the rates of each producer and of the account, against the thresholds, "
+           "and whether items a hold parked are waiting (the default)")  # fmt: skip
     held = action("held", "the items a producer's hold parked, in enqueue order")
     held.add_argument("producer")
     held.add_argument("--limit", type=int, default=50, help="items on a page (1-100, 50)")
@@ -49,7 +49,11 @@ def _pct(value: Any, digits: int) -> str:
     return "-" if value is None else f"{float(value):.{digits}f}"
 
 
-def _row(r: dict[str, Any]) -> list[str]:
+# Whether items are parked: the API's flag (null: it could not be read).
+PARKED = {True: "yes", False: "no", None: "unknown"}
+
+
+def _row(r: dict[str, Any], account: bool = False) -> list[str]:
     t = r.get("thresholds") or {}
     level = (r.get("level") or {}).get("level") or "-"
     return [render.safe(r.get("producer")), render.safe(r.get("sent", 0)),
@@ -58,11 +62,12 @@ def _row(r: dict[str, Any]) -> list[str]:
             _pct(r.get("complaint_rate"), 3) + f" / {render.safe(t.get('complaint_hold'))}",
             render.safe(r.get("judged")) + ("" if r.get("rates_count") else " (low volume)")
             + (" (watched)" if r.get("watched") else ""),
-            render.safe(level)]  # fmt: skip
+            render.safe(level),
+            "-" if account else PARKED.get(r.get("parked"), "unknown")]  # fmt: skip
 
 
 HEADERS = ["PRODUCER", "SENT", "BOUNCED", "COMPLAINED", "BOUNCE % / HOLD", "COMPLAINT % / HOLD",
-           "RATES", "LEVEL"]  # fmt: skip
+           "RATES", "LEVEL", "PARKED"]  # fmt: skip
 
 
 def print_producers(data: dict[str, Any]) -> None:
@@ -71,7 +76,7 @@ def print_producers(data: dict[str, Any]) -> None:
           f"{render.safe(data.get('guard'))}):")
     # The account's row by what it is: a producer may also be called "account".
     account = {**(data.get("account") or {}), "producer": "(whole account)"}
-    print(render.table([*rows, _row(account)], HEADERS))
+    print(render.table([*rows, _row(account, account=True)], HEADERS))
     ses = data.get("ses") or {}
     if ses.get("available"):
         print(f"SES's own figures: bounce {_pct(ses.get('bounce_rate'), 2)}%, complaint "
@@ -80,9 +85,14 @@ def print_producers(data: dict[str, Any]) -> None:
         print(f"SES's own figures: not available ({render.safe(ses.get('why'))})")
     for r in data.get("producers") or []:
         level = r.get("level") or {}
+        name = render.safe(r["producer"])
         if level.get("level") == "hold":
-            print(f"{render.safe(r['producer'])} is held since {render.safe(level.get('hold_id'))}"
+            print(f"{name} is held since {render.safe(level.get('hold_id'))}"
                   f": {render.safe(level.get('reason'))}")  # fmt: skip
+        elif r.get("parked"):  # a release cut short, whatever the level since
+            print(f"{name} is at {render.safe(level.get('level') or 'ok')} with items still "
+                  f"parked (a release cut short): `vdq producers release {name}` sends them, "
+                  f"`vdq producers cancel-held {name}` cancels them")  # fmt: skip
 
 
 def list_producers(api: Any, args: argparse.Namespace) -> int:
