@@ -245,42 +245,6 @@ def test_a_release_cut_short_can_be_pressed_again_while_items_are_parked(stack, 
         no_null_text(browser)
 
 
-# A released producer whose held items cannot be read (the API refuses or fails that one
-# request): the rates are read all the same.
-PROBE_FAILS = """
-const wholeFetch = window.fetch;
-window.fetch = async (input, options) => {
-  const url = new URL(String(input), window.location.href);
-  if (url.pathname.endsWith("/producers/probe-shop/held")) {
-    return new Response(JSON.stringify({ error: { code: "unavailable", message: "busy" } }),
-      { status: 503, headers: { "Content-Type": "application/json" } });
-  }
-  const answer = await wholeFetch(input, options);
-  if (!url.pathname.endsWith("/producers")) return answer;
-  const data = await answer.json();
-  data.producers.push({ ...data.account, producer: "probe-shop",
-    level: { ...(data.account.level || {}), level: "released", reason: "released by ops" } });
-  return new Response(JSON.stringify(data),
-    { status: answer.status, headers: { "Content-Type": "application/json" } });
-};
-"""
-
-
-def test_a_released_producers_held_items_unread_leave_the_rates_shown(stack, browser):
-    """Found in review: the producers page reads each released producer's held items to know
-    whether to offer Release; one such read refused or failed left the whole table empty
-    behind an alert, every producer's rates unread."""
-    sign_in(browser, stack.url, "vdq-admins")
-    with browser.scripted(PROBE_FAILS):
-        browser.goto(f"{stack.url}/console/#/producers")
-        browser.reload()
-        browser.wait_for("document.querySelector(\"[data-key='held-probe-shop']\")")
-        names = browser.evaluate("[...document.querySelectorAll('#producers tbody tr')]"
-                                 ".map(r => r.cells[0].textContent)")  # fmt: skip
-        assert "probe-shop" in names and names[-1] == "the whole account"
-        assert browser.text("#producers-caption").startswith("Producers:")
-
-
 # A producer whose level moved on with items still parked (a release cut short, then a warning
 # or a recovery): every answer shows `moved-shop` at `warn`, as the API would, its `parked` as
 # the API reads it. Counts the page's reads of /producers and of held items.
