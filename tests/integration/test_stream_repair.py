@@ -389,3 +389,158 @@ def test_the_command_names_the_missing_stack_output(aws, command, capsys):
     assert "cannot read stack 'Nope'" in err and "--queue-url" in err
     assert command(["repair-stream", "--queue-url", "x", "--max-messages", "0"]) == 2
     assert "--max-messages takes 1 to 1000" in capsys.readouterr().err
+
+
+# ---- a batch the mapping gave up on after its window's writes ------------------------------
+
+# What a window writes, in the order it writes them (vdq.schedules.postings.flush), each a
+# fault seam: the marker of the invocation's batch first and last, the window's records between.
+WRITES = ("begin_flush", "put_posting", "put_done", "add_counts", "set_shard_checkpoint",
+          "end_flush")  # fmt: skip
+WINDOW_WRITES = 8  # the story's window: a marker, a posting, a done posting, 3 counters, ...
+
+
+def dying_writes(monkeypatch, at: int, tries: tuple[int, ...]) -> list[str]:
+    """The window's writes die at the ``at``-th (from 0) of each of the ``tries``-th
+    invocations of the failing batch (from 1): a function that died between two writes, or a
+    table that refused that write each time. Returns the writes as tried, "|" before each
+    invocation, "!" after one that died."""
+    tried: list[str] = []
+    for name in WRITES:
+        real = getattr(Tallies, name)
+
+        def write(self, *args, _real=real, _name=name, **kwargs):
+            attempt = tried.count("|")
+            done = tried[::-1].index("|") if attempt else len(tried)  # writes of this one
+            tried.append(_name)
+            if attempt in tries and done == at:
+                tried.append("!")
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "died"}},
+                                  _name)  # fmt: skip
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Tallies, name, write)
+    return tried
+
+
+def the_looks_fail(monkeypatch) -> None:
+    """The reputation guard's look, after the window's writes, fails each time."""
+    from vdq.results import judging
+
+    def look(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}},
+                          "BatchGetItem")  # fmt: skip
+
+    monkeypatch.setattr(judging, "evaluate", look)
+
+
+ATTEMPTS = 3
+
+
+def given_up(aws, day, first: int, last: int, tries: list[str], *, opened: int | None = None
+             ) -> list[dict[str, Any]]:  # fmt: skip
+    """The mapping over the day's records: a window of those before ``first`` (``opened``:
+    of those before it, and the next window's first batch those from it to ``first``), then
+    the window's batch ``first``..``last``, its last, which fails ATTEMPTS times (given again
+    with the window's state of before it) and is given up on, then a window of the rest; the
+    skipped records."""
+    records = day["records"]
+    start = first if opened is None else opened
+    mapping = Stream(aws["table"], shard=day["shard"])
+    mapping.invoke([], mapping.invoke(records[:start], {}, final=False)["state"], final=True)
+    state = mapping.invoke(records[start:first], {}, final=False)["state"] if start < first \
+        else {}  # fmt: skip
+    for _ in range(ATTEMPTS):
+        tries.append("|")
+        with pytest.raises(ClientError):
+            mapping.invoke(records[first : last + 1], state, final=True)
+    tries.append("|")
+    mapping.invoke([], mapping.invoke(records[last + 1 :], {}, final=False)["state"], final=True)
+    return records[first : last + 1]
+
+
+def test_a_batch_given_up_on_after_its_window_was_written_is_not_counted_again(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch):  # fmt: skip
+    with monkeypatch.context() as faults:
+        the_looks_fail(faults)
+        skipped = given_up(aws, day, 4, len(day["records"]) - 2, [], opened=1)
+    assert counts(aws, runtime) == EXPECTED  # the window was written before the look failed
+    aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=dead_letter(day, skipped))
+    published = len(events.sent)
+
+    (looked,) = run(aws, dead_letters, runtime, streams, dry_run=True)
+    (outcome,) = run(aws, dead_letters, runtime, streams)
+
+    assert looked.result == "would-repair" and "written by the schedule function" in looked.why
+    assert (outcome.result, outcome.deleted) == ("repaired", True)
+    assert "written by the schedule function" in outcome.why
+    assert (outcome.applied["written"], outcome.applied["replayed"]) == (0, 0)
+    assert counts(aws, runtime) == EXPECTED
+    assert len(events.sent) - published == outcome.applied["published"] > 0  # again, same ids
+    assert messages(aws, dead_letters) == []
+
+
+def publishing_fails(faults, events) -> None:
+    """EventBridge refuses the state events each time."""
+
+    def refused(details):
+        raise ClientError({"Error": {"Code": "InternalException", "Message": "down"}},
+                          "PutEvents")  # fmt: skip
+
+    faults.setattr(events, "emit_many", refused)
+
+
+@pytest.mark.parametrize("later", ["look", "publish"])
+@pytest.mark.parametrize("at", range(WINDOW_WRITES))
+def test_a_window_that_died_between_two_writes_then_was_finished_counts_once(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch, at, later):  # fmt: skip
+    # The first try dies at a write; the next finishes the window's writes, then the guard's
+    # look or the publishing of the state events fails, as every later try's, until the
+    # mapping gives up on the batch.
+    with monkeypatch.context() as faults:
+        if later == "look":
+            the_looks_fail(faults)
+        else:
+            publishing_fails(faults, events)
+        tries = dying_writes(faults, at, (1,))
+        skipped = given_up(aws, day, 4, len(day["records"]) - 2, tries, opened=1)
+    assert "!" in tries
+    aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=dead_letter(day, skipped))
+
+    (outcome,) = run(aws, dead_letters, runtime, streams)
+
+    assert (outcome.result, outcome.deleted) == ("repaired", True)
+    assert counts(aws, runtime) == EXPECTED
+    assert messages(aws, dead_letters) == []
+
+
+# (Dying at the last, the end mark, each time leaves the checkpoint set: the next try finds
+# nothing to write, marks the window written and succeeds; the mapping gives up on nothing.)
+@pytest.mark.parametrize("at", range(WINDOW_WRITES - 1))
+def test_a_window_never_finished_is_reported_and_not_counted_twice(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch, at):  # fmt: skip
+    # Every try dies at the same write (the table refuses it until the mapping gives up).
+    with monkeypatch.context() as faults:
+        tries = dying_writes(faults, at, tuple(range(1, ATTEMPTS + 1)))
+        skipped = given_up(aws, day, 2, len(day["records"]) - 2, tries)
+    assert tries.count("!") == ATTEMPTS
+    aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=dead_letter(day, skipped))
+    published = len(events.sent)
+
+    (outcome,) = run(aws, dead_letters, runtime, streams)
+
+    assert outcome.applied["published"] > 0 and len(events.sent) > published
+    if at == 0:  # nothing of the window was written: the repair writes it
+        assert (outcome.result, outcome.deleted) == ("repaired", True)
+        assert counts(aws, runtime) == EXPECTED
+        return
+    # Written in part: what was written stays once, the rest is reported, the message kept.
+    assert (outcome.result, outcome.deleted) == ("partly-written", False)
+    assert "written in part by the schedule function" in outcome.why
+    found = counts(aws, runtime)
+    assert all(found.get(name, 0) <= n for name, n in EXPECTED.items()) and \
+        set(found) <= set(EXPECTED)  # fmt: skip
+    assert len(messages(aws, dead_letters)) == 1
+    (dropped,) = run(aws, dead_letters, runtime, streams, drop_lost=True)
+    assert (dropped.result, dropped.deleted) == ("partly-written", True)
+    assert counts(aws, runtime) == found and messages(aws, dead_letters) == []

@@ -40,8 +40,10 @@ and the searches' postings, the counts), with the settings of the function the m
 A message is deleted once its records are applied. Running it again, or after it died half
 way, counts nothing twice: the postings and counts of a batch are written under a checkpoint
 of the batch's own. State events are published again with the same event_id. A batch whose
-window the schedule function wrote before its error (its log says so) is counted again: the
-runbook says how to tell.
+window the schedule function wrote before its error is not counted again (its events,
+expirations and the reputation guard's look are done again); one whose window it wrote in part
+and never finished is not counted again either, reported partly-written, and its message stays
+unless --drop-lost.
 
 The stream keeps a record 24 hours: records it no longer has are reported (how many, when
 they arrived) and lost; the rest are applied and the message stays, for the record, unless
@@ -52,17 +54,19 @@ where and who: --stack NAME (default: cdk.json's vdq:stackName, else {resources.
 reads the output {QUEUE_OUTPUT} with cloudformation:DescribeStacks, or
 --queue-url names the queue. The AWS credentials need sqs:ReceiveMessage, DeleteMessage and
 ChangeMessageVisibility on the queue, dynamodb:GetShardIterator and GetRecords on the stream,
-lambda:GetFunctionConfiguration on the schedule function, and what that function does with a
-batch (the table, the event bus, the bucket with VDQ_ARCHIVE=s3)."""
+lambda:GetFunctionConfiguration on the schedule function, what that function does with a
+batch (the table, the event bus, the bucket with VDQ_ARCHIVE=s3), and dynamodb:Query on the
+table (the window markers)."""
 
 EXIT_HELP = """exit codes:
   0  every stream batch was repaired (--dry-run: can be), or there was none
   2  bad command line, no queue, or no AWS credentials or region
-  9  some batch lost records, could not be read or applied, or its message is malformed: its
-     message stays (see the output)"""
+  9  some batch lost records, could not be read or applied, was written in part by the
+     schedule function, or its message is malformed: its message stays (see the output)"""
 
 # Results after which nothing more can be done for the message but to read the report.
-TROUBLE = frozenset({"failed", "malformed", "lost", "repaired-part", "would-repair-part"})
+TROUBLE = frozenset({"failed", "malformed", "lost", "repaired-part", "would-repair-part",
+                     "partly-written"})  # fmt: skip
 
 
 def add_parser(command: Callable[..., Any]) -> None:
@@ -80,7 +84,8 @@ def add_parser(command: Callable[..., Any]) -> None:
                         "nothing")  # fmt: skip
     p.add_argument("--drop-lost", action="store_true",
                    help="delete the message of a batch whose records the stream lost, in part "
-                        "or in whole, once the rest are applied (the loss is reported anyway)")
+                        "or in whole, once the rest are applied, or whose window the schedule "
+                        "function wrote in part (the loss is reported anyway)")
     p.add_argument("--max-messages", type=int, default=1000,
                    help="messages to read at most (1-1000, 1000)")  # fmt: skip
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

@@ -20,7 +20,12 @@ per sender identity), each ADD with the shard's checkpoint in the same write
 - a window that ends early (its state past what Lambda keeps) is written as a window of its
   own, and the next goes on after its last sequence number;
 - a shard that splits gives its children new ids: checkpoints of their own, in order after
-  their parent's (Lambda finishes a parent shard first).
+  their parent's (Lambda finishes a parent shard first);
+- a batch the mapping gives up on (its retries spent) after its invocation wrote the window is
+  not counted again by its repair: the invocation marks its batch's first and last sequence
+  number before the window's writes and again after them (vdq.store.postings' flush markers),
+  and the repair (vdq.schedules.repair) writes the batch's postings and counts only when no
+  invocation holding the batch began writing its window.
 
 What is counted, by method, for the hour of the change (the item's ``updated_at``): items
 queued (new), sent (a provider took it: its ID was stored), succeeded (delivered), errored,
@@ -330,15 +335,27 @@ def flush(window: Window, tallies: Tallies, *, retention_days: int,
     return {"written": written, "replayed": skipped}
 
 
+def _first_and_last(records: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The first and last sequence number of an invocation's records (None: it has none)."""
+    found = [int(s) for r in records
+             if (s := str((r.get("dynamodb") or {}).get("SequenceNumber") or "")).isdigit()]
+    return (str(min(found)), str(max(found))) if found else None
+
+
 def _hour_epoch(hour: str) -> int:
     return int(datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp())
 
 
-def consume(event: Mapping[str, Any], runtime: Runtime,
-            tallies: Tallies | None = None) -> dict[str, Any]:  # fmt: skip
+def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None = None, *,
+            mark: bool = True, write: bool = True) -> dict[str, Any]:  # fmt: skip
     """One invocation of the stream mapping: fold its records into the window's state, and
     write the window when it ends. Returns what Lambda takes back: ``state`` (required with a
     tumbling window), and what was written.
+
+    ``mark``: the invocation that writes the window marks its records' first and last sequence
+    number before and after the writes (a repair's own shard needs no mark). ``write`` False:
+    a repair of a batch whose window the mapping wrote already: folded for the reputation
+    guard's look, nothing written.
 
     An event without a window (no ``shardId``: the mapping of a release before this one, a
     replay by hand) has no shard to keep a checkpoint for: its postings are written (a replay
@@ -369,8 +386,18 @@ def consume(event: Mapping[str, Any], runtime: Runtime,
             logger.info("window state of shard %s past %d bytes: written early", window.shard,
                         MAX_STATE_BYTES)  # fmt: skip
         producers, account = guard_targets(window)
-        wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
-                      now=int(runtime.clock.now().timestamp()))  # fmt: skip
+        now = int(runtime.clock.now().timestamp())
+        batch = _first_and_last(records) if mark and write and shard_id is not None else None
+        expiration = now + SHARD_CHECKPOINT_DAYS * DAY
+        if batch is not None:
+            tallies.begin_flush(window.shard, *batch, expiration)
+        if write:
+            wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
+                          now=now)  # fmt: skip
+        else:
+            wrote = {"written": 0, "replayed": 0}
+        if batch is not None:
+            tallies.end_flush(window.shard, *batch, expiration)
         if producers or account:
             judging.evaluate(runtime, producers, account=account, tallies=tallies)
         return {"state": {} if final else window.state(), "folded": folded, **wrote}

@@ -23,6 +23,15 @@ skipped batch moved it past the batch's records. Stamping the expirations and ar
 the same again; the state events are published again with the same ``event_id`` (consumers
 drop duplicates by it), hours late, which their change time tells.
 
+The mapping may give up on a batch whose invocation wrote its window (the reputation guard's
+look, or a step after the window, failed each time). Such an invocation marked the batch's
+first and last sequence number before the window's writes and again after them (the flush
+markers of vdq.store.postings): a batch inside a marker of its shard is not counted again
+(its stamps, archive and events are done again, and the guard's look); one whose window was
+begun and never finished (its writes refused each time) is not counted again either, since
+what landed cannot be told from what did not: it is reported ``partly-written`` and its
+message stays. A batch inside no marker was never written: it is applied.
+
 Other messages of the queue (the input of a scheduled run that EventBridge Scheduler gave up
 on) are left as they are.
 """
@@ -229,6 +238,8 @@ RESULTS = {
     "would-repair": "--dry-run: its records would be applied and the message deleted",
     "would-repair-part": "--dry-run: the records the stream still has would be applied",
     "failed": "reading or applying its records failed: the message stays",
+    "partly-written": "the schedule function wrote its window in part and never finished: "
+                      "not counted again, its missing counts reported; the message stays",
     "malformed": "an on-failure record without the batch's place: the message stays",
     "not-a-batch": "no stream batch (a scheduled run's input): left as it is",
 }
@@ -255,31 +266,51 @@ def repair_message(message: dict[str, Any],
     try:
         runtime = runtime_of(batch)  # its clients in the stream's region
         reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
-        before = dry_run and bool(reading.records) and _applied_before(batch, reading, runtime)
+        tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+        # Whether an invocation of the mapping holding the batch wrote its window (None: none
+        # began to), read before anything is applied.
+        live = tallies.flushed(shard_tag(batch.shard_id), batch.first, batch.last) \
+            if reading.records else None  # fmt: skip
+        before = dry_run and live is None and bool(reading.records) and _applied_before(
+            batch, reading, tallies)  # fmt: skip
     except Exception as exc:  # reported, and the message stays
         return Outcome(message_id, "failed", batch, why=f"{type(exc).__name__}: {exc}")
     lost = reading.lost(batch)
     outcome = Outcome(message_id, "", batch, found=len(reading.records), lost=lost,
                       why=_why_lost(batch, reading) if lost else "")  # fmt: skip
+    if live is not None:
+        outcome.why = "; ".join(filter(None, [outcome.why, WRITTEN if live else PARTLY]))
     if dry_run:
         outcome.result = "lost" if lost and not reading.records else (
             "would-repair-part" if lost else "would-repair")  # fmt: skip
         if before:
             outcome.why = "; ".join(filter(None, [outcome.why, "applied by an earlier repair: "
                                                   "only the message would be deleted"]))
-        outcome.deleted = not lost or drop_lost
+        if live is False:
+            outcome.result = "partly-written"
+        outcome.deleted = (not lost and live is not False) or drop_lost
         return outcome
     if reading.records:
         try:
-            answer = stream.consume(batch.event(reading.records), runtime)
+            answer = stream.consume(batch.event(reading.records), runtime, mark=False,
+                                    write=live is None)  # fmt: skip
             outcome.applied = {k: v for k, v in answer.items() if k != "state"}  # a whole window
         except Exception as exc:  # reported, and the message stays
             outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
             return outcome
     outcome.result = "lost" if lost and not reading.records else (
         "repaired-part" if lost else "repaired")  # fmt: skip
-    outcome.deleted = not lost or drop_lost
+    if live is False:
+        outcome.result = "partly-written"
+    outcome.deleted = (not lost and live is not False) or drop_lost
     return outcome
+
+
+WRITTEN = ("its window was written by the schedule function before it failed: its postings and "
+           "counts are not written again")  # fmt: skip
+PARTLY = ("its window was written in part by the schedule function, which never finished it: "
+          "not written again (what landed would count twice); the counts of that window's "
+          "hours may be short of it")  # fmt: skip
 
 
 def _why_lost(batch: SkippedBatch, reading: Reading) -> str:
@@ -292,9 +323,8 @@ def _why_lost(batch: SkippedBatch, reading: Reading) -> str:
     return f"the stream did not hand on its last record {batch.last}{when}"
 
 
-def _applied_before(batch: SkippedBatch, reading: Reading, runtime: Runtime) -> bool:
+def _applied_before(batch: SkippedBatch, reading: Reading, tallies: Tallies) -> bool:
     """A repair wrote the batch's postings and counts already (its shard's checkpoint)."""
-    tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
     last = max(int(r["dynamodb"]["SequenceNumber"]) for r in reading.records)
     return tallies.shard_checkpoint(shard_tag(batch.repair_shard)) >= last
 

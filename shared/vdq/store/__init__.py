@@ -26,6 +26,8 @@ One table, every record kind under a prefixed key:
 |               |              | ``p#…``, ``i#…`` | in all, per producer, per sender identity |
 | shard mark    | ``CK#<shard>``| ``CK``      | the last stream sequence number a window of the |
 |               |              |             | shard wrote: the next skips a repeat up to it   |
+| flush marker  | ``FL#<shard>``| ``<last>#<first>`` | an invocation's batch whose window was   |
+|               |              |             | begun, then written: a repair counts it not     |
 | guard level   | ``GUARD``    | ``P#<p>``   | a producer's reputation level (ok, warn, hold,  |
 |               |              | ``A#account`` | released), why, since when; the account's    |
 | parked        | ``HELD#<p>`` | ``<id>``    | an item a hold kept from its provider           |

@@ -22,6 +22,12 @@ write), and a shard's windows are counted in order. A shard that splits gives it
 new ids, hence checkpoints of their own. ``k`` spreads the checkpoints of many shards over
 ``COUNTER_SHARDS`` records, so no record grows past a write unit or two.
 
+A **flush marker** says that an invocation of the stream mapping wrote its window: key
+``FL#<shard>`` / ``<last>#<first>`` (the invocation's first and last sequence number), written
+before the window's writes and marked ``written`` after them. When the mapping gives up on a
+batch, its repair (vdq.schedules.repair) reads whether a window holding the batch was written
+(and is not to be counted again), begun and never finished, or never begun.
+
 Entries are 25 bytes: a kind, the item's id (a ULID, 16 bytes: its time is the enqueue time)
 and 8 bytes of what the kind says.
 """
@@ -46,6 +52,7 @@ COUNTER_PREFIX = "CNT#"
 # a record at or below it (Lambda may hand one on again, out of order).
 SHARD_PREFIX = "CK#"
 SHARD_SK = "CK"
+FLUSH_PREFIX = "FL#"
 # Counter records per hour and kind. One holds up to about 30 shards' checkpoints in a write
 # unit: raise it with the stream's shard count (the table's size), never lower it.
 COUNTER_SHARDS = 1
@@ -327,6 +334,56 @@ class Tallies:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
 
+    # ---- flush markers (the stream consumer, vdq.schedules.repair) ----------------------
+
+    def begin_flush(self, shard: str, first: str, last: str, expiration: int) -> None:
+        """An invocation whose records are ``first``..``last`` starts writing its window (a
+        marker of it already there, begun or written, stays as it is)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={"pk": {"S": FLUSH_PREFIX + shard}, "sk": {"S": _flush_sk(first, last)},
+                      "expiration": {"N": str(expiration)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+
+    def end_flush(self, shard: str, first: str, last: str, expiration: int) -> None:
+        """Every write of the window of that invocation landed."""
+        self._client.update_item(
+            TableName=self._table,
+            Key={"pk": {"S": FLUSH_PREFIX + shard}, "sk": {"S": _flush_sk(first, last)}},
+            UpdateExpression="SET #w = :w, #exp = :exp",
+            ExpressionAttributeNames={"#w": "written", "#exp": "expiration"},
+            ExpressionAttributeValues={":w": {"BOOL": True}, ":exp": {"N": str(expiration)}},
+        )  # fmt: skip
+
+    def flushed(self, shard: str, first: str, last: str) -> bool | None:
+        """Whether an invocation of ``shard`` whose records held ``first``..``last`` wrote its
+        window: True (every write landed), False (begun, never finished), None (none did).
+        Strongly consistent Queries of the shard's markers that end at or after ``last``."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "ConsistentRead": True,
+            "KeyConditionExpression": "pk = :pk AND sk >= :from",
+            "ExpressionAttributeValues": {":pk": {"S": FLUSH_PREFIX + shard},
+                                          ":from": {"S": f"{int(last):040d}"}},
+        }  # fmt: skip
+        found: bool | None = None
+        while True:
+            answer = self._client.query(**kwargs)
+            for row in answer.get("Items", []):
+                ends, _, begins = row["sk"]["S"].partition("#")
+                if begins.isdigit() and int(begins) <= int(first) and int(ends) >= int(last):
+                    if row.get("written", {}).get("BOOL"):
+                        return True
+                    found = False
+            after = answer.get("LastEvaluatedKey")
+            if not after:
+                return found
+            kwargs["ExclusiveStartKey"] = after
+
     # ---- reads (the operator API) ---------------------------------------------------------
 
     def postings(self, hour: str, *, page_bytes: int | None = None
@@ -438,6 +495,11 @@ class Tallies:
             if not after:
                 return out
             kwargs["ExclusiveStartKey"] = after
+
+
+def _flush_sk(first: str, last: str) -> str:
+    """A flush marker's sort key: by its last sequence number, then its first."""
+    return f"{int(last):040d}#{int(first):040d}"
 
 
 def _add(into: dict[str, int], row: Mapping[str, Any]) -> None:
