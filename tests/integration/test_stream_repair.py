@@ -544,3 +544,61 @@ def test_a_window_never_finished_is_reported_and_not_counted_twice(
     (dropped,) = run(aws, dead_letters, runtime, streams, drop_lost=True)
     assert (dropped.result, dropped.deleted) == ("partly-written", True)
     assert counts(aws, runtime) == found and messages(aws, dead_letters) == []
+
+
+# ---- two repairs of one batch at once -------------------------------------------------------
+
+
+def test_a_second_repair_of_a_batch_under_repair_refuses_it_and_keeps_its_message(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch):  # fmt: skip
+    skipped = skip(aws, day, 2, len(day["records"]) - 2)
+    body = dead_letter(day, skipped)
+    for _ in range(2):  # SQS delivered the on-failure record twice
+        aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=body)
+    runtime.overrides["dynamodbstreams"] = streams
+    first, second = aws["sqs"].receive_message(QueueUrl=dead_letters, MaxNumberOfMessages=10,
+                                               VisibilityTimeout=60)["Messages"]  # fmt: skip
+    real, seen, started = repair.stream.consume, [], []
+
+    def meanwhile(event, rt, **kwargs):  # the other run reads the same batch, mid-apply
+        if not started:
+            started.append(event)
+            seen.append(repair.repair_message(second, lambda batch: runtime))
+        return real(event, rt, **kwargs)
+
+    with monkeypatch.context() as faults:
+        faults.setattr(repair.stream, "consume", meanwhile)
+        outcome = repair.repair_message(first, lambda batch: runtime)
+
+    (other,) = seen
+    assert (other.result, other.deleted, other.applied) == ("busy", False, {})
+    assert "another repair" in other.why
+    assert (outcome.result, outcome.deleted) == ("repaired", True)
+    assert counts(aws, runtime) == EXPECTED
+    # Once the first is done, the copies are repaired again (nothing written twice).
+    for message in (first, second):
+        aws["sqs"].change_message_visibility(QueueUrl=dead_letters, VisibilityTimeout=0,
+                                             ReceiptHandle=message["ReceiptHandle"])  # fmt: skip
+    again = run(aws, dead_letters, runtime, streams)
+    assert [(o.result, o.applied["written"]) for o in again] == [("repaired", 0)] * 2
+    assert counts(aws, runtime) == EXPECTED
+
+
+def test_a_lease_left_by_a_repair_that_died_passes_after_its_time(
+        aws, runtime, streams, events, day, dead_letters, clock):  # fmt: skip
+    skipped = skip(aws, day, 2, len(day["records"]) - 2)
+    aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=dead_letter(day, skipped))
+    batch = repair.SkippedBatch.parse(dead_letter(day, skipped))
+    assert batch is not None
+    tallies = Tallies(runtime.client("dynamodb"), aws["table"])
+    now = int(clock.now().timestamp())
+    assert tallies.take_lease(batch.repair_shard, "died", now, repair.LEASE_SECONDS) is None
+
+    (busy,) = run(aws, dead_letters, runtime, streams)
+    assert (busy.result, busy.deleted) == ("busy", False)
+    assert len(messages(aws, dead_letters)) == 1
+
+    clock.advance(repair.LEASE_SECONDS + 1)
+    (repaired,) = run(aws, dead_letters, runtime, streams)
+    assert (repaired.result, repaired.deleted) == ("repaired", True)
+    assert counts(aws, runtime) == EXPECTED

@@ -39,11 +39,12 @@ done with them (the expirations of items done in the batch, the state events, th
 and the searches' postings, the counts), with the settings of the function the message names.
 A message is deleted once its records are applied. Running it again, or after it died half
 way, counts nothing twice: the postings and counts of a batch are written under a checkpoint
-of the batch's own. State events are published again with the same event_id. A batch whose
-window the schedule function wrote before its error is not counted again (its events,
-expirations and the reputation guard's look are done again); one whose window it wrote in part
-and never finished is not counted again either, reported partly-written, and its message stays
-unless --drop-lost.
+of the batch's own, by one run at a time (a lease on the batch: another run meanwhile reports
+it busy and leaves its message). State events are published again with the same event_id. A
+batch whose window the schedule function wrote before its error is not counted again (its
+events, expirations and the reputation guard's look are done again); one whose window it
+wrote in part and never finished is not counted again either, reported partly-written, and its
+message stays unless --drop-lost.
 
 The stream keeps a record 24 hours: records it no longer has are reported (how many, when
 they arrived) and lost; the rest are applied and the message stays, for the record, unless
@@ -55,18 +56,19 @@ reads the output {QUEUE_OUTPUT} with cloudformation:DescribeStacks, or
 --queue-url names the queue. The AWS credentials need sqs:ReceiveMessage, DeleteMessage and
 ChangeMessageVisibility on the queue, dynamodb:GetShardIterator and GetRecords on the stream,
 lambda:GetFunctionConfiguration on the schedule function, what that function does with a
-batch (the table, the event bus, the bucket with VDQ_ARCHIVE=s3), and dynamodb:Query on the
-table (the window markers)."""
+batch (the table, the event bus, the bucket with VDQ_ARCHIVE=s3), and dynamodb:Query and
+DeleteItem on the table (the window markers, the batch's lease)."""
 
 EXIT_HELP = """exit codes:
   0  every stream batch was repaired (--dry-run: can be), or there was none
   2  bad command line, no queue, or no AWS credentials or region
   9  some batch lost records, could not be read or applied, was written in part by the
-     schedule function, or its message is malformed: its message stays (see the output)"""
+     schedule function, was being repaired by another run, or its message is malformed: its
+     message stays (see the output)"""
 
 # Results after which nothing more can be done for the message but to read the report.
 TROUBLE = frozenset({"failed", "malformed", "lost", "repaired-part", "would-repair-part",
-                     "partly-written"})  # fmt: skip
+                     "partly-written", "busy"})  # fmt: skip
 
 
 def add_parser(command: Callable[..., Any]) -> None:

@@ -32,6 +32,12 @@ begun and never finished (its writes refused each time) is not counted again eit
 what landed cannot be told from what did not: it is reported ``partly-written`` and its
 message stays. A batch inside no marker was never written: it is applied.
 
+One repair at a time applies a batch: it holds the batch's lease (a conditional write that
+ends after ``LEASE_SECONDS``) from before it reads the batch's checkpoint to after its writes.
+Another repair of the same batch meanwhile (the message delivered twice, or shown again past
+its visibility) is refused, ``busy``, and its message stays; a lease left by a repair that
+died passes after its time.
+
 Other messages of the queue (the input of a scheduled run that EventBridge Scheduler gave up
 on) are left as they are.
 """
@@ -40,8 +46,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -58,6 +66,8 @@ BATCH_INFO = "DDBStreamBatchInfo"
 # A message is hidden from other readers while its batch is repaired; one left by a run that
 # died shows again after this long.
 VISIBILITY_SECONDS = 900
+# A batch's lease (one repair applies it at a time) lasts as long as its message is hidden.
+LEASE_SECONDS = VISIBILITY_SECONDS
 RECEIVE_ROUNDS = 100  # receives of up to ten messages a run
 RECEIVE_WAIT_SECONDS = 1
 GET_RECORDS_LIMIT = 1000
@@ -240,6 +250,7 @@ RESULTS = {
     "failed": "reading or applying its records failed: the message stays",
     "partly-written": "the schedule function wrote its window in part and never finished: "
                       "not counted again, its missing counts reported; the message stays",
+    "busy": "another repair is applying the same batch: the message stays for it",
     "malformed": "an on-failure record without the batch's place: the message stays",
     "not-a-batch": "no stream batch (a scheduled run's input): left as it is",
 }
@@ -291,6 +302,18 @@ def repair_message(message: dict[str, Any],
         outcome.deleted = (not lost and live is not False) or drop_lost
         return outcome
     if reading.records:
+        holder = uuid.uuid4().hex
+        now = int(runtime.clock.now().timestamp())
+        try:
+            held = tallies.take_lease(batch.repair_shard, holder, now, LEASE_SECONDS)
+        except Exception as exc:  # reported, and the message stays
+            outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
+            return outcome
+        if held is not None:
+            outcome.result = "busy"
+            outcome.why = (f"another repair is applying this batch (its lease ends "
+                           f"{_when(held)}): the message stays for it")  # fmt: skip
+            return outcome
         try:
             answer = stream.consume(batch.event(reading.records), runtime, mark=False,
                                     write=live is None)  # fmt: skip
@@ -298,6 +321,9 @@ def repair_message(message: dict[str, Any],
         except Exception as exc:  # reported, and the message stays
             outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
             return outcome
+        finally:
+            with contextlib.suppress(ClientError):  # else it passes after LEASE_SECONDS
+                tallies.drop_lease(batch.repair_shard, holder)
     outcome.result = "lost" if lost and not reading.records else (
         "repaired-part" if lost else "repaired")  # fmt: skip
     if live is False:
@@ -311,6 +337,10 @@ WRITTEN = ("its window was written by the schedule function before it failed: it
 PARTLY = ("its window was written in part by the schedule function, which never finished it: "
           "not written again (what landed would count twice); the counts of that window's "
           "hours may be short of it")  # fmt: skip
+
+
+def _when(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _why_lost(batch: SkippedBatch, reading: Reading) -> str:

@@ -28,6 +28,7 @@ One table, every record kind under a prefixed key:
 |               |              |             | shard wrote: the next skips a repeat up to it   |
 | flush marker  | ``FL#<shard>``| ``<last>#<first>`` | an invocation's batch whose window was   |
 |               |              |             | begun, then written: a repair counts it not     |
+| repair lease  | ``RL#<batch>``| ``RL``      | one repair of a skipped batch at a time (TTL)   |
 | guard level   | ``GUARD``    | ``P#<p>``   | a producer's reputation level (ok, warn, hold,  |
 |               |              | ``A#account`` | released), why, since when; the account's    |
 | parked        | ``HELD#<p>`` | ``<id>``    | an item a hold kept from its provider           |

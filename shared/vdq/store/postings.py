@@ -26,7 +26,8 @@ A **flush marker** says that an invocation of the stream mapping wrote its windo
 ``FL#<shard>`` / ``<last>#<first>`` (the invocation's first and last sequence number), written
 before the window's writes and marked ``written`` after them. When the mapping gives up on a
 batch, its repair (vdq.schedules.repair) reads whether a window holding the batch was written
-(and is not to be counted again), begun and never finished, or never begun.
+(and is not to be counted again), begun and never finished, or never begun. A **repair lease**
+(``RL#<batch>``) lets one repair at a time apply a batch.
 
 Entries are 25 bytes: a kind, the item's id (a ULID, 16 bytes: its time is the enqueue time)
 and 8 bytes of what the kind says.
@@ -53,6 +54,8 @@ COUNTER_PREFIX = "CNT#"
 SHARD_PREFIX = "CK#"
 SHARD_SK = "CK"
 FLUSH_PREFIX = "FL#"
+LEASE_PREFIX = "RL#"
+LEASE_SK = "RL"
 # Counter records per hour and kind. One holds up to about 30 shards' checkpoints in a write
 # unit: raise it with the stream's shard count (the table's size), never lower it.
 COUNTER_SHARDS = 1
@@ -334,7 +337,7 @@ class Tallies:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
 
-    # ---- flush markers (the stream consumer, vdq.schedules.repair) ----------------------
+    # ---- flush markers (the stream consumer) and repair leases (vdq.schedules.repair) ------
 
     def begin_flush(self, shard: str, first: str, last: str, expiration: int) -> None:
         """An invocation whose records are ``first``..``last`` starts writing its window (a
@@ -383,6 +386,43 @@ class Tallies:
             if not after:
                 return found
             kwargs["ExclusiveStartKey"] = after
+
+    def take_lease(self, name: str, holder: str, now: int, seconds: int) -> int | None:
+        """Hold the lease ``name`` for ``seconds`` from ``now`` (epoch seconds). None: taken;
+        else when the lease another holder has ends (nothing written)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK},
+                      "holder": {"S": holder}, "until": {"N": str(now + seconds)},
+                      "expiration": {"N": str(now + seconds + 86_400)}},
+                ConditionExpression="attribute_not_exists(pk) OR #until < :now",
+                ExpressionAttributeNames={"#until": "until"},
+                ExpressionAttributeValues={":now": {"N": str(now)}},
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            found = self._client.get_item(
+                TableName=self._table, ConsistentRead=True,
+                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
+            ).get("Item") or {}  # fmt: skip
+            return int(found.get("until", {}).get("N") or now + seconds)
+        return None
+
+    def drop_lease(self, name: str, holder: str) -> None:
+        """Give the lease back (not one another holder took since it ran out)."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
+                ConditionExpression="#holder = :holder",
+                ExpressionAttributeNames={"#holder": "holder"},
+                ExpressionAttributeValues={":holder": {"S": holder}},
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     # ---- reads (the operator API) ---------------------------------------------------------
 
