@@ -71,6 +71,23 @@ def test_twilio_callback_carries_the_error_code_and_key():
         parse_twilio_callback({"MessageStatus": "sent"}, None)
 
 
+@pytest.mark.parametrize(("code", "meaning"), [
+    ("30003", "unreachable destination handset"), ("30005", "unknown destination handset"),
+    ("30006", "landline or unreachable carrier"), ("30007", "filtered by the carrier"),
+    ("30008", "unknown error"), ("30036", "validity period expired"),
+    ("21610", "the receiver replied STOP"), ("21614", "To is not a mobile number"),
+])  # fmt: skip
+def test_a_twilio_error_code_without_a_message_is_shown_with_its_meaning(code, meaning):
+    # Twilio's status callbacks carry ErrorCode alone: the operator reads what it means.
+    update = parse_twilio_callback({"MessageSid": "SM1", "MessageStatus": "undelivered",
+                                    "ErrorCode": code}, None)  # fmt: skip
+    assert update.text == f"Twilio reported undelivered, error {code} ({meaning})"
+    fetched = twilio_update("SM1", "failed", int(code), "Twilio's own words")
+    assert fetched.text == f"Twilio reported failed, error {code}: Twilio's own words"
+    unknown = twilio_update("SM1", "failed", "39999")
+    assert unknown.text == "Twilio reported failed, error 39999"
+
+
 def test_update_round_trips_through_json():
     update = parse_ses_event(ses_body("bounce_permanent"))
     assert results.ProviderUpdate.from_json(update.to_json()) == update

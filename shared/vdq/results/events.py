@@ -195,14 +195,43 @@ _TWILIO_STATUS = {
 }
 
 
+# What Twilio's delivery error codes mean (its error dictionary), for a status that carries the
+# code alone: a status callback never has ErrorMessage, and a fetched message often none.
+TWILIO_ERRORS = {
+    "30001": "queue overflow",
+    "30002": "account suspended",
+    "30003": "unreachable destination handset",
+    "30004": "message blocked",
+    "30005": "unknown destination handset",
+    "30006": "landline or unreachable carrier",
+    "30007": "filtered by the carrier",
+    "30008": "unknown error",
+    "30009": "missing segment",
+    "30010": "message price exceeds max price",
+    "30011": "MMS not supported by the receiving number in this region",
+    "30022": "US A2P 10DLC rate limit exceeded",
+    "30023": "US A2P 10DLC daily message cap reached",
+    "30032": "toll-free number not verified",
+    "30034": "US A2P 10DLC: message from an unregistered number",
+    "30036": "validity period expired",
+    "30500": "Twilio internal error",
+    TWILIO_OPTED_OUT: "the receiver replied STOP",
+    "21612": "the To number is not reachable via SMS",
+    "21614": "To is not a mobile number",
+}
+
+
 def twilio_update(sid: str, status: str, error_code: Any = None, error_message: str | None = None,
                   item_hint: str | None = None) -> ProviderUpdate:  # fmt: skip
     """The update of one Twilio message status (from a callback or a fetch)."""
     text = f"Twilio reported {status}"
     if error_code not in (None, ""):
         text += f", error {error_code}"
+        meaning = TWILIO_ERRORS.get(str(error_code))
         if error_message:
             text += f": {error_message}"
+        elif meaning:
+            text += f" ({meaning})"
     normalised = _TWILIO_STATUS.get(status, "other")
     # The number replied STOP: a callback, a poll and the timeout's last fetch alike.
     suppresses = "sms_opt_out" if str(error_code) == TWILIO_OPTED_OUT else None
