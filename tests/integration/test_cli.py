@@ -354,6 +354,18 @@ def test_show_prints_the_segments_of_an_sms_and_none_for_an_email(capsys, api):
     assert "segments" not in out
 
 
+def test_show_prints_each_media_url_of_an_mms(capsys, api):
+    # What went out with the body: the operator reads the pictures an MMS carried.
+    urls = ["https://example.com/a.png", "https://example.com/b.jpg?x=1&y=2"]
+    mms = item(1, content={"body": "Your receipt", "media_urls": urls})
+    api.routes[("GET", f"/queue-items/{mms['id']}")] = (200, mms)
+    _, out, _ = run(capsys, "show", mms["id"])
+    lines = out.splitlines()
+    assert [line for line in lines if line.strip().startswith("media")] == [
+        f"       media  {url}" for url in urls]  # fmt: skip
+    assert lines.index(f"       media  {urls[0]}") > lines.index("        body  Your receipt")
+
+
 def test_send_commands_pass_priority_and_send_at_and_show_prints_them(capsys, api):
     api.routes[("POST", "/sms")] = (201, {"items": [item(1)]})
     api.routes[("POST", "/emails")] = (201, {"items": [item(2)]})

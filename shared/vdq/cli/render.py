@@ -258,6 +258,7 @@ def print_item(item: dict[str, Any]) -> None:
         fields.append(("segments", f"{item['segments']} ({item.get('encoding')})"))
     content = item.get("content") or {}
     fields += [("subject", content.get("subject")), ("body", content.get("body"))]
+    fields += [("media", url) for url in content.get("media_urls") or []]  # an MMS's pictures
     for attachment in item.get("attachments") or []:
         fields.append(("attachment", f"{safe(attachment.get('filename'))} "
                        f"({safe(attachment.get('content_type'))}) "
