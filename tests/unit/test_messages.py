@@ -111,6 +111,18 @@ def test_bad_sms_input_names_the_field(changes, field):
     assert err.value.field == field
 
 
+def test_a_messaging_service_sid_as_sender_is_refused_saying_what_to_give_instead():
+    # Twilio takes one in From; VDQ sends from a number, and said only "at most 16 characters".
+    sid = "MG" + "0123456789abcdef" * 2
+    with pytest.raises(ValidationError) as err:
+        messages.parse_sms(sms_body(sender={"cell": sid}))
+    assert err.value.field == "sender.cell"
+    assert err.value.message == (
+        f"sender.cell: {sid!r} is a Twilio Messaging Service SID, not a phone number: VDQ sends "
+        "from a number of the account, in E.164 (+ and digits); give one of the service's "
+        "numbers")
+
+
 def test_an_sms_body_of_1600_characters_is_accepted_when_the_segment_limit_allows_it():
     # 1600 GSM-7 characters are 11 segments: over the default limit of 10 (a 400), within 11.
     assert len(messages.parse_sms(sms_body(body="x" * 1600), max_segments=11).body) == 1600

@@ -32,6 +32,7 @@ from vdq.workflow.lanes import parse_priority
 
 _E164 = re.compile(E164)
 _E164_STORED = re.compile(E164_STORED)
+_MESSAGING_SERVICE_SID = re.compile(r"MG[0-9a-fA-F]{32}")  # Twilio's SID of a Messaging Service
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _CONTENT_TYPE = re.compile(MIME_TYPE)
@@ -112,6 +113,12 @@ def email_address(value: Any, path: str) -> str:
 def cell(value: Any, path: str, *, stored: bool = False) -> str:
     """An E.164 number; ``stored``: any such form, as a number stored before the North
     American rule may be (a lookup of it), else a +1 number must be of the plan."""
+    if isinstance(value, str) and _MESSAGING_SERVICE_SID.fullmatch(value.strip()):
+        # Twilio takes one in From, and a producer moving to a service tries it here: say so
+        # rather than that it is too long.
+        raise ValidationError(path, f"{value!r} is a Twilio Messaging Service SID, not a phone "
+                                    "number: VDQ sends from a number of the account, in E.164 "
+                                    "(+ and digits); give one of the service's numbers")
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not (_E164_STORED if stored else _E164).match(text):
