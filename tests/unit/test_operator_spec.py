@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from vdq.core.errors import ValidationError
@@ -120,3 +122,21 @@ def test_every_receiver_the_published_pattern_takes_the_server_takes():
 
     accepted()
     assert not re.fullmatch(spec.RECEIVER_PATTERN, "ada@x.123")
+
+
+def test_the_status_callback_declares_each_query_parameter_the_worker_puts_in_its_url():
+    # Whoever routes Twilio's callbacks (a proxy, a custom domain) keeps what the contract
+    # names: the attempt a status belongs to is in the signed URL beside the queue item.
+    from urllib.parse import parse_qsl, urlsplit
+
+    from vdq.dispatch.outbound import status_callback_url
+
+    url = status_callback_url("https://sms.example.com/twilio/status-callback",
+                              "01JD3Q4P8S2V6X0Z4C8G2K6N0R", 2)  # fmt: skip
+    declared = {p.name: p for p in spec.BY_ID["twilioStatusCallback"].params
+                if p.where == "query"}  # fmt: skip
+    given = dict(parse_qsl(urlsplit(url).query))
+    assert set(given) == set(declared)
+    for name, value in given.items():
+        assert declared[name].pattern is not None
+        assert re.fullmatch(declared[name].pattern, value), name

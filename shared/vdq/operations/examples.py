@@ -159,7 +159,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "resendSentItems": {"Idempotency-Key": "resend-batch-2026-12-03"},
     "getAttachment": {"id": _FILE_ID, "redirect": True},
     "getProducerUsage": {"producer": "4d2kq8v1r7m3n5b0c9x6z2l4ht"},
-    "twilioStatusCallback": {"queue_item": _SMS_ID,
+    "twilioStatusCallback": {"queue_item": _SMS_ID, "attempt": "1",
                              "X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="},
     "searchItems": {"receiver": "ada@example.org", "origin_type": "shop.order",
                     "origin_id": "1042", "provider_id": "SM0123456789abcdef0123456789abcdef",

@@ -383,6 +383,13 @@ OPERATIONS: tuple[Operation, ...] = (
               (), (Param("queue_item", "query", "string",
                          "The queue item the SMS was sent for, as VDQ put it in the callback "
                          "URL.", pattern=ids.PATTERN),
+                   Param("attempt", "query", "string",
+                         "The item's attempt the SMS was sent by, as VDQ put it in the callback "
+                         "URL: a status of an earlier attempt is kept in the item's history "
+                         "and moves it no more. Absent from URLs made before attempts were "
+                         "signed: such a status is taken by the key only while the item is at "
+                         "its first attempt.",
+                         pattern=r"^[1-9][0-9]*$"),
                    Param("X-Twilio-Signature", "header", "string",
                          "Twilio's signature of the request (base64 HMAC-SHA1).",
                          required=True)),
