@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from dataclasses import replace
 from urllib.parse import parse_qsl, urlencode
 
@@ -160,6 +161,29 @@ def test_missing_signature_or_another_token_is_refused(aws, runtime):
     assert call(twilio_event("delivered", sid=SID, item_id=item.id, sign=False)) == 403
     assert call(twilio_event("delivered", sid=SID, item_id=item.id, token="other")) == 403
     assert runtime.store.get_item(item.id).state == "awaiting"
+
+
+def test_a_callback_signed_with_a_webhooks_shared_key_is_refused_naming_the_cause(
+        aws, runtime, caplog):  # fmt: skip
+    # A Webhook Rule of Twilio's that matches the callback URL signs with its shared key
+    # instead of the auth token (HMAC-SHA256 here), and says so in a header. VDQ holds no such
+    # key: each callback is refused, and the log says why, not only "a bad signature".
+    from twilio.request_validator import RequestValidator
+
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    event = twilio_event("delivered", sid=SID, item_id=item.id, attempt=1)
+    url = f"{SAMPLE_WEBHOOK_URL}?{urlencode(event['queryStringParameters'])}"
+    form = dict(parse_qsl(event["body"]))
+    event["headers"] = {**event["headers"],
+                        "X-Twilio-Signature": RequestValidator("shared-secret").compute_signature(
+                            url, form, "HMAC_SHA256"),
+                        "X-Twilio-Webhooks-Signature-Settings":
+                            "key=KS0123456789abcdef0123456789abcdef,algorithm=HMAC_SHA256"}
+    with caplog.at_level(logging.WARNING):
+        assert call(event) == 403
+    assert runtime.store.get_item(item.id).state == "awaiting"
+    [line] = [r.getMessage() for r in caplog.records if "shared key" in r.getMessage()]
+    assert "KS0123456789abcdef0123456789abcdef" in line and "Webhook Rule" in line
 
 
 def test_signature_of_a_webhook_url_with_its_own_query_is_checked(aws, runtime):

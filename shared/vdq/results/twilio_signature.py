@@ -74,6 +74,25 @@ def fresh_auth_token(settings: Settings) -> str | None:
     return fresh[1] if fresh is not None else None
 
 
+# Twilio's header on a webhook a Webhook Rule signs with a shared key of its own (its
+# Webhooks configuration API) instead of the auth token: ``key=<KS...>,algorithm=<...>``.
+SHARED_KEY_HEADER = "X-Twilio-Webhooks-Signature-Settings"
+MAX_SHOWN_HEADER = 200
+
+
+def why_refused(event: dict[str, Any]) -> str:
+    """Why a request whose signature did not check was refused, for the log: a shared key's
+    header is an operator's setting at Twilio (every callback fails alike), so it says what to
+    change."""
+    shared = api.header(event, SHARED_KEY_HEADER)
+    if not shared:
+        return "a missing or bad signature"
+    shown = "".join(c for c in shared[:MAX_SHOWN_HEADER] if c.isprintable())
+    return (f"Twilio signed it with a Webhooks shared key ({shown}), and VDQ checks signatures "
+            "made with the account's auth token; remove the Webhook Rule that matches this URL "
+            "at Twilio")
+
+
 def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings, *,
                  inbound: bool = False) -> bool:  # fmt: skip
     """Twilio signed this request: a status callback (``TWILIO_WEBHOOK_URL``) or, ``inbound``,
