@@ -52,6 +52,7 @@ STACK_SETTINGS = frozenset(
 # holds each instead.
 REFUSED_SETTINGS = {
     "TWILIO_AUTH_TOKEN": "the Twilio secret",
+    "TWILIO_WEBHOOK_SHARED_KEY": "the Twilio secret's webhook_shared_key",
     "VDQ_UNSUBSCRIBE_KEY": "the stack's generated UnsubscribeKey secret",
     "VDQ_UNSUBSCRIBE_PREVIOUS_KEY": "the UnsubscribeKey secret's AWSPREVIOUS version",
 }

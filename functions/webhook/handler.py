@@ -108,7 +108,8 @@ def _signed_form(event: dict[str, Any], runtime: Runtime, *, what: str,
     except (ValueError, UnicodeDecodeError):
         return {}, api.response(400, api.error_body("bad_request", "the body is not a form"))
     if not twilio_signature.is_authentic(event, params, runtime.settings, inbound=inbound):
-        logger.warning("%s refused: %s", what, twilio_signature.why_refused(event))
+        logger.warning("%s refused: %s", what,
+                       twilio_signature.why_refused(event, runtime.settings))
         return {}, api.response(403, api.error_body("forbidden",
                                                     "the Twilio signature is not valid"))
     return params, None

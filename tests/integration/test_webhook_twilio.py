@@ -163,27 +163,70 @@ def test_missing_signature_or_another_token_is_refused(aws, runtime):
     assert runtime.store.get_item(item.id).state == "awaiting"
 
 
-def test_a_callback_signed_with_a_webhooks_shared_key_is_refused_naming_the_cause(
-        aws, runtime, caplog):  # fmt: skip
-    # A Webhook Rule of Twilio's that matches the callback URL signs with its shared key
-    # instead of the auth token (HMAC-SHA256 here), and says so in a header. VDQ holds no such
-    # key: each callback is refused, and the log says why, not only "a bad signature".
+KEY_ID = "KS0123456789abcdef0123456789abcdef"
+
+
+def shared_key_event(item_id, key, algorithm="HMAC_SHA256", status="delivered"):
+    """A callback a Webhook Rule of Twilio's signs: with its shared key instead of the auth
+    token, in ``algorithm``, said in X-Twilio-Webhooks-Signature-Settings."""
     from twilio.request_validator import RequestValidator
 
-    item = to_awaiting(new_sms(runtime), runtime, SID)
-    event = twilio_event("delivered", sid=SID, item_id=item.id, attempt=1)
+    event = twilio_event(status, sid=SID, item_id=item_id, attempt=1)
     url = f"{SAMPLE_WEBHOOK_URL}?{urlencode(event['queryStringParameters'])}"
     form = dict(parse_qsl(event["body"]))
     event["headers"] = {**event["headers"],
-                        "X-Twilio-Signature": RequestValidator("shared-secret").compute_signature(
-                            url, form, "HMAC_SHA256"),
+                        "X-Twilio-Signature": RequestValidator(key).compute_signature(
+                            url, form, algorithm),
                         "X-Twilio-Webhooks-Signature-Settings":
-                            "key=KS0123456789abcdef0123456789abcdef,algorithm=HMAC_SHA256"}
+                            f"key={KEY_ID},algorithm={algorithm}"}  # fmt: skip
+    return event
+
+
+def test_a_callback_signed_with_a_webhooks_shared_key_is_refused_naming_the_cause(
+        aws, runtime, caplog):  # fmt: skip
+    # VDQ holds no shared key: each callback is refused, and the log says why and what to set,
+    # not only "a bad signature".
+    item = to_awaiting(new_sms(runtime), runtime, SID)
     with caplog.at_level(logging.WARNING):
-        assert call(event) == 403
+        assert call(shared_key_event(item.id, "shared-secret")) == 403
     assert runtime.store.get_item(item.id).state == "awaiting"
     [line] = [r.getMessage() for r in caplog.records if "shared key" in r.getMessage()]
-    assert "KS0123456789abcdef0123456789abcdef" in line and "Webhook Rule" in line
+    assert KEY_ID in line and "TWILIO_WEBHOOK_SHARED_KEY" in line
+
+
+@pytest.mark.parametrize("algorithm", ["HMAC_SHA256", "HMAC_SHA1"])
+def test_a_callback_signed_with_the_configured_shared_key_is_applied(aws, runtime, algorithm):
+    runtime.settings = replace(runtime.settings, twilio_webhook_shared_key="shared-secret")
+    item = to_awaiting(new_sms(runtime), runtime, SID)
+    assert call(shared_key_event(item.id, "other-secret", algorithm)) == 403
+    assert call(shared_key_event(item.id, SAMPLE_AUTH_TOKEN, algorithm)) == 403  # not the token
+    assert runtime.store.get_item(item.id).state == "awaiting"
+    assert call(shared_key_event(item.id, "shared-secret", algorithm)) == 204
+    assert runtime.store.get_item(item.id).state == "succeeded"
+    # Without the header the auth token signs, as before.
+    assert call(twilio_event("read", sid=SID, item_id=item.id, attempt=1)) == 204
+
+
+def test_the_shared_key_may_come_from_the_twilio_secret(aws, settings, clock):
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+
+    boto3.client("secretsmanager").create_secret(Name="vdq/twilio", SecretString=json.dumps(
+        {"account_sid": SAMPLE_ACCOUNT_SID, "auth_token": SAMPLE_AUTH_TOKEN,
+         "webhook_shared_key": "shared-secret"}))  # fmt: skip
+    rt = Runtime(settings=replace(settings, twilio_account_sid=None, twilio_auth_token=None,
+                                  twilio_secret_name="vdq/twilio",
+                                  twilio_webhook_url=SAMPLE_WEBHOOK_URL), clock=clock)
+    import vdq.runtime as runtime_module
+
+    runtime_module._DEFAULT = rt
+    try:
+        item = to_awaiting(new_sms(rt), rt, SID)
+        assert call(shared_key_event(item.id, "shared-secret")) == 204
+        assert rt.store.get_item(item.id).state == "succeeded"
+    finally:
+        Runtime.reset_default()
+        parameters.clear_caches()
 
 
 def test_signature_of_a_webhook_url_with_its_own_query_is_checked(aws, runtime):

@@ -165,6 +165,13 @@ class Settings:
         read.optional_text,
         "Secrets Manager secret with account_sid and auth_token (a deploy sets it)",
     )
+    twilio_webhook_shared_key: str | None = _setting(
+        "TWILIO_WEBHOOK_SHARED_KEY",
+        None,
+        read.optional_text,
+        "secret of the Twilio Webhooks shared key a Webhook Rule signs the callbacks with (or "
+        "webhook_shared_key in the secret); unset: only the auth token's signatures",
+    )
     twilio_webhook_url: str | None = _setting(
         "TWILIO_WEBHOOK_URL", None, read.optional_text, "status callback URL; empty selects polling"
     )

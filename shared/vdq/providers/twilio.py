@@ -135,6 +135,17 @@ def secret_credentials(secret: str, sid: str | None, *, fresh: bool = False) -> 
     return str(account), str(data["auth_token"])
 
 
+def secret_shared_key(secret: str, *, fresh: bool = False) -> str | None:
+    """The Webhooks shared key's secret the Secrets Manager secret holds
+    (``webhook_shared_key``), read and cached as the credentials are; None without one."""
+    from aws_lambda_powertools.utilities import parameters
+
+    data = parameters.get_secret(secret, transform="json", max_age=SECRET_MAX_AGE,
+                                 force_fetch=fresh)  # fmt: skip
+    key = data.get("webhook_shared_key") if isinstance(data, dict) else None
+    return str(key) if key else None
+
+
 # A request refused for its credentials (a signature the cached token does not match, a 401
 # from Twilio) reads the secret again at most this often (a function instance's): Twilio uses
 # the new token as soon as it is promoted, while the cache holds the old one for up to
@@ -147,17 +158,25 @@ _fresh_lock = threading.Lock()
 def fresh_credentials(settings: Settings) -> Credentials | None:
     """The secret's credentials read again now (the cache takes them), when they come from the
     secret and no other request read it in the last FRESH_EVERY_SECONDS; else None."""
-    import time
-
     secret = settings.twilio_secret_name
     if not secret or (settings.twilio_account_sid and settings.twilio_auth_token):
         return None
+    if not may_read_fresh():
+        return None
+    return secret_credentials(secret, settings.twilio_account_sid, fresh=True)
+
+
+def may_read_fresh() -> bool:
+    """Whether a request refused for its credentials may read the secret again now (no other
+    did in the last FRESH_EVERY_SECONDS); it then counts as the read."""
+    import time
+
     with _fresh_lock:
         now = time.monotonic()
         if now - _last_fresh_read[0] < FRESH_EVERY_SECONDS:
-            return None
+            return False
         _last_fresh_read[0] = now
-    return secret_credentials(secret, settings.twilio_account_sid, fresh=True)
+    return True
 
 
 class TwilioProvider:

@@ -4,6 +4,10 @@ Twilio signs the URL it was given (``TWILIO_WEBHOOK_URL`` with ``queue_item`` ad
 sorted form parameters. Behind API Gateway the function sees neither that host nor the raw
 query string, so the URL is rebuilt from the setting and the query parameters received, in the
 order received: any change to ``queue_item`` changes the URL and fails the check.
+
+The key is the account's auth token (HMAC-SHA1), or, for a request a Webhook Rule of Twilio's
+signed (its header ``X-Twilio-Webhooks-Signature-Settings`` names the key and algorithm), the
+rule's shared key (``TWILIO_WEBHOOK_SHARED_KEY`` or the Twilio secret's ``webhook_shared_key``).
 """
 
 from __future__ import annotations
@@ -80,17 +84,31 @@ SHARED_KEY_HEADER = "X-Twilio-Webhooks-Signature-Settings"
 MAX_SHOWN_HEADER = 200
 
 
-def why_refused(event: dict[str, Any]) -> str:
+def why_refused(event: dict[str, Any], settings: Settings) -> str:
     """Why a request whose signature did not check was refused, for the log: a shared key's
     header is an operator's setting at Twilio (every callback fails alike), so it says what to
-    change."""
+    set."""
     shared = api.header(event, SHARED_KEY_HEADER)
     if not shared:
         return "a missing or bad signature"
     shown = "".join(c for c in shared[:MAX_SHOWN_HEADER] if c.isprintable())
-    return (f"Twilio signed it with a Webhooks shared key ({shown}), and VDQ checks signatures "
-            "made with the account's auth token; remove the Webhook Rule that matches this URL "
-            "at Twilio")
+    if shared_key(settings) is None:
+        return (f"Twilio signed it with a Webhooks shared key ({shown}), and none is set: put "
+                "the key's secret in TWILIO_WEBHOOK_SHARED_KEY or in the Twilio secret's "
+                "webhook_shared_key, or remove the Webhook Rule that matches this URL")
+    return f"a missing or bad signature of the Webhooks shared key ({shown})"
+
+
+def shared_key(settings: Settings, *, fresh: bool = False) -> str | None:
+    """The Webhooks shared key's secret: the setting, else the Twilio secret's (``fresh``: read
+    again now, as after a rotation)."""
+    if settings.twilio_webhook_shared_key:
+        return settings.twilio_webhook_shared_key
+    if not settings.twilio_secret_name:
+        return None
+    from vdq.providers.twilio import secret_shared_key
+
+    return secret_shared_key(settings.twilio_secret_name, fresh=fresh)
 
 
 def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settings, *,
@@ -105,9 +123,34 @@ def is_authentic(event: dict[str, Any], params: dict[str, str], settings: Settin
     from twilio.request_validator import RequestValidator
 
     url = public_url(signed, event)
+    shared = api.header(event, SHARED_KEY_HEADER)
+    if shared:
+        return _shared_key_signed(url, params, signature, shared, settings)
     token = auth_token(settings)
     if RequestValidator(token).validate(url, params, signature):
         return True
     fresh = fresh_auth_token(settings)
     return bool(fresh and fresh != token
                 and RequestValidator(fresh).validate(url, params, signature))  # fmt: skip
+
+
+def _shared_key_signed(url: str, params: dict[str, str], signature: str, header: str,
+                       settings: Settings) -> bool:  # fmt: skip
+    """A Webhook Rule signed the request with its shared key, in the algorithm its header
+    names: checked with the key's secret; once more with the secret read afresh (a rotated
+    key), at most as often as a rotated token is."""
+    from twilio.request_validator import RequestValidator, get_signature_algorithm
+
+    from vdq.providers.twilio import may_read_fresh
+
+    algorithm = get_signature_algorithm(header)
+    key = shared_key(settings)
+    if key is None:
+        return False
+    if RequestValidator(key).validate(url, params, signature, algorithm):
+        return True
+    if settings.twilio_webhook_shared_key or not may_read_fresh():
+        return False
+    fresh = shared_key(settings, fresh=True)
+    return bool(fresh and fresh != key
+                and RequestValidator(fresh).validate(url, params, signature, algorithm))
