@@ -104,11 +104,12 @@ def add_sms(
     send_at: str | datetime | None = None,
     runtime: Runtime | None = None,
 ) -> list[QueueItemRecord]:
-    """Queue an SMS: one item per receiver (E.164 numbers); ``priority`` and ``send_at`` as
-    for ``add_email``."""
+    """Queue an SMS: one item per receiver (E.164 numbers), from ``sender``, a number of the
+    account or a Messaging Service SID (MG...); ``priority`` and ``send_at`` as for
+    ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
-        "sender": {"cell": sender},
+        "sender": {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender},
         "to": [{"cell": v} if isinstance(v, str) else v for v in _listed(to)],
         "body": body,
     }

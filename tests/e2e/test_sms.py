@@ -32,6 +32,18 @@ def test_every_magic_number_reaches_its_documented_state(stack, number, state, t
     assert text in (done["result"] or ""), done["result"]
 
 
+def test_an_sms_from_a_messaging_service_is_delivered_from_its_pool(stack):
+    service = "MG" + "0123456789abcdef" * 2
+    answer = stack.api("POST", "/sms", groups=("vdq-senders",), json={
+        "sender": {"messaging_service_sid": service}, "to": [{"cell": "+14155550123"}],
+        "body": "e2e code 456"})  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    [item] = answer.json()["items"]
+    done = stack.wait(item["id"], "succeeded")
+    assert done["sender"] == {"messaging_service_sid": service}
+    assert "delivered" in (done["result"] or "")
+
+
 @requires("schedule")
 def test_an_sms_without_a_final_status_times_out_to_unconfirmed(stack):
     [item] = stack.send_sms("+15005550012")

@@ -388,6 +388,18 @@ def test_send_commands_pass_priority_and_send_at_and_show_prints_them(capsys, ap
     assert code == 0 and "bulk" in out and "2026-12-24T08:00:00" in out
 
 
+def test_send_sms_from_a_messaging_service_and_show_names_it(capsys, api):
+    service = "MG" + "0123456789abcdef" * 2
+    sent = item(1, sender={"messaging_service_sid": service})
+    api.routes[("POST", "/sms")] = (201, {"items": [sent]})
+    code, _, _ = run(capsys, "send-sms", "--from", service, "--to", "+14155550100",
+                     "--body", "Your code")  # fmt: skip
+    assert code == 0 and api.requests[-1]["body"]["sender"] == {"messaging_service_sid": service}
+    api.routes[("GET", f"/queue-items/{sent['id']}")] = (200, sent)
+    _, out, _ = run(capsys, "show", sent["id"])
+    assert f"      sender  {service}" in out.splitlines()
+
+
 def test_an_empty_send_at_goes_to_the_api_and_is_not_sent_now(capsys, api):
     # `--send-at "$WHEN"` with WHEN unset: dropping it would send a scheduled newsletter now.
     api.routes[("POST", "/emails")] = (400, {"error": {

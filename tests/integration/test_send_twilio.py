@@ -82,6 +82,16 @@ def test_the_client_talks_to_the_configured_base_url(sandbox):
     assert seen[1][:2] == ("GET", f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{sid}.json")
 
 
+def test_an_sms_from_a_messaging_service_names_the_service_not_a_number(sandbox):
+    base, seen = sandbox
+    provider = TwilioProvider.from_settings(settings_for(
+        twilio_account_sid=ACCOUNT_SID, twilio_auth_token="tok", twilio_api_url=base))
+    service = "MG" + "0123456789abcdef" * 2
+    assert provider.send(service, "+14155550100", "hi") == "SM" + "1" * 32
+    form = seen[0][2]
+    assert form["MessagingServiceSid"] == [service] and "From" not in form
+
+
 def test_a_rejection_carries_twilios_code_and_message(sandbox):
     base, _ = sandbox
     provider = TwilioProvider.from_settings(settings_for(

@@ -57,6 +57,20 @@ def test_post_sms_stores_and_shows_the_encoding_and_segments(aws, runtime):
     assert [(i["id"], i["encoding"], i["segments"]) for i in sent] == [(item["id"], "GSM-7", 2)]
 
 
+def test_an_sms_from_a_messaging_service_shows_the_service_as_its_sender(aws, runtime):
+    service = "MG" + "0123456789abcdef" * 2
+    status, answer = post_sms("hi", sender={"messaging_service_sid": service})
+    assert status == 201, answer
+    [item] = answer["items"]
+    assert item["sender"] == {"messaging_service_sid": service}
+    assert runtime.store.get_item(item["id"]).sender == service
+    detail = call("get_queue_item", params={"id": item["id"]}).body
+    assert detail["sender"] == {"messaging_service_sid": service}
+    posted(aws["table"])
+    found = call("search", query={"sender": service}).body["items"]
+    assert [i["id"] for i in found] == [item["id"]]
+
+
 def test_every_receiver_gets_the_figures_of_the_one_body_and_emails_none(aws, runtime):
     items = vdq.add_sms("+15005550006", ["+14155550100", "+14155550101"],
                         "Grüße aus Köln \U0001f600" * 3, runtime=runtime)  # fmt: skip

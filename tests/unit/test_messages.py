@@ -111,16 +111,25 @@ def test_bad_sms_input_names_the_field(changes, field):
     assert err.value.field == field
 
 
-def test_a_messaging_service_sid_as_sender_is_refused_saying_what_to_give_instead():
-    # Twilio takes one in From; VDQ sends from a number, and said only "at most 16 characters".
-    sid = "MG" + "0123456789abcdef" * 2
+SERVICE = "MG" + "0123456789abcdef" * 2
+
+
+def test_an_sms_may_be_sent_from_a_messaging_service():
+    # Twilio's pool then picks the number (sticky sender, its opt-out handling, its scale).
+    sms = messages.parse_sms(sms_body(sender={"messaging_service_sid": SERVICE}))
+    assert sms.sender == SERVICE
+
+
+@pytest.mark.parametrize(("sender", "field", "words"), [
+    ({"cell": SERVICE}, "sender.cell", "give it as sender.messaging_service_sid"),
+    ({"messaging_service_sid": "MG123"}, "sender.messaging_service_sid", "MG and 32"),
+    ({"messaging_service_sid": "PN" + SERVICE[2:]}, "sender.messaging_service_sid", "MG and 32"),
+    ({"messaging_service_sid": SERVICE, "cell": "+15005550006"}, "sender.cell", "not both"),
+])  # fmt: skip
+def test_a_sender_that_is_not_one_number_nor_one_service_names_the_field(sender, field, words):
     with pytest.raises(ValidationError) as err:
-        messages.parse_sms(sms_body(sender={"cell": sid}))
-    assert err.value.field == "sender.cell"
-    assert err.value.message == (
-        f"sender.cell: {sid!r} is a Twilio Messaging Service SID, not a phone number: VDQ sends "
-        "from a number of the account, in E.164 (+ and digits); give one of the service's "
-        "numbers")
+        messages.parse_sms(sms_body(sender=sender))
+    assert err.value.field == field and words in err.value.message
 
 
 def test_an_sms_body_of_1600_characters_is_accepted_when_the_segment_limit_allows_it():

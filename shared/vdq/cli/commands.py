@@ -136,8 +136,13 @@ def _type(name: str) -> str:
     return mimetypes.guess_type(Path(name).name)[0] or "application/octet-stream"
 
 
+def sms_sender(sender: str) -> dict[str, str]:
+    """The request's sender: a Messaging Service's SID (MG...) or a number."""
+    return {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender}
+
+
 def send_sms(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"sender": {"cell": args.sender},
+    body: dict[str, Any] = {"sender": sms_sender(args.sender),
                             "to": [{"cell": c} for c in args.to], "body": args.body}
     if args.media_url:
         body["media_urls"] = args.media_url

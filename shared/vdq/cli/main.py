@@ -120,7 +120,8 @@ def parser() -> argparse.ArgumentParser:
                    "queues nothing twice")  # fmt: skip
 
     p = command("send-sms", "queue an SMS (one item per receiver)", commands.send_sms)
-    p.add_argument("--from", dest="sender", required=True, help="sender number (E.164)")
+    p.add_argument("--from", dest="sender", required=True,
+                   help="sender number (E.164), or a Messaging Service SID (MG...)")
     p.add_argument("--to", action="append", required=True, help="receiver number (repeatable)")
     p.add_argument("--body", required=True, help="the message text")
     p.add_argument("--media-url", action="append", help="https:// URL of a picture (repeatable)")

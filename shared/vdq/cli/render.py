@@ -72,7 +72,7 @@ def colour(text: str, state: str) -> str:
 def address(part: Any) -> str:
     if not isinstance(part, dict):
         return safe(part or "")
-    return safe(part.get("email") or part.get("cell") or "")
+    return safe(part.get("email") or part.get("cell") or part.get("messaging_service_sid") or "")
 
 
 def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:

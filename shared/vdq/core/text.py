@@ -14,6 +14,8 @@ from vdq.core.errors import ValidationError
 # American Numbering Plan's alone: +1 NPA NXX XXXX, the area code (NPA) and the exchange (NXX)
 # each starting 2-9; Twilio refuses any other +1 number (21211).
 E164 = r"^\+(?:1[2-9][0-9]{2}[2-9][0-9]{6}|[2-9][0-9]{1,14})$"
+# Twilio's SID of a Messaging Service: an SMS sender its pool picks the number for.
+MESSAGING_SERVICE_SID = r"^MG[0-9a-fA-F]{32}$"
 # Any E.164 form, the +1 numbers outside the plan too: what enqueue and the suppression list
 # took before, so what a lookup of a stored item or entry must still take.
 E164_STORED = r"^\+[1-9][0-9]{1,14}$"

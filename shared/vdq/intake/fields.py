@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 MAX_FILENAME = 255
 MAX_EMAIL = 254  # RFC 5321 path length
 MAX_CELL = 16  # "+" and 15 digits (E.164)
+MAX_MESSAGING_SERVICE_SID = 34  # "MG" and 32 hex digits
 MIME_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$"
 # A mailing list's name (what one-click unsubscribe leaves): lower case, no `#` (it is part of
 # a suppression's key), as SES's topic names and Postmark's stream ids are plain tokens.

@@ -21,6 +21,7 @@ from vdq.intake.fields import (  # noqa: F401  (the formats: re-exported)
     MAX_CELL,
     MAX_EMAIL,
     MAX_FILENAME,
+    MAX_MESSAGING_SERVICE_SID,
     MIME_TYPE,
     Body,
     Field,
@@ -255,10 +256,23 @@ EMAIL = Body("EmailRequest", "An email to queue: one item per distinct receiver 
           example="newsletter"),
     _PRIORITY, _SEND_AT,
 ), first=DISPATCH)
-SMS_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
+SMS_NUMBER_SENDER = Body("SmsSender", "The number an SMS is sent from.", (
     Field("cell", "cell", "An E.164 number (+ and up to 15 digits) of the Twilio account.",
           required=True, max_length=MAX_CELL),
 ), build=lambda v: v["cell"])
+SMS_SERVICE_SENDER = Body("SmsServiceSender", (
+    "The Twilio Messaging Service an SMS is sent through: its sender pool picks the number "
+    "(Twilio's sticky sender, its opt-out handling). Paced as one sender "
+    "(VDQ_TWILIO_SENDER_RATE)."), (
+    Field("messaging_service_sid", "messaging_service", "The service's SID: MG and 32 hex "
+          "digits.", required=True, max_length=MAX_MESSAGING_SERVICE_SID,
+          example="MG0123456789abcdef0123456789abcdef"),
+), build=lambda v: v["messaging_service_sid"])
+SMS_SENDER = OneOf("messaging_service_sid", SMS_SERVICE_SENDER, SMS_NUMBER_SENDER,
+                   "a Messaging Service picks the number: give cell or messaging_service_sid, "
+                   "not both",
+                   "A number of the Twilio account (`cell`), or a Messaging Service "
+                   "(`messaging_service_sid`) whose pool picks one.")
 SMS_RECEIVER = Body("SmsReceiver", "A number to send the SMS to.", (
     Field("cell", "cell", "An E.164 number (+ and up to 15 digits); a +1 number has 10 digits "
           "after the +1, its area code and exchange starting 2-9.", required=True,

@@ -13,7 +13,7 @@ from typing import Any
 
 from vdq.core import ids, text
 from vdq.core.errors import ValidationError
-from vdq.core.text import CONTROL_CHARS, E164, E164_STORED
+from vdq.core.text import CONTROL_CHARS, E164, E164_STORED, MESSAGING_SERVICE_SID
 from vdq.intake import encoded_words
 from vdq.intake.fields import (
     CONTENT_ID_CHARS,
@@ -21,6 +21,7 @@ from vdq.intake.fields import (
     MAX_CELL,
     MAX_EMAIL,
     MAX_FILENAME,
+    MAX_MESSAGING_SERVICE_SID,
     MIME_TYPE,
     SES_REFUSED_EXTENSIONS,
     Body,
@@ -32,7 +33,7 @@ from vdq.workflow.lanes import parse_priority
 
 _E164 = re.compile(E164)
 _E164_STORED = re.compile(E164_STORED)
-_MESSAGING_SERVICE_SID = re.compile(r"MG[0-9a-fA-F]{32}")  # Twilio's SID of a Messaging Service
+_MESSAGING_SERVICE_SID = re.compile(MESSAGING_SERVICE_SID)
 _LOCAL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}$")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _CONTENT_TYPE = re.compile(MIME_TYPE)
@@ -113,12 +114,10 @@ def email_address(value: Any, path: str) -> str:
 def cell(value: Any, path: str, *, stored: bool = False) -> str:
     """An E.164 number; ``stored``: any such form, as a number stored before the North
     American rule may be (a lookup of it), else a +1 number must be of the plan."""
-    if isinstance(value, str) and _MESSAGING_SERVICE_SID.fullmatch(value.strip()):
-        # Twilio takes one in From, and a producer moving to a service tries it here: say so
-        # rather than that it is too long.
+    if isinstance(value, str) and _MESSAGING_SERVICE_SID.match(value.strip()):
+        # Twilio takes one in From: say where it goes rather than that it is too long.
         raise ValidationError(path, f"{value!r} is a Twilio Messaging Service SID, not a phone "
-                                    "number: VDQ sends from a number of the account, in E.164 "
-                                    "(+ and digits); give one of the service's numbers")
+                                    "number: give it as sender.messaging_service_sid")
     text = string(value, path, max_len=MAX_CELL)
     assert text is not None
     if not (_E164_STORED if stored else _E164).match(text):
@@ -189,6 +188,14 @@ def _email(f: Field, value: Any, path: str, limits: Limits) -> Any:
 
 def _cell(f: Field, value: Any, path: str, limits: Limits) -> Any:
     return cell(value, path)
+
+
+def _messaging_service(f: Field, value: Any, path: str, limits: Limits) -> Any:
+    text = string(value, path, max_len=MAX_MESSAGING_SERVICE_SID)
+    if not _MESSAGING_SERVICE_SID.match(text or ""):
+        raise ValidationError(path, "must be a Twilio Messaging Service SID: MG and 32 hex "
+                                    "digits")  # fmt: skip
+    return text
 
 
 def _receiver(f: Field, value: Any, path: str, limits: Limits) -> Any:
@@ -371,7 +378,7 @@ Check = Callable[[Field, Any, str, Limits], Any]
 # ValidationError naming the field. The generator describes the same kinds.
 KINDS: dict[str, Check] = {
     "line": _line, "display_name": _display_name, "text": _text, "sms_body": _sms_body,
-    "email": _email, "cell": _cell,
+    "email": _email, "cell": _cell, "messaging_service": _messaging_service,
     "receiver": _receiver, "filename": _filename, "mime": _mime, "base64": _base64,
     "bool": _bool, "content_id": _content_id, "upload_id": _upload_id, "item_id": _item_id,
     "sha256": _sha256,

@@ -42,6 +42,8 @@ ENDINGS: dict[str, tuple[str, int, str] | None] = {
     "+15005550011": ("failed", 30008, "Unknown error"),
     "+15005550012": None,
 }
+# The number a Messaging Service's pool sends from.
+SERVICE_NUMBER = "+15005550006"
 # Seconds after the create at which each status is reached.
 TIMELINE = (("queued", 0.0), ("sent", 0.3), ("final", 0.7))
 
@@ -183,13 +185,16 @@ class TwilioSandbox:
     def _create(self, request: QuietHandler, body: bytes) -> None:
         form = dict(parse_qs(body.decode(), keep_blank_values=True))
         to = (form.get("To") or [""])[0]
-        sender = (form.get("From") or [""])[0]
+        # A Messaging Service's pool picks the number: the sandbox's own (Twilio's magic From).
+        service = (form.get("MessagingServiceSid") or [""])[0]
+        sender = (form.get("From") or [""])[0] or (SERVICE_NUMBER if service else "")
         text = (form.get("Body") or [""])[0]
         if not to:
             self._error(request, 400, 21604, "A 'To' phone number is required.")
             return
         if not sender:
-            self._error(request, 400, 21603, "A 'From' phone number is required.")
+            self._error(request, 400, 21603, "A 'From' or 'MessagingServiceSid' parameter "
+                                             "is required to send a message")  # fmt: skip
             return
         validity = next(iter(form.get("ValidityPeriod") or []), None)
         if validity is not None and not (validity.isdigit() and 1 <= int(validity) <= 36_000):

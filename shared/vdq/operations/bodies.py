@@ -111,6 +111,7 @@ _KINDS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "sms_body": _sms_body,
     "email": lambda f: _string(f, None, format="email"),
     "cell": lambda f: _string(f, validation.E164),
+    "messaging_service": lambda f: _string(f, validation.MESSAGING_SERVICE_SID),
     "receiver": lambda f: _string(f, spec.RECEIVER_PATTERN),
     "filename": lambda f: _string(f, FILENAME),
     "mime": lambda f: _string(f, validation.MIME_TYPE),

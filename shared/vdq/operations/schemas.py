@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vdq.core import ids
+from vdq.core import ids, text
 from vdq.intake import segments, validation
 from vdq.operations import spec
 from vdq.results import suppression
@@ -81,6 +81,14 @@ class SmsParty(BaseModel):
                              "sender).")
 
 
+class SmsServiceParty(BaseModel):
+    """The Twilio Messaging Service an SMS item is sent through (its pool picks the number)."""
+
+    model_config = ConfigDict(extra="forbid")
+    messaging_service_sid: str = Field(description="The service's SID.",
+                                       pattern=text.MESSAGING_SERVICE_SID)
+
+
 class OriginOut(BaseModel):
     """What caused the message, as the producer gave it (an id as text)."""
 
@@ -95,7 +103,8 @@ class QueueItem(BaseModel):
     method: Method = Field(description="How it is sent: `email` (SES) or `sms` (Twilio).")
     state: State = Field(description="Where it is in the workflow; cancelled, succeeded and "
                          "unconfirmed are done.")
-    sender: EmailParty | SmsParty = Field(description="Who it is from (by method).")
+    sender: EmailParty | SmsParty | SmsServiceParty = Field(
+        description="Who it is from (by method; an SMS: a number or a Messaging Service).")
     receiver: EmailParty | SmsParty = Field(description="Who it goes to (by method).")
     result: str | None = Field(description="The provider's last answer or the error, or null.")
     attempt: int = Field(description="The attempt, from 1; a retry, a cancel and an "

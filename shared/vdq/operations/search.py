@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from vdq.core import ids
 from vdq.core.errors import BadRequest, SettingsError, ValidationError
 from vdq.core.observability import logger
+from vdq.core.text import MESSAGING_SERVICE_SID
 from vdq.intake import messages
 from vdq.operations import cursor as cursors
 from vdq.operations.spec import PROVIDER_ID_PATTERN
@@ -170,6 +171,8 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
         return Query("time", **common)
     name = given[0]
     value = params[name]
+    if name == "sender" and re.match(MESSAGING_SERVICE_SID, value.strip()):
+        return Query(name, value.strip(), **common)  # an SMS sent through a Messaging Service
     if name in ("receiver", "sender"):
         return Query(name, typed_receiver(value, name, query=True), **common)
     if name == "id":

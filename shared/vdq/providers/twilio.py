@@ -24,6 +24,7 @@ from urllib3.exceptions import NewConnectionError
 import requests
 from vdq.core.errors import SettingsError
 from vdq.core.settings import Settings
+from vdq.core.text import MESSAGING_SERVICE_SID
 from vdq.providers import (
     TWILIO_LOOKUP_TIMEOUT,
     TWILIO_REQUEST_TIMEOUT,
@@ -42,6 +43,7 @@ TOO_MANY_REQUESTS = 20429  # Twilio's error code of a 429 (its concurrency or ra
 QUEUE_FULL = 21611
 SECRET_MAX_AGE = 300
 _API_HOST = re.compile(r"^https://api(\.[A-Za-z0-9-]+)*\.twilio\.com")
+MESSAGING_SERVICE = re.compile(MESSAGING_SERVICE_SID)
 
 Credentials = tuple[str, str]  # (account SID, auth token)
 
@@ -258,9 +260,11 @@ class TwilioProvider:
         status_callback: str | None = None,
         validity: int | None = None,
     ) -> str:
-        """Create the message; Twilio's message SID. ``validity``: its ``ValidityPeriod``
+        """Create the message; Twilio's message SID. ``from_``: a number, or a Messaging
+        Service SID (its pool picks the number). ``validity``: its ``ValidityPeriod``
         (``validity_seconds``)."""
-        params: dict[str, Any] = {"from_": from_, "to": to, "body": body}
+        sender = ("messaging_service_sid" if MESSAGING_SERVICE.match(from_) else "from_")
+        params: dict[str, Any] = {sender: from_, "to": to, "body": body}
         if media_urls:
             params["media_url"] = list(media_urls)
         if status_callback:

@@ -72,7 +72,9 @@ def item_json(item: QueueItemRecord) -> dict[str, Any]:
         sender = {"email": item.sender, "name": item.sender_name}
         receiver = {"email": item.receiver, "name": item.receiver_name}
     else:
-        sender = {"cell": item.sender}
+        # A Messaging Service's SID, or a number (vdq.intake.messages.SMS_SENDER).
+        sender = ({"messaging_service_sid": item.sender} if item.sender[:2] == "MG"
+                  else {"cell": item.sender})  # fmt: skip
         receiver = {"cell": item.receiver, "name": item.receiver_name}
     return {
         "id": item.id,

@@ -80,7 +80,7 @@ export function who(item) {
 
 export function from(item) {
   const s = item.sender || {};
-  return s.email || s.cell || "";
+  return s.email || s.cell || s.messaging_service_sid || "";
 }
 
 // What a list marks beside an item's state (the API's signals), in words a reader knows.
