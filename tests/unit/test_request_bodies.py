@@ -39,6 +39,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "UploadedAttachmentIn": {"upload_id": ids.new_id(), "inline": True},
     "EmailRequest": {"sender": _ADDRESS, "to": [_ADDRESS], "subject": "Hi", "text": "Hello"},
     "SmsSender": {"cell": "+15005550006"},
+    "SmsServiceSender": {"messaging_service_sid": "MG0123456789abcdef0123456789abcdef"},
     "SmsReceiver": {"cell": "+14155550100"},
     "SmsRequest": {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550100"}],
                    "body": "Code"},
@@ -91,6 +92,8 @@ def _text_of(kind: str, n: int) -> str:
         return "a" * 64 + "@" + _domain(n - 65)
     if kind == "cell":  # (not +1: a North American number has 10 digits alone)
         return "+4" + "5" * (n - 2)
+    if kind == "messaging_service":  # MG and hex digits: valid at 34 characters alone
+        return "MG" + "a" * (n - 2)
     if kind == "mime":
         return "a/" + "b" * (n - 2)
     if kind == "https_url":
