@@ -12,13 +12,22 @@ import pytest
 from functions.enqueue import handler as enqueue_handler
 
 import vdq
-from tests.integration.test_scheduled_send import HOUR, CountingSes, Spy, at, buckets
+from tests.integration.test_scheduled_send import (
+    HOUR,
+    LEAD_SECONDS,
+    CountingSes,
+    Spy,
+    at,
+    buckets,
+    crowd,
+)
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call
 from vdq.core import resources
 from vdq.dispatch import send
 from vdq.schedules import sweeps as schedules
+from vdq.store.models import scheduled_partition
 from vdq.store.scheduled import Scheduled
 
 LANES = resources.SEND_QUEUES
@@ -51,6 +60,12 @@ def schedule_two(runtime, clock, wait, priority=None):
                                         runtime=runtime)]  # fmt: skip
 
 
+def mailing(runtime, receivers, send_at):
+    return [i.id for i in vdq.add_email("shop@example.com",
+                                        [f"r{k}@example.org" for k in range(receivers)],
+                                        "Sale", "Today", send_at=send_at, runtime=runtime)]
+
+
 def test_a_sweep_killed_before_moving_its_cursor_publishes_again_and_each_item_is_sent_once(
         aws, runtime, clock, spy, monkeypatch):  # fmt: skip
     ids = schedule_two(runtime, clock, 2 * HOUR)
@@ -66,6 +81,59 @@ def test_a_sweep_killed_before_moving_its_cursor_publishes_again_and_each_item_i
     assert schedules.run(["sweep"], runtime) == {"scheduled_released": 2}
     assert sorted(s[0] for s in spy.sent) == sorted(ids * 2)
     assert deliver(runtime, spy.sent) == {i: 1 for i in ids}
+    assert schedules.run(["sweep"], runtime) == {}
+
+
+def test_a_cursor_write_that_fails_publishes_again_only_its_shards_buckets(
+        aws, runtime, clock, spy, monkeypatch):  # fmt: skip
+    """The shards of a lane share a run: the other shard's cursor still moves."""
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    sale, reminder = mailing(runtime, 10, nine), mailing(runtime, 1, nine)
+    clock.advance(2 * HOUR - LEAD_SECONDS + 1)
+    real = Scheduled.move_bucket_cursor
+
+    def refused(self, partition, position):
+        if partition == scheduled_partition("normal", 0):
+            raise RuntimeError("ProvisionedThroughputExceededException")
+        real(self, partition, position)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Scheduled, "move_bucket_cursor", refused)
+        assert schedules.run(["sweep"], runtime) == {"scheduled_released": 11, "failed": 1}
+    clock.advance(60)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 10}
+    assert sorted(s[0] for s in spy.sent) == sorted(reminder + sale * 2)
+    assert deliver(runtime, spy.sent) == {i: 1 for i in sale + reminder}
+    assert schedules.run(["sweep"], runtime) == {}
+
+
+def test_a_sweep_killed_amid_a_lanes_shards_publishes_them_again_each_item_sent_once(
+        aws, runtime, clock, spy, monkeypatch):  # fmt: skip
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    sale, reminder = mailing(runtime, 10, nine), mailing(runtime, 1, nine)
+    clock.advance(2 * HOUR - LEAD_SECONDS + 1)
+
+    class KilledAfterOne:
+        def __init__(self):
+            self.calls = 0
+
+        def publish(self, messages):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("Task timed out")
+            return spy.publish(messages)
+
+    runtime.overrides["send_queue"] = KilledAfterOne()
+    runtime.__dict__.pop("send_queue", None)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 1, "failed": 1}
+    runtime.overrides["send_queue"] = spy
+    runtime.__dict__.pop("send_queue", None)
+    clock.advance(60)
+    assert schedules.run(["sweep"], runtime) == {"scheduled_released": 11}
+    assert sorted(s[0] for s in spy.sent) == sorted(reminder * 2 + sale)
+    assert deliver(runtime, spy.sent) == {i: 1 for i in sale + reminder}
     assert schedules.run(["sweep"], runtime) == {}
 
 

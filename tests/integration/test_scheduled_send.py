@@ -401,3 +401,97 @@ def test_a_run_behind_its_cursor_reads_nothing_and_fails_nothing(aws, runtime, c
     clock.advance(-40)  # the overlapping run started 40 s earlier: the bucket is not in its window
     assert schedules.run(["sweep"], runtime) == {}
     assert len(spy.sent) == 1
+
+
+def crowd(runtime, monkeypatch, *shards):
+    """A run's batch of 5 and buckets of 10 ids (a bucket fills a run); the next requests'
+    buckets go to ``shards`` in turn (a request's shard is a hash of its random content id)."""
+    from dataclasses import replace
+
+    from vdq.intake import scheduling
+
+    runtime.settings = replace(runtime.settings, schedule_batch=5, index_shards=4)
+    monkeypatch.setattr(scheduling, "BUCKET_IDS", 10)
+    order = iter(shards)
+    monkeypatch.setattr(scheduling, "shard", lambda key, count: next(order))
+
+
+def newsletter(runtime, n, receivers, send_at, priority=None):
+    return vdq.add_sms("+15005550006", [f"+1415{n}5{k:05d}" for k in range(receivers)], "Sale",
+                       priority=priority, send_at=send_at, runtime=runtime)  # fmt: skip
+
+
+def test_a_one_off_item_due_with_a_newsletter_in_another_shard_goes_in_the_first_run(
+        aws, runtime, clock, spy, monkeypatch):  # fmt: skip
+    """A newsletter of ten runs' batches in shard 0 does not hold back a reminder due in the
+    same minute in shard 2: a run's batch is shared between the shards."""
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    sale = newsletter(runtime, 2, 100, nine)
+    [reminder] = newsletter(runtime, 3, 1, nine + timedelta(seconds=30))
+    clock.advance(2 * HOUR - LEAD_SECONDS + 31)  # all due
+    schedules.run(["sweep"], runtime)
+    assert reminder.id in [s[0] for s in spy.sent]
+    for _ in range(10):
+        clock.advance(60)
+        schedules.run(["sweep"], runtime)
+    assert sorted(s[0] for s in spy.sent) == sorted(i.id for i in [*sale, reminder])
+    assert buckets(runtime) == []
+
+
+def test_newsletters_due_together_in_two_shards_take_turns(aws, runtime, clock, spy,
+                                                            monkeypatch):  # fmt: skip
+    """Each fills many runs' batches: neither waits for the other to drain."""
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    sales = [{i.id for i in newsletter(runtime, n, 50, nine)} for n in (2, 3)]
+    clock.advance(2 * HOUR - LEAD_SECONDS + 1)
+    for _ in range(2):
+        schedules.run(["sweep"], runtime)
+        clock.advance(60)
+    sent = {s[0] for s in spy.sent}
+    assert [len(sent & sale) for sale in sales] == [10, 10]
+
+
+def test_the_earliest_due_goes_first_across_shards(aws, runtime, clock, spy, monkeypatch):
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    later = newsletter(runtime, 2, 10, nine + timedelta(minutes=5))
+    first = newsletter(runtime, 3, 10, nine)
+    clock.advance(2 * HOUR - LEAD_SECONDS + 5 * 60 + 1)  # both due, one bucket a run
+    schedules.run(["sweep"], runtime)
+    assert {s[0] for s in spy.sent} == {i.id for i in first}
+    clock.advance(60)
+    schedules.run(["sweep"], runtime)
+    assert {s[0] for s in spy.sent} == {i.id for i in first + later}
+
+
+def test_an_item_due_behind_a_late_newsletter_in_another_shard_still_goes_before_its_time(
+        aws, runtime, clock, spy, monkeypatch):  # fmt: skip
+    """The newsletter due at 9:00 needs 20 runs: from 8:46 it goes first (it is due first),
+    but once its items are late, a reminder due at 9:02:30 shares the batch with them and
+    enters SQS before its time, not after the newsletter drains."""
+    crowd(runtime, monkeypatch, 0, 2)
+    nine = clock.now() + timedelta(hours=2)
+    newsletter(runtime, 2, 200, nine)
+    [reminder] = newsletter(runtime, 3, 1, nine + timedelta(seconds=150))
+    clock.advance(2 * HOUR - LEAD_SECONDS + 2)
+    while reminder.id not in [s[0] for s in spy.sent]:
+        assert clock.now() < nine + timedelta(minutes=10)
+        schedules.run(["sweep"], runtime)
+        clock.advance(60)
+    [delay] = [s[3] for s in spy.sent if s[0] == reminder.id]
+    assert delay > 0  # it entered SQS before its send_at
+
+
+def test_a_sweep_with_nothing_due_reads_a_cursor_and_a_query_per_lane_and_shard(
+        aws, runtime, clock, monkeypatch):  # fmt: skip
+    from tests.support.operator import dynamodb_requests
+    from vdq.intake.scheduling import release_due
+    from vdq.schedules.report import Report
+
+    post_email(at(clock, 2 * HOUR))  # not yet due
+    partitions = len(LANES) * runtime.settings.index_shards
+    with dynamodb_requests(monkeypatch) as counts:
+        release_due(runtime, Report())
+    assert counts == {"GetItem": partitions, "Query": partitions}

@@ -7,9 +7,10 @@ An item with a ``send_at`` stays ``queued`` until then; nothing reads waiting it
 - A longer wait publishes nothing at enqueue. The request's items go into due-time buckets
   (``ScheduledRecord``: a few per request, keyed by send_at) that the minute sweep reads with a
   key condition on time, ``LEAD_SECONDS`` ahead, from a cursor per lane and shard (high lane
-  first): it publishes each bucket's items with the rest of the wait as their delay and moves
-  the cursor past it (TTL removes the bucket later, for free). The items themselves are not
-  read or written, so a cancelled item's message is dropped by the worker's attempt check
+  first; in a lane, the shards' buckets earliest due first, those due together sharing the
+  run's batch): it publishes each bucket's items with the rest of the wait as their delay and
+  moves the cursor past it (TTL removes the bucket later, for free). The items themselves are
+  not read or written, so a cancelled item's message is dropped by the worker's attempt check
   (cancel raised the attempt the bucket's message carries).
 
 The choice against EventBridge Scheduler one-time schedules (one CreateSchedule a receiver at
@@ -114,32 +115,40 @@ def release_due(runtime: Any, report: Any) -> None:
     """Publish the items of every bucket due within ``LEAD_SECONDS`` that the last run did not,
     each delayed until its send_at, and move the cursor of its lane and shard past them. The
     high lane's buckets go first, then normal's, then bulk's: a run's batch spent on a bulk
-    backlog never holds back a high item due at the same time. A bucket whose publish failed
-    stops its partition there, for the next run (a message that goes out twice is dropped by
-    the worker's claim)."""
+    backlog never holds back a high item due at the same time. Within a lane, the shards'
+    buckets go earliest due minute first; those due in the same minute, and all due before the
+    next run (late ones too), share the batch between the shards (``_next_shard``). A bucket
+    whose publish failed stops its shard there, for the next run (a message that goes out
+    twice is dropped by the worker's claim)."""
     s = runtime.settings
     now = runtime.clock.now()
-    before = iso(now + timedelta(seconds=LEAD_SECONDS))
     left = s.schedule_batch
     for priority in PRIORITIES:
-        for k in range(s.index_shards):
-            if left <= 0:
-                return
-            left = _release_partition(runtime, report, scheduled_partition(priority, k),
-                                      before, now, left)  # fmt: skip
+        if left <= 0:
+            return
+        partitions = [scheduled_partition(priority, k) for k in range(s.index_shards)]
+        left = _release_lane(runtime, report, partitions, now, left)
 
 
-def _release_partition(runtime: Any, report: Any, partition: str, before: str, now: datetime,
-                       left: int) -> int:  # fmt: skip
-    """Release one partition's due buckets until ``left`` items are published; what is left."""
+def _release_lane(runtime: Any, report: Any, partitions: list[str], now: datetime,
+                  left: int) -> int:  # fmt: skip
+    """Release one lane's due buckets, across its shards, until ``left`` items are published;
+    what is left. Reads a cursor and a Query page a shard, as many as one shard at a time
+    did: a shard's next page only when the run goes on in it."""
     store = runtime.store
-    cursor = store.bucket_cursor(partition)
-    if cursor is not None and cursor >= before:
-        # An overlapping run with a later clock moved it past this run's window: nothing is
-        # due here, and DynamoDB refuses a Query that starts outside its key condition.
-        return left
-    moved = cursor
-    for bucket in store.due_buckets(partition, before, left, after=cursor):
+    before = iso(now + timedelta(seconds=LEAD_SECONDS))
+    cursors = {p: store.bucket_cursor(p) for p in partitions}
+    # A cursor at or past the window: an overlapping run with a later clock moved it, nothing
+    # is due there, and DynamoDB refuses a Query that starts outside its key condition.
+    due = {p: store.due_buckets(p, before, left, after=c) for p, c in cursors.items()
+           if c is None or c < before}  # fmt: skip
+    heads = {p: b for p, d in due.items() if (b := next(d, None)) is not None}
+    moved, released = dict(cursors), dict.fromkeys(heads, 0)
+    soon = iso(now + timedelta(seconds=60))[:_MINUTE]
+    turn = int(now.timestamp() // 60)
+    while heads and left > 0:
+        partition = _next_shard(heads, released, left, soon, turn)
+        bucket = heads[partition]
         ids = bucket.item_ids.split()
         delay = delay_for(bucket.send_at, now)
         attempt = int(bucket.attempt or 1)  # a retry's bucket names its attempt
@@ -149,13 +158,50 @@ def _release_partition(runtime: Any, report: Any, partition: str, before: str, n
             report.add("scheduled_publish_failed", len(failed))
             logger.error("%d scheduled sends of %s not published: %s; the next run tries "
                          "again", len(failed), bucket.sk, next(iter(failed.values())))
-            break
-        moved = bucket.sk
+            del heads[partition]
+            continue
+        moved[partition] = bucket.sk
         report.add("scheduled_released", len(ids))
+        released[partition] += len(ids)
         left -= len(ids)
-        if left <= 0:
-            break
-    if moved != cursor:
-        assert moved is not None
-        store.move_bucket_cursor(partition, moved)
+        following = next(due[partition], None)
+        if following is None:
+            del heads[partition]
+        else:
+            heads[partition] = following
+    # Every shard's cursor, though one write fails: the run then fails, and the next one
+    # publishes again only the buckets of the shards whose cursor stayed.
+    error: Exception | None = None
+    for partition in partitions:
+        position = moved[partition]
+        if position != cursors[partition]:
+            assert position is not None
+            try:
+                store.move_bucket_cursor(partition, position)
+            except Exception as exc:
+                error = error or exc
+    if error is not None:
+        raise error
     return left
+
+
+_MINUTE = len("2026-12-24T09:00")  # an iso time's due minute
+
+
+def _next_shard(heads: dict[str, ScheduledRecord], released: dict[str, int], left: int,
+                soon: str, turn: int) -> str:  # fmt: skip
+    """The partition whose first due bucket goes next: the earliest due minute, each bucket
+    due before the next run's minute counted as due then (late ones share the batch rather
+    than wait for what is due earlier to drain); in a minute, the shard that with this
+    bucket will have published the fewest items in the run, a bucket counting at most what is
+    left of the batch (a newsletter's bucket that fills the batch goes after a single item's
+    in another shard); among equals, a shard a run in turn (``turn``: the run's minute)."""
+
+    def rank(partition: str) -> tuple[str, int]:
+        bucket = heads[partition]
+        size = bucket.item_ids.count(" ") + 1
+        return max(bucket.send_at[:_MINUTE], soon), released[partition] + min(size, left)
+
+    first = min(rank(p) for p in heads)
+    equals = [p for p in heads if rank(p) == first]  # in shard order
+    return equals[turn % len(equals)]
