@@ -495,3 +495,24 @@ def test_a_sweep_with_nothing_due_reads_a_cursor_and_a_query_per_lane_and_shard(
     with dynamodb_requests(monkeypatch) as counts:
         release_due(runtime, Report())
     assert counts == {"GetItem": partitions, "Query": partitions}
+
+
+def test_a_one_off_item_due_with_a_newsletter_in_its_own_shard_goes_in_the_first_run(
+        aws, runtime, clock, spy, monkeypatch):  # fmt: skip
+    """A newsletter sent as requests of up to VDQ_MAX_RECEIVERS, accepted first, spreads over
+    the shards: the reminder due at the same time shares a shard with some of them and does
+    not wait for those to go."""
+    crowd(runtime, monkeypatch, 0, 0, 0, 0)
+    nine = clock.now() + timedelta(hours=2)
+    sale = []
+    for n in (2, 3, 4):
+        sale += [i.id for i in newsletter(runtime, n, 10, nine)]
+        clock.advance(1)  # request ids follow the time they were accepted
+    [reminder] = newsletter(runtime, 5, 1, nine)
+    clock.advance(2 * HOUR - LEAD_SECONDS - 2)
+    schedules.run(["sweep"], runtime)
+    assert reminder.id in [s[0] for s in spy.sent]
+    for _ in range(3):
+        clock.advance(60)
+        schedules.run(["sweep"], runtime)
+    assert sorted(s[0] for s in spy.sent) == sorted([*sale, reminder.id])

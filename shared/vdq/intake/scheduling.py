@@ -106,7 +106,7 @@ def buckets(items: list[Any], content_id: str, send_at: str, priority: str,
     partition = scheduled_partition(priority, shard(content_id, shards))
     for n, start in enumerate(range(0, len(items), BUCKET_IDS)):
         ids = " ".join(i.id for i in items[start : start + BUCKET_IDS])
-        out.append(bucket_record(partition, f"{send_at}#{content_id}#{n}", send_at, priority,
+        out.append(bucket_record(partition, f"{content_id}#{n}", send_at, priority,
                                  ids))  # fmt: skip
     return out
 

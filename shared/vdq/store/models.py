@@ -379,8 +379,9 @@ class SuppressionMarkRecord(_Table):
 
 class ScheduledRecord(_Table):
     """Queue items of one request whose send waits longer than SQS can delay a message: key
-    ``SCHED#<shard>`` / ``<send_at>#<content id>#<n>``, so the schedule reads only the buckets
-    that fell due (a key condition on time) and publishes their items without reading them.
+    ``SCHED#<shard>`` / ``<send_at>#<count>#<content id>#<n>`` (vdq.store.scheduled), so the
+    schedule reads only the buckets that fell due (a key condition on time) and publishes their
+    items without reading them.
     Never deleted by the schedule: the table's TTL removes it, at no charge."""
 
     send_at = UnicodeAttribute()

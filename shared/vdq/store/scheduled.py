@@ -13,13 +13,17 @@ from vdq.store.models import SCHEDULED_CURSOR_SK, ScheduledCursorRecord, Schedul
 
 PAGE = 25  # buckets a Query page: a run that fills its batch early reads no further
 BUCKET_EXPIRY_DAYS = 7  # a bucket no sweep could publish is kept this long past its time
+COUNT_DIGITS = 4  # a bucket's item count in its key (vdq.intake.scheduling.BUCKET_IDS: 5,000)
 
 
-def bucket_record(partition: str, sk: str, send_at: str, priority: str, item_ids: str,
+def bucket_record(partition: str, name: str, send_at: str, priority: str, item_ids: str,
                   attempt: int | None = None) -> ScheduledRecord:  # fmt: skip
     """A due-time bucket of ``item_ids`` (space-separated), each at ``attempt`` (None: 1),
-    expiring a week after its time."""
+    expiring a week after its time. Its key, ``<send_at>#<count>#<name>``, puts the buckets of
+    a partition due at the same instant fewest items first: a reminder accepted after a
+    newsletter due with it goes before the newsletter's buckets, not behind them."""
     expiry = int((parse_iso(send_at) + timedelta(days=BUCKET_EXPIRY_DAYS)).timestamp())
+    sk = f"{send_at}#{item_ids.count(' ') + 1:0{COUNT_DIGITS}d}#{name}"
     return ScheduledRecord(partition, sk, send_at=send_at, priority=priority,
                            item_ids=item_ids, attempt=attempt, expiration=expiry)  # fmt: skip
 

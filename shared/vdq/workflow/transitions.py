@@ -521,7 +521,7 @@ def publish_waiting(item: QueueItemRecord, runtime: Runtime) -> None:
     lane = item.priority or DEFAULT_PRIORITY
     partition = scheduled_partition(lane, shard(item.id, runtime.settings.index_shards))
     attempt = int(item.attempt)
-    bucket: ScheduledRecord = bucket_record(partition, f"{item.send_at}#{item.id}#{attempt}",
+    bucket: ScheduledRecord = bucket_record(partition, f"{item.id}#{attempt}",
                                             item.send_at, lane, item.id, attempt)  # fmt: skip
     try:
         runtime.store.add_bucket(bucket)
