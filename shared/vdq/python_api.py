@@ -1,16 +1,56 @@
 """The Python API of a producing service (``vdq.add_email``, ``vdq.add_sms``): a request body
-built from arguments, checked as the REST API checks it (vdq.intake.messages) and enqueued."""
+built from arguments and enqueued as a named producer's, through the REST API's own enqueue
+(vdq.intake.rest.accept): the same checks, quota, reputation guard and suppression flags."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from vdq.intake import messages
-from vdq.intake.enqueue import enqueue_email, enqueue_sms
+from vdq.api import Caller
+from vdq.core.errors import ValidationError
+from vdq.intake import rest
+from vdq.intake.quotas import GROUP_PREFIX
+from vdq.operations.spec import PRODUCER_PATTERN
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
+
+# The producer of a request that names none: its quota, hold and counters are this name's.
+DEFAULT_PRODUCER = "python-api"
+
+
+class Enqueued(list[QueueItemRecord]):
+    """A request's items, one per distinct receiver in request order, with what the REST API
+    answers beside them: ``suppressed``, the receivers on the suppression list (queued all the
+    same, they end cancelled), and ``held``, the reputation guard's notice when the producer's
+    email is held until a release (None when it is not)."""
+
+    suppressed: list[dict[str, Any]]
+    held: dict[str, Any] | None
+
+    def __init__(self, items: Iterable[QueueItemRecord], answer: Mapping[str, Any]) -> None:
+        super().__init__(items)
+        self.suppressed = answer["suppressed"]
+        self.held = answer.get("held")
+
+
+def _producer(producer: Any) -> Caller:
+    """The caller a request is enqueued as: named as a REST producer is (a client id or a
+    token's subject), never as a group's shared counters (``group:<name>``)."""
+    if (not isinstance(producer, str) or not re.fullmatch(PRODUCER_PATTERN, producer)
+            or producer.startswith(GROUP_PREFIX)):  # fmt: skip
+        raise ValidationError("producer", "must be a client id or a token's subject: 1 to 128 "
+                              "letters, digits and : . _ @ + = -, starting with a letter or "
+                              "digit, and not group:<name>")  # fmt: skip
+    return Caller(producer, (), frozenset())
+
+
+def _enqueue(method: str, body: dict[str, Any], producer: Any, runtime: Runtime) -> Enqueued:
+    accepted = rest.accept(method, body, _producer(producer), runtime)
+    assert accepted.items is not None  # stored by this call: no key to answer from
+    return Enqueued(accepted.items, accepted.answer)
 
 
 def _origin(origin: tuple[str, str] | Mapping[str, str]) -> Any:
@@ -53,10 +93,13 @@ def add_email(
     list_name: str | None = None,
     priority: str | None = None,
     send_at: str | datetime | None = None,
+    producer: str = DEFAULT_PRODUCER,
     runtime: Runtime | None = None,
-) -> list[QueueItemRecord]:
+) -> Enqueued:
     """Queue an email: one item per receiver across to, cc and bcc (each a list, or one
     address alone). Validates all first.
+    ``producer``: whose request it is (its quota, reputation guard and uploads), named as a
+    REST producer is: a client id or a token's subject.
     ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
     ``list_name``: the mailing list it belongs to (the headers leave that list only);
     ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
@@ -82,15 +125,7 @@ def add_email(
     if list_name is not None:
         body["list"] = list_name
     _dispatch(body, priority, send_at)
-    email = messages.parse_email(
-        body,
-        max_receivers=runtime.settings.max_receivers,
-        max_attachment_bytes=runtime.settings.max_attachment_bytes,
-        sender_identities=runtime.settings.sender_identities,
-        now=runtime.clock.now(),
-        max_schedule_days=runtime.settings.max_schedule_days,
-    )
-    return enqueue_email(email, runtime)
+    return _enqueue("email", body, producer, runtime)
 
 
 def add_sms(
@@ -102,11 +137,12 @@ def add_sms(
     origin: tuple[str, str] | Mapping[str, str] | None = None,
     priority: str | None = None,
     send_at: str | datetime | None = None,
+    producer: str = DEFAULT_PRODUCER,
     runtime: Runtime | None = None,
-) -> list[QueueItemRecord]:
+) -> Enqueued:
     """Queue an SMS: one item per receiver (E.164 numbers), from ``sender``, a number of the
-    account or a Messaging Service SID (MG...); ``priority`` and ``send_at`` as for
-    ``add_email``."""
+    account or a Messaging Service SID (MG...); ``priority``, ``send_at`` and ``producer`` as
+    for ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender},
@@ -118,8 +154,4 @@ def add_sms(
     if origin is not None:
         data["origin"] = _origin(origin)
     _dispatch(data, priority, send_at)
-    sms = messages.parse_sms(data, max_receivers=runtime.settings.max_receivers,
-                             max_segments=runtime.settings.sms_max_segments,
-                             now=runtime.clock.now(),
-                             max_schedule_days=runtime.settings.max_schedule_days)  # fmt: skip
-    return enqueue_sms(sms, runtime)
+    return _enqueue("sms", data, producer, runtime)

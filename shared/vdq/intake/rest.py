@@ -1,4 +1,5 @@
-"""POST /emails and POST /sms: validate, enqueue, answer with the new items.
+"""POST /emails and POST /sms, and the Python API's requests: validate, enqueue, answer with
+the new items.
 
 An ``Idempotency-Key`` makes the request safe to repeat: the same key and body return the items
 of the first request and create nothing; the same key with another body is refused (422). A
@@ -13,6 +14,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -60,13 +62,44 @@ def submit(
 ) -> dict[str, Any]:
     """Enqueue one request; returns the response body ``{"items": [...]}``."""
     who.require(ADD_PERMISSION)
+    return accept(method, body, who, runtime, idempotency_key=idempotency_key).answer
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """An enqueued request: its answer (the REST response body) and the items this call stored,
+    None for a repeat answered under its Idempotency-Key (the first request stored them)."""
+
+    answer: dict[str, Any]
+    items: list[QueueItemRecord] | None
+
+
+def accept(
+    method: str,
+    body: Any,
+    who: Caller,
+    runtime: Runtime,
+    *,
+    idempotency_key: str | None = None,
+) -> Accepted:
+    """Enqueue one request of the producer ``who`` ("email" or "sms"), as both doors take it
+    (REST: ``submit``; vdq.python_api): checked whole, charged to its quota, told of a
+    reputation guard's hold and of its suppressed receivers, once per Idempotency-Key."""
+    stored: list[list[QueueItemRecord]] = []
+
+    def work() -> dict[str, Any]:
+        items, answer = _enqueue(method, body, who, runtime)
+        stored.append(items)
+        return answer
+
     if idempotency_key is None:
-        return _enqueue(method, body, who, runtime)
-    check_key(idempotency_key)
-    # Validate before the idempotency record exists, so bad input never occupies a key.
-    _parse(method, body, runtime)
-    return once(method, who, idempotency_key, body, runtime,
-                lambda: _enqueue(method, body, who, runtime))
+        answer = work()
+    else:
+        check_key(idempotency_key)
+        # Validate before the idempotency record exists, so bad input never occupies a key.
+        _parse(method, body, runtime)
+        answer = once(method, who, idempotency_key, body, runtime, work)
+    return Accepted(answer, stored[-1] if stored else None)
 
 
 def check_key(idempotency_key: str) -> None:
@@ -103,7 +136,8 @@ def _parse(method: str, body: Any, runtime: Runtime) -> messages.Email | message
                               max_schedule_days=days)  # fmt: skip
 
 
-def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str, Any]:
+def _enqueue(method: str, body: Any, who: Caller,
+             runtime: Runtime) -> tuple[list[QueueItemRecord], dict[str, Any]]:  # fmt: skip
     parsed = _parse(method, body, runtime)
     receivers = _receivers(parsed)
     # Read before anything is stored: a failed read fails the request with nothing queued
@@ -125,7 +159,7 @@ def _enqueue(method: str, body: Any, who: Caller, runtime: Runtime) -> dict[str,
     answer: dict[str, Any] = {"items": [item_json(i) for i in items], "suppressed": suppressed}
     if held is not None:
         answer["held"] = held
-    return answer
+    return items, answer
 
 
 def _receivers(parsed: messages.Email | messages.Sms) -> list[str]:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 SOURCE = "vdq"
 DETAIL_TYPES = {WARN: "Reputation warning", HOLD: "Producer held",
                 RELEASED: "Producer hold released"}  # fmt: skip
-NO_PRODUCER = "-"  # the Python API's items name none: counted, never held
+NO_PRODUCER = "-"  # items of none (the Python API's before it named one): never held
 PARKABLE = (State.QUEUED.value, State.DELAYED.value)
 # A release or a cancel works through the parked items for at most this long per request (the
 # API answers within API Gateway's 29 s); the answer says when more are left.
