@@ -12,6 +12,7 @@ from typing import Any
 from vdq.api import Caller
 from vdq.core.errors import ValidationError
 from vdq.intake import rest
+from vdq.intake.enqueue import PENDING_SECONDS
 from vdq.intake.quotas import GROUP_PREFIX
 from vdq.operations.spec import PRODUCER_PATTERN
 from vdq.runtime import Runtime
@@ -47,10 +48,29 @@ def _producer(producer: Any) -> Caller:
     return Caller(producer, (), frozenset())
 
 
-def _enqueue(method: str, body: dict[str, Any], producer: Any, runtime: Runtime) -> Enqueued:
-    accepted = rest.accept(method, body, _producer(producer), runtime)
-    assert accepted.items is not None  # stored by this call: no key to answer from
-    return Enqueued(accepted.items, accepted.answer)
+class _Deadline:
+    """What the idempotency utility asks a Lambda context: how long the request may still run.
+    A producer's process is given the longest a Lambda runs, so a key it left in progress when
+    it died frees in minutes, not after VDQ_IDEMPOTENCY_SECONDS (as the enqueue function's
+    does at its invocation's deadline: functions/enqueue)."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return PENDING_SECONDS * 1000
+
+
+def _enqueue(method: str, body: dict[str, Any], producer: Any, idempotency_key: str | None,
+             runtime: Runtime) -> Enqueued:  # fmt: skip
+    if idempotency_key is not None:
+        config = rest.idempotency_config(runtime.settings.idempotency_seconds)
+        config.register_lambda_context(_Deadline())
+    accepted = rest.accept(method, body, _producer(producer), runtime,
+                           idempotency_key=idempotency_key)  # fmt: skip
+    items = accepted.items
+    if items is None:  # a repeat under its key: the first request's items, as they are now
+        ids = [i["id"] for i in accepted.answer["items"]]
+        found = runtime.store.get_items(ids)
+        items = [found[i] for i in ids if i in found]  # one past its retention is gone
+    return Enqueued(items, accepted.answer)
 
 
 def _origin(origin: tuple[str, str] | Mapping[str, str]) -> Any:
@@ -94,12 +114,15 @@ def add_email(
     priority: str | None = None,
     send_at: str | datetime | None = None,
     producer: str = DEFAULT_PRODUCER,
+    idempotency_key: str | None = None,
     runtime: Runtime | None = None,
 ) -> Enqueued:
     """Queue an email: one item per receiver across to, cc and bcc (each a list, or one
     address alone). Validates all first.
     ``producer``: whose request it is (its quota, reputation guard and uploads), named as a
-    REST producer is: a client id or a token's subject.
+    REST producer is: a client id or a token's subject; ``idempotency_key``: as the REST
+    API's Idempotency-Key, the producer's: a repeat returns the first request's items (as
+    stored now) and queues nothing, another request under the key is refused.
     ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
     ``list_name``: the mailing list it belongs to (the headers leave that list only);
     ``priority``: high, normal or bulk; ``send_at``: not before this time (aware datetime or
@@ -125,7 +148,7 @@ def add_email(
     if list_name is not None:
         body["list"] = list_name
     _dispatch(body, priority, send_at)
-    return _enqueue("email", body, producer, runtime)
+    return _enqueue("email", body, producer, idempotency_key, runtime)
 
 
 def add_sms(
@@ -138,11 +161,12 @@ def add_sms(
     priority: str | None = None,
     send_at: str | datetime | None = None,
     producer: str = DEFAULT_PRODUCER,
+    idempotency_key: str | None = None,
     runtime: Runtime | None = None,
 ) -> Enqueued:
     """Queue an SMS: one item per receiver (E.164 numbers), from ``sender``, a number of the
-    account or a Messaging Service SID (MG...); ``priority``, ``send_at`` and ``producer`` as
-    for ``add_email``."""
+    account or a Messaging Service SID (MG...); ``priority``, ``send_at``, ``producer`` and
+    ``idempotency_key`` as for ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender},
@@ -154,4 +178,4 @@ def add_sms(
     if origin is not None:
         data["origin"] = _origin(origin)
     _dispatch(data, priority, send_at)
-    return _enqueue("sms", data, producer, runtime)
+    return _enqueue("sms", data, producer, idempotency_key, runtime)

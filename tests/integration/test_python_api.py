@@ -1,9 +1,11 @@
 """The Python API as a producer's door, against moto: its requests name their producer and meet
-the REST API's rules (quota, reputation guard, suppression flags) through the same enqueue."""
+the REST API's rules (quota, reputation guard, suppression flags, Idempotency-Key) through the
+same enqueue."""
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import boto3
@@ -13,10 +15,11 @@ import vdq
 from tests.support.aws import drain
 from vdq import python_api
 from vdq.api import Caller
-from vdq.core.errors import ValidationError
+from vdq.core.errors import BadRequest, PartiallyEnqueued, ValidationError
 from vdq.core.settings import QuotaLimits
 from vdq.dispatch import send
 from vdq.intake import rest
+from vdq.intake.enqueue import PENDING_SECONDS
 from vdq.intake.quotas import OverQuota, QuotaExceeded
 from vdq.results import guard, judging, suppression
 from vdq.store.postings import Tallies
@@ -117,3 +120,107 @@ def test_suppressed_receivers_are_named_and_still_queued(aws, rt):
     sms = vdq.add_sms("+15005550006", ["+14155550100", "+14155550101"], "Code", runtime=rt)
     assert len(sms) == 2 and [s["receiver"] for s in sms.suppressed] == ["+14155550100"]
     assert vdq.add_sms("+15005550006", "+14155550101", "Code", runtime=rt).suppressed == []
+
+
+# ---- safe to repeat --------------------------------------------------------------------------
+
+
+def test_a_repeat_with_its_key_returns_the_first_items_and_queues_nothing(aws, rt):
+    suppression.suppress("bob@example.org", "complaint", actor="ses", text=None, runtime=rt)
+    first = email(rt, "ada@example.org", "bob@example.org", idempotency_key="order-1042")
+    again = email(rt, "ada@example.org", "bob@example.org", idempotency_key="order-1042")
+    assert [i.id for i in again] == [i.id for i in first]
+    assert [i.receiver for i in again] == ["ada@example.org", "bob@example.org"]
+    assert again.suppressed == first.suppressed and len(first.suppressed) == 1
+    assert len(drain(aws)) == 2  # the repeat stored and published nothing
+    # Another key, or none, is another request.
+    assert len(email(rt, "ada@example.org", idempotency_key="order-1043")) == 1
+    assert len(drain(aws)) == 1
+
+
+def test_a_key_used_with_other_arguments_is_refused_naming_it(aws, rt):
+    email(rt, "ada@example.org", idempotency_key="order-1042")
+    drain(aws)
+    with pytest.raises(ValidationError) as err:
+        email(rt, "bob@example.org", idempotency_key="order-1042")
+    assert err.value.field == "Idempotency-Key" and "different request" in err.value.message
+    assert drain(aws) == []
+
+
+@pytest.mark.parametrize("key", ["", " order", "order ", "ü", "k" * 256, 42])
+def test_a_key_not_as_the_header_takes_it_is_refused_and_stores_nothing(aws, rt, key):
+    with pytest.raises(BadRequest) as err:
+        email(rt, "ada@example.org", idempotency_key=key)
+    assert err.value.details == {"field": "Idempotency-Key"}
+    assert drain(aws) == []
+
+
+def test_a_key_belongs_to_its_producer(aws, rt):
+    shop = email(rt, "ada@example.org", producer="shop", idempotency_key="order-1042")
+    news = email(rt, "ada@example.org", producer="news", idempotency_key="order-1042")
+    assert shop[0].id != news[0].id and len(drain(aws)) == 2
+
+
+def test_bad_input_does_not_take_the_key(aws, rt):
+    with pytest.raises(ValidationError):
+        vdq.add_sms("+15005550006", "555-0101", "Code", idempotency_key="otp-7", runtime=rt)
+    (item,) = vdq.add_sms("+15005550006", "+14155550100", "Code", idempotency_key="otp-7",
+                          runtime=rt)  # fmt: skip
+    assert [m["id"] for m in drain(aws)] == [item.id]
+
+
+def test_a_repeat_of_a_partial_enqueue_raises_it_again_and_stores_nothing(aws, rt, monkeypatch):
+    calls = []
+
+    def partly(email, runtime, **kwargs):
+        calls.append(email)
+        raise PartiallyEnqueued("stored 1 of 2 items", details={
+            "accepted": ["01KDVDNA00NG7BG17T2CA55R75"], "rejected": ["bob@example.org"]})
+
+    monkeypatch.setattr(rest, "enqueue_email", partly)
+    for _ in range(2):
+        with pytest.raises(PartiallyEnqueued) as err:
+            email(rt, "ada@example.org", "bob@example.org", idempotency_key="order-1044")
+        assert err.value.details["rejected"] == ["bob@example.org"]
+    assert len(calls) == 1
+
+
+def test_a_repeat_while_the_first_runs_is_told_when_to_come_back(aws, rt, monkeypatch):
+    enqueue_email, meanwhile = rest.enqueue_email, []
+
+    def slow(*args, **kwargs):
+        with pytest.raises(rest.InProgress) as err:
+            email(rt, "ada@example.org", idempotency_key="order-1045")
+        meanwhile.append(err.value.headers["Retry-After"])
+        return enqueue_email(*args, **kwargs)
+
+    monkeypatch.setattr(rest, "enqueue_email", slow)
+    first = email(rt, "ada@example.org", idempotency_key="order-1045")
+    assert meanwhile == ["2"]
+    again = email(rt, "ada@example.org", idempotency_key="order-1045")
+    assert [i.id for i in again] == [i.id for i in first]
+
+
+class Killed(BaseException):
+    """A producer's process stopped mid-request: no except clause runs."""
+
+
+def test_a_key_a_dead_process_left_in_progress_frees_in_minutes_not_a_day(aws, rt, monkeypatch):
+    # Outside the enqueue function no Lambda context tells the key's record a deadline: without
+    # one it answered "in progress" to every repeat for VDQ_IDEMPOTENCY_SECONDS (24 h).
+    rest.idempotency_config.cache_clear()
+    rest._idempotent.cache_clear()
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(rest, "enqueue_email", killed)
+        email(rt, "ada@example.org", idempotency_key="order-1046")
+    [record] = [r for r in boto3.client("dynamodb").scan(TableName=aws["table"])["Items"]
+                if r["pk"]["S"].startswith("idempotency#")]  # fmt: skip
+    assert record["status"]["S"] == "INPROGRESS"
+    left = int(record["in_progress_expiration"]["N"]) / 1000 - time.time()
+    assert 0 < left <= PENDING_SECONDS
+    rest.idempotency_config.cache_clear()
+    rest._idempotent.cache_clear()

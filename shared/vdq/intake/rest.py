@@ -104,8 +104,10 @@ def accept(
 
 def check_key(idempotency_key: str) -> None:
     """A 400 naming the header unless the key is what the document promises: printable ASCII
-    (what HTTP carries), with no space at either end (HTTP drops it)."""
-    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY or not _KEY.fullmatch(idempotency_key):
+    (what HTTP carries), with no space at either end (HTTP drops it); text, as the header is
+    (the Python API's key may be anything)."""
+    if (not isinstance(idempotency_key, str) or len(idempotency_key) > MAX_IDEMPOTENCY_KEY
+            or not _KEY.fullmatch(idempotency_key)):  # fmt: skip
         raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII "
                          "characters, with no space at either end",
                          details={"field": "Idempotency-Key"})  # fmt: skip
