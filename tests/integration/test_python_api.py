@@ -5,8 +5,11 @@ same enqueue."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 
 import boto3
 import pytest
@@ -15,6 +18,7 @@ import vdq
 from tests.support.aws import drain
 from vdq import python_api
 from vdq.api import Caller
+from vdq.core import resources
 from vdq.core.errors import BadRequest, PartiallyEnqueued, ValidationError
 from vdq.core.settings import QuotaLimits
 from vdq.dispatch import send
@@ -224,3 +228,17 @@ def test_a_key_a_dead_process_left_in_progress_frees_in_minutes_not_a_day(aws, r
     assert 0 < left <= PENDING_SECONDS
     rest.idempotency_config.cache_clear()
     rest._idempotent.cache_clear()
+
+
+def test_the_sending_pages_python_example_runs_as_pasted(aws, rt, clock, capsys):
+    """The example of docs/sending.md, run as a newcomer pastes it (with the deployment's
+    runtime as the default one): it queues what it says."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sending.md").read_text()
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "vdq.add_" in b]
+    clock.advance((datetime(2026, 12, 20, tzinfo=UTC) - clock.now()).total_seconds())
+    exec(compile(example, "docs/sending.md", "exec"), {})
+    assert "[]" in capsys.readouterr().out  # nothing suppressed
+    queued = {m["id"] for m in drain(aws) + drain(aws, resources.SEND_QUEUES["high"])}
+    assert len(queued) == 3  # the newsletter waits for its send_at
+    producers = {rt.store.get_item(i).created_by for i in queued}
+    assert producers == {"shop-service", "auth-service"}
