@@ -602,3 +602,36 @@ def test_a_lease_left_by_a_repair_that_died_passes_after_its_time(
     (repaired,) = run(aws, dead_letters, runtime, streams)
     assert (repaired.result, repaired.deleted) == ("repaired", True)
     assert counts(aws, runtime) == EXPECTED
+
+
+def test_a_repair_that_read_a_batch_whole_counts_it_whole_whatever_ran_beside_it(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch):  # fmt: skip
+    # Two runs repair the same batch at once (its on-failure record delivered twice); the
+    # stream's 24 hours pass for the batch's first records between their reads of it. The
+    # run that read the batch whole and says so must have counted it whole: one that read
+    # only its last records must not apply first and leave the rest below its checkpoint.
+    skipped = skip(aws, day, 2, len(day["records"]) - 2)
+    body = dead_letter(day, skipped)
+    for _ in range(2):
+        aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=body)
+    stream = Trimmed(streams, 0)  # nothing past the 24 hours yet
+    runtime.overrides["dynamodbstreams"] = stream
+    first, second = aws["sqs"].receive_message(QueueUrl=dead_letters, MaxNumberOfMessages=10,
+                                               VisibilityTimeout=60)["Messages"]  # fmt: skip
+    real, seen = repair.read_batch, []
+
+    def reading(*args, **kwargs):
+        got = real(*args, **kwargs)
+        if not stream._horizon:  # the first run has read it whole; the trim passes; the other
+            stream._horizon = int(skipped[-2]["dynamodb"]["SequenceNumber"])
+            seen.append(repair.repair_message(second, lambda batch: runtime))
+        return got
+
+    with monkeypatch.context() as faults:
+        faults.setattr(repair, "read_batch", reading)
+        outcome = repair.repair_message(first, lambda batch: runtime)
+
+    (other,) = seen
+    assert (outcome.result, outcome.found, outcome.deleted) == ("repaired", len(skipped), True)
+    assert counts(aws, runtime) == EXPECTED
+    assert (other.result, other.deleted, other.applied) == ("busy", False, {})

@@ -33,7 +33,9 @@ what landed cannot be told from what did not: it is reported ``partly-written`` 
 message stays. A batch inside no marker was never written: it is applied.
 
 One repair at a time applies a batch: it holds the batch's lease (a conditional write that
-ends after ``LEASE_SECONDS``) from before it reads the batch's checkpoint to after its writes.
+ends after ``LEASE_SECONDS``) from before it reads the batch from the stream to after its
+writes, so the run that applies first read the batch no later than any other (the stream
+only ever trims records from a batch).
 Another repair of the same batch meanwhile (the message delivered twice, or shown again past
 its visibility) is refused, ``busy``, and its message stays; a lease left by a repair that
 died passes after its time.
@@ -266,7 +268,11 @@ def keep_for(runtime: Runtime) -> Callable[[dict[str, Any]], bool]:
 def repair_message(message: dict[str, Any],
                    runtime_of: Callable[[SkippedBatch], Runtime], *, dry_run: bool = False,
                    drop_lost: bool = False) -> Outcome:  # fmt: skip
-    """Repair the batch one message names (``deleted``: the message may go)."""
+    """Repair the batch one message names (``deleted``: the message may go). A repair holds
+    the batch's lease from before it reads the batch from the stream: a run that read it
+    earlier, whole, before the stream trimmed its first records, would otherwise find them
+    below the checkpoint of a run that read it later and applied first, and say it repaired
+    what it never counted."""
     message_id = str(message.get("MessageId") or "")
     try:
         batch = SkippedBatch.parse(str(message.get("Body") or ""))
@@ -274,10 +280,34 @@ def repair_message(message: dict[str, Any],
         return Outcome(message_id, "malformed", why=str(exc))
     if batch is None:
         return Outcome(message_id, "not-a-batch")
+    holder = uuid.uuid4().hex
     try:
         runtime = runtime_of(batch)  # its clients in the stream's region
-        reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
         tallies = Tallies(runtime.client("dynamodb"), runtime.settings.table_name)
+        now = int(runtime.clock.now().timestamp())
+        held = None if dry_run else tallies.take_lease(batch.repair_shard, holder, now,
+                                                       LEASE_SECONDS)  # fmt: skip
+    except Exception as exc:  # reported, and the message stays
+        return Outcome(message_id, "failed", batch, why=f"{type(exc).__name__}: {exc}")
+    if held is not None:
+        return Outcome(message_id, "busy", batch, why=(
+            f"another repair is applying this batch (its lease ends {_when(held)}): the "
+            "message stays for it"))  # fmt: skip
+    try:
+        return _repair_batch(message_id, batch, runtime, tallies, dry_run=dry_run,
+                             drop_lost=drop_lost)  # fmt: skip
+    finally:
+        if not dry_run:
+            with contextlib.suppress(ClientError):  # else it passes after LEASE_SECONDS
+                tallies.drop_lease(batch.repair_shard, holder)
+
+
+def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallies: Tallies, *,
+                  dry_run: bool, drop_lost: bool) -> Outcome:  # fmt: skip
+    """Read the batch from the stream and apply it (the caller holds its lease, but for a
+    dry run)."""
+    try:
+        reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
         # Whether an invocation of the mapping holding the batch wrote its window (None: none
         # began to), read before anything is applied.
         live = tallies.flushed(shard_tag(batch.shard_id), batch.first, batch.last) \
@@ -302,18 +332,6 @@ def repair_message(message: dict[str, Any],
         outcome.deleted = (not lost and live is not False) or drop_lost
         return outcome
     if reading.records:
-        holder = uuid.uuid4().hex
-        now = int(runtime.clock.now().timestamp())
-        try:
-            held = tallies.take_lease(batch.repair_shard, holder, now, LEASE_SECONDS)
-        except Exception as exc:  # reported, and the message stays
-            outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
-            return outcome
-        if held is not None:
-            outcome.result = "busy"
-            outcome.why = (f"another repair is applying this batch (its lease ends "
-                           f"{_when(held)}): the message stays for it")  # fmt: skip
-            return outcome
         try:
             answer = stream.consume(batch.event(reading.records), runtime, mark=False,
                                     write=live is None)  # fmt: skip
@@ -321,9 +339,6 @@ def repair_message(message: dict[str, Any],
         except Exception as exc:  # reported, and the message stays
             outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
             return outcome
-        finally:
-            with contextlib.suppress(ClientError):  # else it passes after LEASE_SECONDS
-                tallies.drop_lease(batch.repair_shard, holder)
     outcome.result = "lost" if lost and not reading.records else (
         "repaired-part" if lost else "repaired")  # fmt: skip
     if live is False:
