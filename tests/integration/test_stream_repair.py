@@ -635,3 +635,36 @@ def test_a_repair_that_read_a_batch_whole_counts_it_whole_whatever_ran_beside_it
     assert (outcome.result, outcome.found, outcome.deleted) == ("repaired", len(skipped), True)
     assert counts(aws, runtime) == EXPECTED
     assert (other.result, other.deleted, other.applied) == ("busy", False, {})
+
+
+def test_a_repair_whose_lease_passed_while_it_read_the_batch_applies_nothing(
+        aws, runtime, streams, events, day, dead_letters, clock, monkeypatch):  # fmt: skip
+    # A run slow past its lease while it reads the batch: another run takes the lease, reads
+    # the batch after the stream trimmed its first records, and applies what is left. The
+    # slow run must not then apply its own reading as if it still held the batch.
+    skipped = skip(aws, day, 2, len(day["records"]) - 2)
+    body = dead_letter(day, skipped)
+    for _ in range(2):
+        aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=body)
+    stream = Trimmed(streams, 0)
+    runtime.overrides["dynamodbstreams"] = stream
+    first, second = aws["sqs"].receive_message(QueueUrl=dead_letters, MaxNumberOfMessages=10,
+                                               VisibilityTimeout=60)["Messages"]  # fmt: skip
+    real, seen = repair.read_batch, []
+
+    def slow(*args, **kwargs):
+        got = real(*args, **kwargs)
+        if not stream._horizon:
+            clock.advance(repair.LEASE_SECONDS + 1)
+            stream._horizon = int(skipped[-2]["dynamodb"]["SequenceNumber"])
+            seen.append(repair.repair_message(second, lambda batch: runtime))
+        return got
+
+    with monkeypatch.context() as faults:
+        faults.setattr(repair, "read_batch", slow)
+        outcome = repair.repair_message(first, lambda batch: runtime)
+
+    (other,) = seen
+    assert (other.result, other.deleted) == ("repaired-part", False)
+    assert (outcome.result, outcome.deleted, outcome.applied) == ("busy", False, {})
+    assert "lease" in outcome.why

@@ -35,7 +35,8 @@ message stays. A batch inside no marker was never written: it is applied.
 One repair at a time applies a batch: it holds the batch's lease (a conditional write that
 ends after ``LEASE_SECONDS``) from before it reads the batch from the stream to after its
 writes, so the run that applies first read the batch no later than any other (the stream
-only ever trims records from a batch).
+only ever trims records from a batch), and renews it before it applies what it read: a run
+whose lease passed while it read, and that another took, applies nothing (``busy``).
 Another repair of the same batch meanwhile (the message delivered twice, or shown again past
 its visibility) is refused, ``busy``, and its message stays; a lease left by a repair that
 died passes after its time.
@@ -294,7 +295,7 @@ def repair_message(message: dict[str, Any],
             f"another repair is applying this batch (its lease ends {_when(held)}): the "
             "message stays for it"))  # fmt: skip
     try:
-        return _repair_batch(message_id, batch, runtime, tallies, dry_run=dry_run,
+        return _repair_batch(message_id, batch, runtime, tallies, None if dry_run else holder,
                              drop_lost=drop_lost)  # fmt: skip
     finally:
         if not dry_run:
@@ -302,10 +303,11 @@ def repair_message(message: dict[str, Any],
                 tallies.drop_lease(batch.repair_shard, holder)
 
 
-def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallies: Tallies, *,
-                  dry_run: bool, drop_lost: bool) -> Outcome:  # fmt: skip
-    """Read the batch from the stream and apply it (the caller holds its lease, but for a
-    dry run)."""
+def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallies: Tallies,
+                  holder: str | None, *, drop_lost: bool) -> Outcome:  # fmt: skip
+    """Read the batch from the stream and apply it, as ``holder`` of its lease (None: a dry
+    run, which holds none)."""
+    dry_run = holder is None
     try:
         reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
         # Whether an invocation of the mapping holding the batch wrote its window (None: none
@@ -332,6 +334,19 @@ def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallie
         outcome.deleted = (not lost and live is not False) or drop_lost
         return outcome
     if reading.records:
+        try:
+            # A read slow past the lease: another run may have taken it and applied a later
+            # reading; this one is applied only while the lease is still its own.
+            kept = tallies.keep_lease(batch.repair_shard, holder or "",
+                                      int(runtime.clock.now().timestamp()), LEASE_SECONDS)
+        except Exception as exc:  # reported, and the message stays
+            outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"
+            return outcome
+        if not kept:
+            outcome.result = "busy"
+            outcome.why = ("its lease passed while it read the batch, and another repair "
+                           "took it: the message stays for a later run")  # fmt: skip
+            return outcome
         try:
             answer = stream.consume(batch.event(reading.records), runtime, mark=False,
                                     write=live is None)  # fmt: skip

@@ -410,6 +410,28 @@ class Tallies:
             return int(found.get("until", {}).get("N") or now + seconds)
         return None
 
+    def keep_lease(self, name: str, holder: str, now: int, seconds: int) -> bool:
+        """Hold the lease ``name`` for ``seconds`` more from ``now``, if ``holder`` still has
+        it (one that ran out and that no one took since is still its). False: another holder
+        took it."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
+                UpdateExpression="SET #until = :until, #exp = :exp",
+                ConditionExpression="#holder = :holder",
+                ExpressionAttributeNames={"#until": "until", "#exp": "expiration",
+                                          "#holder": "holder"},
+                ExpressionAttributeValues={":until": {"N": str(now + seconds)},
+                                           ":exp": {"N": str(now + seconds + 86_400)},
+                                           ":holder": {"S": holder}},
+            )  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def drop_lease(self, name: str, holder: str) -> None:
         """Give the lease back (not one another holder took since it ran out)."""
         try:
