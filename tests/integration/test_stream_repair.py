@@ -18,7 +18,7 @@ from tests.support.results import LambdaContext, new_email, ses_event, sqs_event
 from tests.support.stream import Stream
 from vdq.core.streams import as_lambda_gives, passes
 from vdq.schedules import repair
-from vdq.store.postings import Tallies
+from vdq.store.postings import Tallies, shard_tag
 from vdq.workflow.stateevents import StateEvents
 
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:Vdq-Schedule"
@@ -668,3 +668,30 @@ def test_a_repair_whose_lease_passed_while_it_read_the_batch_applies_nothing(
     assert (other.result, other.deleted) == ("repaired-part", False)
     assert (outcome.result, outcome.deleted, outcome.applied) == ("busy", False, {})
     assert "lease" in outcome.why
+
+
+def test_the_expiry_of_a_window_marker_writes_no_marker_of_its_own(aws, runtime):
+    # With VDQ_ARCHIVE=s3 the mapping hands on every TTL deletion, a window marker's too: a
+    # window of nothing but such deletions counts nothing, and a marker of it would expire in
+    # its turn two days later and be marked again, for ever.
+    tallies = Tallies(runtime.client("dynamodb"), aws["table"])
+    mapping = Stream(aws["table"])
+    tallies.begin_flush(shard_tag(mapping.shard), "100", "200", 0)
+    expired = {"eventName": "REMOVE", "eventSource": "aws:dynamodb",
+               "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+               "dynamodb": {"SequenceNumber": "900", "ApproximateCreationDateTime": 1796600000,
+                            "Keys": {"pk": {"S": f"FL#{shard_tag(mapping.shard)}"},
+                                     "sk": {"S": f"{200:040d}#{100:040d}"}},
+                            "OldImage": {"pk": {"S": f"FL#{shard_tag(mapping.shard)}"},
+                                         "sk": {"S": f"{200:040d}#{100:040d}"},
+                                         "expiration": {"N": "0"}}}}  # fmt: skip
+    runtime.client("dynamodb").delete_item(TableName=aws["table"], Key=expired["dynamodb"][
+        "Keys"])  # fmt: skip
+
+    mapping.invoke([expired], {}, final=True)
+
+    assert tallies.flushed(shard_tag(mapping.shard), "900", "900") is None
+    assert runtime.client("dynamodb").query(
+        TableName=aws["table"], KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"FL#{shard_tag(mapping.shard)}"}},
+    )["Items"] == []  # fmt: skip

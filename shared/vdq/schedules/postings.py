@@ -387,7 +387,13 @@ def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None 
                         MAX_STATE_BYTES)  # fmt: skip
         producers, account = guard_targets(window)
         now = int(runtime.clock.now().timestamp())
-        batch = _first_and_last(records) if mark and write and shard_id is not None else None
+        # A batch of deletions alone (TTL's, handed on for the archive, a marker's own among
+        # them) that leaves the window nothing to write is not marked: it counts nothing, and
+        # its marker would expire in its turn and be marked again, for ever.
+        idle = not (window.counts or window.postings or window.done) and all(
+            r.get("eventName") == "REMOVE" for r in records)  # fmt: skip
+        batch = _first_and_last(records) if mark and write and shard_id is not None \
+            and not idle else None  # fmt: skip
         expiration = now + SHARD_CHECKPOINT_DAYS * DAY
         if batch is not None:
             tallies.begin_flush(window.shard, *batch, expiration)
