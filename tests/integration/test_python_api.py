@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 import vdq
-from tests.support.aws import drain
+from tests.support.aws import GUARDED_SENDER, drain
 from vdq import python_api
 from vdq.api import Caller
 from vdq.core import resources
@@ -25,20 +25,16 @@ from vdq.dispatch import send
 from vdq.intake import rest
 from vdq.intake.enqueue import PENDING_SECONDS
 from vdq.intake.quotas import OverQuota, QuotaExceeded
-from vdq.results import guard, judging, suppression
+from vdq.results import judging, suppression
 from vdq.store.postings import Tallies
 
-SENDER = "shop@example.com"
+SENDER = GUARDED_SENDER  # the address the guarded runtime verified
 SENDERS = ("vdq.add_queueitem",)
 
 
 @pytest.fixture
-def rt(aws, runtime):
-    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-    runtime.settings = replace(runtime.settings, reputation_min_sent=10)
-    guard._cache.clear()
-    yield runtime
-    guard._cache.clear()
+def rt(guarded):
+    return guarded
 
 
 def email(rt, *receivers, **kwargs):

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from functions.webhook import handler as webhook
 
-from tests.support.aws import accepted_ids, conflicting, drain, run_checks
+from tests.support.aws import GUARDED_SENDER, accepted_ids, conflicting, drain, run_checks
 from tests.support.operator import call
 from tests.support.results import LambdaContext, ses_event, sqs_event
 from tests.support.stream import Stream
@@ -31,17 +31,13 @@ from vdq.workflow.lanes import message_for
 from vdq.workflow.sendqueue import SendMessage
 from vdq.workflow.transitions import Step, apply
 
-SENDER = "shop@example.com"
+SENDER = GUARDED_SENDER  # the address the guarded runtime verified
 HOUR = "%Y-%m-%dT%H"
 
 
 @pytest.fixture
-def rt(aws, runtime):
-    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-    runtime.settings = replace(runtime.settings, reputation_min_sent=10)
-    guard._cache.clear()
-    yield runtime
-    guard._cache.clear()
+def rt(guarded):
+    return guarded
 
 
 @pytest.fixture

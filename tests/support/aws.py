@@ -87,6 +87,22 @@ def runtime(settings: Settings, clock: FakeClock) -> Iterator[Runtime]:
     Runtime.reset_default()
 
 
+@pytest.fixture
+def guarded(aws: dict[str, Any], runtime: Runtime) -> Iterator[Runtime]:
+    """The runtime with the sender verified and the reputation guard judging from 10 sends, its
+    cache of held producers empty before and after."""
+    from vdq.results import guard
+
+    boto3.client("ses").verify_email_identity(EmailAddress=GUARDED_SENDER)
+    runtime.settings = replace(runtime.settings, reputation_min_sent=10)
+    guard._cache.clear()
+    yield runtime
+    guard._cache.clear()
+
+
+GUARDED_SENDER = "shop@example.com"
+
+
 def drain(aws: dict[str, Any], queue: str = resources.SEND_QUEUE) -> list[dict[str, Any]]:
     """Every message waiting on a queue (received and deleted), bodies parsed."""
     sqs, url = aws["sqs"], aws["queues"][queue]
