@@ -88,12 +88,17 @@ def wait_state(browser: Browser, state: str) -> None:
                      f".textContent === {json.dumps(state)})", timeout=patient(30))  # fmt: skip
 
 
-def confirm_retry(browser: Browser, url: str) -> None:
-    """Open the errored item at ``url`` afresh (its page's scripts run again), preview its
-    retry and confirm it."""
+def open_item(browser: Browser, url: str, state: str) -> None:
+    """Open the item at ``url`` afresh (its page's scripts run again) and wait until it shows
+    ``state``."""
     browser.goto(url)
     browser.reload()
-    wait_state(browser, "errored")
+    wait_state(browser, state)
+
+
+def confirm_retry(browser: Browser, url: str) -> None:
+    """Open the errored item at ``url`` afresh, preview its retry and confirm it."""
+    open_item(browser, url, "errored")
     browser.click("#action-retry")
     browser.wait_for("document.querySelector('#confirm-retry')")
     browser.click("#confirm-retry")
@@ -300,9 +305,7 @@ def test_live_refresh_polls_the_visible_page_and_pauses_while_the_tab_is_hidden(
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(HELD_TIMER):
-        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
-        browser.reload()
-        wait_state(browser, "errored")
+        open_item(browser, f"{stack.url}/console/#/item/{item['id']}", "errored")
         assert browser.evaluate("window.__tickMs") == 5000
         entries = len(timeline(browser))
         retried = stack.api("POST", f"/queue-items/{item['id']}/transitions/retry")
@@ -348,9 +351,7 @@ def test_live_refresh_never_overlaps_backs_off_while_the_api_is_down_and_ends_wi
     stack.wait(item["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(FLAKY_API):
-        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
-        browser.reload()
-        wait_state(browser, "errored")
+        open_item(browser, f"{stack.url}/console/#/item/{item['id']}", "errored")
         # A slow API: the ticks that come while a refresh is out send nothing more.
         browser.evaluate("window.__hang = true")
         calls = browser.evaluate("window.__apiCalls")
@@ -639,9 +640,7 @@ def test_a_retry_preview_of_an_item_before_its_send_at_says_it_waits_for_it(stac
     stack.wait(failing["id"], "errored")
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(SCHEDULED_ANSWERS):
-        browser.goto(f"{stack.url}/console/#/item/{failing['id']}")
-        browser.reload()
-        wait_state(browser, "errored")
+        open_item(browser, f"{stack.url}/console/#/item/{failing['id']}", "errored")
         browser.click("#action-retry")
         browser.wait_for("document.querySelector('#preview-text')")
         text = browser.text("#preview-text")
@@ -1446,9 +1445,7 @@ def test_a_preview_the_item_has_moved_past_is_taken_away(stack, browser):
     [item] = stack.send_emails("moved-on@example.com", send_at=at)
     sign_in(browser, stack.url, "vdq-operators")
     with browser.scripted(HELD_TIMER):
-        browser.goto(f"{stack.url}/console/#/item/{item['id']}")
-        browser.reload()
-        wait_state(browser, "queued")
+        open_item(browser, f"{stack.url}/console/#/item/{item['id']}", "queued")
         browser.click("#action-cancel")
         browser.wait_for("document.querySelector('#confirm-cancel')")
         done = stack.api("POST", f"/queue-items/{item['id']}/transitions/cancel")
