@@ -663,6 +663,47 @@ def test_bounces_counted_from_the_stream_hold_the_producer_within_its_window(aws
     assert "complaint rate 10.000%" in level.reason
 
 
+@pytest.mark.parametrize("again", ["whole", "halved"])
+def test_bounces_of_a_window_whose_look_failed_after_its_writes_hold_at_the_retry(
+        aws, rt, monkeypatch, again):  # fmt: skip
+    # A window of one batch writes its counts, then the guard's look fails: Lambda gives the
+    # batch again (whole, or halved) with the window's state of before it. Its records, counted
+    # already, are not counted again, and their producers are looked at all the same; a
+    # producer of that window with no bounce or complaint is not.
+    stream = Stream(aws["table"])
+    ids = [i["id"] for i in post(rt, "shop", *[f"u{n}@example.org" for n in range(10)])["items"]]
+    post(rt, "news", "clean@example.org")
+    process_all(aws, rt)
+    for n, item_id in enumerate(ids[:2]):
+        kind = "bounce_permanent" if n == 0 else "complaint"
+        body = ses_event(kind, message_id=accepted_ids(aws)[item_id], item_id=item_id)
+        assert webhook.handler(sqs_event(body), LambdaContext()) == {"batchItemFailures": []}
+    run_checks(aws, rt)
+    records = stream.new_records()
+    real, looked = judging.evaluate, []
+
+    def failing(runtime, producers, **kwargs):
+        raise StoreBusy("the guard's levels kept changing")
+
+    def seen(runtime, producers, **kwargs):
+        looked.append((sorted(producers), kwargs.get("account")))
+        return real(runtime, producers, **kwargs)
+
+    monkeypatch.setattr(judging, "evaluate", failing)
+    with pytest.raises(StoreBusy):
+        stream.invoke(records, {}, final=True)
+    assert guard.holds_of(rt).level("shop") is None
+    monkeypatch.setattr(judging, "evaluate", seen)
+    half = len(records) // 2
+    batches = [records] if again == "whole" else [records[:half], records[half:]]
+    for batch in batches:
+        assert stream.invoke(batch, {}, final=True)["written"] == 0  # counted once
+    level = guard.holds_of(rt).level("shop")
+    assert level is not None and level.level == "hold"
+    assert "complaint rate 10.000%" in level.reason  # 1 of 10: nothing counted twice
+    assert looked and all(producers == ["shop"] for producers, _ in looked)
+
+
 def test_a_publish_lost_at_the_release_is_the_republish_sweeps(aws, rt, clock):
     hold(rt)
     item_id = post(rt, "shop", "ada@example.org")["items"][0]["id"]

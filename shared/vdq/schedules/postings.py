@@ -36,7 +36,10 @@ rates are an email's).
 
 A window that counted a producer's bounces or complaints has the reputation guard look at that
 producer's rates (vdq.results.judging), after its counts are written: per window of a shard, not
-per message, and again when the window is given again (the look is idempotent).
+per message, and again when the window is given again (the look is idempotent). A record given
+again, skipped since it was counted, has its producer looked at too when it holds a bounce or a
+complaint of email: a window whose look failed after its writes is given again with the state of
+before it, which, for a window of one batch, is none, and its records are all skipped then.
 """
 
 from __future__ import annotations
@@ -115,6 +118,10 @@ class Window:
     # early): Lambda may hand a record of the window on again, even out of order.
     seen: int = -1
     done: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<day>T<HH:MM>" -> ...
+    # The producers whose bounces or complaints of email records given again (skipped, counted
+    # before) hold, and whether any such record does: the guard looks at them with the window's.
+    again: list[str] = field(default_factory=list)
+    again_account: bool = False
 
     # ---- Lambda's state -------------------------------------------------------------------
 
@@ -122,8 +129,10 @@ class Window:
         """The state to hand back to Lambda (a map of strings)."""
         if not self.counts and not self.postings and not self.done and self.seen < 0:
             return {}
-        return {STATE_KEY: json.dumps({"c": self.counts, "p": self.postings, "s": self.seen,
-                                       "d": self.done}, separators=(",", ":"))}  # fmt: skip
+        data = {"c": self.counts, "p": self.postings, "s": self.seen, "d": self.done}
+        if self.again or self.again_account:
+            data.update(g=self.again, a=self.again_account)
+        return {STATE_KEY: json.dumps(data, separators=(",", ":"))}
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any] | None, shard: str) -> Window:
@@ -133,7 +142,8 @@ class Window:
         data = json.loads(text)
         seen = data.get("s")
         return cls(dict(data.get("c") or {}), dict(data.get("p") or {}), shard,
-                   seen if isinstance(seen, int) else -1, dict(data.get("d") or {}))  # fmt: skip
+                   seen if isinstance(seen, int) else -1, dict(data.get("d") or {}),
+                   [str(p) for p in data.get("g") or []], data.get("a") is True)  # fmt: skip
 
     # ---- folding ----------------------------------------------------------------------------
 
@@ -241,11 +251,14 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
          lookup: Callable[[str], dict[str, Any] | None]) -> int:  # fmt: skip
     """Fold a batch of the window's records into ``window``; returns how many changed it. A
     record at or below the highest sequence number folded already is one given again: it was
-    counted, and is skipped."""
+    counted, and is skipped, but for the producer the guard looks at (``look_again``)."""
     folded = 0
     for record in records:
         sequence = str((record.get("dynamodb") or {}).get("SequenceNumber") or "")
-        if not sequence.isdigit() or int(sequence) <= window.seen:
+        if not sequence.isdigit():
+            continue
+        if int(sequence) <= window.seen:
+            look_again(window, record, lookup)
             continue
         window.seen = int(sequence)
         change = change_of(record, lookup)
@@ -281,11 +294,29 @@ def fold(window: Window, records: Iterable[Mapping[str, Any]],
     return folded
 
 
+def look_again(window: Window, record: Mapping[str, Any],
+               lookup: Callable[[str], dict[str, Any] | None]) -> None:  # fmt: skip
+    """Keep, for the guard's look, the producer of a record given again whose change holds a
+    bounce or a complaint of email (what ``guard_targets`` finds in the counts it made then):
+    the window that counted it may have failed before its look."""
+    change = change_of(record, lookup)
+    if change is None or len(change.at) < 13:
+        return
+    email = str(change.item.get("method") or "email") == "email"
+    if not email or not {"bounce", "complaint"} & set(change.signals):
+        return
+    producer = str(change.item.get("created_by") or NO_PRODUCER)
+    if producer not in window.again:
+        window.again.append(producer)
+    window.again_account = True
+
+
 def guard_targets(window: Window) -> tuple[list[str], bool]:
     """The producers whose counts in the window hold bounces or complaints of email, and
-    whether the account's do: what the reputation guard looks at."""
-    producers: set[str] = set()
-    account = False
+    whether the account's do, with those of the records given again (``look_again``): what the
+    reputation guard looks at."""
+    producers: set[str] = set(window.again)
+    account = window.again_account
     for key, slot in window.counts.items():
         kind, name = counter_kind(key.split("|", 1)[1])
         names = slot["n"]
@@ -386,6 +417,8 @@ def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None 
             logger.info("window state of shard %s past %d bytes: written early", window.shard,
                         MAX_STATE_BYTES)  # fmt: skip
         producers, account = guard_targets(window)
+        window.again.clear()
+        window.again_account = False
         now = int(runtime.clock.now().timestamp())
         # A batch of deletions alone (TTL's, handed on for the archive, a marker's own among
         # them) that leaves the window nothing to write is not marked: it counts nothing, and
