@@ -6,6 +6,7 @@ reported as lost."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -17,7 +18,9 @@ from functions.webhook import handler as webhook
 from tests.support.results import LambdaContext, new_email, ses_event, sqs_event, to_awaiting
 from tests.support.stream import Stream
 from vdq.core.streams import as_lambda_gives, passes
-from vdq.schedules import repair
+from vdq.python_api import DEFAULT_PRODUCER
+from vdq.results import guard
+from vdq.schedules import postings, repair
 from vdq.store.postings import Tallies, shard_tag
 from vdq.workflow.stateevents import StateEvents
 
@@ -478,6 +481,35 @@ def test_a_batch_given_up_on_after_its_window_was_written_is_not_counted_again(
     assert counts(aws, runtime) == EXPECTED
     assert len(events.sent) - published == outcome.applied["published"] > 0  # again, same ids
     assert messages(aws, dead_letters) == []
+
+
+@pytest.mark.parametrize("where", ["before", "in"])
+def test_a_repair_of_a_window_written_before_its_look_failed_looks_at_its_bounces(
+        aws, runtime, streams, events, day, dead_letters, monkeypatch, where):  # fmt: skip
+    # The window's writes landed and its look failed each time, until the mapping gave up on
+    # its last batch. The bounce it counted was in that batch, or in one of the window's
+    # batches before it (the repair reads the given-up batch alone): the repair holds its
+    # producer all the same.
+    runtime.settings = replace(runtime.settings, reputation_min_sent=3)
+    records = day["records"]
+    (bounce,) = [n for n, r in enumerate(records)
+                 if (change := postings.change_of(r, lambda _: None)) and change.signals]
+    assert 1 <= bounce < len(records) - 2  # in the window given up on
+    first = bounce + 1 if where == "before" else bounce
+    with monkeypatch.context() as faults:
+        the_looks_fail(faults)
+        skipped = given_up(aws, day, first, len(records) - 2, [], opened=1)
+    assert counts(aws, runtime) == EXPECTED
+    assert guard.holds_of(runtime).level(DEFAULT_PRODUCER) is None
+    aws["sqs"].send_message(QueueUrl=dead_letters, MessageBody=dead_letter(day, skipped))
+
+    (outcome,) = run(aws, dead_letters, runtime, streams)
+
+    assert (outcome.result, outcome.deleted) == ("repaired", True)
+    assert counts(aws, runtime) == EXPECTED
+    level = guard.holds_of(runtime).level(DEFAULT_PRODUCER)
+    assert level is not None and level.level == "hold"
+    assert "bounce rate 33.33%" in level.reason
 
 
 def publishing_fails(faults, events) -> None:

@@ -23,9 +23,10 @@ per sender identity), each ADD with the shard's checkpoint in the same write
   their parent's (Lambda finishes a parent shard first);
 - a batch the mapping gives up on (its retries spent) after its invocation wrote the window is
   not counted again by its repair: the invocation marks its batch's first and last sequence
-  number before the window's writes and again after them (vdq.store.postings' flush markers),
-  and the repair (vdq.schedules.repair) writes the batch's postings and counts only when no
-  invocation holding the batch began writing its window.
+  number before the window's writes and again after them (vdq.store.postings' flush markers,
+  which name the producers the guard's look is for), and the repair (vdq.schedules.repair)
+  writes the batch's postings and counts only when no invocation holding the batch began
+  writing its window.
 
 What is counted, by method, for the hour of the change (the item's ``updated_at``): items
 queued (new), sent (a provider took it: its ID was stored), succeeded (delivered), errored,
@@ -65,6 +66,7 @@ from vdq.store.postings import (
     Done,
     Entered,
     Entry,
+    Flush,
     Tallies,
     counter_kind,
     counter_sk,
@@ -378,15 +380,17 @@ def _hour_epoch(hour: str) -> int:
 
 
 def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None = None, *,
-            mark: bool = True, write: bool = True) -> dict[str, Any]:  # fmt: skip
+            mark: bool = True, write: bool = True, marked: Flush | None = None,
+            ) -> dict[str, Any]:  # fmt: skip
     """One invocation of the stream mapping: fold its records into the window's state, and
     write the window when it ends. Returns what Lambda takes back: ``state`` (required with a
     tumbling window), and what was written.
 
     ``mark``: the invocation that writes the window marks its records' first and last sequence
-    number before and after the writes (a repair's own shard needs no mark). ``write`` False:
-    a repair of a batch whose window the mapping wrote already: folded for the reputation
-    guard's look, nothing written.
+    number before and after the writes, with whom the guard's look is for (a repair's own shard
+    needs no mark). ``write`` False: a repair of a batch whose window the mapping wrote already
+    (``marked``: that window's marker): folded for the reputation guard's look, which is for
+    the marker's producers too (the window's batches before the one repaired), nothing written.
 
     An event without a window (no ``shardId``: the mapping of a release before this one, a
     replay by hand) has no shard to keep a checkpoint for: its postings are written (a replay
@@ -419,6 +423,9 @@ def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None 
         producers, account = guard_targets(window)
         window.again.clear()
         window.again_account = False
+        if marked is not None:
+            producers = sorted({*producers, *marked.producers})
+            account = account or marked.account
         now = int(runtime.clock.now().timestamp())
         # A batch of deletions alone (TTL's, handed on for the archive, a marker's own among
         # them) that leaves the window nothing to write is not marked: it counts nothing, and
@@ -429,7 +436,7 @@ def consume(event: Mapping[str, Any], runtime: Runtime, tallies: Tallies | None 
             and not idle else None  # fmt: skip
         expiration = now + SHARD_CHECKPOINT_DAYS * DAY
         if batch is not None:
-            tallies.begin_flush(window.shard, *batch, expiration)
+            tallies.begin_flush(window.shard, *batch, expiration, producers, account)
         if write:
             wrote = flush(window, tallies, retention_days=runtime.settings.retention_days,
                           now=now)  # fmt: skip

@@ -27,10 +27,12 @@ The mapping may give up on a batch whose invocation wrote its window (the reputa
 look, or a step after the window, failed each time). Such an invocation marked the batch's
 first and last sequence number before the window's writes and again after them (the flush
 markers of vdq.store.postings): a batch inside a marker of its shard is not counted again
-(its stamps, archive and events are done again, and the guard's look); one whose window was
-begun and never finished (its writes refused each time) is not counted again either, since
-what landed cannot be told from what did not: it is reported ``partly-written`` and its
-message stays. A batch inside no marker was never written: it is applied.
+(its stamps, archive and events are done again, and the guard's look: for the producers whose
+bounces or complaints the window counted, which the marker names, those of the window's
+batches before this one included); one whose window was begun and never finished (its writes
+refused each time) is not counted again either, since what landed cannot be told from what
+did not: it is reported ``partly-written`` and its message stays. A batch inside no marker was
+never written: it is applied.
 
 One repair at a time applies a batch: it holds the batch's lease (a conditional write that
 ends after ``LEASE_SECONDS``) from before it reads the batch from the stream to after its
@@ -311,9 +313,10 @@ def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallie
     try:
         reading = read_batch(runtime.client("dynamodbstreams"), batch, keep_for(runtime))
         # Whether an invocation of the mapping holding the batch wrote its window (None: none
-        # began to), read before anything is applied.
-        live = tallies.flushed(shard_tag(batch.shard_id), batch.first, batch.last) \
+        # began to), and whom its look was for, read before anything is applied.
+        marked = tallies.flushed(shard_tag(batch.shard_id), batch.first, batch.last) \
             if reading.records else None  # fmt: skip
+        live = None if marked is None else marked.written
         before = dry_run and live is None and bool(reading.records) and _applied_before(
             batch, reading, tallies)  # fmt: skip
     except Exception as exc:  # reported, and the message stays
@@ -349,7 +352,7 @@ def _repair_batch(message_id: str, batch: SkippedBatch, runtime: Runtime, tallie
             return outcome
         try:
             answer = stream.consume(batch.event(reading.records), runtime, mark=False,
-                                    write=live is None)  # fmt: skip
+                                    write=marked is None, marked=marked)  # fmt: skip
             outcome.applied = {k: v for k, v in answer.items() if k != "state"}  # a whole window
         except Exception as exc:  # reported, and the message stays
             outcome.result, outcome.why = "failed", f"{type(exc).__name__}: {exc}"

@@ -24,6 +24,7 @@ from vdq.workflow import retention
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
+    from vdq.store.postings import Flush
 
 
 def is_stream_event(event: Mapping[str, Any]) -> bool:
@@ -36,13 +37,13 @@ def is_stream_event(event: Mapping[str, Any]) -> bool:
 
 
 def consume(event: Mapping[str, Any], runtime: Runtime, *, mark: bool = True,
-            write: bool = True) -> dict[str, Any]:  # fmt: skip
+            write: bool = True, marked: Flush | None = None) -> dict[str, Any]:  # fmt: skip
     """Do what a batch of the stream asks (see the module's docstring); returns what Lambda
-    takes back: what was published, stamped, archived, and the window's answer. ``mark`` and
-    ``write``: vdq.schedules.postings.consume's (a repair's)."""
+    takes back: what was published, stamped, archived, and the window's answer. ``mark``,
+    ``write`` and ``marked``: vdq.schedules.postings.consume's (a repair's)."""
     found = event.get("Records")
     records: list[dict[str, Any]] = found if isinstance(found, list) else []
-    window = postings.consume(event, runtime, mark=mark, write=write)
+    window = postings.consume(event, runtime, mark=mark, write=write, marked=marked)
     # Items that entered a done state give their older records their expiration.
     stamped = retention.stamp_changes(records, runtime)
     archived = archive.archive(records, runtime)  # TTL deletions, with VDQ_ARCHIVE=s3

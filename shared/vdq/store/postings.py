@@ -24,9 +24,11 @@ new ids, hence checkpoints of their own. ``k`` spreads the checkpoints of many s
 
 A **flush marker** says that an invocation of the stream mapping wrote its window: key
 ``FL#<shard>`` / ``<last>#<first>`` (the invocation's first and last sequence number), written
-before the window's writes and marked ``written`` after them. When the mapping gives up on a
-batch, its repair (vdq.schedules.repair) reads whether a window holding the batch was written
-(and is not to be counted again), begun and never finished, or never begun. A **repair lease**
+before the window's writes and marked ``written`` after them, with the producers whose bounces
+or complaints the window counted (and whether the account's), which the reputation guard looks
+at after the writes. When the mapping gives up on a batch, its repair (vdq.schedules.repair)
+reads whether a window holding the batch was written (and is not to be counted again), begun
+and never finished, or never begun, and whom its look was for. A **repair lease**
 (``RL#<batch>``) lets one repair at a time apply a batch.
 
 Entries are 25 bytes: a kind, the item's id (a ULID, 16 bytes: its time is the enqueue time)
@@ -237,6 +239,17 @@ def checkpoint_name(shard: str) -> str:
     return f"ck.{shard}"
 
 
+@dataclass(frozen=True)
+class Flush:
+    """What the flush marker of a window says: whether every write of it landed (False: begun,
+    never finished), and what the guard's look after them is for: the producers whose bounces
+    or complaints of email it counted, and whether it counted the account's."""
+
+    written: bool
+    producers: tuple[str, ...] = ()
+    account: bool = False
+
+
 class Tallies:
     """The postings' and counters' reads and writes (a boto3 DynamoDB client's calls: their
     attribute names are data, which PynamoDB's models do not take)."""
@@ -339,16 +352,22 @@ class Tallies:
 
     # ---- flush markers (the stream consumer) and repair leases (vdq.schedules.repair) ------
 
-    def begin_flush(self, shard: str, first: str, last: str, expiration: int) -> None:
-        """An invocation whose records are ``first``..``last`` starts writing its window (a
-        marker of it already there, begun or written, stays as it is)."""
+    def begin_flush(self, shard: str, first: str, last: str, expiration: int,
+                    producers: Iterable[str] = (), account: bool = False) -> None:  # fmt: skip
+        """An invocation whose records are ``first``..``last`` starts writing its window, whose
+        look is for ``producers`` (and the account's rates with ``account``); a marker of it
+        already there, begun or written, stays as it is."""
+        item: dict[str, Any] = {"pk": {"S": FLUSH_PREFIX + shard},
+                                "sk": {"S": _flush_sk(first, last)},
+                                "expiration": {"N": str(expiration)}}  # fmt: skip
+        names = sorted(set(producers))
+        if names:
+            item["producers"] = {"SS": names}
+        if account:
+            item["account"] = {"BOOL": True}
         try:
-            self._client.put_item(
-                TableName=self._table,
-                Item={"pk": {"S": FLUSH_PREFIX + shard}, "sk": {"S": _flush_sk(first, last)},
-                      "expiration": {"N": str(expiration)}},
-                ConditionExpression="attribute_not_exists(pk)",
-            )  # fmt: skip
+            self._client.put_item(TableName=self._table, Item=item,
+                                  ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
@@ -363,25 +382,31 @@ class Tallies:
             ExpressionAttributeValues={":w": {"BOOL": True}, ":exp": {"N": str(expiration)}},
         )  # fmt: skip
 
-    def flushed(self, shard: str, first: str, last: str) -> bool | None:
+    def flushed(self, shard: str, first: str, last: str) -> Flush | None:
         """Whether an invocation of ``shard`` whose records held ``first``..``last`` wrote its
-        window: True (every write landed), False (begun, never finished), None (none did).
-        Strongly consistent Queries of the shard's markers that end at or after ``last``."""
+        window (None: none began to), and whom its look was for: a marker written (every write
+        landed), else what the markers begun and never finished say together. Strongly
+        consistent Queries of the shard's markers that end at or after ``last``."""
         kwargs: dict[str, Any] = {
             "TableName": self._table, "ConsistentRead": True,
             "KeyConditionExpression": "pk = :pk AND sk >= :from",
             "ExpressionAttributeValues": {":pk": {"S": FLUSH_PREFIX + shard},
                                           ":from": {"S": f"{int(last):040d}"}},
         }  # fmt: skip
-        found: bool | None = None
+        found: Flush | None = None
         while True:
             answer = self._client.query(**kwargs)
             for row in answer.get("Items", []):
                 ends, _, begins = row["sk"]["S"].partition("#")
                 if begins.isdigit() and int(begins) <= int(first) and int(ends) >= int(last):
-                    if row.get("written", {}).get("BOOL"):
-                        return True
-                    found = False
+                    marker = Flush(row.get("written", {}).get("BOOL") is True,
+                                   tuple(row.get("producers", {}).get("SS") or ()),
+                                   row.get("account", {}).get("BOOL") is True)  # fmt: skip
+                    if marker.written:
+                        return marker
+                    found = marker if found is None else Flush(
+                        False, tuple(sorted({*found.producers, *marker.producers})),
+                        found.account or marker.account)  # fmt: skip
             after = answer.get("LastEvaluatedKey")
             if not after:
                 return found
