@@ -250,3 +250,26 @@ def test_the_twilio_sandbox_takes_a_validity_period_only_in_twilios_range():
         assert len(sandbox.messages) == 3
     finally:
         sandbox.stop()
+
+
+def test_the_twilio_sandbox_takes_media_alone_and_refuses_neither_text_nor_media():
+    """Twilio sends an MMS of MediaUrl alone and refuses a message with neither a Body nor a
+    MediaUrl (its error 21619); the sandbox does as well."""
+    import pytest
+
+    from vdq.local.faults import Faults
+    from vdq.local.twilio_sandbox import TwilioSandbox
+    from vdq.providers import RejectedByProvider
+    from vdq.providers.twilio import TwilioProvider
+
+    sid = "AC" + "0" * 32
+    sandbox = TwilioSandbox(sid, "token", Faults()).start()
+    try:
+        twilio = TwilioProvider(lambda: (sid, "token"), api_url=sandbox.url)
+        sent = twilio.send("+15005550006", "+14155550100", None, ["https://cdn.example.com/a.png"])
+        assert sandbox.messages[sent].media == ["https://cdn.example.com/a.png"]
+        with pytest.raises(RejectedByProvider, match="21619"):
+            twilio.send("+15005550006", "+14155550100", None)
+        assert len(sandbox.messages) == 1
+    finally:
+        sandbox.stop()

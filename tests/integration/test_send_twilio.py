@@ -92,6 +92,19 @@ def test_an_sms_from_a_messaging_service_names_the_service_not_a_number(sandbox)
     assert form["MessagingServiceSid"] == [service] and "From" not in form
 
 
+def test_an_mms_without_text_leaves_body_out_of_the_request():
+    # Twilio takes MediaUrl alone: no text is no Body parameter, not an empty one.
+    http = FakeTwilioHttp()
+    provider = TwilioProvider(lambda: (ACCOUNT_SID, "tok"), http_client=http)
+    for text in (None, ""):
+        provider.send("+15005550006", "+14155550100", text, ["https://cdn.example.com/a.png"])
+    for request in http.requests:
+        assert "Body" not in request.data
+        assert request.data["MediaUrl"] == ["https://cdn.example.com/a.png"]
+    provider.send("+15005550006", "+14155550100", "hi")
+    assert http.requests[-1].data["Body"] == "hi"
+
+
 def test_a_rejection_carries_twilios_code_and_message(sandbox):
     base, _ = sandbox
     provider = TwilioProvider.from_settings(settings_for(

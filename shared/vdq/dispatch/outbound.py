@@ -72,7 +72,7 @@ def send_sms(item: QueueItemRecord, content: dict[str, Any], runtime: Runtime) -
     sid = get_twilio(runtime).send(
         item.sender,
         item.receiver,
-        content.get("body") or "",
+        content.get("body") or None,  # an MMS of media alone has none
         list(content.get("media_urls") or ()),
         status_callback_url(webhook, item.id, int(item.attempt)) if webhook else None,
         validity=validity_seconds(settings.twilio_sms_timeout_hours, elapsed),

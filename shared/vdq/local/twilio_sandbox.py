@@ -196,6 +196,10 @@ class TwilioSandbox:
             self._error(request, 400, 21603, "A 'From' or 'MessagingServiceSid' parameter "
                                              "is required to send a message")  # fmt: skip
             return
+        if not text and not form.get("MediaUrl"):
+            self._error(request, 400, 21619, "A text message body or media urls must be "
+                                             "specified.")  # fmt: skip
+            return
         validity = next(iter(form.get("ValidityPeriod") or []), None)
         if validity is not None and not (validity.isdigit() and 1 <= int(validity) <= 36_000):
             self._error(request, 400, 21624, "Validity period can only be set to integers "

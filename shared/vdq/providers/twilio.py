@@ -255,16 +255,19 @@ class TwilioProvider:
         self,
         from_: str,
         to: str,
-        body: str,
+        body: str | None,
         media_urls: Sequence[str] = (),
         status_callback: str | None = None,
         validity: int | None = None,
     ) -> str:
         """Create the message; Twilio's message SID. ``from_``: a number, or a Messaging
         Service SID (its pool picks the number). ``validity``: its ``ValidityPeriod``
-        (``validity_seconds``)."""
+        (``validity_seconds``). An MMS without text has no ``body``: Twilio takes MediaUrl
+        alone, so no Body parameter is sent."""
         sender = ("messaging_service_sid" if MESSAGING_SERVICE.match(from_) else "from_")
-        params: dict[str, Any] = {sender: from_, "to": to, "body": body}
+        params: dict[str, Any] = {sender: from_, "to": to}
+        if body:
+            params["body"] = body
         if media_urls:
             params["media_url"] = list(media_urls)
         if status_callback:
