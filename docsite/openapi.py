@@ -44,7 +44,7 @@ def type_of(schema: Mapping[str, Any]) -> str:
     if "$ref" in schema:
         return _ref(schema["$ref"])
     for key in ("anyOf", "oneOf"):
-        if key in schema:
+        if key in schema and "type" not in schema:  # beside a type, an anyOf only narrows it
             kinds = list(dict.fromkeys(type_of(s) for s in schema[key]))
             return " or ".join(kinds)
     if "const" in schema:
@@ -60,7 +60,11 @@ def type_of(schema: Mapping[str, Any]) -> str:
 
 
 def limits_of(schema: Mapping[str, Any]) -> str:
-    """The schema's constraints in words (enum, default, lengths, counts, bounds)."""
+    """The schema's constraints in words (enum, default, lengths, counts, bounds); of an
+    optional value (a value or null), the value's."""
+    branches = schema.get("anyOf") or []
+    if len(branches) == 2 and branches[1] == {"type": "null"} and "type" in branches[0]:
+        schema = {**branches[0], **{k: v for k, v in schema.items() if k != "anyOf"}}
     found = []
     if "enum" in schema:
         found.append("one of " + ", ".join(f"`{v}`" for v in schema["enum"]))

@@ -88,6 +88,22 @@ def test_the_api_page_has_every_operation_and_schema():
         assert f"### {name} {{#schema-{name.lower()}}}" in page, name
 
 
+def test_the_api_page_gives_an_optional_fields_type_and_limits_beside_null():
+    # An optional field is its value's schema or null: its limits are the value's, and an
+    # anyOf beside a type (the SMS body's segment limits) narrows the type, not replaces it.
+    from docsite.openapi import limits_of, type_of
+
+    document = json.loads((ROOT / "shared" / "vdq" / "openapi.json").read_text())
+    html = document["components"]["schemas"]["EmailRequest"]["properties"]["html"]
+    assert type_of(html) == "string or null"
+    assert limits_of(html).startswith("at most 1000000 characters")
+    narrowed = {"type": "string", "maxLength": 9, "anyOf": [{"maxLength": 3}, {"pattern": "a"}]}
+    assert type_of({"anyOf": [narrowed, {"type": "null"}]}) == "string or null"
+    assert limits_of({"anyOf": [narrowed, {"type": "null"}], "default": None}) == \
+        "at most 9 characters"  # fmt: skip
+    assert COMMITTED["reference/api.md"]().count("| `html` | string or null |  | at most") == 1
+
+
 def test_the_cli_page_has_every_command():
     from docsite.pages import BUILT
 
