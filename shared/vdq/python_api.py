@@ -154,7 +154,7 @@ def add_email(
 def add_sms(
     sender: str,
     to: str | Mapping[str, str] | Iterable[str | Mapping[str, str]],
-    body: str,
+    body: str | None = None,
     *,
     media_urls: Iterable[str] | None = None,
     origin: tuple[str, str] | Mapping[str, str] | None = None,
@@ -165,14 +165,16 @@ def add_sms(
     runtime: Runtime | None = None,
 ) -> Enqueued:
     """Queue an SMS: one item per receiver (E.164 numbers), from ``sender``, a number of the
-    account or a Messaging Service SID (MG...); ``priority``, ``send_at``, ``producer`` and
-    ``idempotency_key`` as for ``add_email``."""
+    account or a Messaging Service SID (MG...). ``body`` may be left out beside ``media_urls``
+    (an MMS of media alone); ``priority``, ``send_at``, ``producer`` and ``idempotency_key`` as
+    for ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender},
         "to": [{"cell": v} if isinstance(v, str) else v for v in _listed(to)],
-        "body": body,
     }
+    if body is not None:
+        data["body"] = body
     if media_urls:
         data["media_urls"] = list(media_urls)
     if origin is not None:

@@ -366,6 +366,21 @@ def test_show_prints_each_media_url_of_an_mms(capsys, api):
     assert lines.index(f"       media  {urls[0]}") > lines.index("        body  Your receipt")
 
 
+def test_an_mms_of_media_alone_is_sent_without_body_and_shown_as_one(capsys, api):
+    url = "https://example.com/a.png"
+    api.routes[("POST", "/sms")] = (201, {"items": [item(1)]})
+    code, _, _ = run(capsys, "send-sms", "--from", "+15005550006", "--to", "+14155550100",
+                     "--media-url", url)  # fmt: skip
+    assert code == 0 and "body" not in api.requests[-1]["body"]
+    assert api.requests[-1]["body"]["media_urls"] == [url]
+    mms = item(2, encoding=None, segments=0, content={"body": None, "media_urls": [url]})
+    api.routes[("GET", f"/queue-items/{mms['id']}")] = (200, mms)
+    _, out, _ = run(capsys, "show", mms["id"])
+    lines = out.splitlines()
+    assert "    segments  0 (no text: one MMS)" in lines and f"       media  {url}" in lines
+    assert not [line for line in lines if line.strip().startswith("body")]
+
+
 def test_send_commands_pass_priority_and_send_at_and_show_prints_them(capsys, api):
     api.routes[("POST", "/sms")] = (201, {"items": [item(1)]})
     api.routes[("POST", "/emails")] = (201, {"items": [item(2)]})

@@ -96,6 +96,48 @@ def test_post_sms_creates_items(aws, runtime):
     assert body["items"][0]["method"] == "sms"
 
 
+PICTURE = "https://cdn.example.com/receipt.png"
+
+
+@pytest.mark.parametrize("text", [None, "   "])
+def test_post_sms_of_media_alone_queues_an_mms_without_text(aws, runtime, text):
+    sms = json.loads(api_event("apigw_post_sms")["body"])
+    sms.update(body=text, media_urls=[PICTURE])
+    status, answer = post("apigw_post_sms", sms)
+    assert status == 201, answer
+    [item] = answer["items"]
+    assert (item["encoding"], item["segments"], item["excerpt"]) == (None, 0, None)
+    [message] = drain(aws)
+    assert message["content"] == {"body": None, "media_urls": [PICTURE]}
+    detail = item_json(runtime.store.get_item(item["id"]))
+    assert (detail["encoding"], detail["segments"]) == (None, 0)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"body": None}, "body: is required when there are no media_urls"),
+    ({"body": " ", "media_urls": []}, "body: must not be empty when there are no media_urls"),
+])  # fmt: skip
+def test_post_sms_with_neither_text_nor_media_is_a_422_naming_body(aws, runtime, changes,
+                                                                   message):
+    sms = json.loads(api_event("apigw_post_sms")["body"])
+    sms.update(changes)
+    status, answer = post("apigw_post_sms", sms)
+    assert (status, answer["error"]["details"]["field"]) == (422, "body"), answer
+    assert answer["error"]["message"].startswith(message)
+    assert drain(aws) == []
+    assert list(st.QueueItemRecord.active_index.query("A#0")) == []
+
+
+def test_the_python_api_queues_an_mms_of_media_alone(aws, runtime):
+    [item] = vdq.add_sms("+15005550006", "+14155550100", media_urls=[PICTURE], runtime=runtime)
+    assert (item.encoding, item.segments) == (None, 0)
+    with pytest.raises(ValidationError) as err:
+        vdq.add_sms("+15005550006", "+14155550100", runtime=runtime)
+    assert err.value.field == "body"
+    [message] = drain(aws)
+    assert message["content"]["body"] is None
+
+
 @pytest.mark.parametrize(
     "body,status,field",
     [

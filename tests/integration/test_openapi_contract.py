@@ -260,13 +260,20 @@ def _schema(name: str) -> dict[str, Any]:
     return DOC["components"]["schemas"][name]
 
 
+def _sms_body() -> dict[str, Any]:
+    """The SMS body's schema when given: optional (null) beside media_urls."""
+    [given, null] = _schema("SmsRequest")["properties"]["body"]["anyOf"]
+    assert null == {"type": "null"}
+    return given
+
+
 def test_limits_are_the_servers_own():
     email = _schema("EmailRequest")["properties"]
     assert email["subject"]["maxLength"] == messages.MAX_SUBJECT
     assert email["text"]["maxLength"] == email["html"]["anyOf"][0]["maxLength"] == \
         messages.MAX_TEXT  # fmt: skip
     assert email["reply_to"]["maxItems"] == messages.MAX_REPLY_TO
-    assert _schema("SmsRequest")["properties"]["body"]["maxLength"] == messages.MAX_SMS_BODY
+    assert _sms_body()["maxLength"] == messages.MAX_SMS_BODY
     assert _schema("ResendRequest")["properties"]["ids"]["maxItems"] == spec.MAX_RESEND_IDS
     assert _schema("Address")["properties"]["email"]["format"] == "email"
     key = DOC["paths"]["/emails"]["post"]["parameters"][0]["schema"]
@@ -322,7 +329,7 @@ def test_an_sms_body_at_its_declared_segment_limit_is_taken_and_one_over_is_refu
                                                                                     worst):
     # Per kind of body (anyOf), the longest run of its widest character: valid by the document
     # and 10 segments (201); one more is invalid by the document and 11 segments (400).
-    limits = _schema("SmsRequest")["properties"]["body"]["anyOf"]
+    limits = _sms_body()["anyOf"]
     assert [b["maxLength"] for b in limits] == [330, 670, 760, 1530]
     request = _validator({"$ref": "#/components/schemas/SmsRequest"})
     sms = json.loads(api_event("apigw_post_sms")["body"])
@@ -339,6 +346,27 @@ def test_an_sms_body_at_its_declared_segment_limit_is_taken_and_one_over_is_refu
     assert status(worst * (longest + 1)) == 400
 
 
+@pytest.mark.parametrize("changes,taken", [
+    ({"body": None, "media_urls": ["https://cdn.example.com/a.png"]}, True),
+    ({"body": " ", "media_urls": ["https://cdn.example.com/a.png"]}, True),
+    ({"body": None}, False), ({"body": " "}, False),
+    ({"body": None, "media_urls": []}, False),
+])  # fmt: skip
+def test_an_mms_of_media_alone_is_taken_by_the_document_and_the_server_alike(aws, runtime,
+                                                                            changes, taken):
+    sms = {k: v for k, v in {**json.loads(api_event("apigw_post_sms")["body"]),
+                             **changes}.items() if v is not None}  # fmt: skip
+    request = _validator({"$ref": "#/components/schemas/SmsRequest"})
+    assert (not list(request.iter_errors(sms))) is taken
+    event = api_event("apigw_post_sms", body=sms, groups=["vdq-senders"])
+    answer = enqueue_handler.handler(event, LambdaContext())
+    if taken:
+        assert answer["statusCode"] == 201, answer["body"]
+    else:
+        assert answer["statusCode"] == 422
+        assert json.loads(answer["body"])["error"]["details"]["field"] == "body"
+
+
 def test_an_origin_id_declared_integer_is_taken_also_as_json_writes_it_with_a_zero_fraction():
     # Schemathesis sent {"id": 108454.0}: an integer to JSON Schema, once refused as no string.
     origin = _schema("Origin")["properties"]["id"]
@@ -349,11 +377,20 @@ def test_an_origin_id_declared_integer_is_taken_also_as_json_writes_it_with_a_ze
         messages.origin({"type": "shop.order", "id": 1.5})
 
 
+def _required_pattern(schema: str, field: str) -> str:
+    """The pattern a given value of a required field matches: the SMS body's is in the branch
+    of the request's anyOf without media_urls."""
+    if (schema, field) == ("SmsRequest", "body"):
+        [with_body, _] = _schema(schema)["anyOf"]
+        return str(with_body["properties"]["body"]["pattern"])
+    return str(_schema(schema)["properties"][field]["pattern"])
+
+
 @pytest.mark.parametrize("schema,field", [("EmailRequest", "subject"), ("EmailRequest", "text"),
                                           ("SmsRequest", "body")])  # fmt: skip
 def test_what_the_server_counts_as_blank_the_document_refuses(schema, field):
     # Schemathesis sent {"body": "\x1c"}: blank to str.strip(), not to every regex's \s.
-    text = _schema(schema)["properties"][field]["pattern"]
+    text = _required_pattern(schema, field)
     assert "\\s" not in text, "engines differ on \\s (Python's has U+001C, Rust's not)"
     pattern = re.compile(text)
     blank = [c for c in map(chr, range(0x10000)) if c.isspace()]

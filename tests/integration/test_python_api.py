@@ -234,7 +234,12 @@ def test_the_sending_pages_python_example_runs_as_pasted(aws, rt, clock, capsys)
     clock.advance((datetime(2026, 12, 20, tzinfo=UTC) - clock.now()).total_seconds())
     exec(compile(example, "docs/sending.md", "exec"), {})
     assert "[]" in capsys.readouterr().out  # nothing suppressed
-    queued = {m["id"] for m in drain(aws) + drain(aws, resources.SEND_QUEUES["high"])}
-    assert len(queued) == 3  # the newsletter waits for its send_at
+    messages = drain(aws) + drain(aws, resources.SEND_QUEUES["high"])
+    queued = {m["id"] for m in messages}
+    assert len(queued) == 4  # the newsletter waits for its send_at
+    # The MMS of a picture alone: no body.
+    sms = [m["content"] for m in messages if "media_urls" in m["content"]]
+    assert [c["media_urls"] for c in sms if c["body"] is None] == [
+        ["https://cdn.example.com/map.png"]]
     producers = {rt.store.get_item(i).created_by for i in queued}
     assert producers == {"shop-service", "auth-service"}

@@ -377,6 +377,17 @@ def test_an_unexpected_exception_is_named_in_result_without_a_traceback(aws, rt)
 # ---- SMS ------------------------------------------------------------------------------------
 
 
+def test_an_mms_of_media_alone_is_sent_to_twilio_without_a_body(aws, rt):
+    http = fake_twilio(rt)
+    [item] = vdq.add_sms("+15005550006", ["+14155550100"],
+                         media_urls=["https://cdn.example.com/a.png"], runtime=rt)  # fmt: skip
+    assert send.process_body(bodies(aws)[item.id], rt) == send.ACCEPTED
+    [request] = http.requests
+    assert "Body" not in request.data
+    assert request.data["MediaUrl"] == ["https://cdn.example.com/a.png"]
+    assert rt.store.get_item(item.id).state == "sending"
+
+
 def test_sms_is_sent_through_twilio_with_the_status_callback_and_awaits(aws, rt):
     http = fake_twilio(rt)
     [item] = vdq.add_sms("+15005550006", ["+14155550100"], "Your code is 493021",

@@ -19,7 +19,7 @@ from vdq import store as st
 from vdq.core.errors import TooManySegments
 
 
-def post_sms(body_text: str, headers: dict[str, str] | None = None,
+def post_sms(body_text: str | None, headers: dict[str, str] | None = None,
              **changes: object) -> tuple[int, dict]:  # fmt: skip
     body = json.loads(api_event("apigw_post_sms")["body"])
     body.update(body=body_text, **changes)
@@ -81,6 +81,24 @@ def test_every_receiver_gets_the_figures_of_the_one_body_and_emails_none(aws, ru
     detail = call("get_queue_item", params={"id": email.id}).body
     assert (detail["encoding"], detail["segments"]) == (None, None)
     assert "encoding" not in runtime.store.get_item(email.id).serialize()
+
+
+def test_an_mms_of_media_alone_takes_no_segment_and_has_no_encoding(aws, runtime):
+    # Twilio bills it as one MMS: there is no text to encode nor to split into segments.
+    status, answer = post_sms(None, media_urls=["https://cdn.example.com/a.png"])
+    assert status == 201, answer
+    [item] = answer["items"]
+    assert (item["encoding"], item["segments"]) == (None, 0)
+    stored = runtime.store.get_item(item["id"])
+    assert (stored.encoding, stored.segments) == (None, 0)
+    detail = call("get_queue_item", params={"id": item["id"]}).body
+    assert (detail["encoding"], detail["segments"]) == (None, 0)
+    assert detail["content"] == {"body": None, "media_urls": ["https://cdn.example.com/a.png"]}
+    succeed(runtime, item["id"])
+    answer = call("resend", params={"id": item["id"]})
+    assert answer.status == 201, answer.body
+    [copy] = answer.body["items"]
+    assert (copy["encoding"], copy["segments"]) == (None, 0)
 
 
 def test_a_resend_copies_the_figures_of_the_original(aws, runtime):

@@ -111,6 +111,34 @@ def test_bad_sms_input_names_the_field(changes, field):
     assert err.value.field == field
 
 
+PICTURE = "https://cdn.example.com/a.png"
+
+
+@pytest.mark.parametrize("body", [None, "", " \n\t"])
+def test_an_mms_of_media_alone_needs_no_body_and_a_blank_one_is_no_body(body):
+    # Twilio takes MediaUrl without Body: pictures alone are an MMS.
+    data = {k: v for k, v in sms_body(media_urls=[PICTURE]).items() if k != "body"}
+    if body is not None:
+        data["body"] = body
+    sms = messages.parse_sms(data)
+    assert (sms.body, sms.media_urls) == (None, (PICTURE,))
+    assert sms.content() == {"body": None, "media_urls": [PICTURE]}
+
+
+@pytest.mark.parametrize("body,media,message", [
+    (None, None, "is required when there are no media_urls"),
+    (None, [], "is required when there are no media_urls"),
+    ("  ", [], "must not be empty when there are no media_urls"),
+])  # fmt: skip
+def test_an_sms_with_neither_body_nor_media_names_body(body, media, message):
+    data = {k: v for k, v in sms_body().items() if k != "body"}
+    data.update({"body": body, "media_urls": media})
+    with pytest.raises(ValidationError) as err:
+        messages.parse_sms(data)
+    assert (err.value.field, err.value.status) == ("body", 422)
+    assert message in str(err.value)
+
+
 SERVICE = "MG" + "0123456789abcdef" * 2
 
 

@@ -134,6 +134,10 @@ def _bounds(f: Field) -> list[tuple[Any, Any]]:
 CASES = [(b, f) for b in BODIES for f in b.fields]
 
 
+def _field(body: Body, name: str) -> Field:
+    return next(f for f in body.fields if f.name == name)
+
+
 def test_every_json_request_body_of_the_api_is_declared_and_has_a_sample():
     named = {op.body for op in spec.OPERATIONS if op.body and op.function != "webhook"}
     assert {b.name for b in bodies.REQUESTS} == named
@@ -153,14 +157,22 @@ def test_the_document_has_the_declared_fields_and_refuses_what_the_server_refuse
     assert _server_error(body, unknown) == "zzz" and not _document_takes(body, unknown)
     for f in body.fields:
         left_out = {k: v for k, v in SAMPLES[body.name].items() if k != f.name}
-        if f.required:
+        # Beside an entry of the list it may stand without, a field is not required.
+        beside = {f.required_without: [_entry(_field(body, f.required_without))]} \
+            if f.required_without else {}  # fmt: skip
+        if f.required or f.required_without:
             assert _server_error(body, left_out) == f.name, f.name
             assert not _document_takes(body, left_out), f.name
-        elif f.name != "inline":  # the sample's content_id needs inline
-            assert _server_error(body, left_out) is None and _document_takes(body, left_out)
+        if not f.required and f.name != "inline":  # the sample's content_id needs inline
+            assert _server_error(body, {**left_out, **beside}) is None, f.name
+            assert _document_takes(body, {**left_out, **beside}), f.name
         if not f.required and {"type": "null"} in schema["properties"][f.name].get("anyOf", []):
             # Where the document allows a null, the server takes one.
-            assert _server_error(body, {**SAMPLES[body.name], f.name: None}) is None, f.name
+            given = {**SAMPLES[body.name], f.name: None, **beside}
+            assert _server_error(body, given) is None, f.name
+        if f.required_without:  # nor with an empty list
+            empty = {**left_out, f.required_without: []}
+            assert _server_error(body, empty) == f.name and not _document_takes(body, empty)
 
 
 @pytest.mark.parametrize("body,f", [(b, f) for b, f in CASES if _bounds(f)],
@@ -216,11 +228,18 @@ def test_text_the_server_refuses_the_document_refuses_too(body, f):
     refused = [valid[:10] + "\x00" + valid[10:]]  # no string holds a NUL
     if f.kind in _ONE_LINE:  # a single-line field: no line break or other control character
         refused += [valid[:10] + c + valid[10:] for c in ("\n", "\r", "\u2028", "\x85")]
-    if f.required:  # a required one is not blank (what str.strip() removes)
-        refused += ["   ", "\x1c\t"]
+    blank = ["   ", "\x1c\t"]  # what str.strip() removes
+    if f.required or f.required_without:  # a required one is not blank
+        refused += blank
     for value in refused:
         given = {**SAMPLES[body.name], f.name: value}
         assert _server_error(body, given) == f.name, (f.name, value)
         assert not _document_takes(body, given), (f.name, value)
+    if f.required_without:  # beside an entry of the other list, a blank one is taken
+        other = [_entry(_field(body, f.required_without))]
+        for value in blank:
+            given = {**SAMPLES[body.name], f.name: value, f.required_without: other}
+            assert _server_error(body, given) is None, (f.name, value)
+            assert _document_takes(body, given), (f.name, value)
     assert _server_error(body, {**SAMPLES[body.name], f.name: valid}) is None
     assert _document_takes(body, {**SAMPLES[body.name], f.name: valid})

@@ -143,7 +143,9 @@ def sms_sender(sender: str) -> dict[str, str]:
 
 def send_sms(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"sender": sms_sender(args.sender),
-                            "to": [{"cell": c} for c in args.to], "body": args.body}
+                            "to": [{"cell": c} for c in args.to]}
+    if args.body is not None:
+        body["body"] = args.body
     if args.media_url:
         body["media_urls"] = args.media_url
     if args.origin:

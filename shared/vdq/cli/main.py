@@ -123,7 +123,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="sender", required=True,
                    help="sender number (E.164), or a Messaging Service SID (MG...)")
     p.add_argument("--to", action="append", required=True, help="receiver number (repeatable)")
-    p.add_argument("--body", required=True, help="the message text")
+    p.add_argument("--body", help="the message text (optional with --media-url: an MMS of "
+                   "pictures alone)")
     p.add_argument("--media-url", action="append", help="https:// URL of a picture (repeatable)")
     p.add_argument("--origin", help="TYPE:ID of the record that caused the SMS")
     dispatch_options(p)

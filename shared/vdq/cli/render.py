@@ -255,7 +255,9 @@ def print_item(item: dict[str, Any]) -> None:
     if item.get("resent_from"):
         fields.append(("resent from", item["resent_from"]))
     if item.get("segments") is not None:
-        fields.append(("segments", f"{item['segments']} ({item.get('encoding')})"))
+        # An MMS of media alone has no text: no segments and no encoding.
+        how = item.get("encoding") or "no text: one MMS"
+        fields.append(("segments", f"{item['segments']} ({how})"))
     content = item.get("content") or {}
     fields += [("subject", content.get("subject")), ("body", content.get("body"))]
     fields += [("media", url) for url in content.get("media_urls") or []]  # an MMS's pictures

@@ -384,7 +384,8 @@ def enqueue_sms(
     now = runtime.clock.now()
     content_id = new_content_id(sms.origin, now)
     content = sms.content()
-    counted_body = count_segments(sms.body)
+    # An MMS of media alone has no text to encode: no segments (Twilio bills one MMS).
+    counted_body = count_segments(sms.body) if sms.body is not None else None
     receivers = sms.receivers()
     cx = birth_expiration(sms.send_at, now, runtime)
     items = [
@@ -400,8 +401,8 @@ def enqueue_sms(
             created_by=created_by,
             now=now,
             runtime=runtime,
-            encoding=counted_body.encoding,
-            segments=counted_body.segments,
+            encoding=counted_body.encoding if counted_body else None,
+            segments=counted_body.segments if counted_body else 0,
             priority=sms.priority,
             send_at=sms.send_at,
             excerpt=excerpt_of(sms.body),

@@ -54,6 +54,9 @@ class Field(NamedTuple):
     message: str | None = None  # the one error for any value out of type or bounds
     # Given only when another field has a value: (that field, its value, the error otherwise).
     requires: tuple[str, Any, str] | None = None
+    # Required (not blank) only when this other field, a list, is left out or empty; beside
+    # entries of it, a blank value reads as null. An MMS's body and its media_urls.
+    required_without: str | None = None
     default: Any = None  # what an absent field reads as (a null reads as null)
     example: Any = None  # for the document
     unit: str = ""  # what an integer counts, for its errors ("bytes")

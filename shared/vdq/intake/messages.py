@@ -125,7 +125,7 @@ class SmsReceiver:
 class Sms:
     sender: str
     to: tuple[SmsReceiver, ...]
-    body: str
+    body: str | None  # None: an MMS of media alone
     media_urls: tuple[str, ...] = field(default=())
     origin: Origin | None = None
     priority: str = DEFAULT_PRIORITY
@@ -284,14 +284,17 @@ SMS = Body("SmsRequest", "An SMS to queue: one item per distinct receiver.", (
     Field("to", "list", f"The receivers; {_RECEIVERS}.", required=True,
           max_items="max_receivers", of=Field("", "object", required=True, of=SMS_RECEIVER)),
     Field("body", "sms_body", (
-        "The message: not blank. Twilio sends it as GSM-7 when every character is in the GSM "
-        "03.38 alphabet (its extension characters ^ { } \\ [ ~ ] | € and form feed take two "
-        "septets), else as UCS-2 (a character outside the BMP takes two code units); one "
+        "The message: not blank, but beside `media_urls`, where it may be left out, null or "
+        "blank (an MMS of media alone, as Twilio sends one: no segments, no encoding); with "
+        "neither, a 422 names `body`. Twilio sends it as GSM-7 when every character is in the "
+        "GSM 03.38 alphabet (its extension characters ^ { } \\ [ ~ ] | € and form feed take "
+        "two septets), else as UCS-2 (a character outside the BMP takes two code units); one "
         "segment holds 160 septets or 70 code units, each segment of a longer body 153 or 67. "
         "A body over VDQ_SMS_MAX_SEGMENTS (default {sms_max_segments}) segments is a 400 "
         "`too_many_segments`; the anyOf gives, per kind of body, the length that always fits "
-        "at the default."), required=True, max_length=MAX_SMS_BODY),
-    Field("media_urls", "list", "https:// URLs of media to send as MMS.",
+        "at the default."), max_length=MAX_SMS_BODY, required_without="media_urls"),
+    Field("media_urls", "list", "https:// URLs of media to send as MMS, with a body or "
+          "alone.",
           max_items=MAX_MEDIA_URLS, of=Field("", "https_url", "An https:// URL Twilio can "
                                              "fetch.", required=True, max_length=MAX_MEDIA_URL)),
     Field("origin", "object", "What caused the SMS, if anything.", of=ORIGIN),

@@ -411,6 +411,16 @@ def check(body: Body, value: Any, path: str = "", limits: Limits | None = None, 
             other, wanted, error = f.requires
             if out.get(other) != wanted:
                 raise ValidationError(where, error)
+        if f.required_without is not None and isinstance(out[f.name], str) \
+                and not out[f.name].strip():  # fmt: skip
+            out[f.name] = None  # blank beside the other field is none: checked below
         if after and f.name in after:
             after[f.name](out[f.name])
+    for f in body.fields:
+        if f.required_without is not None and out[f.name] is None \
+                and not out[f.required_without]:  # fmt: skip
+            where = f"{path}.{f.name}" if path else f.name
+            given = data.get(f.name) is not None
+            raise ValidationError(where, f"{'must not be empty' if given else 'is required'} "
+                                  f"when there are no {f.required_without}")
     return body.build(out) if body.build else out

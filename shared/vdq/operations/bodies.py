@@ -174,6 +174,15 @@ def body_schema(body: Body) -> dict[str, Any]:
     if required:
         out["required"] = required
     for f in body.fields:
+        if f.required_without is not None:  # not blank, or the other list has an entry
+            given = _KINDS[f.kind](f._replace(required=True))
+            out["anyOf"] = [
+                {"description": f"With `{f.name}`.", "required": [f.name], "properties": {
+                    f.name: {"type": given["type"], "pattern": given["pattern"]}}},
+                {"description": f"With `{f.required_without}`.",
+                 "required": [f.required_without],
+                 "properties": {f.required_without: {"type": "array", "minItems": 1}}},
+            ]
         if f.requires is not None:  # given only beside another field's value
             other, wanted, _ = f.requires
             out["if"] = {"required": [f.name], "properties": {f.name: {"type": "string"}}}

@@ -124,9 +124,10 @@ class QueueItem(BaseModel):
                                     pattern=ids.PATTERN)
     encoding: SmsEncoding | None = Field(
         description="SMS: how the body is sent, `GSM-7` or `UCS-2` (counted at enqueue); null "
-        "for an email.")
+        "for an email and for an MMS of media alone.")
     segments: int | None = Field(description="SMS: the segments the body takes, which Twilio "
-                                 "bills for each receiver; null for an email.", ge=1)
+                                 "bills for each receiver; 0 for an MMS of media alone (billed "
+                                 "as one MMS); null for an email.", ge=0)
     priority: Priority = Field(description="The lane it is sent in: `high`, `normal` or "
                                "`bulk`.")
     send_at: datetime | None = Field(description="Not sent before this time (UTC), as the "
@@ -134,7 +135,8 @@ class QueueItem(BaseModel):
                                      "it); null: sent when queued, or retried after it.")
     excerpt: str | None = Field(description="The start of the subject (email) or the body "
                                 "(SMS), for a list: the first 40 characters, on one line; null "
-                                "for an item queued before items kept it.")
+                                "for an MMS of media alone and for an item queued before items "
+                                "kept it.")
     signals: list[Signal] = Field(json_schema_extra={"items": {
         "type": "string", "enum": list(SIGNALS), "description": "One signal."}},
                                   description="What a list marks beside the state: `bounce` "
@@ -258,7 +260,7 @@ class SmsContent(BaseModel):
     """What every receiver of an SMS request gets."""
 
     model_config = ConfigDict(extra="forbid")
-    body: str = Field(description="The message.")
+    body: str | None = Field(description="The message; null for an MMS of media alone.")
     media_urls: list[str] = Field(description="Media sent with it.", json_schema_extra={
         "items": {"type": "string", "description": "An https:// URL."}})
 

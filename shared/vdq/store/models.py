@@ -238,9 +238,9 @@ class QueueItemRecord(_Table):
     send_at = UnicodeAttribute(null=True)  # not sent before this time (vdq.intake.scheduling)
     # Parked by the reputation guard (vdq.store.holds): why, while its producer is held.
     held = UnicodeAttribute(null=True)
-    # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments)
+    # SMS: "GSM-7" | "UCS-2" of the body (vdq.intake.segments); absent for media alone
     encoding = UnicodeAttribute(null=True)
-    segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body
+    segments = NumberAttribute(null=True)  # SMS: the segments Twilio bills for the body (0: none)
     seen = UnicodeSetAttribute(null=True)  # digests of the provider events recorded (EventMark)
     # The history entries its state writes carried, while they fit (vdq.store.history): JSON.
     recent = ListAttribute(of=UnicodeAttribute, null=True)
