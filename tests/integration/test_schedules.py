@@ -110,6 +110,41 @@ def test_polling_is_bounded_per_run(polling, clock, twilio):
     assert twilio.fetched == [a.provider_id, b.provider_id]
 
 
+def test_polling_reaches_every_awaiting_sms_of_a_backlog_in_turn(polling, clock, twilio):
+    # Three batches in flight: each run goes on where the last stopped, so the newest are
+    # fetched within three runs, not only once the oldest are final or timed out.
+    polling.settings = replace(polling.settings, sms_poll_batch=2)
+    items = awaiting_sms(polling, clock, 6)
+    for _ in range(3):
+        schedules.run(["sms"], polling)
+    assert sorted(twilio.fetched) == sorted(i.provider_id for i in items)
+
+
+def test_polling_goes_round_to_the_oldest_after_the_newest(polling, clock, twilio):
+    polling.settings = replace(polling.settings, sms_poll_batch=2)
+    a, b, c = awaiting_sms(polling, clock, 3)
+    schedules.run(["sms"], polling)
+    schedules.run(["sms"], polling)
+    assert twilio.fetched == [a.provider_id, b.provider_id, c.provider_id, a.provider_id]
+
+
+class Killed(BaseException):
+    """The function dies (a timeout, a crash): nothing after it runs."""
+
+
+def test_a_run_killed_after_its_fetches_leaves_them_to_the_next(polling, clock, twilio):
+    polling.settings = replace(polling.settings, sms_poll_batch=2)
+    a, b, c, d = awaiting_sms(polling, clock, 4)
+    twilio.statuses = {b.provider_id: Killed()}
+    with pytest.raises(Killed):
+        schedules.run(["sms"], polling)
+    twilio.statuses = {}
+    twilio.fetched.clear()
+    schedules.run(["sms"], polling)
+    schedules.run(["sms"], polling)
+    assert twilio.fetched == [a.provider_id, b.provider_id, c.provider_id, d.provider_id]
+
+
 def test_a_twilio_error_on_one_item_does_not_stop_the_run(polling, clock, twilio):
     a, b = awaiting_sms(polling, clock, 2)
     twilio.statuses = {a.provider_id: RuntimeError("Twilio 500"),

@@ -133,7 +133,8 @@ class Status:
 
 @dataclass
 class FakeTwilio:
-    """Statuses by SID (an Exception value raises); records each fetch."""
+    """Statuses by SID (an exception value raises, a BaseException too: the function dies
+    there); records each fetch."""
 
     statuses: dict[str, Any] = field(default_factory=dict)
     fetched: list[str] = field(default_factory=list)
@@ -141,7 +142,7 @@ class FakeTwilio:
     def fetch(self, sid: str) -> Status:
         self.fetched.append(sid)
         answer = self.statuses.get(sid, Status("sent"))
-        if isinstance(answer, Exception):
+        if isinstance(answer, BaseException):
             raise answer
         return answer
 

@@ -241,7 +241,11 @@ class Settings:
         "a longer body is a 400",
     )
     sms_poll_batch: int = _setting(
-        "VDQ_SMS_POLL_BATCH", 100, read.positive_int, "awaiting SMS fetched per polling run"
+        "VDQ_SMS_POLL_BATCH",
+        100,
+        read.positive_int,
+        "awaiting SMS fetched per polling run; more are fetched in turn, each about once "
+        "every (awaiting / this) runs",
     )
     ses_max_send_rate: float | None = _setting(
         "VDQ_SES_MAX_SEND_RATE",

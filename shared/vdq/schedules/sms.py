@@ -4,9 +4,11 @@ deploy, which names it): timeouts and, in polling mode, status fetches.
 Awaiting SMS carry an ``await`` timer keyed on the claim that sent them, so an SMS sent long
 after it was queued (scheduled, paced, retried) has its whole window. The timeout check fetches
 the status one last time and applies ``timeout`` when it is still not final. Polling mode (no
-``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, oldest first, at most
-``VDQ_SMS_POLL_BATCH`` a run. The secret is read only when an SMS is due. A fetched status with
-Twilio's opt-out error suppresses the number, as a callback does."""
+``TWILIO_WEBHOOK_URL``) also fetches each awaiting SMS by its SID, at most
+``VDQ_SMS_POLL_BATCH`` a run; a larger backlog in turn (``poll_rows``), its place kept in one
+record, not on each SMS, whose timer stays the timeout's. The secret is read only when an SMS
+is due. A fetched status with Twilio's opt-out error suppresses the number, as a callback
+does."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from vdq.core.clock import iso
 from vdq.core.errors import InvalidTransition
 from vdq.core.observability import logger
 from vdq.schedules.report import ACTOR, Report, guard
-from vdq.schedules.timers import due, timer_due
+from vdq.schedules.timers import due, due_rows, timer_due
 from vdq.store import QueueItemRecord
 from vdq.workflow.lanes import priority_of
 from vdq.workflow.table import State
@@ -33,6 +35,8 @@ if TYPE_CHECKING:  # the results module (and twilio with it) loads only for the 
     from vdq.results import matching as results
     from vdq.runtime import Runtime
 
+# Where polling stopped: the timer key of the last SMS a run polled (a schedule place).
+POLL_PLACE = "SMSPOLL"
 TIMEOUT_RESULT = "no final status from Twilio within {h:g} hours of sending (last status: {last})"
 
 
@@ -54,9 +58,32 @@ def sms_checks(runtime: Runtime, report: Report) -> None:
     for item_id in due(TIMER_AWAIT, window_start, runtime, s.sms_poll_batch):
         guard(report, item_id, lambda i=item_id: timeout(i))
     if s.twilio_polling:
-        for item_id in due(TIMER_AWAIT, iso(now), runtime, s.sms_poll_batch):
+        rows, place = poll_rows(iso(now), runtime, s.sms_poll_batch)
+        for item_id, _ in rows:
             if item_id not in done:
                 guard(report, item_id, lambda i=item_id: poll_item(i, twilio, runtime, report))
+        if len(rows) == s.sms_poll_batch and rows[-1][1] != place:
+            # Kept after the fetches: a run that dies before it leaves them to the next.
+            runtime.store.keep_schedule_place(POLL_PLACE, rows[-1][1])
+
+
+def poll_rows(now: str, runtime: Runtime, limit: int) -> tuple[list[tuple[str, str]], str | None]:
+    """(id, timer key) of the awaiting SMS polled this run, and the place read (None: none).
+
+    Up to ``limit`` awaiting SMS: every one, oldest first. More: a backlog is polled in turn,
+    from the place where the run before stopped (the key of the last SMS it polled) to the
+    newest, then from the oldest on, so each is polled once every ``backlog / limit`` runs
+    or so, not only once the older ones are final or timed out."""
+    oldest = due_rows(TIMER_AWAIT, now, runtime, limit)
+    if len(oldest) < limit:
+        return oldest, None  # no backlog: the place is neither read nor moved
+    place = runtime.store.schedule_place(POLL_PLACE)
+    rows = []
+    if place is not None and place < now:  # (a clock that went back: from the oldest)
+        rows = due_rows(TIMER_AWAIT, now, runtime, limit, after=place)
+    taken = {item_id for item_id, _ in rows}
+    rows += [row for row in oldest if row[0] not in taken][: limit - len(rows)]
+    return rows, place
 
 
 def _fetch(item: QueueItemRecord, twilio: Any) -> results.ProviderUpdate:
