@@ -646,14 +646,19 @@ def test_a_release_of_a_producer_not_held_is_not_found(aws, rt):
         guard.release(rt, "shop", "op")
 
 
+def bounce_and_complain(aws, ids):
+    """SES's permanent bounce of the first item and complaint of the second, through the
+    webhook."""
+    for kind, item_id in zip(("bounce_permanent", "complaint"), ids[:2], strict=True):
+        body = ses_event(kind, message_id=accepted_ids(aws)[item_id], item_id=item_id)
+        assert webhook.handler(sqs_event(body), LambdaContext()) == {"batchItemFailures": []}
+
+
 def test_bounces_counted_from_the_stream_hold_the_producer_within_its_window(aws, rt):
     stream = Stream(aws["table"])
     ids = [i["id"] for i in post(rt, "shop", *[f"u{n}@example.org" for n in range(10)])["items"]]
     process_all(aws, rt)
-    for n, item_id in enumerate(ids[:2]):
-        kind = "bounce_permanent" if n == 0 else "complaint"
-        body = ses_event(kind, message_id=accepted_ids(aws)[item_id], item_id=item_id)
-        assert webhook.handler(sqs_event(body), LambdaContext()) == {"batchItemFailures": []}
+    bounce_and_complain(aws, ids)
     # The other eight had no event: their check records them sent (the rates' base counts an
     # email once its ID is stored, by its first event or its check).
     run_checks(aws, rt)
@@ -674,10 +679,7 @@ def test_bounces_of_a_window_whose_look_failed_after_its_writes_hold_at_the_retr
     ids = [i["id"] for i in post(rt, "shop", *[f"u{n}@example.org" for n in range(10)])["items"]]
     post(rt, "news", "clean@example.org")
     process_all(aws, rt)
-    for n, item_id in enumerate(ids[:2]):
-        kind = "bounce_permanent" if n == 0 else "complaint"
-        body = ses_event(kind, message_id=accepted_ids(aws)[item_id], item_id=item_id)
-        assert webhook.handler(sqs_event(body), LambdaContext()) == {"batchItemFailures": []}
+    bounce_and_complain(aws, ids)
     run_checks(aws, rt)
     records = stream.new_records()
     real, looked = judging.evaluate, []
