@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from vdq.core.observability import logger
 from vdq.results import judging
+from vdq.store.flushes import Flush
 from vdq.store.history import entry_data, more_entries
 from vdq.store.postings import (
     ALL,
@@ -66,7 +67,6 @@ from vdq.store.postings import (
     Done,
     Entered,
     Entry,
-    Flush,
     Tallies,
     counter_kind,
     counter_sk,

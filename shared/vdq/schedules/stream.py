@@ -24,7 +24,7 @@ from vdq.workflow import retention
 
 if TYPE_CHECKING:
     from vdq.runtime import Runtime
-    from vdq.store.postings import Flush
+    from vdq.store.flushes import Flush
 
 
 def is_stream_event(event: Mapping[str, Any]) -> bool:

@@ -22,14 +22,7 @@ write), and a shard's windows are counted in order. A shard that splits gives it
 new ids, hence checkpoints of their own. ``k`` spreads the checkpoints of many shards over
 ``COUNTER_SHARDS`` records, so no record grows past a write unit or two.
 
-A **flush marker** says that an invocation of the stream mapping wrote its window: key
-``FL#<shard>`` / ``<last>#<first>`` (the invocation's first and last sequence number), written
-before the window's writes and marked ``written`` after them, with the producers whose bounces
-or complaints the window counted (and whether the account's), which the reputation guard looks
-at after the writes. When the mapping gives up on a batch, its repair (vdq.schedules.repair)
-reads whether a window holding the batch was written (and is not to be counted again), begun
-and never finished, or never begun, and whom its look was for. A **repair lease**
-(``RL#<batch>``) lets one repair at a time apply a batch.
+The flush markers of the windows and the leases of their repairs are ``vdq.store.flushes``.
 
 Entries are 25 bytes: a kind, the item's id (a ULID, 16 bytes: its time is the enqueue time)
 and 8 bytes of what the kind says.
@@ -46,6 +39,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vdq.core import ids
+from vdq.store.flushes import Flushes
 from vdq.store.tx import batch_get
 
 POSTING_PREFIX = "PT#"
@@ -55,9 +49,6 @@ COUNTER_PREFIX = "CNT#"
 # a record at or below it (Lambda may hand one on again, out of order).
 SHARD_PREFIX = "CK#"
 SHARD_SK = "CK"
-FLUSH_PREFIX = "FL#"
-LEASE_PREFIX = "RL#"
-LEASE_SK = "RL"
 # Counter records per hour and kind. One holds up to about 30 shards' checkpoints in a write
 # unit: raise it with the stream's shard count (the table's size), never lower it.
 COUNTER_SHARDS = 1
@@ -239,24 +230,9 @@ def checkpoint_name(shard: str) -> str:
     return f"ck.{shard}"
 
 
-@dataclass(frozen=True)
-class Flush:
-    """What the flush marker of a window says: whether every write of it landed (False: begun,
-    never finished), and what the guard's look after them is for: the producers whose bounces
-    or complaints of email it counted, and whether it counted the account's."""
-
-    written: bool
-    producers: tuple[str, ...] = ()
-    account: bool = False
-
-
-class Tallies:
+class Tallies(Flushes):
     """The postings' and counters' reads and writes (a boto3 DynamoDB client's calls: their
     attribute names are data, which PynamoDB's models do not take)."""
-
-    def __init__(self, client: Any, table_name: str) -> None:
-        self._client = client
-        self._table = table_name
 
     # ---- writes (the stream consumer) ---------------------------------------------------
 
@@ -345,127 +321,6 @@ class Tallies:
                 ConditionExpression="attribute_not_exists(#s) OR #s < :s",
                 ExpressionAttributeNames={"#s": "seq", "#exp": "expiration"},
                 ExpressionAttributeValues={":s": value, ":exp": {"N": str(expiration)}},
-            )  # fmt: skip
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-
-    # ---- flush markers (the stream consumer) and repair leases (vdq.schedules.repair) ------
-
-    def begin_flush(self, shard: str, first: str, last: str, expiration: int,
-                    producers: Iterable[str] = (), account: bool = False) -> None:  # fmt: skip
-        """An invocation whose records are ``first``..``last`` starts writing its window, whose
-        look is for ``producers`` (and the account's rates with ``account``); a marker of it
-        already there, begun or written, stays as it is."""
-        item: dict[str, Any] = {"pk": {"S": FLUSH_PREFIX + shard},
-                                "sk": {"S": _flush_sk(first, last)},
-                                "expiration": {"N": str(expiration)}}  # fmt: skip
-        names = sorted(set(producers))
-        if names:
-            item["producers"] = {"SS": names}
-        if account:
-            item["account"] = {"BOOL": True}
-        try:
-            self._client.put_item(TableName=self._table, Item=item,
-                                  ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-
-    def end_flush(self, shard: str, first: str, last: str, expiration: int) -> None:
-        """Every write of the window of that invocation landed."""
-        self._client.update_item(
-            TableName=self._table,
-            Key={"pk": {"S": FLUSH_PREFIX + shard}, "sk": {"S": _flush_sk(first, last)}},
-            UpdateExpression="SET #w = :w, #exp = :exp",
-            ExpressionAttributeNames={"#w": "written", "#exp": "expiration"},
-            ExpressionAttributeValues={":w": {"BOOL": True}, ":exp": {"N": str(expiration)}},
-        )  # fmt: skip
-
-    def flushed(self, shard: str, first: str, last: str) -> Flush | None:
-        """Whether an invocation of ``shard`` whose records held ``first``..``last`` wrote its
-        window (None: none began to), and whom its look was for: a marker written (every write
-        landed), else what the markers begun and never finished say together. Strongly
-        consistent Queries of the shard's markers that end at or after ``last``."""
-        kwargs: dict[str, Any] = {
-            "TableName": self._table, "ConsistentRead": True,
-            "KeyConditionExpression": "pk = :pk AND sk >= :from",
-            "ExpressionAttributeValues": {":pk": {"S": FLUSH_PREFIX + shard},
-                                          ":from": {"S": f"{int(last):040d}"}},
-        }  # fmt: skip
-        found: Flush | None = None
-        while True:
-            answer = self._client.query(**kwargs)
-            for row in answer.get("Items", []):
-                ends, _, begins = row["sk"]["S"].partition("#")
-                if begins.isdigit() and int(begins) <= int(first) and int(ends) >= int(last):
-                    marker = Flush(row.get("written", {}).get("BOOL") is True,
-                                   tuple(row.get("producers", {}).get("SS") or ()),
-                                   row.get("account", {}).get("BOOL") is True)  # fmt: skip
-                    if marker.written:
-                        return marker
-                    found = marker if found is None else Flush(
-                        False, tuple(sorted({*found.producers, *marker.producers})),
-                        found.account or marker.account)  # fmt: skip
-            after = answer.get("LastEvaluatedKey")
-            if not after:
-                return found
-            kwargs["ExclusiveStartKey"] = after
-
-    def take_lease(self, name: str, holder: str, now: int, seconds: int) -> int | None:
-        """Hold the lease ``name`` for ``seconds`` from ``now`` (epoch seconds). None: taken;
-        else when the lease another holder has ends (nothing written)."""
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK},
-                      "holder": {"S": holder}, "until": {"N": str(now + seconds)},
-                      "expiration": {"N": str(now + seconds + 86_400)}},
-                ConditionExpression="attribute_not_exists(pk) OR #until < :now",
-                ExpressionAttributeNames={"#until": "until"},
-                ExpressionAttributeValues={":now": {"N": str(now)}},
-            )  # fmt: skip
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            found = self._client.get_item(
-                TableName=self._table, ConsistentRead=True,
-                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
-            ).get("Item") or {}  # fmt: skip
-            return int(found.get("until", {}).get("N") or now + seconds)
-        return None
-
-    def keep_lease(self, name: str, holder: str, now: int, seconds: int) -> bool:
-        """Hold the lease ``name`` for ``seconds`` more from ``now``, if ``holder`` still has
-        it (one that ran out and that no one took since is still its). False: another holder
-        took it."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
-                UpdateExpression="SET #until = :until, #exp = :exp",
-                ConditionExpression="#holder = :holder",
-                ExpressionAttributeNames={"#until": "until", "#exp": "expiration",
-                                          "#holder": "holder"},
-                ExpressionAttributeValues={":until": {"N": str(now + seconds)},
-                                           ":exp": {"N": str(now + seconds + 86_400)},
-                                           ":holder": {"S": holder}},
-            )  # fmt: skip
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
-
-    def drop_lease(self, name: str, holder: str) -> None:
-        """Give the lease back (not one another holder took since it ran out)."""
-        try:
-            self._client.delete_item(
-                TableName=self._table,
-                Key={"pk": {"S": LEASE_PREFIX + name}, "sk": {"S": LEASE_SK}},
-                ConditionExpression="#holder = :holder",
-                ExpressionAttributeNames={"#holder": "holder"},
-                ExpressionAttributeValues={":holder": {"S": holder}},
             )  # fmt: skip
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
@@ -582,11 +437,6 @@ class Tallies:
             if not after:
                 return out
             kwargs["ExclusiveStartKey"] = after
-
-
-def _flush_sk(first: str, last: str) -> str:
-    """A flush marker's sort key: by its last sequence number, then its first."""
-    return f"{int(last):040d}#{int(first):040d}"
 
 
 def _add(into: dict[str, int], row: Mapping[str, Any]) -> None:
