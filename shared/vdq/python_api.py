@@ -37,15 +37,29 @@ class Enqueued(list[QueueItemRecord]):
         self.held = answer.get("held")
 
 
-def _producer(producer: Any) -> Caller:
+# A group as a token's cognito:groups can carry it to the REST API: API Gateway passes the list
+# as text split at commas and spaces (vdq.api.parse_groups), so a name holds neither.
+GROUP_PATTERN = r"[^\s,\[\]]{1,128}"
+
+
+def _producer(producer: Any, groups: Any) -> Caller:
     """The caller a request is enqueued as: named as a REST producer is (a client id or a
-    token's subject), never as a group's shared counters (``group:<name>``)."""
+    token's subject), never as a group's shared counters (``group:<name>``), in ``groups`` as
+    its token's ``cognito:groups`` would put it (a group quota applies to it as to them)."""
     if (not isinstance(producer, str) or not re.fullmatch(PRODUCER_PATTERN, producer)
             or producer.startswith(GROUP_PREFIX)):  # fmt: skip
         raise ValidationError("producer", "must be a client id or a token's subject: 1 to 128 "
                               "letters, digits and : . _ @ + = -, starting with a letter or "
                               "digit, and not group:<name>")  # fmt: skip
-    return Caller(producer, (), frozenset())
+    try:
+        names = [groups] if isinstance(groups, str) else list(groups or ())
+    except TypeError:  # not a list of names at all
+        names = [None]
+    if not all(isinstance(g, str) and re.fullmatch(GROUP_PATTERN, g) for g in names):
+        raise ValidationError("groups", "must be group names as a token's cognito:groups "
+                              "carries them: 1 to 128 characters each, no spaces, commas or "
+                              "brackets")  # fmt: skip
+    return Caller(producer, tuple(names), frozenset())
 
 
 class _Deadline:
@@ -58,12 +72,12 @@ class _Deadline:
         return PENDING_SECONDS * 1000
 
 
-def _enqueue(method: str, body: dict[str, Any], producer: Any, idempotency_key: str | None,
-             runtime: Runtime) -> Enqueued:  # fmt: skip
+def _enqueue(method: str, body: dict[str, Any], producer: Any, groups: Any,
+             idempotency_key: str | None, runtime: Runtime) -> Enqueued:  # fmt: skip
     if idempotency_key is not None:
         config = rest.idempotency_config(runtime.settings.idempotency_seconds)
         config.register_lambda_context(_Deadline())
-    accepted = rest.accept(method, body, _producer(producer), runtime,
+    accepted = rest.accept(method, body, _producer(producer, groups), runtime,
                            idempotency_key=idempotency_key)  # fmt: skip
     items = accepted.items
     if items is None:  # a repeat under its key: the first request's items, as they are now
@@ -114,13 +128,16 @@ def add_email(
     priority: str | None = None,
     send_at: str | datetime | None = None,
     producer: str = DEFAULT_PRODUCER,
+    groups: str | Iterable[str] = (),
     idempotency_key: str | None = None,
     runtime: Runtime | None = None,
 ) -> Enqueued:
     """Queue an email: one item per receiver across to, cc and bcc (each a list, or one
     address alone). Validates all first.
     ``producer``: whose request it is (its quota, reputation guard and uploads), named as a
-    REST producer is: a client id or a token's subject; ``idempotency_key``: as the REST
+    REST producer is: a client id or a token's subject; ``groups``: the groups its token would
+    carry (``cognito:groups``: a group's quota applies to it when its own name has none);
+    ``idempotency_key``: as the REST
     API's Idempotency-Key, the producer's: a repeat returns the first request's items (as
     stored now) and queues nothing, another request under the key is refused.
     ``list_unsubscribe``: each copy carries one-click unsubscribe headers (vdq.results.unsubscribe);
@@ -148,7 +165,7 @@ def add_email(
     if list_name is not None:
         body["list"] = list_name
     _dispatch(body, priority, send_at)
-    return _enqueue("email", body, producer, idempotency_key, runtime)
+    return _enqueue("email", body, producer, groups, idempotency_key, runtime)
 
 
 def add_sms(
@@ -161,13 +178,14 @@ def add_sms(
     priority: str | None = None,
     send_at: str | datetime | None = None,
     producer: str = DEFAULT_PRODUCER,
+    groups: str | Iterable[str] = (),
     idempotency_key: str | None = None,
     runtime: Runtime | None = None,
 ) -> Enqueued:
     """Queue an SMS: one item per receiver (E.164 numbers), from ``sender``, a number of the
     account or a Messaging Service SID (MG...). ``body`` may be left out beside ``media_urls``
-    (an MMS of media alone); ``priority``, ``send_at``, ``producer`` and ``idempotency_key`` as
-    for ``add_email``."""
+    (an MMS of media alone); ``priority``, ``send_at``, ``producer``, ``groups`` and
+    ``idempotency_key`` as for ``add_email``."""
     runtime = runtime or Runtime.default()
     data: dict[str, Any] = {
         "sender": {"messaging_service_sid" if sender[:2] == "MG" else "cell": sender},
@@ -180,4 +198,4 @@ def add_sms(
     if origin is not None:
         data["origin"] = _origin(origin)
     _dispatch(data, priority, send_at)
-    return _enqueue("sms", data, producer, idempotency_key, runtime)
+    return _enqueue("sms", data, producer, groups, idempotency_key, runtime)

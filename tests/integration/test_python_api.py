@@ -98,6 +98,31 @@ def test_both_doors_charge_one_producers_counters(aws, rt):
         rest.submit("email", body, Caller("shop", (), frozenset(SENDERS)), rt)
 
 
+def test_a_producers_groups_share_the_groups_quota_with_its_rest_callers(aws, rt):
+    # A producer named in no quota entry but in a group that has one is charged to the
+    # group's counters, as a REST caller of that group (its token's cognito:groups) is.
+    rt.settings = replace(rt.settings, producer_quotas={"shops": QuotaLimits(per_minute=3)})
+    email(rt, "ada@example.org", "bob@example.org", producer="shop-a", groups=["shops"])
+    body = {"sender": {"email": SENDER}, "to": [{"email": "cy@example.org"},
+            {"email": "dee@example.org"}], "subject": "Hi", "text": "Hello"}  # fmt: skip
+    with pytest.raises(QuotaExceeded) as err:
+        rest.submit("email", body, Caller("shop-b", ("shops",), frozenset(SENDERS)), rt)
+    assert err.value.details["producer"] == "group:shops" and err.value.details["used"] == 2
+    # One group given alone is that group, not a group per letter.
+    with pytest.raises(QuotaExceeded):
+        email(rt, "cy@example.org", "dee@example.org", producer="shop-c", groups="shops")
+    assert len(drain(aws)) == 2
+
+
+@pytest.mark.parametrize("groups", [[""], ["a b"], ["a,b"], [42], ["x" * 129], [None], 42,
+                                    ["[a]"]])  # fmt: skip
+def test_a_group_no_token_could_carry_is_refused_naming_it(aws, rt, groups):
+    with pytest.raises(ValidationError) as err:
+        email(rt, "ada@example.org", producer="shop", groups=groups)
+    assert err.value.field == "groups"
+    assert drain(aws) == []
+
+
 def test_a_held_producers_email_is_told_so_and_parked(aws, rt):
     hold(rt, "shop")
     items = email(rt, "ada@example.org", producer="shop")
