@@ -10,13 +10,16 @@ from datetime import datetime
 from typing import Any
 
 from vdq.api import Caller
-from vdq.core.errors import ValidationError
+from vdq.core.errors import BadRequest, ValidationError
 from vdq.intake import rest
 from vdq.intake.enqueue import PENDING_SECONDS
 from vdq.intake.quotas import GROUP_PREFIX
 from vdq.operations.spec import PRODUCER_PATTERN
 from vdq.runtime import Runtime
 from vdq.store import QueueItemRecord
+
+# How the REST API's Idempotency-Key is given here, and what its refusals name.
+KEY_ARGUMENT = "idempotency_key"
 
 # The producer of a request that names none: its quota, hold and counters are this name's.
 DEFAULT_PRODUCER = "python-api"
@@ -77,8 +80,18 @@ def _enqueue(method: str, body: dict[str, Any], producer: Any, groups: Any,
     if idempotency_key is not None:
         config = rest.idempotency_config(runtime.settings.idempotency_seconds)
         config.register_lambda_context(_Deadline())
-    accepted = rest.accept(method, body, _producer(producer, groups), runtime,
-                           idempotency_key=idempotency_key)  # fmt: skip
+    try:
+        accepted = rest.accept(method, body, _producer(producer, groups), runtime,
+                               idempotency_key=idempotency_key)  # fmt: skip
+    except (ValidationError, BadRequest) as exc:
+        if exc.details.get("field") != rest.KEY_HEADER:
+            raise
+        # Named as the caller wrote it: the argument, not the REST API's header.
+        if isinstance(exc, ValidationError):
+            raise ValidationError(KEY_ARGUMENT, "was already used with different arguments") \
+                from None
+        raise BadRequest(exc.message.replace(rest.KEY_HEADER, KEY_ARGUMENT),
+                         details={"field": KEY_ARGUMENT}) from None
     items = accepted.items
     if items is None:  # a repeat under its key: the first request's items, as they are now
         ids = [i["id"] for i in accepted.answer["items"]]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 ADD_PERMISSION = "vdq.add_queueitem"
 MAX_IDEMPOTENCY_KEY = 255
+KEY_HEADER = "Idempotency-Key"  # what its refusals name (the Python API: its argument)
 IDEMPOTENCY_KEY_PATTERN = "^[\\x21-\\x7e](?:[\\x20-\\x7e]*[\\x21-\\x7e])?$"
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 PARTIAL = "partially_enqueued"  # how a partial answer is kept under its Idempotency-Key
@@ -108,9 +109,9 @@ def check_key(idempotency_key: str) -> None:
     (the Python API's key may be anything)."""
     if (not isinstance(idempotency_key, str) or len(idempotency_key) > MAX_IDEMPOTENCY_KEY
             or not _KEY.fullmatch(idempotency_key)):  # fmt: skip
-        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII "
+        raise BadRequest(f"{KEY_HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII "
                          "characters, with no space at either end",
-                         details={"field": "Idempotency-Key"})  # fmt: skip
+                         details={"field": KEY_HEADER})  # fmt: skip
 
 
 def once(kind: str, who: Caller, idempotency_key: str, body: Any, runtime: Runtime,
@@ -261,9 +262,8 @@ def _idempotent(table_name: str, seconds: int) -> Any:
             logger.exception("the answer of Idempotency-Key %r was not kept", request["key"])
             answer = done[-1]
         except IdempotencyValidationError:
-            raise ValidationError(
-                "Idempotency-Key", "was already used with a different request body"
-            ) from None
+            raise ValidationError(KEY_HEADER, "was already used with a different request body") \
+                from None
         except IdempotencyAlreadyInProgressError:
             raise InProgress from None
         if PARTIAL in answer:
