@@ -1089,6 +1089,20 @@ def test_a_number_typed_as_printed_finds_its_sms_from_the_search_box(stack, brow
     browser.wait_for("document.querySelector('#alert')?.textContent.includes('E.164')")
 
 
+def test_an_mms_of_media_alone_reads_as_such_where_a_subject_would_be(stack, browser):
+    """Found in use: a picture-only MMS listed with a dash for its text, read as content lost."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3 * 86_400))
+    body = {"sender": {"cell": "+15005550006"}, "to": [{"cell": "+14155550177"}],
+            "media_urls": ["https://cdn.example.com/map.png"], "send_at": at}  # fmt: skip
+    answer = stack.api("POST", "/sms", json=body, groups=("vdq-senders",))
+    assert answer.status_code == 201, answer.text
+    [item] = answer.json()["items"]
+    sign_in(browser, stack.url, "vdq-viewers")
+    browser.goto(f"{stack.url}/console/#/queue?scheduled=true")
+    row = f"document.querySelector('#items a[data-key=\"open-{item['id']}\"]')?.closest('tr')"
+    browser.wait_for(f"{row}?.textContent.includes('(media only)')", timeout=patient(20))
+
+
 def test_every_page_has_no_serious_or_critical_accessibility_finding(stack, browser):
     [item] = stack.send_emails(bouncing())
     stack.wait(item["id"], "errored")

@@ -480,6 +480,15 @@ def test_find_asks_the_search_by_each_key_and_prints_subject_and_signals(capsys,
     assert code == 2 and "say what to find" in err
 
 
+def test_find_names_an_mms_of_media_alone_where_a_subject_would_be(capsys, api):
+    # Its excerpt is null (it has no body): a blank there read as content lost.
+    picture = item(1, method="sms", state="succeeded", receiver={"cell": "+14155550100"},
+                   excerpt=None, segments=0, queued_at="2026-12-03T08:00:00Z")  # fmt: skip
+    api.routes[("GET", "/search")] = lambda request: (200, {"items": [picture], "cursor": None})
+    code, out, _ = run(capsys, "find", "--to", "+14155550100")
+    assert code == 0 and "(media only)" in out
+
+
 def test_find_never_reads_a_page_cut_short_by_its_read_limit_as_no_items(capsys, api):
     # "Did it go out?": a search that stopped at its read limit answers an empty page with a
     # cursor. "(no items)" there reads as "nothing was sent to them"; the items may be further.

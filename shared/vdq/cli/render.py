@@ -181,9 +181,16 @@ def print_enqueued(answer: Any) -> None:
               "an operator releases the hold (vdq producers)")
 
 
+def excerpt_of(item: dict[str, Any]) -> str:
+    """The start of its subject or body; an MMS of media alone has neither (not content lost)."""
+    if not item.get("excerpt") and item.get("method") == "sms" and item.get("segments") == 0:
+        return "(media only)"
+    return safe(item.get("excerpt"))
+
+
 def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), state_of(i), address(i.get("receiver")),
-             clip(safe(i.get("excerpt")), 30), safe((i.get("queued_at") or "")[:19]),
+             clip(excerpt_of(i), 30), safe((i.get("queued_at") or "")[:19]),
              safe(",".join(i.get("signals") or [])), clip(result_of(i), 40)]
             for i in items]  # fmt: skip
 

@@ -73,6 +73,13 @@ export function alertError(error) {
   box.append(el("strong", { text: `${title}${status}: ` }), String(error.message || error));
 }
 
+// The start of an item's subject or body, or what it is when it has neither: an MMS of media
+// alone (no text, no segments) is not content lost.
+export function excerpt(item) {
+  if (!item.excerpt && item.method === "sms" && item.segments === 0) return "(media only)";
+  return text(item.excerpt);
+}
+
 export function who(item) {
   const r = item.receiver || {};
   return r.email || r.cell || "";

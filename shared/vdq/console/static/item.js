@@ -2,8 +2,8 @@
 // on it (transitions and resend, each previewed as a dry run first).
 
 import {
-  $, alertError, badges, busy, el, focusHeading, guarded, heading, put, refocus, resultText, say,
-  text, who,
+  $, alertError, badges, busy, el, excerpt, focusHeading, guarded, heading, put, refocus,
+  resultText, say, text, who,
 } from "./dom.js";
 import { api, config, may } from "./session.js";
 
@@ -35,7 +35,7 @@ export function previewResend(box, items, done) {
     title, el("p", { text: "Each becomes a new queued item with the same sender, receiver and "
       + "content; the originals stay as they are." }),
     el("ul", {}, items.map((item) => el("li", {},
-      `${item.id}: to ${who(item) || "—"}, ${text(item.excerpt)}`))),
+      `${item.id}: to ${who(item) || "—"}, ${excerpt(item)}`))),
     el("div", { class: "preview-buttons" }, confirm, back)));
   title.focus();
   back.addEventListener("click", () => { box.replaceChildren(); refocus(opener); });

@@ -1,7 +1,7 @@
 // Lists of items (the active queue, the sent items, a search's results), page by page with
 // the API's cursor, and the counts panel of the last 24 hours.
 
-import { busy, el, from, resultText, say, stateCell, text, when, who } from "./dom.js";
+import { busy, el, excerpt, from, resultText, say, stateCell, when, who } from "./dom.js";
 import { api } from "./session.js";
 
 export const COLUMNS = ["Item", "State", "Receiver", "Sender", "Subject", "Result", "Updated"];
@@ -26,7 +26,7 @@ export function pagedItems({ title, load, selectable = false, empty = "No items 
     const cells = [
       el("a", { href: `#/item/${encodeURIComponent(item.id)}`, "data-key": `open-${item.id}` },
         item.id),
-      stateCell(item), who(item), from(item), text(item.excerpt), resultText(item),
+      stateCell(item), who(item), from(item), excerpt(item), resultText(item),
       when(item.updated_at),
     ];
     const box = selectable ? el("input", {

@@ -3,8 +3,8 @@
 // the release or the cancel of what a hold parked.
 
 import {
-  $, add, alertError, busy, el, focusHeading, guarded, heading, refocus, say, stateCell, text, when,
-  who,
+  $, add, alertError, busy, el, excerpt, focusHeading, guarded, heading, refocus, say, stateCell,
+  when, who,
 } from "./dom.js";
 import { api, may } from "./session.js";
 
@@ -112,7 +112,7 @@ async function showHeld(panel, producer, reload) {
       "data-key": `open-${item.id}` }, item.id)),
     el("td", { "data-label": "State" }, stateCell(item)),
     el("td", { "data-label": "To" }, who(item)),
-    el("td", { "data-label": "Subject" }, text(item.excerpt)),
+    el("td", { "data-label": "Subject" }, excerpt(item)),
     el("td", { "data-label": "Queued" }, when(item.queued_at))));
   const buttons = [];
   if (answer.items.length && may("cancel_held")) {
