@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,10 @@ HISTORY_KINDS = ("transition", "ignored", "late", "event", "action")
 # about does not read as a plain success: a permanent bounce, a complaint, a rejection by the
 # provider, an SMS opt-out (STOP: Twilio's 21610), and a send the suppression list stopped.
 SIGNALS = ("bounce", "complaint", "reject", "stop", "suppressed")
+# Twilio's opt-out error (21610) as the results stage words it: a status callback's or a fetch's
+# ("Twilio reported failed, error 21610 ...") and a send's refusal ("Twilio (21610): ..."). Only
+# there: the digits alone also occur in an SMTP answer's time stamp, an address or a message ID.
+_OPT_OUT = re.compile(r"Twilio (?:\(21610\)|reported \w+, error 21610\b)")
 
 
 def entry_signals(name: str | None, text: str | None) -> set[str]:
@@ -39,7 +44,7 @@ def entry_signals(name: str | None, text: str | None) -> set[str]:
         found.add("complaint")
     if text.startswith("SES rejected the message"):
         found.add("reject")
-    if "21610" in text or text.startswith(("STOP sent", "STOPALL sent")):
+    if _OPT_OUT.match(text) or text.startswith(("STOP sent", "STOPALL sent")):
         found.add("stop")
     return found
 
