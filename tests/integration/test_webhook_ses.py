@@ -368,12 +368,14 @@ def _malformed(kind: str) -> dict:
         body["delivery"]["timestamp"] = 1733212800
     elif kind == "attempt_unicode_digit":
         body["mail"]["tags"]["vdq_attempt"] = ["\u00b2"]
+    elif kind == "attempt_of_twelve_digits":
+        body["mail"]["tags"]["vdq_attempt"] = ["1" * 12]
     return body
 
 
 @pytest.mark.parametrize("kind", ["detail_not_object", "recipients_not_objects",
                                   "message_id_not_text", "timestamp_not_text",
-                                  "attempt_unicode_digit"])  # fmt: skip
+                                  "attempt_unicode_digit", "attempt_of_twelve_digits"])  # fmt: skip
 def test_a_malformed_ses_event_is_logged_and_dropped_not_retried(aws, runtime, kind):
     """An event SES never sends is not retried into the dead-letter queue: it is dropped with
     a log line (BadEvent), or, where the oddity is harmless, read as far as it makes sense."""
