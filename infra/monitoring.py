@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -44,6 +45,27 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.topic = sns.Topic(self, "Alarms", enforce_ssl=True)
+        # Refusing plain HTTP gives the topic a policy of its own, in place of SNS's default
+        # one: CloudWatch publishes an alarm under the topic policy alone, so it must say that
+        # this account's alarms may.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": Stack.of(self).format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self.alarms: list[cloudwatch.Alarm] = []

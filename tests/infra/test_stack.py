@@ -430,3 +430,25 @@ def test_alarms_watch_dead_letters_errored_items_stuck_sends_functions_and_api(s
     for name in (resources.METRIC_SENDS_SUPPRESSED, resources.METRIC_SUPPRESSIONS_ADDED,
                  resources.METRIC_SENDS_PACED, resources.METRIC_SENDS_THROTTLED):
         assert f'\\"{name}\\"' in body, f"the dashboard shows no {name}"
+
+
+def test_cloudwatch_may_publish_every_alarm_to_the_alarm_topic(synth):
+    """The alarm topic refuses plain HTTP (enforce_ssl), which gives it a topic policy of its
+    own in place of SNS's default one (whose statement let this account's services publish).
+    CloudWatch publishes an alarm as the service, under the topic policy alone: without a
+    statement that allows cloudwatch.amazonaws.com, every alarm fires and no one hears of it
+    (its history says "not authorized to perform: SNS:Publish")."""
+    topic = synth.logical_id(synth.stack.monitoring.topic)
+    alarms = synth.resources("AWS::CloudWatch::Alarm").values()
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic}] for a in alarms)
+    [policy] = [p["Properties"]["PolicyDocument"] for p in
+                synth.resources("AWS::SNS::TopicPolicy").values()
+                if {"Ref": topic} in p["Properties"]["Topics"]]  # fmt: skip
+    allowed = [s for s in policy["Statement"] if s["Effect"] == "Allow"
+               and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]  # fmt: skip
+    assert allowed, "no statement lets CloudWatch publish the alarms"
+    [statement] = allowed
+    assert statement["Action"] == "sns:Publish"
+    assert statement["Resource"] == {"Ref": topic}
+    # only this account's alarms: the condition names the alarms of this account and region
+    assert "alarm:*" in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
