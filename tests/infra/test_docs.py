@@ -410,3 +410,26 @@ def test_the_pages_name_every_widget_and_metric_of_the_dashboard(synth):
     assert "ItemsEnqueued" in metrics  # the VDQ namespace's metrics were read
     runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
     assert sorted(m for m in metrics if f"`{m}`" not in runbook) == []
+
+
+def test_the_pages_find_each_functions_log_group_where_cloudformation_named_it(synth):
+    """The functions' log groups are the stack's own resources (kept vdq:logRetentionDays days)
+    and have no name given: CloudFormation names them (``Vdq-FunctionsSendLogs...``), and
+    ``/aws/lambda/<function>``, where Lambda would log by itself, does not exist. The pages send
+    an operator to each function's log group with the runbook's ``log_group`` helper, whose
+    query picks that group and no other."""
+    groups = synth.resources("AWS::Logs::LogGroup")
+    assert groups and all("LogGroupName" not in g["Properties"] for g in groups.values())
+    named = [str(p.relative_to(ROOT)) for p in _pages() if "/aws/lambda/" in p.read_text()]
+    assert named == [], f"pages that name /aws/lambda/ log groups: {named}"
+    runbook = (ROOT / "docs" / "operating" / "runbook.md").read_text()
+    [query] = re.findall(r"log_group\(\) \{ aws cloudformation describe-stack-resources[^}]*?"
+                         r"--query \"([^\"]+)\"", runbook.replace("\\\n", " "))  # fmt: skip
+    checked = 0
+    for name, function in synth.stack.functions.by_name.items():
+        logical = synth.logical_id(function)
+        group = synth.template_json["Resources"][logical]["Properties"]["LoggingConfig"]["LogGroup"]
+        assert _pick(synth, query.replace("$1", name.title())) == [group["Ref"]], name
+        checked += 1
+    assert checked == 5
+    assert re.search(r'--log-group-name "\$\(log_group \w+\)"', runbook), "the helper is used"
