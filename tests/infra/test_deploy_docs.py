@@ -200,3 +200,19 @@ def test_every_output_of_the_template_is_in_the_outputs_table(synth):
     assert "ApiUrl" in outputs and "ProducerClientShopOrders" in outputs  # the template was read
     unnamed = sorted(o for o in outputs - named if not o.startswith("ProducerClient"))
     assert unnamed == [], f"outputs the Outputs table does not name: {unnamed}"
+
+
+def test_the_inbound_webhook_is_set_where_twilio_reads_it_for_a_messaging_service():
+    """A US 10DLC number sends in its campaign's Messaging Service, and a Messaging Service
+    handles the inbound messages of its numbers: its own Incoming Messages setting applies, and
+    the number's "A message comes in" webhook is ignored unless the service defers to it. Told
+    to set the number's webhook only, a deployer with a 10DLC number never got STOP, START or
+    HELP into the suppression list. Both deploy pages say where to set it then."""
+    page = (ROOT / PAGES[0]).read_text()  # to step 8: the step's sh blocks hold "# " lines
+    checklist = page[page.index("## 7. Deploy"):page.index("## 8. The first operator")]
+    details = subsection((ROOT / PAGES[1]).read_text(), "Twilio callbacks")
+    for page, text in (("checklist", checklist), ("details", details)):
+        flat = " ".join(text.split())
+        assert "Messaging Service" in flat, page
+        assert "Defer to sender's webhook" in flat, page
+        assert "twilio/inbound" in flat, page
