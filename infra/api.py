@@ -3,7 +3,7 @@ console's client, the routes."""
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_lambda as lambda_
@@ -83,6 +83,9 @@ class Api(Construct):
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
+            # API Gateway's metrics (the Api5xx alarm, the dashboard) are per API name: the
+            # stack's, not CDK's default of the construct id, which other apps' APIs share.
+            rest_api_name=Stack.of(self).stack_name,
             description="VDQ: outbound email and SMS dispatch queue",
             # An account-wide setting: only when the deployer chooses it (vdq:cloudWatchRole).
             cloud_watch_role=config.cloud_watch_role,

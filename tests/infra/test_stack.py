@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aws_cdk.assertions import Match
@@ -452,3 +453,20 @@ def test_cloudwatch_may_publish_every_alarm_to_the_alarm_topic(synth):
     assert statement["Resource"] == {"Ref": topic}
     # only this account's alarms: the condition names the alarms of this account and region
     assert "alarm:*" in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
+
+
+def test_the_api_alarm_and_dashboard_watch_this_stacks_api_alone(synth):
+    """API Gateway counts an API's requests, latency and 5XXError by its name (ApiName), which
+    every API of the account and region with that name adds to. Told no name, CDK names an API
+    after its construct id, `RestApi`: the name of any other app's API built the same way,
+    whose 5xx would fire Api5xx and whose traffic would fill the dashboard's API graph. The
+    API is named after its stack, one VDQ stack per account and region."""
+    name = synth.stack.stack_name
+    [api] = synth.resources("AWS::ApiGateway::RestApi").values()
+    assert api["Properties"]["Name"] == name
+    [alarm] = [a["Properties"] for a in synth.resources("AWS::CloudWatch::Alarm").values()
+               if a["Properties"].get("MetricName") == "5XXError"]  # fmt: skip
+    assert alarm["Dimensions"] == [{"Name": "ApiName", "Value": name}]
+    [dashboard] = synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"]).replace('\\"', '"')
+    assert set(re.findall(r'"ApiName","([^"]+)"', body)) == {name}
