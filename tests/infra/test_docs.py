@@ -433,3 +433,20 @@ def test_the_pages_find_each_functions_log_group_where_cloudformation_named_it(s
         checked += 1
     assert checked == 5
     assert re.search(r'--log-group-name "\$\(log_group \w+\)"', runbook), "the helper is used"
+
+
+def test_the_runbook_says_how_long_a_dead_letter_queue_keeps_a_message(synth):
+    """What the sweeps leave in a dead-letter queue "stays for you", but SQS deletes it after
+    the queue's retention period: an SES event left in the results' dead-letter queue past it is
+    lost. The runbook gives that period, the one every dead-letter queue of the stack has."""
+    stack = synth.stack
+    queues = [stack.messaging.results.dead_letters, stack.schedules.dead_letters,
+              stack.email_events.dead_letters,
+              *(lane.dead_letters for lane in stack.messaging.send_lanes.values())]  # fmt: skip
+    kept = {synth.template_json["Resources"][synth.logical_id(q)]["Properties"]
+            ["MessageRetentionPeriod"] for q in queues}  # fmt: skip
+    assert len(queues) == 6 and len(kept) == 1, kept
+    (seconds,) = kept
+    assert seconds % 86400 == 0
+    part = " ".join(_runbook_part("Messages in a dead-letter queue").split())
+    assert f"{seconds // 86400} days" in part, "the runbook says how long a dead letter is kept"
