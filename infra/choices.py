@@ -100,7 +100,10 @@ CHOICES = (
     Choice("vdq:apiThrottleBurst", "API stage throttling: burst", "api_throttle_burst"),
     Choice("vdq:twilioSecretName",
            "default of the `TwilioCredentialsName` parameter: the Secrets Manager secret with "
-           "the Twilio credentials", "twilio_secret_name"),
+           "the Twilio credentials. It names the secret at the stack's first deploy only: "
+           "`cdk deploy` keeps a parameter's value from one deploy to the next, so to use "
+           "another secret later, deploy with `--parameters TwilioCredentialsName=NAME`",
+           "twilio_secret_name"),
     Choice("vdq:machineScopes",
            "groups the stack's own machine client may act as (scopes `vdq/<group>`)",
            "machine_scopes"),

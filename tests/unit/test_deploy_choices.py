@@ -50,3 +50,14 @@ def test_each_default_shown_is_the_one_a_deploy_without_context_gets():
         assert choice.meaning and choice_default(choice), choice.key
         assert (choice.field is None) != (choice.default is None), choice.key
         assert choice.field is None or choice.field in names, choice.key
+
+
+def test_a_choice_that_sets_a_parameters_default_says_it_holds_from_the_first_deploy_only():
+    """vdq:twilioSecretName is the default of the TwilioCredentialsName parameter, and `cdk
+    deploy` keeps an existing parameter's value (UsePreviousValue) unless --parameters names
+    it: a secret name changed in cdk.json after the first deploy was silently not used. The
+    settings page says so, and how to change it."""
+    [choice] = [c for c in CHOICES if c.key == "vdq:twilioSecretName"]
+    meaning = " ".join(choice.meaning.split())
+    assert "first deploy" in meaning
+    assert "--parameters TwilioCredentialsName=" in meaning
