@@ -450,3 +450,17 @@ def test_the_runbook_says_how_long_a_dead_letter_queue_keeps_a_message(synth):
     assert seconds % 86400 == 0
     part = " ".join(_runbook_part("Messages in a dead-letter queue").split())
     assert f"{seconds // 86400} days" in part, "the runbook says how long a dead letter is kept"
+
+
+def test_the_leaked_key_step_says_when_the_functions_stop_honouring_it():
+    """Taking the AWSPREVIOUS label off a leaked unsubscribe key does not stop it at once: each
+    function keeps the previous version it read for its cache's age. The operating page says
+    how long a leaked key still opens links."""
+    from vdq.results.unsubscribe import SECRET_MAX_AGE
+
+    page = (ROOT / "docs" / "operating" / "index.md").read_text()
+    start = page.index("**After a leak**")
+    leak = " ".join(page[start : page.index("```", start)].split())
+    minutes = {300: "five minutes"}[SECRET_MAX_AGE]
+    assert "leaked key at once" not in leak
+    assert f"within {minutes}" in leak
