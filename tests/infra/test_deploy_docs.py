@@ -216,3 +216,12 @@ def test_the_inbound_webhook_is_set_where_twilio_reads_it_for_a_messaging_servic
         assert "Messaging Service" in flat, page
         assert "Defer to sender's webhook" in flat, page
         assert "twilio/inbound" in flat, page
+
+
+def test_the_twilio_step_enables_the_receivers_countries():
+    """Twilio refuses an SMS to a country its account's Messaging Geographic Permissions leave
+    off (error 21408), whatever the number: the item errors. A new account has only some
+    countries on, so the checklist's Twilio step has the deployer turn on theirs."""
+    page = (ROOT / PAGES[0]).read_text()
+    step = " ".join(page[page.index("## 5. Twilio"):page.index("## 6. ")].split())
+    assert "Geo permissions" in step and "21408" in step
