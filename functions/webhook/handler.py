@@ -1,6 +1,6 @@
 """Provider results: the Twilio status callback (API Gateway) and the results queue (SQS:
-SES events from the configuration set via SNS, and deferred Twilio lookups); and the other
-public routes: inbound SMS (STOP, START, HELP) and one-click unsubscribe.
+SES events from the configuration set via SNS, deferred Twilio lookups and kept inbound SMS);
+and the other public routes: inbound SMS (STOP, START, HELP) and one-click unsubscribe.
 
 A well-formed, authentic event is always answered 2xx, also when it is late or a duplicate;
 a malformed one is logged and dropped (retrying cannot fix it). Only a failure that a retry can
@@ -44,7 +44,19 @@ def twilio_inbound(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     params, refused = _signed_form(event, runtime, what="inbound SMS", inbound=True)
     if refused is not None:
         return refused
-    outcome = suppression.handle_inbound_sms(params, runtime)
+    try:
+        outcome = suppression.handle_inbound_sms(params, runtime)
+    except Exception:
+        # Twilio does not post an incoming message again after an error answer: a STOP the
+        # table refused would be lost. It is kept on the results queue and applied from there
+        # (SQS retries it); only when the queue refuses it too is the answer an error. A START
+        # is not: applied late, after a STOP the number sent since, it would lift that STOP.
+        if suppression.inbound_word(params) not in suppression.STOP_WORDS:
+            raise
+        logger.exception("inbound SMS %s not applied: kept on the results queue",
+                         params.get("MessageSid"))  # fmt: skip
+        results.defer_inbound(params, runtime)
+        outcome = "kept"
     logger.info("inbound SMS %s: %s", params.get("MessageSid"), outcome)
     return {"statusCode": 200, "headers": {"Content-Type": "text/xml"},
             "body": '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'}

@@ -230,6 +230,102 @@ def test_other_texts_change_nothing(aws, rt):
     assert rt.store.get_suppression("+15552230001") is None
 
 
+def throttled_once(monkeypatch, name: str) -> list[str]:
+    """``suppression.<name>`` fails once as DynamoDB does when throttled, then works."""
+    from botocore.exceptions import ClientError
+
+    real, calls = getattr(suppression, name), []
+
+    def flaky(*args, **kwargs):
+        calls.append(name)
+        if len(calls) == 1:
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
+                                         "Message": "Rate exceeded"}}, "UpdateItem")  # fmt: skip
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(suppression, name, flaky)
+    return calls
+
+
+class Sqs:
+    """The results queue's client as the webhook uses it: each send recorded (moto holds a
+    delayed message for its real delay), or refused as by an SQS outage (``refuse``)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.sent: list[dict] = []
+        self.refuse = refuse
+        self._client = boto3.client("sqs")
+
+    def send_message(self, **kwargs):
+        from botocore.exceptions import ClientError
+
+        if self.refuse:
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "boom"}},
+                              "SendMessage")  # fmt: skip
+        self.sent.append(kwargs)
+        return self._client.send_message(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_an_inbound_stop_the_table_refuses_is_kept_and_applied_from_the_results_queue(
+    aws, rt, monkeypatch
+):
+    """Found by real use: a STOP that met a throttled table was a 502, and Twilio does not post
+    an incoming message again: the opt-out was lost until a send to the number failed 21610."""
+    from tests.support.results import sqs_event
+
+    throttled_once(monkeypatch, "suppress_once")
+    rt.overrides["sqs"] = sqs = Sqs()
+    answer = inbound("STOP")
+    assert answer["statusCode"] == 200 and "<Response>" in answer["body"]
+    assert rt.store.get_suppression("+15552230001") is None  # not yet: it waits on the queue
+    [kept] = sqs.sent
+    assert kept["QueueUrl"] == rt.settings.results_queue_url and kept["DelaySeconds"] > 0
+    event = sqs_event(kept["MessageBody"])
+    assert webhook.handler(event, LambdaContext("webhook")) == {"batchItemFailures": []}
+    record = rt.store.get_suppression("+15552230001")
+    assert (record.reason, record.actor) == ("sms_opt_out", "twilio")
+    # Applied once: the same message again (SQS delivers one twice at times) changes nothing.
+    webhook.handler(event, LambdaContext("webhook"))
+    assert [e.action for e in rt.store.suppression_history("+15552230001")] == ["added"]
+
+
+def test_an_inbound_stop_neither_the_table_nor_the_queue_takes_is_an_error_twilio_sees(
+    aws, rt, monkeypatch
+):
+    from botocore.exceptions import ClientError
+
+    throttled_once(monkeypatch, "suppress_once")
+    rt.overrides["sqs"] = Sqs(refuse=True)
+    with pytest.raises(ClientError):
+        inbound("STOP")
+    assert rt.store.get_suppression("+15552230001") is None
+
+
+def test_an_inbound_start_the_table_refuses_is_an_error_never_kept(aws, rt, monkeypatch):
+    # Applied late from the queue, a START would lift a STOP the number sent after it.
+    from botocore.exceptions import ClientError
+
+    suppression.suppress("+15552230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    throttled_once(monkeypatch, "unsuppress")
+    rt.overrides["sqs"] = sqs = Sqs()
+    with pytest.raises(ClientError):
+        inbound("START")
+    assert sqs.sent == [] and rt.store.get_suppression("+15552230001") is not None
+
+
+def test_an_inbound_message_on_the_queue_that_is_not_a_form_is_dropped(aws, rt):
+    from tests.support.results import sqs_event
+
+    for body in ({"kind": "vdq.inbound_sms"}, {"kind": "vdq.inbound_sms", "form": [1]},
+                 {"kind": "vdq.inbound_sms", "form": {"From": 7}}):  # fmt: skip
+        assert webhook.handler(sqs_event(body), LambdaContext("webhook")) == \
+            {"batchItemFailures": []}  # fmt: skip
+    assert rt.store.get_suppression("+15552230001") is None
+
+
 # ---- one-click unsubscribe ----------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -215,6 +215,30 @@ def handle_deferred_lookup(message: dict[str, Any], runtime: Runtime) -> str:
     return match_and_apply(update, runtime, again)
 
 
+# An inbound SMS the table could not take when Twilio posted it (throttled, an AWS error): its
+# form, kept on the results queue and applied from there, since Twilio does not post an
+# incoming message again after an error answer. Applying it twice changes nothing (its SID).
+INBOUND_KIND = "vdq.inbound_sms"
+INBOUND_DELAY = 5  # seconds: past a moment's throttling
+
+
+def defer_inbound(params: Mapping[str, str], runtime: Runtime) -> None:
+    runtime.client("sqs").send_message(
+        QueueUrl=runtime.settings.results_queue_url,
+        MessageBody=json.dumps({"kind": INBOUND_KIND, "form": dict(params)}),
+        DelaySeconds=INBOUND_DELAY,
+    )
+
+
+def handle_deferred_inbound(message: dict[str, Any], runtime: Runtime) -> str:
+    form = message.get("form")
+    if not isinstance(form, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in form.items()
+    ):
+        raise BadEvent("a kept inbound SMS without its form")
+    return suppression.handle_inbound_sms(form, runtime)
+
+
 def _json_object(body: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
@@ -227,14 +251,16 @@ def _json_object(body: str, what: str) -> dict[str, Any]:
 
 def handle_results_message(body: str, runtime: Runtime) -> str:
     """One message of the results queue: an SES event (raw or in an SNS envelope), a
-    deferred lookup or a send's check (which VDQ sends to the queue itself, never through
-    SNS: vdq.results.checks), or a message of SNS or SES about the subscription itself
-    (logged as what it is)."""
+    deferred lookup, a kept inbound SMS or a send's check (which VDQ sends to the queue itself,
+    never through SNS: vdq.results.checks), or a message of SNS or SES about the subscription
+    itself (logged as what it is)."""
     if body.strip() == SES_TOPIC_VALIDATION:  # raw message delivery: the text alone
         return topic_validated(None)
     data = _json_object(body, "message")
     if data.get("kind") == LOOKUP_KIND:
         return handle_deferred_lookup(data, runtime)
+    if data.get("kind") == INBOUND_KIND:
+        return handle_deferred_inbound(data, runtime)
     if data.get("kind") == checks.KIND:
         try:
             return checks.handle(data, runtime)

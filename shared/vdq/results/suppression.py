@@ -418,6 +418,12 @@ def learn_from_send_error(item: Any, error: Exception, runtime: Runtime) -> str:
     return f"; {item.receiver} is on the suppression list from now on" if learnt else ""
 
 
+def inbound_word(params: Mapping[str, str]) -> str:
+    """What an inbound SMS says, as the opt-out words are compared: Twilio's ``OptOutType``
+    (Advanced Opt-Out) over the body."""
+    return (params.get("OptOutType") or params.get("Body") or "").strip().upper()
+
+
 def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
     """An authentic inbound SMS (Twilio's incoming-message webhook): STOP and its synonyms
     suppress the sender's number, START and its synonyms remove an opt-out, HELP is recorded.
@@ -429,7 +435,7 @@ def handle_inbound_sms(params: Mapping[str, str], runtime: Runtime) -> str:
     number = (params.get("From") or "").strip()
     if not re.match(E164, number):
         return "ignored"
-    word = (params.get("OptOutType") or params.get("Body") or "").strip().upper()
+    word = inbound_word(params)
     to = params.get("To") or "?"
     sid = str(params.get("MessageSid") or params.get("SmsSid") or "").strip()
     if word in STOP_WORDS:
