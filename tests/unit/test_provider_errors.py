@@ -87,6 +87,12 @@ def refused():
     (TwilioRestException(401, "/Messages.json", "Authenticate", 20003), RejectedByProvider),
     (TwilioRestException(503, "/Messages.json", "Service unavailable", 20503),
      TransientProviderError),
+    # Twilio: a 500 on sending an SMS may have created it ("it is possible for a customer to
+    # receive multiple messages" on a retry); so may a gateway's 502 or 504 in front of it.
+    (TwilioRestException(500, "/Messages.json", "Internal Server Error", 20500),
+     AmbiguousProviderError),
+    (TwilioRestException(502, "/Messages.json", "Bad Gateway"), AmbiguousProviderError),
+    (TwilioRestException(504, "/Messages.json", "Gateway Timeout"), AmbiguousProviderError),
     (TwilioRestException(429, "/Messages.json", "Too many requests", 20429),
      ThrottledProviderError),
     (TwilioRestException(400, "/Messages.json", "Too many requests", 20429),

@@ -91,8 +91,12 @@ def classify(exc: Exception) -> ProviderError:
         message = exc.msg or str(exc)
         if exc.status == 429 or exc.code in (TOO_MANY_REQUESTS, QUEUE_FULL):
             return ThrottledProviderError(PROVIDER, message, code=exc.code or exc.status)
-        if exc.status >= 500:
+        if exc.status == 503:  # the service refused the request unread: nothing was created
             return TransientProviderError(PROVIDER, message, code=exc.code or exc.status)
+        if exc.status >= 500:
+            # Twilio's own word on a 500 of a message's create: a retry may send it twice, as
+            # it may have been created. So may a gateway's 502 or 504 in front of it.
+            return AmbiguousProviderError(PROVIDER, message, code=exc.code or exc.status)
         return RejectedByProvider(PROVIDER, message, code=exc.code or exc.status)
     if isinstance(exc, requests.ConnectTimeout):
         return TransientProviderError(PROVIDER, f"no connection to Twilio: {exc}")
