@@ -158,9 +158,10 @@ def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
         {"eventName": "MODIFY", "dynamodb": {"NewImage": {"sk": {"S": "STATE"}}}},
     ]
     objects = archive.objects(records)
-    assert sorted(objects) == ["archive/dt=2026-01-01/a.json.gz", "archive/dt=2026-01-02/c.json.gz"]
+    assert sorted(objects) == ["archive/dt=2026-01-01/a_b.json.gz",
+                              "archive/dt=2026-01-02/c.json.gz"]
     lines = [json.loads(x) for x in
-             gzip.decompress(objects["archive/dt=2026-01-01/a.json.gz"]).splitlines()]
+             gzip.decompress(objects["archive/dt=2026-01-01/a_b.json.gz"]).splitlines()]
     assert [(x["kind"], x["id"], x["expiration"]) for x in lines] == [
         ("item", "X", day1 - 60), ("content", "X", None)]
     assert json.loads(lines[0]["attributes"]) == {"state": "succeeded"}
@@ -168,6 +169,20 @@ def test_the_archive_keeps_ttl_deletions_as_gzip_json_lines_by_day():
     assert lines[0]["deleted_at"].startswith("2026-01-01T00:00:05")
     # Delivered again, the batch makes the same objects, byte for byte.
     assert archive.objects(records) == objects
+
+
+def test_a_batch_given_again_in_part_never_overwrites_the_whole_batchs_object():
+    """A bisected retry gives a batch's first half again: written over the whole batch's object
+    (the same first record), it left the second half's lines to the bucket's noncurrent
+    versions, deleted after vdq:filesNoncurrentDays, when that half was not archived again."""
+    from vdq.schedules import archive
+
+    day = 1_767_225_600
+    records = [_removed("STATE", day + n, event_id=f"e{n}", state="succeeded", expiration=day)
+               for n in range(4)]  # fmt: skip
+    whole, half = archive.objects(records), archive.objects(records[:2])
+    assert not set(whole) & set(half)
+    assert archive.objects(records[2:]).keys().isdisjoint(whole)
 
 
 def test_the_archive_writes_the_history_a_state_item_held_as_history_lines():

@@ -4,8 +4,9 @@ TTL deletions reach the table's stream as REMOVE records made by the service its
 identity ``dynamodb.amazonaws.com``), with the record as it was (the old image). The deletions
 of an item's records (``ITEM_PARTITIONS``) in each batch become one gzip JSON-lines object per
 day of deletion, under
-``archive/dt=<YYYY-MM-DD>/<first event id>.json.gz`` in the attachments bucket: a batch
-delivered again writes the same keys again (no duplicate), and Athena reads the ``dt``
+``archive/dt=<YYYY-MM-DD>/<first event id>_<last event id>.json.gz`` in the attachments bucket:
+a batch delivered again writes the same keys again (no duplicate), a part of it given again
+one of its own (its lines may then be in two objects), and Athena reads the ``dt``
 partitions (docs/architecture/data.md has the table definition). A content's data is stored
 decompressed, so its JSON can be queried.
 """
@@ -154,7 +155,7 @@ def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
     """S3 key -> gzip JSON lines, one object per day of deletion, of the TTL deletions of
     items' records in a batch of stream records (other records are left out)."""
     by_day: dict[str, list[dict[str, Any]]] = {}
-    first: dict[str, str] = {}
+    ends: dict[str, list[str]] = {}  # the day's first and last record
     for record in records:
         if not archived(record):
             continue
@@ -162,11 +163,16 @@ def objects(records: Iterable[dict[str, Any]]) -> dict[str, bytes]:
         line = lines[0]
         day = line["deleted_at"][:10]
         by_day.setdefault(day, []).extend(lines)
-        first.setdefault(day, str(record.get("eventID") or line["pk"] + line["sk"]))
+        name = str(record.get("eventID") or line["pk"] + line["sk"])
+        ends.setdefault(day, [name, name])[1] = name
     out = {}
     for day, lines in by_day.items():
         body = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines).encode()
-        key = f"{ARCHIVE_PREFIX}dt={day}/{first[day]}.json.gz"
+        # Named by its first and last record: the same batch again writes the same object, and
+        # a part of it given again (a bisected retry) one of its own, never one over the whole.
+        first, last = ends[day]
+        name = first if first == last else f"{first}_{last}"
+        key = f"{ARCHIVE_PREFIX}dt={day}/{name}.json.gz"
         out[key] = gzip.compress(body, mtime=0)
     return out
 
