@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
@@ -54,8 +55,14 @@ def _producer(producer: Any, groups: Any) -> Caller:
         raise ValidationError("producer", "must be a client id or a token's subject: 1 to 128 "
                               "letters, digits and : . _ @ + = -, starting with a letter or "
                               "digit, and not group:<name>")  # fmt: skip
+    if isinstance(groups, AbstractSet | Mapping):
+        # The first group with a quota is charged: a set's order is not the caller's (it
+        # changes from one process to the next), and a mapping's values would be dropped.
+        raise ValidationError("groups", "must be in order, as a token's cognito:groups lists "
+                              "them (its first group with a quota is charged): a list, not a "
+                              "set or a mapping")  # fmt: skip
     try:
-        names = [groups] if isinstance(groups, str) else list(groups or ())
+        names = [groups] if isinstance(groups, str) else list(() if groups is None else groups)
     except TypeError:  # not a list of names at all
         names = [None]
     if not all(isinstance(g, str) and re.fullmatch(GROUP_PATTERN, g) for g in names):

@@ -123,6 +123,29 @@ def test_a_group_no_token_could_carry_is_refused_naming_it(aws, rt, groups):
     assert drain(aws) == []
 
 
+@pytest.mark.parametrize("groups", [{"shops", "news"}, frozenset({"shops"}), {"shops": 1}, 0,
+                                    False])  # fmt: skip
+def test_groups_without_an_order_or_not_names_at_all_are_refused(aws, rt, groups):
+    # The first group with a quota is charged: a set's order changes from one process to the
+    # next (string hashing), so one producer's requests would be charged to either group's
+    # counters. A dict's values, and a falsy number, would be dropped without a word.
+    rt.settings = replace(rt.settings, producer_quotas={"shops": QuotaLimits(per_minute=3),
+                                                        "news": QuotaLimits(per_minute=3)})
+    with pytest.raises(ValidationError) as err:
+        email(rt, "ada@example.org", producer="shop", groups=groups)
+    assert err.value.field == "groups"
+    assert drain(aws) == []
+
+
+def test_groups_in_order_from_any_iterable_are_taken(aws, rt):
+    rt.settings = replace(rt.settings, producer_quotas={"shops": QuotaLimits(per_minute=1)})
+    email(rt, "ada@example.org", producer="shop-a", groups=(g for g in ["news", "shops"]))
+    with pytest.raises(QuotaExceeded) as err:
+        email(rt, "bob@example.org", producer="shop-b", groups=("shops",))
+    assert err.value.details["producer"] == "group:shops"
+    assert len(email(rt, "cy@example.org", producer="shop-c", groups=None)) == 1
+
+
 def test_a_held_producers_email_is_told_so_and_parked(aws, rt):
     hold(rt, "shop")
     items = email(rt, "ada@example.org", producer="shop")
