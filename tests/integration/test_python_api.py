@@ -186,6 +186,19 @@ def test_a_repeat_with_its_key_returns_the_first_items_and_queues_nothing(aws, r
     assert len(drain(aws)) == 1
 
 
+def test_a_repeat_with_other_groups_is_a_repeat_as_docs_sending_says(aws, rt):
+    # The key compares the request, as the REST API's does (a token's groups are not part of
+    # it): the repeat is charged nothing, whatever groups it names.
+    rt.settings = replace(rt.settings, producer_quotas={"shops": QuotaLimits(per_minute=1)})
+    first = email(rt, "ada@example.org", producer="shop", groups=["shops"],
+                  idempotency_key="order-1042")  # fmt: skip
+    again = email(rt, "ada@example.org", producer="shop", groups=["news"],
+                  idempotency_key="order-1042")  # fmt: skip
+    assert [i.id for i in again] == [i.id for i in first] and len(drain(aws)) == 1
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sending.md").read_text()
+    assert "other arguments under the key (but `groups`" in " ".join(text.split())
+
+
 def test_a_key_used_with_other_arguments_is_refused_naming_it(aws, rt):
     email(rt, "ada@example.org", idempotency_key="order-1042")
     drain(aws)
