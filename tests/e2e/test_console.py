@@ -1101,6 +1101,11 @@ def test_an_mms_of_media_alone_reads_as_such_where_a_subject_would_be(stack, bro
     browser.goto(f"{stack.url}/console/#/queue?scheduled=true")
     row = f"document.querySelector('#items a[data-key=\"open-{item['id']}\"]')?.closest('tr')"
     browser.wait_for(f"{row}?.textContent.includes('(media only)')", timeout=patient(20))
+    # Its page too, where its body and excerpt would be (a dash there read the same).
+    browser.goto(f"{stack.url}/console/#/item/{item['id']}")
+    browser.wait_for("document.querySelector('#content')?.textContent.includes('(media only)')"
+                     " && document.querySelector('#fields')?.textContent"
+                     ".includes('(media only)')")  # fmt: skip
 
 
 def test_every_page_has_no_serious_or_critical_accessibility_finding(stack, browser):

@@ -76,8 +76,22 @@ export function alertError(error) {
 // The start of an item's subject or body, or what it is when it has neither: an MMS of media
 // alone (no text, no segments) is not content lost.
 export function excerpt(item) {
-  if (!item.excerpt && item.method === "sms" && item.segments === 0) return "(media only)";
+  if (mediaOnly(item)) return MEDIA_ONLY;
   return text(item.excerpt);
+}
+
+const MEDIA_ONLY = "(media only)";
+
+function mediaOnly(item) {
+  return !item.excerpt && item.method === "sms" && item.segments === 0;
+}
+
+// What the item page shows of an item's content: an MMS of media alone says so where its body
+// would be, not a dash.
+export function shownContent(item, content) {
+  const shown = { ...(content || {}) };
+  if (mediaOnly(item) && !shown.body) shown.body = MEDIA_ONLY;
+  return shown;
 }
 
 export function who(item) {

@@ -3,7 +3,7 @@
 
 import {
   $, alertError, badges, busy, el, excerpt, focusHeading, guarded, heading, put, refocus,
-  resultText, say, text, who,
+  resultText, say, shownContent, text, who,
 } from "./dom.js";
 import { api, config, may } from "./session.js";
 
@@ -112,8 +112,8 @@ function htmlViews(html) {
         "aria-labelledby": "html-source-title" }, html)));
 }
 
-function contentViews(content) {
-  const { html, ...rest } = content || {};
+function contentViews(item, content) {
+  const { html, ...rest } = shownContent(item, content);
   return [fieldTable("What is sent", "content", rest), html ? htmlViews(html) : null];
 }
 
@@ -189,13 +189,14 @@ export async function showItem(id, setView) {
     const { content, attachments, history: _h, history_cursor: _c, signals: _s,
       ...fields } = item;
     fields.result = resultText(item);
+    fields.excerpt = excerpt(item);
     const moreButton = more ? el("button", { type: "button", id: "history-more",
       on: { click: (event) => busy(event.currentTarget, showMore) } }, "Show more history")
       : null;
     put(body,
       el("p", { class: "signals", id: "item-signals" }, badges(item)),
       el("h2", {}, "Fields"), fieldTable("The item", "fields", fields),
-      el("h2", {}, "Content"), contentViews(content),
+      el("h2", {}, "Content"), contentViews(item, content),
       el("h2", {}, "Attachments"), attachmentList(attachments || []),
       el("h2", {}, "History"), timeline(history),
       more ? el("p", { text: `The first ${history.length} entries; there are more.` }) : null,
