@@ -326,6 +326,22 @@ def test_an_inbound_message_on_the_queue_that_is_not_a_form_is_dropped(aws, rt):
     assert rt.store.get_suppression("+15552230001") is None
 
 
+def test_a_kept_inbound_message_that_is_no_stop_is_dropped_never_applied_late(aws, rt):
+    # The webhook keeps only a STOP: a START applied late could lift a STOP the number sent
+    # after it. One on the queue (a release that kept it, a redrive of the wrong queue) is
+    # dropped, and the opt-out stays.
+    from tests.support.results import sqs_event
+
+    suppression.suppress("+15552230001", "sms_opt_out", actor="twilio", text=None, runtime=rt)
+    form = {"MessageSid": "SM" + "7" * 32, "From": "+15552230001", "To": "+15005550006"}
+    for words in ({"Body": "START"}, {"Body": "STOP", "OptOutType": "START"}, {"Body": "HELP"}):
+        body = {"kind": "vdq.inbound_sms", "form": {**form, **words}}
+        assert webhook.handler(sqs_event(body), LambdaContext("webhook")) == \
+            {"batchItemFailures": []}  # fmt: skip
+    assert rt.store.get_suppression("+15552230001") is not None
+    assert [e.action for e in rt.store.suppression_history("+15552230001")] == ["added"]
+
+
 # ---- one-click unsubscribe ----------------------------------------------------------------
 
 

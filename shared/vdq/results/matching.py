@@ -236,6 +236,10 @@ def handle_deferred_inbound(message: dict[str, Any], runtime: Runtime) -> str:
         isinstance(k, str) and isinstance(v, str) for k, v in form.items()
     ):
         raise BadEvent("a kept inbound SMS without its form")
+    if suppression.inbound_word(form) not in suppression.STOP_WORDS:
+        # Only a STOP is kept (functions/webhook): a START applied late could lift a STOP the
+        # number sent after it, so one found here is never applied.
+        raise BadEvent("a kept inbound SMS that is no STOP")
     return suppression.handle_inbound_sms(form, runtime)
 
 
