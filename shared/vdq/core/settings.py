@@ -80,7 +80,8 @@ class Settings:
     )  # fmt: skip
     results_queue_url: str = _setting(
         "VDQ_RESULTS_QUEUE_URL", "",
-        doc="SQS queue of SES events, deferred lookups and the send function's checks",
+        doc="SQS queue of SES events, deferred lookups, the send function's checks and inbound "
+            "STOPs kept when the table refused them",
     )  # fmt: skip
     send_dead_letter_queue_url: str = _setting(
         "VDQ_SEND_DEAD_LETTER_QUEUE_URL", "",
