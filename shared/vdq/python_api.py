@@ -90,6 +90,8 @@ def _enqueue(method: str, body: dict[str, Any], producer: Any, groups: Any,
     try:
         accepted = rest.accept(method, body, _producer(producer, groups), runtime,
                                idempotency_key=idempotency_key)  # fmt: skip
+    except rest.InProgress:
+        raise rest.InProgress(KEY_ARGUMENT) from None
     except (ValidationError, BadRequest) as exc:
         if exc.details.get("field") != rest.KEY_HEADER:
             raise

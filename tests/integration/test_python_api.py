@@ -256,6 +256,9 @@ def test_a_repeat_while_the_first_runs_is_told_when_to_come_back(aws, rt, monkey
         with pytest.raises(rest.InProgress) as err:
             email(rt, "ada@example.org", idempotency_key="order-1045")
         meanwhile.append(err.value.headers["Retry-After"])
+        # Named as the caller wrote it, as the key's other refusals: not the REST API's header.
+        assert err.value.message.startswith("a request with this idempotency_key is still in "
+                                            "progress")  # fmt: skip
         return enqueue_email(*args, **kwargs)
 
     monkeypatch.setattr(rest, "enqueue_email", slow)

@@ -46,9 +46,9 @@ class InProgress(Conflict):
     """A repeat of a request under its Idempotency-Key while the first still runs: 409 with
     Retry-After, after which the repeat gets the first request's answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str = KEY_HEADER) -> None:  # key: how the caller gave it
         seconds = IN_PROGRESS_RETRY_AFTER_SECONDS
-        super().__init__(f"a request with this Idempotency-Key is still in progress: repeat it "
+        super().__init__(f"a request with this {key} is still in progress: repeat it "
                          f"after Retry-After ({seconds} s) to get its answer")  # fmt: skip
         self.headers = {"Retry-After": str(seconds)}
 
