@@ -117,6 +117,23 @@ def test_an_expired_token_says_so_and_how_to_get_a_new_one(capsys, api):
     assert code == 4 and "expired" not in err and "check VDQ_TOKEN" in err
 
 
+def test_a_local_token_of_an_earlier_start_says_to_paste_the_new_banner_line(capsys, api):
+    """A local stack started again without VDQ_LOCAL_JWT_SECRET signs with a new secret: the
+    shell's token (and vdq token, from the shell's old secret) answer 401 from then on."""
+    from vdq.local.front import make_token
+
+    api.routes[("GET", "/queue-items")] = (401, {"error": {
+        "code": "unauthorized", "message": "no bearer token, or one that is expired, "
+        "malformed or of another user pool"}})  # fmt: skip
+    stale = make_token("an earlier start's secret, 32 bytes or more", ["vdq-admins"])
+    code, _, err = run(capsys, "list", "--token", stale)
+    assert code == 4 and "your token expired" not in err
+    assert "a new secret at each start" in err and "export line of its banner" in err
+    assert "vdq token" not in err  # it would sign with the shell's old secret again
+    code, _, err = run(capsys, "list")  # not a local stack's token: as before
+    assert code == 4 and "check VDQ_TOKEN" in err and "banner" not in err
+
+
 def test_global_flags_work_before_or_after_the_command(capsys, api, monkeypatch):
     api.routes[("GET", "/queue-items")] = (200, {"items": [item(1)], "cursor": None})
     monkeypatch.delenv("VDQ_API_URL")

@@ -20,6 +20,14 @@ EXIT_PARTIAL = 9  # a bulk command (resend) failed for some of its items
 
 NEW_TOKEN_HELP = ("get a new one with vdq token for the local stack, or sign in to the "
                   "deployment's Cognito user pool again")  # fmt: skip
+# The issuer of the local stack's tokens (vdq.local.front signs them), read here without PyJWT.
+LOCAL_ISSUER = "vdq-local"
+# A local token refused before it expires: a later start of the stack signs with a new secret,
+# and vdq token would sign with the shell's old one again.
+STALE_LOCAL_TOKEN_HELP = (
+    "this token is a local stack's, and vdq local signs with a new secret at each start unless "
+    "VDQ_LOCAL_JWT_SECRET is set when it starts: paste the export line of its banner again (it "
+    "sets VDQ_TOKEN and VDQ_LOCAL_JWT_SECRET)")
 
 
 class UsageError(Exception):
@@ -58,15 +66,20 @@ class ApiError(Exception):
         return {"error": error}
 
 
-def token_expiry(token: str) -> float | None:
-    """The ``exp`` claim of a JWT, read without verifying it (only to explain a 401)."""
+def token_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, read without verifying it (only to explain a 401); {} if none."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        exp = claims.get("exp") if isinstance(claims, dict) else None
-        return float(exp) if isinstance(exp, int | float) else None
     except (IndexError, ValueError):
-        return None
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def token_expiry(token: str) -> float | None:
+    """The ``exp`` claim of a JWT, read without verifying it (only to explain a 401)."""
+    exp = token_claims(token).get("exp")
+    return float(exp) if isinstance(exp, int | float) else None
 
 
 def _reason(exc: Exception) -> str:
@@ -149,6 +162,8 @@ class Client:
             if expiry is not None and expiry <= time.time():
                 when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expiry))
                 message = f"your token expired at {when}; {NEW_TOKEN_HELP}"
+            elif token_claims(self.token).get("iss") == LOCAL_ISSUER:
+                message = f"{message}; {STALE_LOCAL_TOKEN_HELP}"
             else:
                 message = f"{message}; check VDQ_TOKEN or --token ({NEW_TOKEN_HELP})"
         return ApiError(answer.status_code, str(error.get("code") or "http_error"), message,

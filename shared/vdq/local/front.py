@@ -36,11 +36,12 @@ import jwt
 from vdq import console
 from vdq.api import GATEWAY_BY_TYPE, LAMBDA_MAX_PAYLOAD_BYTES, error_body
 from vdq.api import GATEWAY_MAX_BODY_BYTES as MAX_BODY_BYTES
+from vdq.cli.client import LOCAL_ISSUER
 from vdq.local.functions import Functions
 from vdq.local.serving import QuietHandler, Server, log
 from vdq.operations import spec
 
-ISSUER = "vdq-local"
+ISSUER = LOCAL_ISSUER
 STAGE = "local"
 TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded",
               "application/xml", "application/yaml")  # fmt: skip
