@@ -84,6 +84,7 @@ def list_queue_items(event: Event) -> Response:
 @app.operation("getQueueItem")
 def get_queue_item(event: Event, id: str) -> Response:
     _caller(event).require(detail.READ_PERMISSION)
+    _query("getQueueItem", event)  # it takes none: a ?limit= is refused, not ignored
     return _json(200, detail.item_detail(id, Runtime.default()))
 
 
@@ -114,6 +115,7 @@ def list_sent_items(event: Event) -> Response:
 @app.operation("getSentItem")
 def get_sent_item(event: Event, id: str) -> Response:
     _caller(event).require(detail.READ_PERMISSION)
+    _query("getSentItem", event)
     return _json(200, detail.item_detail(id, Runtime.default(), sent_only=True))
 
 
@@ -122,6 +124,7 @@ def get_producer_usage(event: Event, producer: str) -> Response:
     from vdq.intake import quotas
 
     _caller(event).require("vdq.list_queueitem")
+    _query("getProducerUsage", event)
     return _json(200, quotas.usage(_unquote(producer), Runtime.default()))
 
 
@@ -130,6 +133,7 @@ def list_producers(event: Event) -> Response:
     from vdq.operations import producers
 
     _caller(event).require(producers.LIST_PERMISSION)
+    _query("listProducers", event)
     return _json(200, producers.producers(Runtime.default()))
 
 
@@ -256,6 +260,7 @@ def get_suppression_history(event: Event, receiver: str) -> Response:
     from vdq.operations import suppressions
 
     _caller(event).require(suppressions.LIST_PERMISSION)
+    _query("getSuppressionHistory", event)
     return _json(200, suppressions.history(_unquote(receiver), Runtime.default()))
 
 

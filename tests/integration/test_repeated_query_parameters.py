@@ -86,6 +86,35 @@ def test_a_change_refuses_a_query_parameter_it_does_not_take(runtime, operation)
     assert "not a known query parameter" in answer.body["error"]["message"]
 
 
+# Each read of the operator function that takes no query parameter and a token: its sample and
+# path parameters. A parameter it would ignore is refused: `?limit=500` on an item's view would
+# answer its first 100 history entries, `?window_hours=1` on the producers their 24 hours, as if
+# taken. (The public health check and document answer whatever a probe appends.)
+READING = {
+    "getQueueItem": ("get_queue_item", {"id": ITEM}),
+    "getSentItem": ("get_sent_item", {"id": ITEM}),
+    "getProducerUsage": ("producer_usage", {"producer": "shop"}),
+    "listProducers": ("producers", None),
+    "getSuppressionHistory": ("suppression_history", {"receiver": "ada%40example.org"}),
+}
+
+
+def test_every_read_of_the_operator_function_without_query_parameters_is_covered():
+    reading = {op.id for op in spec.OPERATIONS if op.function == "operator"
+               and op.method == "GET" and op.permissions
+               and not any(p.where == "query" for p in op.params)}  # fmt: skip
+    assert reading == set(READING)
+
+
+@pytest.mark.parametrize("operation", sorted(READING))
+def test_a_read_refuses_a_query_parameter_it_does_not_take(runtime, operation):
+    sample, params = READING[operation]
+    answer = call(sample, params=params, query={"limit": "500"}, groups=GROUPS)
+    assert answer.status == 422, (operation, answer.body)
+    assert answer.body["error"]["details"]["field"] == "limit"
+    assert "not a known query parameter" in answer.body["error"]["message"]
+
+
 # Each operation of the operator function that takes no body: its sample and path parameters.
 BODILESS = {
     "runTransition": ("transition", {"id": ITEM, "name": "cancel"}),

@@ -172,6 +172,11 @@ def status_text(status: int, op: Any) -> str:
         return ("Invalid input (`invalid`): a query parameter that is not one of the "
                 "operation's or is given more than once, or `redirect` other than true or "
                 "false (details.field names it).")
+    if status == 422 and op.method == "GET" and not any(p.where == "query" for p in op.params):
+        receiver = any(p.name == "receiver" for p in op.params)
+        return ("Invalid input (`invalid`): a query parameter, which this operation takes none "
+                "of" + (", or a receiver that is neither an email address nor an E.164 number"
+                        if receiver else "") + " (details.field names it).")
     if status == 422 and op.body is None and any(p.where == "query" for p in op.params):
         return ("Invalid input (`invalid`): a query parameter that is not one of the "
                 "operation's, is given more than once, or has a value it may not take "

@@ -230,7 +230,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "The item, the content it shares with the other receivers of its request, its "
               "attachments (with a download path each) and its history, oldest first: the first "
               "100 entries, with `history_cursor` to read the rest with getItemHistory.",
-              _READ, (_ID,), answer="ItemDetail", errors=(404,)),
+              _READ, (_ID,), answer="ItemDetail", errors=(404, 422)),
     Operation("getItemHistory", "GET", "/queue-items/{id}/history", "operator", "queue-items",
               "Read an item's history, a page at a time",
               "The item's history, oldest first, from where `cursor` says. An item's view "
@@ -269,7 +269,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "Read one done item, with content, attachments and history",
               "As getQueueItem, for a done item only: an item that is not done is a 404 whose "
               "details.state names its state.",
-              _READ, (_ID,), answer="ItemDetail", errors=(404,)),
+              _READ, (_ID,), answer="ItemDetail", errors=(404, 422)),
     Operation("resendSentItem", "POST", "/sent-items/{id}/resend", "operator", "sent-items",
               "Send a done item again, as a new item",
               "Copies the done item into a new queued item (same method, sender, receiver, "
@@ -303,7 +303,7 @@ OPERATIONS: tuple[Operation, ...] = (
               _LIST, (Param("producer", "path", "string",
                             "The client id, or `group:<name>`.", required=True,
                             pattern=PRODUCER_PATTERN),),
-              answer="ProducerUsage", errors=(404, 503)),
+              answer="ProducerUsage", errors=(404, 422, 503)),
     Operation("listProducers", "GET", "/producers", "operator", "producers",
               "Read each producer's bounce and complaint rates against its thresholds",
               "The reputation guard's view: for each producer the stream counted an email of "
@@ -314,7 +314,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "are waiting (`parked`, whatever the level); the same for the whole account; "
               "and SES's own account reputation from CloudWatch where the deployment may read "
               f"it. Counted from the table's stream: up to {LAG_SECONDS} seconds behind.",
-              _LIST, (), answer="Producers", errors=(503,)),
+              _LIST, (), answer="Producers", errors=(422, 503)),
     Operation("listHeldItems", "GET", "/producers/{producer}/held", "operator", "producers",
               "List the items a producer's hold parked",
               "The producer's emails the reputation guard kept from SES while it is held, in "
