@@ -684,6 +684,23 @@ def test_show_and_list_say_an_item_is_held_and_which_attempt_a_late_entry_is(cap
     assert "queued (held)" in out
 
 
+def test_list_and_show_mark_a_complained_about_delivery_as_find_does(capsys, api):
+    """Found in use: `vdq list --sent` and `vdq show` read a delivery the receiver then
+    reported as spam as a plain "succeeded ... SES delivered the message", where `vdq find`
+    and the console mark it: the API gives each item's signals for that."""
+    done = item(1, method="email", state="succeeded", receiver={"email": "ada@example.org"},
+                result="SES delivered the message: 250 Ok", signals=["complaint"])  # fmt: skip
+    api.routes[("GET", "/sent-items")] = (200, {"items": [done], "cursor": None})
+    _, out, _ = run(capsys, "list", "--sent")
+    header, _, row = out.splitlines()
+    assert header.split() == ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED",
+                              "SIGNALS", "RESULT"]  # fmt: skip
+    assert row.split()[6] == "complaint", out
+    api.routes[("GET", f"/queue-items/{done['id']}")] = (200, done)
+    _, out, _ = run(capsys, "show", done["id"])
+    assert "     signals  complaint" in out.splitlines(), out
+
+
 def test_suppressions_name_what_a_suppression_covers_for_mail_and_sms(capsys, api):
     """Found in use: an SMS opt-out was listed as covering "(all mail)", and a receiver that
     had left one list read "not suppressed" as its whole answer."""

@@ -112,10 +112,16 @@ def result_of(item: dict[str, Any]) -> str:
     return f"Cancelled: not sent again. A provider result of an earlier attempt: {result}"
 
 
+def signals_of(item: dict[str, Any]) -> str:
+    """The marks beside the state (a bounce, a complaint, ...): without them a delivery the
+    receiver reported as spam reads as a plain success."""
+    return safe(",".join(item.get("signals") or []))
+
+
 def item_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), safe(i.get("method")), state_of(i),
              address(i.get("receiver")), safe(i.get("attempt")),
-             safe((i.get("updated_at") or "")[:19]), clip(result_of(i), 50)]
+             safe((i.get("updated_at") or "")[:19]), signals_of(i), clip(result_of(i), 50)]
             for i in items]  # fmt: skip
 
 
@@ -135,7 +141,8 @@ def print_items(items: list[dict[str, Any]]) -> None:
         print("(no items)")
         return
     print(table(item_rows(items),
-                ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "RESULT"]))
+                ["ID", "METHOD", "STATE", "RECEIVER", "ATTEMPT", "UPDATED", "SIGNALS",
+                 "RESULT"]))  # fmt: skip
 
 
 def suppressed_note(found: dict[str, Any]) -> str:
@@ -191,7 +198,7 @@ def excerpt_of(item: dict[str, Any]) -> str:
 def found_rows(items: Iterable[dict[str, Any]]) -> list[list[str]]:
     return [[safe(i.get("id")), state_of(i), address(i.get("receiver")),
              clip(excerpt_of(i), 30), safe((i.get("queued_at") or "")[:19]),
-             safe(",".join(i.get("signals") or [])), clip(result_of(i), 40)]
+             signals_of(i), clip(result_of(i), 40)]
             for i in items]  # fmt: skip
 
 
@@ -251,7 +258,8 @@ def print_item(item: dict[str, Any]) -> None:
               ("receiver", address(item.get("receiver"))),
               ("attempt", item.get("attempt")), ("provider id", item.get("provider_id")),
               ("queued at", item.get("queued_at")), ("updated at", item.get("updated_at")),
-              ("result", result_of(item) or None), ("held", item.get("held"))]  # fmt: skip
+              ("result", result_of(item) or None), ("signals", signals_of(item)),
+              ("held", item.get("held"))]  # fmt: skip
     origin = item.get("origin")
     if isinstance(origin, dict):
         fields.append(("origin", f"{origin.get('type')}:{origin.get('id')}"))
