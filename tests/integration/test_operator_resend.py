@@ -174,6 +174,23 @@ def test_a_resend_repeated_with_its_idempotency_key_copies_once(aws, runtime):
     assert len(copies) == 2
 
 
+def test_a_resend_key_used_for_another_item_says_so_not_another_body(aws, runtime):
+    # Found in use: the 422 said the key "was already used with a different request body" to
+    # an operator who sent no body at all, only another item's id in the path.
+    first, second = email(runtime, "one@example.org", "two@example.org")
+    for item in (first, second):
+        succeed(runtime, item.id)
+    headers = {"Idempotency-Key": "resend-8"}
+    assert call("resend", params={"id": first.id}, headers=headers).status == 201
+    other = call("resend", params={"id": second.id}, headers=headers)
+    assert other.status == 422 and other.body["error"]["details"]["field"] == "Idempotency-Key"
+    message = other.body["error"]["message"]
+    assert "another item" in message and "body" not in message, message
+    assert call("bulk_resend", body={"ids": [first.id]}, headers=headers).status == 201
+    other = call("bulk_resend", body={"ids": [second.id]}, headers=headers)
+    assert other.status == 422 and "other ids" in other.body["error"]["message"], other.body
+
+
 def test_a_resend_to_a_suppressed_receiver_says_so_as_an_enqueue_does(aws, runtime):
     # An operator resending a message to a number that texted STOP since, or an address that
     # bounced, was answered 201 with plainly queued copies, which the worker then cancelled.

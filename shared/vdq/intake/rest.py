@@ -118,7 +118,7 @@ def once(kind: str, who: Caller, idempotency_key: str, body: Any, runtime: Runti
          work: Callable[[], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
     """Run ``work`` once per (caller, kind, key): a repeat with the same ``body`` returns the
     first answer (also a partial enqueue's 503), another body is a 422, a repeat while the
-    first runs is a 409. ``kind`` is "email", "sms" or "resend"."""
+    first runs is a 409. ``kind`` is "email", "sms" or a resend's operation id."""
     check_key(idempotency_key)
     request = {"caller": who.subject, "method": kind, "key": idempotency_key, "body": body}
     return _idempotent(runtime.settings.table_name, runtime.settings.idempotency_seconds)(
@@ -215,6 +215,14 @@ def _unpacked(kept: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+# What a key used before with another request names, where that is not a body: a resend of
+# one item takes none, its item is in the path.
+REUSED_KEY = {
+    "resendSentItem": "was already used to resend another item",
+    "resendSentItems": "was already used to resend other ids",
+}
+
+
 @lru_cache(maxsize=4)
 def _idempotent(table_name: str, seconds: int) -> Any:
     from aws_lambda_powertools.utilities.idempotency import (
@@ -262,8 +270,8 @@ def _idempotent(table_name: str, seconds: int) -> Any:
             logger.exception("the answer of Idempotency-Key %r was not kept", request["key"])
             answer = done[-1]
         except IdempotencyValidationError:
-            raise ValidationError(KEY_HEADER, "was already used with a different request body") \
-                from None
+            raise ValidationError(KEY_HEADER, REUSED_KEY.get(
+                request["method"], "was already used with a different request body")) from None
         except IdempotencyAlreadyInProgressError:
             raise InProgress from None
         if PARTIAL in answer:
