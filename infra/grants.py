@@ -218,10 +218,11 @@ def grant(
     # The re-publish sweep reads each lane's backlog first (GetQueueAttributes).
     _allow(functions.schedule, [*SEND_MESSAGE, "sqs:GetQueueAttributes"], send_queues)
     # The dead-letter sweep: the send lanes' dead letters, and the checks in the results
-    # queue's (received, then deleted once handled).
+    # queue's (received, then deleted once handled; what it leaves given back at once).
     dead_letter_queues = [lane.dead_letters.queue_arn for lane in messaging.send_lanes.values()]
     dead_letter_queues.append(messaging.results.dead_letters.queue_arn)
-    _allow(functions.schedule, ["sqs:ReceiveMessage", "sqs:DeleteMessage"], dead_letter_queues)
+    _allow(functions.schedule, ["sqs:ReceiveMessage", "sqs:DeleteMessage",
+                                "sqs:ChangeMessageVisibility"], dead_letter_queues)  # fmt: skip
     # Long scheduled sends: due-time buckets queried by time, and a cursor a shard.
     _allow(functions.schedule, [*QUERY, "dynamodb:GetItem", "dynamodb:PutItem"],
            [table.table_arn], conditions=_leading_keys(SCHEDULED_PREFIX))  # fmt: skip

@@ -195,13 +195,14 @@ def test_producers_may_only_send_messages_to_the_queues_they_publish_to(synth):
     # retries, to the schedules' dead-letter queue (the mapping's on-failure destination).
     schedule_dlq = {"Fn::GetAtt": [synth.logical_id(synth.stack.schedules.dead_letters), "Arn"]}
     # Its dead-letter sweep receives and deletes the send lanes' dead letters and the results
-    # queue's (vdq.schedules.dead_letters): only those.
+    # queue's, giving back at once what it leaves (vdq.schedules.dead_letters): only those.
     messaging = synth.stack.messaging
     dead = [{"Fn::GetAtt": [synth.logical_id(q.dead_letters), "Arn"]}
             for q in (*messaging.send_lanes.values(), messaging.results)]  # fmt: skip
     also = {"schedule": [(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
                           schedule_dlq),
-                         (["sqs:DeleteMessage", "sqs:ReceiveMessage"], _sorted(dead))]}  # fmt: skip
+                         (["sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
+                           "sqs:ReceiveMessage"], _sorted(dead))]}  # fmt: skip
     for name, actions in expected.items():
         function = synth.stack.functions.by_name[name]
         sqs = [s for s in synth.role_statements(function)

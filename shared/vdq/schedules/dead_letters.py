@@ -48,21 +48,41 @@ def dead_letters(runtime: Runtime, report: Report) -> None:
 def _drain(url: str, runtime: Runtime, report: Report,
            handle: Callable[[dict[str, Any], Runtime, Report], bool]) -> None:  # fmt: skip
     sqs = runtime.client("sqs")
-    for _ in range(DEAD_LETTER_ROUNDS):
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                  AttributeNames=["ApproximateReceiveCount"]).get("Messages", [])
-        if not got:
-            return
-        for message in got:
-            try:
-                handled = handle(message, runtime, report)
-            except Exception:
-                report.add("failed")
-                logger.exception("dead letter %s not handled; the next run tries again",
-                                 message.get("MessageId"))  # fmt: skip
-                continue
-            if handled:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    left: list[str] = []  # receipt handles of what stays for an operator (or the next run)
+    try:
+        for _ in range(DEAD_LETTER_ROUNDS):
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                      AttributeNames=["ApproximateReceiveCount"]
+                                      ).get("Messages", [])  # fmt: skip
+            if not got:
+                return
+            for message in got:
+                try:
+                    handled = handle(message, runtime, report)
+                except Exception:
+                    report.add("failed")
+                    logger.exception("dead letter %s not handled; the next run tries again",
+                                     message.get("MessageId"))  # fmt: skip
+                    handled = False
+                if handled:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                else:
+                    left.append(message["ReceiptHandle"])
+    finally:
+        _give_back(sqs, url, left)
+
+
+def _give_back(sqs: Any, url: str, handles: list[str]) -> None:
+    """Make what the run left visible again at once, not after the queue's visibility timeout:
+    an operator's look (receive-message) or redrive (a message move task) then finds all of
+    it. Only at the end of the run, so that its later receives reach the messages behind."""
+    for start in range(0, len(handles), 10):
+        entries = [{"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                   for n, handle in enumerate(handles[start:start + 10])]  # fmt: skip
+        try:
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        except Exception:  # they come back after the visibility timeout all the same
+            logger.exception("dead letters not given back at once")
 
 
 def dead_send(message: dict[str, Any], runtime: Runtime, report: Report) -> bool:
