@@ -34,14 +34,16 @@ $(NODE_STAMP): package-lock.json
 	else echo "npm not found: install Node.js to use npx cdk"; fi
 
 # Two pytest runs side by side, one per core: the long, CPU-bound model-based reliability suite
-# (2,000 schedules) and everything else. Each prints its own summary; either failing fails.
+# (2,000 schedules), then the reputation guard's browser tests, beside everything else (the two
+# take about as long). Each prints its own summary; either failing fails.
+BESIDE := tests/reliability tests/e2e/test_reputation.py
 test: venv browser
 	@rel=$$(mktemp); \
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability $(PYTEST_ARGS) >$$rel 2>&1 & \
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(BESIDE) $(PYTEST_ARGS) >$$rel 2>&1 & \
 	pid=$$!; status=0; \
-	$(BIN)/python -m pytest -q --ignore=tests/reliability $(PYTEST_ARGS) || status=$$?; \
+	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(BESIDE)) $(PYTEST_ARGS) || status=$$?; \
 	wait $$pid || status=$$?; \
-	echo; echo "== tests/reliability"; cat $$rel; rm -f $$rel; exit $$status
+	echo; echo "== $(BESIDE)"; cat $$rel; rm -f $$rel; exit $$status
 
 # The unit and integration suites again on the functions' Python minor (3.13, as Lambda runs
 # them), in a venv of its own at the development lock's versions. Hashes are left out: the lock
