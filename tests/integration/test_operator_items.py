@@ -44,6 +44,15 @@ def test_a_queue_item_is_shown_in_any_state_a_sent_item_only_when_done(aws, runt
     assert answer.status == 404 and "queued" in answer.body["error"]["message"]
 
 
+@pytest.mark.parametrize("name", ["get_queue_item", "get_sent_item", "get_item_history"])
+def test_an_id_in_lower_case_reads_its_item(aws, runtime, name):
+    [item] = sms(runtime)
+    succeed(runtime, item.id)
+    answer = call(name, params={"id": item.id.lower()})
+    assert answer.status == 200, answer.body
+    assert answer.body.get("id", item.id) == item.id
+
+
 @pytest.mark.parametrize("name", ["get_queue_item", "get_sent_item"])
 def test_unknown_ids_are_404_and_reading_needs_read_permission(aws, runtime, name):
     [item] = sms(runtime)

@@ -73,6 +73,19 @@ def test_bulk_resend_copies_every_item(aws, runtime):
     assert sorted(m["id"] for m in drain(aws)) == sorted(c["id"] for c in answer.body["items"])
 
 
+def test_a_resend_reads_an_id_in_lower_case_as_its_item(aws, runtime):
+    [one, two] = sms(runtime, "+14155550100", "+14155550101")
+    for item in (one, two):
+        succeed(runtime, item.id)
+    drain(aws)
+    answer = call("resend", params={"id": one.id.lower()})
+    assert answer.status == 201, answer.body
+    assert [c["resent_from"] for c in answer.body["items"]] == [one.id]
+    answer = call("bulk_resend", body={"ids": [f" {two.id.lower()} ", two.id]})
+    assert answer.status == 201, answer.body
+    assert [c["resent_from"] for c in answer.body["items"]] == [two.id]  # one item, once
+
+
 def test_bulk_resend_checks_every_id_first_and_creates_nothing_on_a_404(aws, runtime):
     [done, active] = sms(runtime, "+14155550100", "+14155550101")
     succeed(runtime, done.id)

@@ -129,6 +129,12 @@ def test_an_id_is_a_search_of_one(aws, runtime):
     assert ids_of(call("search", query={"id": "0" * 26})) == []
 
 
+def test_an_id_typed_in_lower_case_or_with_spaces_is_found(aws, runtime):
+    [item] = email(runtime, "ada@example.org")
+    for typed in (item.id.lower(), f" {item.id} ", f"{item.id.lower()}\n"):
+        assert ids_of(call("search", query={"id": typed})) == [item.id], typed
+
+
 def test_work_is_bounded_and_a_page_may_come_back_short_with_a_cursor(aws, runtime, clock,
                                                                      monkeypatch):  # fmt: skip
     for _ in range(12):

@@ -62,3 +62,9 @@ def _encoded(value: int) -> str:
 
 def is_id(text: str) -> bool:
     return len(text) == LENGTH and all(c in _ALPHABET for c in text)
+
+
+def typed(text: str) -> str:
+    """An id as an operator types or pastes it (Crockford base32 is read in any case, and a
+    copy often brings a space or a line end) in the form it is stored in."""
+    return text.strip().upper()

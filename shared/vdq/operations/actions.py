@@ -135,7 +135,7 @@ def resend_flagged(item_ids: list[str], who: Caller, runtime: Runtime) -> Resent
     # A resend answers with the copies' sender and receiver: the caller must be allowed to
     # read the items it copies (the read gates of the item views).
     who.require(READ_PERMISSION)
-    wanted = list(dict.fromkeys(item_ids))
+    wanted = list(dict.fromkeys(ids.typed(i) for i in item_ids))
     found = runtime.store.get_items(i for i in wanted if ids.is_id(i))
     missing = [i for i in wanted if i not in found or not workflow.is_done(found[i].state)]
     if missing:

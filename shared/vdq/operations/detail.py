@@ -42,6 +42,7 @@ def attachment_json(record: AttachmentRecord) -> dict[str, Any]:
 
 def find_item(item_id: str, runtime: Runtime, *, sent_only: bool = False) -> QueueItemRecord:
     """The item, or NotFound; with ``sent_only`` also NotFound for an item not done."""
+    item_id = ids.typed(item_id)
     item = runtime.store.get_item(item_id) if ids.is_id(item_id) else None
     return _found(item_id, item, sent_only=sent_only)
 
@@ -67,6 +68,7 @@ def read_item(item_id: str, runtime: Runtime, *,
     the history ends in another state than the item's (a change committed between the two
     reads), both are read again, at most ``HISTORY_READS`` times in all; then the last read is
     answered (its item newer than its history, never older). NotFound as ``find_item``."""
+    item_id = ids.typed(item_id)
     item: QueueItemRecord | None = None
     stored: Entries = {}
     for _ in range(HISTORY_READS if ids.is_id(item_id) else 0):

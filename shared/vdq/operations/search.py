@@ -176,6 +176,7 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
     if name in ("receiver", "sender"):
         return Query(name, typed_receiver(value, name, query=True), **common)
     if name == "id":
+        value = ids.typed(value)
         if not ids.is_id(value):
             raise ValidationError("id", "must be an item id (26 characters of Crockford "
                                         "base32)")  # fmt: skip

@@ -87,8 +87,8 @@ class Operation(NamedTuple):
         return self.path.replace("{", "<").replace("}", ">")
 
 
-_ID = Param("id", "path", "string", "The queue item's id (26 characters, Crockford base32).",
-            required=True, pattern=ids.PATTERN)  # fmt: skip
+_ID = Param("id", "path", "string", "The queue item's id (26 characters, Crockford base32; "
+            "read in any case).", required=True, pattern=ids.PATTERN, loose=True)  # fmt: skip
 _LIMIT = Param("limit", "query", "integer", "How many items one page holds at most.",
                minimum=1, maximum=MAX_LIMIT, default=DEFAULT_LIMIT)  # fmt: skip
 def _cursor(where_from: str, first: str) -> Param:
@@ -430,8 +430,9 @@ OPERATIONS: tuple[Operation, ...] = (
                       Param("sender", "query", "string", "Items sent from this address or "
                             "number (compared as a receiver is).", max_length=254,
                             pattern=RECEIVER_PATTERN, loose=True),
-                      Param("id", "query", "string", "The item with this id.",
-                            pattern=ids.PATTERN),
+                      Param("id", "query", "string", "The item with this id (read in any "
+                            "case, surrounding spaces left out).",
+                            pattern=ids.PATTERN, loose=True),
                       Param("since", "query", "string", "Only items queued at or after this "
                             "time: RFC 3339 with an offset, or a date (UTC midnight).",
                             max_length=40, pattern=TIME_PATTERN, loose=True),
