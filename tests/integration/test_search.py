@@ -324,6 +324,16 @@ def test_a_number_written_with_its_trunk_zero_in_brackets_finds_its_items(aws, r
         assert ids_of(call("search", query={"receiver": typed})) == [text.id], typed
 
 
+def test_a_number_typed_with_the_international_prefix_00_finds_its_items(aws, runtime):
+    # Most of the world dials abroad with 00 and prints numbers so: 0044 7700 900123 is
+    # +447700900123 (no number of any plan begins with 00 once its country code is given).
+    [uk, us] = sms(runtime, "+447700900123", "+14155550100")
+    for typed, item in (("0044 7700 900123", uk), ("0044 (0)7700 900123", uk),
+                        ("00447700900123", uk), ("001 415 555 0100", us),
+                        ("001-415-555-0100", us)):  # fmt: skip
+        assert ids_of(call("search", query={"receiver": typed})) == [item.id], typed
+
+
 def test_a_number_typed_in_brackets_without_its_country_code_is_told_what_is_missing(aws,
                                                                                     runtime):
     answer = call("search", query={"receiver": "(415) 555-0100"})

@@ -416,7 +416,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "`cursor` is null.",
               _LIST, (Param("receiver", "query", "string", "Items sent to this receiver: "
                             + RECEIVER_TEXT + " A number may be typed with spaces, dots, "
-                            "dashes or brackets: +1 (415) 555-0100.", max_length=254,
+                            "dashes or brackets, and with 00 for its +: +1 (415) 555-0100, "
+                            "0044 7700 900123.", max_length=254,
                             pattern=RECEIVER_PATTERN, loose=True),
                       Param("origin_type", "query", "string", "Items of this origin (with "
                             "`origin_id`): its kind of record, as the request named it.",

@@ -53,6 +53,9 @@ _SEPARATORS = re.compile(r"[ ().-]")
 # The trunk prefix a national number is dialled with, printed after the country code in
 # brackets: +44 (0)7700 900123 is +447700900123.
 _TRUNK_ZERO = re.compile(r"^(\+[0-9 ]+?) ?\( ?0 ?\)", re.ASCII)
+# The international prefix most countries dial abroad with, printed in place of the +:
+# 0044 7700 900123 is +447700900123 (no number begins with 00 after its country code).
+_INTERNATIONAL = re.compile(r"^00(?=[ ().-]*[1-9])", re.ASCII)
 # Spaces a number copied from a page or a document may hold (no-break, figure, narrow).
 _SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
 # An address as a mail client's To: line shows it: ``Ada Lovelace <ada@example.org>``.
@@ -63,9 +66,10 @@ def typed_receiver(value: str, field: str, *, query: bool = False, lookup: bool 
     """A receiver as an operator types it in a query or a path: an address (compared in lower
     case; surrounding spaces, a display name and its brackets left out, an internationalised
     domain in its ASCII form), or a number however it is printed (``+1 (415) 555-0100``,
-    ``+44 (0)7700 900123``: its spaces, dots, dashes, brackets and bracketed trunk 0 left out);
-    a 422 naming ``field`` otherwise. ``query``: from a query string, which decodes a + as a
-    space (``?receiver=+1415...``): such a number, or address, is told to write it as %2B.
+    ``+44 (0)7700 900123``, ``0044 7700 900123``: its spaces, dots, dashes, brackets and
+    bracketed trunk 0 left out, a leading 00 read as the +); a 422 naming ``field`` otherwise.
+    ``query``: from a query string, which decodes a + as a space (``?receiver=+1415...``): such
+    a number, or address, is told to write it as %2B.
     ``lookup``: a +1 number outside the North American plan, which items and entries stored
     before that rule may hold, is found too (an addition refuses it, as enqueue does)."""
     if "@" not in value and _NUMBER.fullmatch(value.translate(_SPACES).strip()):
@@ -74,7 +78,8 @@ def typed_receiver(value: str, field: str, *, query: bool = False, lookup: bool 
                 and len(value) <= validation.MAX_CELL):  # fmt: skip
             raise ValidationError(field, f"{value.strip()!r} lost its +: a query string "
                                   "decodes + as a space, so write it as %2B")  # fmt: skip
-        value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value.strip()))
+        value = _INTERNATIONAL.sub("+", value.strip())
+        value = _SEPARATORS.sub("", _TRUNK_ZERO.sub(r"\1", value))
     elif "@" in value:
         value = _address(value, field, query=query)
     return receiver(value, field, stored=lookup)
