@@ -123,6 +123,25 @@ def test_a_sender_and_a_time_window_read_the_postings_of_the_window(aws, runtime
     assert ids_of(call("search", query=lower)) == [middle[0].id, early[0].id]
 
 
+def test_a_time_with_nanoseconds_or_surrounding_spaces_is_read_as_send_at_reads_it(aws, runtime):
+    # RFC 3339 takes any number of fraction digits (Go and `date --rfc-3339=ns` write nine).
+    [item] = email(runtime, "ada@example.org")
+    start = item.queued_at[:19]
+    for since in (f"{start}.000000000Z", f" {start}Z ", f"{start}.0000001+00:00"):
+        assert ids_of(call("search", query={"since": since})) == [], since  # not posted yet
+        assert ids_of(call("search", query={"receiver": "ada@example.org",
+                                            "since": since})) == [item.id], since  # fmt: skip
+    later = f"{start}.999999999Z"
+    assert ids_of(call("search", query={"receiver": "ada@example.org", "since": later})) == []
+
+
+def test_an_offset_whose_plus_a_query_string_decoded_is_a_422_saying_how_to_write_it(aws,
+                                                                                     runtime):
+    answer = call("search", query={"since": "2026-12-07T09:00:00 02:00"})
+    assert answer.status == 422 and answer.body["error"]["details"]["field"] == "since"
+    assert "%2B" in answer.body["error"]["message"]
+
+
 def test_an_id_is_a_search_of_one(aws, runtime):
     [item] = email(runtime, "ada@example.org")
     assert ids_of(call("search", query={"id": item.id})) == [item.id]

@@ -71,9 +71,12 @@ SES_HINT_SPAN = timedelta(hours=2)
 KEYS = ("receiver", "origin", "provider_id", "sender", "id")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # an id's time counts from it
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
-# RFC 3339 takes a lower-case t and z as well (its section 5.6).
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})",
+# RFC 3339 takes a lower-case t and z as well, and any number of fraction digits (its section
+# 5.6); Python reads at most microseconds.
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})",
                    re.ASCII)  # fmt: skip
+# An offset whose + a query string decoded as a space.
+_LOST_PLUS = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)? \d{2}:\d{2}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -125,20 +128,27 @@ def _text(at: datetime | None) -> str | None:
 
 def parse_time(value: str, field: str, *, end: bool = False) -> datetime:
     """An RFC 3339 time with an offset, or a date (UTC: its start, or with ``end`` its last
-    moment), in UTC; a 422 naming ``field`` otherwise, and for a time before 1970 (an id, whose
-    start is its enqueue time, counts from then) or one past what a date holds in UTC."""
+    moment), in UTC, surrounding spaces left out; a 422 naming ``field`` otherwise, and for a
+    time before 1970 (an id, whose start is its enqueue time, counts from then) or one past
+    what a date holds in UTC."""
+    value = value.strip()
     if _DATE.fullmatch(value):
         try:
             day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError:
             raise ValidationError(field, f"{value!r} is not a date") from None
         at = day + timedelta(days=1, microseconds=-1) if end else day
-    elif not _TIME.fullmatch(value):
+    elif _LOST_PLUS.fullmatch(value):
+        raise ValidationError(field, f"{value!r} lost the + of its offset: a query string "
+                                     "decodes + as a space, so write it as %2B")  # fmt: skip
+    elif not (time := _TIME.fullmatch(value)):
         raise ValidationError(field, "must be an RFC 3339 time with an offset "
                                      "(2026-12-24T09:00:00Z) or a date (2026-12-24)")  # fmt: skip
     else:
+        fraction = time.group(1) or ""
+        text = value.replace(fraction, fraction[:7], 1) if len(fraction) > 7 else value
         try:
-            at = datetime.fromisoformat(value.upper().replace("Z", "+00:00")).astimezone(UTC)
+            at = datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
         except (ValueError, OverflowError):
             raise ValidationError(field, f"{value!r} is not a valid time") from None
     if at < EPOCH:
