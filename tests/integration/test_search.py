@@ -372,6 +372,15 @@ def test_an_address_as_copied_with_spaces_or_its_name_finds_its_items(aws, runti
     assert call("search", query={"sender": sender}).status == 200  # compared as a receiver is
 
 
+@pytest.mark.parametrize("typed", ["ada@example.org.", "ADA@Example.ORG. ",
+                                   "Ada <ada@example.org.>"])
+def test_an_address_with_its_domain_written_fully_qualified_finds_its_items(aws, runtime, typed):
+    # A domain's trailing dot names the same domain (the DNS root), and a sentence's full stop
+    # comes with an address copied from it.
+    [mail] = email(runtime, "ada@example.org")
+    assert ids_of(call("search", query={"receiver": typed})) == [mail.id]
+
+
 def test_an_address_whose_plus_a_query_string_decoded_is_a_422_saying_how_to_write_it(aws,
                                                                                       runtime):
     # ?receiver=ada+news@example.org arrives as "ada news@example.org".

@@ -64,10 +64,11 @@ _NAMED = re.compile(r"[^<>]*<([^<>]*)>")
 
 def typed_receiver(value: str, field: str, *, query: bool = False, lookup: bool = True) -> str:
     """A receiver as an operator types it in a query or a path: an address (compared in lower
-    case; surrounding spaces, a display name and its brackets left out, an internationalised
-    domain in its ASCII form), or a number however it is printed (``+1 (415) 555-0100``,
-    ``+44 (0)7700 900123``, ``0044 7700 900123``: its spaces, dots, dashes, brackets and
-    bracketed trunk 0 left out, a leading 00 read as the +); a 422 naming ``field`` otherwise.
+    case; surrounding spaces, a display name and its brackets, a fully qualified domain's
+    trailing dot left out, an internationalised domain in its ASCII form), or a number however
+    it is printed (``+1 (415) 555-0100``, ``+44 (0)7700 900123``, ``0044 7700 900123``: its
+    spaces, dots, dashes, brackets and bracketed trunk 0 left out, a leading 00 read as the +);
+    a 422 naming ``field`` otherwise.
     ``query``: from a query string, which decodes a + as a space (``?receiver=+1415...``): such
     a number, or address, is told to write it as %2B.
     ``lookup``: a +1 number outside the North American plan, which items and entries stored
@@ -91,6 +92,9 @@ def _address(value: str, field: str, *, query: bool) -> str:
     if named:
         text = named.group(1).strip()
     local, at, domain = text.rpartition("@")
+    if at and domain.endswith(".") and not domain.endswith(".."):
+        domain = domain[:-1]  # fully qualified (the DNS root): the same domain
+        text = f"{local}@{domain}"
     if query and at and " " in local.strip():
         raise ValidationError(field, f"{text!r} is not a valid email address (a query string "
                               "decodes + as a space: write a + as %2B)")  # fmt: skip
