@@ -202,7 +202,7 @@ def find(args: argparse.Namespace) -> int:
                         ("priority", "priority"), ("cursor", "cursor")):  # fmt: skip
         if getattr(args, name, None):
             params[param] = getattr(args, name)
-    if "id" in params:  # Crockford base32 reads either case; the API takes upper case
+    if "id" in params:  # Crockford base32 reads either case; an API of before took upper case
         params["id"] = params["id"].strip().upper()
     if not ({"receiver", "origin_type", "provider_id", "sender", "id", "since"} & set(params)):
         raise UsageError("say what to find: --to, --origin, --provider-id, --from, --id or "
