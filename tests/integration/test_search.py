@@ -100,6 +100,22 @@ def test_a_provider_id_is_found_by_its_mapping_or_by_the_postings(aws, runtime):
     assert ids_of(call("search", query={"provider_id": "0100019a-other"})) == []
 
 
+def test_a_provider_id_pasted_with_spaces_or_in_other_case_finds_its_item(aws, runtime):
+    # Copied from a log line or a provider's console: a line end comes along, or the hex is
+    # upper-cased. Twilio's SIDs and SES's IDs are written in lower-case hex.
+    [text] = sms(runtime)
+    move(runtime, text.id, "send")
+    sid = "SM" + "ab" * 16
+    move(runtime, text.id, "await", provider_id=sid)
+    for typed in (f" {sid}", f"{sid}\n", sid.upper(), sid.lower()):
+        assert ids_of(call("search", query={"provider_id": typed})) == [text.id], typed
+    ses = "0100019a2b3c4d5e-1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-000000"
+    [mail] = email(runtime, "ada@example.org")
+    move(runtime, mail.id, "send")
+    move(runtime, mail.id, "await", provider_id=ses)
+    assert ids_of(call("search", query={"provider_id": f"{ses.upper()} "})) == [mail.id]
+
+
 def test_a_sender_and_a_time_window_read_the_postings_of_the_window(aws, runtime, clock):
     early = email(runtime, "a@example.org")
     clock.advance(3600)

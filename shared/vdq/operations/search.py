@@ -192,6 +192,7 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
                                         "base32)")  # fmt: skip
         return Query("id", value, **common)
     if name == "provider_id":
+        value = _provider_id(value.strip())
         if len(value) > 256 or not re.fullmatch(PROVIDER_ID_PATTERN, value):
             raise ValidationError("provider_id", "must be an SES message ID or a Twilio SID")
         return Query("provider_id", value, **common)
@@ -204,6 +205,15 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
                               str(exc.message).split(": ", 1)[-1]) from None
     assert found is not None
     return Query("origin", origin=(found.type, found.id), **common)
+
+
+def _provider_id(value: str) -> str:
+    """A provider ID as its provider writes it, whatever case a copy gave it: a Twilio SID's
+    and an SES message ID's hex digits are lower case (a SID's prefix upper)."""
+    sid = value[:2].upper() + value[2:].lower()
+    if TWILIO_SID.fullmatch(sid):
+        return sid
+    return value.lower() if SES_ID.fullmatch(value.lower()) else value
 
 
 def search(runtime: Runtime, params: dict[str, Any]) -> dict[str, Any]:

@@ -426,8 +426,9 @@ OPERATIONS: tuple[Operation, ...] = (
                             "`origin_type`).", max_length=MAX_ORIGIN_PART,
                             pattern=SINGLE_LINE_REQUIRED),
                       Param("provider_id", "query", "string", "The item a provider's message "
-                            "ID or SID belongs to.", max_length=256,
-                            pattern=PROVIDER_ID_PATTERN),
+                            "ID or SID belongs to (surrounding spaces left out; a Twilio SID "
+                            "or an SES message ID in any case).", max_length=256,
+                            pattern=PROVIDER_ID_PATTERN, loose=True),
                       Param("sender", "query", "string", "Items sent from this address or "
                             "number (compared as a receiver is).", max_length=254,
                             pattern=RECEIVER_PATTERN, loose=True),
