@@ -66,6 +66,13 @@ def test_the_six_server_transitions_are_refused_to_every_user(aws, runtime, name
     assert runtime.store.get_item(item.id).state == "queued"
 
 
+def test_a_transition_reads_an_id_in_lower_case_as_its_item(aws, runtime):
+    item = _errored(runtime)
+    answer = _transition(item.id.lower(), "retry")
+    assert answer.status == 200, answer.body
+    assert answer.body["item"]["id"] == item.id and answer.body["to_state"] == "queued"
+
+
 def test_no_identity_is_401_unknown_item_or_transition_is_404(aws, runtime):
     item = _errored(runtime)
     answer = call("transition", params={"id": item.id, "name": "retry"}, query={},
