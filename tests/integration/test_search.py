@@ -252,6 +252,19 @@ def test_stats_count_each_hour_and_each_day_with_a_reputation_breakdown(aws, run
     assert answer.status == 422 and answer.body["error"]["details"]["field"] == "breakdown"
 
 
+def test_a_count_is_of_entries_into_a_state_so_a_retried_item_counts_twice(aws, runtime):
+    # As the documents say: the errored list shows the item once, its count is two.
+    [item] = sms(runtime)
+    move(runtime, item.id, "send", "error")
+    assert call("transition", params={"id": item.id, "name": "retry"}, query={}).status == 200
+    move(runtime, item.id, "send", "error")
+    Stream(aws["table"]).window()
+    totals = call("stats", query={}).body["totals"]["sms"]
+    assert totals["queued"] == 1 and totals["errored"] == 2
+    listed = call("list_queue_items", query={"state": "errored"}).body["items"]
+    assert [i["id"] for i in listed] == [item.id]
+
+
 @pytest.mark.parametrize("unread", [2, 1000])
 def test_counters_dynamodb_leaves_unread_are_asked_again_never_read_as_zero(aws, runtime,
                                                                            monkeypatch, unread):

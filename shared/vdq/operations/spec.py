@@ -448,15 +448,18 @@ OPERATIONS: tuple[Operation, ...] = (
                               "for the first page")),
               answer="ItemPage", errors=(400, 422)),
     Operation("getStats", "GET", "/stats", "operator", "stats",
-              "Count the items that entered each state, per hour or per day",
-              "How many items were queued, sent (a provider took them), delivered, bounced, "
-              "complained about, rejected, errored, left unconfirmed or cancelled: per hour "
-              "over the last 24 hours (`period=hours`) or per day over the last 30 "
-              "(`period=days`), by method, with the totals. `breakdown` adds, for the last 24 "
-              "hours, each producer's (or each sender identity's) email sent, delivered, "
-              "bounced, complained and rejected: its sending reputation (its SMS are in the "
-              "counts by method, not here). Counted from the table's "
-              f"stream: a count follows what happened by up to {LAG_SECONDS} seconds.",
+              "Count what entered each state, per hour or per day",
+              "How many items were queued, and how often items were sent (a provider took "
+              "them), delivered, bounced, complained about, rejected, errored, left "
+              "unconfirmed or cancelled: per hour over the last 24 hours (`period=hours`) or "
+              "per day over the last 30 (`period=days`), by method, with the totals. An item "
+              "counts each time it enters a state (one retried that errors again counts twice "
+              "in `errored`): a count may exceed the items a list shows in that state. "
+              "`breakdown` adds, for the last 24 hours, each producer's (or each sender "
+              "identity's) email sent, delivered, bounced, complained and rejected: its "
+              "sending reputation (its SMS are in the counts by method, not here). Counted "
+              "from the table's stream: a count follows what happened by up to "
+              f"{LAG_SECONDS} seconds.",
               _LIST, (Param("period", "query", "string", "Hourly buckets of the last 24 "
                             "hours, or daily ones of the last 30 days.", enum=PERIODS,
                             default="hours"),

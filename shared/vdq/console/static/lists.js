@@ -141,7 +141,8 @@ export function countsPanel({ hourly = false } = {}) {
           el("span", { class: "split" }, parts)));
     }));
     note.textContent = `Counted from the table's stream: a count follows what happened by up `
-      + `to ${stats.lag_seconds} seconds. Hours in UTC.`;
+      + `to ${stats.lag_seconds} seconds. An item counts each time it enters a state (retried `
+      + `and errored again, twice). Hours in UTC.`;
     if (hours) hours.replaceChildren(hourTable(stats));
   };
   return { node: section, refresh };
