@@ -158,6 +158,14 @@ def test_an_offset_whose_plus_a_query_string_decoded_is_a_422_saying_how_to_writ
     assert "%2B" in answer.body["error"]["message"]
 
 
+@pytest.mark.parametrize("typed", ["MG" + "ab" * 16, " mg" + "ab" * 16, "MG" + "AB" * 16])
+def test_a_messaging_service_sender_is_found_in_any_case(aws, runtime, typed):
+    # A SID is copied from Twilio's console or a config file, its hex in either case.
+    [text] = vdq.add_sms("MG" + "ab" * 16, ["+14155550100"], "hi", runtime=runtime)
+    Stream(aws["table"]).window()
+    assert ids_of(call("search", query={"sender": typed})) == [text.id]
+
+
 def test_an_id_is_a_search_of_one(aws, runtime):
     [item] = email(runtime, "ada@example.org")
     assert ids_of(call("search", query={"id": item.id})) == [item.id]

@@ -106,7 +106,8 @@ class Query:
             return False
         if self.by == "receiver" and normalize(item.receiver) != self.value:
             return False
-        if self.by == "sender" and normalize(item.sender) != self.value:
+        # A sender as its postings name it: in lower case (a Messaging Service SID's hex too).
+        if self.by == "sender" and normalize(item.sender).lower() != self.value.lower():
             return False
         return not (self.by == "provider_id" and item.provider_id != self.value)
 
@@ -181,8 +182,9 @@ def parse(params: dict[str, Any], now: datetime) -> Query:
         return Query("time", **common)
     name = given[0]
     value = params[name]
-    if name == "sender" and re.match(MESSAGING_SERVICE_SID, value.strip()):
-        return Query(name, value.strip(), **common)  # an SMS sent through a Messaging Service
+    if name == "sender" and re.match(MESSAGING_SERVICE_SID, value.strip(), re.IGNORECASE):
+        # An SMS sent through a Messaging Service: its SID's hex is read in either case.
+        return Query(name, "MG" + value.strip()[2:].lower(), **common)
     if name in ("receiver", "sender"):
         return Query(name, typed_receiver(value, name, query=True), **common)
     if name == "id":

@@ -430,7 +430,8 @@ OPERATIONS: tuple[Operation, ...] = (
                             "or an SES message ID in any case).", max_length=256,
                             pattern=PROVIDER_ID_PATTERN, loose=True),
                       Param("sender", "query", "string", "Items sent from this address or "
-                            "number (compared as a receiver is).", max_length=254,
+                            "number (compared as a receiver is), or Messaging Service SID "
+                            "(MG..., in any case).", max_length=254,
                             pattern=RECEIVER_PATTERN, loose=True),
                       Param("id", "query", "string", "The item with this id (read in any "
                             "case, surrounding spaces left out).",
