@@ -84,6 +84,19 @@ def test_an_origin_finds_the_items_of_every_request_that_named_it(aws, runtime, 
     assert ids_of(call("search", query={"origin_type": "shop.order", "origin_id": "8"})) != []
 
 
+def test_an_origin_of_the_longest_type_and_id_pages_by_its_cursor(aws, runtime, clock):
+    # Each part may take 256 characters, any of them outside ASCII: the search's cursor must
+    # still fit the 2,048 characters a cursor may take, or the origin's second page is a 422.
+    origin = ("é" * 256, "\U0001f4e6" * 256)
+    items = []
+    for n in range(3):
+        items += vdq.add_email("shop@example.com", [f"r{n}@example.org"], "Hi", "Text",
+                               origin=origin, runtime=runtime)  # fmt: skip
+        clock.advance(1)
+    got, n = pages({"origin_type": origin[0], "origin_id": origin[1]}, 1)
+    assert got == [i.id for i in reversed(items)] and n == 3
+
+
 def test_a_provider_id_is_found_by_its_mapping_or_by_the_postings(aws, runtime):
     [text] = sms(runtime)
     move(runtime, text.id, "send")

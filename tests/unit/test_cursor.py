@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 
 import pytest
@@ -50,3 +52,15 @@ def test_a_cursor_not_made_for_this_list_is_a_bad_request(make):
     with pytest.raises(BadRequest) as err:
         cursor.decode(make(), KEY, "vdq")
     assert err.value.status == 400 and err.value.details["field"] == "cursor"
+
+
+def test_a_cursor_of_the_longest_filters_fits_and_one_naming_them_in_full_still_reads():
+    long_key = cursor.ListKey("search", ("origin", "é" * 256 + "\x1f" + "\U0001f4e6" * 256), 1)
+    text = cursor.encode(POSITIONS[:1], long_key, "vdq")
+    assert len(text) <= 2048 and cursor.decode(text, long_key, "vdq") == POSITIONS[:1]
+    # A cursor a release before wrote (its filters in full) reads on after an upgrade.
+    payload = json.dumps({"v": 1, "i": "active", "f": list(KEY.filters), "n": 4, "p": POSITIONS},
+                         separators=(",", ":")).encode()  # fmt: skip
+    signature = hmac.new(cursor._key("vdq"), payload, hashlib.sha256).digest()[:16]
+    old = f"{cursor._b64(payload)}.{cursor._b64(signature)}"
+    assert cursor.decode(old, KEY, "vdq") == POSITIONS

@@ -2,8 +2,10 @@
 
 A cursor names the list it belongs to (index, filters, shard count), so a cursor of another
 list, another deployment or one edited by hand is refused with a 400 instead of reading from a
-made-up position. The signature is an integrity check, not a secret: a caller who may list
-may start anywhere, so the key is derived from the table name.
+made-up position. It names the filters by their digest: a search's values (an origin of two
+256-character parts) would not fit the 2,048 characters a cursor may take. The signature is an
+integrity check, not a secret: a caller who may list may start anywhere, so the key is derived
+from the table name.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _digest(filters: tuple[str | None, ...]) -> str:
+    return _b64(hashlib.sha256(json.dumps(list(filters)).encode()).digest()[:_SIG_BYTES])
+
+
 def encode(positions: Sequence[str | None], key: ListKey, table_name: str) -> str:
     payload = json.dumps(
-        {"v": VERSION, "i": key.index, "f": list(key.filters), "n": key.shards,
+        {"v": VERSION, "i": key.index, "f": _digest(key.filters), "n": key.shards,
          "p": list(positions)},
         separators=(",", ":"),
     ).encode()  # fmt: skip
@@ -74,7 +80,8 @@ def decode(cursor: str, key: ListKey, table_name: str) -> list[str | None]:
         not isinstance(data, dict)
         or data.get("v") != VERSION
         or data.get("i") != key.index
-        or data.get("f") != list(key.filters)
+        # A cursor of the release before names its filters in full.
+        or data.get("f") not in (_digest(key.filters), list(key.filters))
         or data.get("n") != key.shards
     ):
         raise invalid
