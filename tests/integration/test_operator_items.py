@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
+from functions.operator import handler as operator_handler
 
+import vdq
+from tests.support.events import api_event
+from tests.support.lambda_context import LambdaContext
 from tests.support.operator import call, email, move, sms, succeed
+from vdq.api import LAMBDA_MAX_PAYLOAD_BYTES
 
 PDF = {"filename": "invoice.pdf", "content_type": "application/pdf",
        "content_base64": base64.b64encode(b"%PDF-1.4 x").decode()}  # fmt: skip
@@ -32,6 +38,27 @@ def test_an_item_shows_its_content_attachments_and_history(aws, runtime, clock):
     assert names == [("queued", None, "queued"), ("send", "queued", "sending"),
                      ("succeed", "sending", "succeeded")]  # fmt: skip
     assert body["history"][0]["at"] == body["queued_at"]
+
+
+def test_the_largest_non_ascii_content_a_request_carries_fits_its_items_view(aws, runtime):
+    # A body of the longest text and HTML outside ASCII reaches enqueue in UTF-8 within Lambda's
+    # 6 MiB; the view answers the same text, and escaped as \uXXXX it took three to six times
+    # that: over what Lambda returns, so API Gateway answered the operator a 502.
+    text, html = "\U0001f4e6" * 1_000_000, "<p>" + "\u00e9" * 999_993 + "</p>"
+    request = {"sender": {"email": "shop@example.com"}, "to": [{"email": "ada@example.org"}],
+               "subject": "Hi", "text": text, "html": html}
+    assert len(json.dumps(request, ensure_ascii=False).encode()) < LAMBDA_MAX_PAYLOAD_BYTES
+    [item] = vdq.add_email("shop@example.com", ["ada@example.org"], "Hi", text, html=html,
+                           runtime=runtime)  # fmt: skip
+    event = api_event("apigw_operator_get_queue_item", groups=["vdq-operators"])
+    event["pathParameters"] = {"id": item.id}
+    event["path"] = event["resource"].replace("{id}", item.id)
+    event["requestContext"]["path"] = "/prod" + event["path"]
+    response = operator_handler.handler(event, LambdaContext())
+    assert response["statusCode"] == 200
+    # The Python runtime returns a response's text as it is, in UTF-8 (since Python 3.12).
+    assert len(json.dumps(response, ensure_ascii=False).encode()) <= LAMBDA_MAX_PAYLOAD_BYTES
+    assert json.loads(response["body"])["content"]["text"] == text
 
 
 def test_a_queue_item_is_shown_in_any_state_a_sent_item_only_when_done(aws, runtime):
