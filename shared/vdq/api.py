@@ -274,7 +274,9 @@ def response(status: int, body: Any = None, headers: Mapping[str, str] | None = 
     out: dict[str, Any] = {"statusCode": status, "headers": dict(headers or {})}
     if body is not None:
         out["headers"].setdefault("Content-Type", "application/json")
-        out["body"] = json.dumps(body, separators=(",", ":"))
+        # In UTF-8, not \uXXXX: the answer of the most receivers, their names and origin outside
+        # ASCII, took up to six times its size escaped, over what Lambda returns (6 MB).
+        out["body"] = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     else:
         out["body"] = ""
     return out

@@ -14,6 +14,7 @@ from tests.support.aws import drain
 from tests.support.events import api_event
 from tests.support.lambda_context import LambdaContext
 from vdq import store as st
+from vdq.api import LAMBDA_MAX_PAYLOAD_BYTES
 from vdq.core.errors import ValidationError
 from vdq.workflow.transitions import Step, apply
 from vdq.workflow.views import item_json
@@ -94,6 +95,32 @@ def test_post_sms_creates_items(aws, runtime):
     assert status == 201
     assert body["items"][0]["receiver"]["cell"] == "+14155550100"
     assert body["items"][0]["method"] == "sms"
+
+
+def test_the_answer_of_the_most_receivers_with_the_longest_names_fits_what_lambda_returns(
+        aws, runtime):  # fmt: skip
+    # 1,000 receivers, each with the longest address and name, the longest origin: names and
+    # origin outside ASCII. Escaped as \uXXXX the 201 took 15 MB, over the 6 MB Lambda returns:
+    # API Gateway answered 502 for items stored and sent.
+    wide = "\U0001f4e6" * 256
+    domain = ".".join(label * 61 for label in "bcd") + ".ab.org"
+    receivers = [{"email": f"{n:04d}{'a' * 57}@{domain}", "name": wide} for n in range(1000)]
+    assert {len(r["email"]) for r in receivers} == {254}
+    body = {"sender": {"email": "shop@example.com", "name": wide}, "to": receivers[:1],
+            "bcc": receivers[1:], "subject": "\U0001f4e6" * 998, "text": "x",
+            "origin": {"type": wide, "id": wide}}  # fmt: skip
+    event = api_event("apigw_post_emails", body=body, groups=["vdq-senders"],
+                      headers={"Idempotency-Key": "k" * 255})  # fmt: skip
+    response = enqueue_handler.handler(event, LambdaContext())
+    assert response["statusCode"] == 201
+    # The Python runtime returns a response's text as it is, in UTF-8 (since Python 3.12).
+    assert len(json.dumps(response, ensure_ascii=False).encode()) <= LAMBDA_MAX_PAYLOAD_BYTES
+    answer = json.loads(response["body"])
+    assert len(answer["items"]) == 1000 and answer["items"][0]["origin"]["id"] == wide
+    # Its key keeps that answer (packed within a DynamoDB item): a repeat gets it, queues none.
+    again = enqueue_handler.handler(event, LambdaContext())
+    assert (again["statusCode"], again["body"]) == (201, response["body"])
+    assert len(drain(aws)) == 1000
 
 
 PICTURE = "https://cdn.example.com/receipt.png"
