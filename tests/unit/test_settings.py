@@ -70,6 +70,10 @@ def test_an_empty_webhook_url_selects_polling():
         # Found in use: a send_at this far ahead overflowed the date arithmetic (every request
         # with a send_at answered 500).
         ("VDQ_MAX_SCHEDULE_DAYS", "3000000"),
+        # The 201 of 1,000 receivers with the longest names and origin is 5 MB of the 6 MB
+        # Lambda returns, kept under its key in 358 KB of a 400 KB item: a request of more
+        # could be stored and sent and its answer not fit.
+        ("VDQ_MAX_RECEIVERS", "1001"),
     ],
 )
 def test_a_bad_value_fails_naming_the_setting(name, value):
@@ -96,6 +100,10 @@ def test_sender_identities_are_a_lower_case_list_without_wildcards():
     for bad in ("*.example.com", "@example.com", "a b.com"):
         with pytest.raises(ValueError):
             _identities(bad)
+
+
+def test_the_most_receivers_a_request_may_take_is_a_thousand():
+    assert Settings.from_env({"VDQ_MAX_RECEIVERS": "1000"}).max_receivers == 1000
 
 
 def test_presigned_url_lifetimes_go_up_to_s3s_seven_days():

@@ -80,6 +80,12 @@ send_parallelism = at_most(MAX_SEND_PARALLELISM, " (an SQS batch holds 10 messag
 # in one transaction (at most 100 keys and 100 actions); 16 shards carry 4,800 requests a second.
 MAX_QUOTA_SHARDS = 16
 quota_shards = at_most(MAX_QUOTA_SHARDS)
+# The 201 of 1,000 receivers, each with the longest address and name and the longest origin,
+# is 5 MB of the 6 MB a Lambda function returns, and kept under its Idempotency-Key in 358 KB
+# of a 400 KB DynamoDB item: the answer of more might not fit, once its items are stored.
+MAX_RECEIVERS = 1000
+receivers = at_most(MAX_RECEIVERS, " (the answer of that many must fit Lambda's 6 MB and, "
+                    "under its Idempotency-Key, a 400 KB DynamoDB item)")  # fmt: skip
 # A send_at is at most ten years ahead: the date arithmetic of a far larger bound overflows.
 schedule_days = at_most(3650, " (ten years)")
 MAX_DELAY_SECONDS = 900  # SQS's longest DelaySeconds

@@ -325,8 +325,11 @@ class Settings:
         "count, so no entry is left in a shard nothing reads (vdq.store.shards)",
     )  # fmt: skip
     max_receivers: int = _setting(
-        "VDQ_MAX_RECEIVERS", 1000, read.positive_int, "receivers per enqueue request"
-    )
+        "VDQ_MAX_RECEIVERS", 1000, read.receivers,
+        "distinct receivers per enqueue request; at most 1000 (the answer of that many, with "
+        "the longest values, must fit what Lambda returns and, under its Idempotency-Key, a "
+        "DynamoDB item)",
+    )  # fmt: skip
     tracing: str = _setting(
         "VDQ_TRACING",
         "lambda",
