@@ -117,6 +117,8 @@ class _Sqs:
 
     def send_message_batch(self, QueueUrl, Entries):
         self.requests.append((QueueUrl, [e["Id"] for e in Entries]))
+        self.sizes = [*getattr(self, "sizes", []),
+                      sum(len(e["MessageBody"].encode()) for e in Entries)]  # fmt: skip
         return {"Successful": [], "Failed": []}
 
 
@@ -128,6 +130,21 @@ def test_the_send_queue_routes_each_message_to_its_lane_ten_to_a_request():
     assert queue.publish(messages_) == {}
     assert [(url, len(ids)) for url, ids in sqs.requests] == [("bulk", 10), ("bulk", 2),
                                                                ("high", 1), ("normal", 1)]
+
+
+def test_a_batch_of_messages_carrying_the_largest_inline_content_stays_within_sqss_limit():
+    # A content just within MAX_INLINE_CONTENT rides in each receiver's message: ten of them
+    # are 480 KB, and SQS refuses a batch over 256 KiB in all (BatchRequestTooLong), so no
+    # item of the request was published until its re-publish, which batched them the same.
+    from vdq.workflow.sendqueue import MAX_BATCH_BYTES, MAX_INLINE_CONTENT
+
+    sqs = _Sqs()
+    content = {"subject": "s", "text": "x" * (MAX_INLINE_CONTENT - 100)}
+    messages_ = [SendMessage(f"i{n}", 1, content=content) for n in range(12)]
+    assert all('"content"' in m.body() for m in messages_)
+    assert SendQueue(sqs, "normal").publish(messages_) == {}
+    assert sum(len(ids) for _, ids in sqs.requests) == 12
+    assert max(sqs.sizes) <= MAX_BATCH_BYTES == 262_144
 
 
 def test_state_events_carry_the_priority():

@@ -24,6 +24,7 @@ from vdq.core.clock import parse_iso
 
 MAX_INLINE_CONTENT = 48_000  # bytes of JSON; SQS bills each 64 KiB of a message as a request
 MAX_DELAY_SECONDS = 900  # SQS's limit
+MAX_BATCH_BYTES = 262_144  # SQS's limit on a SendMessageBatch's bodies together (256 KiB)
 
 
 def wait_seconds(send_at: str | None, now: datetime) -> float:
@@ -97,6 +98,21 @@ class SendMessage:
                    queued_at=queued_at if isinstance(queued_at, str) else None)  # fmt: skip
 
 
+def _batches(messages: Sequence[SendMessage]) -> list[list[SendMessage]]:
+    """Ten messages to a request, fewer when their bodies would pass MAX_BATCH_BYTES together
+    (ten carrying content near MAX_INLINE_CONTENT are 480 KB)."""
+    out: list[list[SendMessage]] = []
+    size = 0
+    for m in messages:
+        length = len(m.body().encode())
+        if not out or len(out[-1]) == 10 or size + length > MAX_BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(m)
+        size += length
+    return out
+
+
 class SendQueue:
     """Publishes send messages to their lanes' queues, ten to a request."""
 
@@ -117,8 +133,8 @@ class SendQueue:
             by_url.setdefault(self.url_of(m.priority), []).append(m)
         failed: dict[str, str] = {}
         for url, lane in by_url.items():
-            for start in range(0, len(lane), 10):
-                failed.update(self._publish_batch(url, lane[start : start + 10]))
+            for chunk in _batches(lane):
+                failed.update(self._publish_batch(url, chunk))
         return failed
 
     def _publish_batch(self, url: str, chunk: Sequence[SendMessage]) -> dict[str, str]:
