@@ -3,9 +3,9 @@
 A cursor names the list it belongs to (index, filters, shard count), so a cursor of another
 list, another deployment or one edited by hand is refused with a 400 instead of reading from a
 made-up position. It names the filters by their digest: a search's values (an origin of two
-256-character parts) would not fit the 2,048 characters a cursor may take. The signature is an
-integrity check, not a secret: a caller who may list may start anywhere, so the key is derived
-from the table name.
+256-character parts) would not fit the 2,048 characters a cursor may take, and deflates the
+positions (a list at 32 index shards holds 32). The signature is an integrity check, not a
+secret: a caller who may list may start anywhere, so the key is derived from the table name.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ def encode(positions: Sequence[str | None], key: ListKey, table_name: str) -> st
          "p": list(positions)},
         separators=(",", ":"),
     ).encode()  # fmt: skip
+    payload = min(payload, zlib.compress(payload, 9), key=len)
     signature = hmac.new(_key(table_name), payload, hashlib.sha256).digest()[:_SIG_BYTES]
     return f"{_b64(payload)}.{_b64(signature)}"
 
@@ -73,8 +75,9 @@ def decode(cursor: str, key: ListKey, table_name: str) -> list[str | None]:
     if not hmac.compare_digest(signature, expected):
         raise invalid
     try:
-        data = json.loads(payload)
-    except ValueError:
+        # Deflated (a zlib stream never starts with "{"), or JSON as a short one is written.
+        data = json.loads(payload if payload[:1] == b"{" else zlib.decompress(payload))
+    except (ValueError, zlib.error):
         raise invalid from None
     if (
         not isinstance(data, dict)
