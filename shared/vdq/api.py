@@ -270,13 +270,18 @@ def header(event: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
+def json_text(body: Any) -> str:
+    """An answer's JSON, compact and in UTF-8, not \\uXXXX: text outside ASCII (the names and
+    origin of the most receivers, an item's content), taken within Lambda's 6 MiB, took up to six
+    times its size escaped, over what Lambda returns (6 MB)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
 def response(status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> dict:
     out: dict[str, Any] = {"statusCode": status, "headers": dict(headers or {})}
     if body is not None:
         out["headers"].setdefault("Content-Type", "application/json")
-        # In UTF-8, not \uXXXX: the answer of the most receivers, their names and origin outside
-        # ASCII, took up to six times its size escaped, over what Lambda returns (6 MB).
-        out["body"] = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        out["body"] = json_text(body)
     else:
         out["body"] = ""
     return out
